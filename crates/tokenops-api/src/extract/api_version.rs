@@ -1,0 +1,63 @@
+//! `API-Version`: required on every API request as `major.minor.patch`; only the versions in
+//! [`SUPPORTED`] are served. Missing, malformed or unsupported → 400 naming the supported ones.
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokenops_app::Error;
+
+use crate::error::ApiError;
+
+pub const HEADER: &str = "api-version";
+pub const SUPPORTED: &[&str] = &["1.0.0"];
+
+fn is_semver_triplet(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('.').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Checks one header value; `Ok` carries the version.
+pub fn check(value: Option<&str>) -> Result<&str, Error> {
+    let supported = SUPPORTED.join(", ");
+    let refuse = |problem: String| {
+        Error::bad_request(format!("{problem}. Supported versions: {supported}")).with_code("UNSUPPORTED_API_VERSION")
+    };
+    let value = value.ok_or_else(|| refuse("The API-Version header is required".into()))?;
+    if !is_semver_triplet(value) {
+        return Err(refuse(format!("API-Version {value:?} is not of the form major.minor.patch")));
+    }
+    if !SUPPORTED.contains(&value) {
+        return Err(refuse(format!("API-Version {value} is not supported")));
+    }
+    Ok(value)
+}
+
+pub async fn require_api_version(request: Request, next: Next) -> Response {
+    let value = request.headers().get(HEADER).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    match check(value) {
+        Ok(_) => next.run(request).await,
+        Err(e) => ApiError(e).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_supported_triplets_pass() {
+        assert!(check(Some("1.0.0")).is_ok());
+        for bad in [
+            None,
+            Some(""),
+            Some("1.0"),
+            Some("latest"),
+            Some("1.0.0.0"),
+            Some("v1.0.0"),
+            Some("1.0.0 "),
+            Some("2.0.0"),
+        ] {
+            assert!(check(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Bearer authentication: `Authenticated` is any verified caller; `TenantScope` is a caller
+//! acting for an organisation, which every tenant-scoped handler takes, so a handler cannot
+//! reach data without the tenant the token names.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::context::{Caller, RequestContext};
+use tokenops_domain::TenantId;
+use tokenops_identity::VerifyError;
+
+use crate::ApiState;
+use crate::error::{ApiError, TimestampStyle};
+use crate::request_id::RequestId;
+
+#[derive(Debug, Clone)]
+pub struct Authenticated(pub Caller);
+
+impl FromRequestParts<Arc<ApiState>> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        if let Some(caller) = parts.extensions.get::<Authenticated>() {
+            return Ok(caller.clone());
+        }
+        let header = parts.headers.get(AUTHORIZATION).ok_or_else(|| {
+            Error::unauthorized("Authentication is required: send Authorization: Bearer <access token>")
+        })?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(bearer_token)
+            .ok_or_else(|| Error::unauthorized("The Authorization header must be: Bearer <access token>"))?;
+        let claims = state.verifier.verify(token, state.app.clock.now()).await.map_err(|e| match e {
+            VerifyError::Expired => Error::unauthorized("The access token has expired"),
+            VerifyError::NotYetValid => Error::unauthorized("The access token is not valid yet"),
+            VerifyError::WrongAudience => Error::unauthorized("The access token is not meant for this service (aud)"),
+            VerifyError::KeysUnavailable => {
+                Error::unauthorized("The access token could not be verified now; retry shortly")
+            }
+            _ => Error::unauthorized("The access token is invalid"),
+        })?;
+        let caller = Authenticated(Caller { subject: claims.subject, tenant: claims.tenant });
+        parts.extensions.insert(caller.clone());
+        Ok(caller)
+    }
+}
+
+/// The token of `Bearer <token>`; the scheme name is case-insensitive (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// A verified caller acting for an organisation, with the request's identifiers: the context of
+/// every tenant-scoped read and write.
+#[derive(Debug, Clone)]
+pub struct TenantScope {
+    pub tenant: TenantId,
+    pub context: RequestContext,
+    pub style: TimestampStyle,
+}
+
+impl FromRequestParts<Arc<ApiState>> for TenantScope {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        let Authenticated(caller) = Authenticated::from_request_parts(parts, state).await?;
+        let tenant = caller.tenant.ok_or_else(|| {
+            Error::forbidden("This operation acts for an organisation; the token names none (tenant_id)")
+        })?;
+        let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
+        let correlation_id = parts
+            .headers
+            .get("x-correlation-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= 128)
+            .map(str::to_owned)
+            .or_else(|| Some(request_id.clone()));
+        let style = parts.extensions.get::<TimestampStyle>().copied().unwrap_or_default();
+        Ok(TenantScope {
+            tenant,
+            context: RequestContext { caller, tenant: Some(tenant), request_id, correlation_id },
+            style,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer   abc "), Some("abc"));
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer   "), None);
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
+    }
+}
+
+/// A tenant-scoped caller on a path that names an organisation (`/api/tenants/{tenantId}/…`):
+/// the path must name the caller's own organisation (403 `Invalid tenant id` otherwise).
+#[derive(Debug, Clone)]
+pub struct OwnTenantPath(pub TenantScope);
+
+impl FromRequestParts<Arc<ApiState>> for OwnTenantPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        let scope = TenantScope::from_request_parts(parts, state).await?;
+        let axum::extract::Path(params) =
+            axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| Error::bad_request("Invalid path"))?;
+        let named = params.iter().find(|(name, _)| name == "tenantId").map(|(_, v)| v.as_str()).unwrap_or("");
+        let named = uuid::Uuid::parse_str(named).map_err(|_| Error::invalid_field("tenantId", "must be a UUID"))?;
+        if named != scope.tenant.as_uuid() {
+            return Err(Error::forbidden("Invalid tenant id").into());
+        }
+        Ok(OwnTenantPath(scope))
+    }
+}

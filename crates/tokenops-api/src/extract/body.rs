@@ -1,0 +1,87 @@
+//! JSON request bodies: `Content-Type: application/json` (415 otherwise), a size limit (413),
+//! `Malformed JSON request` for unreadable JSON (400), and a 400 naming the field for a body
+//! of the wrong shape. The parsed document is kept for the idempotency fingerprint.
+
+use axum::extract::{FromRequest, Request};
+use axum::http::header::CONTENT_TYPE;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use tokenops_app::{Error, Kind};
+
+use crate::ApiState;
+use crate::error::ApiError;
+
+#[derive(Debug, Clone)]
+pub struct JsonBody<T> {
+    pub value: T,
+    /// The document as sent (parsed), for the request fingerprint.
+    pub document: Value,
+}
+
+pub fn is_json_content_type(value: Option<&str>) -> bool {
+    let Some(value) = value else { return false };
+    let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        let content_type = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        if !is_json_content_type(content_type) {
+            return Err(Error::new(
+                Kind::UnsupportedMediaType,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "Content-Type must be application/json",
+            )
+            .into());
+        }
+        let limit = state.max_body_bytes;
+        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
+            Error::new(Kind::PayloadTooLarge, "PAYLOAD_TOO_LARGE", format!("The request body exceeds {limit} bytes"))
+        })?;
+        let document: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| Error::bad_request("Malformed JSON request").with_code("MALFORMED_JSON"))?;
+        if !document.is_object() {
+            return Err(Error::bad_request("The request body must be a JSON object").into());
+        }
+        if contains_nul(&document) {
+            // PostgreSQL cannot store it and no field of the API has a use for it.
+            return Err(Error::bad_request("Text in the request body must not contain NUL (\\u0000) characters").into());
+        }
+        let value = T::deserialize(&document).map_err(|e| Error::bad_request(format!("Invalid request body: {e}")))?;
+        Ok(JsonBody { value, document })
+    }
+}
+
+fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{contains_nul, is_json_content_type};
+
+    #[test]
+    fn nul_is_found_anywhere() {
+        assert!(contains_nul(&serde_json::json!({ "a": ["x", "y\u{0}"] })));
+        assert!(contains_nul(&serde_json::json!({ "k\u{0}": 1 })));
+        assert!(!contains_nul(&serde_json::json!({ "a": "plain", "b": [1, null] })));
+    }
+
+    #[test]
+    fn json_media_types() {
+        assert!(is_json_content_type(Some("application/json")));
+        assert!(is_json_content_type(Some("application/json; charset=utf-8")));
+        assert!(is_json_content_type(Some("application/merge-patch+json")));
+        assert!(!is_json_content_type(Some("text/plain")));
+        assert!(!is_json_content_type(None));
+    }
+}

@@ -1,0 +1,50 @@
+//! `Idempotency-Key`: required on the spec's writes; non-blank, at most 255 characters.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use tokenops_app::Error;
+
+use crate::error::ApiError;
+
+pub const MAX_LEN: usize = 255;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey(pub String);
+
+pub fn check(value: Option<&str>) -> Result<IdempotencyKey, Error> {
+    let value = value.ok_or_else(|| Error::bad_request("The Idempotency-Key header is required on this operation"))?;
+    if value.trim().is_empty() {
+        return Err(Error::bad_request("The Idempotency-Key header must not be blank"));
+    }
+    if value.chars().count() > MAX_LEN {
+        return Err(Error::bad_request(format!("The Idempotency-Key header must be at most {MAX_LEN} characters")));
+    }
+    Ok(IdempotencyKey(value.to_owned()))
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let value = match parts.headers.get("idempotency-key") {
+            None => None,
+            Some(v) => Some(
+                v.to_str().map_err(|_| Error::bad_request("The Idempotency-Key header must be visible ASCII text"))?,
+            ),
+        };
+        Ok(check(value)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds() {
+        assert!(check(None).is_err());
+        assert!(check(Some("   ")).is_err());
+        assert!(check(Some(&"k".repeat(256))).is_err());
+        assert!(check(Some(&"k".repeat(255))).is_ok());
+    }
+}

@@ -1,0 +1,16 @@
+//! The spec's cross-cutting request rules, each implemented once as an extractor or a layer and
+//! used by every router.
+
+pub mod api_version;
+pub mod auth;
+pub mod body;
+pub mod idempotency;
+pub mod paging;
+pub mod params;
+pub mod path;
+
+pub use auth::{Authenticated, OwnTenantPath, TenantScope};
+pub use body::JsonBody;
+pub use idempotency::IdempotencyKey;
+pub use params::QueryParams;
+pub use path::PathId;

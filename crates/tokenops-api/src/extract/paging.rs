@@ -1,0 +1,326 @@
+//! Paging, one implementation for the spec's four styles:
+//!
+//! | style | request            | envelope                                        |
+//! |-------|--------------------|-------------------------------------------------|
+//! | A     | page, size         | content, page, size, totalElements, totalPages  |
+//! | B     | page, size         | data, page, size, totalItems, totalPages        |
+//! | C     | page, size, sort   | items, pageNumber, pageSize, totalResults       |
+//! | D     | limit, cursor      | items, nextCursor (null on the last page), limit |
+//!
+//! Sizes follow a per-endpoint [`SizeRule`] (reject or clamp outside the bounds). Sorts are
+//! `property` or `property,asc|desc`, repeatable, checked against the endpoint's allow list.
+//! Cursors are opaque and tamper-proof: an HMAC-SHA256 over the position and its binding (the
+//! endpoint, the organisation and a hash of the filters), so an edited cursor, one from another
+//! endpoint or organisation, or one reused with other filters is refused with 400.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokenops_app::Error;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest, SortDirection, SortKey};
+use uuid::Uuid;
+
+use super::params::QueryParams;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    A,
+    B,
+    C,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutOfBounds {
+    /// 400 naming the bounds.
+    Reject,
+    /// Brought to the nearest bound.
+    Clamp,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SizeRule {
+    pub default: u32,
+    pub max: u32,
+    pub above_max: OutOfBounds,
+    pub below_one: OutOfBounds,
+}
+
+/// customers, accounts, contracts, transactions, breaks, webhooks, webhook events.
+pub const STRICT_SIZE: SizeRule =
+    SizeRule { default: 20, max: 100, above_max: OutOfBounds::Reject, below_one: OutOfBounds::Reject };
+/// audit events: above 100 reduced to 100.
+pub const AUDIT_SIZE: SizeRule =
+    SizeRule { default: 20, max: 100, above_max: OutOfBounds::Clamp, below_one: OutOfBounds::Reject };
+/// automations and history: above 100 returns 100, below 1 returns 1.
+pub const CLAMPED_SIZE: SizeRule =
+    SizeRule { default: 20, max: 100, above_max: OutOfBounds::Clamp, below_one: OutOfBounds::Clamp };
+
+fn parse_int(name: &str, text: &str) -> Result<i64, Error> {
+    text.trim().parse::<i64>().map_err(|_| Error::invalid_field(name, "must be an integer"))
+}
+
+fn bounded_size(name: &str, value: Option<&str>, rule: SizeRule) -> Result<u32, Error> {
+    let Some(text) = value else { return Ok(rule.default) };
+    let size = parse_int(name, text)?;
+    let refuse = || Error::invalid_field(name, format!("must be between 1 and {}", rule.max));
+    if size < 1 {
+        return match rule.below_one {
+            OutOfBounds::Reject => Err(refuse()),
+            OutOfBounds::Clamp => Ok(1),
+        };
+    }
+    if size > i64::from(rule.max) {
+        return match rule.above_max {
+            OutOfBounds::Reject => Err(refuse()),
+            OutOfBounds::Clamp => Ok(rule.max),
+        };
+    }
+    Ok(u32::try_from(size).unwrap_or(rule.max))
+}
+
+/// `page` (zero-based, default 0, never negative) and `size` per the endpoint's rule.
+pub fn page_request(params: &QueryParams, rule: SizeRule) -> Result<PageRequest, Error> {
+    let page = match params.one("page")? {
+        None => 0,
+        Some(text) => {
+            let page = parse_int("page", text)?;
+            u64::try_from(page).map_err(|_| Error::invalid_field("page", "must not be negative"))?
+        }
+    };
+    let size = bounded_size("size", params.one("size")?, rule)?;
+    Ok(PageRequest { page, size })
+}
+
+/// Parses repeatable `sort` parameters against `allowed` (API property → store column). Without
+/// any, `default` applies.
+pub fn sort_keys(
+    params: &QueryParams,
+    allowed: &[(&str, &'static str)],
+    default: &[SortKey],
+) -> Result<Vec<SortKey>, Error> {
+    let raw = params.raw_all("sort");
+    if raw.is_empty() {
+        return Ok(default.to_vec());
+    }
+    let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
+    let mut keys = Vec::new();
+    for value in raw {
+        let mut parts = value.split(',').map(str::trim);
+        let property = parts.next().unwrap_or("");
+        let direction = match parts.next() {
+            None => SortDirection::Asc,
+            Some(d) if d.eq_ignore_ascii_case("asc") => SortDirection::Asc,
+            Some(d) if d.eq_ignore_ascii_case("desc") => SortDirection::Desc,
+            Some(d) => return Err(Error::invalid_field("sort", format!("direction {d:?} must be asc or desc"))),
+        };
+        if parts.next().is_some() {
+            return Err(Error::invalid_field("sort", format!("{value:?} must be property or property,asc|desc")));
+        }
+        let column =
+            allowed.iter().find(|(name, _)| *name == property).map(|(_, column)| *column).ok_or_else(|| {
+                Error::invalid_field("sort", format!("unknown property {property:?}; sortable: {}", names.join(", ")))
+            })?;
+        keys.push(SortKey { column, direction });
+    }
+    Ok(keys)
+}
+
+fn total_pages(total: u64, size: u32) -> u64 {
+    total.div_ceil(u64::from(size.max(1)))
+}
+
+/// The envelope of an offset-paged list in the endpoint's style.
+pub fn envelope<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest) -> Value {
+    let items = serde_json::to_value(&page.items).unwrap_or(Value::Array(vec![]));
+    let pages = total_pages(page.total, request.size);
+    match style {
+        Style::A => {
+            json!({ "content": items, "page": request.page, "size": request.size, "totalElements": page.total, "totalPages": pages })
+        }
+        Style::B => {
+            json!({ "data": items, "page": request.page, "size": request.size, "totalItems": page.total, "totalPages": pages })
+        }
+        Style::C => {
+            json!({ "items": items, "pageNumber": request.page, "pageSize": request.size, "totalResults": page.total })
+        }
+    }
+}
+
+/// Signs and checks cursors. The key is shared by every node through the store.
+#[derive(Clone)]
+pub struct CursorCodec {
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for CursorCodec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CursorCodec(..)")
+    }
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// A hash of an endpoint's normalised filters; a cursor only works with the filters it was
+/// issued for.
+pub fn filters_fingerprint(filters: &[(&str, Option<String>)]) -> String {
+    let mut hasher = Sha256::new();
+    for (name, value) in filters {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        if let Some(v) = value {
+            hasher.update([1]);
+            hasher.update(v.as_bytes());
+        }
+        hasher.update([0xff]);
+    }
+    URL_SAFE_NO_PAD.encode(&hasher.finalize()[..16])
+}
+
+fn bad_cursor() -> Error {
+    Error::invalid_field("cursor", "was not issued by this endpoint for these filters; restart without a cursor")
+        .with_code("INVALID_CURSOR")
+}
+
+impl CursorCodec {
+    pub fn new(key: Vec<u8>) -> Self {
+        Self { key }
+    }
+
+    fn mac(&self, payload: &[u8]) -> HmacSha256 {
+        // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
+        let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+        mac.update(payload);
+        mac
+    }
+
+    pub fn encode(&self, binding: &str, position: KeysetPosition) -> String {
+        let payload = json!({ "b": binding, "t": position.at_micros, "i": position.id }).to_string();
+        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
+        format!("{}.{}", URL_SAFE_NO_PAD.encode(payload), URL_SAFE_NO_PAD.encode(tag))
+    }
+
+    pub fn decode(&self, binding: &str, cursor: &str) -> Result<KeysetPosition, Error> {
+        let (payload, tag) = cursor.split_once('.').ok_or_else(bad_cursor)?;
+        let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| bad_cursor())?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| bad_cursor())?;
+        self.mac(&payload).verify_slice(&tag).map_err(|_| bad_cursor())?;
+        let doc: Value = serde_json::from_slice(&payload).map_err(|_| bad_cursor())?;
+        if doc["b"] != binding {
+            return Err(bad_cursor());
+        }
+        let at_micros = doc["t"].as_i64().ok_or_else(bad_cursor)?;
+        let id = doc["i"].as_str().and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(bad_cursor)?;
+        Ok(KeysetPosition { at_micros, id })
+    }
+}
+
+/// A parsed style-D request: the keyset window to fetch (one more than `limit`, to learn
+/// whether another page exists), and what its cursors are bound to.
+#[derive(Debug, Clone)]
+pub struct CursorRequest {
+    pub limit: u32,
+    pub after: Option<KeysetPosition>,
+    binding: String,
+}
+
+impl CursorRequest {
+    /// `filters` comes from [`filters_fingerprint`] over the endpoint's normalised filters.
+    pub fn parse(
+        params: &QueryParams,
+        rule: SizeRule,
+        codec: &CursorCodec,
+        endpoint: &str,
+        tenant: TenantId,
+        filters: &str,
+    ) -> Result<Self, Error> {
+        let binding = format!("{endpoint}|{tenant}|{filters}");
+        let limit = bounded_size("limit", params.one("limit")?, rule)?;
+        let after = params.one("cursor")?.map(|c| codec.decode(&binding, c)).transpose()?;
+        Ok(Self { limit, after, binding })
+    }
+
+    pub fn window(&self) -> KeysetRequest {
+        KeysetRequest { after: self.after, limit: self.limit + 1 }
+    }
+
+    /// The style-D envelope: `items` up to `limit`, `nextCursor` pointing after the last one
+    /// when more exist (always present, null on the last page).
+    pub fn envelope<T, O: Serialize>(
+        &self,
+        mut fetched: Vec<T>,
+        position: impl Fn(&T) -> KeysetPosition,
+        view: impl Fn(&T) -> O,
+        codec: &CursorCodec,
+    ) -> Value {
+        let more = fetched.len() > self.limit as usize;
+        fetched.truncate(self.limit as usize);
+        let next = if more { fetched.last().map(|last| codec.encode(&self.binding, position(last))) } else { None };
+        let items: Vec<O> = fetched.iter().map(view).collect();
+        json!({ "items": items, "nextCursor": next, "limit": self.limit })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(q: &str) -> QueryParams {
+        QueryParams::parse(q)
+    }
+
+    #[test]
+    fn strict_sizes_reject_and_clamped_sizes_clamp() {
+        assert_eq!(page_request(&params(""), STRICT_SIZE).map(|p| (p.page, p.size)).ok(), Some((0, 20)));
+        assert!(page_request(&params("size=0"), STRICT_SIZE).is_err());
+        assert!(page_request(&params("size=101"), STRICT_SIZE).is_err());
+        assert!(page_request(&params("page=-1"), STRICT_SIZE).is_err());
+        assert!(page_request(&params("page=x"), STRICT_SIZE).is_err());
+        assert_eq!(page_request(&params("size=500"), AUDIT_SIZE).map(|p| p.size).ok(), Some(100));
+        assert!(page_request(&params("size=0"), AUDIT_SIZE).is_err());
+        assert_eq!(page_request(&params("size=0"), CLAMPED_SIZE).map(|p| p.size).ok(), Some(1));
+    }
+
+    #[test]
+    fn style_c_envelope() {
+        let page = Page { items: vec![1, 2], total: 5 };
+        let v = envelope(Style::C, &page, PageRequest { page: 1, size: 2 });
+        assert_eq!(v, json!({ "items": [1, 2], "pageNumber": 1, "pageSize": 2, "totalResults": 5 }));
+    }
+
+    #[test]
+    fn sorts_parse_and_validate() {
+        let allowed = [("name", "name"), ("createdAt", "created_at")];
+        let keys = sort_keys(&params("sort=name,desc&sort=createdAt"), &allowed, &[]).unwrap_or_default();
+        assert_eq!(
+            keys,
+            vec![
+                SortKey { column: "name", direction: SortDirection::Desc },
+                SortKey { column: "created_at", direction: SortDirection::Asc }
+            ]
+        );
+        assert!(sort_keys(&params("sort=nope"), &allowed, &[]).is_err());
+        assert!(sort_keys(&params("sort=name,up"), &allowed, &[]).is_err());
+        assert!(sort_keys(&params("sort=name,asc,desc"), &allowed, &[]).is_err());
+    }
+
+    #[test]
+    fn cursors_are_bound_and_tamper_proof() {
+        let codec = CursorCodec::new(b"k".to_vec());
+        let pos = KeysetPosition { at_micros: 42, id: Uuid::nil() };
+        let c = codec.encode("events|t1|f1", pos);
+        assert_eq!(codec.decode("events|t1|f1", &c).ok(), Some(pos));
+        assert!(codec.decode("events|t1|f2", &c).is_err());
+        assert!(codec.decode("events|t2|f1", &c).is_err());
+        assert!(codec.decode("other|t1|f1", &c).is_err());
+        assert!(CursorCodec::new(b"other".to_vec()).decode("events|t1|f1", &c).is_err());
+        let mut tampered = c.clone();
+        tampered.replace_range(0..1, if c.starts_with('e') { "f" } else { "e" });
+        assert!(codec.decode("events|t1|f1", &tampered).is_err());
+        assert!(codec.decode("events|t1|f1", "garbage").is_err());
+    }
+}

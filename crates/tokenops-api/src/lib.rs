@@ -1,0 +1,80 @@
+//! The HTTP layer: routers per area of the spec (`routes`), the spec's cross-cutting rules as
+//! extractors and layers (`extract`, `error`, `request_id`, `metrics`), and the write runner.
+//! Handlers parse, call one app service and shape the response; no SQL and no business rule.
+
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod openapi;
+pub mod request_id;
+pub mod routes;
+pub mod write;
+
+use axum::Router;
+use axum::middleware::{from_fn, from_fn_with_state};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use tokenops_app::App;
+use tokenops_identity::TokenVerifier;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use error::TimestampStyle;
+use extract::paging::CursorCodec;
+
+/// What every handler can reach.
+pub struct ApiState {
+    pub app: Arc<App>,
+    pub verifier: Arc<TokenVerifier>,
+    pub cursors: CursorCodec,
+    pub max_body_bytes: usize,
+    pub metrics: PrometheusHandle,
+    /// Whether the embedded identity provider serves `/idp` and the sign-in endpoints (off when
+    /// the bank's own provider issues the tokens).
+    pub embedded_provider: bool,
+    /// The service's base URL, for links it hands out (sign-in URL in invitations).
+    pub public_url: String,
+}
+
+/// The complete HTTP surface: the API under `/api` (API-Version required; every area is added
+/// through [`area`]), the operational endpoints, the OpenAPI document and its reference page.
+pub fn router(state: Arc<ApiState>) -> Router {
+    let (api, mut document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(area(routes::customers::router(), TimestampStyle::Iso8601))
+        .merge(area(routes::audit::router(), TimestampStyle::Iso8601))
+        .merge(area(routes::roles::router(), TimestampStyle::Iso8601))
+        .merge(area(routes::tenants::router(), TimestampStyle::Iso8601))
+        .merge(area(routes::users::router(), TimestampStyle::Iso8601))
+        .merge(area(routes::auth::router(), TimestampStyle::SpacedUtc))
+        .merge(area(routes::webhook_events::router(), TimestampStyle::SpacedUtc))
+        .route_layer(from_fn(metrics::record_request))
+        .split_for_parts();
+    openapi::finish(&mut document);
+    Router::new()
+        .merge(api)
+        .merge(routes::operations::router(document))
+        .merge(routes::idp::router())
+        .fallback(error::route_not_found)
+        .layer(from_fn_with_state(state.clone(), error::render_errors))
+        .layer(from_fn(request_id::assign_request_id))
+        .with_state(state)
+}
+
+/// One area of the API: API-Version required on every route, and every error of the area in
+/// the area's timestamp form. The style layer wraps the API-Version check, so that its refusal
+/// carries the area's form too (a webhook-history client sees one form on every error).
+fn area(router: OpenApiRouter<Arc<ApiState>>, style: TimestampStyle) -> OpenApiRouter<Arc<ApiState>> {
+    router
+        .layer(from_fn(extract::api_version::require_api_version))
+        .layer(from_fn(move |request, next| error::timestamp_style(style, request, next)))
+}
+
+/// The operational endpoints alone, for worker-only nodes.
+pub fn operations_only_router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .merge(routes::operations::router(openapi::ApiDoc::openapi()))
+        .fallback(error::route_not_found)
+        .layer(from_fn_with_state(state.clone(), error::render_errors))
+        .layer(from_fn(request_id::assign_request_id))
+        .with_state(state)
+}

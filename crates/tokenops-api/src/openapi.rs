@@ -1,0 +1,125 @@
+//! The OpenAPI 3.1 document: assembled from the handlers' annotations by `utoipa`, with the
+//! common headers and the bearer scheme added to every API operation here, once.
+
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Object, Required, Type};
+use utoipa::{Modify, OpenApi};
+
+use crate::extract::api_version::SUPPORTED;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "tokenops",
+        description = "Token operations service for banks: customers, accounts, token contracts and token operations over HTTP/JSON. Every request carries the API-Version header; errors use one envelope {timestamp, status, error, message, code, details?, requestId}.",
+    ),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "customers", description = "Customers of the organisation"),
+        (name = "audit", description = "The audit log"),
+        (name = "roles", description = "Roles of the organisation"),
+        (name = "auth", description = "Sign-in with the embedded identity provider"),
+        (name = "organisation", description = "Organisations and their users"),
+        (name = "webhook-events", description = "The event history"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The error envelope, as rendered for every error.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorBody {
+    /// ISO 8601 UTC with Z, or `yyyy-MM-dd HH:mm:ss.SSS` UTC on webhook areas.
+    timestamp: String,
+    status: u16,
+    /// The HTTP reason phrase.
+    error: String,
+    message: String,
+    /// A stable machine-readable code.
+    code: String,
+    details: Option<Vec<tokenops_app::error::FieldError>>,
+    #[schema(rename = "requestId")]
+    request_id: String,
+}
+
+/// Adds the common headers and the bearer scheme to every API operation. Applied by [`finish`]
+/// once every router's paths are in the document (a `modifiers` entry would run too early).
+struct CommonHeaders;
+
+fn error_response(description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::Response> {
+    utoipa::openapi::ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            utoipa::openapi::ContentBuilder::new()
+                .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+        .into()
+}
+
+pub fn finish(document: &mut utoipa::openapi::OpenApi) {
+    CommonHeaders.modify(document);
+}
+
+fn header(name: &str, description: &str, required: bool) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Header)
+        .required(if required { Required::True } else { Required::False })
+        .description(Some(description))
+        .schema(Some(Object::with_type(Type::String)))
+        .build()
+}
+
+impl Modify for CommonHeaders {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+        );
+        let version = format!("Interface version, major.minor.patch. Supported: {}", SUPPORTED.join(", "));
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if !path.starts_with("/api/") {
+                continue;
+            }
+            for operation in
+                [&mut item.get, &mut item.post, &mut item.patch, &mut item.put, &mut item.delete].into_iter().flatten()
+            {
+                let params = operation.parameters.get_or_insert_with(Vec::new);
+                params.insert(0, header("API-Version", &version, true).into());
+                params.push(
+                    header(
+                        "X-Request-Id",
+                        "Optional request id (1-128 of A-Za-z0-9._:-), echoed on the response",
+                        false,
+                    )
+                    .into(),
+                );
+                // Operations that declare their own (the sign-in endpoints: none) keep it.
+                if operation.security.is_none() {
+                    operation.security =
+                        Some(vec![utoipa::openapi::security::SecurityRequirement::new("bearer", Vec::<String>::new())]);
+                }
+                let has_body = operation.request_body.is_some();
+                let responses = &mut operation.responses.responses;
+                let mut common = vec![
+                    ("400", "Missing, malformed or unsupported API-Version, or an invalid request"),
+                    ("401", "No token, or the token failed verification"),
+                    ("403", "The token acts for no organisation, or lacks the permission"),
+                    ("500", "System error occurred: nothing was changed; retry with the same Idempotency-Key"),
+                ];
+                if has_body {
+                    common.push(("413", "The body exceeds the size limit"));
+                    common.push(("415", "Content-Type is not application/json"));
+                }
+                for (status, description) in common {
+                    responses.entry(status.to_owned()).or_insert_with(|| error_response(description));
+                }
+            }
+        }
+    }
+}

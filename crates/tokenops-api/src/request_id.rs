@@ -1,0 +1,59 @@
+//! Request ids: taken from `X-Request-Id` when well formed (1–128 of `A-Za-z0-9._:-`), minted
+//! otherwise; echoed on every response and recorded on the request's tracing span.
+
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+fn well_formed(text: &str) -> bool {
+    (1..=128).contains(&text.len())
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+}
+
+pub async fn assign_request_id(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(&X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| well_formed(v))
+        .map(str::to_owned)
+        .unwrap_or_else(|| tokenops_domain::new_id().to_string());
+    request.extensions_mut().insert(RequestId(id.clone()));
+    // Routing has not happened yet at this outermost layer: the span names the path; metrics
+    // (a route layer) name the matched route.
+    let span =
+        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let started = std::time::Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            latency_ms = started.elapsed().as_millis() as u64,
+            "request finished"
+        )
+    });
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(X_REQUEST_ID.clone(), value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::well_formed;
+
+    #[test]
+    fn request_ids_are_bounded_and_plain() {
+        assert!(well_formed("abc-123_x.y:z"));
+        assert!(!well_formed(""));
+        assert!(!well_formed("has space"));
+        assert!(!well_formed(&"a".repeat(129)));
+    }
+}

@@ -1,0 +1,168 @@
+//! `/api/auth/*`: sign-in with the embedded identity provider (login, refresh, new-password,
+//! activate). Bodies are validated field by field with the spec's message `Invalid Request
+//! parameter. {field}`; every credential failure is `401 Invalid credentials.`. These errors use
+//! the spec's `yyyy-MM-dd HH:mm:ss.SSS` timestamps ("some identity errors").
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::identity::signin::{self, LoginOutcome, Tokens};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::ApiState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::JsonBody;
+use crate::request_id::RequestId;
+
+/// Longest accepted email and password: beyond these nothing valid exists.
+const EMAIL_MAX: usize = 254;
+const PASSWORD_MAX: usize = 1_024;
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(refresh))
+        .routes(routes!(new_password))
+        .routes(routes!(activate))
+}
+
+fn require_embedded(state: &ApiState) -> Result<(), ApiError> {
+    if state.embedded_provider {
+        Ok(())
+    } else {
+        Err(ApiError(Error::new(
+            tokenops_app::Kind::NotFound,
+            "ROUTE_NOT_FOUND",
+            "Sign-in is done at this deployment's external identity provider",
+        )))
+    }
+}
+
+/// A required text field, or `400 Invalid Request parameter. {field}`.
+fn field(body: &Map<String, Value>, name: &str, max: usize) -> Result<String, Error> {
+    let invalid =
+        || Error::bad_request(format!("Invalid Request parameter. {name}")).with_code("INVALID_REQUEST_PARAMETER");
+    let text = body.get(name).and_then(Value::as_str).ok_or_else(invalid)?;
+    if text.trim().is_empty() || text.chars().count() > max {
+        return Err(invalid());
+    }
+    Ok(text.to_owned())
+}
+
+fn email(body: &Map<String, Value>) -> Result<String, Error> {
+    let email = field(body, "email", EMAIL_MAX)?;
+    if !email.contains('@') || email.chars().any(char::is_whitespace) {
+        return Err(Error::bad_request("Invalid Request parameter. email").with_code("INVALID_REQUEST_PARAMETER"));
+    }
+    Ok(email)
+}
+
+fn tokens_response(tokens: &Tokens) -> Response {
+    let mut response = axum::Json(tokens).into_response();
+    response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Sign in with email and password.
+#[utoipa::path(
+    post, path = "/api/auth/login", tag = "auth", operation_id = "auth.login",
+    request_body(content = Object, description = "{email, password}"),
+    security(()),
+    responses(
+        (status = 200, description = "Either {accessToken, refreshToken, tokenType, expiresIn} or {challenge: NEW_PASSWORD_REQUIRED, session}, never both"),
+        (status = 400, description = "Invalid Request parameter. {field}, or Malformed JSON request", body = crate::openapi::ErrorBody),
+        (status = 401, description = "Invalid credentials. (whatever the cause)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn login(
+    State(state): State<Arc<ApiState>>,
+    request_id: axum::Extension<RequestId>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult<Response> {
+    require_embedded(&state)?;
+    let email = email(&body.value)?;
+    let password = field(&body.value, "password", PASSWORD_MAX)?;
+    let outcome = signin::login(&state.app, &request_id.0.0, &email, &password).await?;
+    Ok(match outcome {
+        LoginOutcome::Tokens(tokens) => tokens_response(&tokens),
+        LoginOutcome::NewPasswordRequired { session } => {
+            // The session works like a credential: never cached.
+            let mut response =
+                axum::Json(json!({ "challenge": "NEW_PASSWORD_REQUIRED", "session": session })).into_response();
+            response
+                .headers_mut()
+                .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+            response
+        }
+    })
+}
+
+/// A new access token for a refresh token (no new refresh token).
+#[utoipa::path(
+    post, path = "/api/auth/refresh", tag = "auth", operation_id = "auth.refresh",
+    request_body(content = Object, description = "{refreshToken}"),
+    security(()),
+    responses(
+        (status = 200, description = "{accessToken, tokenType, expiresIn}"),
+        (status = 400, description = "Invalid Request parameter. refreshToken", body = crate::openapi::ErrorBody),
+        (status = 401, description = "Refresh token is invalid or expired (expired, revoked, or account disabled)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn refresh(
+    State(state): State<Arc<ApiState>>,
+    request_id: axum::Extension<RequestId>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult<Response> {
+    require_embedded(&state)?;
+    let token = field(&body.value, "refreshToken", 256)?;
+    Ok(tokens_response(&signin::refresh(&state.app, &request_id.0.0, &token).await?))
+}
+
+/// Complete the NEW_PASSWORD_REQUIRED challenge.
+#[utoipa::path(
+    post, path = "/api/auth/new-password", tag = "auth", operation_id = "auth.newPassword",
+    request_body(content = Object, description = "{email, newPassword, session}"),
+    security(()),
+    responses(
+        (status = 200, description = "Tokens as login; the user becomes ACTIVE"),
+        (status = 400, description = "Invalid Request parameter. {field}, or the password policy's message", body = crate::openapi::ErrorBody),
+        (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn new_password(
+    State(state): State<Arc<ApiState>>,
+    request_id: axum::Extension<RequestId>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult<Response> {
+    require_embedded(&state)?;
+    let email = email(&body.value)?;
+    let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
+    let session = field(&body.value, "session", 256)?;
+    Ok(tokens_response(&signin::new_password(&state.app, &request_id.0.0, &email, &new_password, &session).await?))
+}
+
+/// Activate an invited user with the temporary password and a new one.
+#[utoipa::path(
+    post, path = "/api/auth/activate", tag = "auth", operation_id = "auth.activate",
+    request_body(content = Object, description = "{email, temporaryPassword, newPassword}"),
+    security(()),
+    responses(
+        (status = 200, description = "Tokens as login; the user becomes ACTIVE"),
+        (status = 400, description = "Invalid Request parameter. {field}, or the password policy's message", body = crate::openapi::ErrorBody),
+        (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn activate(
+    State(state): State<Arc<ApiState>>,
+    request_id: axum::Extension<RequestId>,
+    body: JsonBody<Map<String, Value>>,
+) -> ApiResult<Response> {
+    require_embedded(&state)?;
+    let email = email(&body.value)?;
+    let temporary = field(&body.value, "temporaryPassword", PASSWORD_MAX)?;
+    let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
+    Ok(tokens_response(&signin::activate(&state.app, &request_id.0.0, &email, &temporary, &new_password).await?))
+}

@@ -1,0 +1,200 @@
+//! `/api/customers`: register, change status, read and list customers (style A, oldest first).
+
+use axum::extract::State;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::customers::{CHANGE_STATUS, CustomerOut, NewCustomer, REGISTER};
+use tokenops_domain::customer::{CustomerRef, CustomerStatus, DISPLAY_NAME_MAX_LEN};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::path::PathText;
+use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRequest};
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(register_customer, list_customers))
+        .routes(routes!(get_customer, change_customer_status))
+}
+
+/// Body of `POST /api/customers`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomerIn {
+    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
+    #[schema(example = "cust-0001")]
+    pub customer_ref: Option<String>,
+    /// Optional name to show, at most 200 characters.
+    pub display_name: Option<String>,
+    /// ACTIVE (default) or INACTIVE.
+    #[schema(value_type = Option<CustomerStatus>)]
+    pub status: Option<String>,
+}
+
+/// Body of `PATCH /api/customers/{customerRef}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomerPatch {
+    /// ACTIVE or INACTIVE.
+    #[schema(value_type = CustomerStatus)]
+    pub status: Option<String>,
+}
+
+fn parse_status(field: &str, value: &str) -> Result<CustomerStatus, Error> {
+    CustomerStatus::parse(value)
+        .ok_or_else(|| Error::invalid_field(field, format!("unknown status {value:?}; allowed: ACTIVE, INACTIVE")))
+}
+
+fn parse_new_customer(body: CustomerIn) -> Result<NewCustomer, Error> {
+    let customer_ref = body.customer_ref.ok_or_else(|| Error::invalid_field("customerRef", "is required"))?;
+    let customer_ref = CustomerRef::parse(&customer_ref).map_err(|e| Error::invalid_field("customerRef", e))?;
+    let display_name = match body.display_name {
+        Some(name) if name.trim().is_empty() => return Err(Error::invalid_field("displayName", "must not be blank")),
+        Some(name) if name.chars().count() > DISPLAY_NAME_MAX_LEN => {
+            return Err(Error::invalid_field(
+                "displayName",
+                format!("must be at most {DISPLAY_NAME_MAX_LEN} characters"),
+            ));
+        }
+        other => other,
+    };
+    let status =
+        body.status.as_deref().map(|s| parse_status("status", s)).transpose()?.unwrap_or(CustomerStatus::Active);
+    Ok(NewCustomer { customer_ref, display_name, status })
+}
+
+/// A path reference that cannot be a customer's is simply not found.
+fn path_ref(text: &str) -> Result<CustomerRef, Error> {
+    CustomerRef::parse(text).map_err(|_| Error::not_found(format!("Customer {text} not found")))
+}
+
+/// Register a customer.
+#[utoipa::path(
+    post, path = "/api/customers", tag = "customers", operation_id = "customers.create",
+    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    request_body = CustomerIn,
+    responses(
+        (status = 201, description = "Registered", body = CustomerOut, headers(("Location" = String))),
+        (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 409, description = "customerRef exists (body adds customerRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn register_customer(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    key: IdempotencyKey,
+    body: JsonBody<CustomerIn>,
+) -> ApiResult<Response> {
+    let fingerprint = write::fingerprint("POST", "/api/customers", &body.document);
+    let new = parse_new_customer(body.value)?;
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &REGISTER,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(new.customer_ref.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let result = app.customers.register(&mut w, new).await;
+        let reply =
+            result.and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
+        (w, reply)
+    })
+    .await
+}
+
+/// Change a customer's status.
+#[utoipa::path(
+    patch, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.update",
+    params(
+        ("customerRef" = String, Path),
+        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+    ),
+    request_body = CustomerPatch,
+    responses(
+        (status = 200, description = "The customer after the change (unchanged when it already had the status)", body = CustomerOut),
+        (status = 400, description = "status missing or unknown, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such customer", body = crate::openapi::ErrorBody),
+        (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn change_customer_status(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(customer_ref): PathText,
+    key: IdempotencyKey,
+    body: JsonBody<CustomerPatch>,
+) -> ApiResult<Response> {
+    let fingerprint =
+        write::fingerprint(Method::PATCH.as_str(), &format!("/api/customers/{customer_ref}"), &body.document);
+    let status = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
+    let status = parse_status("status", &status)?;
+    let customer_ref = path_ref(&customer_ref)?;
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &CHANGE_STATUS,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(customer_ref.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let result = app.customers.change_status(&mut w, &customer_ref, status).await;
+        (w, result.and_then(|c| Reply::ok(&CustomerOut::from(&c))))
+    })
+    .await
+}
+
+/// Read one customer.
+#[utoipa::path(
+    get, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.get",
+    params(("customerRef" = String, Path)),
+    responses(
+        (status = 200, body = CustomerOut),
+        (status = 404, description = "No such customer in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_customer(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(customer_ref): PathText,
+) -> ApiResult<Response> {
+    let customer_ref = path_ref(&customer_ref)?;
+    let customer = state.app.customers.get(scope.tenant, &customer_ref).await?;
+    Ok(axum::Json(CustomerOut::from(&customer)).into_response())
+}
+
+/// List customers, oldest first (paging style A).
+#[utoipa::path(
+    get, path = "/api/customers", tag = "customers", operation_id = "customers.list",
+    params(
+        ("status" = Option<CustomerStatus>, Query),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style A page: content, page, size, totalElements, totalPages"),
+        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_customers(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let status = params.choice("status", CustomerStatus::parse, &["ACTIVE", "INACTIVE"])?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let customers = state.app.customers.list(scope.tenant, status, page).await?;
+    let view = customers.map(|c| CustomerOut::from(&c));
+    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+}

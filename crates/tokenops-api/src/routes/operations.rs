@@ -1,0 +1,54 @@
+//! Operational endpoints: liveness, readiness (store reachable), Prometheus metrics, the OpenAPI
+//! document and its reference page. None needs API-Version or a token.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+
+use crate::ApiState;
+
+pub fn router(document: utoipa::openapi::OpenApi) -> Router<Arc<ApiState>> {
+    let json = Arc::new(document.to_pretty_json().unwrap_or_else(|_| "{}".into()));
+    Router::new()
+        .route("/healthz", get(|| async { axum::Json(serde_json::json!({ "status": "ok" })) }))
+        .route("/readyz", get(readiness))
+        .route("/metrics", get(metrics))
+        .route(
+            "/openapi.json",
+            get(move || {
+                let json = json.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], (*json).clone()) }
+            }),
+        )
+        .route("/docs", get(|| async { Html(REFERENCE_PAGE) }))
+}
+
+async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
+    match state.app.store.ping().await {
+        Ok(()) => axum::Json(serde_json::json!({ "status": "ready", "store": state.app.store.backend().as_str() }))
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: store unreachable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({ "status": "unavailable", "store": "unreachable" })),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
+    match state.app.jobs.stats().await {
+        Ok(stats) => crate::metrics::record_queue(stats),
+        Err(e) => tracing::warn!(error = %e, "metrics: could not read job queue statistics"),
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+/// A self-contained reference page: renders /openapi.json with a few lines of script and no
+/// downloaded assets.
+const REFERENCE_PAGE: &str = include_str!("reference.html");

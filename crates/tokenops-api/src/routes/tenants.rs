@@ -1,0 +1,131 @@
+//! `/api/tenants`: the platform operator creates an organisation; its owner is invited as
+//! SUPER_ADMIN and mailed a temporary password.
+
+use axum::extract::State;
+use axum::response::Response;
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::context::RequestContext;
+use tokenops_app::identity::organisations::{self, CREATE, NewOrganisation, OrganisationOut};
+use tokenops_domain::TenantId;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::error::TimestampStyle;
+use crate::extract::{Authenticated, IdempotencyKey, JsonBody, TenantScope};
+use crate::request_id::RequestId;
+use crate::write::{self, Reply, WriteRequest};
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new().routes(routes!(create_tenant))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OwnerIn {
+    pub email: Option<String>,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantIn {
+    pub name: Option<String>,
+    pub owner: Option<OwnerIn>,
+}
+
+fn text(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
+    let value = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
+    let value = value.trim().to_owned();
+    if value.is_empty() {
+        return Err(Error::invalid_field(field, "must not be blank"));
+    }
+    if value.chars().count() > max {
+        return Err(Error::invalid_field(field, format!("must be at most {max} characters")));
+    }
+    Ok(value)
+}
+
+fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
+    let name = text("name", body.name, 200)?;
+    let owner = body.owner.ok_or_else(|| Error::invalid_field("owner", "is required"))?;
+    let email = text("owner.email", owner.email, 254)?;
+    if !email.contains('@') || email.chars().any(char::is_whitespace) {
+        return Err(Error::invalid_field("owner.email", "is not an email address"));
+    }
+    Ok(NewOrganisation {
+        id: TenantId(tokenops_domain::new_id()),
+        name,
+        owner_email: email,
+        owner_first_name: text("owner.firstName", owner.first_name, 100)?,
+        owner_last_name: text("owner.lastName", owner.last_name, 100)?,
+    })
+}
+
+/// Create an organisation (platform operator only).
+#[utoipa::path(
+    post, path = "/api/tenants", tag = "organisation", operation_id = "tenants.create",
+    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    request_body = TenantIn,
+    responses(
+        (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut),
+        (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 403, description = "The caller is not the platform operator", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The owner's email is registered already, or the key is in flight", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_tenant(
+    State(state): State<Arc<ApiState>>,
+    Authenticated(caller): Authenticated,
+    request_id: axum::Extension<RequestId>,
+    key: IdempotencyKey,
+    body: JsonBody<TenantIn>,
+) -> ApiResult<Response> {
+    // With the bank's own provider a token merely lacking `tenant_id` proves nothing: only the
+    // embedded provider's operator clients are known to be the platform operator.
+    if !state.embedded_provider {
+        return Err(Error::new(
+            tokenops_app::Kind::NotFound,
+            "ROUTE_NOT_FOUND",
+            "Organisations are provisioned by the platform operator of the embedded identity provider",
+        )
+        .into());
+    }
+    if caller.tenant.is_some() {
+        return Err(Error::forbidden("Only the platform operator creates organisations").into());
+    }
+    let fingerprint = write::fingerprint("POST", "/api/tenants", &body.document);
+    let new = parse(body.value)?;
+    let temporary = organisations::temporary_password().await?;
+    // The write acts on the new organisation (its audit log starts with its own creation);
+    // the key belongs to the operator's platform scope.
+    let scope = TenantScope {
+        tenant: new.id,
+        context: RequestContext {
+            caller,
+            tenant: Some(new.id),
+            request_id: request_id.0.0.clone(),
+            correlation_id: None,
+        },
+        style: TimestampStyle::Iso8601,
+    };
+    let app = state.app.clone();
+    let sign_in_url = format!("{}/api/auth/login", state.public_url);
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &CREATE,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(new.id.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let created = organisations::create(&mut w, &app.sealer, &sign_in_url, new, temporary).await;
+        let reply = created.and_then(|o| Reply::created(&o, format!("/api/tenants/{}", o.id)));
+        (w, reply)
+    })
+    .await
+}

@@ -1,0 +1,173 @@
+//! The write runner every write handler uses: admits the request (API-Version, auth, key and
+//! body were checked by extractors), runs one app service call on the admitted `Write`, then
+//! commits the effect with its response, stores a caller's mistake as the key's outcome, or
+//! abandons the write after an internal failure. Replays answer with the stored response.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::future::Future;
+use tokenops_app::write::{Admission, IdempotencyRequest, Operation, Write};
+use tokenops_app::{AppResult, Error};
+use tokenops_store::StoredResponse;
+
+use crate::ApiState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{IdempotencyKey, TenantScope};
+
+/// A successful write's response.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+    pub location: Option<String>,
+}
+
+impl Reply {
+    pub fn ok(body: &impl Serialize) -> AppResult<Self> {
+        Ok(Self { status: StatusCode::OK, body: serde_json::to_value(body).map_err(Error::internal)?, location: None })
+    }
+
+    pub fn created(body: &impl Serialize, location: String) -> AppResult<Self> {
+        Ok(Self {
+            status: StatusCode::CREATED,
+            body: serde_json::to_value(body).map_err(Error::internal)?,
+            location: Some(location),
+        })
+    }
+
+    fn stored(self) -> StoredResponse {
+        let headers = self.location.map(|l| vec![("location".to_owned(), l)]).unwrap_or_default();
+        StoredResponse { status: self.status.as_u16(), body: self.body, headers }
+    }
+}
+
+/// Canonical JSON (object keys sorted at every level), so that the same payload sent with other
+/// whitespace or key order is the same request.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// The fingerprint of a write request: method, path and canonical body.
+pub fn fingerprint(method: &str, path: &str, body: &Value) -> String {
+    let mut text = format!("{method} {path}\n");
+    canonical(body, &mut text);
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn respond(stored: &StoredResponse, replayed: bool) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, axum::Json(stored.body.clone())).into_response();
+    for (name, value) in &stored.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::from_str(value)) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    if replayed {
+        response.headers_mut().insert(HeaderName::from_static("idempotent-replayed"), HeaderValue::from_static("true"));
+    }
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// What a write handler hands to [`run`].
+pub struct WriteRequest<'a> {
+    pub scope: &'a TenantScope,
+    pub operation: &'static Operation,
+    pub key: Option<IdempotencyKey>,
+    /// From [`fingerprint`].
+    pub fingerprint: String,
+    /// The resource the write is about, when the request names it (for the audit record).
+    pub resource_id: Option<String>,
+}
+
+pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
+where
+    F: FnOnce(Write) -> Fut,
+    Fut: Future<Output = (Write, AppResult<Reply>)>,
+{
+    let WriteRequest { scope, operation, key, fingerprint, resource_id } = request;
+    let idempotency = key.map(|k| IdempotencyRequest { key: k.0, request_hash: fingerprint });
+    let writes = &state.app.writes;
+    let write = match writes.begin(scope.context.clone(), operation, idempotency, resource_id).await? {
+        Admission::Replay(stored) => return Ok(respond(&stored, true)),
+        Admission::Proceed(write) => write,
+    };
+    let (write, outcome) = work(write).await;
+    match outcome {
+        Ok(reply) => {
+            let stored = reply.stored();
+            writes.commit(write, stored.clone()).await?;
+            Ok(respond(&stored, false))
+        }
+        Err(error) if error.is_final_outcome() => {
+            let reason = error.message.clone();
+            let retry_after = error.retry_after;
+            let body = ApiError(error).pending_body().render(
+                scope.style,
+                write.now(),
+                Some(scope.context.request_id.as_str()),
+            );
+            let mut headers = Vec::new();
+            if let Some(seconds) = retry_after {
+                headers.push(("retry-after".to_owned(), seconds.to_string()));
+            }
+            let status = body["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
+            let stored = StoredResponse { status, body, headers };
+            writes.refuse(write, stored.clone(), &reason).await?;
+            Ok(respond(&stored, false))
+        }
+        Err(error) => {
+            writes.abandon(write).await;
+            Err(ApiError(error))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fingerprint_ignores_key_order_and_whitespace() {
+        let a = fingerprint("POST", "/api/customers", &json!({"a": 1, "b": {"y": [1, 2], "x": null}}));
+        let b = fingerprint(
+            "POST",
+            "/api/customers",
+            &serde_json::from_str(r#"{ "b": {"x": null, "y": [1,2]}, "a": 1 }"#).unwrap_or_default(),
+        );
+        assert_eq!(a, b);
+        assert_ne!(a, fingerprint("POST", "/api/customers", &json!({"a": 2, "b": {"y": [1, 2], "x": null}})));
+        assert_ne!(a, fingerprint("PATCH", "/api/customers", &json!({"a": 1, "b": {"y": [1, 2], "x": null}})));
+    }
+}

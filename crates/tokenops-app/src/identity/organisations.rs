@@ -1,0 +1,126 @@
+//! Organisations: the platform operator creates one with its owner, who is invited as
+//! SUPER_ADMIN; the invitation mail (with a temporary password) commits with both.
+
+use crate::error::{AppResult, Error};
+use crate::mail::{self, MailMessage};
+use crate::write::{Operation, Write};
+use serde::Serialize;
+use tokenops_domain::role::platform_roles;
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_identity::passwords;
+use tokenops_store::{StoreError, TenantRecord, UserRecord, UserStatus};
+use uuid::Uuid;
+
+pub const CREATE: Operation = Operation { name: "tenant.create", category: "ORGANISATION", resource_type: "tenant" };
+
+/// A validated request to create an organisation.
+#[derive(Debug, Clone)]
+pub struct NewOrganisation {
+    pub id: TenantId,
+    pub name: String,
+    pub owner_email: String,
+    pub owner_first_name: String,
+    pub owner_last_name: String,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerOut {
+    pub id: Uuid,
+    pub email: String,
+    pub status: String,
+    pub role: String,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrganisationOut {
+    pub id: Uuid,
+    pub name: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    pub owner: OwnerOut,
+}
+
+/// The id of the platform role `name` (SUPER_ADMIN, ADMIN, USER).
+pub fn platform_role_id(name: &str) -> Uuid {
+    platform_roles().into_iter().find(|r| r.name == name).map(|r| r.id).unwrap_or(Uuid::nil())
+}
+
+pub fn invitation(
+    email: &str,
+    first_name: &str,
+    organisation: &str,
+    temporary_password: &str,
+    sign_in_url: &str,
+) -> MailMessage {
+    MailMessage {
+        to: email.to_owned(),
+        subject: format!("You are invited to {organisation} on tokenops"),
+        body: format!(
+            "Hello {first_name},\n\nYou have been invited to {organisation} on tokenops.\n\nSign in at {sign_in_url} with your email address and this temporary password, then choose your own password:\n\nTemporary password: {temporary_password}\n\nThe temporary password works once.\n"
+        ),
+    }
+}
+
+/// A temporary password and its argon2id hash, made before the write begins: hashing takes
+/// tens of milliseconds and must not hold SQLite's single writer.
+pub struct TemporaryPassword {
+    pub plain: zeroize::Zeroizing<String>,
+    pub hash: String,
+}
+
+pub async fn temporary_password() -> AppResult<TemporaryPassword> {
+    let plain = passwords::generate_temporary_password();
+    let hash = super::signin::hash(plain.to_string()).await?;
+    Ok(TemporaryPassword { plain, hash })
+}
+
+/// Creates the organisation, invites its owner and enqueues the invitation.
+pub async fn create(
+    w: &mut Write,
+    sealer: &tokenops_identity::Sealer,
+    sign_in_url: &str,
+    new: NewOrganisation,
+    temporary: TemporaryPassword,
+) -> AppResult<OrganisationOut> {
+    let now = w.now();
+    let TemporaryPassword { plain: temporary, hash: temporary_hash } = temporary;
+    let owner = UserRecord {
+        id: tokenops_domain::new_id(),
+        tenant_id: new.id,
+        email: new.owner_email.to_lowercase(),
+        first_name: new.owner_first_name,
+        last_name: new.owner_last_name,
+        status: UserStatus::Invited,
+        role_id: platform_role_id("SUPER_ADMIN"),
+        password_hash: None,
+        temporary_password_hash: Some(temporary_hash),
+        failed_sign_ins: 0,
+        first_failed_sign_in_at: None,
+        locked_until: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let tenant = TenantRecord { id: new.id, name: new.name, owner_user_id: owner.id, created_at: now, updated_at: now };
+    w.tx().tenants().insert(&tenant).await?;
+    match w.tx().users().insert(&owner).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_)) => {
+            return Err(
+                Error::conflict(format!("The email {} is already registered", owner.email)).with_code("EMAIL_EXISTS")
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let message = invitation(&owner.email, &owner.first_name, &tenant.name, &temporary, sign_in_url);
+    w.enqueue(crate::jobs::kinds::MAIL_SEND, mail::job_payload(sealer, &message).map_err(Error::internal)?).await?;
+    w.set_resource_id(tenant.id.to_string());
+    w.set_audit_detail(serde_json::json!({ "name": tenant.name, "ownerId": owner.id, "ownerEmail": owner.email }));
+    Ok(OrganisationOut {
+        id: tenant.id.as_uuid(),
+        name: tenant.name,
+        created_at: now,
+        owner: OwnerOut { id: owner.id, email: owner.email, status: "INVITED".into(), role: "SUPER_ADMIN".into() },
+    })
+}

@@ -1,0 +1,32 @@
+//! `event.dispatch`: hands one outbox event on to its subscribers. Until webhook registrations
+//! exist this marks the event dispatched; the webhooks area fans it out into deliveries here.
+
+use super::{Finished, JobContext, JobError, JobHandler, kinds};
+use async_trait::async_trait;
+use std::sync::Arc;
+use tokenops_store::{Job, Store};
+use uuid::Uuid;
+
+pub struct DispatchEvent {
+    pub store: Arc<dyn Store>,
+}
+
+#[async_trait]
+impl JobHandler for DispatchEvent {
+    fn kind(&self) -> &'static str {
+        kinds::EVENT_DISPATCH
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let event_id = job
+            .payload
+            .get("eventId")
+            .and_then(|v| v.as_str())
+            .and_then(|s| Uuid::parse_str(s).ok())
+            .ok_or_else(|| JobError::Permanent("payload has no eventId".into()))?;
+        let mut tx = self.store.write().await?;
+        // Idempotent: a second run finds the event already dispatched and changes nothing.
+        tx.events().mark_dispatched(event_id, ctx.clock().now()).await?;
+        ctx.finish(tx).await
+    }
+}

@@ -1,0 +1,291 @@
+//! The job runner: claims due jobs in short transactions, runs them outside any transaction
+//! with bounded concurrency, and records each outcome only while its lease is still held.
+//! `drain` runs the queue to empty on the caller's task, for deterministic tests.
+
+use super::{Backoff, JobContext, JobError, JobHandler, kinds};
+use crate::clock::Clock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokenops_domain::Timestamp;
+use tokenops_store::{Job, Lease, NewJob, QueueStats, Store, StoreResult};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy)]
+pub struct RunnerSettings {
+    /// Jobs run at once by one node.
+    pub concurrency: usize,
+    /// How long a claimed job stays ours; past it another worker may run it again.
+    pub lease_ms: i64,
+    /// How often to look for due jobs when no wake-up arrives (the polling fallback).
+    pub poll_interval: Duration,
+    pub backoff: Backoff,
+    /// How often the maintenance job is enqueued.
+    pub maintenance_interval: Duration,
+    /// On shutdown, how long running jobs may take before their leases are given back.
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    pub completed: u64,
+    pub retried: u64,
+    pub dead: u64,
+}
+
+pub struct JobRunner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    handlers: HashMap<&'static str, Arc<dyn JobHandler>>,
+    settings: RunnerSettings,
+    /// Leases of jobs running on this node, given back if shutdown interrupts them.
+    running: Mutex<HashMap<Uuid, Lease>>,
+}
+
+enum Outcome {
+    Completed,
+    Retried,
+    Dead,
+    Lost,
+}
+
+impl JobRunner {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        settings: RunnerSettings,
+        handlers: Vec<Arc<dyn JobHandler>>,
+    ) -> Self {
+        let handlers = handlers.into_iter().map(|h| (h.kind(), h)).collect();
+        Self { store, clock, handlers, settings, running: Mutex::new(HashMap::new()) }
+    }
+
+    pub async fn stats(&self) -> StoreResult<QueueStats> {
+        let mut tx = self.store.read().await?;
+        tx.jobs().stats(self.clock.now()).await
+    }
+
+    /// Enqueues the maintenance job unless one is already queued or running.
+    pub async fn schedule_maintenance(&self) -> StoreResult<()> {
+        let now = self.clock.now();
+        let mut tx = self.store.write().await?;
+        let job = NewJob {
+            kind: kinds::MAINTENANCE_PRUNE.to_owned(),
+            tenant_id: None,
+            payload: serde_json::json!({}),
+            run_at: now,
+            max_attempts: 3,
+            dedupe_key: Some(kinds::MAINTENANCE_PRUNE.to_owned()),
+        };
+        tx.jobs().enqueue(&job, now).await?;
+        tx.commit().await
+    }
+
+    async fn claim(&self, limit: usize) -> StoreResult<Vec<Job>> {
+        let now = self.clock.now();
+        let mut tx = self.store.write().await?;
+        let jobs = tx
+            .jobs()
+            .claim(now, now.plus_millis(self.settings.lease_ms), u32::try_from(limit).unwrap_or(u32::MAX))
+            .await?;
+        tx.commit().await?;
+        Ok(jobs)
+    }
+
+    /// Runs every job that is due at the clock's current time, and every job those enqueue,
+    /// until none is due. Jobs scheduled for later (retries) stay queued: move the clock to run them.
+    pub async fn drain(&self) -> StoreResult<DrainReport> {
+        let mut report = DrainReport::default();
+        loop {
+            let jobs = self.claim(16).await?;
+            if jobs.is_empty() {
+                return Ok(report);
+            }
+            for job in jobs {
+                match self.run_one(job).await {
+                    Outcome::Completed => report.completed += 1,
+                    Outcome::Retried => report.retried += 1,
+                    Outcome::Dead => report.dead += 1,
+                    Outcome::Lost => {}
+                }
+            }
+        }
+    }
+
+    /// The worker loop of `serve`: runs until `shutdown` is cancelled, then lets running jobs
+    /// finish within the grace period and gives back the leases of those that do not.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut maintenance = tokio::time::interval(self.settings.maintenance_interval);
+        maintenance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let free = self.settings.concurrency.saturating_sub(tasks.len());
+            let mut claimed_any = false;
+            if free > 0 && !shutdown.is_cancelled() {
+                match self.claim(free).await {
+                    Ok(jobs) => {
+                        claimed_any = !jobs.is_empty();
+                        for job in jobs {
+                            let runner = self.clone();
+                            tasks.spawn(async move {
+                                runner.run_one(job).await;
+                            });
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not claim jobs"),
+                }
+            }
+            if claimed_any && tasks.len() < self.settings.concurrency {
+                continue;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = maintenance.tick() => {
+                    if let Err(e) = self.schedule_maintenance().await {
+                        tracing::warn!(error = %e, "could not schedule maintenance");
+                    }
+                }
+                _ = self.store.wait_for_jobs(self.settings.poll_interval), if tasks.len() < self.settings.concurrency => {}
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        let drained =
+            tokio::time::timeout(self.settings.shutdown_grace, async { while tasks.join_next().await.is_some() {} })
+                .await;
+        if drained.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            self.release_running().await;
+        }
+    }
+
+    async fn release_running(&self) {
+        let leases: Vec<Lease> =
+            self.running.lock().map(|mut m| m.drain().map(|(_, l)| l).collect()).unwrap_or_default();
+        for lease in leases {
+            let result = async {
+                let mut tx = self.store.write().await?;
+                tx.jobs().release(lease, self.clock.now()).await?;
+                tx.commit().await
+            }
+            .await;
+            match result {
+                Ok(()) => tracing::info!(job_id = %lease.job_id, "released an unfinished job at shutdown"),
+                Err(e) => {
+                    tracing::warn!(job_id = %lease.job_id, error = %e, "could not release a job; its lease will expire")
+                }
+            }
+        }
+    }
+
+    async fn run_one(&self, job: Job) -> Outcome {
+        let Some(token) = job.lease_token else {
+            return Outcome::Lost;
+        };
+        let lease = Lease { job_id: job.id, token };
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(job.id, lease);
+        }
+        let started = std::time::Instant::now();
+        let span = tracing::info_span!("job", job_id = %job.id, kind = %job.kind, attempt = job.attempts);
+        let outcome = self.execute(&job, lease).instrument(span).await;
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&job.id);
+        }
+        let label = match outcome {
+            Outcome::Completed => "completed",
+            Outcome::Retried => "retried",
+            Outcome::Dead => "dead",
+            Outcome::Lost => "lost",
+        };
+        metrics::counter!("tokenops_jobs_finished_total", "kind" => job.kind.clone(), "outcome" => label).increment(1);
+        metrics::histogram!("tokenops_job_duration_seconds", "kind" => job.kind.clone())
+            .record(started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    async fn execute(&self, job: &Job, lease: Lease) -> Outcome {
+        let Some(handler) = self.handlers.get(job.kind.as_str()) else {
+            return self
+                .record_failure(job, lease, JobError::Permanent(format!("no handler for job kind {:?}", job.kind)))
+                .await;
+        };
+        if job.attempts > job.max_attempts {
+            // Claimed again after a crash on its last attempt: never run beyond the budget.
+            return self
+                .record_failure(job, lease, JobError::Permanent("attempts exhausted by interrupted runs".into()))
+                .await;
+        }
+        let ctx = JobContext::new(lease, self.clock.clone());
+        let result = tokio::select! {
+            result = handler.run(job, &ctx) => result,
+            // The heartbeat only returns when the lease is lost: stop the handler (its open
+            // transaction rolls back) rather than run beside the worker that took the job over.
+            () = self.keep_lease(lease) => Err(JobError::Fenced),
+        };
+        match result {
+            Ok(_finished) => Outcome::Completed,
+            Err(error) => self.record_failure(job, lease, error).await,
+        }
+    }
+
+    /// Extends the lease every third of its length while the handler runs, so that a job that
+    /// outlives one lease is not claimed again; returns only when the lease is lost.
+    async fn keep_lease(&self, lease: Lease) {
+        let period = Duration::from_millis(u64::try_from(self.settings.lease_ms / 3).unwrap_or(1_000).max(10));
+        loop {
+            tokio::time::sleep(period).await;
+            let now = self.clock.now();
+            let extended = async {
+                let mut tx = self.store.write().await?;
+                let held = tx.jobs().extend_lease(lease, now.plus_millis(self.settings.lease_ms), now).await?;
+                tx.commit().await?;
+                Ok::<bool, tokenops_store::StoreError>(held)
+            }
+            .await;
+            match extended {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(job_id = %lease.job_id, "lost the lease of a running job; stopping it");
+                    return;
+                }
+                // The lease still runs until it expires; the next beat tries again.
+                Err(e) => tracing::warn!(job_id = %lease.job_id, error = %e, "could not extend a job's lease"),
+            }
+        }
+    }
+
+    async fn record_failure(&self, job: &Job, lease: Lease, error: JobError) -> Outcome {
+        if matches!(error, JobError::Fenced) {
+            // Another worker holds the job now; its outcome is that worker's to record.
+            return Outcome::Lost;
+        }
+        let now: Timestamp = self.clock.now();
+        let result = async {
+            let mut tx = self.store.write().await?;
+            let outcome = match &error {
+                JobError::Fenced => Outcome::Lost,
+                JobError::Retry(reason) if job.attempts < job.max_attempts => {
+                    let delay = self.settings.backoff.delay_ms(job.attempts, &mut rand::thread_rng());
+                    tracing::warn!(job_id = %job.id, kind = %job.kind, attempt = job.attempts, delay_ms = delay, %reason, "job failed; will retry");
+                    if tx.jobs().retry(lease, now.plus_millis(delay), reason, now).await? { Outcome::Retried } else { Outcome::Lost }
+                }
+                JobError::Retry(reason) | JobError::Permanent(reason) => {
+                    tracing::error!(job_id = %job.id, kind = %job.kind, attempt = job.attempts, %reason, "job is dead");
+                    if tx.jobs().bury(lease, reason, now).await? { Outcome::Dead } else { Outcome::Lost }
+                }
+            };
+            tx.commit().await?;
+            Ok::<_, tokenops_store::StoreError>(outcome)
+        }
+        .await;
+        result.unwrap_or_else(|e| {
+            tracing::warn!(job_id = %job.id, error = %e, "could not record a job failure; its lease will expire");
+            Outcome::Lost
+        })
+    }
+}

@@ -1,0 +1,139 @@
+//! The application layer: one service per area of the spec, the write helper that makes every
+//! write all-or-nothing, the durable job runner and its handlers, and the Clock port. The spec's
+//! rules and state machines live here, named in the spec's words.
+
+pub mod audit;
+pub mod clock;
+pub mod context;
+pub mod customers;
+pub mod error;
+pub mod events;
+pub mod identity;
+pub mod jobs;
+pub mod mail;
+pub mod roles;
+pub mod write;
+
+pub use error::{AppResult, Error, Kind};
+
+use clock::Clock;
+use jobs::{Backoff, DispatchEvent, JobHandler, JobRunner, Maintenance, MaintenanceSettings, RunnerSettings};
+use std::sync::Arc;
+use std::time::Duration;
+use tokenops_store::Store;
+use write::{WriteSettings, Writes};
+
+/// Tunables of the app layer. Defaults are the production values; tests shorten them.
+#[derive(Debug, Clone)]
+pub struct AppSettings {
+    pub idempotency_lease_ms: i64,
+    pub idempotency_retention_ms: i64,
+    pub finished_job_retention_ms: i64,
+    pub job_max_attempts: u32,
+    pub job_lease_ms: i64,
+    pub job_backoff_base_ms: i64,
+    pub job_backoff_cap_ms: i64,
+    pub worker_concurrency: usize,
+    pub worker_poll_interval: Duration,
+    pub maintenance_interval: Duration,
+    pub shutdown_grace: Duration,
+}
+
+impl Default for AppSettings {
+    fn default() -> Self {
+        Self {
+            idempotency_lease_ms: 30_000,
+            idempotency_retention_ms: 24 * 3_600_000,
+            finished_job_retention_ms: 24 * 3_600_000,
+            job_max_attempts: 10,
+            job_lease_ms: 60_000,
+            job_backoff_base_ms: 1_000,
+            job_backoff_cap_ms: 600_000,
+            worker_concurrency: 8,
+            worker_poll_interval: Duration::from_secs(2),
+            maintenance_interval: Duration::from_secs(600),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The parts the app is given rather than builds: the master-key sealer, where mail goes, and
+/// the embedded identity provider's settings.
+pub struct Adapters {
+    pub sealer: Arc<tokenops_identity::Sealer>,
+    pub mail: Arc<dyn mail::MailTransport>,
+    pub provider: identity::ProviderSettings,
+}
+
+/// The wired application: what the API and the workers call.
+pub struct App {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: AppSettings,
+    pub writes: Writes,
+    pub customers: customers::Customers,
+    pub audit: audit::AuditLog,
+    pub events: events::EventHistory,
+    pub roles: roles::Roles,
+    pub identity: Arc<identity::IdentityProvider>,
+    pub sealer: Arc<tokenops_identity::Sealer>,
+    pub jobs: Arc<JobRunner>,
+}
+
+impl App {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: AppSettings, adapters: Adapters) -> Arc<Self> {
+        let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(mail::SendMail {
+                store: store.clone(),
+                sealer: adapters.sealer.clone(),
+                transport: adapters.mail.clone(),
+            }),
+            Arc::new(DispatchEvent { store: store.clone() }),
+            Arc::new(Maintenance {
+                store: store.clone(),
+                settings: MaintenanceSettings {
+                    idempotency_retention_ms: settings.idempotency_retention_ms,
+                    finished_job_retention_ms: settings.finished_job_retention_ms,
+                },
+            }),
+        ];
+        let runner = JobRunner::new(
+            store.clone(),
+            clock.clone(),
+            RunnerSettings {
+                concurrency: settings.worker_concurrency,
+                lease_ms: settings.job_lease_ms,
+                poll_interval: settings.worker_poll_interval,
+                backoff: Backoff { base_ms: settings.job_backoff_base_ms, cap_ms: settings.job_backoff_cap_ms },
+                maintenance_interval: settings.maintenance_interval,
+                shutdown_grace: settings.shutdown_grace,
+            },
+            handlers,
+        );
+        Arc::new(Self {
+            writes: Writes::new(
+                store.clone(),
+                clock.clone(),
+                WriteSettings {
+                    idempotency_lease_ms: settings.idempotency_lease_ms,
+                    job_max_attempts: settings.job_max_attempts,
+                },
+            ),
+            customers: customers::Customers::new(store.clone()),
+            audit: audit::AuditLog::new(store.clone()),
+            events: events::EventHistory::new(store.clone()),
+            roles: roles::Roles,
+            identity: Arc::new(identity::IdentityProvider::new(
+                store.clone(),
+                clock.clone(),
+                adapters.sealer.clone(),
+                adapters.provider,
+            )),
+            sealer: adapters.sealer,
+            jobs: Arc::new(runner),
+            store,
+            clock,
+            settings,
+        })
+    }
+}

@@ -1,0 +1,410 @@
+//! The one way to write: `Writes::begin` admits a request (claiming its Idempotency-Key), and the
+//! returned `Write` holds a single transaction in which the change, its outbox events (each with
+//! its dispatch job), its audit record and its idempotency record all commit together, or none.
+//!
+//! Idempotency-Key lifecycle: a short transaction claims the key (IN_FLIGHT, with a lease); the
+//! effect's transaction completes it (fenced on the claim token) with the response to replay. A
+//! caller's mistake after admission (404, 409, 422) is stored as the outcome too; an internal
+//! failure releases the key so that the same request can be retried.
+
+use crate::clock::Clock;
+use crate::context::RequestContext;
+use crate::error::{AppResult, Error};
+use crate::jobs::kinds;
+use std::sync::Arc;
+use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::event::{Event, EventType, ResourceRef};
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_store::{IdempotencyScope, IdempotencyState, NewJob, Store, StoreError, StoredResponse, Tx};
+use uuid::Uuid;
+
+/// What an API write is, for its audit record and its idempotency scope.
+#[derive(Debug)]
+pub struct Operation {
+    /// Audit action and idempotency scope, for example `customer.create`.
+    pub name: &'static str,
+    /// The spec area, for example `CUSTOMERS`.
+    pub category: &'static str,
+    pub resource_type: &'static str,
+}
+
+/// The Idempotency-Key of a request and the fingerprint of its payload.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRequest {
+    pub key: String,
+    pub request_hash: String,
+}
+
+#[derive(Debug, Clone)]
+struct Claim {
+    scope: IdempotencyScope,
+    token: Uuid,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WriteSettings {
+    /// How long a claimed key counts as in flight before another request may take it over.
+    pub idempotency_lease_ms: i64,
+    pub job_max_attempts: u32,
+}
+
+/// The outcome of admitting a write.
+pub enum Admission {
+    Proceed(Write),
+    /// The key already completed with the same payload: answer with the stored response.
+    Replay(StoredResponse),
+}
+
+pub struct Writes {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    settings: WriteSettings,
+}
+
+impl Writes {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: WriteSettings) -> Self {
+        Self { store, clock, settings }
+    }
+
+    /// Admits a write: claims the Idempotency-Key when there is one, then opens the transaction.
+    pub async fn begin(
+        &self,
+        ctx: RequestContext,
+        operation: &'static Operation,
+        idempotency: Option<IdempotencyRequest>,
+        resource_id: Option<String>,
+    ) -> AppResult<Admission> {
+        let claim = match idempotency {
+            None => None,
+            Some(request) => match self.claim(&ctx, operation, request).await? {
+                Claimed::Mine(claim) => Some(claim),
+                Claimed::Replay(response) => return Ok(Admission::Replay(response)),
+            },
+        };
+        let tx = match self.store.write().await {
+            Ok(tx) => tx,
+            Err(e) => {
+                self.release(claim).await;
+                return Err(e.into());
+            }
+        };
+        Ok(Admission::Proceed(Write {
+            tx,
+            now: self.clock.now(),
+            ctx,
+            operation,
+            claim,
+            resource_id,
+            detail: serde_json::Value::Null,
+            outcome: AuditOutcome::Success,
+            job_max_attempts: self.settings.job_max_attempts,
+        }))
+    }
+
+    async fn claim(
+        &self,
+        ctx: &RequestContext,
+        operation: &'static Operation,
+        request: IdempotencyRequest,
+    ) -> AppResult<Claimed> {
+        let scope =
+            // Keys belong to the caller's organisation (the platform's, for an operator).
+            IdempotencyScope { tenant: ctx.caller.tenant, operation: operation.name.to_owned(), key: request.key };
+        let now = self.clock.now();
+        let lease_until = now.plus_millis(self.settings.idempotency_lease_ms);
+        let token = new_id();
+        let mut tx = self.store.write().await?;
+        let existing = tx.idempotency().get(&scope).await?;
+        let claimed = match existing {
+            None => match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
+                Ok(()) => Claimed::Mine(Claim { scope, token }),
+                // Another node inserted the same key between our read and our insert.
+                Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
+                Err(e) => return Err(e.into()),
+            },
+            Some(record) if record.request_hash != request.request_hash => {
+                return Err(Error::unprocessable(format!(
+                    "Idempotency-Key {:?} was already used with a different request payload; use a new key for a new request",
+                    scope.key
+                ))
+                .with_code("IDEMPOTENCY_KEY_REUSED"));
+            }
+            Some(record) => match record.state {
+                IdempotencyState::Completed(response) => Claimed::Replay(response),
+                IdempotencyState::InFlight { lease_until: held_until, .. } if held_until > now => {
+                    return Err(in_flight(retry_after_seconds(now, held_until)));
+                }
+                IdempotencyState::InFlight { token: stale, .. } => {
+                    // The holder did not finish within its lease (it crashed): take the key over
+                    // with a fresh claim, so that retention counts from this claim (the one that
+                    // completes), not from the crashed one. Deleting only the stale token's claim
+                    // fences a concurrent take-over: the loser's insert then conflicts.
+                    tx.idempotency().release(&scope, stale).await?;
+                    match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
+                        Ok(()) => Claimed::Mine(Claim { scope, token }),
+                        Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            },
+        };
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    /// Records a caller's mistake found after admission: the effect's transaction has been
+    /// dropped (rolled back); the failed attempt's audit record and, under its key, the error
+    /// response commit together so that a retry with the same key replays it. If they cannot be
+    /// recorded, the key is released (as after any internal failure) so that a retry runs anew
+    /// instead of meeting an in-flight conflict until the lease expires.
+    pub async fn refuse(&self, write: Write, response: StoredResponse, reason: &str) -> AppResult<()> {
+        let Write { tx, ctx, operation, claim, resource_id, now, .. } = write;
+        drop(tx);
+        let result: AppResult<()> = async {
+            let mut tx = self.store.write().await?;
+            let record = audit_record(
+                &ctx,
+                operation,
+                resource_id,
+                now,
+                self.clock.now(),
+                AuditOutcome::Failure,
+                response.status,
+                serde_json::json!({ "reason": reason }),
+                claim.as_ref(),
+            );
+            tx.audit().record(&record).await?;
+            if let Some(claim) = &claim
+                && !tx.idempotency().complete(&claim.scope, claim.token, &response, self.clock.now()).await?
+            {
+                return Err(in_flight(1));
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        if let Err(e) = &result
+            && !e.is_final_outcome()
+        {
+            self.release(claim).await;
+        }
+        result
+    }
+
+    /// Commits the write (see [`Write::commit_inner`]); if the commit fails, the key is released
+    /// so that the same request can be retried.
+    pub async fn commit(&self, write: Write, response: StoredResponse) -> AppResult<()> {
+        let claim = write.claim.clone();
+        match write.commit_inner(response).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if !e.is_final_outcome() {
+                    self.release(claim).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Abandons a write after an internal failure: nothing of it remains and the key is free.
+    pub async fn abandon(&self, write: Write) {
+        let Write { tx, claim, .. } = write;
+        drop(tx);
+        self.release(claim).await;
+    }
+
+    async fn release(&self, claim: Option<Claim>) {
+        let Some(claim) = claim else { return };
+        let result = async {
+            let mut tx = self.store.write().await?;
+            tx.idempotency().release(&claim.scope, claim.token).await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = result {
+            // The lease expires on its own; a retry after it takes the key over.
+            tracing::warn!(error = %e, key = %claim.scope.key, "could not release an idempotency claim");
+        }
+    }
+}
+
+enum Claimed {
+    Mine(Claim),
+    Replay(StoredResponse),
+}
+
+fn in_flight(retry_after: u64) -> Error {
+    Error::conflict("A request with this Idempotency-Key is still being processed; retry after the indicated delay with the same key")
+        .with_code("IDEMPOTENCY_CONFLICT")
+        .with_retry_after(retry_after)
+}
+
+/// Whole seconds until the holder's lease ends, at least 1 and at most 5: most requests finish in
+/// milliseconds, so a short wait is the useful hint; a crashed holder's lease is waited out by
+/// repeated retries.
+fn retry_after_seconds(now: Timestamp, held_until: Timestamp) -> u64 {
+    let millis = now.millis_until(held_until);
+    u64::try_from(millis.div_euclid(1_000) + 1).unwrap_or(1).clamp(1, 5)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn audit_record(
+    ctx: &RequestContext,
+    operation: &Operation,
+    resource_id: Option<String>,
+    occurred_at: Timestamp,
+    created_at: Timestamp,
+    outcome: AuditOutcome,
+    http_status: u16,
+    detail: serde_json::Value,
+    claim: Option<&Claim>,
+) -> AuditRecord {
+    AuditRecord {
+        id: new_id(),
+        tenant_id: ctx.tenant,
+        occurred_at,
+        created_at,
+        action: operation.name.to_owned(),
+        category: operation.category.to_owned(),
+        source: AuditSource::Api,
+        actor_id: Some(ctx.caller.subject.clone()),
+        resource_type: operation.resource_type.to_owned(),
+        resource_id,
+        outcome,
+        request_id: Some(ctx.request_id.clone()),
+        idempotency_key: claim.map(|c| c.scope.key.clone()),
+        http_status: Some(http_status),
+        detail,
+    }
+}
+
+/// One admitted write: a transaction and everything that must commit with it.
+pub struct Write {
+    tx: Box<dyn Tx>,
+    now: Timestamp,
+    ctx: RequestContext,
+    operation: &'static Operation,
+    claim: Option<Claim>,
+    resource_id: Option<String>,
+    detail: serde_json::Value,
+    outcome: AuditOutcome,
+    job_max_attempts: u32,
+}
+
+impl Write {
+    pub fn tx(&mut self) -> &mut dyn Tx {
+        &mut *self.tx
+    }
+
+    /// The time of this write: every timestamp it records uses it.
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    pub fn context(&self) -> &RequestContext {
+        &self.ctx
+    }
+
+    /// The organisation this write acts on; an internal error for a platform-level write, whose
+    /// services never ask.
+    pub fn tenant(&self) -> AppResult<TenantId> {
+        self.ctx.tenant.ok_or_else(|| Error::internal("an organisation-scoped write has no organisation"))
+    }
+
+    /// Records the attempt as failed while still committing its effects (a refused sign-in
+    /// that counts towards the lockout).
+    pub fn set_audit_failure(&mut self) {
+        self.outcome = AuditOutcome::Failure;
+    }
+
+    /// Names the resource the audit record is about, once the write knows it.
+    pub fn set_resource_id(&mut self, id: impl Into<String>) {
+        self.resource_id = Some(id.into());
+    }
+
+    /// What changed, for the audit record.
+    pub fn set_audit_detail(&mut self, detail: serde_json::Value) {
+        self.detail = detail;
+    }
+
+    /// Appends an event to the outbox with the job that dispatches it.
+    pub async fn emit(
+        &mut self,
+        event_type: EventType,
+        resource: ResourceRef,
+        data: serde_json::Value,
+    ) -> AppResult<Uuid> {
+        let event = Event {
+            id: new_id(),
+            tenant_id: self.tenant()?,
+            event_type: event_type.as_str().to_owned(),
+            occurred_at: self.now,
+            correlation_id: self.ctx.correlation_id.clone(),
+            idempotency_key: self.claim.as_ref().map(|c| c.scope.key.clone()),
+            resource,
+            data,
+            dispatched_at: None,
+        };
+        self.tx.events().append(&event).await?;
+        let job = NewJob {
+            kind: kinds::EVENT_DISPATCH.to_owned(),
+            tenant_id: self.ctx.tenant,
+            payload: serde_json::json!({ "eventId": event.id }),
+            run_at: self.now,
+            max_attempts: self.job_max_attempts,
+            dedupe_key: None,
+        };
+        self.tx.jobs().enqueue(&job, self.now).await?;
+        Ok(event.id)
+    }
+
+    /// Enqueues background work that starts only if this write commits.
+    pub async fn enqueue(&mut self, kind: &str, payload: serde_json::Value) -> AppResult<Option<Uuid>> {
+        let job = NewJob {
+            kind: kind.to_owned(),
+            tenant_id: self.ctx.tenant,
+            payload,
+            run_at: self.now,
+            max_attempts: self.job_max_attempts,
+            dedupe_key: None,
+        };
+        Ok(self.tx.jobs().enqueue(&job, self.now).await?)
+    }
+
+    /// Commits the change with its audit record and, under its key, the response to replay.
+    async fn commit_inner(mut self, response: StoredResponse) -> AppResult<()> {
+        let record = audit_record(
+            &self.ctx,
+            self.operation,
+            self.resource_id.take(),
+            self.now,
+            self.now,
+            self.outcome,
+            response.status,
+            std::mem::take(&mut self.detail),
+            self.claim.as_ref(),
+        );
+        self.tx.audit().record(&record).await?;
+        // If our lease ran out and another request took the key, our effect must not land.
+        if let Some(claim) = &self.claim
+            && !self.tx.idempotency().complete(&claim.scope, claim.token, &response, self.now).await?
+        {
+            return Err(in_flight(1));
+        }
+        self.tx.commit().await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_short_and_positive() {
+        let now = Timestamp::from_micros(0);
+        assert_eq!(retry_after_seconds(now, now), 1);
+        assert_eq!(retry_after_seconds(now, now.plus_millis(1_500)), 2);
+        assert_eq!(retry_after_seconds(now, now.plus_millis(30_000)), 5);
+    }
+}

@@ -1,0 +1,82 @@
+//! The audit vocabulary: an audit record per write attempt, with the spec's audit fields plus
+//! the idempotency key, the HTTP outcome and a free-form detail.
+
+use crate::{TenantId, Timestamp};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditOutcome {
+    Success,
+    Failure,
+}
+
+impl AuditOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Success => "SUCCESS",
+            AuditOutcome::Failure => "FAILURE",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "SUCCESS" => Some(AuditOutcome::Success),
+            "FAILURE" => Some(AuditOutcome::Failure),
+            _ => None,
+        }
+    }
+}
+
+/// Where the audited action came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditSource {
+    /// A request to the HTTP API.
+    Api,
+    /// A background job acting on the service's own behalf.
+    Worker,
+    /// The service itself at start, or an operator command (`tokenops operator …`).
+    System,
+}
+
+impl AuditSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditSource::Api => "API",
+            AuditSource::Worker => "WORKER",
+            AuditSource::System => "SYSTEM",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "API" => Some(AuditSource::Api),
+            "WORKER" => Some(AuditSource::Worker),
+            "SYSTEM" => Some(AuditSource::System),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub id: Uuid,
+    pub tenant_id: Option<TenantId>,
+    pub occurred_at: Timestamp,
+    pub created_at: Timestamp,
+    /// Dotted verb on a resource, for example `customer.create`.
+    pub action: String,
+    /// The spec area, for example `CUSTOMERS`.
+    pub category: String,
+    pub source: AuditSource,
+    /// The token's `sub`, or `None` for the service itself.
+    pub actor_id: Option<String>,
+    pub resource_type: String,
+    pub resource_id: Option<String>,
+    pub outcome: AuditOutcome,
+    pub request_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// HTTP status returned to the caller, when the action came over HTTP.
+    pub http_status: Option<u16>,
+    /// What changed, or why the attempt failed.
+    pub detail: serde_json::Value,
+}

@@ -1,0 +1,148 @@
+//! Customers: the client-chosen reference, the status set and the allowed status changes.
+
+use crate::{TenantId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use uuid::Uuid;
+
+/// A client-chosen customer reference: 1 to 64 characters of `A-Z a-z 0-9 . _ : -`, so that it
+/// is safe in a URL path segment without escaping.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct CustomerRef(String);
+
+pub const REFERENCE_MAX_LEN: usize = 64;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReferenceError {
+    #[error("must not be blank")]
+    Blank,
+    #[error("must be at most {REFERENCE_MAX_LEN} characters")]
+    TooLong,
+    #[error("may contain only letters, digits and . _ : -")]
+    BadCharacter,
+}
+
+/// The reference rule shared by every client-chosen reference (customers, accounts).
+pub fn validate_reference(text: &str) -> Result<(), ReferenceError> {
+    if text.trim().is_empty() {
+        return Err(ReferenceError::Blank);
+    }
+    if text.chars().count() > REFERENCE_MAX_LEN {
+        return Err(ReferenceError::TooLong);
+    }
+    if !text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
+        return Err(ReferenceError::BadCharacter);
+    }
+    Ok(())
+}
+
+impl CustomerRef {
+    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
+        validate_reference(text)?;
+        Ok(Self(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// For values read back from the store, which only ever holds parsed references.
+    pub fn from_stored(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl fmt::Debug for CustomerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CustomerRef({})", self.0)
+    }
+}
+
+impl fmt::Display for CustomerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The statuses a customer can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CustomerStatus {
+    Active,
+    Inactive,
+}
+
+impl CustomerStatus {
+    pub const ALL: [CustomerStatus; 2] = [CustomerStatus::Active, CustomerStatus::Inactive];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CustomerStatus::Active => "ACTIVE",
+            CustomerStatus::Inactive => "INACTIVE",
+        }
+    }
+
+    /// Exact, case-sensitive match on the spec's spelling; anything else is unknown.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// A customer moves freely between ACTIVE and INACTIVE; asking for the current status is
+    /// allowed and changes nothing (see [`StatusChange`]).
+    pub fn change_to(self, target: CustomerStatus) -> StatusChange {
+        if self == target { StatusChange::Unchanged } else { StatusChange::Changed { from: self, to: target } }
+    }
+}
+
+/// The result of asking a customer to take a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusChange {
+    Unchanged,
+    Changed { from: CustomerStatus, to: CustomerStatus },
+}
+
+/// A registered customer of an organisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Customer {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub customer_ref: CustomerRef,
+    pub display_name: Option<String>,
+    pub status: CustomerStatus,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+pub const DISPLAY_NAME_MAX_LEN: usize = 200;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_accept_the_safe_alphabet_only() {
+        assert!(CustomerRef::parse("cust-001:A_b.c").is_ok());
+        assert_eq!(CustomerRef::parse("  "), Err(ReferenceError::Blank));
+        assert_eq!(CustomerRef::parse("a/b"), Err(ReferenceError::BadCharacter));
+        assert_eq!(CustomerRef::parse("ä"), Err(ReferenceError::BadCharacter));
+        assert_eq!(CustomerRef::parse(&"x".repeat(65)), Err(ReferenceError::TooLong));
+        assert!(CustomerRef::parse(&"x".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn status_parse_is_exact() {
+        assert_eq!(CustomerStatus::parse("ACTIVE"), Some(CustomerStatus::Active));
+        assert_eq!(CustomerStatus::parse("active"), None);
+        assert_eq!(CustomerStatus::parse("CLOSED"), None);
+    }
+
+    #[test]
+    fn same_status_is_unchanged() {
+        assert_eq!(CustomerStatus::Active.change_to(CustomerStatus::Active), StatusChange::Unchanged);
+        assert_eq!(
+            CustomerStatus::Active.change_to(CustomerStatus::Inactive),
+            StatusChange::Changed { from: CustomerStatus::Active, to: CustomerStatus::Inactive }
+        );
+    }
+}

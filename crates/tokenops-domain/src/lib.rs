@@ -1,0 +1,13 @@
+//! Plain types and pure rules of tokenops: identifiers, the canonical timestamp, the customer
+//! state rules, events, audit vocabulary and paging primitives. Nothing here performs I/O.
+
+pub mod audit;
+pub mod customer;
+pub mod event;
+pub mod ids;
+pub mod paging;
+pub mod role;
+pub mod timestamp;
+
+pub use ids::{TenantId, new_id};
+pub use timestamp::Timestamp;

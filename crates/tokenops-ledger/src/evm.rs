@@ -1,0 +1,456 @@
+//! The EVM adapter: the ledger port over any EVM node's JSON-RPC (anvil in tests; Besu or
+//! similar in production), through alloy's provider on the workspace's reqwest.
+//!
+//! - **Chain id** is read from the node at connect and written into every transaction.
+//! - **Nonces** are the service's own (`nonces`): read from the node's pending count at a
+//!   wallet's first use, then tracked locally, re-read after a send whose outcome is unknown.
+//!   alloy's nonce and gas fillers are not used: they can leave a nonce gap after a failed
+//!   estimate, and a gap stalls a wallet for good.
+//! - **Gas** is estimated with a margin. When the estimate fails because the call would revert,
+//!   the configured fallback limit is used, so the transaction still goes on chain and is
+//!   included reverted, with a hash and a block, as the pipeline reports it.
+//! - **Receipts**: one poll per [`Ledger::receipt`] call. A receipt counts as included once the
+//!   head is `confirmations` blocks past it (0 for anvil). A reverted transaction's reason comes
+//!   from replaying it with `eth_call` at its block: a receipt carries no revert data. The
+//!   replay's custom error is decoded into its name. Waiting, as in `deploy_token`, is bounded by
+//!   a timeout.
+//! - **Errors**: no answer (connection refused, timeout, HTTP 5xx, a garbled body) is
+//!   `Temporary`. The node refusing a transaction (invalid, or its nonce used by another) is
+//!   `Final`. Bytes the node already holds or has included answer their hash.
+
+use crate::contract::{self, TokenopsToken as C};
+use crate::nonces::Nonces;
+use crate::port::{
+    Balances, Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, SignedTransaction, TokenInfo, TokenSpec, TxHash,
+};
+use crate::transaction::{self, Fees, UnsignedTransaction};
+use alloy::eips::BlockId;
+use alloy::network::TransactionBuilder;
+use alloy::primitives::{Address, Bytes, TxKind, U256};
+use alloy::providers::{Provider, RootProvider};
+use alloy::rpc::client::RpcClient;
+use alloy::rpc::types::TransactionRequest;
+use alloy::sol_types::SolCall;
+use alloy::transports::{RpcError, TransportErrorKind};
+use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokenops_custody::Custody;
+
+/// What transactions pay for gas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeeMode {
+    /// EIP-1559 fees estimated by the node (`eth_feeHistory`).
+    Eip1559,
+    /// Legacy EIP-155 transactions at a fixed gas price (0 on free-gas permissioned chains), or
+    /// at the node's `eth_gasPrice` when `None`.
+    Legacy { gas_price: Option<u128> },
+}
+
+/// How custody wallets get gas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GasFunding {
+    /// Wallets need none (free-gas chains) or are funded outside tokenops.
+    None,
+    /// Development nodes (anvil, Hardhat): `register_wallet` tops the wallet up to this balance
+    /// with `anvil_setBalance`.
+    DevSetBalance(U256),
+}
+
+#[derive(Debug, Clone)]
+pub struct EvmConfig {
+    /// The node's JSON-RPC URL.
+    pub url: String,
+    /// Bounds every JSON-RPC request, connection included.
+    pub request_timeout: Duration,
+    /// Blocks past a receipt's block before it counts as included (0 for anvil).
+    pub confirmations: u64,
+    pub fees: FeeMode,
+    pub gas_funding: GasFunding,
+    /// Added to every gas estimate, in percent.
+    pub gas_margin_percent: u64,
+    /// The gas limit of a call whose estimate fails (it would revert, and will be included
+    /// reverted).
+    pub fallback_gas_limit: u64,
+    /// How long `deploy_token` waits for its receipt, and how often it polls.
+    pub inclusion_timeout: Duration,
+    pub poll_interval: Duration,
+}
+
+impl EvmConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            request_timeout: Duration::from_secs(10),
+            confirmations: 0,
+            fees: FeeMode::Eip1559,
+            gas_funding: GasFunding::None,
+            gas_margin_percent: 25,
+            fallback_gas_limit: 300_000,
+            inclusion_timeout: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(200),
+        }
+    }
+}
+
+pub struct EvmLedger {
+    provider: RootProvider,
+    config: EvmConfig,
+    chain_id: u64,
+    issuer: Address,
+    issuer_custody: Arc<dyn Custody>,
+    nonces: Nonces,
+    /// Token contracts checked to be this contract.
+    tokens: Mutex<HashSet<Address>>,
+    /// Outcomes of included transactions already decoded (a reverted one costs a replay).
+    outcomes: Mutex<HashMap<TxHash, (u64, Outcome)>>,
+}
+
+impl std::fmt::Debug for EvmLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvmLedger")
+            .field("url", &self.config.url)
+            .field("chain_id", &self.chain_id)
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+type TransportError = RpcError<TransportErrorKind>;
+
+/// No usable answer from the node: temporary. A JSON-RPC error answer to a read is temporary
+/// too (a node that is syncing, or behind a load balancer, answers errors that pass).
+fn temporary(what: &str, error: TransportError) -> LedgerError {
+    LedgerError::temporary(format!("{what}: {error}"))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Installs rustls's ring provider unless one is installed (the workspace's reqwest has none of
+/// its own; a client built without one panics).
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// The error message of a JSON-RPC error answer, lower-cased.
+fn error_message(error: &TransportError) -> Option<String> {
+    match error {
+        RpcError::ErrorResp(payload) => Some(payload.message.to_lowercase()),
+        _ => None,
+    }
+}
+
+impl EvmLedger {
+    /// Connects to the node and reads its chain id. `issuer` is the custody wallet that deploys
+    /// tokens and signs mints and burns; `issuer_custody` signs its deployments.
+    pub async fn connect(
+        config: EvmConfig,
+        issuer: Address,
+        issuer_custody: Arc<dyn Custody>,
+    ) -> Result<Self, LedgerError> {
+        ensure_crypto_provider();
+        let url: reqwest::Url =
+            config.url.parse().map_err(|e| LedgerError::final_(format!("invalid EVM node URL: {e}")))?;
+        let client = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(config.request_timeout)
+            .build()
+            .map_err(|e| LedgerError::final_(format!("HTTP client: {e}")))?;
+        let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
+        let chain_id = provider.get_chain_id().await.map_err(|e| temporary("eth_chainId", e))?;
+        tracing::info!(url = config.url, chain_id, "connected to the EVM node");
+        Ok(Self {
+            provider,
+            config,
+            chain_id,
+            issuer,
+            issuer_custody,
+            nonces: Nonces::default(),
+            tokens: Mutex::new(HashSet::new()),
+            outcomes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn chain_id(&self) -> u64 {
+        self.chain_id
+    }
+
+    async fn fees(&self) -> Result<Fees, LedgerError> {
+        Ok(match self.config.fees {
+            FeeMode::Eip1559 => {
+                let estimate = self.provider.estimate_eip1559_fees().await.map_err(|e| temporary("fee estimate", e))?;
+                Fees::Eip1559 {
+                    max_fee_per_gas: estimate.max_fee_per_gas,
+                    max_priority_fee_per_gas: estimate.max_priority_fee_per_gas,
+                }
+            }
+            FeeMode::Legacy { gas_price: Some(gas_price) } => Fees::Legacy { gas_price },
+            FeeMode::Legacy { gas_price: None } => Fees::Legacy {
+                gas_price: self.provider.get_gas_price().await.map_err(|e| temporary("eth_gasPrice", e))?,
+            },
+        })
+    }
+
+    /// The estimate plus the margin; the fallback when the call would revert.
+    async fn gas_limit(
+        &self,
+        from: Address,
+        to: Option<Address>,
+        input: &Bytes,
+        fallback: u64,
+    ) -> Result<u64, LedgerError> {
+        let mut request = TransactionRequest::default().with_from(from).with_input(input.clone());
+        request.to = Some(to.map_or(TxKind::Create, TxKind::Call));
+        match self.provider.estimate_gas(request).await {
+            Ok(estimate) => Ok(estimate.saturating_add(estimate.saturating_mul(self.config.gas_margin_percent) / 100)),
+            Err(RpcError::ErrorResp(payload)) => {
+                tracing::debug!(message = %payload.message, "gas estimate failed; using the fallback limit");
+                Ok(fallback)
+            }
+            Err(error) => Err(temporary("eth_estimateGas", error)),
+        }
+    }
+
+    async fn sign(
+        &self,
+        to: Option<Address>,
+        input: Bytes,
+        sender: Address,
+        fallback_gas: u64,
+        custody: &dyn Custody,
+    ) -> Result<SignedTransaction, LedgerError> {
+        let gas_limit = self.gas_limit(sender, to, &input, fallback_gas).await?;
+        let fees = self.fees().await?;
+        let mut slot = self.nonces.lock(sender).await;
+        let nonce = match *slot {
+            Some(nonce) => nonce,
+            None => self
+                .provider
+                .get_transaction_count(sender)
+                .pending()
+                .await
+                .map_err(|e| temporary("eth_getTransactionCount", e))?,
+        };
+        let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to, input, gas_limit, fees };
+        let signed = transaction::sign(unsigned, sender, custody).await?;
+        *slot = Some(nonce + 1);
+        Ok(signed)
+    }
+
+    /// Checks that `address` holds this token contract: its runtime code equals the artifact's
+    /// with the immutables (issuer, decimals) zeroed.
+    async fn check_token(&self, address: Address) -> Result<(), LedgerError> {
+        if lock(&self.tokens).contains(&address) {
+            return Ok(());
+        }
+        let code = self.provider.get_code_at(address).await.map_err(|e| temporary("eth_getCode", e))?;
+        if code.is_empty() {
+            return Err(LedgerError::final_(format!("no token contract at {address}")));
+        }
+        if !contract::is_token_runtime_code(&code) {
+            return Err(LedgerError::final_(format!("the contract at {address} is not the tokenops token")));
+        }
+        lock(&self.tokens).insert(address);
+        Ok(())
+    }
+
+    /// `eth_call` of a view at `block`.
+    async fn view<T: SolCall>(&self, token: Address, call: T, block: Option<u64>) -> Result<T::Return, LedgerError> {
+        let request = TransactionRequest::default().with_to(token).with_input(call.abi_encode());
+        let mut pending = self.provider.call(request);
+        if let Some(number) = block {
+            pending = pending.block(BlockId::number(number));
+        }
+        let output = pending.await.map_err(|e| temporary("eth_call", e))?;
+        T::abi_decode_returns(&output)
+            .map_err(|e| LedgerError::final_(format!("{token} did not answer as the token contract: {e}")))
+    }
+
+    /// The revert data of an included transaction, by replaying it at its block.
+    async fn revert_data(&self, hash: TxHash, block: u64) -> Result<Bytes, LedgerError> {
+        let Some(tx) =
+            self.provider.get_transaction_by_hash(hash).await.map_err(|e| temporary("eth_getTransactionByHash", e))?
+        else {
+            return Ok(Bytes::new());
+        };
+        use alloy::consensus::Transaction as _;
+        let mut request = TransactionRequest::default()
+            .with_from(tx.inner.signer())
+            .with_input(tx.input().clone())
+            .with_gas_limit(tx.gas_limit())
+            .with_value(tx.value());
+        request.to = Some(tx.kind());
+        match self.provider.call(request).block(BlockId::number(block)).await {
+            // The replay succeeded: the state that made it revert is gone.
+            Ok(_) => Ok(Bytes::new()),
+            Err(RpcError::ErrorResp(payload)) => Ok(payload.as_revert_data().unwrap_or_default()),
+            Err(error) => Err(temporary("eth_call (replay)", error)),
+        }
+    }
+
+    /// Waits (bounded) for a transaction's inclusion, polling.
+    async fn wait_for_inclusion(&self, hash: TxHash) -> Result<(u64, Outcome), LedgerError> {
+        let deadline = tokio::time::Instant::now() + self.config.inclusion_timeout;
+        loop {
+            if let ReceiptStatus::Included { block_number, outcome } = self.receipt(hash).await? {
+                return Ok((block_number, outcome));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(LedgerError::temporary(format!("transaction {hash} not included in time")));
+            }
+            tokio::time::sleep(self.config.poll_interval).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Ledger for EvmLedger {
+    fn issuer(&self) -> Address {
+        self.issuer
+    }
+
+    async fn deploy_token(&self, spec: &TokenSpec) -> Result<Address, LedgerError> {
+        self.register_wallet(self.issuer).await?;
+        let input = contract::deployment_input(spec, self.issuer);
+        let signed = self.sign(None, input, self.issuer, 5_000_000, self.issuer_custody.as_ref()).await?;
+        self.send(&signed).await?;
+        let (_, outcome) = self.wait_for_inclusion(signed.hash).await?;
+        match outcome {
+            Outcome::Success => {
+                let address = self.issuer.create(signed.nonce);
+                lock(&self.tokens).insert(address);
+                tracing::info!(%address, symbol = spec.symbol, "deployed a token on the EVM node");
+                Ok(address)
+            }
+            Outcome::Reverted { reason, .. } => Err(LedgerError::final_(format!("the deployment reverted: {reason}"))),
+        }
+    }
+
+    async fn adopt_token(&self, address: Address) -> Result<TokenInfo, LedgerError> {
+        self.check_token(address).await?;
+        let block = self.provider.get_block_number().await.map_err(|e| temporary("eth_blockNumber", e))?;
+        let (name, symbol, decimals, issuer) = tokio::try_join!(
+            self.view(address, C::nameCall {}, Some(block)),
+            self.view(address, C::symbolCall {}, Some(block)),
+            self.view(address, C::decimalsCall {}, Some(block)),
+            self.view(address, C::issuerCall {}, Some(block)),
+        )?;
+        Ok(TokenInfo { address, name, symbol, decimals, issuer })
+    }
+
+    async fn register_wallet(&self, wallet: Address) -> Result<(), LedgerError> {
+        match self.config.gas_funding {
+            GasFunding::None => Ok(()),
+            GasFunding::DevSetBalance(amount) => {
+                let balance = self.provider.get_balance(wallet).await.map_err(|e| temporary("eth_getBalance", e))?;
+                if balance < amount {
+                    self.provider
+                        .raw_request::<_, serde_json::Value>("anvil_setBalance".into(), (wallet, amount))
+                        .await
+                        .map_err(|e| temporary("anvil_setBalance", e))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn sign(
+        &self,
+        token: Address,
+        call: &LedgerCall,
+        custody: &dyn Custody,
+    ) -> Result<SignedTransaction, LedgerError> {
+        self.check_token(token).await?;
+        let sender = call.sender(self.issuer);
+        let fallback = self.config.fallback_gas_limit;
+        EvmLedger::sign(self, Some(token), contract::calldata(call), sender, fallback, custody).await
+    }
+
+    async fn send(&self, transaction: &SignedTransaction) -> Result<TxHash, LedgerError> {
+        let error = match self.provider.send_raw_transaction(&transaction.raw).await {
+            Ok(pending) => return Ok(*pending.tx_hash()),
+            Err(error) => error,
+        };
+        let Some(message) = error_message(&error) else {
+            // The outcome is unknown: the node may hold the transaction or not. The next nonce
+            // of the wallet is read from the node again.
+            self.nonces.forget(transaction.sender).await;
+            return Err(temporary("eth_sendRawTransaction", error));
+        };
+        if message.contains("already known")
+            || message.contains("already imported")
+            || message.contains("known transaction")
+        {
+            return Ok(transaction.hash);
+        }
+        if message.contains("nonce too low") || message.contains("nonce is too low") {
+            // Sending included bytes again answers their hash; other bytes with a used nonce can
+            // never be included.
+            let known = self
+                .provider
+                .get_transaction_by_hash(transaction.hash)
+                .await
+                .map_err(|e| temporary("eth_getTransactionByHash", e))?;
+            self.nonces.forget(transaction.sender).await;
+            return match known {
+                Some(_) => Ok(transaction.hash),
+                None => Err(LedgerError::final_(format!(
+                    "nonce {} of {} is already used by another transaction",
+                    transaction.nonce, transaction.sender
+                ))),
+            };
+        }
+        if message.contains("txpool is full") || message.contains("limit exceeded") || message.contains("busy") {
+            self.nonces.forget(transaction.sender).await;
+            return Err(LedgerError::temporary(format!("the node refused for now: {message}")));
+        }
+        Err(LedgerError::final_(format!("the node refused the transaction: {message}")))
+    }
+
+    async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {
+        if let Some((block_number, outcome)) = lock(&self.outcomes).get(&hash).cloned() {
+            return Ok(ReceiptStatus::Included { block_number, outcome });
+        }
+        let receipt =
+            self.provider.get_transaction_receipt(hash).await.map_err(|e| temporary("eth_getTransactionReceipt", e))?;
+        let Some(receipt) = receipt else {
+            let known = self
+                .provider
+                .get_transaction_by_hash(hash)
+                .await
+                .map_err(|e| temporary("eth_getTransactionByHash", e))?;
+            return Ok(if known.is_some() { ReceiptStatus::Pending } else { ReceiptStatus::Unknown });
+        };
+        let Some(block_number) = receipt.block_number else { return Ok(ReceiptStatus::Pending) };
+        if self.config.confirmations > 0 {
+            let head = self.provider.get_block_number().await.map_err(|e| temporary("eth_blockNumber", e))?;
+            if head.saturating_sub(block_number) < self.config.confirmations {
+                return Ok(ReceiptStatus::Pending);
+            }
+        }
+        let outcome = if receipt.status() {
+            Outcome::Success
+        } else {
+            let data = self.revert_data(hash, block_number).await?;
+            Outcome::Reverted { reason: contract::revert_reason(&data), data }
+        };
+        lock(&self.outcomes).insert(hash, (block_number, outcome.clone()));
+        Ok(ReceiptStatus::Included { block_number, outcome })
+    }
+
+    async fn balances(&self, token: Address, wallet: Address) -> Result<Balances, LedgerError> {
+        self.check_token(token).await?;
+        let block = self.provider.get_block_number().await.map_err(|e| temporary("eth_blockNumber", e))?;
+        let (total, available, held) = tokio::try_join!(
+            self.view(token, C::balanceOfCall { account: wallet }, Some(block)),
+            self.view(token, C::availableBalanceOfCall { account: wallet }, Some(block)),
+            self.view(token, C::heldBalanceOfCall { account: wallet }, Some(block)),
+        )?;
+        Ok(Balances { total, available, held, block_number: block })
+    }
+}

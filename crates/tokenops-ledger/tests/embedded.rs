@@ -1,0 +1,276 @@
+//! The embedded ledger on both stores: the conformance suite, then what only an embedded ledger
+//! has to prove. It keeps everything across a restart, and a transaction lost with the mempool
+//! is included when its same bytes are sent again.
+
+mod suite;
+
+use alloy::primitives::{B256, U256};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use suite::{Network, included};
+use tokenops_custody::{Custody, EmbeddedKeystore};
+use tokenops_ledger::{
+    EmbeddedConfig, EmbeddedLedger, Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, TokenSpec,
+};
+use tokenops_secrets::Sealer;
+use tokenops_store::Store;
+use tokenops_testkit::StoreFixture;
+use tokenops_testkit::{Backend, backends};
+
+/// The ledger's time at the start of every test (EVM seconds).
+const T0: u64 = 1_800_000_000;
+
+/// A manual clock: tests move it instead of sleeping.
+#[derive(Clone, Default)]
+struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    fn now(&self) -> u64 {
+        T0 + self.0.load(Ordering::SeqCst)
+    }
+    fn advance(&self, seconds: u64) {
+        self.0.fetch_add(seconds, Ordering::SeqCst);
+    }
+    fn config(&self) -> EmbeddedConfig {
+        let clock = self.clone();
+        EmbeddedConfig {
+            block_interval: Duration::from_millis(10),
+            clock: Arc::new(move || clock.now()),
+            ..EmbeddedConfig::default()
+        }
+    }
+}
+
+fn keystore(store: Arc<dyn Store>) -> Arc<EmbeddedKeystore> {
+    Arc::new(EmbeddedKeystore::new(store, Arc::new(Sealer::new([3u8; 32]))))
+}
+
+struct Embedded {
+    ledger: Arc<EmbeddedLedger>,
+    custody: Arc<EmbeddedKeystore>,
+    clock: ManualClock,
+}
+
+#[async_trait]
+impl Network for Embedded {
+    fn ledger(&self) -> Arc<dyn Ledger> {
+        self.ledger.clone()
+    }
+    fn custody(&self) -> Arc<dyn Custody> {
+        self.custody.clone()
+    }
+    async fn now(&self) -> u64 {
+        self.clock.now()
+    }
+    async fn advance_time(&self, seconds: u64) {
+        self.clock.advance(seconds);
+    }
+    async fn stop(&self) {
+        self.ledger.close();
+    }
+}
+
+async fn conformance(backend: Backend) {
+    let fixture = StoreFixture::new(backend).await;
+    let custody = keystore(fixture.store.clone());
+    let issuer = custody.create_wallet("issuer").await.expect("issuer wallet");
+    let clock = ManualClock::default();
+    let ledger =
+        EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), clock.config()).await.expect("open");
+    suite::run(&Embedded { ledger: Arc::new(ledger), custody, clock }).await;
+}
+
+async fn keeps_everything_across_a_restart(backend: Backend) {
+    let fixture = StoreFixture::new(backend).await;
+    let custody = keystore(fixture.store.clone());
+    let issuer = custody.create_wallet("issuer").await.expect("issuer");
+    let alice = custody.create_wallet("alice").await.expect("alice");
+    let bob = custody.create_wallet("bob").await.expect("bob");
+    let clock = ManualClock::default();
+
+    let ledger =
+        EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), clock.config()).await.expect("open");
+    let token = ledger
+        .deploy_token(&TokenSpec { name: "Swiss franc".into(), symbol: "CHF".into(), decimals: 2 })
+        .await
+        .expect("deploy");
+    let mut receipts = Vec::new();
+    for call in [
+        LedgerCall::Mint { to: alice, amount: U256::from(1_000) },
+        LedgerCall::Transfer { from: alice, to: bob, amount: U256::from(250) },
+        LedgerCall::Transfer { from: alice, to: bob, amount: U256::from(5_000) },
+        LedgerCall::Hold {
+            owner: alice,
+            id: B256::repeat_byte(1),
+            payee: Some(bob),
+            amount: U256::from(100),
+            expires_at: Some(T0 + 60),
+        },
+        LedgerCall::Hold {
+            owner: bob,
+            id: B256::repeat_byte(2),
+            payee: None,
+            amount: U256::from(50),
+            expires_at: None,
+        },
+    ] {
+        let hash = ledger.submit(token, &call, custody.as_ref()).await.expect("submit");
+        receipts.push((hash, included(&ledger, hash).await));
+    }
+    let head = ledger.head_number();
+    let before = (ledger.balances(token, alice).await.expect("alice"), ledger.balances(token, bob).await.expect("bob"));
+    drop(ledger);
+
+    // A new process: new store handle, new keystore, new ledger.
+    let store = fixture.reopen().await;
+    let custody = keystore(store.clone());
+    let ledger = EmbeddedLedger::open(store, issuer, custody.clone(), clock.config()).await.expect("reopen");
+    assert_eq!(ledger.head_number(), head, "every block is still there");
+    let info = ledger.adopt_token(token).await.expect("the deployment survived");
+    assert_eq!((info.symbol.as_str(), info.decimals, info.issuer), ("CHF", 2, issuer));
+    for (hash, receipt) in &receipts {
+        let ReceiptStatus::Included { block_number, outcome } = ledger.receipt(*hash).await.expect("receipt") else {
+            panic!("receipt of {hash} lost")
+        };
+        assert_eq!((block_number, &outcome), (receipt.0, &receipt.1));
+    }
+    assert!(matches!(&receipts[2].1 .1, Outcome::Reverted { reason, .. } if reason == "InsufficientAvailableBalance"));
+    let after = (ledger.balances(token, alice).await.expect("alice"), ledger.balances(token, bob).await.expect("bob"));
+    assert_eq!(
+        (after.0.total, after.0.held, after.1.total, after.1.held),
+        (before.0.total, before.0.held, before.1.total, before.1.held)
+    );
+    assert_eq!((after.0.total, after.0.held), (U256::from(750), U256::from(100)));
+
+    // Holds, nonces and supply carried over: the hold executes once, the wallets keep signing
+    // with the next nonce, the hold id stays used.
+    let hash = ledger
+        .submit(token, &LedgerCall::ExecuteHold { actor: alice, id: B256::repeat_byte(1) }, custody.as_ref())
+        .await
+        .expect("execute");
+    assert_eq!(included(&ledger, hash).await.1, Outcome::Success);
+    let hash = ledger
+        .submit(token, &LedgerCall::ExecuteHold { actor: alice, id: B256::repeat_byte(1) }, custody.as_ref())
+        .await
+        .expect("execute again");
+    assert!(matches!(included(&ledger, hash).await.1, Outcome::Reverted { reason, .. } if reason == "HoldNotActive"));
+    let hold_again =
+        LedgerCall::Hold { owner: bob, id: B256::repeat_byte(2), payee: None, amount: U256::from(1), expires_at: None };
+    let hash = ledger.submit(token, &hold_again, custody.as_ref()).await.expect("hold");
+    assert!(matches!(included(&ledger, hash).await.1, Outcome::Reverted { reason, .. } if reason == "HoldExists"));
+    let hash = ledger
+        .submit(token, &LedgerCall::Burn { from: bob, amount: U256::from(300) }, custody.as_ref())
+        .await
+        .expect("burn");
+    assert_eq!(included(&ledger, hash).await.1, Outcome::Success);
+    let bob_after = ledger.balances(token, bob).await.expect("bob");
+    assert_eq!((bob_after.total, bob_after.held, bob_after.available), (U256::from(50), U256::from(50), U256::ZERO));
+    assert!(ledger.head_number() > head);
+}
+
+async fn resends_what_the_mempool_lost(backend: Backend) {
+    let fixture = StoreFixture::new(backend).await;
+    let custody = keystore(fixture.store.clone());
+    let issuer = custody.create_wallet("issuer").await.expect("issuer");
+    let alice = custody.create_wallet("alice").await.expect("alice");
+    let clock = ManualClock::default();
+    let ledger =
+        EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), clock.config()).await.expect("open");
+    let token = ledger
+        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
+        .await
+        .expect("deploy");
+    drop(ledger);
+
+    // A ledger that never produces a block on its own: the mint waits in the mempool.
+    let slow = EmbeddedConfig { block_interval: Duration::from_secs(3_600), ..clock.config() };
+    let ledger =
+        EmbeddedLedger::open(fixture.reopen().await, issuer, custody.clone(), slow.clone()).await.expect("open");
+    let signed = ledger
+        .sign(token, &LedgerCall::Mint { to: alice, amount: U256::from(7) }, custody.as_ref())
+        .await
+        .expect("sign");
+    ledger.send(&signed).await.expect("send");
+    assert_eq!(ledger.receipt(signed.hash).await.expect("receipt"), ReceiptStatus::Pending);
+    drop(ledger); // the process dies with the mint in its mempool
+
+    let ledger = EmbeddedLedger::open(fixture.reopen().await, issuer, custody.clone(), slow).await.expect("reopen");
+    assert_eq!(ledger.receipt(signed.hash).await.expect("receipt"), ReceiptStatus::Unknown);
+    assert_eq!(ledger.send(&signed).await.expect("the same bytes again"), signed.hash);
+    assert_eq!(ledger.produce_block().await.expect("block"), 1);
+    assert_eq!(included(&ledger, signed.hash).await.1, Outcome::Success);
+    assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(7));
+
+    // Garbage, and bytes signed for another chain, are refused for good.
+    let truncated =
+        tokenops_ledger::SignedTransaction { raw: signed.raw.slice(..signed.raw.len() - 1), ..signed.clone() };
+    assert!(matches!(ledger.send(&truncated).await, Err(LedgerError::Final { .. })));
+    let other_fixture = StoreFixture::new(backend).await;
+    let other_config = EmbeddedConfig { chain_id: 99, ..clock.config() };
+    let other =
+        EmbeddedLedger::open(other_fixture.store.clone(), issuer, custody.clone(), other_config).await.expect("open");
+    let other_token = other
+        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
+        .await
+        .expect("deploy");
+    assert_eq!(other_token, token, "the same issuer and nonce deploy to the same address on both chains");
+    let foreign = other
+        .sign(token, &LedgerCall::Mint { to: alice, amount: U256::from(1) }, custody.as_ref())
+        .await
+        .expect("sign");
+    match ledger.send(&foreign).await {
+        Err(LedgerError::Final { reason }) => assert!(reason.contains("chain"), "{reason}"),
+        other => panic!("expected a final refusal, got {other:?}"),
+    }
+    // The next signature of the issuer continues after the included mint.
+    let next = ledger
+        .sign(token, &LedgerCall::Mint { to: alice, amount: U256::from(1) }, custody.as_ref())
+        .await
+        .expect("sign");
+    assert_eq!(next.nonce, signed.nonce + 1);
+}
+
+/// A block whose write fails leaves no trace (one store transaction per block) and its
+/// transactions wait for the next block.
+async fn a_failed_block_write_leaves_nothing_and_is_retried(backend: Backend) {
+    let fixture = StoreFixture::new(backend).await;
+    let custody = keystore(fixture.store.clone());
+    let issuer = custody.create_wallet("issuer").await.expect("issuer");
+    let alice = custody.create_wallet("alice").await.expect("alice");
+    let clock = ManualClock::default();
+    // Blocks only when asked (or when a deployment waits for its own).
+    let config = EmbeddedConfig { block_interval: Duration::from_secs(3_600), ..clock.config() };
+    let ledger = EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), config).await.expect("open");
+    let token = ledger
+        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
+        .await
+        .expect("deploy");
+    let blocks = fixture.db.count("ledger_blocks", "").await;
+
+    fixture.db.fail_inserts_into("ledger_transactions").await;
+    let hash = ledger
+        .submit(token, &LedgerCall::Mint { to: alice, amount: U256::from(7) }, custody.as_ref())
+        .await
+        .expect("submit");
+    match ledger.produce_block().await {
+        Err(error @ LedgerError::Temporary { .. }) => assert!(error.is_temporary()),
+        other => panic!("expected a temporary failure, got {other:?}"),
+    }
+    assert_eq!(fixture.db.count("ledger_blocks", "").await, blocks, "no block without its transactions");
+    assert_eq!(fixture.db.count("ledger_balances", "").await, 0, "no balance without its block");
+    assert_eq!(ledger.receipt(hash).await.expect("receipt"), ReceiptStatus::Pending);
+
+    fixture.db.heal_inserts_into("ledger_transactions").await;
+    assert_eq!(ledger.produce_block().await.expect("block"), 1);
+    assert_eq!(included(&ledger, hash).await.1, Outcome::Success);
+    assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(7));
+}
+
+backends!(
+    conformance,
+    keeps_everything_across_a_restart,
+    resends_what_the_mempool_lost,
+    a_failed_block_write_leaves_nothing_and_is_retried
+);

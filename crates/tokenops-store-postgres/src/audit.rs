@@ -1,0 +1,237 @@
+//! Audit records on PostgreSQL.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use tokenops_domain::TenantId;
+use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::{AuditFilter, AuditStore, StoreError, StoreResult, case_forms};
+use uuid::Uuid;
+
+const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
+
+/// The identifier columns the free-text query matches by case-insensitive prefix.
+const QUERY_COLUMNS: &[&str] = &["id", "actor_id", "resource_id", "request_id", "action"];
+
+fn decode(row: &PgRow) -> StoreResult<AuditRecord> {
+    let source: String = codec::get(row, "source")?;
+    let outcome: String = codec::get(row, "outcome")?;
+    let http_status: Option<i32> = codec::get(row, "http_status")?;
+    Ok(AuditRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
+        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        action: codec::get(row, "action")?,
+        category: codec::get(row, "category")?,
+        source: AuditSource::parse(&source).ok_or_else(|| StoreError::Corrupt(format!("audit source {source:?}")))?,
+        actor_id: codec::get(row, "actor_id")?,
+        resource_type: codec::get(row, "resource_type")?,
+        resource_id: codec::get(row, "resource_id")?,
+        outcome: AuditOutcome::parse(&outcome)
+            .ok_or_else(|| StoreError::Corrupt(format!("audit outcome {outcome:?}")))?,
+        request_id: codec::get(row, "request_id")?,
+        idempotency_key: codec::get(row, "idempotency_key")?,
+        http_status: http_status.and_then(|s| u16::try_from(s).ok()),
+        detail: codec::get(row, "detail")?,
+    })
+}
+
+/// The WHERE clause shared by the count and the page, with `$1` the tenant.
+fn where_clause(filter: &AuditFilter, binds: &mut Vec<Bind>) -> String {
+    let mut sql = String::from("tenant_id = $1");
+    let mut push = |sql: &mut String, clause: &str, value: Bind| {
+        binds.push(value);
+        let n = binds.len() + 1;
+        sql.push_str(&clause.replace('?', &format!("${n}")));
+    };
+    if let Some(from) = filter.occurred_from {
+        push(&mut sql, " AND occurred_at >= ?", Bind::Int(from.as_micros()));
+    }
+    if let Some(to) = filter.occurred_to {
+        push(&mut sql, " AND occurred_at < ?", Bind::Int(to.as_micros()));
+    }
+    if let Some(v) = &filter.request_id {
+        push(&mut sql, " AND request_id = ?", Bind::Text(v.clone()));
+    }
+    if let Some(v) = &filter.action {
+        push(&mut sql, " AND action = ?", Bind::Text(v.clone()));
+    }
+    if let Some(v) = &filter.source {
+        push(&mut sql, " AND source = ?", Bind::Text(v.clone()));
+    }
+    if let Some(v) = &filter.resource_type {
+        push(&mut sql, " AND resource_type = ?", Bind::Text(v.clone()));
+    }
+    if let Some(v) = &filter.resource_id {
+        push(&mut sql, " AND resource_id = ?", Bind::Text(v.clone()));
+    }
+    if !filter.actor_ids.is_empty() {
+        push(&mut sql, " AND actor_id = ANY(?)", Bind::TextList(filter.actor_ids.clone()));
+    }
+    if let Some(q) = &filter.query {
+        binds.push(Bind::Text(prefix_regex(q)));
+        let n = binds.len() + 1;
+        let any = QUERY_COLUMNS.iter().map(|col| format!("{col}::text ~ ${n}")).collect::<Vec<_>>().join(" OR ");
+        sql.push_str(&format!(" AND ({any})"));
+    }
+    sql
+}
+
+/// A regular expression for "starts with `query`, ignoring case": each letter becomes the set of
+/// its case forms (`[éÉ]`), the same rule the SQLite store applies (whose `lower()` folds ASCII
+/// only), and unlike `lower()` here, independent of the server's locale. Other punctuation is
+/// escaped, so it matches itself.
+pub(crate) fn prefix_regex(query: &str) -> String {
+    let mut pattern = String::with_capacity(query.len() * 4 + 1);
+    pattern.push('^');
+    for c in query.chars() {
+        let forms = case_forms(c);
+        if forms.len() > 1 {
+            pattern.push('[');
+            pattern.extend(forms);
+            pattern.push(']');
+        } else {
+            // In a PostgreSQL regular expression, a backslash before a character that is not
+            // alphanumeric makes that character literal.
+            if c.is_ascii() && !c.is_ascii_alphanumeric() {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+    }
+    pattern
+}
+
+enum Bind {
+    Int(i64),
+    Text(String),
+    TextList(Vec<String>),
+}
+
+fn bind_all<'q>(
+    mut query: Query<'q, Postgres, PgArguments>,
+    tenant: Uuid,
+    binds: &[Bind],
+) -> Query<'q, Postgres, PgArguments> {
+    query = query.bind(tenant);
+    for b in binds {
+        query = match b {
+            Bind::Int(v) => query.bind(*v),
+            Bind::Text(v) => query.bind(v.clone()),
+            Bind::TextList(v) => query.bind(v.clone()),
+        };
+    }
+    query
+}
+
+#[async_trait]
+impl AuditStore for PostgresTx {
+    async fn record(&mut self, r: &AuditRecord) -> StoreResult<()> {
+        let done = sqlx::query(
+            "INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
+                                        resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(r.id)
+        .bind(r.tenant_id.map(TenantId::as_uuid))
+        .bind(r.occurred_at.as_micros())
+        .bind(r.created_at.as_micros())
+        .bind(&r.action)
+        .bind(&r.category)
+        .bind(r.source.as_str())
+        .bind(r.actor_id.as_deref())
+        .bind(&r.resource_type)
+        .bind(r.resource_id.as_deref())
+        .bind(r.outcome.as_str())
+        .bind(r.request_id.as_deref())
+        .bind(r.idempotency_key.as_deref())
+        .bind(r.http_status.map(i32::from))
+        .bind(&r.detail)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("audit record id"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
+        let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = $1 AND id = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<AuditRecord>> {
+        let mut binds = Vec::new();
+        let clause = where_clause(filter, &mut binds);
+        let count_sql = format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause}");
+        let total_row = bind_all(sqlx::query(sqlx::AssertSqlSafe(count_sql)), tenant.as_uuid(), &binds)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let total: i64 = codec::get(&total_row, "total")?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
+        order.push("id DESC".to_owned());
+        let n = binds.len() + 2;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ${n} OFFSET ${}",
+            order.join(", "),
+            n + 1
+        );
+        let rows = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds)
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn where_clause_numbers_parameters_after_the_tenant() {
+        let filter = AuditFilter {
+            action: Some("customer.create".into()),
+            actor_ids: vec!["a".into(), "b".into()],
+            query: Some("Ab_%".into()),
+            ..AuditFilter::default()
+        };
+        let mut binds = Vec::new();
+        let sql = where_clause(&filter, &mut binds);
+        assert_eq!(binds.len(), 3);
+        assert!(sql.starts_with("tenant_id = $1 AND action = $2 AND actor_id = ANY($3) AND ("));
+        assert!(sql.contains("id::text ~ $4 OR actor_id::text ~ $4"));
+        assert!(matches!(&binds[2], Bind::Text(p) if p == "^[Aa][bB]\\_\\%"));
+    }
+
+    #[test]
+    fn the_query_becomes_a_case_insensitive_prefix_regex() {
+        assert_eq!(prefix_regex("émi-1"), "^[éÉ][mM][iI]\\-1");
+        assert_eq!(prefix_regex(".*(?x)\\d"), "^\\.\\*\\(\\?[xX]\\)\\\\[dD]");
+        assert_eq!(prefix_regex("ß"), "^ß", "only single-character case forms");
+        assert_eq!(prefix_regex(""), "^");
+    }
+}

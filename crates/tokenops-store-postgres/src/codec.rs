@@ -1,0 +1,60 @@
+//! Conversions between PostgreSQL values and domain values, and the mapping of driver errors.
+
+use sqlx::postgres::PgRow;
+use sqlx::{Decode, Postgres, Row, Type};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{StoreError, StoreResult};
+use uuid::Uuid;
+
+pub fn backend(error: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &error
+        && db.is_unique_violation()
+    {
+        return StoreError::Conflict(db.message().to_owned());
+    }
+    StoreError::Backend(Box::new(error))
+}
+
+/// Reads one column; a value that does not decode into its type is corrupt stored data.
+pub fn get<'r, T>(row: &'r PgRow, name: &str) -> StoreResult<T>
+where
+    T: Decode<'r, Postgres> + Type<Postgres>,
+{
+    row.try_get(name).map_err(|error| match error {
+        sqlx::Error::ColumnDecode { .. } => StoreError::Corrupt(error.to_string()),
+        other => backend(other),
+    })
+}
+
+/// The platform (no organisation) is stored as the nil UUID where a key column needs a value.
+pub fn tenant_key(tenant: Option<TenantId>) -> Uuid {
+    tenant.map(TenantId::as_uuid).unwrap_or(Uuid::nil())
+}
+
+/// A nullable tenant column: NULL (or the nil UUID) is the platform.
+pub fn opt_tenant(id: Option<Uuid>) -> Option<TenantId> {
+    id.filter(|u| !u.is_nil()).map(TenantId)
+}
+
+pub fn ts(micros: i64) -> Timestamp {
+    Timestamp::from_micros(micros)
+}
+
+pub fn opt_ts(micros: Option<i64>) -> Option<Timestamp> {
+    micros.map(ts)
+}
+
+/// A row count or counter read from the database (never negative in practice).
+pub fn count(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// An offset or limit for SQL, saturating rather than wrapping.
+pub fn sql_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The error raised when a statement that must not conflict silently did nothing.
+pub fn conflict(what: &str) -> StoreError {
+    StoreError::Conflict(format!("{what} already exists"))
+}

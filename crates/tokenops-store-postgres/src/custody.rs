@@ -1,0 +1,64 @@
+//! Custody keys on PostgreSQL: one row per wallet, the key sealed by the keystore before it
+//! gets here (this module never sees a plain key).
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::Timestamp;
+use tokenops_store::{CustodyKeyRecord, CustodyKeyStatus, CustodyKeyStore, StoreError, StoreResult};
+
+fn decode(row: &PgRow) -> StoreResult<CustodyKeyRecord> {
+    let status: String = codec::get(row, "status")?;
+    Ok(CustodyKeyRecord {
+        address: codec::get(row, "address")?,
+        label: codec::get(row, "label")?,
+        sealed_key: codec::get(row, "sealed_key")?,
+        status: CustodyKeyStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("custody key status {status:?}")))?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        disabled_at: codec::get::<Option<i64>>(row, "disabled_at")?.map(codec::ts),
+    })
+}
+
+#[async_trait]
+impl CustodyKeyStore for PostgresTx {
+    async fn insert(&mut self, key: &CustodyKeyRecord) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO custody_keys (address, label, sealed_key, status, created_at, disabled_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&key.address)
+        .bind(&key.label)
+        .bind(&key.sealed_key)
+        .bind(key.status.as_str())
+        .bind(key.created_at.as_micros())
+        .bind(key.disabled_at.map(Timestamp::as_micros))
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn get(&mut self, address: &str) -> StoreResult<Option<CustodyKeyRecord>> {
+        let row = sqlx::query(
+            "SELECT address, label, sealed_key, status, created_at, disabled_at FROM custody_keys WHERE address = $1",
+        )
+        .bind(address)
+        .fetch_optional(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn disable(&mut self, address: &str, now: Timestamp) -> StoreResult<bool> {
+        let updated = sqlx::query(
+            "UPDATE custody_keys SET status = 'DISABLED', disabled_at = COALESCE(disabled_at, $2) WHERE address = $1",
+        )
+        .bind(address)
+        .bind(now.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(updated.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,123 @@
+//! Customers on PostgreSQL.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{CustomerFilter, CustomerStore, StoreError, StoreResult};
+
+const COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
+
+fn decode(row: &PgRow) -> StoreResult<Customer> {
+    let status: String = codec::get(row, "status")?;
+    Ok(Customer {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
+        display_name: codec::get(row, "display_name")?,
+        status: CustomerStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("customer status {status:?}")))?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+#[async_trait]
+impl CustomerStore for PostgresTx {
+    async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
+        // ON CONFLICT keeps the transaction usable after a duplicate (a unique violation would
+        // abort it), so callers can go on as they would on SQLite.
+        let done = sqlx::query(
+            "INSERT INTO customers (id, tenant_id, customer_ref, display_name, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(customer.id)
+        .bind(customer.tenant_id.as_uuid())
+        .bind(customer.customer_ref.as_str())
+        .bind(customer.display_name.as_deref())
+        .bind(customer.status.as_str())
+        .bind(customer.created_at.as_micros())
+        .bind(customer.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("customer reference"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
+        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(customer_ref.as_str())
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
+        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 FOR UPDATE");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(customer_ref.as_str())
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn set_status(
+        &mut self,
+        tenant: TenantId,
+        customer_ref: &CustomerRef,
+        status: CustomerStatus,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE customers SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND customer_ref = $4")
+            .bind(status.as_str())
+            .bind(now.as_micros())
+            .bind(tenant.as_uuid())
+            .bind(customer_ref.as_str())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &CustomerFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Customer>> {
+        let status = filter.status.map(CustomerStatus::as_str);
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
+        )
+        .bind(tenant.as_uuid())
+        .bind(status)
+        .fetch_one(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
+             ORDER BY created_at ASC, id ASC LIMIT $3 OFFSET $4"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(status)
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+}

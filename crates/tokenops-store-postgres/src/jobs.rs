@@ -1,0 +1,220 @@
+//! The durable job queue on PostgreSQL. A claim is one statement that locks due rows with
+//! `FOR UPDATE SKIP LOCKED`, so concurrent claimers on any node take disjoint sets of jobs; an
+//! enqueue sends `NOTIFY` on the store's channel, delivered to every listening node on commit.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::{Timestamp, new_id};
+use tokenops_store::{Job, JobStatus, JobStore, Lease, NewJob, QueueStats, StoreError, StoreResult};
+use uuid::Uuid;
+
+const COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, lease_token, lease_until, last_error, created_at, updated_at";
+
+/// The rows a claim may take, with `$1` the claim time: queued and due, or running with an
+/// expired lease (its worker is presumed dead).
+const CLAIMABLE: &str = "((status = 'queued' AND run_at <= $1) OR (status = 'running' AND lease_until <= $1))";
+
+fn decode(row: &PgRow) -> StoreResult<Job> {
+    let status: String = codec::get(row, "status")?;
+    let counter = |name: &str| -> StoreResult<u32> {
+        let value: i64 = codec::get(row, name)?;
+        Ok(u32::try_from(value).unwrap_or(u32::MAX))
+    };
+    Ok(Job {
+        id: codec::get(row, "id")?,
+        kind: codec::get(row, "kind")?,
+        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
+        payload: codec::get(row, "payload")?,
+        status: JobStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
+        attempts: counter("attempts")?,
+        max_attempts: counter("max_attempts")?,
+        run_at: codec::ts(codec::get(row, "run_at")?),
+        lease_token: codec::get(row, "lease_token")?,
+        lease_until: codec::opt_ts(codec::get(row, "lease_until")?),
+        last_error: codec::get(row, "last_error")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+#[async_trait]
+impl JobStore for PostgresTx {
+    async fn enqueue(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<Option<Uuid>> {
+        let id = new_id();
+        // Without a conflict target, DO NOTHING also covers the partial unique index on the
+        // dedupe key, and the transaction stays usable.
+        let done = sqlx::query(
+            "INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, dedupe_key, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, 'queued', 0, $5, $6, $7, $8, $8)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(id)
+        .bind(&job.kind)
+        .bind(job.tenant_id.map(|t| t.as_uuid()))
+        .bind(&job.payload)
+        .bind(i64::from(job.max_attempts))
+        .bind(job.run_at.as_micros())
+        .bind(job.dedupe_key.as_deref())
+        .bind(now.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        // Delivered to every listener when (and only if) this transaction commits.
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(&*self.channel)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        self.enqueued = true;
+        Ok(Some(id))
+    }
+
+    async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>> {
+        // The outer WHERE re-checks that each locked row is still claimable: the row lock is what
+        // makes the claim exclusive, and a row another session finished between our snapshot and
+        // our lock must not be taken again.
+        let sql = format!(
+            "WITH due AS MATERIALIZED (
+                 SELECT id FROM jobs WHERE {CLAIMABLE}
+                 ORDER BY run_at ASC, id ASC
+                 LIMIT $3
+                 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE jobs
+             SET status = 'running', attempts = attempts + 1, lease_token = gen_random_uuid(),
+                 lease_until = $2, updated_at = $1
+             WHERE id IN (SELECT id FROM due) AND {CLAIMABLE}
+             RETURNING {COLUMNS}"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(now.as_micros())
+            .bind(lease_until.as_micros())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let mut claimed = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        // RETURNING has no order of its own.
+        claimed.sort_by_key(|job| (job.run_at, job.id));
+        Ok(claimed)
+    }
+
+    async fn extend_lease(&mut self, lease: Lease, lease_until: Timestamp, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND status = 'running' AND lease_token = $4",
+        )
+        .bind(lease_until.as_micros())
+        .bind(now.as_micros())
+        .bind(lease.job_id)
+        .bind(lease.token)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn complete(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
+             WHERE id = $2 AND status = 'running' AND lease_token = $3",
+        )
+        .bind(now.as_micros())
+        .bind(lease.job_id)
+        .bind(lease.token)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn retry(&mut self, lease: Lease, run_at: Timestamp, error: &str, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = 'queued', run_at = $1, last_error = $2, lease_token = NULL, lease_until = NULL, updated_at = $3
+             WHERE id = $4 AND status = 'running' AND lease_token = $5",
+        )
+        .bind(run_at.as_micros())
+        .bind(error)
+        .bind(now.as_micros())
+        .bind(lease.job_id)
+        .bind(lease.token)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn bury(&mut self, lease: Lease, error: &str, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = 'dead', last_error = $1, lease_token = NULL, lease_until = NULL, updated_at = $2
+             WHERE id = $3 AND status = 'running' AND lease_token = $4",
+        )
+        .bind(error)
+        .bind(now.as_micros())
+        .bind(lease.job_id)
+        .bind(lease.token)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = 'queued', attempts = attempts - 1, run_at = $1, lease_token = NULL, lease_until = NULL, updated_at = $1
+             WHERE id = $2 AND status = 'running' AND lease_token = $3",
+        )
+        .bind(now.as_micros())
+        .bind(lease.job_id)
+        .bind(lease.token)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn get(&mut self, id: Uuid) -> StoreResult<Option<Job>> {
+        let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats> {
+        let row = sqlx::query(
+            "SELECT
+                COUNT(*) FILTER (WHERE status = 'queued')::BIGINT AS queued,
+                COUNT(*) FILTER (WHERE status = 'running')::BIGINT AS running,
+                COUNT(*) FILTER (WHERE status = 'dead')::BIGINT AS dead,
+                MIN(run_at) FILTER (WHERE status = 'queued' AND run_at <= $1)::BIGINT AS oldest_due
+             FROM jobs WHERE status <> 'done'",
+        )
+        .bind(now.as_micros())
+        .fetch_one(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        let count = |name: &str| -> StoreResult<u64> { Ok(codec::count(codec::get(&row, name)?)) };
+        let oldest: Option<i64> = codec::get(&row, "oldest_due")?;
+        Ok(QueueStats {
+            queued: count("queued")?,
+            running: count("running")?,
+            dead: count("dead")?,
+            oldest_due_age_ms: oldest.map(|at| codec::ts(at).millis_until(now)).unwrap_or(0).try_into().unwrap_or(0),
+        })
+    }
+
+    async fn prune_done(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM jobs WHERE status = 'done' AND updated_at < $1")
+            .bind(cutoff.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
+}

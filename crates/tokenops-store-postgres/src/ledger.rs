@@ -1,0 +1,369 @@
+//! The embedded ledger on PostgreSQL. A block's rows go in with one statement per table: each
+//! column travels as one array parameter and `UNNEST` turns the arrays back into rows, so a block
+//! of hundreds of transactions costs a handful of round trips instead of one per row.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_store::{
+    LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerHoldStatus, LedgerNonce, LedgerStore,
+    LedgerToken, LedgerTransaction, StoreError, StoreResult,
+};
+
+/// A u64 for a BIGINT column; the ledger's numbers (blocks, nonces, seconds) stay far below
+/// i64::MAX, so a larger one is a bug, refused rather than wrapped.
+fn int(value: u64) -> StoreResult<i64> {
+    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit a BIGINT column").into()))
+}
+
+fn uint(value: i64, what: &str) -> StoreResult<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
+}
+
+const BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
+
+fn decode_block(row: &PgRow) -> StoreResult<LedgerBlock> {
+    Ok(LedgerBlock {
+        number: uint(codec::get(row, "number")?, "block number")?,
+        hash: codec::get(row, "hash")?,
+        parent_hash: codec::get(row, "parent_hash")?,
+        timestamp: uint(codec::get(row, "timestamp")?, "block timestamp")?,
+        transaction_count: u32::try_from(codec::get::<i32>(row, "transaction_count")?)
+            .map_err(|_| StoreError::Corrupt("block transaction count".into()))?,
+        produced_at: codec::ts(codec::get(row, "produced_at")?),
+    })
+}
+
+fn decode_transaction(row: &PgRow) -> StoreResult<LedgerTransaction> {
+    Ok(LedgerTransaction {
+        hash: codec::get(row, "hash")?,
+        block_number: uint(codec::get(row, "block_number")?, "block number")?,
+        index: u32::try_from(codec::get::<i32>(row, "position")?)
+            .map_err(|_| StoreError::Corrupt("transaction position".into()))?,
+        sender: codec::get(row, "sender")?,
+        nonce: uint(codec::get(row, "nonce")?, "nonce")?,
+        to: codec::get(row, "recipient")?,
+        raw: codec::get(row, "raw")?,
+        success: codec::get(row, "success")?,
+        revert_reason: codec::get(row, "revert_reason")?,
+        revert_data: codec::get(row, "revert_data")?,
+        contract_address: codec::get(row, "contract_address")?,
+    })
+}
+
+fn decode_token(row: &PgRow) -> StoreResult<LedgerToken> {
+    Ok(LedgerToken {
+        address: codec::get(row, "address")?,
+        name: codec::get(row, "name")?,
+        symbol: codec::get(row, "symbol")?,
+        decimals: u8::try_from(codec::get::<i16>(row, "decimals")?)
+            .map_err(|_| StoreError::Corrupt("token decimals".into()))?,
+        issuer: codec::get(row, "issuer")?,
+        total_supply: codec::get(row, "total_supply")?,
+        deploy_transaction: codec::get(row, "deploy_transaction")?,
+        block_number: uint(codec::get(row, "block_number")?, "block number")?,
+    })
+}
+
+fn decode_hold(row: &PgRow) -> StoreResult<LedgerHold> {
+    let status: String = codec::get(row, "status")?;
+    let expires_at: String = codec::get(row, "expires_at")?;
+    Ok(LedgerHold {
+        token: codec::get(row, "token")?,
+        id: codec::get(row, "id")?,
+        owner: codec::get(row, "owner")?,
+        payee: codec::get(row, "payee")?,
+        amount: codec::get(row, "amount")?,
+        expires_at: expires_at.parse().map_err(|_| StoreError::Corrupt(format!("hold expiry {expires_at:?}")))?,
+        status: LedgerHoldStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("hold status {status:?}")))?,
+    })
+}
+
+impl PostgresTx {
+    async fn insert_block(&mut self, block: &LedgerBlock) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(int(block.number)?)
+        .bind(&block.hash)
+        .bind(&block.parent_hash)
+        .bind(int(block.timestamp)?)
+        .bind(i32::try_from(block.transaction_count).map_err(|_| StoreError::Backend("too many transactions".into()))?)
+        .bind(block.produced_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn insert_transactions(&mut self, transactions: &[LedgerTransaction]) -> StoreResult<()> {
+        if transactions.is_empty() {
+            return Ok(());
+        }
+        let n = transactions.len();
+        let (mut hash, mut block, mut position, mut sender, mut nonce, mut to) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut raw, mut success, mut reason, mut data, mut contract) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for t in transactions {
+            hash.push(t.hash.as_str());
+            block.push(int(t.block_number)?);
+            position.push(i32::try_from(t.index).map_err(|_| StoreError::Backend("position out of range".into()))?);
+            sender.push(t.sender.as_str());
+            nonce.push(int(t.nonce)?);
+            to.push(t.to.as_deref());
+            raw.push(t.raw.as_slice());
+            success.push(t.success);
+            reason.push(t.revert_reason.as_deref());
+            data.push(t.revert_data.as_deref());
+            contract.push(t.contract_address.as_deref());
+        }
+        sqlx::query(
+            "INSERT INTO ledger_transactions (hash, block_number, position, sender, nonce, recipient, raw, success,
+                                              revert_reason, revert_data, contract_address)
+             SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::int[], $4::text[], $5::bigint[], $6::text[],
+                                  $7::bytea[], $8::boolean[], $9::text[], $10::bytea[], $11::text[])",
+        )
+        .bind(hash)
+        .bind(block)
+        .bind(position)
+        .bind(sender)
+        .bind(nonce)
+        .bind(to)
+        .bind(raw)
+        .bind(success)
+        .bind(reason)
+        .bind(data)
+        .bind(contract)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LedgerStore for PostgresTx {
+    async fn chain_id(&mut self) -> StoreResult<Option<u64>> {
+        let id: Option<i64> = sqlx::query_scalar("SELECT chain_id FROM ledger_chain WHERE id = 1")
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        id.map(|id| uint(id, "chain id")).transpose()
+    }
+
+    async fn init_chain(&mut self, chain_id: u64, genesis: &LedgerBlock) -> StoreResult<()> {
+        sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)")
+            .bind(int(chain_id)?)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        self.insert_block(genesis).await
+    }
+
+    async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
+        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_optional(&mut *self.tx).await.map_err(codec::backend)?;
+        row.as_ref().map(decode_block).transpose()
+    }
+
+    async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
+        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(int(number)?)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_block).transpose()
+    }
+
+    async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
+        self.insert_block(changes.block).await?;
+        self.insert_transactions(changes.transactions).await?;
+
+        for t in changes.tokens {
+            sqlx::query(
+                "INSERT INTO ledger_tokens (address, name, symbol, decimals, issuer, total_supply, deploy_transaction,
+                                            block_number)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (address) DO UPDATE SET total_supply = EXCLUDED.total_supply",
+            )
+            .bind(&t.address)
+            .bind(&t.name)
+            .bind(&t.symbol)
+            .bind(i16::from(t.decimals))
+            .bind(&t.issuer)
+            .bind(&t.total_supply)
+            .bind(&t.deploy_transaction)
+            .bind(int(t.block_number)?)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        }
+
+        if !changes.balances.is_empty() {
+            let token: Vec<&str> = changes.balances.iter().map(|b| b.token.as_str()).collect();
+            let wallet: Vec<&str> = changes.balances.iter().map(|b| b.wallet.as_str()).collect();
+            let total: Vec<&str> = changes.balances.iter().map(|b| b.total.as_str()).collect();
+            let held: Vec<&str> = changes.balances.iter().map(|b| b.held.as_str()).collect();
+            sqlx::query(
+                "INSERT INTO ledger_balances (token, wallet, total, held)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
+                 ON CONFLICT (token, wallet) DO UPDATE SET total = EXCLUDED.total, held = EXCLUDED.held",
+            )
+            .bind(token)
+            .bind(wallet)
+            .bind(total)
+            .bind(held)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        }
+
+        if !changes.holds.is_empty() {
+            let h = changes.holds;
+            let token: Vec<&str> = h.iter().map(|h| h.token.as_str()).collect();
+            let id: Vec<&str> = h.iter().map(|h| h.id.as_str()).collect();
+            let owner: Vec<&str> = h.iter().map(|h| h.owner.as_str()).collect();
+            let payee: Vec<Option<&str>> = h.iter().map(|h| h.payee.as_deref()).collect();
+            let amount: Vec<&str> = h.iter().map(|h| h.amount.as_str()).collect();
+            let expires_at: Vec<String> = h.iter().map(|h| h.expires_at.to_string()).collect();
+            let status: Vec<&str> = h.iter().map(|h| h.status.as_str()).collect();
+            sqlx::query(
+                "INSERT INTO ledger_holds (token, id, owner, payee, amount, expires_at, status)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                 ON CONFLICT (token, id) DO UPDATE SET status = EXCLUDED.status",
+            )
+            .bind(token)
+            .bind(id)
+            .bind(owner)
+            .bind(payee)
+            .bind(amount)
+            .bind(expires_at)
+            .bind(status)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        }
+
+        if !changes.nonces.is_empty() {
+            let address: Vec<&str> = changes.nonces.iter().map(|n| n.address.as_str()).collect();
+            let nonce = changes.nonces.iter().map(|n| int(n.nonce)).collect::<StoreResult<Vec<i64>>>()?;
+            sqlx::query(
+                "INSERT INTO ledger_nonces (address, nonce)
+                 SELECT * FROM UNNEST($1::text[], $2::bigint[])
+                 ON CONFLICT (address) DO UPDATE SET nonce = EXCLUDED.nonce",
+            )
+            .bind(address)
+            .bind(nonce)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        }
+        Ok(())
+    }
+
+    async fn transaction(&mut self, hash: &str) -> StoreResult<Option<LedgerTransaction>> {
+        let row = sqlx::query(
+            "SELECT hash, block_number, position, sender, nonce, recipient, raw, success, revert_reason, revert_data,
+                    contract_address
+             FROM ledger_transactions WHERE hash = $1",
+        )
+        .bind(hash)
+        .fetch_optional(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        row.as_ref().map(decode_transaction).transpose()
+    }
+
+    async fn token(&mut self, address: &str) -> StoreResult<Option<LedgerToken>> {
+        let row = sqlx::query(
+            "SELECT address, name, symbol, decimals, issuer, total_supply, deploy_transaction, block_number
+             FROM ledger_tokens WHERE address = $1",
+        )
+        .bind(address)
+        .fetch_optional(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        row.as_ref().map(decode_token).transpose()
+    }
+
+    async fn balances(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerBalance>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let token: Vec<&str> = keys.iter().map(|(t, _)| t.as_str()).collect();
+        let wallet: Vec<&str> = keys.iter().map(|(_, w)| w.as_str()).collect();
+        let rows = sqlx::query(
+            "SELECT b.token, b.wallet, b.total, b.held
+             FROM UNNEST($1::text[], $2::text[]) AS k (token, wallet)
+             JOIN ledger_balances AS b ON b.token = k.token AND b.wallet = k.wallet",
+        )
+        .bind(token)
+        .bind(wallet)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        rows.iter()
+            .map(|row| {
+                Ok(LedgerBalance {
+                    token: codec::get(row, "token")?,
+                    wallet: codec::get(row, "wallet")?,
+                    total: codec::get(row, "total")?,
+                    held: codec::get(row, "held")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn holds(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerHold>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let token: Vec<&str> = keys.iter().map(|(t, _)| t.as_str()).collect();
+        let id: Vec<&str> = keys.iter().map(|(_, i)| i.as_str()).collect();
+        let rows = sqlx::query(
+            "SELECT h.token, h.id, h.owner, h.payee, h.amount, h.expires_at, h.status
+             FROM UNNEST($1::text[], $2::text[]) AS k (token, id)
+             JOIN ledger_holds AS h ON h.token = k.token AND h.id = k.id",
+        )
+        .bind(token)
+        .bind(id)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        rows.iter().map(decode_hold).collect()
+    }
+
+    async fn nonces(&mut self, addresses: &[String]) -> StoreResult<Vec<LedgerNonce>> {
+        if addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query("SELECT n.address, n.nonce FROM ledger_nonces AS n WHERE n.address = ANY($1::text[])")
+            .bind(addresses)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        rows.iter()
+            .map(|row| {
+                Ok(LedgerNonce {
+                    address: codec::get(row, "address")?,
+                    nonce: uint(codec::get(row, "nonce")?, "nonce")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,386 @@
+//! The PostgreSQL store: the multi-node backend. A pool of connections serves every
+//! transaction (`READ COMMITTED` for writes; `REPEATABLE READ, READ ONLY` for reads so that a
+//! list and its total come from one snapshot). Job claims use `FOR UPDATE SKIP LOCKED`, so any
+//! number of nodes can claim concurrently; an enqueue sends `NOTIFY` on commit and a background
+//! `LISTEN` connection wakes this node's workers.
+//!
+//! One optional schema isolates a store: every connection sets `search_path` to it. Tests use one
+//! schema per test; production uses the default (`public`).
+
+mod audit;
+mod codec;
+mod custody;
+mod customers;
+mod events;
+mod idempotency;
+mod identity;
+mod jobs;
+mod ledger;
+mod migrate;
+mod settings;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokenops_store::{
+    AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
+    StoreResult, Tx,
+};
+use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
+use tokenops_store::{CustodyKeyStore, LedgerStore};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+pub use migrate::MIGRATIONS;
+
+/// Connections in the main pool.
+const MAX_CONNECTIONS: u32 = 10;
+/// The prefix of the job wake-up channel; the schema (or `public`) completes it.
+const CHANNEL_PREFIX: &str = "tokenops_jobs_";
+/// PostgreSQL truncates identifiers (and refuses channel names) beyond 63 bytes.
+const MAX_IDENTIFIER_LEN: usize = 63;
+/// The first and the longest pause before the job listener reconnects.
+const LISTEN_BACKOFF_MIN: Duration = Duration::from_millis(250);
+const LISTEN_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The first key of every advisory lock this store takes (the second is per schema).
+pub(crate) const ADVISORY_LOCK_CLASS: i32 = 0x546f_4f70;
+
+/// A configuration the store refuses before touching the database.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "invalid PostgreSQL schema name {0:?}: use 1 to {max} characters of [a-z0-9_], starting with a letter or '_'",
+        max = MAX_IDENTIFIER_LEN - CHANNEL_PREFIX.len()
+    )]
+    InvalidSchema(String),
+}
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    /// One connection, used only by the job listener (so it never starves transactions).
+    listener_pool: PgPool,
+    channel: Arc<str>,
+    jobs_notified: Arc<Notify>,
+    shutdown: CancellationToken,
+    listener_task: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// Stops the listener task when the last clone is dropped without `close`.
+    _stop_listener_on_drop: Arc<DropGuard>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("channel", &self.channel).finish_non_exhaustive()
+    }
+}
+
+/// Accepts a schema name that is safe to place between double quotes and in a channel name.
+fn validate_schema(schema: &str) -> StoreResult<()> {
+    let valid = !schema.is_empty()
+        && schema.len() + CHANNEL_PREFIX.len() <= MAX_IDENTIFIER_LEN
+        && schema.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !schema.as_bytes()[0].is_ascii_digit();
+    if valid { Ok(()) } else { Err(StoreError::Backend(Box::new(ConfigError::InvalidSchema(schema.to_owned())))) }
+}
+
+impl PostgresStore {
+    /// Connects a pool to `url`. With `schema`, every connection works in that schema, which is
+    /// created if missing. Subscribes to job wake-ups before returning. Does not migrate: call
+    /// [`Self::migrate`].
+    pub async fn connect(url: &str, schema: Option<&str>) -> StoreResult<Self> {
+        let mut options: PgConnectOptions = url.parse().map_err(codec::backend)?;
+        if let Some(schema) = schema {
+            validate_schema(schema)?;
+            options = options.options([("search_path", schema)]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options.clone())
+            .await
+            .map_err(codec::backend)?;
+        if let Some(schema) = schema
+            && let Err(error) = create_schema(&pool, schema).await
+        {
+            pool.close().await;
+            return Err(error);
+        }
+
+        let channel: Arc<str> = format!("{CHANNEL_PREFIX}{}", schema.unwrap_or("public")).into();
+        let listener_pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_lazy_with(options);
+        let listener = match subscribe(&listener_pool, &channel).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                pool.close().await;
+                return Err(codec::backend(error));
+            }
+        };
+
+        let jobs_notified = Arc::new(Notify::new());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(listen_for_jobs(
+            listener_pool.clone(),
+            channel.clone(),
+            listener,
+            jobs_notified.clone(),
+            shutdown.clone(),
+        ));
+        Ok(Self {
+            pool,
+            listener_pool,
+            channel,
+            jobs_notified,
+            _stop_listener_on_drop: Arc::new(shutdown.clone().drop_guard()),
+            shutdown,
+            listener_task: Arc::new(Mutex::new(Some(task))),
+        })
+    }
+
+    /// Applies every migration not yet applied; returns how many ran. Safe to run from several
+    /// nodes at once: an advisory lock serialises them.
+    pub async fn migrate(&self) -> StoreResult<usize> {
+        migrate::apply(&self.pool).await
+    }
+
+    fn tx(&self, tx: Transaction<'static, Postgres>) -> Box<dyn Tx> {
+        Box::new(PostgresTx {
+            tx,
+            channel: self.channel.clone(),
+            enqueued: false,
+            jobs_notified: self.jobs_notified.clone(),
+        })
+    }
+}
+
+/// Creates the schema if missing. Serialised by an advisory lock: concurrent
+/// `CREATE SCHEMA IF NOT EXISTS` can otherwise fail on the catalog's unique index.
+async fn create_schema(pool: &PgPool, schema: &str) -> StoreResult<()> {
+    let mut tx = pool.begin().await.map_err(codec::backend)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(ADVISORY_LOCK_CLASS)
+        .bind(schema)
+        .execute(&mut *tx)
+        .await
+        .map_err(codec::backend)?;
+    // The name is validated to [a-z0-9_], so quoting it is enough.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")))
+        .execute(&mut *tx)
+        .await
+        .map_err(codec::backend)?;
+    tx.commit().await.map_err(codec::backend)
+}
+
+async fn subscribe(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    // `close` cancels the task before closing this pool; the listener need not watch for it.
+    listener.ignore_pool_close_event(true);
+    listener.listen(channel).await?;
+    Ok(listener)
+}
+
+/// Wakes every waiting worker and leaves one permit for a worker that is between polls, so a
+/// notification that arrives while nobody waits is not lost (at the cost of a spurious wake-up).
+fn wake_workers(notify: &Notify) {
+    notify.notify_waiters();
+    notify.notify_one();
+}
+
+/// Feeds `notify` from `LISTEN channel` until `shutdown`. A lost connection is re-established
+/// with exponential backoff; workers are woken after each reconnect since notifications sent
+/// meanwhile are lost. Without notifications, workers still poll on their own timeout.
+async fn listen_for_jobs(
+    pool: PgPool,
+    channel: Arc<str>,
+    first: PgListener,
+    notify: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let mut current = Some(first);
+    let mut backoff = LISTEN_BACKOFF_MIN;
+    loop {
+        let mut listener = match current.take() {
+            Some(listener) => listener,
+            None => {
+                let attempt = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    attempt = subscribe(&pool, &channel) => attempt,
+                };
+                match attempt {
+                    Ok(listener) => {
+                        tracing::info!(channel = &*channel, "job listener reconnected");
+                        backoff = LISTEN_BACKOFF_MIN;
+                        notify.notify_waiters();
+                        listener
+                    }
+                    Err(error) => {
+                        tracing::warn!(channel = &*channel, %error, ?backoff, "job listener cannot connect; retrying");
+                        if pause(&shutdown, &mut backoff).await {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = listener.try_recv() => next,
+            };
+            match next {
+                Ok(Some(_)) => wake_workers(&notify),
+                // The connection dropped and the listener re-subscribed on a new one.
+                Ok(None) => {
+                    tracing::info!(channel = &*channel, "job listener connection replaced");
+                    notify.notify_waiters();
+                }
+                Err(error) => {
+                    tracing::warn!(channel = &*channel, %error, ?backoff, "job listener lost its connection");
+                    break;
+                }
+            }
+        }
+        drop(listener);
+        if pause(&shutdown, &mut backoff).await {
+            return;
+        }
+    }
+}
+
+/// Sleeps for `backoff` and doubles it; true when shutdown came first.
+async fn pause(shutdown: &CancellationToken, backoff: &mut Duration) -> bool {
+    let stopped = tokio::select! {
+        _ = shutdown.cancelled() => true,
+        _ = tokio::time::sleep(*backoff) => false,
+    };
+    *backoff = (*backoff * 2).min(LISTEN_BACKOFF_MAX);
+    stopped
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn write(&self) -> StoreResult<Box<dyn Tx>> {
+        let tx = self.pool.begin().await.map_err(codec::backend)?;
+        Ok(self.tx(tx))
+    }
+
+    async fn read(&self) -> StoreResult<Box<dyn Tx>> {
+        let tx =
+            self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").await.map_err(codec::backend)?;
+        Ok(self.tx(tx))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn wait_for_jobs(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.jobs_notified.notified()).await;
+    }
+
+    async fn close(&self) {
+        self.shutdown.cancel();
+        let task = self.listener_task.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(task) = task
+            && let Err(error) = task.await
+        {
+            tracing::warn!(%error, "job listener task failed");
+        }
+        self.listener_pool.close().await;
+        self.pool.close().await;
+    }
+}
+
+/// One transaction. Enqueuing a job sends `NOTIFY` inside it (delivered on commit to every
+/// node) and marks it so that the commit also wakes this node's workers at once.
+pub struct PostgresTx {
+    tx: Transaction<'static, Postgres>,
+    channel: Arc<str>,
+    enqueued: bool,
+    jobs_notified: Arc<Notify>,
+}
+
+#[async_trait]
+impl Tx for PostgresTx {
+    fn customers(&mut self) -> &mut dyn CustomerStore {
+        self
+    }
+    fn events(&mut self) -> &mut dyn EventStore {
+        self
+    }
+    fn audit(&mut self) -> &mut dyn AuditStore {
+        self
+    }
+    fn idempotency(&mut self) -> &mut dyn IdempotencyStore {
+        self
+    }
+    fn jobs(&mut self) -> &mut dyn JobStore {
+        self
+    }
+    fn settings(&mut self) -> &mut dyn SettingStore {
+        self
+    }
+    fn custody_keys(&mut self) -> &mut dyn CustodyKeyStore {
+        self
+    }
+    fn ledger(&mut self) -> &mut dyn LedgerStore {
+        self
+    }
+    fn tenants(&mut self) -> &mut dyn TenantStore {
+        self
+    }
+    fn users(&mut self) -> &mut dyn UserStore {
+        self
+    }
+    fn machine_clients(&mut self) -> &mut dyn MachineClientStore {
+        self
+    }
+    fn signing_keys(&mut self) -> &mut dyn SigningKeyStore {
+        self
+    }
+    fn refresh_tokens(&mut self) -> &mut dyn RefreshTokenStore {
+        self
+    }
+    fn challenges(&mut self) -> &mut dyn ChallengeStore {
+        self
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        let PostgresTx { tx, enqueued, jobs_notified, .. } = *self;
+        tx.commit().await.map_err(codec::backend)?;
+        if enqueued {
+            jobs_notified.notify_one();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_schema;
+
+    #[test]
+    fn schema_names_are_restricted() {
+        assert!(validate_schema("tenant_test_01").is_ok());
+        assert!(validate_schema("_x").is_ok());
+        assert!(validate_schema(&"a".repeat(49)).is_ok());
+        assert!(validate_schema(&"a".repeat(50)).is_err());
+        assert!(validate_schema("").is_err());
+        assert!(validate_schema("1abc").is_err());
+        assert!(validate_schema("Public").is_err());
+        assert!(validate_schema("a\"; DROP").is_err());
+        assert!(validate_schema("a-b").is_err());
+    }
+}

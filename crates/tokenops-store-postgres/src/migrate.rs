@@ -1,0 +1,69 @@
+//! Forward-only migrations for PostgreSQL: applied in order, each in its own transaction,
+//! recorded in `schema_migrations`. A migration once released is never edited; changes are new
+//! files. Every step first takes a transaction-scoped advisory lock for the current schema, so
+//! nodes starting together apply each migration exactly once and never race on the catalog.
+
+use crate::{ADVISORY_LOCK_CLASS, codec};
+use sqlx::{Executor, PgPool, Postgres, Transaction};
+use tokenops_domain::Timestamp;
+use tokenops_store::StoreResult;
+
+/// (version, name, SQL) in application order.
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "spine", include_str!("../migrations/0001_spine.sql")),
+    (2, "identity", include_str!("../migrations/0002_identity.sql")),
+    (3, "ledger", include_str!("../migrations/0003_ledger.sql")),
+];
+
+/// Begins a transaction holding the migration lock of the current schema until it ends.
+async fn begin_locked(pool: &PgPool) -> StoreResult<Transaction<'static, Postgres>> {
+    let mut tx = pool.begin().await.map_err(codec::backend)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '')))")
+        .bind(ADVISORY_LOCK_CLASS)
+        .execute(&mut *tx)
+        .await
+        .map_err(codec::backend)?;
+    Ok(tx)
+}
+
+pub async fn apply(pool: &PgPool) -> StoreResult<usize> {
+    let mut tx = begin_locked(pool).await?;
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    )
+    .await
+    .map_err(codec::backend)?;
+    tx.commit().await.map_err(codec::backend)?;
+    let mut applied = 0;
+    for (version, name, sql) in MIGRATIONS {
+        let mut tx = begin_locked(pool).await?;
+        let checksum = tokenops_store::migration_checksum(sql);
+        let done: Option<String> = sqlx::query_scalar("SELECT checksum FROM schema_migrations WHERE version = $1")
+            .bind(version)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(codec::backend)?;
+        match done {
+            Some(recorded) if recorded == checksum => continue,
+            Some(_) => {
+                return Err(tokenops_store::StoreError::Corrupt(format!(
+                    "migration {version} ({name}) differs from the one applied to this database; migrations are never edited once applied"
+                )));
+            }
+            None => {}
+        }
+        tx.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))).await.map_err(codec::backend)?;
+        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)")
+            .bind(version)
+            .bind(name)
+            .bind(&checksum)
+            .bind(Timestamp::system_now().as_micros())
+            .execute(&mut *tx)
+            .await
+            .map_err(codec::backend)?;
+        tx.commit().await.map_err(codec::backend)?;
+        tracing::info!(version, name, "applied PostgreSQL migration");
+        applied += 1;
+    }
+    Ok(applied)
+}

@@ -1,0 +1,51 @@
+//! Conversions between SQLite values and domain values, and the mapping of driver errors.
+
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::StoreError;
+use uuid::Uuid;
+
+pub fn backend(error: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &error
+        && db.is_unique_violation()
+    {
+        return StoreError::Conflict(db.message().to_owned());
+    }
+    StoreError::Backend(Box::new(error))
+}
+
+pub fn id_text(id: Uuid) -> String {
+    id.hyphenated().to_string()
+}
+
+/// The platform (no organisation) is stored as the nil UUID where a key column needs a value.
+pub fn tenant_text(tenant: Option<TenantId>) -> String {
+    id_text(tenant.map(TenantId::as_uuid).unwrap_or(Uuid::nil()))
+}
+
+pub fn uuid(text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|e| StoreError::Corrupt(format!("uuid {text:?}: {e}")))
+}
+
+pub fn opt_uuid(text: Option<String>) -> Result<Option<Uuid>, StoreError> {
+    text.as_deref().map(uuid).transpose()
+}
+
+pub fn tenant(text: &str) -> Result<TenantId, StoreError> {
+    uuid(text).map(TenantId)
+}
+
+pub fn opt_tenant(text: Option<String>) -> Result<Option<TenantId>, StoreError> {
+    Ok(opt_uuid(text)?.filter(|u| !u.is_nil()).map(TenantId))
+}
+
+pub fn ts(micros: i64) -> Timestamp {
+    Timestamp::from_micros(micros)
+}
+
+pub fn json(text: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("json: {e}")))
+}
+
+pub fn json_text(value: &serde_json::Value) -> String {
+    value.to_string()
+}

@@ -1,0 +1,342 @@
+//! The embedded ledger on SQLite. A block's rows go in with one statement per table: the rows
+//! travel as one JSON array bound to a fixed statement (`json_each`), so a block of hundreds of
+//! transactions costs a handful of statements instead of one per row, and every statement text
+//! stays constant (prepared once, cached by the driver).
+
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use tokenops_store::{
+    LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerHoldStatus, LedgerNonce, LedgerStore,
+    LedgerToken, LedgerTransaction, StoreError, StoreResult,
+};
+
+/// A u64 for an INTEGER column; the ledger's numbers (blocks, nonces, seconds) stay far below
+/// i64::MAX, so a larger one is a bug, refused rather than wrapped.
+fn int(value: u64) -> StoreResult<i64> {
+    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit an INTEGER column").into()))
+}
+
+fn uint(value: i64, what: &str) -> StoreResult<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
+}
+
+fn get<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
+where
+    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+{
+    row.try_get(name).map_err(codec::backend)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    text
+}
+
+const BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
+
+fn decode_block(row: &SqliteRow) -> StoreResult<LedgerBlock> {
+    Ok(LedgerBlock {
+        number: uint(get(row, "number")?, "block number")?,
+        hash: get(row, "hash")?,
+        parent_hash: get(row, "parent_hash")?,
+        timestamp: uint(get(row, "timestamp")?, "block timestamp")?,
+        transaction_count: u32::try_from(get::<i64>(row, "transaction_count")?)
+            .map_err(|_| StoreError::Corrupt("block transaction count".into()))?,
+        produced_at: codec::ts(get(row, "produced_at")?),
+    })
+}
+
+fn decode_transaction(row: &SqliteRow) -> StoreResult<LedgerTransaction> {
+    Ok(LedgerTransaction {
+        hash: get(row, "hash")?,
+        block_number: uint(get(row, "block_number")?, "block number")?,
+        index: u32::try_from(get::<i64>(row, "position")?)
+            .map_err(|_| StoreError::Corrupt("transaction position".into()))?,
+        sender: get(row, "sender")?,
+        nonce: uint(get(row, "nonce")?, "nonce")?,
+        to: get(row, "recipient")?,
+        raw: get(row, "raw")?,
+        success: get::<i64>(row, "success")? == 1,
+        revert_reason: get(row, "revert_reason")?,
+        revert_data: get(row, "revert_data")?,
+        contract_address: get(row, "contract_address")?,
+    })
+}
+
+fn decode_token(row: &SqliteRow) -> StoreResult<LedgerToken> {
+    Ok(LedgerToken {
+        address: get(row, "address")?,
+        name: get(row, "name")?,
+        symbol: get(row, "symbol")?,
+        decimals: u8::try_from(get::<i64>(row, "decimals")?)
+            .map_err(|_| StoreError::Corrupt("token decimals".into()))?,
+        issuer: get(row, "issuer")?,
+        total_supply: get(row, "total_supply")?,
+        deploy_transaction: get(row, "deploy_transaction")?,
+        block_number: uint(get(row, "block_number")?, "block number")?,
+    })
+}
+
+fn decode_hold(row: &SqliteRow) -> StoreResult<LedgerHold> {
+    let status: String = get(row, "status")?;
+    let expires_at: String = get(row, "expires_at")?;
+    Ok(LedgerHold {
+        token: get(row, "token")?,
+        id: get(row, "id")?,
+        owner: get(row, "owner")?,
+        payee: get(row, "payee")?,
+        amount: get(row, "amount")?,
+        expires_at: expires_at.parse().map_err(|_| StoreError::Corrupt(format!("hold expiry {expires_at:?}")))?,
+        status: LedgerHoldStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("hold status {status:?}")))?,
+    })
+}
+
+impl SqliteTx {
+    async fn insert_block(&mut self, block: &LedgerBlock) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(int(block.number)?)
+        .bind(&block.hash)
+        .bind(&block.parent_hash)
+        .bind(int(block.timestamp)?)
+        .bind(i64::from(block.transaction_count))
+        .bind(block.produced_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    /// Runs `sql` with the rows bound as one JSON array (`$1`), unless there are none.
+    async fn execute_rows(&mut self, sql: &'static str, rows: Vec<Value>) -> StoreResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(sql).bind(Value::Array(rows).to_string()).execute(&mut *self.tx).await.map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn fetch_rows(&mut self, sql: &'static str, keys: Value) -> StoreResult<Vec<SqliteRow>> {
+        sqlx::query(sql).bind(keys.to_string()).fetch_all(&mut *self.tx).await.map_err(codec::backend)
+    }
+}
+
+#[async_trait]
+impl LedgerStore for SqliteTx {
+    async fn chain_id(&mut self) -> StoreResult<Option<u64>> {
+        let id: Option<i64> = sqlx::query_scalar("SELECT chain_id FROM ledger_chain WHERE id = 1")
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        id.map(|id| uint(id, "chain id")).transpose()
+    }
+
+    async fn init_chain(&mut self, chain_id: u64, genesis: &LedgerBlock) -> StoreResult<()> {
+        self.require_write("initialising the ledger")?;
+        sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)")
+            .bind(int(chain_id)?)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        self.insert_block(genesis).await
+    }
+
+    async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
+        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_optional(&mut *self.tx).await.map_err(codec::backend)?;
+        row.as_ref().map(decode_block).transpose()
+    }
+
+    async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
+        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(int(number)?)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_block).transpose()
+    }
+
+    async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
+        self.require_write("appending a block")?;
+        self.insert_block(changes.block).await?;
+
+        let mut rows = Vec::with_capacity(changes.transactions.len());
+        for t in changes.transactions {
+            rows.push(json!([
+                t.hash,
+                int(t.block_number)?,
+                t.index,
+                t.sender,
+                int(t.nonce)?,
+                t.to,
+                hex(&t.raw),
+                i64::from(t.success),
+                t.revert_reason,
+                t.revert_data.as_deref().map(hex),
+                t.contract_address,
+            ]));
+        }
+        self.execute_rows(
+            "INSERT INTO ledger_transactions (hash, block_number, position, sender, nonce, recipient, raw, success,
+                                              revert_reason, revert_data, contract_address)
+             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, unhex(value ->> 6),
+                    value ->> 7, value ->> 8, unhex(value ->> 9), value ->> 10
+             FROM json_each($1)",
+            rows,
+        )
+        .await?;
+
+        let mut rows = Vec::with_capacity(changes.tokens.len());
+        for t in changes.tokens {
+            rows.push(json!([
+                t.address,
+                t.name,
+                t.symbol,
+                t.decimals,
+                t.issuer,
+                t.total_supply,
+                t.deploy_transaction,
+                int(t.block_number)?,
+            ]));
+        }
+        // `WHERE true` settles SQLite's parsing ambiguity between a join's ON and ON CONFLICT.
+        self.execute_rows(
+            "INSERT INTO ledger_tokens (address, name, symbol, decimals, issuer, total_supply, deploy_transaction,
+                                        block_number)
+             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6,
+                    value ->> 7
+             FROM json_each($1) WHERE true
+             ON CONFLICT (address) DO UPDATE SET total_supply = excluded.total_supply",
+            rows,
+        )
+        .await?;
+
+        let rows = changes.balances.iter().map(|b| json!([b.token, b.wallet, b.total, b.held])).collect();
+        self.execute_rows(
+            "INSERT INTO ledger_balances (token, wallet, total, held)
+             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each($1) WHERE true
+             ON CONFLICT (token, wallet) DO UPDATE SET total = excluded.total, held = excluded.held",
+            rows,
+        )
+        .await?;
+
+        let rows = changes
+            .holds
+            .iter()
+            .map(|h| json!([h.token, h.id, h.owner, h.payee, h.amount, h.expires_at.to_string(), h.status.as_str()]))
+            .collect();
+        self.execute_rows(
+            "INSERT INTO ledger_holds (token, id, owner, payee, amount, expires_at, status)
+             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
+             FROM json_each($1) WHERE true
+             ON CONFLICT (token, id) DO UPDATE SET status = excluded.status",
+            rows,
+        )
+        .await?;
+
+        let mut rows = Vec::with_capacity(changes.nonces.len());
+        for n in changes.nonces {
+            rows.push(json!([n.address, int(n.nonce)?]));
+        }
+        self.execute_rows(
+            "INSERT INTO ledger_nonces (address, nonce)
+             SELECT value ->> 0, value ->> 1 FROM json_each($1) WHERE true
+             ON CONFLICT (address) DO UPDATE SET nonce = excluded.nonce",
+            rows,
+        )
+        .await
+    }
+
+    async fn transaction(&mut self, hash: &str) -> StoreResult<Option<LedgerTransaction>> {
+        let row = sqlx::query(
+            "SELECT hash, block_number, position, sender, nonce, recipient, raw, success, revert_reason, revert_data,
+                    contract_address
+             FROM ledger_transactions WHERE hash = $1",
+        )
+        .bind(hash)
+        .fetch_optional(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        row.as_ref().map(decode_transaction).transpose()
+    }
+
+    async fn token(&mut self, address: &str) -> StoreResult<Option<LedgerToken>> {
+        let row = sqlx::query(
+            "SELECT address, name, symbol, decimals, issuer, total_supply, deploy_transaction, block_number
+             FROM ledger_tokens WHERE address = $1",
+        )
+        .bind(address)
+        .fetch_optional(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        row.as_ref().map(decode_token).transpose()
+    }
+
+    async fn balances(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerBalance>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = keys.iter().map(|(token, wallet)| json!([token, wallet])).collect();
+        let rows = self
+            .fetch_rows(
+                "SELECT b.token, b.wallet, b.total, b.held
+                 FROM json_each($1) AS k
+                 JOIN ledger_balances AS b ON b.token = k.value ->> 0 AND b.wallet = k.value ->> 1",
+                Value::Array(keys),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(LedgerBalance {
+                    token: get(row, "token")?,
+                    wallet: get(row, "wallet")?,
+                    total: get(row, "total")?,
+                    held: get(row, "held")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn holds(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerHold>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = keys.iter().map(|(token, id)| json!([token, id])).collect();
+        let rows = self
+            .fetch_rows(
+                "SELECT h.token, h.id, h.owner, h.payee, h.amount, h.expires_at, h.status
+                 FROM json_each($1) AS k
+                 JOIN ledger_holds AS h ON h.token = k.value ->> 0 AND h.id = k.value ->> 1",
+                Value::Array(keys),
+            )
+            .await?;
+        rows.iter().map(decode_hold).collect()
+    }
+
+    async fn nonces(&mut self, addresses: &[String]) -> StoreResult<Vec<LedgerNonce>> {
+        if addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .fetch_rows(
+                "SELECT n.address, n.nonce FROM json_each($1) AS k JOIN ledger_nonces AS n ON n.address = k.value",
+                json!(addresses),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Ok(LedgerNonce { address: get(row, "address")?, nonce: uint(get(row, "nonce")?, "nonce")? }))
+            .collect()
+    }
+}

@@ -1,0 +1,274 @@
+//! One trait per aggregate. Methods are named for intent; implementations live in the backend
+//! crates and run inside the `Tx` that handed them out.
+
+use async_trait::async_trait;
+use tokenops_domain::audit::AuditRecord;
+use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
+use tokenops_domain::event::Event;
+use tokenops_domain::paging::{KeysetRequest, Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+// ---------------------------------------------------------------------------------------------
+// Customers
+
+#[derive(Debug, Clone, Default)]
+pub struct CustomerFilter {
+    pub status: Option<CustomerStatus>,
+}
+
+#[async_trait]
+pub trait CustomerStore: Send {
+    /// Fails with `StoreError::Conflict` when the tenant already has the reference.
+    async fn insert(&mut self, customer: &Customer) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
+    /// Reads the customer and holds it until the transaction ends, so that concurrent changes
+    /// of the same customer apply one after the other (PostgreSQL `FOR UPDATE`; SQLite's single
+    /// writer already serialises them).
+    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
+    async fn set_status(
+        &mut self,
+        tenant: TenantId,
+        customer_ref: &CustomerRef,
+        status: CustomerStatus,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// Oldest first.
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &CustomerFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Customer>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events (the outbox)
+
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub event_type: Option<String>,
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+}
+
+#[async_trait]
+pub trait EventStore: Send {
+    async fn append(&mut self, event: &Event) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>>;
+    /// Newest first by `occurredAt`, then id; up to `window.limit` items after the position.
+    async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>>;
+    /// Marks the event dispatched unless it already is; returns whether this call marked it.
+    async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub occurred_from: Option<Timestamp>,
+    pub occurred_to: Option<Timestamp>,
+    pub actor_ids: Vec<String>,
+    pub request_id: Option<String>,
+    pub action: Option<String>,
+    pub source: Option<String>,
+    pub resource_type: Option<String>,
+    pub resource_id: Option<String>,
+    /// Case-insensitive prefix match on the identifier fields.
+    pub query: Option<String>,
+}
+
+#[async_trait]
+pub trait AuditStore: Send {
+    async fn record(&mut self, record: &AuditRecord) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>>;
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<AuditRecord>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idempotency
+
+/// The key space of one Idempotency-Key: per organisation (none for platform operations) and
+/// per operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyScope {
+    pub tenant: Option<TenantId>,
+    pub operation: String,
+    pub key: String,
+}
+
+/// The response stored with a completed key, replayed to every later request with that key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: serde_json::Value,
+    /// Response headers worth replaying (for example `Location`).
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdempotencyState {
+    /// A request holds the key until `lease_until`; past it, a crashed holder's key is taken over.
+    InFlight {
+        token: Uuid,
+        lease_until: Timestamp,
+    },
+    Completed(StoredResponse),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotencyRecord {
+    pub scope: IdempotencyScope,
+    pub request_hash: String,
+    pub state: IdempotencyState,
+    pub created_at: Timestamp,
+}
+
+#[async_trait]
+pub trait IdempotencyStore: Send {
+    async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>>;
+    /// Inserts an in-flight claim; `StoreError::Conflict` if the key exists.
+    async fn insert_claim(
+        &mut self,
+        scope: &IdempotencyScope,
+        request_hash: &str,
+        token: Uuid,
+        lease_until: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// Stores the outcome; false when `token` no longer holds the key (fencing).
+    async fn complete(
+        &mut self,
+        scope: &IdempotencyScope,
+        token: Uuid,
+        response: &StoredResponse,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
+    /// Drops an in-flight claim held by `token`, so the key can be claimed again (after a failure
+    /// that changed nothing, or to take over a crashed holder's expired claim).
+    async fn release(&mut self, scope: &IdempotencyScope, token: Uuid) -> StoreResult<()>;
+    /// Deletes completed records created before `cutoff`, and in-flight claims abandoned (lease
+    /// ended) before it; returns how many.
+    async fn prune(&mut self, cutoff: Timestamp) -> StoreResult<u64>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub kind: String,
+    pub tenant_id: Option<TenantId>,
+    pub payload: serde_json::Value,
+    pub run_at: Timestamp,
+    pub max_attempts: u32,
+    /// At most one queued or running job holds a given dedupe key; a second enqueue is skipped.
+    pub dedupe_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Done,
+    Dead,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Done => "done",
+            JobStatus::Dead => "dead",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "queued" => Some(JobStatus::Queued),
+            "running" => Some(JobStatus::Running),
+            "done" => Some(JobStatus::Done),
+            "dead" => Some(JobStatus::Dead),
+            _ => None,
+        }
+    }
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: Uuid,
+    pub kind: String,
+    pub tenant_id: Option<TenantId>,
+    pub payload: serde_json::Value,
+    pub status: JobStatus,
+    /// Claims so far, the current one included.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub run_at: Timestamp,
+    pub lease_token: Option<Uuid>,
+    pub lease_until: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Proof that a worker holds a job: completion and retry are refused without the current token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub job_id: Uuid,
+    pub token: Uuid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    pub queued: u64,
+    pub running: u64,
+    pub dead: u64,
+    /// Age of the oldest job that is due and waiting, in milliseconds.
+    pub oldest_due_age_ms: u64,
+}
+
+#[async_trait]
+pub trait JobStore: Send {
+    /// Enqueues inside the caller's transaction; `None` when the dedupe key was already held.
+    async fn enqueue(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<Option<Uuid>>;
+    /// Claims up to `limit` due jobs (queued and due, or running with an expired lease), giving
+    /// each a fresh lease token until `lease_until` and counting the attempt.
+    async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>>;
+    /// Extends a running job's lease to `lease_until` (the worker's heartbeat); false when the
+    /// lease is no longer this worker's.
+    async fn extend_lease(&mut self, lease: Lease, lease_until: Timestamp, now: Timestamp) -> StoreResult<bool>;
+    /// Marks the job done; false when the lease is no longer this worker's (fencing).
+    async fn complete(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool>;
+    /// Puts the job back to run at `run_at`, recording the error; false when fenced out.
+    async fn retry(&mut self, lease: Lease, run_at: Timestamp, error: &str, now: Timestamp) -> StoreResult<bool>;
+    /// Marks the job dead after its last attempt; false when fenced out.
+    async fn bury(&mut self, lease: Lease, error: &str, now: Timestamp) -> StoreResult<bool>;
+    /// Gives a leased job back unrun (shutdown): it is due at once and the attempt is not counted.
+    async fn release(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool>;
+    async fn get(&mut self, id: Uuid) -> StoreResult<Option<Job>>;
+    async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats>;
+    /// Deletes finished (done) jobs updated before `cutoff`; returns how many.
+    async fn prune_done(&mut self, cutoff: Timestamp) -> StoreResult<u64>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings: platform-wide values every node must share (for example the cursor signing key).
+
+#[async_trait]
+pub trait SettingStore: Send {
+    async fn get(&mut self, name: &str) -> StoreResult<Option<String>>;
+    /// Inserts unless present; returns the value that is stored afterwards (first writer wins).
+    async fn get_or_insert(&mut self, name: &str, value: &str) -> StoreResult<String>;
+}

@@ -1,0 +1,105 @@
+//! The store's API of intent: one trait per aggregate, reached through a transaction handle
+//! (`Tx`), and the `Store` that opens transactions. Backends (SQLite, PostgreSQL) implement
+//! these traits; nothing above this crate sees SQL.
+//!
+//! Every tenant-scoped call takes the tenant first, so another organisation's row cannot be
+//! reached by construction.
+
+mod aggregates;
+mod custody;
+mod error;
+mod identity;
+mod ledger;
+
+pub use aggregates::*;
+pub use custody::*;
+pub use error::{StoreError, StoreResult};
+pub use identity::*;
+pub use ledger::*;
+
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// The checksum recorded with an applied migration: a migration whose text changed after it was
+/// applied is refused at start instead of leaving the database silently different from the code.
+pub fn migration_checksum(sql: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(sql.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `c` and its single-character lower- and upper-case forms: both backends build their
+/// case-insensitive search patterns from it (`[éÉ]`), because neither SQLite's `lower()` (ASCII
+/// only) nor PostgreSQL's (locale-dependent) folds the same way.
+pub fn case_forms(c: char) -> Vec<char> {
+    fn single(mut chars: impl Iterator<Item = char>) -> Option<char> {
+        let first = chars.next()?;
+        chars.next().is_none().then_some(first)
+    }
+    let mut forms = vec![c];
+    for form in [single(c.to_lowercase()), single(c.to_uppercase())].into_iter().flatten() {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
+}
+
+/// Which backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A connection to one store. Cheap to share; open transactions with `write` or `read`.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+
+    /// Opens a write transaction. On SQLite writers are serialised (one writer connection,
+    /// `BEGIN IMMEDIATE`), so a transaction that reads then writes never fails with "locked".
+    async fn write(&self) -> StoreResult<Box<dyn Tx>>;
+
+    /// Opens a read transaction: a consistent snapshot for lists and their totals.
+    async fn read(&self) -> StoreResult<Box<dyn Tx>>;
+
+    /// Succeeds when the store answers a trivial query: the readiness probe.
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Waits until a job may have become runnable (a commit enqueued one) or `timeout` passes.
+    /// Spurious wake-ups are allowed; callers poll after each.
+    async fn wait_for_jobs(&self, timeout: Duration);
+
+    /// Closes every connection after in-flight transactions finish.
+    async fn close(&self);
+}
+
+/// One database transaction. Dropping it without `commit` rolls it back.
+#[async_trait]
+pub trait Tx: Send {
+    fn customers(&mut self) -> &mut dyn CustomerStore;
+    fn events(&mut self) -> &mut dyn EventStore;
+    fn audit(&mut self) -> &mut dyn AuditStore;
+    fn idempotency(&mut self) -> &mut dyn IdempotencyStore;
+    fn jobs(&mut self) -> &mut dyn JobStore;
+    fn settings(&mut self) -> &mut dyn SettingStore;
+    fn custody_keys(&mut self) -> &mut dyn CustodyKeyStore;
+    fn ledger(&mut self) -> &mut dyn LedgerStore;
+    fn tenants(&mut self) -> &mut dyn TenantStore;
+    fn users(&mut self) -> &mut dyn UserStore;
+    fn machine_clients(&mut self) -> &mut dyn MachineClientStore;
+    fn signing_keys(&mut self) -> &mut dyn SigningKeyStore;
+    fn refresh_tokens(&mut self) -> &mut dyn RefreshTokenStore;
+    fn challenges(&mut self) -> &mut dyn ChallengeStore;
+
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
+}

@@ -1,0 +1,211 @@
+//! A fresh store per test: a SQLite file in its own temporary directory, or a PostgreSQL schema
+//! in the test database (`TOKENOPS_TEST_POSTGRES_URL`, default the local server). Raw SQL access
+//! lets tests inspect rows and inject failures the way a real fault would occur.
+
+use sqlx::{Executor, Row};
+use std::path::{Path, PathBuf};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("TOKENOPS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+pub struct TestDb {
+    pub backend: Backend,
+    dir: PathBuf,
+    schema: Option<String>,
+    pool: tokio::sync::OnceCell<Pool>,
+}
+
+enum Pool {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl TestDb {
+    pub async fn create(backend: Backend) -> Self {
+        let token = Uuid::now_v7().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("tokenops-test-{token}"));
+        std::fs::create_dir_all(&dir).expect("test directory");
+        let schema = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(format!("t_{}", &token[token.len() - 20..])),
+        };
+        Self { backend, dir, schema, pool: tokio::sync::OnceCell::new() }
+    }
+
+    /// The TOKENOPS_DATABASE_URL of this store.
+    pub fn url(&self) -> String {
+        match self.backend {
+            Backend::Sqlite => format!("sqlite://{}", self.dir.join("tokenops.db").display()),
+            Backend::Postgres => postgres_url(),
+        }
+    }
+
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    async fn pool(&self) -> &Pool {
+        self.pool
+            .get_or_init(|| async {
+                match self.backend {
+                    Backend::Sqlite => {
+                        // One connection: DDL (injected faults) and the reads after it see one schema.
+                        Pool::Sqlite(
+                            sqlx::sqlite::SqlitePoolOptions::new()
+                                .max_connections(1)
+                                .connect(&self.url())
+                                .await
+                                .expect("connect sqlite"),
+                        )
+                    }
+                    Backend::Postgres => {
+                        let schema = self.schema.clone().expect("postgres schema");
+                        let options: sqlx::postgres::PgConnectOptions = postgres_url().parse().expect("postgres url");
+                        Pool::Postgres(
+                            sqlx::postgres::PgPoolOptions::new()
+                                .max_connections(2)
+                                .connect_with(options.options([("search_path", schema.as_str())]))
+                                .await
+                                .expect("connect postgres"),
+                        )
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Drops this test's PostgreSQL schema (nothing for SQLite, whose directory goes with the
+    /// `TestDb`). Callable from `Drop` inside the test's runtime: it works on a thread of its
+    /// own, and a lock a failed test left behind cannot hang it.
+    pub fn drop_schema(&self) {
+        let Some(schema) = self.schema.clone() else { return };
+        let url = postgres_url();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async move {
+                let pool = sqlx::PgPool::connect(&url).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "SET lock_timeout = '5s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+                )))
+                .execute(&pool)
+                .await?;
+                pool.close().await;
+                Ok::<_, sqlx::Error>(())
+            })
+        })
+        .join();
+        if let Ok(Err(error)) = dropped {
+            eprintln!("could not drop the test schema: {error}");
+        }
+    }
+
+    /// Executes statements (several separated by `;` are fine) against the test store.
+    pub async fn execute(&self, sql: &str) {
+        let sql = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()));
+        match self.pool().await {
+            Pool::Sqlite(pool) => pool.execute(sql).await.map(|_| ()),
+            Pool::Postgres(pool) => pool.execute(sql).await.map(|_| ()),
+        }
+        .expect("execute");
+    }
+
+    /// The first column of the first row of `sql`, as an integer (cast counts with CAST(.. AS BIGINT)).
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        let query = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.pool().await {
+            Pool::Sqlite(pool) => sqlx::query(query).fetch_one(pool).await.and_then(|r| r.try_get(0)),
+            Pool::Postgres(pool) => sqlx::query(query).fetch_one(pool).await.and_then(|r| r.try_get(0)),
+        }
+        .expect("integer query")
+    }
+
+    /// The first column of every row of `sql`, as text (cast ids with CAST(.. AS TEXT)).
+    pub async fn strings(&self, sql: &str) -> Vec<String> {
+        let query = sqlx::AssertSqlSafe(sql.to_owned());
+        let rows: Result<Vec<String>, sqlx::Error> = match self.pool().await {
+            Pool::Sqlite(pool) => sqlx::query(query)
+                .fetch_all(pool)
+                .await
+                .and_then(|rows| rows.iter().map(|r| r.try_get::<String, _>(0)).collect()),
+            Pool::Postgres(pool) => sqlx::query(query)
+                .fetch_all(pool)
+                .await
+                .and_then(|rows| rows.iter().map(|r| r.try_get::<String, _>(0)).collect()),
+        };
+        rows.expect("text query")
+    }
+
+    /// Counts the rows of `table` (optionally filtered by a WHERE clause).
+    pub async fn count(&self, table: &str, condition: &str) -> i64 {
+        let condition = if condition.is_empty() { String::new() } else { format!(" WHERE {condition}") };
+        self.scalar(&format!("SELECT CAST(COUNT(*) AS BIGINT) FROM {table}{condition}")).await
+    }
+
+    /// Makes every insert into `table` fail, as a failing disk or constraint would.
+    pub async fn fail_inserts_into(&self, table: &str) {
+        match self.backend {
+            Backend::Sqlite => {
+                self.execute(&format!(
+                    "CREATE TRIGGER injected_failure BEFORE INSERT ON {table} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+                ))
+                .await
+            }
+            Backend::Postgres => {
+                self.execute(&format!(
+                    "CREATE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+                     CREATE TRIGGER injected_failure BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION injected_failure()"
+                ))
+                .await
+            }
+        }
+    }
+
+    /// Makes every update of `table` fail.
+    pub async fn fail_updates_of(&self, table: &str) {
+        match self.backend {
+            Backend::Sqlite => {
+                self.execute(&format!(
+                    "CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+                ))
+                .await
+            }
+            Backend::Postgres => {
+                self.execute(&format!(
+                    "CREATE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+                     CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} FOR EACH ROW EXECUTE FUNCTION injected_failure()"
+                ))
+                .await
+            }
+        }
+    }
+
+    /// Removes the failure injected by `fail_inserts_into` or `fail_updates_of`.
+    pub async fn heal_inserts_into(&self, table: &str) {
+        match self.backend {
+            Backend::Sqlite => self.execute("DROP TRIGGER injected_failure").await,
+            Backend::Postgres => {
+                self.execute(&format!("DROP TRIGGER injected_failure ON {table}; DROP FUNCTION injected_failure()"))
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The `tokenops` command line: `serve` (the main job) and `migrate`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use tokenops::config::{Config, LogFormat, Sources};
+
+#[derive(Parser)]
+#[command(name = "tokenops", version, about = "Token operations service for banks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service (HTTP API and workers, per TOKENOPS_ROLE).
+    Serve,
+    /// Apply pending database migrations, then exit.
+    Migrate,
+    /// Platform operator tasks.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+#[derive(Subcommand)]
+enum OperatorCommand {
+    /// Create another platform operator client of the embedded identity provider and print its
+    /// credentials (JSON) on standard output, once: store them in your secret manager.
+    CreateClient {
+        /// A name to recognise the client by in the audit log.
+        #[arg(long, default_value = "platform operator")]
+        name: String,
+    },
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+        LogFormat::Human => builder.init(),
+    }
+}
+
+async fn create_operator_client(config: &Config, name: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let store = tokenops::wiring::open_store(config).await?;
+    let service = tokenops::wiring::build(config, store, std::sync::Arc::new(tokenops_app::clock::SystemClock)).await?;
+    let credentials = service.app.identity.create_operator_client(name).await?;
+    // Standard output, not the log: the secret is the command's result and is shown once.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string_pretty(&credentials)?)?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Sources::from_env().and_then(|s| Config::load(&s)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&config);
+    let result = match cli.command {
+        Command::Serve => tokenops::serve::run(config).await,
+        Command::Migrate => tokenops::wiring::open_store(&config).await.map(|store| {
+            tracing::info!("migrations applied");
+            drop(store);
+        }),
+        Command::Operator(OperatorCommand::CreateClient { name }) => create_operator_client(&config, &name).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("tokenops: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! `tokenops serve`: binds the listener, runs the HTTP API and/or the workers (by role), and on
+//! SIGTERM or Ctrl-C stops accepting, lets in-flight requests and jobs finish within the grace
+//! period (releasing the leases of jobs that do not), then closes the store.
+
+use anyhow::Context;
+use std::sync::Arc;
+use tokenops_app::clock::SystemClock;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::wiring;
+
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let store = wiring::open_store(&config).await?;
+    let service = wiring::build(&config, store.clone(), Arc::new(SystemClock)).await?;
+    wiring::bootstrap_operator(&config, &service.app).await?;
+    let listener =
+        tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+    let router = if config.role.runs_api() {
+        tokenops_api::router(service.state.clone())
+    } else {
+        tokenops_api::operations_only_router(service.state.clone())
+    };
+    let shutdown = CancellationToken::new();
+    let workers = config.role.runs_workers().then(|| tokio::spawn(service.app.jobs.clone().run(shutdown.clone())));
+    if config.auth_provider == crate::config::AuthProvider::Embedded {
+        // Replace the signing key when it reaches its rotation age, without a restart.
+        let app = service.app.clone();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut every_hour = tokio::time::interval(std::time::Duration::from_secs(3_600));
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = every_hour.tick() => {
+                        if let Err(e) = app.identity.ensure_current_key().await {
+                            tracing::warn!(error = %e, "could not check the signing key's age");
+                        }
+                    }
+                }
+            }
+        });
+    }
+    tracing::info!(
+        listen = %config.listen,
+        public_url = %config.public_url,
+        role = ?config.role,
+        store = store.backend().as_str(),
+        issuer = %config.auth_issuer,
+        "tokenops is serving"
+    );
+    let stop = shutdown.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: no new requests; finishing in-flight work");
+            stop.cancel();
+        })
+        .await
+        .context("serving HTTP")?;
+    shutdown.cancel();
+    if let Some(workers) = workers
+        && let Err(e) = workers.await
+    {
+        tracing::warn!(error = %e, "the worker loop ended abnormally");
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

@@ -1,0 +1,150 @@
+//! Builds the service from its configuration: opens and migrates the store named by the database
+//! URL, loads the shared cursor key, and assembles the app and the HTTP router.
+
+use anyhow::Context;
+use std::sync::Arc;
+use std::time::Duration;
+use tokenops_api::ApiState;
+use tokenops_api::extract::paging::CursorCodec;
+use tokenops_app::clock::Clock;
+use tokenops_app::identity::ProviderSettings;
+use tokenops_app::mail::FileTransport;
+use tokenops_app::{Adapters, App};
+use tokenops_identity::{PublishedKeys, Sealer, TokenVerifier, VerifierSettings};
+use tokenops_store::Store;
+use tokenops_store_postgres::PostgresStore;
+use tokenops_store_sqlite::SqliteStore;
+
+use crate::config::{AuthProvider, Config, DatabaseUrl, redact_url};
+
+/// Opens the configured store and applies its pending migrations.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    match &config.database {
+        DatabaseUrl::Sqlite(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+            let store =
+                SqliteStore::open(path).await.with_context(|| format!("opening SQLite database {}", path.display()))?;
+            let applied = store.migrate().await.context("migrating the SQLite database")?;
+            tracing::info!(path = %path.display(), applied, "SQLite store ready");
+            Ok(Arc::new(store))
+        }
+        DatabaseUrl::Postgres { url, schema } => {
+            let store = PostgresStore::connect(url, schema.as_deref())
+                .await
+                .with_context(|| format!("connecting to PostgreSQL at {}", redact_url(url)))?;
+            let applied = store.migrate().await.context("migrating the PostgreSQL database")?;
+            tracing::info!(url = %redact_url(url), applied, "PostgreSQL store ready");
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// The cursor signing key every node shares: created by the first node, read by the others.
+async fn cursor_key(store: &dyn Store) -> anyhow::Result<Vec<u8>> {
+    let candidate: [u8; 32] = rand::random();
+    let mut tx = store.write().await?;
+    let stored = tx.settings().get_or_insert("cursor_signing_key", &hex::encode(candidate)).await?;
+    tx.commit().await?;
+    hex::decode(stored).context("the stored cursor signing key is not hex")
+}
+
+/// The assembled service.
+pub struct Service {
+    pub app: Arc<App>,
+    pub state: Arc<ApiState>,
+}
+
+pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> anyhow::Result<Service> {
+    tokenops_identity::install_crypto_provider();
+    let sealer = Arc::new(match &config.master_key {
+        Some(text) => Sealer::from_text(text).map_err(|_| anyhow::anyhow!("TOKENOPS_MASTER_KEY is not 32 bytes"))?,
+        None => Sealer::load_or_create_dev_key(&config.data_dir.join("master.key"))
+            .with_context(|| format!("creating the development master key in {}", config.data_dir.display()))?,
+    });
+    let adapters = Adapters {
+        sealer,
+        mail: Arc::new(FileTransport {
+            dir: config.data_dir.join("outbox"),
+            from: "tokenops <no-reply@tokenops.local>".into(),
+        }),
+        provider: ProviderSettings {
+            issuer: format!("{}/idp", config.public_url),
+            access_ttl_secs: config.token_lifetimes.access_secs,
+            refresh_ttl_secs: config.token_lifetimes.refresh_secs,
+            signing_key_rotation_secs: config.token_lifetimes.signing_key_rotation_secs,
+            ring_refresh_ms: 30_000,
+        },
+    };
+    let app = App::new(store.clone(), clock, config.app.clone(), adapters);
+    let verifier = match config.auth_provider {
+        AuthProvider::Embedded => {
+            app.identity.ensure_current_key().await.context("preparing the identity provider's signing key")?;
+            let keys: Arc<dyn PublishedKeys> = app.identity.clone();
+            TokenVerifier::embedded(app.identity.issuer(), keys)
+        }
+        AuthProvider::External => TokenVerifier::new(VerifierSettings {
+            issuer: config.auth_issuer.clone(),
+            jwks_url: config.auth_jwks_url.clone(),
+            audience: config.auth_audience.clone(),
+            leeway_secs: 30,
+            refresh_interval: Duration::from_secs(10),
+            keys_ttl: config.auth_jwks_ttl,
+        })
+        .context("building the token verifier's HTTP client")?,
+    };
+    let state = Arc::new(ApiState {
+        app: app.clone(),
+        verifier: Arc::new(verifier),
+        cursors: CursorCodec::new(cursor_key(&*store).await?),
+        max_body_bytes: config.max_body_bytes,
+        metrics: tokenops_api::metrics::handle(),
+        embedded_provider: config.auth_provider == AuthProvider::Embedded,
+        public_url: config.public_url.clone(),
+    });
+    Ok(Service { app, state })
+}
+
+/// On a store without any operator client (the first start), creates one and writes its
+/// credentials to `{data_dir}/operator-credentials.json` with mode 0600. The secret is never
+/// logged; the file's path is.
+pub async fn bootstrap_operator(config: &Config, app: &App) -> anyhow::Result<()> {
+    if config.auth_provider != AuthProvider::Embedded {
+        // The bank's own provider issues the operator's credentials.
+        return Ok(());
+    }
+    let path = config.data_dir.join("operator-credentials.json");
+    let keep = |credentials: &tokenops_app::identity::OperatorCredentials| {
+        let json = serde_json::to_vec_pretty(credentials).map_err(std::io::Error::other)?;
+        write_secret_file(&path, &json).map_err(std::io::Error::other)
+    };
+    let Some(credentials) = app.identity.bootstrap_operator(keep).await.context("creating the operator client")? else {
+        return Ok(());
+    };
+    tracing::info!(path = %path.display(), client_id = %credentials.client_id, "created the platform operator client; its credentials are in the file");
+    Ok(())
+}
+
+/// Writes a file readable by its owner only: a new 0600 file beside the target, renamed over
+/// it, so it never inherits an existing file's mode and never writes through a symlink.
+pub fn write_secret_file(path: &std::path::Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let partial = dir.join(format!(
+        ".{}.partial-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("secret"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&partial);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&partial).with_context(|| format!("writing {}", partial.display()))?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

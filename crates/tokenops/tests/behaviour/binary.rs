@@ -1,0 +1,120 @@
+//! The binary's command line: configuration is validated at start with every bad setting named,
+//! an unknown database URL scheme is refused, `migrate` applies migrations and exits, and
+//! `serve` answers /healthz and /openapi.json soon after it starts.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("tokenops-bin-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let output = Command::new(BINARY)
+        .args(args)
+        .env_clear()
+        .env("TOKENOPS_DATA_DIR", dir.join("data"))
+        .envs(env.iter().copied())
+        .current_dir(&dir)
+        .output()
+        .expect("run tokenops");
+    let _ = std::fs::remove_dir_all(&dir);
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[test]
+fn an_unknown_database_url_scheme_is_refused_at_start_naming_the_setting() {
+    let (code, stderr) = run(&["serve"], &[("TOKENOPS_DATABASE_URL", "mysql://user:secret@localhost/db")]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("TOKENOPS_DATABASE_URL"), "{stderr}");
+    assert!(stderr.contains("unsupported scheme \"mysql\""), "{stderr}");
+    assert!(!stderr.contains("secret"), "the password must not be printed: {stderr}");
+}
+
+#[test]
+fn every_bad_setting_is_reported_by_name() {
+    let (code, stderr) = run(
+        &["migrate"],
+        &[("TOKENOPS_LISTEN", "not-an-address"), ("TOKENOPS_ROLE", "boss"), ("TOKENOPS_JOB_MAX_ATTEMPTS", "zero")],
+    );
+    assert_eq!(code, 2);
+    for name in ["TOKENOPS_LISTEN", "TOKENOPS_ROLE", "TOKENOPS_JOB_MAX_ATTEMPTS"] {
+        assert!(stderr.contains(name), "{name} missing: {stderr}");
+    }
+}
+
+#[test]
+fn migrate_applies_the_migrations_and_exits() {
+    let dir = std::env::temp_dir().join(format!("tokenops-migrate-{}", uuid::Uuid::now_v7().simple()));
+    let db = dir.join("tokenops.db");
+    let url = format!("sqlite://{}", db.display());
+    for _ in 0..2 {
+        let status = Command::new(BINARY)
+            .arg("migrate")
+            .env_clear()
+            .env("TOKENOPS_DATABASE_URL", &url)
+            .env("TOKENOPS_LOG", "error")
+            .status()
+            .expect("run migrate");
+        assert!(status.success(), "migrate must succeed, also when nothing is pending");
+    }
+    assert!(db.is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn operator_create_client_prints_new_credentials_once() {
+    let dir = std::env::temp_dir().join(format!("tokenops-operator-{}", uuid::Uuid::now_v7().simple()));
+    let output = Command::new(BINARY)
+        .args(["operator", "create-client", "--name", "ci robot"])
+        .env_clear()
+        .env("TOKENOPS_DATA_DIR", &dir)
+        .env("TOKENOPS_LOG", "error")
+        .output()
+        .expect("run tokenops");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let credentials: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON credentials on stdout");
+    assert!(credentials["clientId"].as_str().is_some_and(|id| uuid::Uuid::parse_str(id).is_ok()));
+    assert_eq!(credentials["clientSecret"].as_str().map(str::len), Some(43));
+    assert_eq!(credentials["tokenUrl"], "http://127.0.0.1:8080/idp/oauth2/token");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn serve_answers_healthz_and_openapi_within_ten_seconds_of_starting() {
+    tokenops_identity::install_crypto_provider();
+    let dir = std::env::temp_dir().join(format!("tokenops-serve-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(BINARY)
+        .arg("serve")
+        .env_clear()
+        .env("TOKENOPS_LISTEN", format!("127.0.0.1:{port}"))
+        .env("TOKENOPS_LOG", "warn")
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start");
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut healthy = false;
+    while started.elapsed() < Duration::from_secs(10) {
+        if let Ok(r) = client.get(format!("{base}/healthz")).send().await
+            && r.status().is_success()
+        {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(healthy, "no /healthz within 10 s");
+    let doc: serde_json::Value =
+        client.get(format!("{base}/openapi.json")).send().await.expect("openapi").json().await.expect("json");
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(dir.join("data/tokenops.db").is_file(), "the default store is a SQLite file under the data directory");
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,783 @@
+//! The API's cross-cutting conventions, driven over HTTP on both stores: API-Version, the error
+//! envelope and its two timestamp forms, X-Request-Id, body rules (JSON, size, media type), path
+//! ids, bearer authentication, tenant scope, unexpected failures and the operational endpoints.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use p256::ecdsa::SigningKey;
+use p256::pkcs8::EncodePrivateKey;
+use regex::Regex;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
+use uuid::Uuid;
+
+const ISO_8601: &str = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$";
+const SPACED_UTC: &str = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$";
+
+#[derive(Debug, Clone, Copy)]
+enum Stamp {
+    Iso,
+    Spaced,
+}
+
+/// Asserts the error envelope: timestamp in the given form, status, reason phrase, a message,
+/// the stable code, and requestId equal to the X-Request-Id header.
+#[track_caller]
+fn assert_error(reply: &Reply, status: u16, code: &str, stamp: Stamp) {
+    reply.expect(status);
+    let body = &reply.body;
+    let pattern = match stamp {
+        Stamp::Iso => ISO_8601,
+        Stamp::Spaced => SPACED_UTC,
+    };
+    let timestamp = body["timestamp"].as_str().unwrap_or_else(|| panic!("timestamp missing: {body}"));
+    assert!(Regex::new(pattern).expect("regex").is_match(timestamp), "timestamp {timestamp:?} is not {stamp:?}");
+    assert_eq!(body["status"], json!(status), "{body}");
+    let reason = StatusCode::from_u16(status).expect("status").canonical_reason().expect("reason phrase");
+    assert_eq!(body["error"], reason, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "message missing: {body}");
+    assert_eq!(body["code"], code, "{body}");
+    let header = reply.header("x-request-id").expect("X-Request-Id header on an error");
+    assert_eq!(body["requestId"], header, "{body}");
+}
+
+fn message(reply: &Reply) -> &str {
+    reply.body["message"].as_str().unwrap_or("")
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Reply {
+    Reply::read(request.send().await.expect("send")).await
+}
+
+/// A GET with the default tenant's token and the given API-Version (or none).
+async fn get_with_version(app: &TestApp, path: &str, version: Option<&str>) -> Reply {
+    let mut request = app.raw(Method::GET, path).bearer_auth(&app.tenant.token);
+    if let Some(v) = version {
+        request = request.header("API-Version", v);
+    }
+    send(request).await
+}
+
+async fn get_with_auth(app: &TestApp, path: &str, authorization: Option<&str>) -> Reply {
+    let mut request = app.raw(Method::GET, path).header("API-Version", "1.0.0");
+    if let Some(a) = authorization {
+        request = request.header("Authorization", a);
+    }
+    send(request).await
+}
+
+async fn get_with_token(app: &TestApp, path: &str, token: &str) -> Reply {
+    get_with_auth(app, path, Some(&format!("Bearer {token}"))).await
+}
+
+/// A fresh ES256 key the issuer does not publish.
+fn foreign_key() -> EncodingKey {
+    let signing = SigningKey::random(&mut rand::rngs::OsRng);
+    let pem = signing.to_pkcs8_pem(Default::default()).expect("PKCS#8 PEM");
+    EncodingKey::from_ec_pem(pem.as_bytes()).expect("EC key")
+}
+
+fn default_claims(app: &TestApp) -> Value {
+    app.issuer.claims(&app.clock, &Uuid::now_v7().to_string(), Some(app.tenant.id), 3_600)
+}
+
+async fn create_customer(app: &TestApp, customer_ref: &str) {
+    app.post("/api/customers", &json!({ "customerRef": customer_ref })).await.expect(201);
+}
+
+async fn set_status(app: &TestApp, customer_ref: &str, status: &str) {
+    app.patch(&format!("/api/customers/{customer_ref}"), &json!({ "status": status })).await.expect(200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// API-Version
+
+async fn missing_api_version_is_400_naming_supported_versions(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for path in ["/api/customers", "/api/audit/events"] {
+        let reply = get_with_version(&app, path, None).await;
+        assert_error(&reply, 400, "UNSUPPORTED_API_VERSION", Stamp::Iso);
+        assert!(message(&reply).contains("1.0.0"), "{path}: {}", reply.body);
+    }
+    let reply = get_with_version(&app, "/api/webhook-events", None).await;
+    assert_error(&reply, 400, "UNSUPPORTED_API_VERSION", Stamp::Spaced);
+    assert!(message(&reply).contains("1.0.0"), "{}", reply.body);
+}
+
+async fn malformed_api_version_is_400_naming_supported_versions(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for version in ["1.0", "latest", "1.0.0.0", "v1.0.0", "1.0.x", "1..0", ""] {
+        let reply = get_with_version(&app, "/api/customers", Some(version)).await;
+        assert_error(&reply, 400, "UNSUPPORTED_API_VERSION", Stamp::Iso);
+        assert!(message(&reply).contains("1.0.0"), "{version:?}: {}", reply.body);
+    }
+}
+
+async fn unsupported_api_version_is_400_naming_supported_versions(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for version in ["2.0.0", "1.0.1", "1.1.0", "0.9.0"] {
+        let reply = get_with_version(&app, "/api/customers", Some(version)).await;
+        assert_error(&reply, 400, "UNSUPPORTED_API_VERSION", Stamp::Iso);
+        assert!(message(&reply).contains("1.0.0"), "{version}: {}", reply.body);
+    }
+}
+
+async fn supported_api_version_is_served(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    get_with_version(&app, "/api/customers", Some("1.0.0")).await.expect(200);
+    get_with_version(&app, "/api/audit/events", Some("1.0.0")).await.expect(200);
+    get_with_version(&app, "/api/webhook-events", Some("1.0.0")).await.expect(200);
+}
+
+async fn a_write_without_api_version_changes_nothing(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = send(
+        app.raw(Method::POST, "/api/customers")
+            .bearer_auth(&app.tenant.token)
+            .header("Idempotency-Key", "k-1")
+            .json(&json!({ "customerRef": "c-1" })),
+    )
+    .await;
+    assert_error(&reply, 400, "UNSUPPORTED_API_VERSION", Stamp::Iso);
+    app.get("/api/customers/c-1").await.expect(404);
+    assert_eq!(app.get("/api/audit/events").await.body["totalItems"], 0);
+}
+
+async fn operational_endpoints_need_no_api_version_and_no_token(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for path in ["/healthz", "/readyz", "/openapi.json", "/metrics", "/docs"] {
+        let reply = send(app.raw(Method::GET, path)).await;
+        reply.expect(200);
+        assert!(reply.header("x-request-id").is_some(), "{path}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Envelope and timestamps
+
+async fn errors_on_customers_use_the_envelope_with_iso_timestamps(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    assert_error(&app.get("/api/customers/nobody").await, 404, "NOT_FOUND", Stamp::Iso);
+    assert_error(&app.get("/api/customers?size=0").await, 400, "VALIDATION_FAILED", Stamp::Iso);
+    assert_error(&get_with_auth(&app, "/api/customers", None).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    let unknown_status = app.patch("/api/customers/nobody", &json!({ "status": "SLEEPING" })).await;
+    assert_error(&unknown_status, 400, "VALIDATION_FAILED", Stamp::Iso);
+}
+
+async fn errors_on_webhook_events_use_spaced_timestamps(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    assert_error(&app.get("/api/webhook-events?limit=0").await, 400, "VALIDATION_FAILED", Stamp::Spaced);
+    assert_error(&app.get("/api/webhook-events/123").await, 400, "VALIDATION_FAILED", Stamp::Spaced);
+    let missing = app.get(&format!("/api/webhook-events/{}", Uuid::now_v7())).await;
+    assert_error(&missing, 404, "NOT_FOUND", Stamp::Spaced);
+    let anonymous = get_with_auth(&app, "/api/webhook-events", None).await;
+    assert_error(&anonymous, 401, "UNAUTHORIZED", Stamp::Spaced);
+    let wrong_method = send(app.request(Method::DELETE, "/api/webhook-events")).await;
+    assert_error(&wrong_method, 405, "METHOD_NOT_ALLOWED", Stamp::Spaced);
+}
+
+async fn error_request_id_equals_the_response_header(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = send(app.request(Method::GET, "/api/customers/nobody").header("X-Request-Id", "trace-42")).await;
+    reply.expect(404);
+    assert_eq!(reply.header("x-request-id"), Some("trace-42"));
+    assert_eq!(reply.body["requestId"], "trace-42");
+    let minted = app.get("/api/customers/nobody").await;
+    let header = minted.header("x-request-id").expect("minted id");
+    assert_eq!(minted.body["requestId"], header);
+}
+
+// ---------------------------------------------------------------------------------------------
+// X-Request-Id
+
+async fn every_response_carries_a_request_id(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let replies = [
+        app.get("/api/customers").await,
+        app.get("/api/customers?size=0").await,
+        app.get("/api/no-such-route").await,
+        send(app.raw(Method::GET, "/healthz")).await,
+        app.post("/api/customers", &json!({ "customerRef": "c-1" })).await,
+    ];
+    let mut seen = Vec::new();
+    for reply in &replies {
+        let id = reply.header("x-request-id").unwrap_or_else(|| panic!("no X-Request-Id: {}", reply.body));
+        assert!(!id.is_empty());
+        seen.push(id.to_owned());
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), replies.len(), "each request gets its own id");
+}
+
+async fn a_well_formed_request_id_is_echoed(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let longest = "a".repeat(128);
+    for id in ["abc-123_x.y:z", "0b5c6d2e-8f1a-4b7c-9d3e-1f2a3b4c5d6e", longest.as_str()] {
+        let reply = send(app.request(Method::GET, "/api/customers").header("X-Request-Id", id)).await;
+        reply.expect(200);
+        assert_eq!(reply.header("x-request-id"), Some(id));
+    }
+    let health = send(app.raw(Method::GET, "/healthz").header("X-Request-Id", "probe-1")).await;
+    assert_eq!(health.header("x-request-id"), Some("probe-1"));
+}
+
+async fn a_malformed_request_id_is_replaced(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let too_long = "a".repeat(200);
+    let just_too_long = "b".repeat(129);
+    let well_formed = Regex::new(r"^[A-Za-z0-9._:-]{1,128}$").expect("regex");
+    for id in ["has spaces in it", too_long.as_str(), just_too_long.as_str(), "semi;colon", "quote\"d"] {
+        let reply = send(app.request(Method::GET, "/api/customers/nobody").header("X-Request-Id", id)).await;
+        reply.expect(404);
+        let assigned = reply.header("x-request-id").expect("a new id");
+        assert_ne!(assigned, id);
+        assert!(well_formed.is_match(assigned), "assigned id {assigned:?} is not well formed");
+        assert_eq!(reply.body["requestId"], assigned);
+    }
+}
+
+async fn the_request_id_is_recorded_on_the_audit_record(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = send(
+        app.request(Method::POST, "/api/customers")
+            .header("Idempotency-Key", "k-1")
+            .header("X-Request-Id", "integrator-trace-7")
+            .json(&json!({ "customerRef": "c-1" })),
+    )
+    .await;
+    reply.expect(201);
+    let records = app.get("/api/audit/events?requestId=integrator-trace-7").await;
+    records.expect(200);
+    assert_eq!(records.body["totalItems"], 1, "{}", records.body);
+    assert_eq!(records.body["data"][0]["requestId"], "integrator-trace-7");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies, routes and methods
+
+async fn malformed_json_is_400_malformed_json_request(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for body in [r#"{"customerRef": "c-1""#, "not json", r#"{"customerRef": 'c-1'}"#] {
+        let reply = send(
+            app.request(Method::POST, "/api/customers")
+                .header("Idempotency-Key", Uuid::now_v7().to_string())
+                .header("Content-Type", "application/json")
+                .body(body),
+        )
+        .await;
+        assert_error(&reply, 400, "MALFORMED_JSON", Stamp::Iso);
+        assert_eq!(message(&reply), "Malformed JSON request");
+    }
+    app.get("/api/customers/c-1").await.expect(404);
+}
+
+async fn unknown_route_is_404_in_the_envelope(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for path in ["/api/no-such-thing", "/nowhere", "/api/customers/c-1/nested/deeper"] {
+        let reply = app.get(path).await;
+        assert_error(&reply, 404, "ROUTE_NOT_FOUND", Stamp::Iso);
+    }
+    let bare = send(app.raw(Method::GET, "/api/no-such-thing")).await;
+    assert_error(&bare, 404, "ROUTE_NOT_FOUND", Stamp::Iso);
+}
+
+async fn wrong_method_on_a_known_path_is_405_in_the_envelope(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let cases = [
+        (Method::DELETE, "/api/customers"),
+        (Method::PUT, "/api/customers/c-1"),
+        (Method::POST, "/api/audit/events"),
+        (Method::POST, "/healthz"),
+    ];
+    for (method, path) in cases {
+        let reply = send(app.request(method.clone(), path)).await;
+        assert_error(&reply, 405, "METHOD_NOT_ALLOWED", Stamp::Iso);
+        let allow = reply.header("allow").unwrap_or_else(|| panic!("{method} {path}: no Allow header"));
+        assert!(allow.contains("GET"), "{method} {path}: Allow {allow}");
+    }
+}
+
+async fn a_body_over_the_limit_is_413(backend: Backend) {
+    let extra = BTreeMap::from([("TOKENOPS_MAX_BODY_BYTES".to_owned(), "2048".to_owned())]);
+    let app = TestApp::spawn_with(backend, extra).await;
+    let big = json!({ "customerRef": "c-big", "displayName": "x".repeat(4 * 1024) });
+    let reply = app.post("/api/customers", &big).await;
+    assert_error(&reply, 413, "PAYLOAD_TOO_LARGE", Stamp::Iso);
+    app.get("/api/customers/c-big").await.expect(404);
+    // The same app accepts a body within the limit.
+    app.post("/api/customers", &json!({ "customerRef": "c-small", "displayName": "Small" })).await.expect(201);
+}
+
+async fn a_post_without_json_content_type_is_415(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let body = r#"{"customerRef": "c-1"}"#;
+    for content_type in [Some("text/plain"), Some("application/x-www-form-urlencoded"), None] {
+        let mut request =
+            app.request(Method::POST, "/api/customers").header("Idempotency-Key", Uuid::now_v7().to_string());
+        if let Some(ct) = content_type {
+            request = request.header("Content-Type", ct);
+        }
+        let reply = send(request.body(body)).await;
+        assert_error(&reply, 415, "UNSUPPORTED_MEDIA_TYPE", Stamp::Iso);
+    }
+    app.get("/api/customers/c-1").await.expect(404);
+    let charset = send(
+        app.request(Method::POST, "/api/customers")
+            .header("Idempotency-Key", Uuid::now_v7().to_string())
+            .header("Content-Type", "application/json; charset=utf-8")
+            .body(body),
+    )
+    .await;
+    charset.expect(201);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path ids
+
+async fn a_path_id_that_is_not_a_uuid_is_400(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    assert_error(&app.get("/api/audit/events/not-a-uuid").await, 400, "VALIDATION_FAILED", Stamp::Iso);
+    assert_error(&app.get("/api/webhook-events/123").await, 400, "VALIDATION_FAILED", Stamp::Spaced);
+}
+
+async fn a_path_id_that_names_nothing_is_404(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let id = Uuid::now_v7();
+    assert_error(&app.get(&format!("/api/audit/events/{id}")).await, 404, "NOT_FOUND", Stamp::Iso);
+    assert_error(&app.get(&format!("/api/webhook-events/{id}")).await, 404, "NOT_FOUND", Stamp::Spaced);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication
+
+async fn a_request_without_authorization_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for path in ["/api/customers", "/api/audit/events"] {
+        assert_error(&get_with_auth(&app, path, None).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    }
+    let write = send(
+        app.raw(Method::POST, "/api/customers")
+            .header("API-Version", "1.0.0")
+            .header("Idempotency-Key", "k-1")
+            .json(&json!({ "customerRef": "c-1" })),
+    )
+    .await;
+    assert_error(&write, 401, "UNAUTHORIZED", Stamp::Iso);
+    app.get("/api/customers/c-1").await.expect(404);
+}
+
+async fn an_authorization_that_is_not_bearer_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = app.tenant.token.clone();
+    for header in [format!("Basic {token}"), token.clone(), "Bearer".to_owned(), "Bearer    ".to_owned()] {
+        let reply = get_with_auth(&app, "/api/customers", Some(&header)).await;
+        assert_error(&reply, 401, "UNAUTHORIZED", Stamp::Iso);
+    }
+}
+
+async fn the_bearer_scheme_is_case_insensitive(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = app.tenant.token.clone();
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let reply = get_with_auth(&app, "/api/customers", Some(&format!("{scheme} {token}"))).await;
+        reply.expect(200);
+    }
+}
+
+async fn a_garbage_token_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for token in ["garbage", "a.b.c", "eyJhbGciOiJFUzI1NiJ9.e30.", &format!("{}x", app.tenant.token)] {
+        let reply = get_with_token(&app, "/api/customers", token).await;
+        assert_error(&reply, 401, "UNAUTHORIZED", Stamp::Iso);
+    }
+}
+
+async fn a_token_signed_by_another_key_under_the_issuers_kid_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let forged = app.issuer.sign_with(&foreign_key(), &app.issuer.kid(), &default_claims(&app));
+    assert_error(&get_with_token(&app, "/api/customers", &forged).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    // The genuine token still works.
+    app.get("/api/customers").await.expect(200);
+}
+
+async fn a_token_with_an_unknown_kid_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let unknown = app.issuer.sign_with(&foreign_key(), "not-published", &default_claims(&app));
+    assert_error(&get_with_token(&app, "/api/customers", &unknown).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = None;
+    let no_kid = jsonwebtoken::encode(&header, &default_claims(&app), &foreign_key()).expect("sign");
+    assert_error(&get_with_token(&app, "/api/customers", &no_kid).await, 401, "UNAUTHORIZED", Stamp::Iso);
+}
+
+async fn a_token_whose_algorithm_is_not_its_keys_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let claims = default_claims(&app);
+    // HS256 keyed with the published public key: the classic algorithm-confusion forgery.
+    let public_jwk = app.issuer.jwks()["keys"][0].to_string();
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some(app.issuer.kid());
+    let hs256 =
+        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(public_jwk.as_bytes())).expect("sign HS256");
+    assert_error(&get_with_token(&app, "/api/customers", &hs256).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    // An unsigned token.
+    let none_header = json!({ "alg": "none", "typ": "JWT", "kid": app.issuer.kid() });
+    let unsigned =
+        format!("{}.{}.", URL_SAFE_NO_PAD.encode(none_header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+    assert_error(&get_with_token(&app, "/api/customers", &unsigned).await, 401, "UNAUTHORIZED", Stamp::Iso);
+}
+
+async fn a_token_from_another_issuer_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut claims = default_claims(&app);
+    claims["iss"] = json!("https://idp.example.com");
+    let wrong_iss = app.issuer.sign(&claims);
+    assert_error(&get_with_token(&app, "/api/customers", &wrong_iss).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    let mut claims = default_claims(&app);
+    claims.as_object_mut().expect("claims").remove("iss");
+    let no_iss = app.issuer.sign(&claims);
+    assert_error(&get_with_token(&app, "/api/customers", &no_iss).await, 401, "UNAUTHORIZED", Stamp::Iso);
+}
+
+async fn an_expired_token_is_401_after_the_leeway(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let short = app.issuer.sign(&app.issuer.claims(&app.clock, "short-lived", Some(app.tenant.id), 60));
+    get_with_token(&app, "/api/customers", &short).await.expect(200);
+    // 29 seconds past exp: inside the 30-second leeway.
+    app.clock.advance_millis(89_000);
+    get_with_token(&app, "/api/customers", &short).await.expect(200);
+    // Past exp plus the leeway.
+    app.clock.advance_millis(2_000);
+    let reply = get_with_token(&app, "/api/customers", &short).await;
+    assert_error(&reply, 401, "UNAUTHORIZED", Stamp::Iso);
+    assert!(message(&reply).contains("expired"), "{}", reply.body);
+    let mut claims = default_claims(&app);
+    claims.as_object_mut().expect("claims").remove("exp");
+    let no_exp = app.issuer.sign(&claims);
+    assert_error(&get_with_token(&app, "/api/customers", &no_exp).await, 401, "UNAUTHORIZED", Stamp::Iso);
+}
+
+async fn a_token_not_yet_valid_is_401_until_its_nbf_less_the_leeway(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut claims = default_claims(&app);
+    let now = claims["iat"].as_i64().expect("iat");
+    claims["nbf"] = json!(now + 120);
+    let early = app.issuer.sign(&claims);
+    let reply = get_with_token(&app, "/api/customers", &early).await;
+    assert_error(&reply, 401, "UNAUTHORIZED", Stamp::Iso);
+    // Within the leeway of nbf the token is accepted.
+    app.clock.advance_millis(91_000);
+    get_with_token(&app, "/api/customers", &early).await.expect(200);
+    claims["nbf"] = json!(now);
+    get_with_token(&app, "/api/customers", &app.issuer.sign(&claims)).await.expect(200);
+}
+
+async fn a_token_without_a_subject_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut claims = default_claims(&app);
+    claims.as_object_mut().expect("claims").remove("sub");
+    let no_sub = app.issuer.sign(&claims);
+    assert_error(&get_with_token(&app, "/api/customers", &no_sub).await, 401, "UNAUTHORIZED", Stamp::Iso);
+    claims["sub"] = json!("  ");
+    let blank_sub = app.issuer.sign(&claims);
+    assert_error(&get_with_token(&app, "/api/customers", &blank_sub).await, 401, "UNAUTHORIZED", Stamp::Iso);
+}
+
+async fn a_token_with_a_malformed_tenant_is_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut claims = default_claims(&app);
+    claims["tenant_id"] = json!("not-a-uuid");
+    let token = app.issuer.sign(&claims);
+    assert_error(&get_with_token(&app, "/api/customers", &token).await, 401, "UNAUTHORIZED", Stamp::Iso);
+}
+
+async fn a_platform_operator_token_on_tenant_endpoints_is_403(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let operator = app.issuer.sign(&app.issuer.claims(&app.clock, "operator-client", None, 3_600));
+    for path in ["/api/customers", "/api/audit/events"] {
+        let reply = get_with_token(&app, path, &operator).await;
+        assert_error(&reply, 403, "FORBIDDEN", Stamp::Iso);
+    }
+    let write = send(
+        app.raw(Method::POST, "/api/customers")
+            .header("API-Version", "1.0.0")
+            .bearer_auth(&operator)
+            .header("Idempotency-Key", "k-1")
+            .json(&json!({ "customerRef": "c-1" })),
+    )
+    .await;
+    assert_error(&write, 403, "FORBIDDEN", Stamp::Iso);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tenant scope
+
+async fn another_organisations_audit_record_is_404_like_a_missing_one(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_customer(&app, "c-1").await;
+    let list = app.get("/api/audit/events").await;
+    let id = list.body["data"][0]["id"].as_str().expect("an audit record").to_owned();
+    app.get(&format!("/api/audit/events/{id}")).await.expect(200);
+    let other = app.new_tenant();
+    let foreign =
+        Reply::read(app.request_as(&other, Method::GET, &format!("/api/audit/events/{id}")).send().await.expect("GET"))
+            .await;
+    let missing_id = Uuid::now_v7().to_string();
+    let missing = Reply::read(
+        app.request_as(&other, Method::GET, &format!("/api/audit/events/{missing_id}")).send().await.expect("GET"),
+    )
+    .await;
+    assert_error(&foreign, 404, "NOT_FOUND", Stamp::Iso);
+    assert_error(&missing, 404, "NOT_FOUND", Stamp::Iso);
+    assert_eq!(message(&foreign).replace(&id, "ID"), message(&missing).replace(&missing_id, "ID"));
+    let their_list =
+        Reply::read(app.request_as(&other, Method::GET, "/api/audit/events").send().await.expect("GET")).await;
+    assert_eq!(their_list.body["totalItems"], 0);
+}
+
+async fn another_organisations_event_is_404_like_a_missing_one(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_customer(&app, "c-1").await;
+    set_status(&app, "c-1", "INACTIVE").await;
+    let list = app.get("/api/webhook-events").await;
+    let id = list.body["items"][0]["id"].as_str().expect("an event").to_owned();
+    app.get(&format!("/api/webhook-events/{id}")).await.expect(200);
+    let other = app.new_tenant();
+    let foreign = Reply::read(
+        app.request_as(&other, Method::GET, &format!("/api/webhook-events/{id}")).send().await.expect("GET"),
+    )
+    .await;
+    let missing_id = Uuid::now_v7().to_string();
+    let missing = Reply::read(
+        app.request_as(&other, Method::GET, &format!("/api/webhook-events/{missing_id}")).send().await.expect("GET"),
+    )
+    .await;
+    assert_error(&foreign, 404, "NOT_FOUND", Stamp::Spaced);
+    assert_error(&missing, 404, "NOT_FOUND", Stamp::Spaced);
+    assert_eq!(message(&foreign).replace(&id, "ID"), message(&missing).replace(&missing_id, "ID"));
+    let their_list =
+        Reply::read(app.request_as(&other, Method::GET, "/api/webhook-events").send().await.expect("GET")).await;
+    assert_eq!(their_list.body["items"], json!([]));
+}
+
+async fn another_subject_of_the_same_organisation_sees_its_records(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_customer(&app, "c-1").await;
+    let colleague = Tenant {
+        id: app.tenant.id,
+        subject: "colleague".to_owned(),
+        token: app.issuer.sign(&app.issuer.claims(&app.clock, "colleague", Some(app.tenant.id), 3_600)),
+    };
+    let reply =
+        Reply::read(app.request_as(&colleague, Method::GET, "/api/customers/c-1").send().await.expect("GET")).await;
+    reply.expect(200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unexpected failures
+
+async fn an_unexpected_failure_is_500_system_error_occurred(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.db.fail_inserts_into("audit_records").await;
+    let reply = app.post("/api/customers", &json!({ "customerRef": "c-1" })).await;
+    assert_error(&reply, 500, "INTERNAL_ERROR", Stamp::Iso);
+    assert_eq!(message(&reply), "System error occurred");
+    assert!(!reply.body.to_string().contains("injected"), "the cause leaked: {}", reply.body);
+    // The write did not land without its audit record.
+    app.get("/api/customers/c-1").await.expect(404);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operational endpoints
+
+async fn readyz_reports_ready_with_the_store_name(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = send(app.raw(Method::GET, "/readyz")).await;
+    reply.expect(200);
+    let store = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    assert_eq!(reply.body["store"], store, "{}", reply.body);
+    let health = send(app.raw(Method::GET, "/healthz")).await;
+    health.expect(200);
+}
+
+async fn metrics_count_requests_by_route_and_report_the_job_queue(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.get("/api/customers").await.expect(200);
+    app.get("/api/no-such-route-xyz").await.expect(404);
+    let reply = send(app.raw(Method::GET, "/metrics")).await;
+    reply.expect(200);
+    let text = reply.body.as_str().expect("Prometheus text");
+    let counted = text
+        .lines()
+        .any(|line| line.starts_with("tokenops_http_requests_total{") && line.contains(r#"route="/api/customers""#));
+    assert!(counted, "no request counter for /api/customers:\n{text}");
+    assert!(text.lines().any(|line| line.starts_with("tokenops_jobs_queued")), "no queue gauge:\n{text}");
+    assert!(!text.contains("no-such-route-xyz"), "an unmatched path became a label:\n{text}");
+}
+
+async fn openapi_document_is_3_1_and_lists_the_paths(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = send(app.raw(Method::GET, "/openapi.json")).await;
+    reply.expect(200);
+    assert!(reply.header("content-type").is_some_and(|c| c.starts_with("application/json")));
+    let doc = &reply.body;
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")), "{}", doc["openapi"]);
+    for path in [
+        "/api/customers",
+        "/api/customers/{customerRef}",
+        "/api/audit/events",
+        "/api/audit/events/{eventId}",
+        "/api/webhook-events",
+        "/api/webhook-events/{eventId}",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "{path} missing from the document");
+    }
+}
+
+async fn openapi_operations_declare_api_version_and_bearer_auth(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let doc = send(app.raw(Method::GET, "/openapi.json")).await.body;
+    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer", "{}", doc["components"]);
+    let paths = doc["paths"].as_object().expect("paths");
+    let mut operations = 0;
+    for (path, item) in paths.iter().filter(|(p, _)| p.starts_with("/api/")) {
+        for (method, operation) in item.as_object().expect("path item") {
+            if !["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                continue;
+            }
+            operations += 1;
+            let parameters = operation["parameters"].as_array().cloned().unwrap_or_default();
+            let version = parameters.iter().find(|p| p["name"] == "API-Version" && p["in"] == "header");
+            let version = version.unwrap_or_else(|| panic!("{method} {path} does not declare API-Version"));
+            assert_eq!(version["required"], true, "{method} {path}");
+            assert!(version["description"].as_str().is_some_and(|d| d.contains("1.0.0")), "{method} {path}");
+            // Sign-in is the bootstrap that needs no bearer token (it declares an empty
+            // requirement); every other operation requires one.
+            let expected = if path.starts_with("/api/auth/") { json!([{}]) } else { json!([{ "bearer": [] }]) };
+            assert_eq!(operation["security"], expected, "{method} {path}");
+        }
+    }
+    assert!(operations >= 6, "only {operations} operations documented");
+}
+
+async fn docs_page_renders_the_document_without_external_scripts(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = send(app.raw(Method::GET, "/docs")).await;
+    reply.expect(200);
+    assert!(reply.header("content-type").is_some_and(|c| c.starts_with("text/html")));
+    let html = reply.body.as_str().expect("HTML");
+    assert!(html.contains("/openapi.json"));
+    let lowered = html.to_ascii_lowercase();
+    assert!(!lowered.contains("src=\"http") && !lowered.contains("src='http") && !lowered.contains("src=\"//"));
+    assert!(!lowered.contains("<link rel=\"stylesheet\" href=\"http"));
+}
+
+async fn a_rotated_issuer_key_is_picked_up_and_the_previous_key_keeps_working(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.get("/api/customers").await.expect(200);
+    app.issuer.rotate();
+    let signed_with_new_key = app.new_tenant();
+    // The key set was fetched moments ago; unknown kids refetch it at most every 10 s.
+    let early =
+        Reply::read(app.request_as(&signed_with_new_key, Method::GET, "/api/customers").send().await.expect("send"))
+            .await;
+    early.expect(401);
+    app.clock.advance_millis(10_001);
+    let later =
+        Reply::read(app.request_as(&signed_with_new_key, Method::GET, "/api/customers").send().await.expect("send"))
+            .await;
+    later.expect(200);
+    // Tokens of the previous key stay valid while the issuer still publishes it.
+    app.get("/api/customers").await.expect(200);
+}
+
+async fn readyz_is_503_when_the_store_cannot_be_reached(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let ready = Reply::read(app.raw(Method::GET, "/readyz").send().await.expect("send")).await;
+    ready.expect(200);
+    app.app.store.close().await;
+    let unready = Reply::read(app.raw(Method::GET, "/readyz").send().await.expect("send")).await;
+    unready.expect(503);
+    assert_eq!(unready.body["status"], "unavailable");
+    // Liveness is not readiness: the process still answers.
+    Reply::read(app.raw(Method::GET, "/healthz").send().await.expect("send")).await.expect(200);
+}
+
+async fn openapi_operations_declare_their_error_responses(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let doc: Value =
+        reqwest::get(format!("{}/openapi.json", app.base_url)).await.expect("get").json().await.expect("json");
+    let post = &doc["paths"]["/api/customers"]["post"]["responses"];
+    for status in ["201", "400", "401", "403", "409", "413", "415", "422", "500"] {
+        assert!(post.get(status).is_some(), "POST /api/customers lacks {status}: {post}");
+    }
+    let get = &doc["paths"]["/api/customers"]["get"]["responses"];
+    for status in ["200", "400", "401", "403", "500"] {
+        assert!(get.get(status).is_some(), "GET /api/customers lacks {status}: {get}");
+    }
+    assert!(get.get("415").is_none(), "a GET takes no body, so no 415");
+}
+
+async fn text_with_a_nul_character_is_400_on_every_store(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let reply = app.post("/api/customers", &json!({ "customerRef": "nul-1", "displayName": "a\u{0}b" })).await;
+    reply.expect(400);
+    assert!(reply.body["message"].as_str().is_some_and(|m| m.contains("NUL")), "{}", reply.body);
+    assert_eq!(app.db.count("customers", "").await, 0);
+}
+
+backends!(
+    missing_api_version_is_400_naming_supported_versions,
+    malformed_api_version_is_400_naming_supported_versions,
+    unsupported_api_version_is_400_naming_supported_versions,
+    supported_api_version_is_served,
+    a_write_without_api_version_changes_nothing,
+    operational_endpoints_need_no_api_version_and_no_token,
+    errors_on_customers_use_the_envelope_with_iso_timestamps,
+    errors_on_webhook_events_use_spaced_timestamps,
+    error_request_id_equals_the_response_header,
+    every_response_carries_a_request_id,
+    a_well_formed_request_id_is_echoed,
+    a_malformed_request_id_is_replaced,
+    the_request_id_is_recorded_on_the_audit_record,
+    malformed_json_is_400_malformed_json_request,
+    unknown_route_is_404_in_the_envelope,
+    wrong_method_on_a_known_path_is_405_in_the_envelope,
+    a_body_over_the_limit_is_413,
+    a_post_without_json_content_type_is_415,
+    a_path_id_that_is_not_a_uuid_is_400,
+    a_path_id_that_names_nothing_is_404,
+    a_request_without_authorization_is_401,
+    an_authorization_that_is_not_bearer_is_401,
+    the_bearer_scheme_is_case_insensitive,
+    a_garbage_token_is_401,
+    a_token_signed_by_another_key_under_the_issuers_kid_is_401,
+    a_token_with_an_unknown_kid_is_401,
+    a_token_whose_algorithm_is_not_its_keys_is_401,
+    a_token_from_another_issuer_is_401,
+    an_expired_token_is_401_after_the_leeway,
+    a_token_not_yet_valid_is_401_until_its_nbf_less_the_leeway,
+    a_token_without_a_subject_is_401,
+    a_token_with_a_malformed_tenant_is_401,
+    a_platform_operator_token_on_tenant_endpoints_is_403,
+    another_organisations_audit_record_is_404_like_a_missing_one,
+    another_organisations_event_is_404_like_a_missing_one,
+    another_subject_of_the_same_organisation_sees_its_records,
+    an_unexpected_failure_is_500_system_error_occurred,
+    readyz_reports_ready_with_the_store_name,
+    metrics_count_requests_by_route_and_report_the_job_queue,
+    openapi_document_is_3_1_and_lists_the_paths,
+    openapi_operations_declare_api_version_and_bearer_auth,
+    docs_page_renders_the_document_without_external_scripts,
+    a_rotated_issuer_key_is_picked_up_and_the_previous_key_keeps_working,
+    readyz_is_503_when_the_store_cannot_be_reached,
+    openapi_operations_declare_their_error_responses,
+    text_with_a_nul_character_is_400_on_every_store,
+);

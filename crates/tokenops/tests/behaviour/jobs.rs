@@ -1,0 +1,71 @@
+//! Durable jobs over the real app: every event enqueues its dispatch job in the same
+//! transaction; a job whose work fails is retried with exponential backoff and becomes dead
+//! after the configured number of attempts; the queue shows in the metrics.
+
+use serde_json::json;
+use std::collections::BTreeMap;
+use tokenops_testkit::{Backend, TestApp, backends};
+
+async fn spawn(backend: Backend) -> TestApp {
+    let settings = [
+        ("TOKENOPS_JOB_MAX_ATTEMPTS", "3"),
+        ("TOKENOPS_JOB_BACKOFF_BASE_MS", "1000"),
+        ("TOKENOPS_JOB_BACKOFF_CAP_MS", "60000"),
+    ];
+    TestApp::spawn_with(
+        backend,
+        settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+    )
+    .await
+}
+
+async fn change_status(app: &TestApp, customer: &str, status: &str) {
+    app.patch(&format!("/api/customers/{customer}"), &json!({ "status": status })).await.expect(200);
+}
+
+async fn an_event_and_its_dispatch_job_commit_together_and_the_job_completes(backend: Backend) {
+    let app = spawn(backend).await;
+    app.post("/api/customers", &json!({ "customerRef": "j-1" })).await.expect(201);
+    assert_eq!(app.db.count("jobs", "kind = 'event.dispatch'").await, 0, "registration emits no event");
+    change_status(&app, "j-1", "INACTIVE").await;
+    assert_eq!(app.db.count("events", "").await, 1);
+    assert_eq!(app.db.count("jobs", "kind = 'event.dispatch' AND status = 'queued'").await, 1);
+    let report = app.drain_jobs().await;
+    assert_eq!(report.completed, 1);
+    assert_eq!(app.db.count("events", "dispatched_at IS NOT NULL").await, 1);
+    assert_eq!(app.db.count("jobs", "status = 'done'").await, 1);
+}
+
+async fn a_failing_job_is_retried_with_backoff_then_dead_after_its_attempts(backend: Backend) {
+    let app = spawn(backend).await;
+    app.post("/api/customers", &json!({ "customerRef": "j-2" })).await.expect(201);
+    change_status(&app, "j-2", "INACTIVE").await;
+    app.db.fail_updates_of("events").await;
+
+    // Attempt 1 fails: the job waits about 1 s (±20 %) before it is due again.
+    let first = app.drain_jobs().await;
+    assert_eq!(first.retried, 1);
+    assert_eq!(app.db.count("jobs", "status = 'queued' AND attempts = 1 AND last_error IS NOT NULL").await, 1);
+    assert_eq!(app.drain_jobs().await.retried, 0, "not due before its backoff");
+    app.clock.advance_millis(1_250);
+    // Attempt 2 fails: the delay doubles, so 1.25 s is not enough this time.
+    assert_eq!(app.drain_jobs().await.retried, 1);
+    app.clock.advance_millis(1_250);
+    assert_eq!(app.drain_jobs().await.retried, 0, "the second delay is about 2 s");
+    app.clock.advance_millis(1_250);
+    // Attempt 3 is the last: the job is dead, and stays dead when the fault is gone.
+    assert_eq!(app.drain_jobs().await.dead, 1);
+    assert_eq!(app.db.count("jobs", "status = 'dead' AND attempts = 3").await, 1);
+    app.db.heal_inserts_into("events").await;
+    app.clock.advance_millis(3_600_000);
+    assert_eq!(app.drain_jobs().await, Default::default());
+    assert_eq!(app.db.count("events", "dispatched_at IS NULL").await, 1);
+
+    let metrics = reqwest::get(format!("{}/metrics", app.base_url)).await.expect("metrics").text().await.expect("text");
+    assert!(metrics.contains("tokenops_jobs_dead 1"), "{metrics}");
+}
+
+backends!(
+    an_event_and_its_dispatch_job_commit_together_and_the_job_completes,
+    a_failing_job_is_retried_with_backoff_then_dead_after_its_attempts
+);

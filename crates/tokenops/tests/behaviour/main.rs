@@ -1,0 +1,15 @@
+//! The behaviour suite: the running service driven over HTTP, the way an integrator would, one
+//! module per area. One test binary keeps link time and disk use down.
+
+mod binary;
+mod conventions;
+mod crash;
+mod customers;
+mod idempotency;
+mod identity_provider;
+mod jobs;
+mod paging;
+mod sign_in;
+mod smoke;
+mod token_attacks;
+mod token_verification;
