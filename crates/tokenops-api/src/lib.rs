@@ -2,6 +2,7 @@
 //! extractors and layers (`extract`, `error`, `request_id`, `metrics`), and the write runner.
 //! Handlers parse, call one app service and shape the response; no SQL and no business rule.
 
+pub mod access;
 pub mod error;
 pub mod extract;
 pub mod metrics;
@@ -36,17 +37,40 @@ pub struct ApiState {
     pub public_url: String,
 }
 
-/// The complete HTTP surface: the API under `/api` (API-Version required; every area is added
-/// through [`area`]), the operational endpoints, the OpenAPI document and its reference page.
+/// The areas of the API, each with the timestamp form of its errors.
+fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
+    vec![
+        (routes::customers::router(), TimestampStyle::Iso8601),
+        (routes::audit::router(), TimestampStyle::Iso8601),
+        (routes::roles::router(), TimestampStyle::Iso8601),
+        (routes::groups::router(), TimestampStyle::Iso8601),
+        (routes::clients::router(), TimestampStyle::Iso8601),
+        (routes::tenants::router(), TimestampStyle::Iso8601),
+        (routes::users::router(), TimestampStyle::Iso8601),
+        (routes::auth::router(), TimestampStyle::SpacedUtc),
+        (routes::webhook_events::router(), TimestampStyle::SpacedUtc),
+    ]
+}
+
+/// The OpenAPI document of the whole API.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let (_, mut document) = areas()
+        .into_iter()
+        .fold(OpenApiRouter::with_openapi(openapi::ApiDoc::openapi()), |api, (router, _)| api.merge(router))
+        .split_for_parts();
+    openapi::finish(&mut document);
+    document
+}
+
+/// The complete HTTP surface: the API under `/api` (API-Version required and access checked on
+/// every route; every area is added through [`area`]), the operational endpoints, the OpenAPI
+/// document and its reference page.
 pub fn router(state: Arc<ApiState>) -> Router {
-    let (api, mut document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .merge(area(routes::customers::router(), TimestampStyle::Iso8601))
-        .merge(area(routes::audit::router(), TimestampStyle::Iso8601))
-        .merge(area(routes::roles::router(), TimestampStyle::Iso8601))
-        .merge(area(routes::tenants::router(), TimestampStyle::Iso8601))
-        .merge(area(routes::users::router(), TimestampStyle::Iso8601))
-        .merge(area(routes::auth::router(), TimestampStyle::SpacedUtc))
-        .merge(area(routes::webhook_events::router(), TimestampStyle::SpacedUtc))
+    let (api, mut document) = areas()
+        .into_iter()
+        .fold(OpenApiRouter::with_openapi(openapi::ApiDoc::openapi()), |api, (router, style)| {
+            api.merge(area(router, style, &state))
+        })
         .route_layer(from_fn(metrics::record_request))
         .split_for_parts();
     openapi::finish(&mut document);
@@ -60,11 +84,17 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
-/// One area of the API: API-Version required on every route, and every error of the area in
-/// the area's timestamp form. The style layer wraps the API-Version check, so that its refusal
-/// carries the area's form too (a webhook-history client sees one form on every error).
-fn area(router: OpenApiRouter<Arc<ApiState>>, style: TimestampStyle) -> OpenApiRouter<Arc<ApiState>> {
+/// One area of the API: API-Version required on every route, then the route's guard
+/// (`access`), and every error of the area in the area's timestamp form. The style layer wraps
+/// the others, so that their refusals carry the area's form too (a webhook-history client sees
+/// one form on every error).
+fn area(
+    router: OpenApiRouter<Arc<ApiState>>,
+    style: TimestampStyle,
+    state: &Arc<ApiState>,
+) -> OpenApiRouter<Arc<ApiState>> {
     router
+        .route_layer(from_fn_with_state(state.clone(), access::authorize))
         .layer(from_fn(extract::api_version::require_api_version))
         .layer(from_fn(move |request, next| error::timestamp_style(style, request, next)))
 }

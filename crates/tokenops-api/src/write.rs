@@ -38,6 +38,11 @@ impl Reply {
         })
     }
 
+    /// 204: the write succeeded and there is nothing to show.
+    pub fn no_content() -> Self {
+        Self { status: StatusCode::NO_CONTENT, body: Value::Null, location: None }
+    }
+
     fn stored(self) -> StoredResponse {
         let headers = self.location.map(|l| vec![("location".to_owned(), l)]).unwrap_or_default();
         StoredResponse { status: self.status.as_u16(), body: self.body, headers }
@@ -86,6 +91,15 @@ pub fn fingerprint(method: &str, path: &str, body: &Value) -> String {
 
 fn respond(stored: &StoredResponse, replayed: bool) -> Response {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status == StatusCode::NO_CONTENT {
+        let mut response = status.into_response();
+        if replayed {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static("idempotent-replayed"), HeaderValue::from_static("true"));
+        }
+        return response;
+    }
     let mut response = (status, axum::Json(stored.body.clone())).into_response();
     for (name, value) in &stored.headers {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::from_str(value)) {

@@ -1,7 +1,28 @@
-//! Who is acting and on whose behalf: the verified caller and the request's identifiers, passed
-//! to every app service that writes.
+//! Who is acting and on whose behalf: the verified caller with what it may do, and the
+//! request's identifiers, passed to every app service.
 
 use tokenops_domain::TenantId;
+use tokenops_domain::permission::{Permission, PermissionSet};
+use uuid::Uuid;
+
+use crate::error::Error;
+
+/// Who the token's subject is to tokenops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Principal {
+    /// A user of the organisation (embedded provider, or registered under the external
+    /// provider's subject).
+    User(Uuid),
+    /// A machine client of the organisation.
+    Client(Uuid),
+    /// A platform operator client (no organisation).
+    Operator(Uuid),
+    /// A subject the external provider vouches for that tokenops has no record of: it acts
+    /// with the permissions its token's `scope` names.
+    External,
+    /// No one yet: a sign-in or another bootstrap operation.
+    Anonymous,
+}
 
 /// The verified caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +31,33 @@ pub struct Caller {
     pub subject: String,
     /// The organisation the token is for; `None` for the platform operator.
     pub tenant: Option<TenantId>,
+    pub principal: Principal,
+    /// What the caller may do in its organisation.
+    pub permissions: PermissionSet,
+}
+
+impl Caller {
+    /// Someone not signed in (sign-in, activation, secret reveal).
+    pub fn anonymous(subject: impl Into<String>, tenant: Option<TenantId>) -> Self {
+        Self { subject: subject.into(), tenant, principal: Principal::Anonymous, permissions: PermissionSet::EMPTY }
+    }
+
+    /// 403 unless the caller holds `permission`.
+    pub fn require(&self, permission: Permission) -> Result<(), Error> {
+        if self.permissions.contains(permission) { Ok(()) } else { Err(missing_permission(permission)) }
+    }
+
+    /// The user id when the caller is a user.
+    pub fn user_id(&self) -> Option<Uuid> {
+        match self.principal {
+            Principal::User(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+pub fn missing_permission(permission: Permission) -> Error {
+    Error::forbidden(format!("Missing permission: {permission}")).with_code("PERMISSION_DENIED")
 }
 
 /// Everything a write needs to know about the request that caused it.

@@ -11,7 +11,6 @@ pub mod events;
 pub mod identity;
 pub mod jobs;
 pub mod mail;
-pub mod roles;
 pub mod write;
 
 pub use error::{AppResult, Error, Kind};
@@ -74,7 +73,10 @@ pub struct App {
     pub customers: customers::Customers,
     pub audit: audit::AuditLog,
     pub events: events::EventHistory,
-    pub roles: roles::Roles,
+    pub users: identity::users::Users,
+    pub roles: identity::roles::Roles,
+    pub groups: identity::groups::Groups,
+    pub clients: identity::clients::Clients,
     pub identity: Arc<identity::IdentityProvider>,
     pub sealer: Arc<tokenops_identity::Sealer>,
     pub jobs: Arc<JobRunner>,
@@ -122,7 +124,10 @@ impl App {
             customers: customers::Customers::new(store.clone()),
             audit: audit::AuditLog::new(store.clone()),
             events: events::EventHistory::new(store.clone()),
-            roles: roles::Roles,
+            users: identity::users::Users::new(store.clone()),
+            roles: identity::roles::Roles::new(store.clone()),
+            groups: identity::groups::Groups::new(store.clone()),
+            clients: identity::clients::Clients::new(store.clone()),
             identity: Arc::new(identity::IdentityProvider::new(
                 store.clone(),
                 clock.clone(),

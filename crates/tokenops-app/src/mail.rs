@@ -119,3 +119,51 @@ impl JobHandler for SendMail {
         ctx.finish(self.store.write().await?).await
     }
 }
+
+/// Sends each message to an SMTP server: `smtps://` (implicit TLS), `smtp://…?tls=required`
+/// (STARTTLS or nothing), `?tls=opportunistic`, or plain `smtp://` for a local relay;
+/// credentials in the URL's user info.
+/// The server is trusted to deliver; a refusal or an unreachable server makes the job retry.
+pub struct SmtpTransport {
+    transport: lettre::AsyncSmtpTransport<lettre::Tokio1Executor>,
+    from: lettre::message::Mailbox,
+}
+
+impl std::fmt::Debug for SmtpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The transport holds the SMTP password: never printed.
+        f.debug_struct("SmtpTransport").field("from", &self.from.to_string()).finish_non_exhaustive()
+    }
+}
+
+impl SmtpTransport {
+    /// `url`: `smtps://[user:password@]host[:port]` or `smtp://…[?tls=required]`; `from` is an
+    /// RFC 5322 mailbox (`tokenops <no-reply@bank.example>`). Errors never echo the URL, which
+    /// may carry a password.
+    pub fn new(url: &str, from: &str) -> Result<Self, String> {
+        let transport = lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::from_url(url)
+            .map_err(|e| format!("not a usable SMTP URL ({})", e.to_string().split(':').next().unwrap_or("invalid")))?
+            .timeout(Some(std::time::Duration::from_secs(30)))
+            .build();
+        let from = from.parse().map_err(|_| "not an email address with an optional display name".to_owned())?;
+        Ok(Self { transport, from })
+    }
+}
+
+#[async_trait]
+impl MailTransport for SmtpTransport {
+    async fn send(&self, message_id: &str, message: &MailMessage) -> Result<(), String> {
+        use lettre::AsyncTransport;
+        let to: lettre::message::Mailbox =
+            message.to.parse().map_err(|e| format!("recipient {:?}: {e}", message.to))?;
+        let email = lettre::Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(message.subject.clone())
+            .message_id(Some(format!("<{message_id}@tokenops>")))
+            .header(lettre::message::header::ContentType::TEXT_PLAIN)
+            .body(message.body.clone())
+            .map_err(|e| format!("building the message: {e}"))?;
+        self.transport.send(email).await.map(|_| ()).map_err(|e| format!("SMTP: {e}"))
+    }
+}

@@ -1,11 +1,13 @@
 //! Plain types and pure rules of tokenops: identifiers, the canonical timestamp, the customer
-//! state rules, events, audit vocabulary and paging primitives. Nothing here performs I/O.
+//! state rules, events, audit vocabulary, paging primitives, the permission catalogue and the
+//! platform roles. Nothing here performs I/O.
 
 pub mod audit;
 pub mod customer;
 pub mod event;
 pub mod ids;
 pub mod paging;
+pub mod permission;
 pub mod role;
 pub mod timestamp;
 

@@ -1,57 +1,38 @@
-//! Roles: the platform roles every organisation has (SUPER_ADMIN, ADMIN, USER), read-only and
-//! matched case-insensitively. Custom roles per organisation join them with the identity area.
+//! Roles: the platform roles every organisation has (SUPER_ADMIN, ADMIN, USER), read-only,
+//! matched case-insensitively and granting what `permission::platform_grants` says. Custom
+//! roles of an organisation are stored with the permissions they grant.
 
-use crate::Timestamp;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Role {
+/// A platform role: the same id, name and grants in every deployment and organisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlatformRole {
     pub id: Uuid,
-    pub name: String,
-    pub description: String,
-    /// A platform role, shared by every organisation and never edited.
-    pub platform: bool,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
+    pub name: &'static str,
 }
 
-/// When the platform roles were defined (this release): their createdAt and updatedAt.
-const PLATFORM_ROLES_DEFINED_AT: Timestamp = Timestamp::from_micros(1_795_219_200_000_000); // 2026-11-21T00:00:00Z
+pub const SUPER_ADMIN: PlatformRole =
+    PlatformRole { id: Uuid::from_u128(0x00000000_0000_7000_8000_000000000001), name: "SUPER_ADMIN" };
+pub const ADMIN: PlatformRole =
+    PlatformRole { id: Uuid::from_u128(0x00000000_0000_7000_8000_000000000002), name: "ADMIN" };
+pub const USER: PlatformRole =
+    PlatformRole { id: Uuid::from_u128(0x00000000_0000_7000_8000_000000000003), name: "USER" };
 
-/// The platform roles, with identifiers that are the same in every deployment.
-pub fn platform_roles() -> Vec<Role> {
-    [
-        (
-            "00000000-0000-7000-8000-000000000001",
-            "SUPER_ADMIN",
-            "Owns the organisation: every permission, including creating administrators",
-        ),
-        (
-            "00000000-0000-7000-8000-000000000002",
-            "ADMIN",
-            "Administers the organisation: users, roles, groups, policies and operations",
-        ),
-        (
-            "00000000-0000-7000-8000-000000000003",
-            "USER",
-            "Operates the organisation's customers, accounts and token operations",
-        ),
-    ]
-    .into_iter()
-    .map(|(id, name, description)| Role {
-        id: Uuid::parse_str(id).unwrap_or(Uuid::nil()),
-        name: name.to_owned(),
-        description: description.to_owned(),
-        platform: true,
-        created_at: PLATFORM_ROLES_DEFINED_AT,
-        updated_at: PLATFORM_ROLES_DEFINED_AT,
-    })
-    .collect()
+pub const PLATFORM_ROLES: [PlatformRole; 3] = [SUPER_ADMIN, ADMIN, USER];
+
+/// The platform role named `name`, compared case-insensitively.
+pub fn platform_role_named(name: &str) -> Option<PlatformRole> {
+    PLATFORM_ROLES.into_iter().find(|r| r.name.eq_ignore_ascii_case(name))
+}
+
+/// The platform role with this id.
+pub fn platform_role(id: Uuid) -> Option<PlatformRole> {
+    PLATFORM_ROLES.into_iter().find(|r| r.id == id)
 }
 
 /// Whether `name` names a platform role; platform names match case-insensitively.
 pub fn is_platform_role(name: &str) -> bool {
-    platform_roles().iter().any(|r| r.name.eq_ignore_ascii_case(name))
+    platform_role_named(name).is_some()
 }
 
 #[cfg(test)]
@@ -60,10 +41,10 @@ mod tests {
 
     #[test]
     fn platform_roles_are_fixed_and_matched_case_insensitively() {
-        let roles = platform_roles();
-        assert_eq!(roles.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["SUPER_ADMIN", "ADMIN", "USER"]);
-        assert!(roles.iter().all(|r| !r.id.is_nil() && r.platform));
-        assert!(is_platform_role("super_admin"));
+        assert_eq!(SUPER_ADMIN.id.to_string(), "00000000-0000-7000-8000-000000000001");
+        assert_eq!(USER.id.to_string(), "00000000-0000-7000-8000-000000000003");
+        assert_eq!(platform_role_named("super_admin"), Some(SUPER_ADMIN));
+        assert_eq!(platform_role(ADMIN.id), Some(ADMIN));
         assert!(!is_platform_role("AUDITOR"));
     }
 }

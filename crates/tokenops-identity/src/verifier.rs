@@ -99,6 +99,9 @@ pub struct Claims {
     /// `None` for a platform operator token.
     pub tenant: Option<TenantId>,
     pub expires_at: Timestamp,
+    /// The OAuth `scope` claim's space-separated values (RFC 9068 §2.2.3), as given; empty when
+    /// absent. An external provider grants permissions through it (see `identity::access`).
+    pub scope: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -155,6 +158,8 @@ fn is_loopback_host(url: &reqwest::Url) -> bool {
 struct RawClaims {
     sub: Option<String>,
     tenant_id: Option<String>,
+    /// A space-separated string (RFC 9068); anything else is ignored rather than refused.
+    scope: Option<serde_json::Value>,
     exp: Option<i64>,
     nbf: Option<i64>,
     /// Kept loose so that, with no audience configured, an odd `aud` is ignored as before.
@@ -342,7 +347,11 @@ impl TokenVerifier {
             None => None,
             Some(text) => Some(TenantId(Uuid::parse_str(&text).map_err(|_| VerifyError::Malformed)?)),
         };
-        Ok(Claims { subject, tenant, expires_at })
+        let scope = match claims.scope {
+            Some(serde_json::Value::String(text)) => text.split_whitespace().map(str::to_owned).collect(),
+            _ => Vec::new(),
+        };
+        Ok(Claims { subject, tenant, expires_at, scope })
     }
 }
 

@@ -58,3 +58,11 @@ pub fn sql_i64(value: u64) -> i64 {
 pub fn conflict(what: &str) -> StoreError {
     StoreError::Conflict(format!("{what} already exists"))
 }
+
+/// A name or key as compared ignoring case (role names, group keys): the upper case of its lower
+/// case, by Rust's full Unicode mappings, so that "straße" and "STRASSE", or the Kelvin sign and
+/// "k", fold alike, independent of the server's locale. The SQLite store folds identically;
+/// uniqueness is on the folded column.
+pub fn folded(text: &str) -> String {
+    text.to_lowercase().to_uppercase()
+}

@@ -1,21 +1,43 @@
-//! Identity and organisations on PostgreSQL: tenants, users, machine clients, signing keys,
-//! refresh tokens and challenge sessions.
+//! Identity and organisations on PostgreSQL: tenants, users, machine clients and their one-time
+//! secret reveals, roles, approval groups, signing keys, refresh tokens and challenge sessions.
 //!
 //! Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from the
 //! row count: a unique violation would abort the transaction, and callers go on as on SQLite.
+//! The one update that can violate a unique index (renaming a role) runs under a savepoint.
+//!
+//! Role names and group keys are compared ignoring case through a folded copy stored beside them
+//! (`codec::folded`), which carries the uniqueness.
 
 use crate::audit::prefix_regex;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
+use sqlx::Postgres;
 use sqlx::postgres::PgRow;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
-    ChallengeRecord, ChallengeStore, MachineClientRecord, MachineClientStore, RefreshTokenRecord, RefreshTokenStore,
+    ChallengeRecord, ChallengeStore, GroupRecord, GroupStatus, GroupStore, MachineClientRecord, MachineClientStore,
+    RefreshTokenRecord, RefreshTokenStore, RoleRecord, RoleStore, SecretRevealRecord, SecretRevealStore,
     SigningKeyRecord, SigningKeyStore, StoreError, StoreResult, TenantRecord, TenantStore, UserFilter, UserRecord,
     UserStatus, UserStore,
 };
 use uuid::Uuid;
+
+/// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
+/// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
+/// from the request; a column the list does not know is refused rather than placed in SQL.
+fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
+    let mut order = Vec::with_capacity(sort.len() + 1);
+    for key in sort {
+        let (_, sql) = columns
+            .iter()
+            .find(|(name, _)| *name == key.column)
+            .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
+        order.push(format!("{sql} {}", key.direction.sql()));
+    }
+    order.push("id ASC".to_owned());
+    Ok(order.join(", "))
+}
 
 // ---------------------------------------------------------------------------------------------
 // Organisations
@@ -65,6 +87,22 @@ impl TenantStore for PostgresTx {
 // Users
 
 const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
+
+/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
+/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
+const USER_SORT: &[(&str, &str)] = &[
+    ("email", "email"),
+    ("first_name", "first_name"),
+    ("last_name", "last_name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+    (
+        "role_name",
+        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
+    ),
+];
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the status, `$3` the role,
 /// `$4` the search pattern (each NULL when not filtered on).
@@ -125,6 +163,17 @@ impl UserStore for PostgresTx {
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_user).transpose()
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 FOR UPDATE");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(tenant.as_uuid())
             .bind(id)
@@ -209,12 +258,8 @@ impl UserStore for PostgresTx {
             .map_err(codec::backend)?;
         let total: i64 = codec::get(&total_row, "total")?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
-        let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
-        order.push("id ASC".to_owned());
-        let sql = format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {} LIMIT $5 OFFSET $6",
-            order.join(", ")
-        );
+        let order = order_by(sort, USER_SORT)?;
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(tenant.as_uuid())
             .bind(status)
@@ -232,6 +277,20 @@ impl UserStore for PostgresTx {
 
 // ---------------------------------------------------------------------------------------------
 // Machine clients
+
+const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
+
+fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
+    Ok(MachineClientRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
+        name: codec::get(row, "name")?,
+        role_id: codec::get(row, "role_id")?,
+        secret_hash: codec::get(row, "secret_hash")?,
+        active: codec::get(row, "active")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+    })
+}
 
 #[async_trait]
 impl MachineClientStore for PostgresTx {
@@ -258,23 +317,13 @@ impl MachineClientStore for PostgresTx {
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
-        let row = sqlx::query(
-            "SELECT id, tenant_id, name, role_id, secret_hash, active, created_at FROM machine_clients WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(MachineClientRecord {
-            id: codec::get(&row, "id")?,
-            tenant_id: codec::opt_tenant(codec::get(&row, "tenant_id")?),
-            name: codec::get(&row, "name")?,
-            role_id: codec::get(&row, "role_id")?,
-            secret_hash: codec::get(&row, "secret_hash")?,
-            active: codec::get(&row, "active")?,
-            created_at: codec::ts(codec::get(&row, "created_at")?),
-        }))
+        let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_client).transpose()
     }
 
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
@@ -283,6 +332,506 @@ impl MachineClientStore for PostgresTx {
             .await
             .map_err(codec::backend)?;
         Ok(codec::count(codec::get(&row, "total")?))
+    }
+
+    async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1")
+            .bind(tenant.as_uuid())
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let sql = format!(
+            "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
+             ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_client).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE machine_clients SET active = $1 WHERE tenant_id = $2 AND id = $3")
+            .bind(active)
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One-time reveals of machine-client secrets
+
+const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
+
+fn decode_reveal(row: &PgRow) -> StoreResult<SecretRevealRecord> {
+    Ok(SecretRevealRecord {
+        token_hash: codec::get(row, "token_hash")?,
+        client_id: codec::get(row, "client_id")?,
+        sealed_secret: codec::get(row, "sealed_secret")?,
+        expires_at: codec::ts(codec::get(row, "expires_at")?),
+        created_at: codec::ts(codec::get(row, "created_at")?),
+    })
+}
+
+#[async_trait]
+impl SecretRevealStore for PostgresTx {
+    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
+        let sql =
+            format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING");
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&reveal.token_hash)
+            .bind(reveal.client_id)
+            .bind(&reveal.sealed_secret)
+            .bind(reveal.expires_at.as_micros())
+            .bind(reveal.created_at.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("secret reveal"));
+        }
+        Ok(())
+    }
+
+    async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
+        // An expired reveal is deleted too: it can never be used again. Two concurrent takes of
+        // one reveal: the second waits for the first's row lock and then deletes nothing.
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {REVEAL_COLUMNS}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(token_hash)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let Some(reveal) = row.as_ref().map(decode_reveal).transpose()? else { return Ok(None) };
+        Ok((now < reveal.expires_at).then_some(reveal))
+    }
+
+    async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM secret_reveals WHERE expires_at < $1")
+            .bind(now.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roles
+
+const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
+
+/// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
+const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
+
+const ROLE_SORT: &[(&str, &str)] = &[
+    ("name", "name"),
+    ("description", "description"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_role(row: &PgRow) -> StoreResult<RoleRecord> {
+    Ok(RoleRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
+        name: codec::get(row, "name")?,
+        description: codec::get(row, "description")?,
+        permissions: codec::get(row, "permissions")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+/// The organisation of a custom role; platform roles are never written through the store.
+fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
+    role.tenant_id.ok_or_else(|| StoreError::Backend("only an organisation's custom role can be written".into()))
+}
+
+impl PostgresTx {
+    /// The role matching `condition`, in which `$1` is the tenant and `$2` the value.
+    async fn fetch_role<T>(&mut self, condition: &str, tenant: TenantId, value: T) -> StoreResult<Option<RoleRecord>>
+    where
+        T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
+    {
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {condition}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(value)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_role).transpose()
+    }
+
+    /// Whether a role the organisation sees, other than `except`, has the folded name: platform
+    /// names are taken in every organisation, which no unique index can say.
+    async fn role_name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
+        let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = $2 AND id <> $3");
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(name_folded)
+            .bind(except)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(count > 0)
+    }
+}
+
+#[async_trait]
+impl RoleStore for PostgresTx {
+    async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        let tenant = custom_role_tenant(role)?;
+        let name_folded = codec::folded(&role.name);
+        // Platform rows never change, so checking them first cannot race; a concurrent custom
+        // role of the same name meets the unique index.
+        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+            return Err(codec::conflict("role name"));
+        }
+        let done = sqlx::query(
+            "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(role.id)
+        .bind(tenant.as_uuid())
+        .bind(&role.name)
+        .bind(&name_folded)
+        .bind(&role.description)
+        .bind(&role.permissions)
+        .bind(role.created_at.as_micros())
+        .bind(role.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("role id or name"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
+        self.fetch_role(&format!("{ROLE_SCOPE} AND id = $2"), tenant, id).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
+        // Only a custom role is locked: platform rows never change, and every organisation reads
+        // them.
+        let custom = self.fetch_role("tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).await?;
+        match custom {
+            Some(role) => Ok(Some(role)),
+            None => RoleStore::get(self, tenant, id).await,
+        }
+    }
+
+    async fn find_by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<RoleRecord>> {
+        self.fetch_role(&format!("{ROLE_SCOPE} AND name_folded = $2"), tenant, codec::folded(name)).await
+    }
+
+    async fn update(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        let tenant = custom_role_tenant(role)?;
+        let name_folded = codec::folded(&role.name);
+        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+            return Err(codec::conflict("role name"));
+        }
+        // A concurrent role of the same name can still meet the unique index here. Under a
+        // savepoint, that violation leaves the transaction usable, as it does on SQLite.
+        let mut savepoint = sqlx::Acquire::begin(&mut self.tx).await.map_err(codec::backend)?;
+        let outcome = sqlx::query(
+            "UPDATE roles SET name = $1, name_folded = $2, description = $3, permissions = $4, updated_at = $5
+             WHERE tenant_id = $6 AND id = $7",
+        )
+        .bind(&role.name)
+        .bind(&name_folded)
+        .bind(&role.description)
+        .bind(&role.permissions)
+        .bind(role.updated_at.as_micros())
+        .bind(tenant.as_uuid())
+        .bind(role.id)
+        .execute(&mut *savepoint)
+        .await;
+        match outcome {
+            Ok(_) => savepoint.commit().await.map_err(codec::backend),
+            Err(error) => {
+                savepoint.rollback().await.map_err(codec::backend)?;
+                Err(codec::backend(error))
+            }
+        }
+    }
+
+    async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
+        // `tenant_id = $1` never matches a platform row (NULL).
+        let done = sqlx::query("DELETE FROM roles WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
+        let total: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
+                .bind(tenant.as_uuid())
+                .fetch_one(&mut *self.tx)
+                .await
+                .map_err(codec::backend)?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, ROLE_SORT)?;
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT $2 OFFSET $3");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_role).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role_id = $2)
+                  + (SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1 AND role_id = $2 AND active)",
+        )
+        .bind(tenant.as_uuid())
+        .bind(role_id)
+        .fetch_one(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(codec::count(count))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approval groups
+
+const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
+
+const GROUP_SORT: &[(&str, &str)] = &[
+    ("key", "group_key"),
+    ("name", "name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_group(row: &PgRow) -> StoreResult<GroupRecord> {
+    let status: String = codec::get(row, "status")?;
+    Ok(GroupRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        key: codec::get(row, "group_key")?,
+        name: codec::get(row, "name")?,
+        status: GroupStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("group status {status:?}")))?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+/// The user columns of a join with `users u`, named as in `users`.
+fn member_columns() -> String {
+    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
+/// organisation.
+const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
+     WHERE m.tenant_id = $1 AND m.group_id = $2";
+
+impl PostgresTx {
+    /// The group matching `condition`, in which `$1` is the tenant and `$2` the value.
+    async fn fetch_group<T>(&mut self, condition: &str, tenant: TenantId, value: T) -> StoreResult<Option<GroupRecord>>
+    where
+        T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
+    {
+        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE {condition}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(value)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_group).transpose()
+    }
+}
+
+#[async_trait]
+impl GroupStore for PostgresTx {
+    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        let done = sqlx::query(
+            "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(group.id)
+        .bind(group.tenant_id.as_uuid())
+        .bind(&group.key)
+        .bind(codec::folded(&group.key))
+        .bind(&group.name)
+        .bind(group.status.as_str())
+        .bind(group.created_at.as_micros())
+        .bind(group.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("group id or key"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group("tenant_id = $1 AND id = $2", tenant, id).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group("tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).await
+    }
+
+    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group("tenant_id = $1 AND key_folded = $2", tenant, codec::folded(key)).await
+    }
+
+    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+        )
+        .bind(&group.name)
+        .bind(group.status.as_str())
+        .bind(group.updated_at.as_micros())
+        .bind(group.tenant_id.as_uuid())
+        .bind(group.id)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1")
+            .bind(tenant.as_uuid())
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, GROUP_SORT)?;
+        let sql = format!(
+            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_group).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn add_member(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        user_id: Uuid,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        // Only a group and a user of the organisation: anything else adds nothing, like a member
+        // already there.
+        let done = sqlx::query(
+            "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
+             SELECT $1, $2, $3, $4
+             WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = $3 AND id = $1)
+               AND EXISTS (SELECT 1 FROM users WHERE tenant_id = $3 AND id = $2)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(group_id)
+        .bind(user_id)
+        .bind(tenant.as_uuid())
+        .bind(now.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool> {
+        let done =
+            sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
+                .bind(tenant.as_uuid())
+                .bind(group_id)
+                .bind(user_id)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_members(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>> {
+        let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
+            .bind(tenant.as_uuid())
+            .bind(group_id)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let sql = format!(
+            "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
+            member_columns()
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(group_id)
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {
+        sqlx::query_scalar(
+            "SELECT g.id FROM approval_group_members m
+             JOIN approval_groups g ON g.id = m.group_id AND g.tenant_id = m.tenant_id
+             WHERE m.tenant_id = $1 AND m.user_id = $2
+             ORDER BY g.group_key ASC, g.id ASC",
+        )
+        .bind(tenant.as_uuid())
+        .bind(user_id)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)
+    }
+
+    async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND user_id = $2")
+            .bind(tenant.as_uuid())
+            .bind(user_id)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
     }
 }
 
@@ -403,6 +952,15 @@ impl RefreshTokenStore for PostgresTx {
             .map_err(codec::backend)?;
         Ok(done.rows_affected())
     }
+
+    async fn delete_expired(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at < $1")
+            .bind(cutoff.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
 }
 
 #[async_trait]
@@ -439,5 +997,14 @@ impl ChallengeStore for PostgresTx {
             expires_at: codec::ts(codec::get(&row, "expires_at")?),
         };
         Ok((now < challenge.expires_at).then_some(challenge))
+    }
+
+    async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM challenges WHERE expires_at < $1")
+            .bind(now.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
     }
 }

@@ -30,6 +30,7 @@ use tokenops_store::{
 };
 use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
 use tokenops_store::{CustodyKeyStore, LedgerStore};
+use tokenops_store::{GroupStore, RoleStore, SecretRevealStore};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -354,6 +355,15 @@ impl Tx for PostgresTx {
         self
     }
     fn challenges(&mut self) -> &mut dyn ChallengeStore {
+        self
+    }
+    fn roles(&mut self) -> &mut dyn RoleStore {
+        self
+    }
+    fn groups(&mut self) -> &mut dyn GroupStore {
+        self
+    }
+    fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore {
         self
     }
 

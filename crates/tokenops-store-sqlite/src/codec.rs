@@ -49,3 +49,19 @@ pub fn json(text: &str) -> Result<serde_json::Value, StoreError> {
 pub fn json_text(value: &serde_json::Value) -> String {
     value.to_string()
 }
+
+/// A name or key as compared ignoring case (role names, group keys): the upper case of its lower
+/// case, by Rust's full Unicode mappings, so that "straße" and "STRASSE", or the Kelvin sign and
+/// "k", fold alike. The PostgreSQL store folds identically; uniqueness is on the folded column.
+pub fn folded(text: &str) -> String {
+    text.to_lowercase().to_uppercase()
+}
+
+/// A list of names as stored: a JSON array of strings, in the given order.
+pub fn names_text(names: &[String]) -> String {
+    serde_json::Value::from(names.to_vec()).to_string()
+}
+
+pub fn names(text: &str) -> Result<Vec<String>, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("name list: {e}")))
+}

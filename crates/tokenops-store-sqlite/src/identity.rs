@@ -1,5 +1,8 @@
-//! Identity and organisations on SQLite: tenants, users, machine clients, signing keys, refresh
-//! tokens and challenge sessions.
+//! Identity and organisations on SQLite: tenants, users, machine clients and their one-time
+//! secret reveals, roles, approval groups, signing keys, refresh tokens and challenge sessions.
+//!
+//! Role names and group keys are compared ignoring case through a folded copy stored beside them
+//! (`codec::folded`), which carries the uniqueness.
 
 use crate::audit::prefix_glob;
 use crate::{SqliteTx, codec};
@@ -9,7 +12,8 @@ use sqlx::sqlite::SqliteRow;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
-    ChallengeRecord, ChallengeStore, MachineClientRecord, MachineClientStore, RefreshTokenRecord, RefreshTokenStore,
+    ChallengeRecord, ChallengeStore, GroupRecord, GroupStatus, GroupStore, MachineClientRecord, MachineClientStore,
+    RefreshTokenRecord, RefreshTokenStore, RoleRecord, RoleStore, SecretRevealRecord, SecretRevealStore,
     SigningKeyRecord, SigningKeyStore, StoreError, StoreResult, TenantRecord, TenantStore, UserFilter, UserRecord,
     UserStatus, UserStore,
 };
@@ -29,6 +33,26 @@ fn int(row: &SqliteRow, name: &str) -> StoreResult<i64> {
 
 fn opt_ts(row: &SqliteRow, name: &str) -> StoreResult<Option<Timestamp>> {
     Ok(row.try_get::<Option<i64>, _>(name).map_err(codec::backend)?.map(codec::ts))
+}
+
+/// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
+/// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
+/// from the request; a column the list does not know is refused rather than placed in SQL.
+fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
+    let mut order = Vec::with_capacity(sort.len() + 1);
+    for key in sort {
+        let (_, sql) = columns
+            .iter()
+            .find(|(name, _)| *name == key.column)
+            .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
+        order.push(format!("{sql} {}", key.direction.sql()));
+    }
+    order.push("id ASC".to_owned());
+    Ok(order.join(", "))
+}
+
+fn page_limits(page: PageRequest) -> (i64, i64) {
+    (i64::from(page.size), i64::try_from(page.offset()).unwrap_or(i64::MAX))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -75,6 +99,22 @@ impl TenantStore for SqliteTx {
 // Users
 
 const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
+
+/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
+/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
+const USER_SORT: &[(&str, &str)] = &[
+    ("email", "email"),
+    ("first_name", "first_name"),
+    ("last_name", "last_name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+    (
+        "role_name",
+        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
+    ),
+];
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the status, `$3` the role,
 /// `$4` the search pattern (each NULL when not filtered on).
@@ -145,6 +185,12 @@ impl UserStore for SqliteTx {
         self.fetch_user("tenant_id = $1 AND id = $2", &[codec::id_text(tenant.as_uuid()), codec::id_text(id)]).await
     }
 
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a user for update")?;
+        UserStore::get(self, tenant, id).await
+    }
+
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
         self.fetch_user("id = $1", &[codec::id_text(id)]).await
     }
@@ -209,19 +255,16 @@ impl UserStore for SqliteTx {
                 .await
                 .map_err(codec::backend)?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
-        let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
-        order.push("id ASC".to_owned());
-        let sql = format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {} LIMIT $5 OFFSET $6",
-            order.join(", ")
-        );
+        let order = order_by(sort, USER_SORT)?;
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
+        let (limit, offset) = page_limits(page);
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&tenant_text)
             .bind(status)
             .bind(role.as_deref())
             .bind(pattern.as_deref())
-            .bind(i64::from(page.size))
-            .bind(i64::try_from(page.offset()).unwrap_or(i64::MAX))
+            .bind(limit)
+            .bind(offset)
             .fetch_all(&mut *self.tx)
             .await
             .map_err(codec::backend)?;
@@ -232,6 +275,20 @@ impl UserStore for SqliteTx {
 
 // ---------------------------------------------------------------------------------------------
 // Machine clients
+
+const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
+
+fn decode_client(row: &SqliteRow) -> StoreResult<MachineClientRecord> {
+    Ok(MachineClientRecord {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::opt_tenant(opt_text(row, "tenant_id")?)?,
+        name: text(row, "name")?,
+        role_id: codec::opt_uuid(opt_text(row, "role_id")?)?,
+        secret_hash: text(row, "secret_hash")?,
+        active: int(row, "active")? != 0,
+        created_at: codec::ts(int(row, "created_at")?),
+    })
+}
 
 #[async_trait]
 impl MachineClientStore for SqliteTx {
@@ -254,23 +311,13 @@ impl MachineClientStore for SqliteTx {
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
-        let row = sqlx::query(
-            "SELECT id, tenant_id, name, role_id, secret_hash, active, created_at FROM machine_clients WHERE id = $1",
-        )
-        .bind(codec::id_text(id))
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(MachineClientRecord {
-            id: codec::uuid(&text(&row, "id")?)?,
-            tenant_id: codec::opt_tenant(opt_text(&row, "tenant_id")?)?,
-            name: text(&row, "name")?,
-            role_id: codec::opt_uuid(opt_text(&row, "role_id")?)?,
-            secret_hash: text(&row, "secret_hash")?,
-            active: int(&row, "active")? != 0,
-            created_at: codec::ts(int(&row, "created_at")?),
-        }))
+        let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(codec::id_text(id))
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_client).transpose()
     }
 
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
@@ -279,6 +326,497 @@ impl MachineClientStore for SqliteTx {
             .await
             .map_err(codec::backend)?;
         Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1")
+            .bind(&tenant_text)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let sql = format!(
+            "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
+             ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
+        );
+        let (limit, offset) = page_limits(page);
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&tenant_text)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_client).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE machine_clients SET active = $1 WHERE tenant_id = $2 AND id = $3")
+            .bind(i64::from(active))
+            .bind(codec::id_text(tenant.as_uuid()))
+            .bind(codec::id_text(id))
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One-time reveals of machine-client secrets
+
+const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
+
+fn decode_reveal(row: &SqliteRow) -> StoreResult<SecretRevealRecord> {
+    Ok(SecretRevealRecord {
+        token_hash: text(row, "token_hash")?,
+        client_id: codec::uuid(&text(row, "client_id")?)?,
+        sealed_secret: text(row, "sealed_secret")?,
+        expires_at: codec::ts(int(row, "expires_at")?),
+        created_at: codec::ts(int(row, "created_at")?),
+    })
+}
+
+#[async_trait]
+impl SecretRevealStore for SqliteTx {
+    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
+        let sql = format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)");
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&reveal.token_hash)
+            .bind(codec::id_text(reveal.client_id))
+            .bind(&reveal.sealed_secret)
+            .bind(reveal.expires_at.as_micros())
+            .bind(reveal.created_at.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
+        // An expired reveal is deleted too: it can never be used again.
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {REVEAL_COLUMNS}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(token_hash)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let Some(reveal) = row.as_ref().map(decode_reveal).transpose()? else { return Ok(None) };
+        Ok((now < reveal.expires_at).then_some(reveal))
+    }
+
+    async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM secret_reveals WHERE expires_at < $1")
+            .bind(now.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roles
+
+const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
+
+/// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
+const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
+
+const ROLE_SORT: &[(&str, &str)] = &[
+    ("name", "name"),
+    ("description", "description"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_role(row: &SqliteRow) -> StoreResult<RoleRecord> {
+    Ok(RoleRecord {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::opt_tenant(opt_text(row, "tenant_id")?)?,
+        name: text(row, "name")?,
+        description: text(row, "description")?,
+        permissions: codec::names(&text(row, "permissions")?)?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+/// The organisation of a custom role; platform roles are never written through the store.
+fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
+    role.tenant_id.ok_or_else(|| StoreError::Backend("only an organisation's custom role can be written".into()))
+}
+
+fn role_name_conflict() -> StoreError {
+    StoreError::Conflict("role name already exists".to_owned())
+}
+
+impl SqliteTx {
+    async fn fetch_role(
+        &mut self,
+        tenant: TenantId,
+        condition: &str,
+        value: String,
+    ) -> StoreResult<Option<RoleRecord>> {
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} AND {condition}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(codec::id_text(tenant.as_uuid()))
+            .bind(value)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_role).transpose()
+    }
+
+    /// Whether a role the organisation sees, other than `except`, has the folded name: platform
+    /// names are taken in every organisation, which no unique index can say.
+    async fn role_name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
+        let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = $2 AND id <> $3");
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(codec::id_text(tenant.as_uuid()))
+            .bind(name_folded)
+            .bind(codec::id_text(except))
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(count > 0)
+    }
+}
+
+#[async_trait]
+impl RoleStore for SqliteTx {
+    async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        let tenant = custom_role_tenant(role)?;
+        let name_folded = codec::folded(&role.name);
+        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+            return Err(role_name_conflict());
+        }
+        sqlx::query(
+            "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(codec::id_text(role.id))
+        .bind(codec::id_text(tenant.as_uuid()))
+        .bind(&role.name)
+        .bind(&name_folded)
+        .bind(&role.description)
+        .bind(codec::names_text(&role.permissions))
+        .bind(role.created_at.as_micros())
+        .bind(role.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
+        self.fetch_role(tenant, "id = $2", codec::id_text(id)).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a role for update")?;
+        RoleStore::get(self, tenant, id).await
+    }
+
+    async fn find_by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<RoleRecord>> {
+        self.fetch_role(tenant, "name_folded = $2", codec::folded(name)).await
+    }
+
+    async fn update(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        let tenant = custom_role_tenant(role)?;
+        let name_folded = codec::folded(&role.name);
+        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+            return Err(role_name_conflict());
+        }
+        sqlx::query(
+            "UPDATE roles SET name = $1, name_folded = $2, description = $3, permissions = $4, updated_at = $5
+             WHERE tenant_id = $6 AND id = $7",
+        )
+        .bind(&role.name)
+        .bind(&name_folded)
+        .bind(&role.description)
+        .bind(codec::names_text(&role.permissions))
+        .bind(role.updated_at.as_micros())
+        .bind(codec::id_text(tenant.as_uuid()))
+        .bind(codec::id_text(role.id))
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
+        // `tenant_id = $1` never matches a platform row (NULL).
+        let done = sqlx::query("DELETE FROM roles WHERE tenant_id = $1 AND id = $2")
+            .bind(codec::id_text(tenant.as_uuid()))
+            .bind(codec::id_text(id))
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let total: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
+                .bind(&tenant_text)
+                .fetch_one(&mut *self.tx)
+                .await
+                .map_err(codec::backend)?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, ROLE_SORT)?;
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT $2 OFFSET $3");
+        let (limit, offset) = page_limits(page);
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&tenant_text)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_role).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role_id = $2)
+                  + (SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1 AND role_id = $2 AND active = 1)",
+        )
+        .bind(codec::id_text(tenant.as_uuid()))
+        .bind(codec::id_text(role_id))
+        .fetch_one(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approval groups
+
+const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
+
+const GROUP_SORT: &[(&str, &str)] = &[
+    ("key", "group_key"),
+    ("name", "name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_group(row: &SqliteRow) -> StoreResult<GroupRecord> {
+    let status = text(row, "status")?;
+    Ok(GroupRecord {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        key: text(row, "group_key")?,
+        name: text(row, "name")?,
+        status: GroupStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("group status {status:?}")))?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+/// The user columns of a join with `users u`, named as in `users`.
+fn member_columns() -> String {
+    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
+/// organisation.
+const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
+     WHERE m.tenant_id = $1 AND m.group_id = $2";
+
+impl SqliteTx {
+    async fn fetch_group(
+        &mut self,
+        tenant: TenantId,
+        condition: &str,
+        value: String,
+    ) -> StoreResult<Option<GroupRecord>> {
+        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 AND {condition}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(codec::id_text(tenant.as_uuid()))
+            .bind(value)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_group).transpose()
+    }
+}
+
+#[async_trait]
+impl GroupStore for SqliteTx {
+    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(codec::id_text(group.id))
+        .bind(codec::id_text(group.tenant_id.as_uuid()))
+        .bind(&group.key)
+        .bind(codec::folded(&group.key))
+        .bind(&group.name)
+        .bind(group.status.as_str())
+        .bind(group.created_at.as_micros())
+        .bind(group.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group(tenant, "id = $2", codec::id_text(id)).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a group for update")?;
+        GroupStore::get(self, tenant, id).await
+    }
+
+    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group(tenant, "key_folded = $2", codec::folded(key)).await
+    }
+
+    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+        )
+        .bind(&group.name)
+        .bind(group.status.as_str())
+        .bind(group.updated_at.as_micros())
+        .bind(codec::id_text(group.tenant_id.as_uuid()))
+        .bind(codec::id_text(group.id))
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1")
+            .bind(&tenant_text)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, GROUP_SORT)?;
+        let sql = format!(
+            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
+        );
+        let (limit, offset) = page_limits(page);
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&tenant_text)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_group).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn add_member(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        user_id: Uuid,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        // Only a group and a user of the organisation: anything else adds nothing, like a member
+        // already there.
+        let done = sqlx::query(
+            "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
+             SELECT $1, $2, $3, $4
+             WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = $3 AND id = $1)
+               AND EXISTS (SELECT 1 FROM users WHERE tenant_id = $3 AND id = $2)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(codec::id_text(group_id))
+        .bind(codec::id_text(user_id))
+        .bind(codec::id_text(tenant.as_uuid()))
+        .bind(now.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool> {
+        let done =
+            sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
+                .bind(codec::id_text(tenant.as_uuid()))
+                .bind(codec::id_text(group_id))
+                .bind(codec::id_text(user_id))
+                .execute(&mut *self.tx)
+                .await
+                .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_members(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let group_text = codec::id_text(group_id);
+        let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
+            .bind(&tenant_text)
+            .bind(&group_text)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let sql = format!(
+            "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
+            member_columns()
+        );
+        let (limit, offset) = page_limits(page);
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&tenant_text)
+            .bind(&group_text)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT g.id FROM approval_group_members m
+             JOIN approval_groups g ON g.id = m.group_id AND g.tenant_id = m.tenant_id
+             WHERE m.tenant_id = $1 AND m.user_id = $2
+             ORDER BY g.group_key ASC, g.id ASC",
+        )
+        .bind(codec::id_text(tenant.as_uuid()))
+        .bind(codec::id_text(user_id))
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        ids.iter().map(|id| codec::uuid(id)).collect()
+    }
+
+    async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND user_id = $2")
+            .bind(codec::id_text(tenant.as_uuid()))
+            .bind(codec::id_text(user_id))
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
     }
 }
 
@@ -389,6 +927,15 @@ impl RefreshTokenStore for SqliteTx {
             .map_err(codec::backend)?;
         Ok(done.rows_affected())
     }
+
+    async fn delete_expired(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at < $1")
+            .bind(cutoff.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
 }
 
 #[async_trait]
@@ -419,5 +966,14 @@ impl ChallengeStore for SqliteTx {
             expires_at: codec::ts(int(&row, "expires_at")?),
         };
         Ok((now < challenge.expires_at).then_some(challenge))
+    }
+
+    async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM challenges WHERE expires_at < $1")
+            .bind(now.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
     }
 }

@@ -11,6 +11,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "spine", include_str!("../migrations/0001_spine.sql")),
     (2, "identity", include_str!("../migrations/0002_identity.sql")),
     (3, "ledger", include_str!("../migrations/0003_ledger.sql")),
+    (4, "organisation", include_str!("../migrations/0004_organisation.sql")),
 ];
 
 pub async fn apply(pool: &SqlitePool) -> StoreResult<usize> {

@@ -100,6 +100,9 @@ pub trait Tx: Send {
     fn signing_keys(&mut self) -> &mut dyn SigningKeyStore;
     fn refresh_tokens(&mut self) -> &mut dyn RefreshTokenStore;
     fn challenges(&mut self) -> &mut dyn ChallengeStore;
+    fn roles(&mut self) -> &mut dyn RoleStore;
+    fn groups(&mut self) -> &mut dyn GroupStore;
+    fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokenops_app::clock::{Clock, ManualClock};
 use tokenops_domain::TenantId;
+use tokenops_domain::permission::Permission;
 use uuid::Uuid;
 
 use crate::Tenant;
@@ -145,12 +146,35 @@ impl TestIssuer {
         jsonwebtoken::encode(&header, claims, key).expect("sign token")
     }
 
-    /// Standard claims for `sub` in `tenant`, expiring `ttl_secs` after the clock's now.
+    /// Standard claims for `sub` in `tenant`, expiring `ttl_secs` after the clock's now. An
+    /// organisation's token carries every permission in `scope`, the way a bank's provider
+    /// grants them to a subject tokenops has no record of; [`TestIssuer::claims_with_scope`]
+    /// narrows it.
     pub fn claims(&self, clock: &ManualClock, sub: &str, tenant: Option<TenantId>, ttl_secs: i64) -> Value {
+        let mut claims = self.claims_with_scope(clock, sub, tenant, ttl_secs, None);
+        if tenant.is_some() {
+            let all: Vec<&str> = Permission::ALL.iter().map(|p| p.name()).collect();
+            claims["scope"] = json!(all.join(" "));
+        }
+        claims
+    }
+
+    /// As [`TestIssuer::claims`] with the given `scope` claim (none when `None`).
+    pub fn claims_with_scope(
+        &self,
+        clock: &ManualClock,
+        sub: &str,
+        tenant: Option<TenantId>,
+        ttl_secs: i64,
+        scope: Option<&str>,
+    ) -> Value {
         let now = clock.now().as_micros() / 1_000_000;
         let mut claims = json!({ "iss": self.issuer, "sub": sub, "iat": now, "exp": now + ttl_secs });
         if let Some(t) = tenant {
             claims["tenant_id"] = json!(t.to_string());
+        }
+        if let Some(scope) = scope {
+            claims["scope"] = json!(scope);
         }
         claims
     }

@@ -10,6 +10,7 @@
 
 mod db;
 mod issuer;
+pub mod organisation;
 mod process;
 mod store_fixture;
 

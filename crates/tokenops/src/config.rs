@@ -57,6 +57,24 @@ pub enum AuthProvider {
     External,
 }
 
+/// Where invitation mail goes.
+#[derive(Clone, PartialEq, Eq)]
+pub enum MailSettings {
+    /// One `.eml` file per message in `{data_dir}/outbox` (the default).
+    File,
+    /// An SMTP server: `TOKENOPS_SMTP_URL` (may carry a password; never printed).
+    Smtp { url: String },
+}
+
+impl std::fmt::Debug for MailSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MailSettings::File => f.write_str("File"),
+            MailSettings::Smtp { url } => write!(f, "Smtp({})", redact_url(url)),
+        }
+    }
+}
+
 /// Lifetimes of what the embedded provider issues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenLifetimes {
@@ -93,6 +111,9 @@ pub struct Config {
     /// How long fetched issuer keys are trusted before they are fetched again.
     pub auth_jwks_ttl: Duration,
     pub max_body_bytes: usize,
+    pub mail: MailSettings,
+    /// The sender of invitation mail (RFC 5322 mailbox).
+    pub mail_from: String,
     pub app: AppSettings,
 }
 
@@ -304,6 +325,29 @@ impl Config {
         let auth_jwks_ttl =
             Duration::from_secs(r.integer("TOKENOPS_AUTH_JWKS_TTL_SECS", 300, 10, 86_400).unsigned_abs());
         let max_body_bytes = r.integer("TOKENOPS_MAX_BODY_BYTES", 1_048_576, 1_024, 64 * 1_048_576);
+        let mail_from = r.text("TOKENOPS_MAIL_FROM").unwrap_or_else(|| "tokenops <no-reply@tokenops.local>".into());
+        let smtp_url = r.text("TOKENOPS_SMTP_URL");
+        let mail = match r.text("TOKENOPS_MAIL_TRANSPORT").as_deref() {
+            None | Some("file") => MailSettings::File,
+            Some("smtp") => match smtp_url {
+                Some(url) => match tokenops_app::mail::SmtpTransport::new(&url, &mail_from) {
+                    Ok(_) => MailSettings::Smtp { url },
+                    Err(problem) => {
+                        r.problems
+                            .push(format!("TOKENOPS_SMTP_URL={} / TOKENOPS_MAIL_FROM: {problem}", redact_url(&url)));
+                        MailSettings::File
+                    }
+                },
+                None => {
+                    r.problems.push("TOKENOPS_SMTP_URL: required when TOKENOPS_MAIL_TRANSPORT=smtp".into());
+                    MailSettings::File
+                }
+            },
+            Some(other) => {
+                r.problems.push(format!("TOKENOPS_MAIL_TRANSPORT={other}: must be file or smtp"));
+                MailSettings::File
+            }
+        };
         let defaults = AppSettings::default();
         // The spec requires idempotency records to be kept at least 24 hours.
         let retention_secs = r.integer("TOKENOPS_IDEMPOTENCY_RETENTION_SECS", 86_400, 86_400, 90 * 86_400);
@@ -364,6 +408,8 @@ impl Config {
                 auth_audience,
                 auth_jwks_ttl,
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(1_048_576),
+                mail,
+                mail_from,
                 app,
             })
         } else {
@@ -462,6 +508,25 @@ mod tests {
         }
         assert!(text.contains("unsupported scheme \"mysql\""));
         assert!(!text.contains("secret"), "password leaked: {text}");
+    }
+
+    #[test]
+    fn mail_goes_to_the_file_outbox_unless_smtp_is_configured() {
+        assert_eq!(load(&[]).expect("valid").mail, MailSettings::File);
+        let c = load(&[
+            ("TOKENOPS_MAIL_TRANSPORT", "smtp"),
+            ("TOKENOPS_SMTP_URL", "smtps://mailer:s3cret@smtp.bank.example:465"),
+        ])
+        .expect("valid");
+        assert_eq!(c.mail, MailSettings::Smtp { url: "smtps://mailer:s3cret@smtp.bank.example:465".into() });
+        assert!(!format!("{c:?}").contains("s3cret"), "the SMTP password is never printed");
+        let e = load(&[("TOKENOPS_MAIL_TRANSPORT", "smtp")]).expect_err("no URL");
+        assert!(e.to_string().contains("TOKENOPS_SMTP_URL: required"));
+        let e = load(&[("TOKENOPS_MAIL_TRANSPORT", "smtp"), ("TOKENOPS_SMTP_URL", "ftp://u:s3cret@h")])
+            .expect_err("bad URL");
+        assert!(e.to_string().contains("TOKENOPS_SMTP_URL") && !e.to_string().contains("s3cret"), "{e}");
+        let e = load(&[("TOKENOPS_MAIL_TRANSPORT", "pigeon")]).expect_err("unknown transport");
+        assert!(e.to_string().contains("must be file or smtp"));
     }
 
     #[test]

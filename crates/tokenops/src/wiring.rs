@@ -8,14 +8,14 @@ use tokenops_api::ApiState;
 use tokenops_api::extract::paging::CursorCodec;
 use tokenops_app::clock::Clock;
 use tokenops_app::identity::ProviderSettings;
-use tokenops_app::mail::FileTransport;
+use tokenops_app::mail::{FileTransport, SmtpTransport};
 use tokenops_app::{Adapters, App};
 use tokenops_identity::{PublishedKeys, Sealer, TokenVerifier, VerifierSettings};
 use tokenops_store::Store;
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;
 
-use crate::config::{AuthProvider, Config, DatabaseUrl, redact_url};
+use crate::config::{AuthProvider, Config, DatabaseUrl, MailSettings, redact_url};
 
 /// Opens the configured store and applies its pending migrations.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
@@ -65,10 +65,15 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
     });
     let adapters = Adapters {
         sealer,
-        mail: Arc::new(FileTransport {
-            dir: config.data_dir.join("outbox"),
-            from: "tokenops <no-reply@tokenops.local>".into(),
-        }),
+        mail: match &config.mail {
+            MailSettings::File => {
+                Arc::new(FileTransport { dir: config.data_dir.join("outbox"), from: config.mail_from.clone() })
+            }
+            MailSettings::Smtp { url } => Arc::new(
+                SmtpTransport::new(url, &config.mail_from)
+                    .map_err(|problem| anyhow::anyhow!("TOKENOPS_SMTP_URL: {problem}"))?,
+            ),
+        },
         provider: ProviderSettings {
             issuer: format!("{}/idp", config.public_url),
             access_ttl_secs: config.token_lifetimes.access_secs,

@@ -1,4 +1,5 @@
-//! Bearer authentication: `Authenticated` is any verified caller; `TenantScope` is a caller
+//! Bearer authentication: `Authenticated` is any verified caller with its resolved access (who
+//! it is, what it may do; see `tokenops_app::identity::access`); `TenantScope` is a caller
 //! acting for an organisation, which every tenant-scoped handler takes, so a handler cannot
 //! reach data without the tenant the token names.
 
@@ -8,6 +9,7 @@ use axum::http::request::Parts;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::context::{Caller, RequestContext};
+use tokenops_app::identity::access;
 use tokenops_domain::TenantId;
 use tokenops_identity::VerifyError;
 
@@ -42,7 +44,7 @@ impl FromRequestParts<Arc<ApiState>> for Authenticated {
             }
             _ => Error::unauthorized("The access token is invalid"),
         })?;
-        let caller = Authenticated(Caller { subject: claims.subject, tenant: claims.tenant });
+        let caller = Authenticated(access::resolve(&state.app, &claims, !state.embedded_provider).await?);
         parts.extensions.insert(caller.clone());
         Ok(caller)
     }

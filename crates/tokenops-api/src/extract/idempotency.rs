@@ -1,6 +1,7 @@
-//! `Idempotency-Key`: required on the spec's writes; non-blank, at most 255 characters.
+//! `Idempotency-Key`: required on the spec's writes, optional on the others (`Option<IdempotencyKey>`,
+//! still checked when sent); non-blank, at most 255 characters.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::http::request::Parts;
 use tokenops_app::Error;
 
@@ -33,6 +34,18 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             ),
         };
         Ok(check(value)?)
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        if parts.headers.contains_key("idempotency-key") {
+            Ok(Some(<IdempotencyKey as FromRequestParts<S>>::from_request_parts(parts, state).await?))
+        } else {
+            Ok(None)
+        }
     }
 }
 

@@ -13,9 +13,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::ApiState;
+use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::JsonBody;
+use crate::extract::path::PathText;
+use crate::extract::{JsonBody, TenantScope};
 use crate::request_id::RequestId;
+use crate::write::{self, Reply, WriteRequest};
+use tokenops_app::context::{Caller, RequestContext};
+use tokenops_app::identity::clients::{self, RevealedSecret};
 
 /// Longest accepted email and password: beyond these nothing valid exists.
 const EMAIL_MAX: usize = 254;
@@ -27,18 +32,11 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(refresh))
         .routes(routes!(new_password))
         .routes(routes!(activate))
+        .routes(routes!(reveal_client_secret))
 }
 
 fn require_embedded(state: &ApiState) -> Result<(), ApiError> {
-    if state.embedded_provider {
-        Ok(())
-    } else {
-        Err(ApiError(Error::new(
-            tokenops_app::Kind::NotFound,
-            "ROUTE_NOT_FOUND",
-            "Sign-in is done at this deployment's external identity provider",
-        )))
-    }
+    super::embedded_provider_only(state, "Sign-in is done at this deployment's external identity provider")
 }
 
 /// A required text field, or `400 Invalid Request parameter. {field}`.
@@ -165,4 +163,51 @@ async fn activate(
     let temporary = field(&body.value, "temporaryPassword", PASSWORD_MAX)?;
     let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
     Ok(tokens_response(&signin::activate(&state.app, &request_id.0.0, &email, &temporary, &new_password).await?))
+}
+
+/// Reveal a machine client's secret, once.
+#[utoipa::path(
+    get, path = "/api/auth/client-secrets/{oneTimeToken}", tag = "auth", operation_id = "auth.revealClientSecret",
+    params(("oneTimeToken" = String, Path, description = "From the secretRevealUrl handed out when the client was created")),
+    security(()),
+    responses(
+        (status = 200, description = "{clientId, clientSecret, tokenUrl}; the link then stops working", body = RevealedSecret),
+        (status = 404, description = "The link is unknown, used or expired", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn reveal_client_secret(
+    State(state): State<Arc<ApiState>>,
+    request_id: axum::Extension<RequestId>,
+    PathText(token): PathText,
+) -> ApiResult<Response> {
+    require_embedded(&state)?;
+    let app = state.app.clone();
+    let gone = || Error::not_found("This secret link is unknown, used or expired").with_code("REVEAL_NOT_FOUND");
+    // The reveal is recorded in the client's organisation's audit log.
+    let tenant = app.clients.reveal_tenant(&token, app.clock.now()).await?.ok_or_else(gone)?;
+    let scope = TenantScope {
+        tenant,
+        context: RequestContext {
+            caller: Caller::anonymous("anonymous", Some(tenant)),
+            tenant: Some(tenant),
+            request_id: request_id.0.0.clone(),
+            correlation_id: None,
+        },
+        style: TimestampStyle::SpacedUtc,
+    };
+    let token_url = app.identity.token_url();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &clients::REVEAL,
+        key: None,
+        fingerprint: String::new(),
+        resource_id: None,
+    };
+    let mut response = write::run(&state, request, |mut w| async move {
+        let revealed = app.clients.reveal(&mut w, &app.sealer, &token_url, &token).await;
+        (w, revealed.and_then(|r| Reply::ok(&r)))
+    })
+    .await?;
+    response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+    Ok(response)
 }

@@ -2,10 +2,23 @@
 
 pub mod audit;
 pub mod auth;
+pub mod clients;
 pub mod customers;
+pub mod groups;
 pub mod idp;
 pub mod operations;
 pub mod roles;
 pub mod tenants;
 pub mod users;
 pub mod webhook_events;
+
+use tokenops_app::{Error, Kind};
+
+use crate::ApiState;
+use crate::error::ApiError;
+
+/// 404 for an operation that belongs to the identity provider when the deployment trusts an
+/// external one (the bank's provider owns accounts, credentials and sign-in).
+pub(crate) fn embedded_provider_only(state: &ApiState, message: &'static str) -> Result<(), ApiError> {
+    if state.embedded_provider { Ok(()) } else { Err(ApiError(Error::new(Kind::NotFound, "ROUTE_NOT_FOUND", message))) }
+}

@@ -1,21 +1,27 @@
-//! `/api/tenants/{tenantId}/roles`: the roles the organisation can assign (paging style C,
-//! default sort name,asc).
+//! Roles and permissions: the permission catalogue (`/api/permissions`) and the organisation's
+//! roles under `/api/tenants/{tenantId}/roles` — list (style C, default sort name,asc), detail
+//! with paged holders, and custom-role create, edit and delete (platform roles are read-only).
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::identity::roles::{self, NewRole, RoleChange, RoleOut};
 use tokenops_domain::paging::{SortDirection, SortKey};
-use tokenops_domain::role::Role;
+use tokenops_domain::permission::{Permission, platform_grants};
+use tokenops_domain::role::PLATFORM_ROLES;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::users::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, STRICT_SIZE, Style};
-use crate::extract::{OwnTenantPath, QueryParams};
+use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
+use crate::write::{self, Reply, WriteRequest};
 
-/// Sortable properties (API name → field).
+/// Sortable properties (API name → store column).
 const SORTABLE: &[(&str, &str)] = &[
     ("name", "name"),
     ("description", "description"),
@@ -24,33 +30,57 @@ const SORTABLE: &[(&str, &str)] = &[
     ("id", "id"),
 ];
 
+const NAME_MAX: usize = 100;
+const DESCRIPTION_MAX: usize = 500;
+
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new().routes(routes!(list_roles))
+    OpenApiRouter::new().routes(routes!(list_permissions)).routes(routes!(list_roles, create_role)).routes(routes!(
+        get_role,
+        update_role,
+        delete_role
+    ))
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RoleOut {
-    pub id: uuid::Uuid,
-    pub name: String,
-    pub description: String,
-    /// A platform role (SUPER_ADMIN, ADMIN, USER): shared by every organisation, read-only.
-    pub platform: bool,
-    pub created_at: String,
-    pub updated_at: String,
+pub struct PermissionOut {
+    #[schema(example = "customer:read")]
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The platform roles that grant it.
+    pub platform_roles: Vec<&'static str>,
 }
 
-impl From<&Role> for RoleOut {
-    fn from(r: &Role) -> Self {
-        Self {
-            id: r.id,
-            name: r.name.clone(),
-            description: r.description.clone(),
-            platform: r.platform,
-            created_at: r.created_at.to_iso8601(),
-            updated_at: r.updated_at.to_iso8601(),
-        }
-    }
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionCatalogue {
+    /// Every permission, in catalogue order.
+    pub permissions: Vec<PermissionOut>,
+}
+
+/// The complete permission catalogue.
+#[utoipa::path(
+    get, path = "/api/permissions", tag = "roles", operation_id = "permissions.list",
+    responses(
+        (status = 200, body = PermissionCatalogue),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission role:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_permissions() -> ApiResult<Response> {
+    let permissions = Permission::ALL
+        .iter()
+        .map(|p| PermissionOut {
+            name: p.name(),
+            description: p.description(),
+            platform_roles: PLATFORM_ROLES
+                .iter()
+                .filter(|r| platform_grants(r.name).is_some_and(|g| g.contains(*p)))
+                .map(|r| r.name)
+                .collect(),
+        })
+        .collect();
+    Ok(axum::Json(PermissionCatalogue { permissions }).into_response())
 }
 
 /// List the organisation's roles (paging style C).
@@ -63,9 +93,10 @@ impl From<&Role> for RoleOut {
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style C page: items, pageNumber, pageSize, totalResults"),
+        (status = 200, description = "Style C page of roles: items, pageNumber, pageSize, totalResults"),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        (status = 403, description = "Invalid tenant id: the path names another organisation", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_roles(
@@ -75,6 +106,183 @@ async fn list_roles(
 ) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let roles = state.app.roles.list(scope.tenant, &sort, page).map(|r| RoleOut::from(&r));
+    let roles = state.app.roles.list(scope.tenant, &sort, page).await?;
+    let roles =
+        tokenops_domain::paging::Page { items: roles.items.iter().map(|r| r.out()).collect(), total: roles.total };
     Ok(axum::Json(paging::envelope(Style::C, &roles, page)).into_response())
+}
+
+/// A role with one page of its holders, ordered by first name then last name.
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.get",
+    params(
+        ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
+        ("page" = Option<u64>, Query, description = "Page of holders; zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "The role (as in the list) with `holders`, a style C page of users"),
+        (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing role:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_role(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let (role, holders) = state.app.roles.get(scope.tenant, id, page).await?;
+    let mut body = serde_json::to_value(role.out()).map_err(Error::internal)?;
+    body["holders"] = paging::envelope(Style::C, &holders, page);
+    Ok(axum::Json(body).into_response())
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleIn {
+    /// 1 to 100 characters; unique in the organisation (case-insensitive); not a platform name.
+    pub name: Option<String>,
+    /// Up to 500 characters.
+    pub description: Option<String>,
+    /// Permission names from `GET /api/permissions`.
+    pub permissions: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RolePatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Replaces the whole set.
+    pub permissions: Option<Vec<String>>,
+}
+
+fn description(value: Option<String>) -> Result<Option<String>, Error> {
+    match value {
+        Some(d) if d.chars().count() > DESCRIPTION_MAX => {
+            Err(Error::invalid_field("description", format!("must be at most {DESCRIPTION_MAX} characters")))
+        }
+        other => Ok(other.map(|d| d.trim().to_owned())),
+    }
+}
+
+/// Create a custom role.
+#[utoipa::path(
+    post, path = "/api/tenants/{tenantId}/roles", tag = "roles", operation_id = "roles.create",
+    params(
+        ("tenantId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = RoleIn,
+    responses(
+        (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
+        (status = 400, description = "Blank or too long name or description, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, missing role:create, or granting a permission the caller lacks", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_role(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<RoleIn>,
+) -> ApiResult<Response> {
+    let tenant = scope.tenant;
+    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/roles"), &body.document);
+    let new = NewRole {
+        name: text("name", body.value.name, NAME_MAX)?,
+        description: description(body.value.description)?.unwrap_or_default(),
+        permissions: body.value.permissions.unwrap_or_default(),
+    };
+    let app = state.app.clone();
+    let request = WriteRequest { scope: &scope, operation: &roles::CREATE, key, fingerprint, resource_id: None };
+    write::run(&state, request, |mut w| async move {
+        let created = app.roles.create(&mut w, new).await;
+        let reply =
+            created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
+        (w, reply)
+    })
+    .await
+}
+
+/// Edit a custom role: name, description, permissions.
+#[utoipa::path(
+    patch, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.update",
+    params(
+        ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = RolePatch,
+    responses(
+        (status = 200, description = "The role after the change", body = RoleOut),
+        (status = 400, description = "Editing a platform role, nothing to change, blank or too long name, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, missing role:update, or adding a permission the caller lacks", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_role(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<RolePatch>,
+) -> ApiResult<Response> {
+    let fingerprint = write::fingerprint("PATCH", &format!("/api/tenants/{}/roles/{id}", scope.tenant), &body.document);
+    let change = RoleChange {
+        name: optional_text("name", body.value.name, NAME_MAX)?,
+        description: description(body.value.description)?,
+        permissions: body.value.permissions,
+    };
+    if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
+        return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
+    }
+    let app = state.app.clone();
+    let request =
+        WriteRequest { scope: &scope, operation: &roles::UPDATE, key, fingerprint, resource_id: Some(id.to_string()) };
+    write::run(&state, request, |mut w| async move {
+        let updated = app.roles.update(&mut w, id, change).await;
+        (w, updated.and_then(|r| Reply::ok(&r.out())))
+    })
+    .await
+}
+
+/// Delete a custom role that no user or machine client holds.
+#[utoipa::path(
+    delete, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.delete",
+    params(
+        ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing role:delete", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn delete_role(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let fingerprint =
+        write::fingerprint("DELETE", &format!("/api/tenants/{}/roles/{id}", scope.tenant), &serde_json::Value::Null);
+    let app = state.app.clone();
+    let request =
+        WriteRequest { scope: &scope, operation: &roles::DELETE, key, fingerprint, resource_id: Some(id.to_string()) };
+    write::run(&state, request, |mut w| async move {
+        let deleted = app.roles.delete(&mut w, id).await;
+        (w, deleted.map(|()| Reply::no_content()))
+    })
+    .await
 }

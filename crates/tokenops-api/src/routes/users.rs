@@ -1,58 +1,75 @@
-//! `/api/users`: the caller's own profile.
+//! Users: the caller's own profile (`/api/users/me`), the user-by-id lookup (`/api/users/{id}`,
+//! not tenant-scoped, Content-Type application/json required), and the organisation's users
+//! under `/api/tenants/{tenantId}/users`: invite (200, not 201), list (style C), read, change
+//! role or status, remove.
 
 use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::Deserialize;
 use std::sync::Arc;
-use tokenops_app::identity::signin;
-use tokenops_domain::role::platform_roles;
-use tokenops_store::UserRecord;
+use tokenops_app::Error;
+use tokenops_app::identity::organisations;
+use tokenops_app::identity::users::{self, Invitation, UserChange, UserOut, UserQuery};
+use tokenops_domain::paging::{SortDirection, SortKey};
+use tokenops_store::UserStatus;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::embedded_provider_only;
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::TenantScope;
+use crate::extract::body::is_json_content_type;
+use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::{Authenticated, IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRequest};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new().routes(routes!(get_own_profile))
+    OpenApiRouter::new()
+        .routes(routes!(get_own_profile))
+        .routes(routes!(get_user_by_id))
+        .routes(routes!(list_users, invite_user))
+        .routes(routes!(get_user, update_user, remove_user))
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UserOut {
-    pub id: uuid::Uuid,
-    pub tenant_id: uuid::Uuid,
-    pub email: String,
-    pub first_name: String,
-    pub last_name: String,
-    /// INVITED, ACTIVE or SUSPENDED.
-    pub status: String,
-    /// The role's name.
-    pub role: String,
-    pub created_at: String,
-    pub updated_at: String,
+/// Sortable properties (API name → store column).
+const SORTABLE: &[(&str, &str)] = &[
+    ("firstName", "first_name"),
+    ("lastName", "last_name"),
+    ("email", "email"),
+    ("status", "status"),
+    ("createdAt", "created_at"),
+    ("updatedAt", "updated_at"),
+    ("id", "id"),
+    ("role.name", "role_name"),
+];
+
+const NAME_MAX: usize = 100;
+const EMAIL_MAX: usize = 254;
+const SEARCH_MAX: usize = 100;
+
+/// A required, non-blank text of at most `max` characters (trimmed).
+pub(crate) fn text(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
+    let value = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
+    optional_text(field, Some(value), max)?.ok_or_else(|| Error::invalid_field(field, "must not be blank"))
 }
 
-impl From<&UserRecord> for UserOut {
-    fn from(u: &UserRecord) -> Self {
-        let role = platform_roles()
-            .into_iter()
-            .find(|r| r.id == u.role_id)
-            .map(|r| r.name)
-            .unwrap_or_else(|| u.role_id.to_string());
-        Self {
-            id: u.id,
-            tenant_id: u.tenant_id.as_uuid(),
-            email: u.email.clone(),
-            first_name: u.first_name.clone(),
-            last_name: u.last_name.clone(),
-            status: u.status.as_str().to_owned(),
-            role,
-            created_at: u.created_at.to_iso8601(),
-            updated_at: u.updated_at.to_iso8601(),
-        }
+/// An optional text: when sent, non-blank and at most `max` characters (trimmed).
+pub(crate) fn optional_text(field: &str, value: Option<String>, max: usize) -> Result<Option<String>, Error> {
+    let Some(value) = value else { return Ok(None) };
+    let value = value.trim().to_owned();
+    if value.is_empty() {
+        return Err(Error::invalid_field(field, "must not be blank"));
     }
+    if value.chars().count() > max {
+        return Err(Error::invalid_field(field, format!("must be at most {max} characters")));
+    }
+    Ok(Some(value))
+}
+
+fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
+    UserStatus::parse(text)
+        .ok_or_else(|| Error::invalid_field(field, format!("{text:?} is not one of INVITED, ACTIVE, SUSPENDED")))
 }
 
 /// The caller's own profile.
@@ -61,9 +78,260 @@ impl From<&UserRecord> for UserOut {
     responses(
         (status = 200, body = UserOut),
         (status = 401, description = "No usable token, or Your access has been revoked. (the user is not ACTIVE)", body = crate::openapi::ErrorBody),
+        (status = 404, description = "The caller is a machine client or an external subject, not a user", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_own_profile(State(state): State<Arc<ApiState>>, scope: TenantScope) -> ApiResult<Response> {
-    let user = signin::active_user(&state.app, scope.tenant, &scope.context.caller.subject).await?;
-    Ok(axum::Json(UserOut::from(&user)).into_response())
+    let user = state.app.users.own_profile(scope.tenant, scope.context.caller.principal).await?;
+    Ok(axum::Json(user).into_response())
+}
+
+/// A user by id, in any organisation (the spec's lookup is not tenant-scoped).
+#[utoipa::path(
+    get, path = "/api/users/{id}", tag = "organisation", operation_id = "users.get_by_id",
+    params(("id" = uuid::Uuid, Path), ("Content-Type" = String, Header, description = "Must be application/json")),
+    responses(
+        (status = 200, body = UserOut),
+        (status = 400, description = "id not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission user:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_user_by_id(
+    State(state): State<Arc<ApiState>>,
+    _caller: Authenticated,
+    headers: axum::http::HeaderMap,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    if !is_json_content_type(headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok())) {
+        return Err(Error::new(
+            tokenops_app::Kind::UnsupportedMediaType,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "Content-Type must be application/json",
+        )
+        .into());
+    }
+    Ok(axum::Json(state.app.users.get_any(id).await?).into_response())
+}
+
+/// List the organisation's users (paging style C).
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.list",
+    params(
+        ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
+        ("search" = Option<String>, Query, description = "Case-insensitive prefix of email, first name or last name (at most 100 characters)"),
+        ("status" = Option<String>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
+        ("role" = Option<String>, Query, description = "A role name (platform names case-insensitive)"),
+        ("sort" = Option<Vec<String>>, Query, description = "firstName, lastName, email, status, createdAt, updatedAt, id or role.name, optionally ,asc|desc; repeatable; default firstName,asc then lastName,asc"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style C page of users: items, pageNumber, pageSize, totalResults"),
+        (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_users(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let default = [
+        SortKey { column: "first_name", direction: SortDirection::Asc },
+        SortKey { column: "last_name", direction: SortDirection::Asc },
+    ];
+    let sort = paging::sort_keys(&params, SORTABLE, &default)?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let search = params.one("search")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    if search.as_ref().is_some_and(|s| s.chars().count() > SEARCH_MAX) {
+        return Err(Error::invalid_field("search", format!("must be at most {SEARCH_MAX} characters")).into());
+    }
+    let status = params.one("status")?.map(|s| user_status("status", s)).transpose()?;
+    let role_name = params.one("role")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    let users = state.app.users.list(scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
+    Ok(axum::Json(paging::envelope(Style::C, &users, page)).into_response())
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InvitationIn {
+    /// Unique across organisations; the invitation is mailed here.
+    pub email: Option<String>,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    /// Blank or absent: USER. Platform names match case-insensitively; else a custom role.
+    pub role_name: Option<String>,
+    /// Ignored: the user joins the path's organisation.
+    #[schema(value_type = Option<String>)]
+    pub tenant_id: Option<serde_json::Value>,
+}
+
+fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
+    let email = text("email", body.email, EMAIL_MAX)?;
+    if !email.contains('@') || email.chars().any(char::is_whitespace) {
+        return Err(Error::invalid_field("email", "is not an email address"));
+    }
+    let role_name = match body.role_name {
+        Some(name) if name.chars().count() > NAME_MAX => {
+            return Err(Error::invalid_field("roleName", format!("must be at most {NAME_MAX} characters")));
+        }
+        other => other,
+    };
+    Ok(Invitation {
+        email,
+        first_name: text("firstName", body.first_name, NAME_MAX)?,
+        last_name: text("lastName", body.last_name, NAME_MAX)?,
+        role_name,
+    })
+}
+
+/// Invite a user into the organisation; answers 200 (not 201) with the INVITED user.
+#[utoipa::path(
+    post, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.invite",
+    params(
+        ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = InvitationIn,
+    responses(
+        (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
+        (status = 400, description = "Missing, blank or too long field", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn invite_user(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<InvitationIn>,
+) -> ApiResult<Response> {
+    embedded_provider_only(&state, "Users are created at this deployment's external identity provider")?;
+    let path = format!("/api/tenants/{}/users", scope.tenant);
+    let fingerprint = write::fingerprint("POST", &path, &body.document);
+    let invitation = parse_invitation(body.value)?;
+    let temporary = organisations::temporary_password().await?;
+    let app = state.app.clone();
+    let sign_in_url = format!("{}/api/auth/login", state.public_url);
+    let request = WriteRequest { scope: &scope, operation: &users::INVITE, key, fingerprint, resource_id: None };
+    write::run(&state, request, |mut w| async move {
+        let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
+        (w, invited.and_then(|u| Reply::ok(&u)))
+    })
+    .await
+}
+
+/// A user of the organisation.
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.get",
+    params(("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = UserOut),
+        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_user(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.users.get(scope.tenant, id).await?).into_response())
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserPatch {
+    /// A platform role (case-insensitive) or a custom role of the organisation.
+    pub role_name: Option<String>,
+    /// ACTIVE (reactivate) or SUSPENDED.
+    pub status: Option<String>,
+}
+
+/// Change a user's role, suspend or reactivate them.
+#[utoipa::path(
+    patch, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.update",
+    params(
+        ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = UserPatch,
+    responses(
+        (status = 200, description = "The user after the change. Reactivating a user who never chose a password makes them INVITED again", body = UserOut),
+        (status = 400, description = "Nothing to change, unknown status, blank role name, or changing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, missing user:update, or missing the permission the user's current or new role needs", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such user, or Role {name} not found", body = crate::openapi::ErrorBody),
+        (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_user(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<UserPatch>,
+) -> ApiResult<Response> {
+    let path = format!("/api/tenants/{}/users/{id}", scope.tenant);
+    let fingerprint = write::fingerprint("PATCH", &path, &body.document);
+    let role_name = optional_text("roleName", body.value.role_name, NAME_MAX)?;
+    let status = match body.value.status.as_deref() {
+        None => None,
+        Some(s @ ("ACTIVE" | "SUSPENDED")) => Some(user_status("status", s)?),
+        Some(other) => {
+            return Err(Error::invalid_field("status", format!("{other:?} must be ACTIVE or SUSPENDED")).into());
+        }
+    };
+    if role_name.is_none() && status.is_none() {
+        return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
+    }
+    let app = state.app.clone();
+    let request =
+        WriteRequest { scope: &scope, operation: &users::UPDATE, key, fingerprint, resource_id: Some(id.to_string()) };
+    write::run(&state, request, |mut w| async move {
+        let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
+        (w, updated.and_then(|u| Reply::ok(&u)))
+    })
+    .await
+}
+
+/// Remove a user from the organisation.
+#[utoipa::path(
+    delete, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.remove",
+    params(
+        ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    responses(
+        (status = 204, description = "Removed: the user's tokens are refused from now on"),
+        (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, missing member:remove, or missing the permission the user's role needs", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn remove_user(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let path = format!("/api/tenants/{}/users/{id}", scope.tenant);
+    let fingerprint = write::fingerprint("DELETE", &path, &serde_json::Value::Null);
+    let app = state.app.clone();
+    let request =
+        WriteRequest { scope: &scope, operation: &users::REMOVE, key, fingerprint, resource_id: Some(id.to_string()) };
+    write::run(&state, request, |mut w| async move {
+        let removed = app.users.remove(&mut w, id).await;
+        (w, removed.map(|()| Reply::no_content()))
+    })
+    .await
 }

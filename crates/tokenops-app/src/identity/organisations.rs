@@ -5,7 +5,6 @@ use crate::error::{AppResult, Error};
 use crate::mail::{self, MailMessage};
 use crate::write::{Operation, Write};
 use serde::Serialize;
-use tokenops_domain::role::platform_roles;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_identity::passwords;
 use tokenops_store::{StoreError, TenantRecord, UserRecord, UserStatus};
@@ -40,11 +39,6 @@ pub struct OrganisationOut {
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     pub owner: OwnerOut,
-}
-
-/// The id of the platform role `name` (SUPER_ADMIN, ADMIN, USER).
-pub fn platform_role_id(name: &str) -> Uuid {
-    platform_roles().into_iter().find(|r| r.name == name).map(|r| r.id).unwrap_or(Uuid::nil())
 }
 
 pub fn invitation(
@@ -93,7 +87,7 @@ pub async fn create(
         first_name: new.owner_first_name,
         last_name: new.owner_last_name,
         status: UserStatus::Invited,
-        role_id: platform_role_id("SUPER_ADMIN"),
+        role_id: tokenops_domain::role::SUPER_ADMIN.id,
         password_hash: None,
         temporary_password_hash: Some(temporary_hash),
         failed_sign_ins: 0,

@@ -238,7 +238,27 @@ impl IdentityProvider {
             let mut tx = self.store.read().await?;
             tx.machine_clients().get(id).await?
         };
-        let Some(client) = client.filter(|c| c.active && opaque::opaque_matches(secret, &c.secret_hash)) else {
+        let tenant = client.as_ref().and_then(|c| c.tenant_id);
+        let granted = client.filter(|c| c.active && opaque::opaque_matches(secret, &c.secret_hash));
+        // Every grant and every refusal of a known client is an identity event in the client's
+        // organisation's audit log (an unknown client id is recorded on the platform's).
+        let mut record = audit(
+            "auth.client_credentials",
+            "machine_client",
+            id.to_string(),
+            self.clock.now(),
+            serde_json::json!({ "granted": granted.is_some() }),
+        );
+        record.tenant_id = tenant;
+        record.actor_id = Some(id.to_string());
+        record.source = AuditSource::Api;
+        if granted.is_none() {
+            record.outcome = AuditOutcome::Failure;
+        }
+        let mut tx = self.store.write().await?;
+        tx.audit().record(&record).await?;
+        tx.commit().await?;
+        let Some(client) = granted else {
             return Ok(None);
         };
         Ok(Some(self.issue(&client.id.to_string(), client.tenant_id).await?))

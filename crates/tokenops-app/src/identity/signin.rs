@@ -10,7 +10,7 @@ use crate::context::{Caller, RequestContext};
 use crate::error::{AppResult, Error};
 use crate::write::{Admission, Operation, Write};
 use serde::Serialize;
-use tokenops_domain::{TenantId, Timestamp};
+use tokenops_domain::Timestamp;
 use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
 use tokenops_store::{ChallengeRecord, RefreshTokenRecord, StoredResponse, UserRecord, UserStatus};
 
@@ -101,10 +101,10 @@ pub(crate) async fn hash(password: String) -> AppResult<String> {
 
 fn context(request_id: &str, user: Option<&UserRecord>) -> RequestContext {
     RequestContext {
-        caller: Caller {
-            subject: user.map(|u| u.id.to_string()).unwrap_or_else(|| "anonymous".to_owned()),
-            tenant: user.map(|u| u.tenant_id),
-        },
+        caller: Caller::anonymous(
+            user.map(|u| u.id.to_string()).unwrap_or_else(|| "anonymous".to_owned()),
+            user.map(|u| u.tenant_id),
+        ),
         tenant: user.map(|u| u.tenant_id),
         request_id: request_id.to_owned(),
         correlation_id: None,
@@ -141,7 +141,7 @@ async fn refuse(
     let mut w = begin(app, request_id, user.as_ref(), operation).await?;
     if let Some(mut user) = user {
         // Re-read inside the write: concurrent failures each count.
-        if let Some(fresh) = w.tx().users().get(user.tenant_id, user.id).await? {
+        if let Some(fresh) = w.tx().users().get_for_update(user.tenant_id, user.id).await? {
             let state = LockoutPolicy::default().after_failure(lockout_state(&fresh), w.now());
             user = fresh;
             set_lockout_state(&mut user, state);
@@ -208,8 +208,16 @@ pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> 
         };
         return Err(refuse(app, request_id, Some(user), &LOGIN, invalid_credentials(), why).await?);
     }
+    // A hash made with weaker parameters than today's is replaced while the password is at
+    // hand (hashed before the write: argon2 must not hold the writer).
+    let rehashed = match user.password_hash.as_deref() {
+        Some(phc) if user.status == UserStatus::Active && passwords::needs_rehash(phc) => {
+            Some(hash(password.to_owned()).await?)
+        }
+        _ => None,
+    };
     let mut w = begin(app, request_id, Some(&user), &LOGIN).await?;
-    let mut fresh = w.tx().users().get(user.tenant_id, user.id).await?.ok_or_else(invalid_credentials)?;
+    let mut fresh = w.tx().users().get_for_update(user.tenant_id, user.id).await?.ok_or_else(invalid_credentials)?;
     // The password was checked outside this write (argon2 must not hold the writer): refuse if
     // meanwhile the account was locked, changed status, or the checked hash was replaced.
     if LockoutPolicy::default().is_locked(&lockout_state(&fresh), w.now())
@@ -221,6 +229,9 @@ pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> 
         return Err(refuse(app, request_id, Some(user), &LOGIN, invalid_credentials(), "changed during sign-in").await?);
     }
     set_lockout_state(&mut fresh, LockoutPolicy::default().after_success());
+    if rehashed.is_some() {
+        fresh.password_hash = rehashed;
+    }
     fresh.updated_at = w.now();
     w.tx().users().update(&fresh).await?;
     let outcome = if fresh.status == UserStatus::Invited {
@@ -267,7 +278,7 @@ async fn set_first_password(
     let password_hash = hash(new_password.to_owned()).await?;
     let mut w = begin(app, request_id, Some(&user), operation).await?;
     let now = w.now();
-    let fresh = w.tx().users().get(user.tenant_id, user.id).await?;
+    let fresh = w.tx().users().get_for_update(user.tenant_id, user.id).await?;
     let proven = match (&proof, &fresh) {
         (Proof::Challenge(session_hash), Some(_)) => {
             w.tx().challenges().take(session_hash, now).await?.is_some_and(|c| c.user_id == user.id)
@@ -373,17 +384,4 @@ pub async fn refresh(app: &App, request_id: &str, refresh_token: &str) -> AppRes
     let tokens = issue_tokens(app, &mut w, &user, false).await?;
     finish(app, w, 200).await?;
     Ok(tokens)
-}
-
-/// The caller as a user of their organisation; 401 `Your access has been revoked.` when the user
-/// is no longer ACTIVE (suspended or removed), even with an unexpired token.
-pub async fn active_user(app: &App, tenant: TenantId, subject: &str) -> AppResult<UserRecord> {
-    let revoked = || Error::unauthorized("Your access has been revoked.").with_code("ACCESS_REVOKED");
-    let id = uuid::Uuid::parse_str(subject).map_err(|_| revoked())?;
-    let mut tx = app.store.read().await?;
-    let user = tx.users().get(tenant, id).await?.ok_or_else(revoked)?;
-    if user.status != UserStatus::Active {
-        return Err(revoked());
-    }
-    Ok(user)
 }

@@ -1,5 +1,5 @@
-//! `maintenance.prune`: deletes idempotency records past their retention and finished jobs past
-//! theirs. The runner enqueues it periodically under a dedupe key, so nodes never run it twice
+//! `maintenance.prune`: deletes idempotency records past their retention, finished jobs past
+//! theirs, and expired refresh tokens, sign-in challenges and unrevealed client secrets. The runner enqueues it periodically under a dedupe key, so nodes never run it twice
 //! at once.
 
 use super::{Finished, JobContext, JobError, JobHandler, kinds};
@@ -30,8 +30,20 @@ impl JobHandler for Maintenance {
         let mut tx = self.store.write().await?;
         let keys = tx.idempotency().prune(now.minus_millis(self.settings.idempotency_retention_ms)).await?;
         let jobs = tx.jobs().prune_done(now.minus_millis(self.settings.finished_job_retention_ms)).await?;
+        // A day's grace keeps a just-expired refresh token answering "expired" rather than
+        // "unknown" in logs; the answer to the client is the same 401 either way.
+        let refresh_tokens = tx.refresh_tokens().delete_expired(now.minus_millis(24 * 3_600_000)).await?;
+        let challenges = tx.challenges().delete_expired(now).await?;
+        let reveals = tx.secret_reveals().delete_expired(now).await?;
         let finished = ctx.finish(tx).await?;
-        tracing::info!(idempotency_records = keys, finished_jobs = jobs, "pruned");
+        tracing::info!(
+            idempotency_records = keys,
+            finished_jobs = jobs,
+            refresh_tokens,
+            challenges,
+            secret_reveals = reveals,
+            "pruned"
+        );
         Ok(finished)
     }
 }

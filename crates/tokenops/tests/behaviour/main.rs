@@ -8,6 +8,8 @@ mod customers;
 mod idempotency;
 mod identity_provider;
 mod jobs;
+mod mail;
+mod organisation;
 mod paging;
 mod sign_in;
 mod smoke;

@@ -7,71 +7,13 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use tokenops_testkit::organisation::{
+    NEW_PASSWORD, activate_through_challenge, call, create_organisation_invited as create_organisation, login,
+};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
-use uuid::Uuid;
-
-const NEW_PASSWORD: &str = "Correct-Horse-42";
 
 async fn embedded(backend: Backend) -> TestApp {
     TestApp::spawn_embedded(backend, BTreeMap::new()).await
-}
-
-async fn call(app: &TestApp, method: Method, path: &str, token: Option<&str>, body: Option<&Value>) -> Reply {
-    let mut request = app.raw(method, path).header("API-Version", "1.0.0");
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    if let Some(body) = body {
-        request = request.header("Idempotency-Key", Uuid::now_v7().to_string()).json(body);
-    }
-    Reply::read(request.send().await.expect("request")).await
-}
-
-/// Creates an organisation whose owner is `email`; returns (tenant id, temporary password).
-async fn create_organisation(app: &TestApp, email: &str) -> (String, String) {
-    let operator = app.operator_token().await;
-    let body =
-        json!({ "name": "Bank of Tests", "owner": { "email": email, "firstName": "Olivia", "lastName": "Owner" } });
-    let created = call(app, Method::POST, "/api/tenants", Some(&operator), Some(&body)).await;
-    created.expect(201);
-    assert_eq!(created.body["owner"]["status"], "INVITED");
-    assert_eq!(created.body["owner"]["role"], "SUPER_ADMIN");
-    app.drain_jobs().await;
-    (created.body["id"].as_str().expect("id").to_owned(), temporary_password(app, email))
-}
-
-/// Reads the invitation sent to `email` from the file mail outbox.
-fn temporary_password(app: &TestApp, email: &str) -> String {
-    let outbox = app.db.dir().join("outbox");
-    for entry in std::fs::read_dir(&outbox).expect("outbox") {
-        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("mail");
-        if text.contains(&format!("To: {email}")) {
-            let line = text.lines().find(|l| l.starts_with("Temporary password: ")).expect("password line");
-            return line.trim_start_matches("Temporary password: ").trim().to_owned();
-        }
-    }
-    panic!("no invitation for {email}");
-}
-
-async fn login(app: &TestApp, email: &str, password: &str) -> Reply {
-    call(app, Method::POST, "/api/auth/login", None, Some(&json!({ "email": email, "password": password }))).await
-}
-
-/// Signs the invited owner in through the challenge; returns their tokens.
-async fn activate_through_challenge(app: &TestApp, email: &str, temporary: &str) -> Value {
-    let challenged = login(app, email, temporary).await;
-    challenged.expect(200);
-    let session = challenged.body["session"].as_str().expect("session").to_owned();
-    let done = call(
-        app,
-        Method::POST,
-        "/api/auth/new-password",
-        None,
-        Some(&json!({ "email": email, "newPassword": NEW_PASSWORD, "session": session })),
-    )
-    .await;
-    done.expect(200);
-    done.body
 }
 
 async fn a_newcomer_goes_from_operator_to_signed_in_owner(backend: Backend) {

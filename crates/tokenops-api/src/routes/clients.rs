@@ -1,0 +1,160 @@
+//! Machine clients under `/api/tenants/{tenantId}/clients`: create with a role (201 with a
+//! one-time secret reveal URL), list (style C, oldest first), disable. The reveal itself is a
+//! bootstrap operation in `auth` (`GET /api/auth/client-secrets/{oneTimeToken}`).
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::identity::clients::{self, ClientOut, CreatedClient};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::embedded_provider_only;
+use super::users::text;
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
+use crate::write::{self, Reply, WriteRequest};
+
+const NAME_MAX: usize = 100;
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new().routes(routes!(list_clients, create_client)).routes(routes!(get_client, disable_client))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientIn {
+    /// 1 to 100 characters.
+    pub name: Option<String>,
+    /// The role it acts with; blank or absent means USER (as for an invitation).
+    pub role_name: Option<String>,
+}
+
+/// Create a machine client of the organisation.
+#[utoipa::path(
+    post, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.create",
+    params(
+        ("tenantId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters. A replay answers with the same reveal URL, which works once"),
+    ),
+    request_body = ClientIn,
+    responses(
+        (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient),
+        (status = 400, description = "Blank or too long name", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, missing client:manage, or missing the permission handing out the role needs", body = crate::openapi::ErrorBody),
+        (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_client(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<ClientIn>,
+) -> ApiResult<Response> {
+    embedded_provider_only(&state, "Machine clients are registered at this deployment's external identity provider")?;
+    let tenant = scope.tenant;
+    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/clients"), &body.document);
+    let name = text("name", body.value.name, NAME_MAX)?;
+    let role_name = body.value.role_name;
+    let app = state.app.clone();
+    let reveal_base = format!("{}/api/auth/client-secrets", state.public_url);
+    let request = WriteRequest { scope: &scope, operation: &clients::CREATE, key, fingerprint, resource_id: None };
+    write::run(&state, request, |mut w| async move {
+        let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
+        let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
+        (w, reply)
+    })
+    .await
+}
+
+/// List the organisation's machine clients (paging style C, oldest first).
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.list",
+    params(
+        ("tenantId" = uuid::Uuid, Path),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style C page of clients (never their secrets)", body = Vec<ClientOut>),
+        (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_clients(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    if params.has("sort") {
+        return Err(
+            tokenops_app::Error::invalid_field("sort", "clients are listed oldest first; no sort is offered").into()
+        );
+    }
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let clients = state.app.clients.list(scope.tenant, page).await?;
+    Ok(axum::Json(paging::envelope(Style::C, &clients, page)).into_response())
+}
+
+/// One of the organisation's machine clients (never its secret).
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.get",
+    params(("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = ClientOut),
+        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_client(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.clients.get(scope.tenant, id).await?).into_response())
+}
+
+/// Disable a machine client: its tokens are refused from the next request.
+#[utoipa::path(
+    delete, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.disable",
+    params(
+        ("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    responses(
+        (status = 204, description = "Disabled"),
+        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing client:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn disable_client(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let fingerprint =
+        write::fingerprint("DELETE", &format!("/api/tenants/{}/clients/{id}", scope.tenant), &serde_json::Value::Null);
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &clients::DISABLE,
+        key,
+        fingerprint,
+        resource_id: Some(id.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let disabled = app.clients.disable(&mut w, id).await;
+        (w, disabled.map(|()| Reply::no_content()))
+    })
+    .await
+}

@@ -1,0 +1,325 @@
+//! Approval groups under `/api/tenants/{tenantId}/groups`: list (style C, default sort
+//! name,asc), detail with paged members, create (key unique, 409), rename, deactivate and
+//! reactivate, members added and removed (a deactivated group takes no members: 409).
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::identity::groups::{self, GroupChange, GroupOut};
+use tokenops_app::identity::users::UserSummary;
+use tokenops_domain::paging::{Page, SortDirection, SortKey};
+use tokenops_store::GroupStatus;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::users::{optional_text, text};
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
+use crate::write::{self, Reply, WriteRequest};
+
+const SORTABLE: &[(&str, &str)] = &[
+    ("key", "key"),
+    ("name", "name"),
+    ("status", "status"),
+    ("createdAt", "created_at"),
+    ("updatedAt", "updated_at"),
+    ("id", "id"),
+];
+
+const KEY_MAX: usize = 64;
+const NAME_MAX: usize = 100;
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_groups, create_group))
+        .routes(routes!(get_group, update_group))
+        .routes(routes!(add_member))
+        .routes(routes!(remove_member))
+}
+
+/// A group key: 1–64 letters, digits, `_`, `-` or `.`, starting with a letter or digit (it is
+/// written `#key` in approver expressions).
+fn group_key(value: Option<String>) -> Result<String, Error> {
+    let key = text("key", value, KEY_MAX)?;
+    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return Err(Error::invalid_field(
+            "key",
+            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
+        ));
+    }
+    Ok(key)
+}
+
+/// List the organisation's approval groups (paging style C).
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.list",
+    params(
+        ("tenantId" = Uuid, Path, description = "Must be the caller's organisation"),
+        ("sort" = Option<Vec<String>>, Query, description = "key, name, status, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style C page of groups: items, pageNumber, pageSize, totalResults"),
+        (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_groups(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let groups = state.app.groups.list(scope.tenant, &sort, page).await?;
+    let groups = Page { items: groups.items.iter().map(GroupOut::from).collect(), total: groups.total };
+    Ok(axum::Json(paging::envelope(Style::C, &groups, page)).into_response())
+}
+
+/// An approval group with one page of its members, ordered by first name then last name.
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.get",
+    params(
+        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
+        ("page" = Option<u64>, Query, description = "Page of members; zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "The group with `members`, a style C page of users"),
+        (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_group(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let (group, members) = state.app.groups.get(scope.tenant, id, page).await?;
+    let mut body = serde_json::to_value(GroupOut::from(&group)).map_err(Error::internal)?;
+    body["members"] = paging::envelope(Style::C, &members, page);
+    Ok(axum::Json(body).into_response())
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GroupIn {
+    /// 1 to 64 letters, digits, `_`, `-`, `.`; unique in the organisation (case-insensitive).
+    pub key: Option<String>,
+    /// 1 to 100 characters.
+    pub name: Option<String>,
+}
+
+/// Create an approval group.
+#[utoipa::path(
+    post, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.create",
+    params(
+        ("tenantId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = GroupIn,
+    responses(
+        (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
+        (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_group(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<GroupIn>,
+) -> ApiResult<Response> {
+    let tenant = scope.tenant;
+    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/groups"), &body.document);
+    let group_key = group_key(body.value.key)?;
+    let name = text("name", body.value.name, NAME_MAX)?;
+    let app = state.app.clone();
+    let request = WriteRequest { scope: &scope, operation: &groups::CREATE, key, fingerprint, resource_id: None };
+    write::run(&state, request, |mut w| async move {
+        let created = app.groups.create(&mut w, group_key, name).await;
+        let reply =
+            created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
+        (w, reply)
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GroupPatch {
+    pub name: Option<String>,
+    /// ACTIVE or INACTIVE.
+    pub status: Option<String>,
+}
+
+/// Rename, deactivate or reactivate an approval group.
+#[utoipa::path(
+    patch, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.update",
+    params(
+        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = GroupPatch,
+    responses(
+        (status = 200, description = "The group after the change", body = GroupOut),
+        (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_group(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<GroupPatch>,
+) -> ApiResult<Response> {
+    let fingerprint =
+        write::fingerprint("PATCH", &format!("/api/tenants/{}/groups/{id}", scope.tenant), &body.document);
+    let name = optional_text("name", body.value.name, NAME_MAX)?;
+    let status = match body.value.status.as_deref() {
+        None => None,
+        Some(text) => Some(
+            GroupStatus::parse(text)
+                .ok_or_else(|| Error::invalid_field("status", format!("{text:?} must be ACTIVE or INACTIVE")))?,
+        ),
+    };
+    if name.is_none() && status.is_none() {
+        return Err(Error::bad_request("Nothing to change: send name and/or status").into());
+    }
+    let app = state.app.clone();
+    let request =
+        WriteRequest { scope: &scope, operation: &groups::UPDATE, key, fingerprint, resource_id: Some(id.to_string()) };
+    write::run(&state, request, |mut w| async move {
+        let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
+        (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberIn {
+    pub user_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MembershipOut {
+    pub group_id: Uuid,
+    pub user: UserSummary,
+}
+
+/// Add a user of the organisation to an approval group.
+#[utoipa::path(
+    post, path = "/api/tenants/{tenantId}/groups/{groupId}/members", tag = "groups", operation_id = "groups.members.add",
+    params(
+        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = MemberIn,
+    responses(
+        (status = 201, description = "Added", body = MembershipOut),
+        (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
+        (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn add_member(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    PathId(id): PathId,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<MemberIn>,
+) -> ApiResult<Response> {
+    let tenant = scope.tenant;
+    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/groups/{id}/members"), &body.document);
+    let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
+    let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &groups::ADD_MEMBER,
+        key,
+        fingerprint,
+        resource_id: Some(id.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let added = app.groups.add_member(&mut w, id, user_id).await;
+        let reply = added.and_then(|(group, user, added)| {
+            let body = MembershipOut { group_id: group.id, user };
+            if added {
+                Reply::created(&body, format!("/api/tenants/{tenant}/groups/{}/members/{user_id}", group.id))
+            } else {
+                Reply::ok(&body)
+            }
+        });
+        (w, reply)
+    })
+    .await
+}
+
+/// Remove a member from an approval group.
+#[utoipa::path(
+    delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
+    params(
+        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path), ("userId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn remove_member(
+    State(state): State<Arc<ApiState>>,
+    OwnTenantPath(scope): OwnTenantPath,
+    path: axum::extract::Path<(String, String, String)>,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let (_, group, user) = path.0;
+    let id = Uuid::parse_str(&group).map_err(|_| Error::invalid_field("groupId", "must be a UUID"))?;
+    let user_id = Uuid::parse_str(&user).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
+    let tenant = scope.tenant;
+    let fingerprint = write::fingerprint(
+        "DELETE",
+        &format!("/api/tenants/{tenant}/groups/{id}/members/{user_id}"),
+        &serde_json::Value::Null,
+    );
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &groups::REMOVE_MEMBER,
+        key,
+        fingerprint,
+        resource_id: Some(id.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let removed = app.groups.remove_member(&mut w, id, user_id).await;
+        (w, removed.map(|()| Reply::no_content()))
+    })
+    .await
+}

@@ -1,0 +1,98 @@
+//! Access: who a verified token's subject is to tokenops and what it may do, resolved once per
+//! request from the store, so a suspension, removal or role change takes effect at the next
+//! request rather than when the token expires.
+//!
+//! - A user of the token's organisation acts with its role's permissions, and only while
+//!   ACTIVE (else 401 `Your access has been revoked.`).
+//! - A machine client of the organisation acts with its role's permissions while enabled.
+//! - A token without `tenant_id` from an operator client is the platform operator.
+//! - A subject tokenops has no record of: with the embedded provider it was removed (401
+//!   revoked); with an external provider it acts with the permissions its `scope` claim names
+//!   (RFC 9068), the documented way a bank's provider grants them.
+
+use tokenops_domain::TenantId;
+use tokenops_domain::permission::{PermissionSet, platform_grants};
+use tokenops_domain::role::platform_role;
+use tokenops_identity::Claims;
+use tokenops_store::{RoleRecord, Tx, UserStatus};
+use uuid::Uuid;
+
+use crate::App;
+use crate::context::{Caller, Principal};
+use crate::error::{AppResult, Error};
+
+pub const ACCESS_REVOKED: &str = "Your access has been revoked.";
+
+pub fn access_revoked() -> Error {
+    Error::unauthorized(ACCESS_REVOKED).with_code("ACCESS_REVOKED")
+}
+
+/// What a custom role's stored permission names grant; names no longer in the catalogue grant
+/// nothing.
+pub fn grants_of(role: &RoleRecord) -> PermissionSet {
+    role.permissions.iter().filter_map(|n| tokenops_domain::permission::Permission::parse(n)).collect()
+}
+
+/// What the role `role_id` grants in `tenant`: a platform role's fixed grants, or a custom role's
+/// stored ones; nothing when the role is gone.
+pub async fn role_grants(tx: &mut dyn Tx, tenant: TenantId, role_id: Uuid) -> AppResult<PermissionSet> {
+    if let Some(platform) = platform_role(role_id) {
+        return Ok(platform_grants(platform.name).unwrap_or_default());
+    }
+    Ok(tx.roles().get(tenant, role_id).await?.map(|r| grants_of(&r)).unwrap_or_default())
+}
+
+/// Resolves the caller of a verified token. `external_provider`: the token comes from the
+/// bank's own provider rather than the embedded one.
+pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> AppResult<Caller> {
+    let subject_id = Uuid::parse_str(&claims.subject).ok();
+    let caller = |principal, permissions| Caller {
+        subject: claims.subject.clone(),
+        tenant: claims.tenant,
+        principal,
+        permissions,
+    };
+    let mut tx = app.store.read().await?;
+    let Some(tenant) = claims.tenant else {
+        if let Some(id) = subject_id
+            && let Some(client) = tx.machine_clients().get(id).await?
+            && client.tenant_id.is_none()
+        {
+            if !client.active {
+                return Err(access_revoked());
+            }
+            return Ok(caller(Principal::Operator(id), PermissionSet::EMPTY));
+        }
+        if external_provider {
+            return Ok(caller(Principal::External, PermissionSet::EMPTY));
+        }
+        return Err(access_revoked());
+    };
+    if let Some(id) = subject_id {
+        if let Some(user) = tx.users().get(tenant, id).await? {
+            if user.status != UserStatus::Active {
+                return Err(access_revoked());
+            }
+            let permissions = role_grants(tx.as_mut(), tenant, user.role_id).await?;
+            return Ok(caller(Principal::User(id), permissions));
+        }
+        if let Some(client) = tx.machine_clients().get(id).await?
+            && client.tenant_id == Some(tenant)
+        {
+            if !client.active {
+                return Err(access_revoked());
+            }
+            let permissions = match client.role_id {
+                Some(role_id) => role_grants(tx.as_mut(), tenant, role_id).await?,
+                None => PermissionSet::EMPTY,
+            };
+            return Ok(caller(Principal::Client(id), permissions));
+        }
+    }
+    if external_provider {
+        let permissions =
+            claims.scope.iter().filter_map(|n| tokenops_domain::permission::Permission::parse(n)).collect();
+        return Ok(caller(Principal::External, permissions));
+    }
+    Err(access_revoked())
+}

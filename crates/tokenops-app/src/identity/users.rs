@@ -1,0 +1,325 @@
+//! Users of an organisation: invitation (the spec's rules 1–3, mailed with a temporary
+//! password), reads and the list, role changes, suspension and reactivation, and removal. An
+//! administrator acts on a user only with the permission that handing out the user's role
+//! needs, so an ADMIN cannot suspend a SUPER_ADMIN; nobody changes or removes themselves or the
+//! organisation's owner.
+
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_store::Store;
+use tokenops_store::{StoreError, Tx, UserFilter, UserRecord, UserStatus};
+use uuid::Uuid;
+
+use super::organisations::{TemporaryPassword, invitation};
+use super::roles::{Role, role_by_id, role_named};
+use crate::context::Principal;
+use crate::error::{AppResult, Error};
+use crate::jobs::kinds::MAIL_SEND;
+use crate::mail;
+use crate::write::{Operation, Write};
+
+pub const INVITE: Operation = Operation { name: "user.invite", category: "ORGANISATION", resource_type: "user" };
+pub const UPDATE: Operation = Operation { name: "user.update", category: "ORGANISATION", resource_type: "user" };
+pub const REMOVE: Operation = Operation { name: "user.remove", category: "ORGANISATION", resource_type: "user" };
+
+/// A user as the API returns it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserOut {
+    /// The identity provider's `sub`.
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    /// INVITED, ACTIVE or SUSPENDED.
+    #[schema(example = "ACTIVE")]
+    pub status: &'static str,
+    /// The role's name.
+    pub role: String,
+    pub role_id: Uuid,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+}
+
+/// A user as role holders and group members are listed.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserSummary {
+    pub id: Uuid,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    pub status: &'static str,
+}
+
+impl From<&UserRecord> for UserSummary {
+    fn from(u: &UserRecord) -> Self {
+        Self {
+            id: u.id,
+            email: u.email.clone(),
+            first_name: u.first_name.clone(),
+            last_name: u.last_name.clone(),
+            status: u.status.as_str(),
+        }
+    }
+}
+
+fn out(u: &UserRecord, role_name: String) -> UserOut {
+    UserOut {
+        id: u.id,
+        tenant_id: u.tenant_id.as_uuid(),
+        email: u.email.clone(),
+        first_name: u.first_name.clone(),
+        last_name: u.last_name.clone(),
+        status: u.status.as_str(),
+        role: role_name,
+        role_id: u.role_id,
+        created_at: u.created_at,
+        updated_at: u.updated_at,
+    }
+}
+
+/// The users with their role names (one lookup per distinct role).
+async fn with_role_names(tx: &mut dyn Tx, users: &[UserRecord]) -> AppResult<Vec<UserOut>> {
+    let mut names: HashMap<Uuid, String> = HashMap::new();
+    let mut result = Vec::with_capacity(users.len());
+    for u in users {
+        let name = match names.get(&u.role_id) {
+            Some(name) => name.clone(),
+            None => {
+                let name = role_by_id(tx, u.tenant_id, u.role_id)
+                    .await?
+                    .map(|r| r.record.name)
+                    .unwrap_or_else(|| u.role_id.to_string());
+                names.insert(u.role_id, name.clone());
+                name
+            }
+        };
+        result.push(out(u, name));
+    }
+    Ok(result)
+}
+
+pub fn user_not_found(id: Uuid) -> Error {
+    Error::not_found(format!("User {id} not found")).with_code("USER_NOT_FOUND")
+}
+
+/// An invitation as the spec describes it; `tenantId` in the body is ignored.
+#[derive(Debug, Clone)]
+pub struct Invitation {
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    pub role_name: Option<String>,
+}
+
+/// What may be changed on a user; absent fields stay.
+#[derive(Debug, Clone, Default)]
+pub struct UserChange {
+    pub role_name: Option<String>,
+    /// ACTIVE or SUSPENDED.
+    pub status: Option<UserStatus>,
+}
+
+/// Search, status and role filters of the user list (the role by name).
+#[derive(Debug, Clone, Default)]
+pub struct UserQuery {
+    pub search: Option<String>,
+    pub status: Option<UserStatus>,
+    pub role_name: Option<String>,
+}
+
+pub struct Users {
+    store: Arc<dyn Store>,
+}
+
+impl Users {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+}
+
+impl Users {
+    /// Invites a user into the caller's organisation (rules 1–3): the role is USER unless named;
+    /// the caller needs the role's creation permission; the user starts INVITED and is mailed a
+    /// temporary password. An email registered in any organisation is a 409.
+    pub async fn invite(
+        &self,
+        w: &mut Write,
+        sealer: &tokenops_identity::Sealer,
+        sign_in_url: &str,
+        new: Invitation,
+        temporary: TemporaryPassword,
+    ) -> AppResult<UserOut> {
+        let tenant = w.tenant()?;
+        let role = role_named(w.tx(), tenant, new.role_name.as_deref()).await?;
+        role.check_assignable_by(&w.context().caller)?;
+        let now = w.now();
+        let TemporaryPassword { plain: temporary, hash: temporary_hash } = temporary;
+        let user = UserRecord {
+            id: new_id(),
+            tenant_id: tenant,
+            email: new.email.to_lowercase(),
+            first_name: new.first_name,
+            last_name: new.last_name,
+            status: UserStatus::Invited,
+            role_id: role.record.id,
+            password_hash: None,
+            temporary_password_hash: Some(temporary_hash),
+            failed_sign_ins: 0,
+            first_failed_sign_in_at: None,
+            locked_until: None,
+            created_at: now,
+            updated_at: now,
+        };
+        match w.tx().users().insert(&user).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict(_)) => return Err(email_taken(&user.email)),
+            Err(e) => return Err(e.into()),
+        }
+        let organisation =
+            w.tx().tenants().get(tenant).await?.map(|t| t.name).unwrap_or_else(|| "your organisation".to_owned());
+        let message = invitation(&user.email, &user.first_name, &organisation, &temporary, sign_in_url);
+        w.enqueue(MAIL_SEND, mail::job_payload(sealer, &message).map_err(Error::internal)?).await?;
+        let view = out(&user, role.record.name.clone());
+        w.set_resource_id(user.id.to_string());
+        w.set_audit_detail(serde_json::json!({ "after": view }));
+        Ok(view)
+    }
+
+    pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<UserOut> {
+        let mut tx = self.store.read().await?;
+        let user = tx.users().get(tenant, id).await?.ok_or_else(|| user_not_found(id))?;
+        Ok(with_role_names(tx.as_mut(), std::slice::from_ref(&user)).await?.remove(0))
+    }
+
+    /// `GET /api/users/{id}`: not tenant-scoped (the spec's user-by-id lookup).
+    pub async fn get_any(&self, id: Uuid) -> AppResult<UserOut> {
+        let mut tx = self.store.read().await?;
+        let user = tx.users().get_any(id).await?.ok_or_else(|| user_not_found(id))?;
+        Ok(with_role_names(tx.as_mut(), std::slice::from_ref(&user)).await?.remove(0))
+    }
+
+    /// The caller's own profile; a machine client or an external subject has none (404).
+    pub async fn own_profile(&self, tenant: TenantId, principal: Principal) -> AppResult<UserOut> {
+        match principal {
+            Principal::User(id) => self.get(tenant, id).await,
+            _ => Err(Error::not_found(
+                "The caller is not a user of the organisation (a machine client or an external subject)",
+            )
+            .with_code("USER_NOT_FOUND")),
+        }
+    }
+
+    /// One page of the organisation's users. An unknown role name is a 400.
+    pub async fn list(
+        &self,
+        tenant: TenantId,
+        query: UserQuery,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> AppResult<Page<UserOut>> {
+        let mut tx = self.store.read().await?;
+        let role_id = match query.role_name.as_deref() {
+            None => None,
+            Some(name) => Some(
+                tx.roles()
+                    .find_by_name(tenant, name)
+                    .await?
+                    .ok_or_else(|| Error::invalid_field("role", format!("names no role of the organisation: {name}")))?
+                    .id,
+            ),
+        };
+        let filter = UserFilter { search: query.search, status: query.status, role_id };
+        let users = tx.users().list(tenant, &filter, sort, page).await?;
+        Ok(Page { items: with_role_names(tx.as_mut(), &users.items).await?, total: users.total })
+    }
+
+    /// Changes a user's role and/or status. Suspension revokes the user's refresh tokens and,
+    /// through access resolution, every access token at its next use. Reactivating a user who
+    /// never set a password makes them INVITED again.
+    pub async fn update(&self, w: &mut Write, id: Uuid, change: UserChange) -> AppResult<UserOut> {
+        let tenant = w.tenant()?;
+        let (mut user, current_role) = self.target(w, tenant, id).await?;
+        let before = out(&user, current_role.record.name.clone());
+        let mut role_name = current_role.record.name.clone();
+        if let Some(name) = change.role_name.as_deref() {
+            let role = role_named(w.tx(), tenant, Some(name)).await?;
+            role.check_assignable_by(&w.context().caller)?;
+            user.role_id = role.record.id;
+            role_name = role.record.name;
+        }
+        if let Some(status) = change.status {
+            user.status = match (user.status, status) {
+                (current, UserStatus::Suspended) => {
+                    if current != UserStatus::Suspended {
+                        let now = w.now();
+                        w.tx().refresh_tokens().revoke_for_user(user.id, now).await?;
+                    }
+                    UserStatus::Suspended
+                }
+                (UserStatus::Suspended, UserStatus::Active) if user.password_hash.is_none() => UserStatus::Invited,
+                (UserStatus::Suspended | UserStatus::Active, UserStatus::Active) => UserStatus::Active,
+                (UserStatus::Invited, UserStatus::Active) => {
+                    return Err(Error::conflict(
+                        "An invited user becomes ACTIVE by choosing a password (activate or new-password)",
+                    )
+                    .with_code("USER_NOT_ACTIVATED"));
+                }
+                (_, UserStatus::Invited) => {
+                    return Err(Error::invalid_field("status", "must be ACTIVE or SUSPENDED"));
+                }
+            };
+        }
+        user.updated_at = w.now();
+        w.tx().users().update(&user).await?;
+        let after = out(&user, role_name);
+        w.set_audit_detail(serde_json::json!({ "before": before, "after": after }));
+        Ok(after)
+    }
+
+    /// Removes a user from the organisation: the user, its group memberships and its refresh
+    /// tokens go; its access tokens are refused from the next request (`Your access has been
+    /// revoked.`). The email may be invited again.
+    pub async fn remove(&self, w: &mut Write, id: Uuid) -> AppResult<()> {
+        let tenant = w.tenant()?;
+        let (user, role) = self.target(w, tenant, id).await?;
+        let now = w.now();
+        w.tx().groups().remove_user(tenant, id).await?;
+        w.tx().refresh_tokens().revoke_for_user(id, now).await?;
+        w.tx().users().delete(tenant, id).await?;
+        w.set_audit_detail(serde_json::json!({ "before": out(&user, role.record.name.clone()) }));
+        Ok(())
+    }
+
+    /// The user an administrator acts on, locked for the write: 404 when absent; 400 for the
+    /// caller themselves or the owner; 403 without the permission the user's role needs.
+    async fn target(&self, w: &mut Write, tenant: TenantId, id: Uuid) -> AppResult<(UserRecord, Role)> {
+        w.set_resource_id(id.to_string());
+        let user = w.tx().users().get_for_update(tenant, id).await?.ok_or_else(|| user_not_found(id))?;
+        if w.context().caller.user_id() == Some(id) {
+            return Err(Error::bad_request("You cannot change or remove yourself").with_code("SELF_CHANGE"));
+        }
+        let owner = w.tx().tenants().get(tenant).await?.map(|t| t.owner_user_id);
+        if owner == Some(id) {
+            return Err(
+                Error::bad_request("The organisation's owner cannot be changed or removed").with_code("OWNER_CHANGE")
+            );
+        }
+        let role = role_by_id(w.tx(), tenant, user.role_id)
+            .await?
+            .ok_or_else(|| Error::internal(format!("user {id} holds a role that does not exist")))?;
+        role.check_assignable_by(&w.context().caller)?;
+        Ok((user, role))
+    }
+}
+
+fn email_taken(email: &str) -> Error {
+    Error::conflict(format!("The email {email} is already registered")).with_code("EMAIL_EXISTS")
+}
