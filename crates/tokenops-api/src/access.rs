@@ -74,6 +74,17 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/customers", needs(P::CustomerRead)),
     ("GET", "/api/customers/{customerRef}", needs(P::CustomerRead)),
     ("PATCH", "/api/customers/{customerRef}", needs(P::CustomerWrite)),
+    // Contracts
+    ("POST", "/api/contracts", needs(P::ContractManage)),
+    ("GET", "/api/contracts", needs(P::ContractRead)),
+    ("GET", "/api/contracts/{assetId}", needs(P::ContractRead)),
+    ("PATCH", "/api/contracts/{assetId}", needs(P::ContractManage)),
+    // Accounts and balances
+    ("POST", "/api/accounts", needs(P::AccountWrite)),
+    ("GET", "/api/accounts", needs(P::AccountRead)),
+    ("GET", "/api/accounts/{accountRef}", needs(P::AccountRead)),
+    ("PATCH", "/api/accounts/{accountRef}", needs(P::AccountWrite)),
+    ("GET", "/api/accounts/{accountRef}/balances", needs(P::BalanceRead)),
     // Audit
     ("GET", "/api/audit/events", needs(P::AuditRead)),
     ("GET", "/api/audit/events/{eventId}", needs(P::AuditRead)),

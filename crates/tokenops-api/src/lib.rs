@@ -41,6 +41,8 @@ pub struct ApiState {
 fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
     vec![
         (routes::customers::router(), TimestampStyle::Iso8601),
+        (routes::contracts::router(), TimestampStyle::Iso8601),
+        (routes::accounts::router(), TimestampStyle::Iso8601),
         (routes::audit::router(), TimestampStyle::Iso8601),
         (routes::roles::router(), TimestampStyle::Iso8601),
         (routes::groups::router(), TimestampStyle::Iso8601),

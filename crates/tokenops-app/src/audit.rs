@@ -1,12 +1,42 @@
-//! Reading the audit log. Records are written by `write::Write` with every change.
+//! The audit log: reading it, and the record a background job writes with its effect. Request
+//! writes get theirs from `write::Write`.
 
 use crate::error::{AppResult, Error};
 use std::sync::Arc;
-use tokenops_domain::TenantId;
-use tokenops_domain::audit::AuditRecord;
+use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{AuditFilter, Store};
 use uuid::Uuid;
+
+/// The audit record of something a job did (source WORKER, no actor): `operation` names the
+/// action as request writes do.
+pub fn worker_record(
+    tenant: TenantId,
+    operation: &crate::write::Operation,
+    resource_id: String,
+    outcome: AuditOutcome,
+    detail: serde_json::Value,
+    now: Timestamp,
+) -> AuditRecord {
+    AuditRecord {
+        id: new_id(),
+        tenant_id: Some(tenant),
+        occurred_at: now,
+        created_at: now,
+        action: operation.name.to_owned(),
+        category: operation.category.to_owned(),
+        source: AuditSource::Worker,
+        actor_id: None,
+        resource_type: operation.resource_type.to_owned(),
+        resource_id: Some(resource_id),
+        outcome,
+        request_id: None,
+        idempotency_key: None,
+        http_status: None,
+        detail,
+    }
+}
 
 pub struct AuditLog {
     store: Arc<dyn Store>,

@@ -1,4 +1,5 @@
-//! Customers: registration, status changes (with `customer.status_changed`), reads and the list.
+//! Customers: registration, status changes (with `customer.status_changed`, and the cascade to
+//! the customer's accounts), reads and the list.
 //! The model slice: handler → this service → store, each thin.
 
 use crate::error::{AppResult, Error};
@@ -121,7 +122,17 @@ impl Customers {
                     serde_json::to_value(&view).map_err(Error::internal)?,
                 )
                 .await?;
-                w.set_audit_detail(serde_json::json!({ "before": { "status": from }, "after": { "status": to } }));
+                // The cascade: the customer's ACTIVE accounts follow it to INACTIVE.
+                let deactivated = if to == CustomerStatus::Inactive {
+                    crate::accounts::deactivate_for_customer(w, customer_ref).await?
+                } else {
+                    0
+                };
+                w.set_audit_detail(serde_json::json!({
+                    "before": { "status": from },
+                    "after": { "status": to },
+                    "accountsDeactivated": deactivated,
+                }));
             }
         }
         Ok(customer)

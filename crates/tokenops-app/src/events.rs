@@ -1,12 +1,32 @@
-//! Reading the event history (the outbox as integrators see it under webhook events).
+//! The outbox: publishing an event (appended with the job that dispatches it, inside the
+//! caller's transaction), and reading the event history as integrators see it under webhook
+//! events.
 
 use crate::error::{AppResult, Error};
+use crate::jobs::kinds;
 use std::sync::Arc;
-use tokenops_domain::TenantId;
 use tokenops_domain::event::Event;
 use tokenops_domain::paging::KeysetRequest;
-use tokenops_store::{EventFilter, Store};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{EventFilter, NewJob, Store, Tx};
 use uuid::Uuid;
+
+/// Appends `event` to the outbox with its `event.dispatch` job, in `tx`: the event exists
+/// exactly when the change that caused it commits. Request writes (`Write::emit`) and job
+/// handlers both publish through here.
+pub async fn publish(tx: &mut dyn Tx, event: &Event, max_attempts: u32, now: Timestamp) -> AppResult<()> {
+    tx.events().append(event).await?;
+    let job = NewJob {
+        kind: kinds::EVENT_DISPATCH.to_owned(),
+        tenant_id: Some(event.tenant_id),
+        payload: serde_json::json!({ "eventId": event.id }),
+        run_at: now,
+        max_attempts,
+        dedupe_key: None,
+    };
+    tx.jobs().enqueue(&job, now).await?;
+    Ok(())
+}
 
 pub struct EventHistory {
     store: Arc<dyn Store>,

@@ -2,9 +2,11 @@
 //! write all-or-nothing, the durable job runner and its handlers, and the Clock port. The spec's
 //! rules and state machines live here, named in the spec's words.
 
+pub mod accounts;
 pub mod audit;
 pub mod clock;
 pub mod context;
+pub mod contracts;
 pub mod customers;
 pub mod error;
 pub mod events;
@@ -56,12 +58,14 @@ impl Default for AppSettings {
     }
 }
 
-/// The parts the app is given rather than builds: the master-key sealer, where mail goes, and
-/// the embedded identity provider's settings.
+/// The parts the app is given rather than builds: the master-key sealer, where mail goes, the
+/// embedded identity provider's settings, custody and the ledger.
 pub struct Adapters {
     pub sealer: Arc<tokenops_identity::Sealer>,
     pub mail: Arc<dyn mail::MailTransport>,
     pub provider: identity::ProviderSettings,
+    pub custody: Arc<dyn tokenops_custody::Custody>,
+    pub ledger: Arc<dyn tokenops_ledger::Ledger>,
 }
 
 /// The wired application: what the API and the workers call.
@@ -71,6 +75,8 @@ pub struct App {
     pub settings: AppSettings,
     pub writes: Writes,
     pub customers: customers::Customers,
+    pub contracts: contracts::Contracts,
+    pub accounts: accounts::Accounts,
     pub audit: audit::AuditLog,
     pub events: events::EventHistory,
     pub users: identity::users::Users,
@@ -78,6 +84,8 @@ pub struct App {
     pub groups: identity::groups::Groups,
     pub clients: identity::clients::Clients,
     pub identity: Arc<identity::IdentityProvider>,
+    /// The ledger the organisations' tokens live on.
+    pub ledger: Arc<dyn tokenops_ledger::Ledger>,
     pub sealer: Arc<tokenops_identity::Sealer>,
     pub jobs: Arc<JobRunner>,
 }
@@ -91,6 +99,13 @@ impl App {
                 transport: adapters.mail.clone(),
             }),
             Arc::new(DispatchEvent { store: store.clone() }),
+            Arc::new(contracts::DeployContract { store: store.clone(), ledger: adapters.ledger.clone() }),
+            Arc::new(accounts::ProvisionAccount {
+                store: store.clone(),
+                custody: adapters.custody.clone(),
+                ledger: adapters.ledger.clone(),
+                job_max_attempts: settings.job_max_attempts,
+            }),
             Arc::new(Maintenance {
                 store: store.clone(),
                 settings: MaintenanceSettings {
@@ -122,6 +137,8 @@ impl App {
                 },
             ),
             customers: customers::Customers::new(store.clone()),
+            contracts: contracts::Contracts::new(store.clone()),
+            accounts: accounts::Accounts::new(store.clone(), adapters.ledger.clone()),
             audit: audit::AuditLog::new(store.clone()),
             events: events::EventHistory::new(store.clone()),
             users: identity::users::Users::new(store.clone()),
@@ -134,6 +151,7 @@ impl App {
                 adapters.sealer.clone(),
                 adapters.provider,
             )),
+            ledger: adapters.ledger,
             sealer: adapters.sealer,
             jobs: Arc::new(runner),
             store,

@@ -10,7 +10,6 @@
 use crate::clock::Clock;
 use crate::context::RequestContext;
 use crate::error::{AppResult, Error};
-use crate::jobs::kinds;
 use std::sync::Arc;
 use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::event::{Event, EventType, ResourceRef};
@@ -305,6 +304,11 @@ impl Write {
         &self.ctx
     }
 
+    /// The request's Idempotency-Key, for events that background work emits on its behalf.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.claim.as_ref().map(|c| c.scope.key.as_str())
+    }
+
     /// The organisation this write acts on; an internal error for a platform-level write, whose
     /// services never ask.
     pub fn tenant(&self) -> AppResult<TenantId> {
@@ -345,16 +349,7 @@ impl Write {
             data,
             dispatched_at: None,
         };
-        self.tx.events().append(&event).await?;
-        let job = NewJob {
-            kind: kinds::EVENT_DISPATCH.to_owned(),
-            tenant_id: self.ctx.tenant,
-            payload: serde_json::json!({ "eventId": event.id }),
-            run_at: self.now,
-            max_attempts: self.job_max_attempts,
-            dedupe_key: None,
-        };
-        self.tx.jobs().enqueue(&job, self.now).await?;
+        crate::events::publish(&mut *self.tx, &event, self.job_max_attempts, self.now).await?;
         Ok(event.id)
     }
 

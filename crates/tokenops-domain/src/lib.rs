@@ -2,10 +2,13 @@
 //! state rules, events, audit vocabulary, paging primitives, the permission catalogue and the
 //! platform roles. Nothing here performs I/O.
 
+pub mod account;
+pub mod asset;
 pub mod audit;
 pub mod customer;
 pub mod event;
 pub mod ids;
+pub mod operation;
 pub mod paging;
 pub mod permission;
 pub mod role;

@@ -17,6 +17,7 @@ mod nonces;
 pub mod port;
 mod transaction;
 
+pub use alloy::primitives::{Address, U256};
 pub use embedded::{DEFAULT_CHAIN_ID, EmbeddedConfig, EmbeddedLedger, LedgerClock, system_clock};
 pub use evm::{EvmConfig, EvmLedger, FeeMode, GasFunding};
 pub use port::{

@@ -1,15 +1,14 @@
-//! The conformance suite on a real EVM node: anvil, started on a free loopback port for this
-//! test, with the custody keys in a SQLite store. The binary comes from `TOKENOPS_TEST_ANVIL`
-//! (`scripts/test` sets it, installing anvil from npm when needed). Without it this test fails:
-//! a suite that passes without running proves nothing.
+//! The conformance suite on a real EVM node: anvil (started by the test kit's `Anvil` on a free
+//! loopback port for this test), with the custody keys in a SQLite store. The binary comes from
+//! `TOKENOPS_TEST_ANVIL` (`scripts/test` sets it, installing anvil from npm when needed). Without
+//! it this test fails: a suite that passes without running proves nothing.
 
 mod suite;
 
 use alloy::primitives::U256;
 use async_trait::async_trait;
-use serde_json::{Value, json};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use serde_json::json;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use suite::Network;
 use tokenops_custody::{Custody, EmbeddedKeystore};
@@ -17,71 +16,7 @@ use tokenops_ledger::{EvmConfig, EvmLedger, GasFunding, Ledger};
 use tokenops_secrets::Sealer;
 use tokenops_testkit::Backend;
 use tokenops_testkit::StoreFixture;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-/// anvil on a free loopback port, killed with the test.
-struct Anvil {
-    child: Mutex<Option<Child>>,
-    url: String,
-}
-
-impl Anvil {
-    async fn start() -> Self {
-        let Ok(binary) = std::env::var("TOKENOPS_TEST_ANVIL") else {
-            panic!(
-                "TOKENOPS_TEST_ANVIL is not set: the EVM conformance tests need anvil. Run scripts/test \
-                 (it installs anvil from npm), or set TOKENOPS_TEST_ANVIL to an anvil binary, for example \
-                 contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil after `npm --prefix contracts ci`."
-            )
-        };
-        // Port 0: anvil picks a free port and prints it, so no other process can race for it.
-        let mut child = Command::new(&binary)
-            .args(["--host", "127.0.0.1", "--port", "0", "--accounts", "1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start anvil at {binary}: {e}"));
-        let stdout = child.stdout.take().expect("anvil's stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let address = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Some(line) = lines.next_line().await.expect("read anvil's output") {
-                if let Some(address) = line.trim().strip_prefix("Listening on ") {
-                    return address.to_owned();
-                }
-            }
-            panic!("anvil exited before listening")
-        })
-        .await
-        .expect("anvil listens within 20 s");
-        // Keep draining its output so that anvil never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child: Mutex::new(Some(child)), url: format!("http://{address}") }
-    }
-
-    async fn rpc(&self, method: &str, params: Value) -> Value {
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-        let response: Value = reqwest::Client::new()
-            .post(&self.url)
-            .json(&body)
-            .send()
-            .await
-            .expect("anvil answers")
-            .json()
-            .await
-            .expect("JSON-RPC answer");
-        assert!(response.get("error").is_none(), "{method}: {response}");
-        response["result"].clone()
-    }
-
-    async fn stop(&self) {
-        let child = self.child.lock().expect("lock").take();
-        if let Some(mut child) = child {
-            child.kill().await.expect("kill anvil");
-        }
-    }
-}
+use tokenops_testkit::anvil::Anvil;
 
 struct AnvilNetwork {
     anvil: Anvil,

@@ -7,6 +7,7 @@
 //! One optional schema isolates a store: every connection sets `search_path` to it. Tests use one
 //! schema per test; production uses the default (`public`).
 
+mod accounts;
 mod audit;
 mod codec;
 mod custody;
@@ -24,6 +25,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
@@ -316,6 +318,12 @@ pub struct PostgresTx {
 #[async_trait]
 impl Tx for PostgresTx {
     fn customers(&mut self) -> &mut dyn CustomerStore {
+        self
+    }
+    fn contracts(&mut self) -> &mut dyn ContractStore {
+        self
+    }
+    fn accounts(&mut self) -> &mut dyn AccountStore {
         self
     }
     fn events(&mut self) -> &mut dyn EventStore {

@@ -14,6 +14,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "identity", include_str!("../migrations/0002_identity.sql")),
     (3, "ledger", include_str!("../migrations/0003_ledger.sql")),
     (4, "organisation", include_str!("../migrations/0004_organisation.sql")),
+    (5, "accounts", include_str!("../migrations/0005_accounts.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

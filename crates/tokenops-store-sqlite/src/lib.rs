@@ -2,6 +2,7 @@
 //! transaction with `BEGIN IMMEDIATE` (so a read-then-write never fails with "locked"); a small
 //! read pool serves snapshots; WAL with `synchronous=FULL` makes each commit durable.
 
+mod accounts;
 mod audit;
 mod codec;
 mod custody;
@@ -20,6 +21,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
@@ -138,6 +140,12 @@ impl SqliteTx {
 #[async_trait]
 impl Tx for SqliteTx {
     fn customers(&mut self) -> &mut dyn CustomerStore {
+        self
+    }
+    fn contracts(&mut self) -> &mut dyn ContractStore {
+        self
+    }
+    fn accounts(&mut self) -> &mut dyn AccountStore {
         self
     }
     fn events(&mut self) -> &mut dyn EventStore {

@@ -5,12 +5,14 @@
 //! Every tenant-scoped call takes the tenant first, so another organisation's row cannot be
 //! reached by construction.
 
+mod accounts;
 mod aggregates;
 mod custody;
 mod error;
 mod identity;
 mod ledger;
 
+pub use accounts::*;
 pub use aggregates::*;
 pub use custody::*;
 pub use error::{StoreError, StoreResult};
@@ -87,6 +89,8 @@ pub trait Store: Send + Sync + 'static {
 #[async_trait]
 pub trait Tx: Send {
     fn customers(&mut self) -> &mut dyn CustomerStore;
+    fn contracts(&mut self) -> &mut dyn ContractStore;
+    fn accounts(&mut self) -> &mut dyn AccountStore;
     fn events(&mut self) -> &mut dyn EventStore;
     fn audit(&mut self) -> &mut dyn AuditStore;
     fn idempotency(&mut self) -> &mut dyn IdempotencyStore;

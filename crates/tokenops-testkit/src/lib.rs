@@ -8,15 +8,18 @@
 //!   bank's identity provider (issuer URL and JWKS URL in the configuration).
 //! - [`backends!`]: runs one test body on both stores.
 
+pub mod anvil;
 mod db;
 mod issuer;
 pub mod organisation;
 mod process;
+mod signer;
 mod store_fixture;
 
 pub use db::{Backend, TestDb};
 pub use issuer::TestIssuer;
 pub use process::ServiceProcess;
+pub use signer::TestSigner;
 pub use store_fixture::{StoreFixture, open as open_store};
 
 use reqwest::{Method, RequestBuilder, Response};

@@ -57,6 +57,25 @@ pub enum AuthProvider {
     External,
 }
 
+/// Who holds the wallets' keys.
+#[derive(Clone, PartialEq, Eq)]
+pub enum CustodySettings {
+    /// The embedded keystore: keys sealed in the service's own store (the default).
+    Embedded,
+    /// A remote signer speaking `crates/tokenops-custody/PROTOCOL.md`; the bearer token is a
+    /// secret (never printed).
+    Remote { url: String, token: Option<String> },
+}
+
+impl std::fmt::Debug for CustodySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CustodySettings::Embedded => f.write_str("Embedded"),
+            CustodySettings::Remote { url, .. } => write!(f, "Remote({})", redact_url(url)),
+        }
+    }
+}
+
 /// Where invitation mail goes.
 #[derive(Clone, PartialEq, Eq)]
 pub enum MailSettings {
@@ -93,6 +112,13 @@ pub struct Config {
     pub database: DatabaseUrl,
     pub ledger: LedgerKind,
     pub evm_rpc_url: Option<String>,
+    /// Blocks past a receipt's block before an EVM transaction counts as included.
+    pub evm_confirmations: u64,
+    /// Development nodes only (anvil): give each new wallet gas with `anvil_setBalance`.
+    pub evm_dev_gas: bool,
+    /// How often the embedded ledger produces a block while transactions wait.
+    pub ledger_block_interval: Duration,
+    pub custody: CustodySettings,
     pub webhook_allow_cidrs: Vec<String>,
     pub webhook_ca_file: Option<PathBuf>,
     pub webhook_retry_base_ms: i64,
@@ -258,6 +284,39 @@ impl Config {
         if ledger == LedgerKind::Evm && evm_rpc_url.is_none() {
             r.problems.push("TOKENOPS_EVM_RPC_URL: required when TOKENOPS_LEDGER=evm".into());
         }
+        let evm_confirmations = r.integer("TOKENOPS_EVM_CONFIRMATIONS", 0, 0, 1_000).unsigned_abs();
+        let evm_dev_gas = r.parse("TOKENOPS_EVM_GAS_FUNDING", false, "must be none or dev", |v| match v {
+            "none" => Some(false),
+            "dev" => Some(true),
+            _ => None,
+        });
+        let ledger_block_interval =
+            Duration::from_millis(r.integer("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS", 200, 1, 60_000).unsigned_abs());
+        let custody_url = r.text("TOKENOPS_CUSTODY_URL");
+        let custody = match r.text("TOKENOPS_CUSTODY").as_deref() {
+            None | Some("embedded") => CustodySettings::Embedded,
+            Some("remote") => match custody_url {
+                Some(url) if url.starts_with("https://") || url.starts_with("http://") => CustodySettings::Remote {
+                    url: url.trim_end_matches('/').to_owned(),
+                    token: r.text("TOKENOPS_CUSTODY_TOKEN"),
+                },
+                Some(url) => {
+                    r.problems.push(format!(
+                        "TOKENOPS_CUSTODY_URL={}: must start with https:// or http://",
+                        redact_url(&url)
+                    ));
+                    CustodySettings::Embedded
+                }
+                None => {
+                    r.problems.push("TOKENOPS_CUSTODY_URL: required when TOKENOPS_CUSTODY=remote".into());
+                    CustodySettings::Embedded
+                }
+            },
+            Some(other) => {
+                r.problems.push(format!("TOKENOPS_CUSTODY={other}: must be embedded or remote"));
+                CustodySettings::Embedded
+            }
+        };
         let webhook_allow_cidrs: Vec<String> = r
             .text("TOKENOPS_WEBHOOK_ALLOW_CIDRS")
             .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
@@ -394,6 +453,10 @@ impl Config {
                 database,
                 ledger,
                 evm_rpc_url,
+                evm_confirmations,
+                evm_dev_gas,
+                ledger_block_interval,
+                custody,
                 webhook_allow_cidrs,
                 webhook_ca_file,
                 webhook_retry_base_ms,
@@ -508,6 +571,39 @@ mod tests {
         }
         assert!(text.contains("unsupported scheme \"mysql\""));
         assert!(!text.contains("secret"), "password leaked: {text}");
+    }
+
+    #[test]
+    fn ledger_and_custody_settings() {
+        let c = load(&[]).expect("valid");
+        assert_eq!(c.ledger, LedgerKind::Embedded);
+        assert_eq!(c.custody, CustodySettings::Embedded);
+        assert_eq!(c.ledger_block_interval, Duration::from_millis(200));
+        let c = load(&[
+            ("TOKENOPS_LEDGER", "evm"),
+            ("TOKENOPS_EVM_RPC_URL", "http://127.0.0.1:8545"),
+            ("TOKENOPS_EVM_CONFIRMATIONS", "3"),
+            ("TOKENOPS_EVM_GAS_FUNDING", "dev"),
+            ("TOKENOPS_CUSTODY", "remote"),
+            ("TOKENOPS_CUSTODY_URL", "https://signer.bank.example/"),
+            ("TOKENOPS_CUSTODY_TOKEN", "t0ken-s3cret"),
+        ])
+        .expect("valid");
+        assert_eq!((c.ledger, c.evm_confirmations, c.evm_dev_gas), (LedgerKind::Evm, 3, true));
+        assert_eq!(
+            c.custody,
+            CustodySettings::Remote { url: "https://signer.bank.example".into(), token: Some("t0ken-s3cret".into()) }
+        );
+        assert!(!format!("{:?}", c.custody).contains("t0ken-s3cret"), "the signer's token is never printed");
+        let e = load(&[
+            ("TOKENOPS_CUSTODY", "remote"),
+            ("TOKENOPS_EVM_GAS_FUNDING", "plenty"),
+            ("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS", "0"),
+        ])
+        .expect_err("invalid");
+        for name in ["TOKENOPS_CUSTODY_URL", "TOKENOPS_EVM_GAS_FUNDING", "TOKENOPS_LEDGER_BLOCK_INTERVAL_MS"] {
+            assert!(e.to_string().contains(name), "{name} missing from {e}");
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@ use tokenops_store::Store;
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;
 
-use crate::config::{AuthProvider, Config, DatabaseUrl, MailSettings, redact_url};
+use crate::config::{AuthProvider, Config, CustodySettings, DatabaseUrl, LedgerKind, MailSettings, redact_url};
+use tokenops_custody::{Address, Custody, EmbeddedKeystore, RemoteSigner, RemoteSignerConfig};
+use tokenops_ledger::{EmbeddedConfig, EmbeddedLedger, EvmConfig, EvmLedger, GasFunding, Ledger, U256};
 
 /// Opens the configured store and applies its pending migrations.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
@@ -63,7 +65,18 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         None => Sealer::load_or_create_dev_key(&config.data_dir.join("master.key"))
             .with_context(|| format!("creating the development master key in {}", config.data_dir.display()))?,
     });
+    let custody: Arc<dyn Custody> = match &config.custody {
+        CustodySettings::Embedded => Arc::new(EmbeddedKeystore::new(store.clone(), sealer.clone())),
+        CustodySettings::Remote { url, token } => {
+            let mut settings = RemoteSignerConfig::new(url.clone());
+            settings.bearer_token = token.clone();
+            Arc::new(RemoteSigner::new(settings).context("building the remote signer's HTTP client")?)
+        }
+    };
+    let ledger = open_ledger(config, &store, &custody, &clock).await?;
     let adapters = Adapters {
+        custody,
+        ledger,
         sealer,
         mail: match &config.mail {
             MailSettings::File => {
@@ -109,6 +122,65 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         public_url: config.public_url.clone(),
     });
     Ok(Service { app, state })
+}
+
+/// The platform's issuer wallet: the custody wallet that deploys every token and signs mints and
+/// burns. Created on the first start and named in the store's settings, so every node and every
+/// restart uses the same one.
+async fn issuer_wallet(store: &Arc<dyn Store>, custody: &Arc<dyn Custody>) -> anyhow::Result<Address> {
+    const SETTING: &str = "ledger.issuer_address";
+    let parse = |text: &str| text.parse::<Address>().with_context(|| format!("the stored issuer address {text:?}"));
+    let existing = store.read().await?.settings().get(SETTING).await?;
+    if let Some(text) = existing {
+        return parse(&text);
+    }
+    let created = custody.create_wallet("platform issuer").await.context("creating the issuer wallet")?;
+    let mut tx = store.write().await?;
+    // First writer wins: a node that lost the race leaves its wallet unused.
+    let stored = tx.settings().get_or_insert(SETTING, &format!("{created:#x}")).await?;
+    tx.commit().await?;
+    parse(&stored)
+}
+
+/// The configured ledger, with the issuer wallet ready on it.
+async fn open_ledger(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    custody: &Arc<dyn Custody>,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<Arc<dyn Ledger>> {
+    let issuer = issuer_wallet(store, custody).await?;
+    Ok(match config.ledger {
+        LedgerKind::Embedded => {
+            // Hold expiry on the embedded ledger follows the service's clock.
+            let ledger_clock = {
+                let clock = clock.clone();
+                Arc::new(move || u64::try_from(clock.now().as_micros() / 1_000_000).unwrap_or(0))
+            };
+            let settings = EmbeddedConfig {
+                block_interval: config.ledger_block_interval,
+                clock: ledger_clock,
+                ..EmbeddedConfig::default()
+            };
+            let ledger = EmbeddedLedger::open(store.clone(), issuer, custody.clone(), settings)
+                .await
+                .context("opening the embedded ledger")?;
+            Arc::new(ledger)
+        }
+        LedgerKind::Evm => {
+            let url = config.evm_rpc_url.clone().unwrap_or_default();
+            let mut settings = EvmConfig::new(url.clone());
+            settings.confirmations = config.evm_confirmations;
+            if config.evm_dev_gas {
+                settings.gas_funding = GasFunding::DevSetBalance(U256::from(10u64).pow(U256::from(21u64)));
+            }
+            let ledger = EvmLedger::connect(settings, issuer, custody.clone())
+                .await
+                .with_context(|| format!("connecting to the EVM node at {}", redact_url(&url)))?;
+            ledger.register_wallet(issuer).await.context("preparing the issuer wallet on the EVM node")?;
+            Arc::new(ledger)
+        }
+    })
 }
 
 /// On a store without any operator client (the first start), creates one and writes its

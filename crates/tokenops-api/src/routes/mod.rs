@@ -1,8 +1,10 @@
 //! One router per area of the spec.
 
+pub mod accounts;
 pub mod audit;
 pub mod auth;
 pub mod clients;
+pub mod contracts;
 pub mod customers;
 pub mod groups;
 pub mod idp;

@@ -15,6 +15,7 @@ pub use runner::{DrainReport, JobRunner, RunnerSettings};
 use crate::clock::Clock;
 use async_trait::async_trait;
 use std::sync::Arc;
+use tokenops_domain::Timestamp;
 use tokenops_store::{Job, Lease, Tx};
 
 /// The job kinds of the service.
@@ -25,6 +26,10 @@ pub mod kinds {
     pub const MAINTENANCE_PRUNE: &str = "maintenance.prune";
     /// Delivers one sealed mail message.
     pub const MAIL_SEND: &str = "mail.send";
+    /// Deploys (or adopts) a PENDING token contract.
+    pub const CONTRACT_DEPLOY: &str = "contract.deploy";
+    /// Provisions a PENDING account's wallet.
+    pub const ACCOUNT_PROVISION: &str = "account.provision";
 }
 
 /// Why a run did not finish the job.
@@ -86,4 +91,13 @@ impl JobContext {
 pub trait JobHandler: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError>;
+
+    /// Called when the job dies (its attempts ran out, or it failed for good), inside the
+    /// transaction that buries it. A handler whose job leaves a resource waiting records the
+    /// failure on that resource here, so that nothing waits for a job that will never run
+    /// again. If this fails (the store is down), the burial fails with it and the job is
+    /// claimed again later, to die then.
+    async fn on_dead(&self, _job: &Job, _tx: &mut dyn Tx, _reason: &str, _now: Timestamp) -> Result<(), JobError> {
+        Ok(())
+    }
 }

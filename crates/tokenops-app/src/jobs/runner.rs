@@ -276,6 +276,11 @@ impl JobRunner {
                 }
                 JobError::Retry(reason) | JobError::Permanent(reason) => {
                     tracing::error!(job_id = %job.id, kind = %job.kind, attempt = job.attempts, %reason, "job is dead");
+                    if let Some(handler) = self.handlers.get(job.kind.as_str())
+                        && let Err(e) = handler.on_dead(job, tx.as_mut(), reason, now).await
+                    {
+                        return Err(tokenops_store::StoreError::Backend(format!("on_dead: {e}").into()));
+                    }
                     if tx.jobs().bury(lease, reason, now).await? { Outcome::Dead } else { Outcome::Lost }
                 }
             };

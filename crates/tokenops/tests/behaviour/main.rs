@@ -1,9 +1,12 @@
 //! The behaviour suite: the running service driven over HTTP, the way an integrator would, one
 //! module per area. One test binary keeps link time and disk use down.
 
+mod accounts;
+mod accounts_crash;
 mod binary;
 mod conventions;
 mod crash;
+mod custody;
 mod customers;
 mod idempotency;
 mod identity_provider;

@@ -1,0 +1,243 @@
+//! `/api/accounts`: register an account (provisioned asynchronously), change its status, read
+//! and list accounts (style A, oldest first), and read its balances from the ledger.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::accounts::{AccountOut, BalanceOut, CHANGE_STATUS, NewAccount, REGISTER, account_not_found};
+use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::customer::CustomerRef;
+use tokenops_store::AccountFilter;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::contracts::asset_field;
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::path::PathText;
+use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRequest};
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(register_account, list_accounts))
+        .routes(routes!(get_account, change_account_status))
+        .routes(routes!(get_balances))
+}
+
+/// Body of `POST /api/accounts`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountIn {
+    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
+    #[schema(example = "acc-0001")]
+    pub account_ref: Option<String>,
+    /// An existing, ACTIVE customer.
+    pub customer_ref: Option<String>,
+    /// ISO 4217 code of an asset with an ACTIVE contract.
+    #[schema(example = "USD")]
+    pub asset_id: Option<String>,
+}
+
+/// Body of `PATCH /api/accounts/{accountRef}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountPatch {
+    /// ACTIVE or INACTIVE.
+    #[schema(value_type = AccountStatus)]
+    pub status: Option<String>,
+}
+
+fn required(field: &str, value: Option<String>) -> Result<String, Error> {
+    value.ok_or_else(|| Error::invalid_field(field, "is required"))
+}
+
+fn parse_new_account(body: AccountIn) -> Result<NewAccount, Error> {
+    let account_ref = AccountRef::parse(&required("accountRef", body.account_ref)?)
+        .map_err(|e| Error::invalid_field("accountRef", e))?;
+    let customer_ref = CustomerRef::parse(&required("customerRef", body.customer_ref)?)
+        .map_err(|e| Error::invalid_field("customerRef", e))?;
+    let asset = asset_field("assetId", &required("assetId", body.asset_id)?)?;
+    Ok(NewAccount { account_ref, customer_ref, asset })
+}
+
+/// A path reference that cannot be an account's is simply not found.
+fn path_ref(text: &str) -> Result<AccountRef, Error> {
+    AccountRef::parse(text).map_err(|_| account_not_found(text))
+}
+
+/// Register an account; its wallet is provisioned in the background.
+#[utoipa::path(
+    post, path = "/api/accounts", tag = "accounts", operation_id = "accounts.create",
+    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    request_body = AccountIn,
+    responses(
+        (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
+        (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
+        (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn register_account(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    key: IdempotencyKey,
+    body: JsonBody<AccountIn>,
+) -> ApiResult<Response> {
+    let fingerprint = write::fingerprint("POST", "/api/accounts", &body.document);
+    let new = parse_new_account(body.value)?;
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &REGISTER,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(new.account_ref.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let result = app.accounts.register(&mut w, new).await;
+        let reply =
+            result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
+        (w, reply)
+    })
+    .await
+}
+
+/// Change an account's status (ACTIVE or INACTIVE).
+#[utoipa::path(
+    patch, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.update",
+    params(
+        ("accountRef" = String, Path),
+        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+    ),
+    request_body = AccountPatch,
+    responses(
+        (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
+        (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
+        (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn change_account_status(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(account_ref): PathText,
+    key: IdempotencyKey,
+    body: JsonBody<AccountPatch>,
+) -> ApiResult<Response> {
+    let fingerprint = write::fingerprint("PATCH", &format!("/api/accounts/{account_ref}"), &body.document);
+    let settable = || {
+        Error::invalid_field("settableStatus", "status must be ACTIVE or INACTIVE")
+            .with_extra("settableStatus", serde_json::json!(["ACTIVE", "INACTIVE"]))
+    };
+    let status = body.value.status.as_deref().ok_or_else(settable)?;
+    let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
+    let account_ref = path_ref(&account_ref)?;
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &CHANGE_STATUS,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(account_ref.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let result = app.accounts.change_status(&mut w, &account_ref, status).await;
+        (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
+    })
+    .await
+}
+
+/// Read one account.
+#[utoipa::path(
+    get, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.get",
+    params(("accountRef" = String, Path)),
+    responses(
+        (status = 200, body = AccountOut),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_account(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(account_ref): PathText,
+) -> ApiResult<Response> {
+    let account = state.app.accounts.get(scope.tenant, &account_ref).await?;
+    Ok(axum::Json(AccountOut::from(&account)).into_response())
+}
+
+/// List accounts, oldest first (paging style A).
+#[utoipa::path(
+    get, path = "/api/accounts", tag = "accounts", operation_id = "accounts.list",
+    params(
+        ("customerRef" = Option<String>, Query),
+        ("status" = Option<AccountStatus>, Query),
+        ("assetId" = Option<String>, Query, description = "Case-insensitive"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style A page: content, page, size, totalElements, totalPages"),
+        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_accounts(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let status = params.choice("status", AccountStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
+    let asset_id = params.one("assetId")?.map(|a| a.trim().to_ascii_uppercase()).filter(|a| !a.is_empty());
+    // A reference that cannot exist matches nothing: an empty page, not an error.
+    let customer_ref = match params.one("customerRef")?.map(str::trim).filter(|r| !r.is_empty()) {
+        None => None,
+        Some(text) => match CustomerRef::parse(text) {
+            Ok(r) => Some(r),
+            Err(_) => {
+                let page = paging::page_request(&params, STRICT_SIZE)?;
+                let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
+                return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
+            }
+        },
+    };
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let accounts =
+        state.app.accounts.list(scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page).await?;
+    let view = accounts.map(|a| AccountOut::from(&a));
+    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+}
+
+/// An account's balances, read from the ledger.
+#[utoipa::path(
+    get, path = "/api/accounts/{accountRef}/balances", tag = "accounts", operation_id = "accounts.balances",
+    params(("accountRef" = String, Path)),
+    responses(
+        (status = 200, body = BalanceOut),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission balance:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The account has no wallet yet (PENDING or FAILED)", body = crate::openapi::ErrorBody),
+        (status = 500, description = "The ledger could not be read (never reported as a zero balance)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_balances(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(account_ref): PathText,
+) -> ApiResult<Response> {
+    let balance = state.app.accounts.balance(scope.tenant, &account_ref, state.app.clock.now()).await?;
+    Ok(axum::Json(balance).into_response())
+}

@@ -1,0 +1,207 @@
+//! `/api/contracts`: register an asset's token contract (deployed, or an existing one adopted,
+//! asynchronously), change it, read and list contracts (style A, oldest first).
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::contracts::{ContractChange, ContractOut, NewContract, REGISTER, UPDATE, parse_address};
+use tokenops_domain::account::ContractStatus;
+use tokenops_domain::asset::AssetId;
+use tokenops_store::ContractFilter;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::users::optional_text;
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::path::PathText;
+use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRequest};
+
+const NAME_MAX: usize = 100;
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(register_contract, list_contracts))
+        .routes(routes!(get_contract, update_contract))
+}
+
+/// Body of `POST /api/contracts`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContractIn {
+    /// ISO 4217 code of a currency with a minor unit (case-insensitive; stored upper-case).
+    #[schema(example = "USD")]
+    pub asset_id: Option<String>,
+    /// The token's name; defaults to the currency's name.
+    pub name: Option<String>,
+    /// Adopt this existing token (tokenops' contract, with the currency's decimals) instead of
+    /// deploying one.
+    #[schema(example = "0x5fbdb2315678afecb367f032d93f642f64180aa3")]
+    pub contract_address: Option<String>,
+}
+
+/// Body of `PATCH /api/contracts/{assetId}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContractPatch {
+    /// ACTIVE or INACTIVE.
+    #[schema(value_type = Option<ContractStatus>)]
+    pub status: Option<String>,
+    pub name: Option<String>,
+}
+
+pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
+    AssetId::parse(text).map_err(|e| Error::invalid_field(field, e))
+}
+
+/// Register the token contract of an asset.
+#[utoipa::path(
+    post, path = "/api/contracts", tag = "contracts", operation_id = "contracts.create",
+    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    request_body = ContractIn,
+    responses(
+        (status = 201, description = "Registered PENDING; deployment (or adoption) runs in the background, then the contract is ACTIVE, or FAILED with failureReason", body = ContractOut, headers(("Location" = String))),
+        (status = 400, description = "Missing or invalid field (assetId not a recognised ISO 4217 code with a minor unit, contractAddress not an address), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission contract:manage", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn register_contract(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    key: IdempotencyKey,
+    body: JsonBody<ContractIn>,
+) -> ApiResult<Response> {
+    let fingerprint = write::fingerprint("POST", "/api/contracts", &body.document);
+    let asset = body.value.asset_id.ok_or_else(|| Error::invalid_field("assetId", "is required"))?;
+    let asset = asset_field("assetId", &asset)?;
+    let name = optional_text("name", body.value.name, NAME_MAX)?;
+    let adopt = match body.value.contract_address {
+        None => None,
+        Some(text) => Some(
+            parse_address(&text)
+                .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
+        ),
+    };
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &REGISTER,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(asset.to_string()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
+        (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
+    })
+    .await
+}
+
+/// Switch a contract between ACTIVE and INACTIVE, or rename it.
+#[utoipa::path(
+    patch, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.update",
+    params(
+        ("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)"),
+        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+    ),
+    request_body = ContractPatch,
+    responses(
+        (status = 200, description = "The contract after the change", body = ContractOut),
+        (status = 400, description = "Nothing to change, unknown status, blank or too long name, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission contract:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
+        (status = 409, description = "Key still in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_contract(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(asset): PathText,
+    key: IdempotencyKey,
+    body: JsonBody<ContractPatch>,
+) -> ApiResult<Response> {
+    let asset = asset.to_ascii_uppercase();
+    let fingerprint = write::fingerprint("PATCH", &format!("/api/contracts/{asset}"), &body.document);
+    let status = match body.value.status.as_deref() {
+        None => None,
+        Some(text @ ("ACTIVE" | "INACTIVE")) => ContractStatus::parse(text),
+        Some(other) => {
+            return Err(Error::invalid_field("status", format!("{other:?} must be ACTIVE or INACTIVE")).into());
+        }
+    };
+    let name = optional_text("name", body.value.name, NAME_MAX)?;
+    if status.is_none() && name.is_none() {
+        return Err(Error::bad_request("Nothing to change: send status and/or name").into());
+    }
+    let app = state.app.clone();
+    let request = WriteRequest {
+        scope: &scope,
+        operation: &UPDATE,
+        key: Some(key),
+        fingerprint,
+        resource_id: Some(asset.clone()),
+    };
+    write::run(&state, request, |mut w| async move {
+        let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
+        (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
+    })
+    .await
+}
+
+/// Read the contract of an asset.
+#[utoipa::path(
+    get, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.get",
+    params(("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)")),
+    responses(
+        (status = 200, body = ContractOut),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_contract(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(asset): PathText,
+) -> ApiResult<Response> {
+    let contract = state.app.contracts.get(scope.tenant, &asset.to_ascii_uppercase()).await?;
+    Ok(axum::Json(ContractOut::from(&contract)).into_response())
+}
+
+/// List contracts, oldest first (paging style A).
+#[utoipa::path(
+    get, path = "/api/contracts", tag = "contracts", operation_id = "contracts.list",
+    params(
+        ("assetId" = Option<String>, Query, description = "Case-insensitive"),
+        ("status" = Option<ContractStatus>, Query),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style A page: content, page, size, totalElements, totalPages"),
+        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_contracts(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let status = params.choice("status", ContractStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
+    let asset_id = params.one("assetId")?.map(|a| a.trim().to_ascii_uppercase()).filter(|a| !a.is_empty());
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
+    let view = contracts.map(|c| ContractOut::from(&c));
+    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+}

@@ -1,0 +1,377 @@
+//! Token contracts: one per asset (ISO 4217 currency) per organisation. Registering one records
+//! it PENDING and queues `contract.deploy`, which deploys the token on the ledger (or adopts a
+//! given address, checking it is our token with the currency's decimals) and makes it ACTIVE,
+//! or FAILED with a reason. Only an ACTIVE contract lets accounts and operations use the asset;
+//! the bank switches it between ACTIVE and INACTIVE.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use std::str::FromStr;
+use std::sync::Arc;
+use tokenops_custody::Address;
+use tokenops_domain::account::ContractStatus;
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::audit::AuditOutcome;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_ledger::{Ledger, LedgerError, TokenSpec};
+use tokenops_store::{ContractFilter, ContractRecord, Job, Store, StoreError, Tx};
+
+use crate::error::{AppResult, Error};
+use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
+use crate::write::{Operation, Write};
+
+pub const REGISTER: Operation = Operation { name: "contract.create", category: "CONTRACTS", resource_type: "contract" };
+pub const UPDATE: Operation = Operation { name: "contract.update", category: "CONTRACTS", resource_type: "contract" };
+pub const DEPLOYED: Operation = Operation { name: "contract.deploy", category: "CONTRACTS", resource_type: "contract" };
+
+/// A token contract as the API returns it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractOut {
+    /// ISO 4217 code.
+    #[schema(example = "USD")]
+    pub asset_id: String,
+    pub name: String,
+    pub symbol: String,
+    /// The currency's minor unit; amounts of the asset have at most this many decimals.
+    pub decimals: u8,
+    pub status: ContractStatus,
+    /// The token's address on the ledger; absent until deployed or adopted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contract_address: Option<String>,
+    /// Why deployment failed (FAILED only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+}
+
+impl From<&ContractRecord> for ContractOut {
+    fn from(c: &ContractRecord) -> Self {
+        Self {
+            asset_id: c.asset_id.clone(),
+            name: c.name.clone(),
+            symbol: c.symbol.clone(),
+            decimals: c.decimals,
+            status: c.status,
+            contract_address: c.address.clone(),
+            failure_reason: c.failure_reason.clone(),
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+/// A validated registration.
+#[derive(Debug, Clone)]
+pub struct NewContract {
+    pub asset: AssetId,
+    /// The token's name; defaults to the currency's name.
+    pub name: Option<String>,
+    /// An existing token to adopt instead of deploying one.
+    pub adopt: Option<Address>,
+}
+
+/// A validated change; absent fields stay.
+#[derive(Debug, Clone, Default)]
+pub struct ContractChange {
+    /// ACTIVE or INACTIVE.
+    pub status: Option<ContractStatus>,
+    pub name: Option<String>,
+}
+
+pub fn contract_not_found(asset: &str) -> Error {
+    Error::not_found(format!("No contract for asset {asset}")).with_code("CONTRACT_NOT_FOUND")
+}
+
+/// The asset's ACTIVE contract, read in `tx`; 404 when it has none (or none ACTIVE): accounts,
+/// balances and operations need one.
+pub async fn active_contract(tx: &mut dyn Tx, tenant: TenantId, asset: &str) -> AppResult<ContractRecord> {
+    tx.contracts().get(tenant, asset).await?.filter(|c| c.status == ContractStatus::Active).ok_or_else(|| {
+        Error::not_found(format!("Asset {asset} has no ACTIVE contract")).with_code("NO_ACTIVE_CONTRACT")
+    })
+}
+
+/// An EVM address: `0x` and 40 hex digits (any case; a mixed-case one is not checksum-checked).
+pub fn parse_address(text: &str) -> Option<Address> {
+    let text = text.trim();
+    (text.len() == 42 && text.starts_with("0x")).then(|| Address::from_str(text).ok()).flatten()
+}
+
+fn address_text(address: Address) -> String {
+    format!("{address:#x}")
+}
+
+pub struct Contracts {
+    store: Arc<dyn Store>,
+}
+
+impl Contracts {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// Registers the asset's contract (PENDING) and queues its deployment. An asset whose
+    /// contract FAILED may be registered again; any other existing one is a 409.
+    pub async fn register(&self, w: &mut Write, new: NewContract) -> AppResult<ContractRecord> {
+        let tenant = w.tenant()?;
+        let now = w.now();
+        let code = new.asset.code();
+        let existing = w.tx().contracts().get_for_update(tenant, code).await?;
+        let mut contract = ContractRecord {
+            id: new_id(),
+            tenant_id: tenant,
+            asset_id: code.to_owned(),
+            name: new.name.unwrap_or_else(|| new.asset.name()),
+            symbol: code.to_owned(),
+            decimals: new.asset.minor_unit(),
+            status: ContractStatus::Pending,
+            address: None,
+            adopt_address: new.adopt.map(address_text),
+            failure_reason: None,
+            created_at: now,
+            updated_at: now,
+        };
+        match existing {
+            Some(old) if old.status != ContractStatus::Failed => return Err(already_exists(&old)),
+            Some(old) => {
+                contract.id = old.id;
+                contract.created_at = old.created_at;
+                w.tx().contracts().update(&contract).await?;
+            }
+            None => match w.tx().contracts().insert(&contract).await {
+                Ok(()) => {}
+                Err(StoreError::Conflict(_)) => {
+                    let raced = w.tx().contracts().get(tenant, code).await?;
+                    return Err(raced.map(|c| already_exists(&c)).unwrap_or_else(|| {
+                        Error::conflict(format!("A contract for {code} was registered concurrently"))
+                    }));
+                }
+                Err(e) => return Err(e.into()),
+            },
+        }
+        w.enqueue(kinds::CONTRACT_DEPLOY, serde_json::json!({ "assetId": code, "contractId": contract.id })).await?;
+        w.set_resource_id(code);
+        w.set_audit_detail(serde_json::json!({ "after": ContractOut::from(&contract) }));
+        Ok(contract)
+    }
+
+    /// Switches a contract between ACTIVE and INACTIVE, or renames it. A PENDING or FAILED
+    /// contract cannot be switched (422).
+    pub async fn update(&self, w: &mut Write, asset: &str, change: ContractChange) -> AppResult<ContractRecord> {
+        let tenant = w.tenant()?;
+        let mut contract =
+            w.tx().contracts().get_for_update(tenant, asset).await?.ok_or_else(|| contract_not_found(asset))?;
+        w.set_resource_id(contract.asset_id.clone());
+        let before = ContractOut::from(&contract);
+        if let Some(target) = change.status
+            && target != contract.status
+        {
+            if !matches!(contract.status, ContractStatus::Active | ContractStatus::Inactive) {
+                return Err(Error::unprocessable(format!(
+                    "The contract for {} is {}: only an ACTIVE or INACTIVE contract changes status",
+                    contract.asset_id,
+                    contract.status.as_str()
+                ))
+                .with_code("TRANSITION_NOT_ALLOWED"));
+            }
+            contract.status = target;
+        }
+        if let Some(name) = change.name {
+            contract.name = name;
+        }
+        if contract.status == before.status && contract.name == before.name {
+            // Asking for what it already is changes nothing.
+            w.set_audit_detail(serde_json::json!({ "after": before, "changed": false }));
+            return Ok(contract);
+        }
+        contract.updated_at = w.now();
+        w.tx().contracts().update(&contract).await?;
+        w.set_audit_detail(serde_json::json!({ "before": before, "after": ContractOut::from(&contract) }));
+        Ok(contract)
+    }
+
+    pub async fn get(&self, tenant: TenantId, asset: &str) -> AppResult<ContractRecord> {
+        let mut tx = self.store.read().await?;
+        tx.contracts().get(tenant, asset).await?.ok_or_else(|| contract_not_found(asset))
+    }
+
+    /// Oldest first.
+    pub async fn list(
+        &self,
+        tenant: TenantId,
+        filter: &ContractFilter,
+        page: PageRequest,
+    ) -> AppResult<Page<ContractRecord>> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.contracts().list(tenant, filter, page).await?)
+    }
+}
+
+fn already_exists(existing: &ContractRecord) -> Error {
+    Error::conflict(format!("A contract for {} already exists", existing.asset_id))
+        .with_code("CONTRACT_EXISTS")
+        .with_extra("assetId", existing.asset_id.as_str())
+        .with_extra("existingStatus", existing.status.as_str())
+}
+
+/// `contract.deploy`: deploys (or adopts) the token of a PENDING contract. A final ledger
+/// refusal, or temporary failures on the last attempt, make the contract FAILED with the
+/// reason. A crash between the deployment and its commit deploys again on the retry: the
+/// first token is left unused on the ledger, and nothing the API shows changes twice.
+pub struct DeployContract {
+    pub store: Arc<dyn Store>,
+    pub ledger: Arc<dyn Ledger>,
+}
+
+/// The job's target: the organisation, the asset, and the registration it deploys for.
+struct Target {
+    tenant: TenantId,
+    asset: String,
+    contract_id: Option<String>,
+}
+
+impl Target {
+    fn of(job: &Job) -> Result<Target, JobError> {
+        let tenant = job.tenant_id.ok_or_else(|| JobError::Permanent("contract.deploy without a tenant".into()))?;
+        let asset = job
+            .payload
+            .get("assetId")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| JobError::Permanent("payload has no assetId".into()))?
+            .to_owned();
+        let contract_id = job.payload.get("contractId").and_then(|v| v.as_str()).map(str::to_owned);
+        Ok(Target { tenant, asset, contract_id })
+    }
+
+    /// The contract, when it still waits for this job.
+    fn waiting(&self, contract: Option<ContractRecord>) -> Option<ContractRecord> {
+        contract.filter(|c| {
+            c.status == ContractStatus::Pending && self.contract_id.as_deref().is_none_or(|id| id == c.id.to_string())
+        })
+    }
+}
+
+impl DeployContract {
+    /// Deploys the token, or checks that the one to adopt is ours to use: the token contract
+    /// of this installation's issuer (so it can mint and burn), for this currency, with its
+    /// decimals, and used by no other contract.
+    async fn deploy(&self, tx_store: &Arc<dyn Store>, contract: &ContractRecord) -> Result<String, LedgerError> {
+        let Some(text) = &contract.adopt_address else {
+            let spec =
+                TokenSpec { name: contract.name.clone(), symbol: contract.symbol.clone(), decimals: contract.decimals };
+            return self.ledger.deploy_token(&spec).await.map(address_text);
+        };
+        let address = Address::from_str(text).map_err(|_| LedgerError::final_(format!("invalid address {text}")))?;
+        let token = self.ledger.adopt_token(address).await?;
+        let refuse = |why: String| Err(LedgerError::final_(format!("the token at {text} cannot be adopted: {why}")));
+        if token.issuer != self.ledger.issuer() {
+            return refuse(format!("its issuer {:#x} is not this service's issuer", token.issuer));
+        }
+        if token.decimals != contract.decimals {
+            return refuse(format!(
+                "it has {} decimals; {} needs {}",
+                token.decimals, contract.asset_id, contract.decimals
+            ));
+        }
+        if token.symbol != contract.symbol {
+            return refuse(format!("it is the token of {}, not {}", token.symbol, contract.symbol));
+        }
+        let users = {
+            let mut tx = tx_store.read().await.map_err(|e| LedgerError::temporary(e.to_string()))?;
+            tx.contracts()
+                .on_address(&address_text(address))
+                .await
+                .map_err(|e| LedgerError::temporary(e.to_string()))?
+        };
+        if users.iter().any(|c| c.id != contract.id) {
+            return refuse("another contract uses it".into());
+        }
+        Ok(address_text(address))
+    }
+
+    /// Records the outcome on the contract, with its audit record, in `tx`.
+    async fn conclude(
+        &self,
+        tx: &mut dyn Tx,
+        target: &Target,
+        outcome: Result<String, String>,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let Some(mut contract) = target.waiting(tx.contracts().get_for_update(target.tenant, &target.asset).await?)
+        else {
+            return Ok(());
+        };
+        // The address may have been taken by another contract meanwhile (the unique index is
+        // the last word; this read keeps PostgreSQL's transaction usable in the common case).
+        let outcome = match outcome {
+            Ok(address) if tx.contracts().on_address(&address).await?.iter().any(|c| c.id != contract.id) => {
+                Err(format!("the token at {address} cannot be adopted: another contract uses it"))
+            }
+            other => other,
+        };
+        let audit_outcome = match outcome {
+            Ok(address) => {
+                contract.status = ContractStatus::Active;
+                contract.address = Some(address);
+                AuditOutcome::Success
+            }
+            Err(reason) => {
+                contract.status = ContractStatus::Failed;
+                contract.failure_reason = Some(reason);
+                AuditOutcome::Failure
+            }
+        };
+        contract.updated_at = now;
+        tx.contracts().update(&contract).await?;
+        let record = crate::audit::worker_record(
+            target.tenant,
+            &DEPLOYED,
+            contract.asset_id.clone(),
+            audit_outcome,
+            serde_json::json!({ "after": ContractOut::from(&contract) }),
+            now,
+        );
+        tx.audit().record(&record).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JobHandler for DeployContract {
+    fn kind(&self) -> &'static str {
+        kinds::CONTRACT_DEPLOY
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let target = Target::of(job)?;
+        let pending = {
+            let mut tx = self.store.read().await?;
+            target.waiting(tx.contracts().get(target.tenant, &target.asset).await?)
+        };
+        let Some(contract) = pending else {
+            return ctx.finish(self.store.write().await?).await;
+        };
+        let outcome = match self.deploy(&self.store, &contract).await {
+            Ok(address) => Ok(address),
+            Err(e) if e.is_temporary() && job.attempts < job.max_attempts => {
+                return Err(JobError::Retry(e.to_string()));
+            }
+            Err(e) if e.is_temporary() => Err(format!("RETRY_EXHAUSTED: {e}")),
+            Err(e) => Err(e.to_string()),
+        };
+        let mut tx = self.store.write().await?;
+        self.conclude(tx.as_mut(), &target, outcome, ctx.clock().now()).await?;
+        ctx.finish(tx).await
+    }
+
+    /// A deployment whose job died (for example its final transaction failed on every attempt)
+    /// leaves the contract FAILED, so the asset can be registered again.
+    async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
+        let Ok(target) = Target::of(job) else { return Ok(()) };
+        self.conclude(tx, &target, Err(format!("RETRY_EXHAUSTED: {reason}")), now).await
+    }
+}

@@ -1,0 +1,189 @@
+//! Accounts: the client-chosen reference, the status set and the whole transition table.
+//!
+//! | from \ to | ACTIVE | INACTIVE | PENDING | FAILED |
+//! |---|---|---|---|---|
+//! | (none) | | | register | |
+//! | PENDING | provisioned (customer ACTIVE) | provisioned (customer INACTIVE) | — | provisioning failed |
+//! | ACTIVE | same (no change) | PATCH; customer deactivated | — | — |
+//! | INACTIVE | PATCH, only while the customer is ACTIVE | same (no change) | — | — |
+//! | FAILED | — | — | register again | — |
+//!
+//! PATCH sets only ACTIVE or INACTIVE (400 otherwise); any other move by PATCH is 422.
+
+use crate::customer::{CustomerStatus, ReferenceError, validate_reference};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A client-chosen account reference, under the same rule as customer references.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct AccountRef(String);
+
+impl AccountRef {
+    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
+        validate_reference(text)?;
+        Ok(Self(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// For values read back from the store, which only ever holds parsed references.
+    pub fn from_stored(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl fmt::Debug for AccountRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AccountRef({})", self.0)
+    }
+}
+
+impl fmt::Display for AccountRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AccountStatus {
+    /// Registered; its wallet is being provisioned. No wallet address yet.
+    Pending,
+    /// Provisioned and usable.
+    Active,
+    /// Provisioned, but switched off: operations refuse it; its balance stays readable.
+    Inactive,
+    /// Provisioning failed (the reason is on the account). No wallet address; the reference may
+    /// be registered again.
+    Failed,
+}
+
+/// Why a PATCH status change is refused (422), in words an integrator can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionRefused {
+    #[error("the account is still being provisioned")]
+    StillProvisioning,
+    #[error("the account's provisioning failed; register the reference again")]
+    ProvisioningFailed,
+    #[error("the customer is INACTIVE; reactivate the customer first")]
+    CustomerInactive,
+}
+
+/// The outcome of a status change request that is allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountChange {
+    Unchanged,
+    Changed { from: AccountStatus, to: AccountStatus },
+}
+
+impl AccountStatus {
+    pub const ALL: [AccountStatus; 4] =
+        [AccountStatus::Pending, AccountStatus::Active, AccountStatus::Inactive, AccountStatus::Failed];
+
+    /// What PATCH may set.
+    pub const SETTABLE: [AccountStatus; 2] = [AccountStatus::Active, AccountStatus::Inactive];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountStatus::Pending => "PENDING",
+            AccountStatus::Active => "ACTIVE",
+            AccountStatus::Inactive => "INACTIVE",
+            AccountStatus::Failed => "FAILED",
+        }
+    }
+
+    /// Exact, case-sensitive match on the spec's spelling.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Whether the account has a wallet (ACTIVE or INACTIVE).
+    pub fn is_provisioned(self) -> bool {
+        matches!(self, AccountStatus::Active | AccountStatus::Inactive)
+    }
+
+    /// A PATCH to `target` (ACTIVE or INACTIVE), with the customer's current status.
+    pub fn patch_to(self, target: AccountStatus, customer: CustomerStatus) -> Result<AccountChange, TransitionRefused> {
+        match (self, target) {
+            (AccountStatus::Pending, _) => Err(TransitionRefused::StillProvisioning),
+            (AccountStatus::Failed, _) => Err(TransitionRefused::ProvisioningFailed),
+            (from, to) if from == to => Ok(AccountChange::Unchanged),
+            (AccountStatus::Inactive, AccountStatus::Active) if customer != CustomerStatus::Active => {
+                Err(TransitionRefused::CustomerInactive)
+            }
+            (from, to) => Ok(AccountChange::Changed { from, to }),
+        }
+    }
+
+    /// Where a provisioned account lands: ACTIVE, or INACTIVE when its customer was deactivated
+    /// while it was provisioned.
+    pub fn provisioned_for(customer: CustomerStatus) -> AccountStatus {
+        match customer {
+            CustomerStatus::Active => AccountStatus::Active,
+            CustomerStatus::Inactive => AccountStatus::Inactive,
+        }
+    }
+}
+
+/// A token contract's status: PENDING while it is deployed (or adopted), then ACTIVE; INACTIVE
+/// switched off by the bank; FAILED when deployment failed (the asset may be registered again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ContractStatus {
+    Pending,
+    Active,
+    Inactive,
+    Failed,
+}
+
+impl ContractStatus {
+    pub const ALL: [ContractStatus; 4] =
+        [ContractStatus::Pending, ContractStatus::Active, ContractStatus::Inactive, ContractStatus::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContractStatus::Pending => "PENDING",
+            ContractStatus::Active => "ACTIVE",
+            ContractStatus::Inactive => "INACTIVE",
+            ContractStatus::Failed => "FAILED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AccountStatus::*;
+
+    #[test]
+    fn the_transition_table() {
+        let active = CustomerStatus::Active;
+        let inactive = CustomerStatus::Inactive;
+        assert_eq!(Active.patch_to(Inactive, active), Ok(AccountChange::Changed { from: Active, to: Inactive }));
+        assert_eq!(Inactive.patch_to(Active, active), Ok(AccountChange::Changed { from: Inactive, to: Active }));
+        assert_eq!(Active.patch_to(Active, active), Ok(AccountChange::Unchanged));
+        assert_eq!(Inactive.patch_to(Inactive, inactive), Ok(AccountChange::Unchanged));
+        assert_eq!(Active.patch_to(Inactive, inactive), Ok(AccountChange::Changed { from: Active, to: Inactive }));
+        assert_eq!(Inactive.patch_to(Active, inactive), Err(TransitionRefused::CustomerInactive));
+        assert_eq!(Pending.patch_to(Active, active), Err(TransitionRefused::StillProvisioning));
+        assert_eq!(Pending.patch_to(Inactive, active), Err(TransitionRefused::StillProvisioning));
+        assert_eq!(Failed.patch_to(Active, active), Err(TransitionRefused::ProvisioningFailed));
+        assert_eq!(AccountStatus::provisioned_for(active), Active);
+        assert_eq!(AccountStatus::provisioned_for(inactive), Inactive);
+    }
+
+    #[test]
+    fn statuses_parse_exactly() {
+        assert_eq!(AccountStatus::parse("PENDING"), Some(Pending));
+        assert_eq!(AccountStatus::parse("pending"), None);
+        assert_eq!(ContractStatus::parse("ACTIVE"), Some(ContractStatus::Active));
+        assert!(Active.is_provisioned() && Inactive.is_provisioned() && !Pending.is_provisioned());
+    }
+}

@@ -1,0 +1,132 @@
+//! Token contracts (one per asset per organisation) and accounts (one wallet each, once
+//! provisioned). Assets are stored as their upper-case ISO 4217 code; addresses as `0x` and 40
+//! lower-case hex digits.
+
+use async_trait::async_trait;
+use tokenops_domain::account::{AccountRef, AccountStatus, ContractStatus};
+use tokenops_domain::customer::CustomerRef;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+// ---------------------------------------------------------------------------------------------
+// Token contracts
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContractRecord {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// Upper-case ISO 4217 code; unique per organisation.
+    pub asset_id: String,
+    pub name: String,
+    pub symbol: String,
+    /// The currency's minor unit: the token's `decimals`.
+    pub decimals: u8,
+    pub status: ContractStatus,
+    /// The token's address: set once deployed or adopted (`None` while PENDING, and when a
+    /// deployment FAILED).
+    pub address: Option<String>,
+    /// An existing token to adopt instead of deploying one (as requested).
+    pub adopt_address: Option<String>,
+    /// Why deployment failed (FAILED only).
+    pub failure_reason: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ContractFilter {
+    /// Matched case-insensitively.
+    pub asset_id: Option<String>,
+    pub status: Option<ContractStatus>,
+}
+
+#[async_trait]
+pub trait ContractStore: Send {
+    /// `StoreError::Conflict` when the organisation has a contract for the asset.
+    async fn insert(&mut self, contract: &ContractRecord) -> StoreResult<()>;
+    /// By asset code, compared case-insensitively.
+    async fn get(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>>;
+    /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
+    async fn get_for_update(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>>;
+    /// Replaces every mutable field (name, symbol, decimals, status, address, adopt_address,
+    /// failure_reason, updated_at) of the organisation's contract with `contract.id`.
+    async fn update(&mut self, contract: &ContractRecord) -> StoreResult<()>;
+    /// Oldest first (then id).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &ContractFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ContractRecord>>;
+    /// Every organisation's contracts on the token at `address` (lower-case `0x` hex), oldest
+    /// first: not tenant-scoped, because a token must never serve two organisations.
+    async fn on_address(&mut self, address: &str) -> StoreResult<Vec<ContractRecord>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accounts
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRecord {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// Unique per organisation.
+    pub account_ref: AccountRef,
+    pub customer_ref: CustomerRef,
+    /// Upper-case ISO 4217 code.
+    pub asset_id: String,
+    pub status: AccountStatus,
+    /// The custody wallet. Recorded as soon as custody creates it (while still PENDING, so a
+    /// retried provisioning reuses it); shown only once the account is provisioned.
+    pub wallet_address: Option<String>,
+    /// Why provisioning failed (FAILED only).
+    pub failure_reason: Option<String>,
+    /// Bumped on every registration of the reference (a FAILED one registered again), so that
+    /// a provisioning job of an earlier registration recognises it is stale.
+    pub generation: u32,
+    pub provisioned_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AccountFilter {
+    pub customer_ref: Option<CustomerRef>,
+    pub status: Option<AccountStatus>,
+    /// Matched case-insensitively.
+    pub asset_id: Option<String>,
+}
+
+#[async_trait]
+pub trait AccountStore: Send {
+    /// `StoreError::Conflict` when the organisation has the reference.
+    async fn insert(&mut self, account: &AccountRecord) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<AccountRecord>>;
+    /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
+    async fn get_for_update(
+        &mut self,
+        tenant: TenantId,
+        account_ref: &AccountRef,
+    ) -> StoreResult<Option<AccountRecord>>;
+    /// Replaces every mutable field (customer_ref, asset_id, status, wallet_address,
+    /// failure_reason, generation, provisioned_at, updated_at) of the account with `account.id`.
+    async fn update(&mut self, account: &AccountRecord) -> StoreResult<()>;
+    /// Oldest first (then id).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AccountFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<AccountRecord>>;
+    /// The customer's accounts in `status`, locked for update, oldest first: the customer
+    /// cascades change them in the customer's transaction.
+    async fn for_customer_in_status(
+        &mut self,
+        tenant: TenantId,
+        customer_ref: &CustomerRef,
+        status: AccountStatus,
+    ) -> StoreResult<Vec<AccountRecord>>;
+}
