@@ -85,6 +85,13 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/accounts/{accountRef}", needs(P::AccountRead)),
     ("PATCH", "/api/accounts/{accountRef}", needs(P::AccountWrite)),
     ("GET", "/api/accounts/{accountRef}/balances", needs(P::BalanceRead)),
+    // Token operations, locks and breaks
+    ("POST", "/api/transactions", needs(P::TransactionSubmit)),
+    ("GET", "/api/transactions", needs(P::TransactionRead)),
+    ("GET", "/api/transactions/breaks", needs(P::TransactionRead)),
+    ("GET", "/api/transactions/{transactionId}", needs(P::TransactionRead)),
+    ("GET", "/api/locks/{lockId}", needs(P::TransactionRead)),
+    ("GET", "/api/accounts/{accountRef}/locks", needs(P::TransactionRead)),
     // Audit
     ("GET", "/api/audit/events", needs(P::AuditRead)),
     ("GET", "/api/audit/events/{eventId}", needs(P::AuditRead)),

@@ -43,6 +43,7 @@ fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
         (routes::customers::router(), TimestampStyle::Iso8601),
         (routes::contracts::router(), TimestampStyle::Iso8601),
         (routes::accounts::router(), TimestampStyle::Iso8601),
+        (routes::transactions::router(), TimestampStyle::Iso8601),
         (routes::audit::router(), TimestampStyle::Iso8601),
         (routes::roles::router(), TimestampStyle::Iso8601),
         (routes::groups::router(), TimestampStyle::Iso8601),

@@ -13,6 +13,8 @@ pub mod events;
 pub mod identity;
 pub mod jobs;
 pub mod mail;
+pub mod operations;
+pub mod settlement;
 pub mod write;
 
 pub use error::{AppResult, Error, Kind};
@@ -37,7 +39,13 @@ pub struct AppSettings {
     pub worker_concurrency: usize,
     pub worker_poll_interval: Duration,
     pub maintenance_interval: Duration,
+    /// How often expired locks are looked for.
+    pub lock_sweep_interval: Duration,
+    /// How often ledger balances are reconciled with positions.
+    pub reconcile_interval: Duration,
     pub shutdown_grace: Duration,
+    /// How long settlement waits between receipt polls.
+    pub receipt_poll_ms: i64,
 }
 
 impl Default for AppSettings {
@@ -53,7 +61,10 @@ impl Default for AppSettings {
             worker_concurrency: 8,
             worker_poll_interval: Duration::from_secs(2),
             maintenance_interval: Duration::from_secs(600),
+            lock_sweep_interval: Duration::from_secs(5),
+            reconcile_interval: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(10),
+            receipt_poll_ms: 200,
         }
     }
 }
@@ -77,6 +88,7 @@ pub struct App {
     pub customers: customers::Customers,
     pub contracts: contracts::Contracts,
     pub accounts: accounts::Accounts,
+    pub operations: operations::Operations,
     pub audit: audit::AuditLog,
     pub events: events::EventHistory,
     pub users: identity::users::Users,
@@ -92,7 +104,21 @@ pub struct App {
 
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: AppSettings, adapters: Adapters) -> Arc<Self> {
+        let pipeline = Arc::new(settlement::Pipeline {
+            store: store.clone(),
+            custody: adapters.custody.clone(),
+            ledger: adapters.ledger.clone(),
+            settings: settlement::SettlementSettings {
+                receipt_poll_ms: settings.receipt_poll_ms,
+                job_max_attempts: settings.job_max_attempts,
+            },
+        });
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(settlement::Evaluate(pipeline.clone())),
+            Arc::new(settlement::Settle(pipeline.clone())),
+            Arc::new(settlement::Track(pipeline.clone())),
+            Arc::new(settlement::ExpireLocks(pipeline.clone())),
+            Arc::new(settlement::Reconcile(pipeline)),
             Arc::new(mail::SendMail {
                 store: store.clone(),
                 sealer: adapters.sealer.clone(),
@@ -122,7 +148,11 @@ impl App {
                 lease_ms: settings.job_lease_ms,
                 poll_interval: settings.worker_poll_interval,
                 backoff: Backoff { base_ms: settings.job_backoff_base_ms, cap_ms: settings.job_backoff_cap_ms },
-                maintenance_interval: settings.maintenance_interval,
+                periodic: vec![
+                    (jobs::kinds::MAINTENANCE_PRUNE, settings.maintenance_interval),
+                    (jobs::kinds::LOCKS_EXPIRE, settings.lock_sweep_interval),
+                    (jobs::kinds::POSITIONS_RECONCILE, settings.reconcile_interval),
+                ],
                 shutdown_grace: settings.shutdown_grace,
             },
             handlers,
@@ -139,6 +169,7 @@ impl App {
             customers: customers::Customers::new(store.clone()),
             contracts: contracts::Contracts::new(store.clone()),
             accounts: accounts::Accounts::new(store.clone(), adapters.ledger.clone()),
+            operations: operations::Operations::new(store.clone()),
             audit: audit::AuditLog::new(store.clone()),
             events: events::EventHistory::new(store.clone()),
             users: identity::users::Users::new(store.clone()),

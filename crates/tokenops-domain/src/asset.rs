@@ -69,9 +69,9 @@ pub enum AmountError {
     TooLarge,
 }
 
-/// The largest amount accepted: far above any real balance, and well inside the token's
-/// uint256 and both stores' numeric columns once summed.
-const MAX_MINOR_UNITS: u128 = 10u128.pow(30);
+/// The largest amount accepted: 2^63 - 1 minor units (92 quadrillion dollars in cents), so
+/// that amounts and positions fit both stores' 64-bit integer columns.
+const MAX_MINOR_UNITS: u128 = i64::MAX as u128;
 
 impl Amount {
     /// Parses `text` (digits, optionally a point and up to `minor_unit` digits; no sign, no
@@ -118,6 +118,11 @@ impl Amount {
     pub fn minor_units(self) -> u128 {
         self.0
     }
+
+    /// The amount as stored (it always fits: see `MAX_MINOR_UNITS`).
+    pub fn as_i64(self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
 }
 
 /// `units` minor units as a decimal string with exactly `minor_unit` decimals (`1250`, 2 →
@@ -160,6 +165,8 @@ mod tests {
             assert_eq!(Amount::parse(bad, 2), Err(AmountError::Malformed), "{bad:?}");
         }
         assert_eq!(Amount::parse(&"9".repeat(40), 2), Err(AmountError::TooLarge));
+        assert_eq!(Amount::parse("92233720368547758.07", 2).map(Amount::as_i64), Ok(i64::MAX));
+        assert_eq!(Amount::parse("92233720368547758.08", 2), Err(AmountError::TooLarge));
     }
 
     #[test]

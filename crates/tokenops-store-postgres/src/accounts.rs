@@ -19,6 +19,7 @@ use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
     AccountFilter, AccountRecord, AccountStore, ContractFilter, ContractRecord, ContractStore, StoreError, StoreResult,
 };
+use uuid::Uuid;
 
 /// An asset code as stored and compared: its ASCII letters upper-cased.
 fn asset_key(asset_id: &str) -> String {
@@ -324,6 +325,21 @@ impl AccountStore for PostgresTx {
             .map_err(codec::backend)?;
         let items = rows.iter().map(decode_account).collect::<StoreResult<Vec<_>>>()?;
         Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AccountRecord>> {
+        let sql = format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts
+             WHERE status IN ('ACTIVE', 'INACTIVE') AND ($1 IS NULL OR id > $1)
+             ORDER BY id LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        rows.iter().map(decode_account).collect()
     }
 
     async fn for_customer_in_status(

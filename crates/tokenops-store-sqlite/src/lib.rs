@@ -13,6 +13,7 @@ mod identity;
 mod jobs;
 mod ledger;
 mod migrate;
+mod operations;
 mod settings;
 
 use async_trait::async_trait;
@@ -26,6 +27,7 @@ use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
 };
+use tokenops_store::{BreakStore, LockStore, OperationStore, PositionStore};
 use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
 use tokenops_store::{CustodyKeyStore, LedgerStore};
 use tokenops_store::{GroupStore, RoleStore, SecretRevealStore};
@@ -146,6 +148,18 @@ impl Tx for SqliteTx {
         self
     }
     fn accounts(&mut self) -> &mut dyn AccountStore {
+        self
+    }
+    fn operations(&mut self) -> &mut dyn OperationStore {
+        self
+    }
+    fn locks(&mut self) -> &mut dyn LockStore {
+        self
+    }
+    fn breaks(&mut self) -> &mut dyn BreakStore {
+        self
+    }
+    fn positions(&mut self) -> &mut dyn PositionStore {
         self
     }
     fn events(&mut self) -> &mut dyn EventStore {

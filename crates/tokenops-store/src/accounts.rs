@@ -121,6 +121,9 @@ pub trait AccountStore: Send {
         filter: &AccountFilter,
         page: PageRequest,
     ) -> StoreResult<Page<AccountRecord>>;
+    /// Provisioned accounts (ACTIVE or INACTIVE) of every organisation, by id, after `after`:
+    /// the reconciliation walks them in batches.
+    async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AccountRecord>>;
     /// The customer's accounts in `status`, locked for update, oldest first: the customer
     /// cascades change them in the customer's transaction.
     async fn for_customer_in_status(

@@ -11,6 +11,7 @@ mod custody;
 mod error;
 mod identity;
 mod ledger;
+mod operations;
 
 pub use accounts::*;
 pub use aggregates::*;
@@ -18,6 +19,7 @@ pub use custody::*;
 pub use error::{StoreError, StoreResult};
 pub use identity::*;
 pub use ledger::*;
+pub use operations::*;
 
 use async_trait::async_trait;
 use std::time::Duration;
@@ -91,6 +93,10 @@ pub trait Tx: Send {
     fn customers(&mut self) -> &mut dyn CustomerStore;
     fn contracts(&mut self) -> &mut dyn ContractStore;
     fn accounts(&mut self) -> &mut dyn AccountStore;
+    fn operations(&mut self) -> &mut dyn OperationStore;
+    fn locks(&mut self) -> &mut dyn LockStore;
+    fn breaks(&mut self) -> &mut dyn BreakStore;
+    fn positions(&mut self) -> &mut dyn PositionStore;
     fn events(&mut self) -> &mut dyn EventStore;
     fn audit(&mut self) -> &mut dyn AuditStore;
     fn idempotency(&mut self) -> &mut dyn IdempotencyStore;

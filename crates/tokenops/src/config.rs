@@ -444,6 +444,13 @@ impl Config {
             shutdown_grace: Duration::from_millis(
                 r.integer("TOKENOPS_SHUTDOWN_GRACE_MS", 10_000, 0, 600_000).unsigned_abs(),
             ),
+            receipt_poll_ms: r.integer("TOKENOPS_RECEIPT_POLL_MS", defaults.receipt_poll_ms, 10, 600_000),
+            lock_sweep_interval: Duration::from_millis(
+                r.integer("TOKENOPS_LOCK_SWEEP_MS", 5_000, 10, 3_600_000).unsigned_abs(),
+            ),
+            reconcile_interval: Duration::from_secs(
+                r.integer("TOKENOPS_RECONCILE_INTERVAL_SECS", 600, 1, 86_400).unsigned_abs(),
+            ),
         };
         if r.problems.is_empty() {
             Ok(Config {

@@ -11,6 +11,7 @@ pub mod idp;
 pub mod operations;
 pub mod roles;
 pub mod tenants;
+pub mod transactions;
 pub mod users;
 pub mod webhook_events;
 

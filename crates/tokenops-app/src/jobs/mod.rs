@@ -30,6 +30,16 @@ pub mod kinds {
     pub const CONTRACT_DEPLOY: &str = "contract.deploy";
     /// Provisions a PENDING account's wallet.
     pub const ACCOUNT_PROVISION: &str = "account.provision";
+    /// Policy step of a SUBMITTED operation.
+    pub const OPERATION_EVALUATE: &str = "operation.evaluate";
+    /// Signs and sends an approved operation.
+    pub const OPERATION_SETTLE: &str = "operation.settle";
+    /// Follows a sent operation to its receipt.
+    pub const OPERATION_TRACK: &str = "operation.track";
+    /// Returns expired locks to their owners (periodic).
+    pub const LOCKS_EXPIRE: &str = "locks.expire";
+    /// Compares ledger balances with the service's positions (periodic).
+    pub const POSITIONS_RECONCILE: &str = "positions.reconcile";
 }
 
 /// Why a run did not finish the job.

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunnerSettings {
     /// Jobs run at once by one node.
     pub concurrency: usize,
@@ -23,8 +23,9 @@ pub struct RunnerSettings {
     /// How often to look for due jobs when no wake-up arrives (the polling fallback).
     pub poll_interval: Duration,
     pub backoff: Backoff,
-    /// How often the maintenance job is enqueued.
-    pub maintenance_interval: Duration,
+    /// Jobs each node enqueues on a period (kind, period): maintenance, the lock expiry sweep,
+    /// the reconciliation. A dedupe key keeps each singular across nodes.
+    pub periodic: Vec<(&'static str, Duration)>,
     /// On shutdown, how long running jobs may take before their leases are given back.
     pub shutdown_grace: Duration,
 }
@@ -70,15 +71,20 @@ impl JobRunner {
 
     /// Enqueues the maintenance job unless one is already queued or running.
     pub async fn schedule_maintenance(&self) -> StoreResult<()> {
+        self.schedule_periodic(kinds::MAINTENANCE_PRUNE).await
+    }
+
+    /// Enqueues a periodic job of `kind` unless one is already queued or running.
+    pub async fn schedule_periodic(&self, kind: &str) -> StoreResult<()> {
         let now = self.clock.now();
         let mut tx = self.store.write().await?;
         let job = NewJob {
-            kind: kinds::MAINTENANCE_PRUNE.to_owned(),
+            kind: kind.to_owned(),
             tenant_id: None,
             payload: serde_json::json!({}),
             run_at: now,
             max_attempts: 3,
-            dedupe_key: Some(kinds::MAINTENANCE_PRUNE.to_owned()),
+            dedupe_key: Some(kind.to_owned()),
         };
         tx.jobs().enqueue(&job, now).await?;
         tx.commit().await
@@ -119,8 +125,9 @@ impl JobRunner {
     /// finish within the grace period and gives back the leases of those that do not.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let mut tasks: JoinSet<()> = JoinSet::new();
-        let mut maintenance = tokio::time::interval(self.settings.maintenance_interval);
-        maintenance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let start = tokio::time::Instant::now();
+        let mut due: Vec<(&'static str, Duration, tokio::time::Instant)> =
+            self.settings.periodic.iter().map(|(kind, every)| (*kind, *every, start)).collect();
         loop {
             while tasks.try_join_next().is_some() {}
             let free = self.settings.concurrency.saturating_sub(tasks.len());
@@ -144,9 +151,15 @@ impl JobRunner {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = maintenance.tick() => {
-                    if let Err(e) = self.schedule_maintenance().await {
-                        tracing::warn!(error = %e, "could not schedule maintenance");
+                _ = tokio::time::sleep_until(due.iter().map(|d| d.2).min().unwrap_or(start + Duration::from_secs(3_600))), if !due.is_empty() => {
+                    let now = tokio::time::Instant::now();
+                    for (kind, every, at) in &mut due {
+                        if *at <= now {
+                            *at = now + *every;
+                            if let Err(e) = self.schedule_periodic(kind).await {
+                                tracing::warn!(error = %e, kind, "could not schedule a periodic job");
+                            }
+                        }
                     }
                 }
                 _ = self.store.wait_for_jobs(self.settings.poll_interval), if tasks.len() < self.settings.concurrency => {}

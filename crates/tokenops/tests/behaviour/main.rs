@@ -18,3 +18,4 @@ mod sign_in;
 mod smoke;
 mod token_attacks;
 mod token_verification;
+mod transactions;

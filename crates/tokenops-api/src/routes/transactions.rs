@@ -1,0 +1,313 @@
+//! `/api/transactions`: submit a token operation (202), read one, list them (style A, or style
+//! D with limit/cursor; newest first) and list breaks; `/api/locks/{lockId}` and
+//! `/api/accounts/{accountRef}/locks` show locks.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::operations::{BreakOut, LockOut, OperationOut, SUBMIT, Submission};
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::operation::{BreakReason, LockStatus, OperationState, TxType};
+use tokenops_domain::paging::{KeysetPosition, Page};
+use tokenops_store::{BreakFilter, OperationFilter, OperationRecord};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, CursorRequest, STRICT_SIZE, Style};
+use crate::extract::path::PathText;
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRequest};
+
+const ENDPOINT: &str = "transactions.list";
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(submit_transaction, list_transactions))
+        .routes(routes!(list_breaks))
+        .routes(routes!(get_transaction))
+        .routes(routes!(get_lock))
+        .routes(routes!(list_account_locks))
+}
+
+/// Body of `POST /api/transactions`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TransactionIn {
+    /// TRANSFER, LOCK, RELEASE, CANCEL, MINT or BURN.
+    #[schema(value_type = Option<TxType>)]
+    pub tx_type: Option<String>,
+    /// ISO 4217 code with an ACTIVE contract (not on RELEASE or CANCEL).
+    pub asset_id: Option<String>,
+    /// The originating account (not on RELEASE or CANCEL).
+    pub account_ref: Option<String>,
+    /// TRANSFER (required) or LOCK (optional: the lock's payee).
+    pub counterparty_ref: Option<String>,
+    /// Positive decimal string, no finer than the currency's minor unit (not on RELEASE or CANCEL).
+    #[schema(example = "125.00")]
+    pub amount: Option<String>,
+    /// Scalars only. `lockId` on RELEASE and CANCEL; `expiresAt` (ISO 8601) optional on LOCK.
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<serde_json::Value>,
+}
+
+fn text_field(name: &str, value: Option<serde_json::Value>) -> Result<Option<String>, Error> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(Error::invalid_field(name, "must be a string")),
+    }
+}
+
+/// The operation's response: 202 and `Location`, always with the operation as it is now (a
+/// replayed key answers the original operation in its current state, failed ones included).
+fn accepted(operation: &OperationRecord) -> Response {
+    let mut response = (StatusCode::ACCEPTED, axum::Json(OperationOut::from(operation))).into_response();
+    if let Ok(location) = HeaderValue::from_str(&format!("/api/transactions/{}", operation.id)) {
+        response.headers_mut().insert(axum::http::header::LOCATION, location);
+    }
+    response
+}
+
+/// Submit a token operation.
+#[utoipa::path(
+    post, path = "/api/transactions", tag = "transactions", operation_id = "transactions.submit",
+    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    request_body = TransactionIn,
+    responses(
+        (status = 202, description = "Accepted: the operation (SUBMITTED) with Location; its outcome is reported on it and by events, never as an HTTP error. The same key returns the original operation in its current state", body = OperationOut, headers(("Location" = String))),
+        (status = 400, description = "Any rule of the submission: key missing, blank or over 255; counterpartyRef on a type other than TRANSFER or LOCK, or missing on a TRANSFER; assetId not a recognised ISO 4217 code or without an ACTIVE contract; amount not positive or finer than the minor unit; a named account missing, holding another asset or not ACTIVE; a non-scalar params value; params.lockId on a LOCK; RELEASE or CANCEL without a valid lockId, with a lock not ACTIVE or being completed, or with assetId, accountRef or amount", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission transaction:submit (transaction:mint for MINT and BURN)", body = crate::openapi::ErrorBody),
+        (status = 404, description = "RELEASE or CANCEL whose lock is not visible yet: retry with the same key", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The same key is still being processed (Retry-After)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The key was used with another payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn submit_transaction(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    key: IdempotencyKey,
+    body: JsonBody<serde_json::Map<String, serde_json::Value>>,
+) -> ApiResult<Response> {
+    let fingerprint = write::fingerprint("POST", "/api/transactions", &body.document);
+    let mut fields = body.value;
+    let known = ["txType", "assetId", "accountRef", "counterpartyRef", "amount", "params"];
+    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(Error::invalid_field(unknown, "is not a field of a token operation").into());
+    }
+    let submission = Submission {
+        tx_type: text_field("txType", fields.remove("txType"))?,
+        asset_id: text_field("assetId", fields.remove("assetId"))?,
+        account_ref: text_field("accountRef", fields.remove("accountRef"))?,
+        counterparty_ref: text_field("counterpartyRef", fields.remove("counterpartyRef"))?,
+        amount: text_field("amount", fields.remove("amount"))?,
+        params: fields.remove("params"),
+    };
+    let app = state.app.clone();
+    let request = WriteRequest { scope: &scope, operation: &SUBMIT, key: Some(key), fingerprint, resource_id: None };
+    let response = write::run(&state, request, |mut w| async move {
+        let result = app.operations.submit(&mut w, submission).await;
+        let reply = result.and_then(|o| {
+            let mut reply = Reply::created(&OperationOut::from(&o), format!("/api/transactions/{}", o.id))?;
+            reply.status = StatusCode::ACCEPTED;
+            Ok(reply)
+        });
+        (w, reply)
+    })
+    .await?;
+    // A replay answers with the operation as it is now, not as it was accepted.
+    if response.status() == StatusCode::ACCEPTED && response.headers().contains_key("idempotent-replayed") {
+        let location = response.headers().get(axum::http::header::LOCATION).and_then(|v| v.to_str().ok());
+        if let Some(id) = location.and_then(|l| l.rsplit('/').next()).and_then(|id| uuid::Uuid::parse_str(id).ok()) {
+            let current = state.app.operations.get(scope.tenant, id).await?;
+            let mut fresh = accepted(&current);
+            fresh.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+            return Ok(fresh);
+        }
+    }
+    Ok(response)
+}
+
+/// Read one operation.
+#[utoipa::path(
+    get, path = "/api/transactions/{transactionId}", tag = "transactions", operation_id = "transactions.get",
+    params(("transactionId" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = OperationOut),
+        (status = 400, description = "transactionId is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_transaction(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    let operation = state.app.operations.get(scope.tenant, id).await?;
+    Ok(axum::Json(OperationOut::from(&operation)).into_response())
+}
+
+fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
+    let states: Vec<&str> = OperationState::ALL.iter().map(|s| s.as_str()).collect();
+    let types: Vec<&str> = TxType::ALL.iter().map(|t| t.as_str()).collect();
+    let state = params.choice("state", OperationState::parse, &states)?;
+    let tx_type = params.choice("txType", TxType::parse, &types)?;
+    let account_ref = params
+        .one("accountRef")?
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| AccountRef::parse(r).map_err(|e| Error::invalid_field("accountRef", e)))
+        .transpose()?;
+    Ok(OperationFilter { state, account_ref, tx_type })
+}
+
+/// List operations, newest first: style A (page, size), or style D (limit, cursor).
+#[utoipa::path(
+    get, path = "/api/transactions", tag = "transactions", operation_id = "transactions.list",
+    params(
+        ("state" = Option<OperationState>, Query), ("accountRef" = Option<String>, Query, description = "As the originating account or the counterparty"),
+        ("txType" = Option<TxType>, Query),
+        ("page" = Option<u64>, Query, description = "Style A: zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "Style A: 1 to 100, default 20"),
+        ("limit" = Option<u32>, Query, description = "Style D: 1 to 100, default 20"),
+        ("cursor" = Option<String>, Query, description = "Style D: nextCursor of the previous page, with the same filters"),
+    ),
+    responses(
+        (status = 200, description = "Style A page (content, page, size, totalElements, totalPages), or style D (items, nextCursor, limit) when limit or cursor is given"),
+        (status = 400, description = "Negative page, size or limit outside 1 to 100, unknown state or txType, mixed paging styles, a foreign cursor", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_transactions(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let filter = operation_filter(&params)?;
+    let keyset = params.has("limit") || params.has("cursor");
+    if keyset && (params.has("page") || params.has("size")) {
+        return Err(Error::bad_request("Use page/size (style A) or limit/cursor (style D), not both").into());
+    }
+    if !keyset {
+        let page = paging::page_request(&params, STRICT_SIZE)?;
+        let operations = state.app.operations.list(scope.tenant, &filter, page).await?;
+        let view = operations.map(|o| OperationOut::from(&o));
+        return Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response());
+    }
+    let filters = paging::filters_fingerprint(&[
+        ("state", filter.state.map(|s| s.as_str().to_owned())),
+        ("accountRef", filter.account_ref.as_ref().map(ToString::to_string)),
+        ("txType", filter.tx_type.map(|t| t.as_str().to_owned())),
+    ]);
+    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
+    let operations = state.app.operations.list_after(scope.tenant, &filter, request.window()).await?;
+    let body = request.envelope(
+        operations,
+        |o: &OperationRecord| KeysetPosition { at_micros: o.created_at.as_micros(), id: o.id },
+        |o: &OperationRecord| OperationOut::from(o),
+        &state.cursors,
+    );
+    Ok(axum::Json(body).into_response())
+}
+
+/// List breaks, newest first (style A).
+#[utoipa::path(
+    get, path = "/api/transactions/breaks", tag = "transactions", operation_id = "transactions.breaks",
+    params(
+        ("reason" = Option<String>, Query, description = "CHAIN_FAILED, RETRY_EXHAUSTED, BALANCE_MISMATCH; another value gives an empty page"),
+        ("accountRef" = Option<String>, Query),
+        ("from" = Option<String>, Query, description = "ISO 8601, inclusive"),
+        ("to" = Option<String>, Query, description = "ISO 8601, exclusive"),
+        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query),
+    ),
+    responses(
+        (status = 200, description = "Style A page of breaks: {id, transactionId?, accountRef, assetId, reason, detail, detectedAt}"),
+        (status = 400, description = "from not before to, negative page, size outside 1 to 100", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_breaks(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let (from, to) = params.window("from", "to")?;
+    let empty = || {
+        axum::Json(paging::envelope(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page)).into_response()
+    };
+    let reason = match params.one("reason")?.map(str::trim).filter(|r| !r.is_empty()) {
+        None => None,
+        Some(text) => match BreakReason::parse(text) {
+            Some(reason) => Some(reason),
+            None => return Ok(empty()),
+        },
+    };
+    let account_ref = match params.one("accountRef")?.map(str::trim).filter(|r| !r.is_empty()) {
+        None => None,
+        Some(text) => match AccountRef::parse(text) {
+            Ok(r) => Some(r),
+            Err(_) => return Ok(empty()),
+        },
+    };
+    let breaks =
+        state.app.operations.breaks(scope.tenant, &BreakFilter { reason, account_ref, from, to }, page).await?;
+    let view = breaks.map(|b| BreakOut::from(&b));
+    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+}
+
+/// Read a lock (visible once its LOCK is on the ledger).
+#[utoipa::path(
+    get, path = "/api/locks/{lockId}", tag = "transactions", operation_id = "locks.get",
+    params(("lockId" = uuid::Uuid, Path, description = "The LOCK operation's transactionId")),
+    responses(
+        (status = 200, body = LockOut),
+        (status = 400, description = "lockId is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_lock(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
+    let lock = state.app.operations.lock(scope.tenant, id).await?;
+    Ok(axum::Json(LockOut::from(&lock)).into_response())
+}
+
+/// An account's locks, newest first (style A).
+#[utoipa::path(
+    get, path = "/api/accounts/{accountRef}/locks", tag = "transactions", operation_id = "locks.list",
+    params(
+        ("accountRef" = String, Path),
+        ("status" = Option<LockStatus>, Query),
+        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query),
+    ),
+    responses(
+        (status = 200, description = "Style A page of locks"),
+        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_account_locks(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(account_ref): PathText,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let statuses: Vec<&str> = LockStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let status = params.choice("status", LockStatus::parse, &statuses)?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let locks = state.app.operations.locks_of(scope.tenant, &account_ref, status, page).await?;
+    let view = locks.map(|l| LockOut::from(&l));
+    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+}

@@ -1,0 +1,435 @@
+//! Token operations: submission (the spec's rules 1–6, then 202 with the operation; balances
+//! are not checked here), reads and lists, locks and breaks as integrators read them. What
+//! happens after acceptance is `settlement`.
+
+use serde::Serialize;
+use std::sync::Arc;
+use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::asset::{Amount, AssetId, format_minor_units};
+use tokenops_domain::operation::{BreakReason, Counterparty, FailureCode, LockStatus, OperationState, TxType};
+use tokenops_domain::paging::{KeysetRequest, Page, PageRequest};
+use tokenops_domain::permission::Permission;
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_store::{
+    AccountRecord, BreakFilter, BreakRecord, LockRecord, OperationFilter, OperationRecord, Store, Tx,
+};
+use uuid::Uuid;
+
+use crate::contracts::active_contract;
+use crate::error::{AppResult, Error};
+use crate::jobs::kinds;
+use crate::write::{Operation, Write};
+
+pub const SUBMIT: Operation =
+    Operation { name: "transaction.submit", category: "TRANSACTIONS", resource_type: "transaction" };
+
+/// A token operation as the API returns it, and as `transaction.*` events carry it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationOut {
+    pub transaction_id: Uuid,
+    pub tx_type: TxType,
+    pub asset_id: String,
+    pub account_ref: String,
+    pub customer_ref: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counterparty_ref: Option<String>,
+    /// Decimal string in the asset's minor unit.
+    #[schema(example = "125.00")]
+    pub amount: String,
+    #[schema(value_type = Object)]
+    pub params: serde_json::Value,
+    pub state: OperationState,
+    /// Absent until the operation reached the ledger.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_hash: Option<String>,
+    /// Present with txHash once the ledger transaction was included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_number: Option<u64>,
+    /// Absent (not null) while in flight and when confirmed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<FailureCode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_code: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+}
+
+/// The decimals of an asset code the store holds (always a valid one).
+pub fn decimals_of(asset: &str) -> u8 {
+    AssetId::parse(asset).map(AssetId::minor_unit).unwrap_or(0)
+}
+
+fn amount_text(minor_units: i64, asset: &str) -> String {
+    format_minor_units(u128::try_from(minor_units).unwrap_or(0), decimals_of(asset))
+}
+
+impl From<&OperationRecord> for OperationOut {
+    fn from(o: &OperationRecord) -> Self {
+        Self {
+            transaction_id: o.id,
+            tx_type: o.tx_type,
+            asset_id: o.asset_id.clone(),
+            account_ref: o.account_ref.to_string(),
+            customer_ref: o.customer_ref.to_string(),
+            counterparty_ref: o.counterparty_ref.as_ref().map(ToString::to_string),
+            amount: amount_text(o.amount, &o.asset_id),
+            params: o.params.clone(),
+            state: o.state,
+            tx_hash: o.tx_hash.clone(),
+            block_number: o.block_number,
+            failure_code: o.failure_code,
+            reason_code: o.reason_code.clone(),
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+        }
+    }
+}
+
+/// A lock as the API returns it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LockOut {
+    /// The LOCK operation's transactionId.
+    pub lock_id: Uuid,
+    pub account_ref: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counterparty_ref: Option<String>,
+    pub asset_id: String,
+    pub amount: String,
+    pub status: LockStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<Timestamp>,
+    /// The RELEASE or CANCEL completing it (in flight or done).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed_by: Option<Uuid>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+}
+
+impl From<&LockRecord> for LockOut {
+    fn from(l: &LockRecord) -> Self {
+        Self {
+            lock_id: l.id,
+            account_ref: l.account_ref.to_string(),
+            counterparty_ref: l.counterparty_ref.as_ref().map(ToString::to_string),
+            asset_id: l.asset_id.clone(),
+            amount: amount_text(l.amount, &l.asset_id),
+            status: l.status,
+            expires_at: l.expires_at,
+            completed_by: l.completed_by,
+            created_at: l.created_at,
+            updated_at: l.updated_at,
+        }
+    }
+}
+
+/// A break as the API returns it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BreakOut {
+    pub id: Uuid,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transaction_id: Option<Uuid>,
+    pub account_ref: String,
+    pub asset_id: String,
+    pub reason: BreakReason,
+    pub detail: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub detected_at: Timestamp,
+}
+
+impl From<&BreakRecord> for BreakOut {
+    fn from(b: &BreakRecord) -> Self {
+        Self {
+            id: b.id,
+            transaction_id: b.transaction_id,
+            account_ref: b.account_ref.to_string(),
+            asset_id: b.asset_id.clone(),
+            reason: b.reason,
+            detail: b.detail.clone(),
+            detected_at: b.detected_at,
+        }
+    }
+}
+
+/// A submission as the client sent it, each field still text: every rule is checked here.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    pub tx_type: Option<String>,
+    pub asset_id: Option<String>,
+    pub account_ref: Option<String>,
+    pub counterparty_ref: Option<String>,
+    pub amount: Option<String>,
+    pub params: Option<serde_json::Value>,
+}
+
+fn invalid(field: &str, problem: impl std::fmt::Display) -> Error {
+    Error::invalid_field(field, problem)
+}
+
+/// Checks the shape of a submission that needs no store: type, fields allowed per type,
+/// params scalars. Returns the type and params object.
+fn check_shape(s: &Submission) -> AppResult<(TxType, serde_json::Map<String, serde_json::Value>)> {
+    let text = s.tx_type.as_deref().ok_or_else(|| invalid("txType", "is required"))?;
+    let tx_type = TxType::parse(text).ok_or_else(|| {
+        invalid("txType", format!("{text:?} is not one of TRANSFER, LOCK, RELEASE, CANCEL, MINT, BURN"))
+    })?;
+    let params = match &s.params {
+        None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+        Some(serde_json::Value::Object(map)) => map.clone(),
+        Some(_) => return Err(invalid("params", "must be an object")),
+    };
+    if let Some((name, _)) = params.iter().find(|(_, v)| v.is_object() || v.is_array()) {
+        return Err(invalid(&format!("params.{name}"), "must be a scalar (string, number, boolean or null)"));
+    }
+    match tx_type.counterparty() {
+        Counterparty::Required if s.counterparty_ref.is_none() => {
+            return Err(invalid("counterpartyRef", "is required on a TRANSFER"));
+        }
+        Counterparty::Forbidden if s.counterparty_ref.is_some() => {
+            return Err(invalid(
+                "counterpartyRef",
+                format!("is allowed only on TRANSFER or LOCK, not {}", tx_type.as_str()),
+            ));
+        }
+        _ => {}
+    }
+    if tx_type == TxType::Lock && params.contains_key("lockId") {
+        return Err(invalid(
+            "params.lockId",
+            "must not be given on a LOCK (the lock's id is the LOCK's transactionId)",
+        ));
+    }
+    if tx_type.completes_lock() {
+        for (field, present) in
+            [("assetId", s.asset_id.is_some()), ("accountRef", s.account_ref.is_some()), ("amount", s.amount.is_some())]
+        {
+            if present {
+                return Err(invalid(
+                    field,
+                    format!("must not be given on a {}: the lock decides it", tx_type.as_str()),
+                ));
+            }
+        }
+    }
+    Ok((tx_type, params))
+}
+
+/// An account named by a submission: it must exist, hold the asset and be ACTIVE (400).
+async fn usable_account(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    field: &str,
+    text: &str,
+    asset: &str,
+) -> AppResult<AccountRecord> {
+    let reference = AccountRef::parse(text).map_err(|e| invalid(field, e))?;
+    let account = tx
+        .accounts()
+        .get(tenant, &reference)
+        .await?
+        .ok_or_else(|| invalid(field, format!("names no account: {text}")))?;
+    if account.asset_id != asset {
+        return Err(invalid(field, format!("account {text} holds {}, not {asset}", account.asset_id)));
+    }
+    if account.status != AccountStatus::Active {
+        return Err(invalid(field, format!("account {text} is {}, not ACTIVE", account.status.as_str())));
+    }
+    Ok(account)
+}
+
+pub struct Operations {
+    store: Arc<dyn Store>,
+}
+
+impl Operations {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// Accepts an operation (SUBMITTED, with its `operation.evaluate` job) once every rule of
+    /// the submission holds; balances are not checked (a shortfall fails in settlement).
+    pub async fn submit(&self, w: &mut Write, submission: Submission) -> AppResult<OperationRecord> {
+        let tenant = w.tenant()?;
+        let (tx_type, params) = check_shape(&submission)?;
+        if matches!(tx_type, TxType::Mint | TxType::Burn) {
+            w.context().caller.require(Permission::TransactionMint)?;
+        }
+        let id = new_id();
+        let now = w.now();
+        let (asset, account, counterparty, amount, lock_id) = if tx_type.completes_lock() {
+            let lock = self.lock_to_complete(w, tenant, tx_type, &params, id).await?;
+            let owner = w
+                .tx()
+                .accounts()
+                .get(tenant, &lock.account_ref)
+                .await?
+                .ok_or_else(|| Error::internal(format!("lock {} names an account that does not exist", lock.id)))?;
+            let counterparty = if tx_type == TxType::Release { lock.counterparty_ref.clone() } else { None };
+            (lock.asset_id.clone(), owner, counterparty, lock.amount, Some(lock.id))
+        } else {
+            let asset_text = submission.asset_id.as_deref().ok_or_else(|| invalid("assetId", "is required"))?;
+            let asset = AssetId::parse(asset_text).map_err(|e| invalid("assetId", e))?;
+            active_contract(w.tx(), tenant, asset.code())
+                .await
+                .map_err(|_| invalid("assetId", format!("{} has no ACTIVE contract", asset.code())))?;
+            let amount_text = submission.amount.as_deref().ok_or_else(|| invalid("amount", "is required"))?;
+            let amount = Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
+            let account_text = submission.account_ref.as_deref().ok_or_else(|| invalid("accountRef", "is required"))?;
+            let account = usable_account(w.tx(), tenant, "accountRef", account_text, asset.code()).await?;
+            let counterparty = match submission.counterparty_ref.as_deref() {
+                None => None,
+                Some(text) => {
+                    let other = usable_account(w.tx(), tenant, "counterpartyRef", text, asset.code()).await?;
+                    if other.account_ref == account.account_ref {
+                        return Err(invalid("counterpartyRef", "must name another account than accountRef"));
+                    }
+                    Some(other.account_ref)
+                }
+            };
+            let lock_id = (tx_type == TxType::Lock).then_some(id);
+            (asset.code().to_owned(), account, counterparty, amount.as_i64(), lock_id)
+        };
+        let operation = OperationRecord {
+            id,
+            tenant_id: tenant,
+            tx_type,
+            asset_id: asset,
+            customer_ref: account.customer_ref.clone(),
+            account_ref: account.account_ref,
+            counterparty_ref: counterparty,
+            amount,
+            params: serde_json::Value::Object(params),
+            lock_id,
+            state: OperationState::Submitted,
+            tx_hash: None,
+            block_number: None,
+            failure_code: None,
+            reason_code: None,
+            signed_transaction: None,
+            submitted_by: w.context().caller.subject.clone(),
+            idempotency_key: w.idempotency_key().map(str::to_owned),
+            correlation_id: w.context().correlation_id.clone(),
+            created_at: now,
+            updated_at: now,
+        };
+        w.tx().operations().insert(&operation).await?;
+        w.enqueue(kinds::OPERATION_EVALUATE, serde_json::json!({ "transactionId": id })).await?;
+        w.set_resource_id(id.to_string());
+        w.set_audit_detail(serde_json::json!({ "after": OperationOut::from(&operation) }));
+        Ok(operation)
+    }
+
+    /// The ACTIVE lock a RELEASE or CANCEL completes, marked as being completed by `by`.
+    async fn lock_to_complete(
+        &self,
+        w: &mut Write,
+        tenant: TenantId,
+        tx_type: TxType,
+        params: &serde_json::Map<String, serde_json::Value>,
+        by: Uuid,
+    ) -> AppResult<LockRecord> {
+        let lock_id =
+            params.get("lockId").and_then(|v| v.as_str()).and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| {
+                invalid("params.lockId", format!("a {} needs the lock's id (a UUID)", tx_type.as_str()))
+            })?;
+        let Some(mut lock) = w.tx().locks().get_for_update(tenant, lock_id).await? else {
+            // Not visible yet while its LOCK is in flight: the client retries (same key).
+            let lock_operation = w.tx().operations().get(tenant, lock_id).await?;
+            return Err(match lock_operation {
+                Some(op) if op.tx_type == TxType::Lock && !op.state.is_terminal() => Error::not_found(format!(
+                    "Lock {lock_id} is not visible yet: its LOCK is {}; retry shortly",
+                    op.state.as_str()
+                ))
+                .with_code("LOCK_NOT_YET_VISIBLE")
+                .retry_with_same_key(),
+                Some(op) if op.tx_type == TxType::Lock => {
+                    invalid("params.lockId", format!("lock {lock_id} is not ACTIVE: its LOCK {}", op.state.as_str()))
+                }
+                _ => Error::not_found(format!("No lock {lock_id}")).with_code("LOCK_NOT_FOUND").retry_with_same_key(),
+            });
+        };
+        if lock.status != LockStatus::Active {
+            return Err(invalid("params.lockId", format!("lock {lock_id} is {}, not ACTIVE", lock.status.as_str())));
+        }
+        if let Some(other) = lock.completed_by {
+            return Err(invalid("params.lockId", format!("lock {lock_id} is already being completed by {other}")));
+        }
+        lock.completed_by = Some(by);
+        lock.updated_at = w.now();
+        w.tx().locks().update(&lock).await?;
+        Ok(lock)
+    }
+
+    pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<OperationRecord> {
+        let mut tx = self.store.read().await?;
+        tx.operations().get(tenant, id).await?.ok_or_else(|| operation_not_found(id))
+    }
+
+    /// Newest first (style A).
+    pub async fn list(
+        &self,
+        tenant: TenantId,
+        filter: &OperationFilter,
+        page: PageRequest,
+    ) -> AppResult<Page<OperationRecord>> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.operations().list(tenant, filter, page).await?)
+    }
+
+    /// Newest first (style D).
+    pub async fn list_after(
+        &self,
+        tenant: TenantId,
+        filter: &OperationFilter,
+        window: KeysetRequest,
+    ) -> AppResult<Vec<OperationRecord>> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.operations().list_after(tenant, filter, window).await?)
+    }
+
+    /// A lock, once its LOCK is on the ledger.
+    pub async fn lock(&self, tenant: TenantId, id: Uuid) -> AppResult<LockRecord> {
+        let mut tx = self.store.read().await?;
+        tx.locks()
+            .get(tenant, id)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("Lock {id} not found")).with_code("LOCK_NOT_FOUND"))
+    }
+
+    /// An account's locks, newest first.
+    pub async fn locks_of(
+        &self,
+        tenant: TenantId,
+        account_ref: &str,
+        status: Option<LockStatus>,
+        page: PageRequest,
+    ) -> AppResult<Page<LockRecord>> {
+        let not_found = || crate::accounts::account_not_found(account_ref);
+        let reference = AccountRef::parse(account_ref).map_err(|_| not_found())?;
+        let mut tx = self.store.read().await?;
+        tx.accounts().get(tenant, &reference).await?.ok_or_else(not_found)?;
+        Ok(tx.locks().list_for_account(tenant, &reference, status, page).await?)
+    }
+
+    /// Newest first.
+    pub async fn breaks(
+        &self,
+        tenant: TenantId,
+        filter: &BreakFilter,
+        page: PageRequest,
+    ) -> AppResult<Page<BreakRecord>> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.breaks().list(tenant, filter, page).await?)
+    }
+}
+
+pub fn operation_not_found(id: Uuid) -> Error {
+    Error::not_found(format!("Transaction {id} not found")).with_code("TRANSACTION_NOT_FOUND")
+}

@@ -1,0 +1,920 @@
+//! The settlement pipeline of an accepted operation, as durable jobs:
+//!
+//! 1. `operation.evaluate`: the policy step (no ACTIVE policy yet means approved) and the
+//!    checks that decide whether the operation can be processed at all (the accounts and the
+//!    contract still ACTIVE, a LOCK's expiry valid and in the future: else `UNPROCESSABLE`);
+//!    → PENDING_SETTLEMENT and `operation.settle`.
+//! 2. `operation.settle`: custody signs the ledger transaction (a refusal is
+//!    `SIGNING_REJECTED`, nothing reaches the ledger); the signed bytes are recorded before
+//!    they are sent, so an unknown outcome is only ever resolved by sending **the same bytes**
+//!    again; temporary failures retry with backoff, then `RETRY_EXHAUSTED` (with a break);
+//!    → SETTLING with `txHash` and `operation.track`.
+//! 3. `operation.track`: the receipt → CONFIRMED with `blockNumber` (positions, locks and
+//!    `transaction.confirmed` move with it), or FAILED `CHAIN_FAILED` with the decoded revert
+//!    as `reasonCode` and a break.
+//!
+//! States only move forward (`OperationState::may_become`); a job that finds its operation
+//! elsewhere than it expects does nothing.
+
+use async_trait::async_trait;
+use std::str::FromStr;
+use std::sync::Arc;
+use tokenops_custody::{Address, B256, Custody, CustodyError};
+use tokenops_domain::account::AccountStatus;
+use tokenops_domain::audit::AuditOutcome;
+use tokenops_domain::event::{Event, EventType, ResourceRef};
+use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_ledger::{Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, SignedTransaction, U256};
+use tokenops_store::{BreakRecord, Job, LockRecord, NewJob, OperationRecord, Store, Tx};
+use uuid::Uuid;
+
+use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
+use crate::operations::OperationOut;
+use crate::write::Operation;
+
+pub const SETTLED: Operation =
+    Operation { name: "transaction.settle", category: "TRANSACTIONS", resource_type: "transaction" };
+
+/// Tunables of the pipeline.
+#[derive(Debug, Clone, Copy)]
+pub struct SettlementSettings {
+    /// How long `operation.track` waits between receipt polls.
+    pub receipt_poll_ms: i64,
+    pub job_max_attempts: u32,
+}
+
+/// What every pipeline job needs.
+pub struct Pipeline {
+    pub store: Arc<dyn Store>,
+    pub custody: Arc<dyn Custody>,
+    pub ledger: Arc<dyn Ledger>,
+    pub settings: SettlementSettings,
+}
+
+fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {
+    let tenant = job.tenant_id.ok_or_else(|| JobError::Permanent(format!("{} without a tenant", job.kind)))?;
+    let id = job
+        .payload
+        .get("transactionId")
+        .and_then(|v| v.as_str())
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| JobError::Permanent("payload has no transactionId".into()))?;
+    Ok((tenant, id))
+}
+
+fn internal(e: impl std::fmt::Display) -> JobError {
+    JobError::Retry(e.to_string())
+}
+
+/// The ledger's id of a lock's hold: the lock id's 16 bytes, right-aligned.
+pub fn hold_id(lock_id: Uuid) -> B256 {
+    let mut bytes = [0u8; 32];
+    bytes[16..].copy_from_slice(lock_id.as_bytes());
+    B256::from(bytes)
+}
+
+fn parse_address(text: Option<&str>, what: &str) -> Result<Address, String> {
+    let text = text.ok_or_else(|| format!("{what} has no address"))?;
+    Address::from_str(text).map_err(|_| format!("{what} has an invalid address {text:?}"))
+}
+
+impl Pipeline {
+    async fn load(&self, tenant: TenantId, id: Uuid) -> Result<Option<OperationRecord>, JobError> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.operations().get(tenant, id).await?)
+    }
+
+    fn job(&self, kind: &str, tenant: TenantId, id: Uuid, run_at: Timestamp) -> NewJob {
+        NewJob {
+            kind: kind.to_owned(),
+            tenant_id: Some(tenant),
+            payload: serde_json::json!({ "transactionId": id }),
+            run_at,
+            max_attempts: self.settings.job_max_attempts,
+            dedupe_key: None,
+        }
+    }
+
+    /// Moves the operation (read for update in `tx`) from `from` to `to` by `change`, with the
+    /// event the new state calls for; `false` when the operation is no longer in `from`.
+    async fn advance(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        id: Uuid,
+        from: OperationState,
+        change: impl FnOnce(&mut OperationRecord),
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, JobError> {
+        let Some(mut operation) = tx.operations().get_for_update(tenant, id).await? else {
+            return Ok(None);
+        };
+        if operation.state != from {
+            return Ok(None);
+        }
+        change(&mut operation);
+        debug_assert!(from.may_become(operation.state) || from == operation.state);
+        operation.updated_at = now;
+        tx.operations().update(&operation).await?;
+        Ok(Some(operation))
+    }
+
+    /// Ends the operation FAILED with `code` and `reason`: its event, its lock bookkeeping, a
+    /// break when it reached the ledger or ran out of retries, and the audit record.
+    #[allow(clippy::too_many_arguments)]
+    async fn fail(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        id: Uuid,
+        from: OperationState,
+        code: FailureCode,
+        reason: String,
+        block_number: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let reason_code = reason_code_of(code, &reason);
+        let Some(operation) = self
+            .advance(
+                tx,
+                tenant,
+                id,
+                from,
+                |o| {
+                    o.state = OperationState::Failed;
+                    o.failure_code = Some(code);
+                    o.reason_code = Some(reason_code);
+                    if block_number.is_some() {
+                        o.block_number = block_number;
+                    }
+                },
+                now,
+            )
+            .await?
+        else {
+            return Ok(());
+        };
+        // A RELEASE or CANCEL that failed leaves its lock ACTIVE for another try.
+        if let Some(lock_id) = operation.lock_id.filter(|_| operation.tx_type.completes_lock())
+            && let Some(mut lock) = tx.locks().get_for_update(tenant, lock_id).await?
+            && lock.completed_by == Some(operation.id)
+        {
+            lock.completed_by = None;
+            lock.updated_at = now;
+            tx.locks().update(&lock).await?;
+        }
+        let break_reason = match code {
+            FailureCode::ChainFailed => Some(BreakReason::ChainFailed),
+            FailureCode::RetryExhausted => Some(BreakReason::RetryExhausted),
+            _ => None,
+        };
+        if let Some(break_reason) = break_reason {
+            let detail = match &operation.tx_hash {
+                Some(hash) => format!("{reason} (txHash {hash})"),
+                None => reason.clone(),
+            };
+            tx.breaks()
+                .insert(&BreakRecord {
+                    id: new_id(),
+                    tenant_id: tenant,
+                    transaction_id: Some(operation.id),
+                    account_ref: operation.account_ref.clone(),
+                    asset_id: operation.asset_id.clone(),
+                    reason: break_reason,
+                    detail,
+                    detected_at: now,
+                })
+                .await?;
+        }
+        let event = if code == FailureCode::ValidationRejected {
+            EventType::TransactionRejected
+        } else {
+            EventType::TransactionFailed
+        };
+        self.publish(tx, event, &operation, now).await?;
+        self.audit(tx, &operation, AuditOutcome::Failure, now).await
+    }
+
+    async fn publish(
+        &self,
+        tx: &mut dyn Tx,
+        event_type: EventType,
+        operation: &OperationRecord,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let data = serde_json::to_value(OperationOut::from(operation)).map_err(internal)?;
+        let event = Event {
+            id: new_id(),
+            tenant_id: operation.tenant_id,
+            event_type: event_type.as_str().to_owned(),
+            occurred_at: now,
+            correlation_id: operation.correlation_id.clone(),
+            idempotency_key: operation.idempotency_key.clone(),
+            resource: ResourceRef::new("transaction", operation.id.to_string()),
+            data,
+            dispatched_at: None,
+        };
+        crate::events::publish(tx, &event, self.settings.job_max_attempts, now).await.map_err(internal)
+    }
+
+    async fn audit(
+        &self,
+        tx: &mut dyn Tx,
+        operation: &OperationRecord,
+        outcome: AuditOutcome,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let record = crate::audit::worker_record(
+            operation.tenant_id,
+            &SETTLED,
+            operation.id.to_string(),
+            outcome,
+            serde_json::json!({ "after": OperationOut::from(operation) }),
+            now,
+        );
+        Ok(tx.audit().record(&record).await?)
+    }
+
+    /// The ledger call of an operation, with the token's address: every address it needs read
+    /// from the store. `Err` is a reason the operation cannot be processed (UNPROCESSABLE).
+    async fn ledger_call(
+        &self,
+        operation: &OperationRecord,
+        now: Timestamp,
+    ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
+        let mut tx = self.store.read().await?;
+        let tenant = operation.tenant_id;
+        let Some(contract) = tx.contracts().get(tenant, &operation.asset_id).await? else {
+            return Ok(Err(format!("{} has no contract", operation.asset_id)));
+        };
+        let token = match parse_address(contract.address.as_deref(), "the contract") {
+            Ok(token) => token,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let wallet_of = |account: Option<tokenops_store::AccountRecord>, what: &str| -> Result<Address, String> {
+            let account = account.ok_or_else(|| format!("{what} no longer exists"))?;
+            parse_address(account.wallet_address.as_deref(), what)
+        };
+        let owner = wallet_of(tx.accounts().get(tenant, &operation.account_ref).await?, "the account");
+        let counterparty = match &operation.counterparty_ref {
+            Some(reference) => Some(wallet_of(tx.accounts().get(tenant, reference).await?, "the counterparty")),
+            None => None,
+        };
+        let amount = U256::from(u64::try_from(operation.amount).unwrap_or(0));
+        let call = (|| -> Result<LedgerCall, String> {
+            let owner = owner?;
+            let counterparty = counterparty.transpose()?;
+            Ok(match operation.tx_type {
+                TxType::Mint => LedgerCall::Mint { to: owner, amount },
+                TxType::Burn => LedgerCall::Burn { from: owner, amount },
+                TxType::Transfer => LedgerCall::Transfer {
+                    from: owner,
+                    to: counterparty.ok_or("a TRANSFER without its counterparty")?,
+                    amount,
+                },
+                TxType::Lock => LedgerCall::Hold {
+                    owner,
+                    id: hold_id(operation.id),
+                    payee: counterparty,
+                    amount,
+                    expires_at: lock_expiry(operation, now)?
+                        .map(|t| u64::try_from(t.as_micros() / 1_000_000).unwrap_or(0)),
+                },
+                TxType::Release => {
+                    LedgerCall::ExecuteHold { actor: owner, id: hold_id(operation.lock_id.unwrap_or(operation.id)) }
+                }
+                TxType::Cancel => {
+                    LedgerCall::CancelHold { actor: owner, id: hold_id(operation.lock_id.unwrap_or(operation.id)) }
+                }
+            })
+        })();
+        Ok(call.map(|call| (token, call)))
+    }
+}
+
+/// A LOCK's `params.expiresAt`: absent, or an ISO 8601 instant after `now`.
+fn lock_expiry(operation: &OperationRecord, now: Timestamp) -> Result<Option<Timestamp>, String> {
+    match operation.params.get("expiresAt") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) => {
+            let at = Timestamp::parse_iso8601(text)
+                .map_err(|_| format!("params.expiresAt {text:?} is not an ISO 8601 instant"))?;
+            if at <= now {
+                return Err(format!("params.expiresAt {text} is not in the future"));
+            }
+            Ok(Some(at))
+        }
+        Some(other) => Err(format!("params.expiresAt {other} is not an ISO 8601 instant")),
+    }
+}
+
+/// The short, stable reason code the spec reports: the decoded revert for CHAIN_FAILED
+/// (`InsufficientAvailableBalance`), else a code of the failure.
+fn reason_code_of(code: FailureCode, reason: &str) -> String {
+    match code {
+        FailureCode::ChainFailed => reason.split([':', ' ']).next().unwrap_or("EXECUTION_REVERTED").to_owned(),
+        FailureCode::SigningRejected => "CUSTODY_REFUSED".to_owned(),
+        FailureCode::RetryExhausted => "DEPENDENCY_UNAVAILABLE".to_owned(),
+        FailureCode::Unprocessable => "UNPROCESSABLE".to_owned(),
+        other => other.as_str().to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operation.evaluate
+
+pub struct Evaluate(pub Arc<Pipeline>);
+
+#[async_trait]
+impl JobHandler for Evaluate {
+    fn kind(&self) -> &'static str {
+        kinds::OPERATION_EVALUATE
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.0;
+        let (tenant, id) = target(job)?;
+        let now = ctx.clock().now();
+        let Some(operation) = p.load(tenant, id).await?.filter(|o| o.state == OperationState::Submitted) else {
+            return ctx.finish(p.store.write().await?).await;
+        };
+        // What settlement needs must still hold: ACTIVE accounts and contract, a valid expiry.
+        let unprocessable = match p.ledger_call(&operation, now).await? {
+            Err(reason) => Some(reason),
+            Ok(_) => self.accounts_unusable(&operation).await?,
+        };
+        let mut tx = p.store.write().await?;
+        match unprocessable {
+            Some(reason) => {
+                p.fail(
+                    tx.as_mut(),
+                    tenant,
+                    id,
+                    OperationState::Submitted,
+                    FailureCode::Unprocessable,
+                    reason,
+                    None,
+                    now,
+                )
+                .await?;
+            }
+            None => {
+                // No ACTIVE policy governs any action yet: approved (the policies area plugs in
+                // here, raising approval requests or refusing).
+                let moved = p
+                    .advance(
+                        tx.as_mut(),
+                        tenant,
+                        id,
+                        OperationState::Submitted,
+                        |o| o.state = OperationState::PendingSettlement,
+                        now,
+                    )
+                    .await?;
+                if moved.is_some() {
+                    tx.jobs().enqueue(&p.job(kinds::OPERATION_SETTLE, tenant, id, now), now).await?;
+                }
+            }
+        }
+        ctx.finish(tx).await
+    }
+}
+
+impl Evaluate {
+    async fn accounts_unusable(&self, operation: &OperationRecord) -> Result<Option<String>, JobError> {
+        let mut tx = self.0.store.read().await?;
+        let tenant = operation.tenant_id;
+        let contract = tx.contracts().get(tenant, &operation.asset_id).await?;
+        if contract.is_none_or(|c| c.status != tokenops_domain::account::ContractStatus::Active) {
+            return Ok(Some(format!("{} has no ACTIVE contract", operation.asset_id)));
+        }
+        // Completing a lock is allowed on an INACTIVE account: the funds are already committed.
+        if operation.tx_type.completes_lock() {
+            return Ok(None);
+        }
+        for reference in std::iter::once(&operation.account_ref).chain(operation.counterparty_ref.iter()) {
+            let account = tx.accounts().get(tenant, reference).await?;
+            if account.is_none_or(|a| a.status != AccountStatus::Active) {
+                return Ok(Some(format!("account {reference} is not ACTIVE")));
+            }
+        }
+        Ok(None)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operation.settle
+
+pub struct Settle(pub Arc<Pipeline>);
+
+fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {
+    serde_json::from_str::<StoredSignature>(text)
+        .map_err(|e| JobError::Permanent(format!("stored signed transaction: {e}")))?
+        .into_signed()
+}
+
+/// The signed transaction as the operation keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredSignature {
+    hash: String,
+    raw: String,
+    sender: String,
+    nonce: u64,
+}
+
+impl StoredSignature {
+    fn of(t: &SignedTransaction) -> Self {
+        Self {
+            hash: format!("{:#x}", t.hash),
+            raw: format!("0x{}", hex_of(&t.raw)),
+            sender: format!("{:#x}", t.sender),
+            nonce: t.nonce,
+        }
+    }
+
+    fn into_signed(self) -> Result<SignedTransaction, JobError> {
+        let bad = |what: &str| JobError::Permanent(format!("stored signed transaction: invalid {what}"));
+        Ok(SignedTransaction {
+            hash: self.hash.parse().map_err(|_| bad("hash"))?,
+            raw: self.raw.parse().map_err(|_| bad("raw bytes"))?,
+            sender: self.sender.parse().map_err(|_| bad("sender"))?,
+            nonce: self.nonce,
+        })
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[async_trait]
+impl JobHandler for Settle {
+    fn kind(&self) -> &'static str {
+        kinds::OPERATION_SETTLE
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.0;
+        let (tenant, id) = target(job)?;
+        let from = OperationState::PendingSettlement;
+        let Some(operation) = p.load(tenant, id).await?.filter(|o| o.state == from) else {
+            return ctx.finish(p.store.write().await?).await;
+        };
+        let last_attempt = job.attempts >= job.max_attempts;
+        let signed = match &operation.signed_transaction {
+            Some(text) => decode_signed(text)?,
+            None => {
+                let (token, call) = match p.ledger_call(&operation, ctx.clock().now()).await? {
+                    Ok(call) => call,
+                    Err(reason) => {
+                        let mut tx = p.store.write().await?;
+                        p.fail(
+                            tx.as_mut(),
+                            tenant,
+                            id,
+                            from,
+                            FailureCode::Unprocessable,
+                            reason,
+                            None,
+                            ctx.clock().now(),
+                        )
+                        .await?;
+                        return ctx.finish(tx).await;
+                    }
+                };
+                match p.ledger.sign(token, &call, p.custody.as_ref()).await {
+                    Ok(signed) => {
+                        // Recorded before it is sent: from here on only these bytes are sent.
+                        let mut tx = p.store.write().await?;
+                        let kept = p
+                            .advance(
+                                tx.as_mut(),
+                                tenant,
+                                id,
+                                from,
+                                |o| {
+                                    if o.signed_transaction.is_none() {
+                                        o.signed_transaction =
+                                            serde_json::to_string(&StoredSignature::of(&signed)).ok();
+                                    }
+                                },
+                                ctx.clock().now(),
+                            )
+                            .await?;
+                        tx.commit().await?;
+                        match kept.and_then(|o| o.signed_transaction) {
+                            Some(text) => decode_signed(&text)?,
+                            None => return ctx.finish(p.store.write().await?).await,
+                        }
+                    }
+                    Err(LedgerError::Signing(CustodyError::Refused { reason, .. })) => {
+                        let mut tx = p.store.write().await?;
+                        let reason = format!("custody refused to sign: {reason}");
+                        p.fail(
+                            tx.as_mut(),
+                            tenant,
+                            id,
+                            from,
+                            FailureCode::SigningRejected,
+                            reason,
+                            None,
+                            ctx.clock().now(),
+                        )
+                        .await?;
+                        return ctx.finish(tx).await;
+                    }
+                    Err(e) if e.is_temporary() && !last_attempt => return Err(JobError::Retry(e.to_string())),
+                    Err(e) => {
+                        let code =
+                            if e.is_temporary() { FailureCode::RetryExhausted } else { FailureCode::ChainFailed };
+                        let mut tx = p.store.write().await?;
+                        p.fail(tx.as_mut(), tenant, id, from, code, e.to_string(), None, ctx.clock().now()).await?;
+                        return ctx.finish(tx).await;
+                    }
+                }
+            }
+        };
+        match p.ledger.send(&signed).await {
+            Ok(hash) => {
+                let now = ctx.clock().now();
+                let mut tx = p.store.write().await?;
+                let moved = p
+                    .advance(
+                        tx.as_mut(),
+                        tenant,
+                        id,
+                        from,
+                        |o| {
+                            o.state = OperationState::Settling;
+                            o.tx_hash = Some(format!("{hash:#x}"));
+                        },
+                        now,
+                    )
+                    .await?;
+                if moved.is_some() {
+                    tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, now), now).await?;
+                }
+                ctx.finish(tx).await
+            }
+            Err(e) if e.is_temporary() && !last_attempt => Err(JobError::Retry(e.to_string())),
+            Err(e) => {
+                // The outcome may be unknown: the break names the signed transaction's hash.
+                let code = if e.is_temporary() { FailureCode::RetryExhausted } else { FailureCode::ChainFailed };
+                let reason = format!("{e} (signed transaction {:#x})", signed.hash);
+                let mut tx = p.store.write().await?;
+                p.fail(tx.as_mut(), tenant, id, from, code, reason, None, ctx.clock().now()).await?;
+                ctx.finish(tx).await
+            }
+        }
+    }
+
+    async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
+        let Ok((tenant, id)) = target(job) else { return Ok(()) };
+        let reason = format!("settlement stopped: {reason}");
+        self.0
+            .fail(tx, tenant, id, OperationState::PendingSettlement, FailureCode::RetryExhausted, reason, None, now)
+            .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operation.track
+
+pub struct Track(pub Arc<Pipeline>);
+
+#[async_trait]
+impl JobHandler for Track {
+    fn kind(&self) -> &'static str {
+        kinds::OPERATION_TRACK
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.0;
+        let (tenant, id) = target(job)?;
+        let from = OperationState::Settling;
+        let Some(operation) = p.load(tenant, id).await?.filter(|o| o.state == from) else {
+            return ctx.finish(p.store.write().await?).await;
+        };
+        let hash = operation
+            .tx_hash
+            .as_deref()
+            .and_then(|h| h.parse().ok())
+            .ok_or_else(|| JobError::Permanent("a SETTLING operation without a txHash".into()))?;
+        let receipt = match p.ledger.receipt(hash).await {
+            Ok(receipt) => receipt,
+            Err(e) => return Err(JobError::Retry(e.to_string())),
+        };
+        let now = ctx.clock().now();
+        let mut tx = p.store.write().await?;
+        match receipt {
+            ReceiptStatus::Pending => {
+                tx.jobs()
+                    .enqueue(
+                        &p.job(kinds::OPERATION_TRACK, tenant, id, now.plus_millis(p.settings.receipt_poll_ms)),
+                        now,
+                    )
+                    .await?;
+            }
+            ReceiptStatus::Unknown => {
+                // Dropped or never received: the same signed bytes again, never a new signature.
+                if let Some(text) = &operation.signed_transaction {
+                    p.ledger.send(&decode_signed(text)?).await.map_err(|e| JobError::Retry(e.to_string()))?;
+                }
+                tx.jobs()
+                    .enqueue(
+                        &p.job(kinds::OPERATION_TRACK, tenant, id, now.plus_millis(p.settings.receipt_poll_ms)),
+                        now,
+                    )
+                    .await?;
+            }
+            ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
+                confirm(p, tx.as_mut(), tenant, id, block_number, now).await?;
+            }
+            ReceiptStatus::Included { block_number, outcome: Outcome::Reverted { reason, .. } } => {
+                let reason = format!("{reason}: the ledger reverted the transaction");
+                p.fail(tx.as_mut(), tenant, id, from, FailureCode::ChainFailed, reason, Some(block_number), now)
+                    .await?;
+            }
+        }
+        ctx.finish(tx).await
+    }
+}
+
+/// CONFIRMED: the operation, its effect on positions and locks, its event and audit record.
+async fn confirm(
+    p: &Pipeline,
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    id: Uuid,
+    block_number: u64,
+    now: Timestamp,
+) -> Result<(), JobError> {
+    let Some(operation) = p
+        .advance(
+            tx,
+            tenant,
+            id,
+            OperationState::Settling,
+            |o| {
+                o.state = OperationState::Confirmed;
+                o.block_number = Some(block_number);
+            },
+            now,
+        )
+        .await?
+    else {
+        return Ok(());
+    };
+    let amount = operation.amount;
+    let owner = &operation.account_ref;
+    match operation.tx_type {
+        TxType::Mint => tx.positions().apply(tenant, owner, amount, 0, now).await?,
+        TxType::Burn => tx.positions().apply(tenant, owner, -amount, 0, now).await?,
+        TxType::Transfer => {
+            tx.positions().apply(tenant, owner, -amount, 0, now).await?;
+            if let Some(other) = &operation.counterparty_ref {
+                tx.positions().apply(tenant, other, amount, 0, now).await?;
+            }
+        }
+        TxType::Lock => {
+            tx.positions().apply(tenant, owner, 0, amount, now).await?;
+            let expires_at = lock_expiry(&operation, operation.created_at).ok().flatten();
+            tx.locks()
+                .insert(&LockRecord {
+                    id: operation.id,
+                    tenant_id: tenant,
+                    account_ref: owner.clone(),
+                    counterparty_ref: operation.counterparty_ref.clone(),
+                    asset_id: operation.asset_id.clone(),
+                    amount,
+                    expires_at,
+                    status: LockStatus::Active,
+                    completed_by: None,
+                    created_at: now,
+                    updated_at: now,
+                })
+                .await?;
+        }
+        TxType::Release | TxType::Cancel => {
+            let lock_id = operation.lock_id.unwrap_or(operation.id);
+            if let Some(mut lock) = tx.locks().get_for_update(tenant, lock_id).await? {
+                let payee = if operation.tx_type == TxType::Release { lock.counterparty_ref.clone() } else { None };
+                match payee {
+                    // Paid out: held and total leave the owner, the payee's total grows.
+                    Some(payee) if payee != lock.account_ref => {
+                        tx.positions().apply(tenant, &lock.account_ref, -lock.amount, -lock.amount, now).await?;
+                        tx.positions().apply(tenant, &payee, lock.amount, 0, now).await?;
+                    }
+                    // Back to the owner's available balance.
+                    _ => tx.positions().apply(tenant, &lock.account_ref, 0, -lock.amount, now).await?,
+                }
+                let expired = operation.params.get("expired").and_then(|v| v.as_bool()) == Some(true);
+                lock.status = match operation.tx_type {
+                    TxType::Release => LockStatus::Released,
+                    _ if expired => LockStatus::Expired,
+                    _ => LockStatus::Cancelled,
+                };
+                lock.completed_by = Some(operation.id);
+                lock.updated_at = now;
+                tx.locks().update(&lock).await?;
+            }
+        }
+    }
+    p.publish(tx, EventType::TransactionConfirmed, &operation, now).await?;
+    p.audit(tx, &operation, AuditOutcome::Success, now).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// locks.expire: expired locks go back to their owners
+
+/// The submitter recorded on the CANCELs the expiry sweep makes.
+pub const LOCK_EXPIRY_SUBMITTER: &str = "system:lock-expiry";
+
+/// Finds ACTIVE locks past their expiry that nothing completes yet and submits, for each, a
+/// CANCEL (marked `params.expired`) through the pipeline; once it confirms, the lock is EXPIRED
+/// and its funds are the owner's again.
+pub struct ExpireLocks(pub Arc<Pipeline>);
+
+#[async_trait]
+impl JobHandler for ExpireLocks {
+    fn kind(&self) -> &'static str {
+        kinds::LOCKS_EXPIRE
+    }
+
+    async fn run(&self, _job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.0;
+        let now = ctx.clock().now();
+        let expired = {
+            let mut tx = p.store.read().await?;
+            tx.locks().expired(now, 200).await?
+        };
+        for candidate in expired {
+            let mut tx = p.store.write().await?;
+            let tenant = candidate.tenant_id;
+            let Some(mut lock) = tx.locks().get_for_update(tenant, candidate.id).await? else { continue };
+            let still_due = lock.status == LockStatus::Active
+                && lock.completed_by.is_none()
+                && lock.expires_at.is_some_and(|at| at <= now);
+            let Some(owner) = tx.accounts().get(tenant, &lock.account_ref).await?.filter(|_| still_due) else {
+                continue;
+            };
+            let cancel = OperationRecord {
+                id: new_id(),
+                tenant_id: tenant,
+                tx_type: TxType::Cancel,
+                asset_id: lock.asset_id.clone(),
+                account_ref: lock.account_ref.clone(),
+                customer_ref: owner.customer_ref,
+                counterparty_ref: None,
+                amount: lock.amount,
+                params: serde_json::json!({ "lockId": lock.id, "expired": true }),
+                lock_id: Some(lock.id),
+                state: OperationState::Submitted,
+                tx_hash: None,
+                block_number: None,
+                failure_code: None,
+                reason_code: None,
+                signed_transaction: None,
+                submitted_by: LOCK_EXPIRY_SUBMITTER.to_owned(),
+                idempotency_key: None,
+                correlation_id: None,
+                created_at: now,
+                updated_at: now,
+            };
+            tx.operations().insert(&cancel).await?;
+            lock.completed_by = Some(cancel.id);
+            lock.updated_at = now;
+            tx.locks().update(&lock).await?;
+            tx.jobs().enqueue(&p.job(kinds::OPERATION_EVALUATE, tenant, cancel.id, now), now).await?;
+            tx.commit().await?;
+        }
+        ctx.finish(p.store.write().await?).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// positions.reconcile: the ledger against the service's own expectation
+
+/// Compares every provisioned account's ledger balances (total and held) with its position,
+/// the sum of its confirmed operations, and records a `BALANCE_MISMATCH` break for each
+/// difference (once per distinct difference). Accounts with an operation between signing and
+/// its receipt are skipped this round: the ledger may be ahead of the positions.
+pub struct Reconcile(pub Arc<Pipeline>);
+
+impl Reconcile {
+    async fn in_flight(
+        &self,
+        tenant: TenantId,
+        account: &tokenops_domain::account::AccountRef,
+    ) -> Result<bool, JobError> {
+        let mut tx = self.0.store.read().await?;
+        for state in [OperationState::PendingSettlement, OperationState::Settling] {
+            let filter = tokenops_store::OperationFilter {
+                state: Some(state),
+                account_ref: Some(account.clone()),
+                tx_type: None,
+            };
+            let page = tx
+                .operations()
+                .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
+                .await?;
+            if page.total > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[async_trait]
+impl JobHandler for Reconcile {
+    fn kind(&self) -> &'static str {
+        kinds::POSITIONS_RECONCILE
+    }
+
+    async fn run(&self, _job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.0;
+        let mut after = None;
+        loop {
+            let batch = {
+                let mut tx = p.store.read().await?;
+                tx.accounts().provisioned_after(after, 200).await?
+            };
+            let Some(last) = batch.last() else { break };
+            after = Some(last.id);
+            for account in batch {
+                let tenant = account.tenant_id;
+                if self.in_flight(tenant, &account.account_ref).await? {
+                    continue;
+                }
+                let (contract, expected) = {
+                    let mut tx = p.store.read().await?;
+                    (
+                        tx.contracts().get(tenant, &account.asset_id).await?,
+                        tx.positions().get(tenant, &account.account_ref).await?,
+                    )
+                };
+                let (Ok(token), Ok(wallet)) = (
+                    parse_address(contract.as_ref().and_then(|c| c.address.as_deref()), "the contract"),
+                    parse_address(account.wallet_address.as_deref(), "the account"),
+                ) else {
+                    continue;
+                };
+                let balances = match p.ledger.balances(token, wallet).await {
+                    Ok(balances) => balances,
+                    Err(e) => {
+                        tracing::warn!(account = %account.account_ref, error = %e, "reconciliation could not read a balance");
+                        continue;
+                    }
+                };
+                let as_i64 = |v: U256| i64::try_from(v).unwrap_or(i64::MAX);
+                let (total, held) = (as_i64(balances.total), as_i64(balances.held));
+                if total == expected.total && held == expected.held {
+                    continue;
+                }
+                let detail = format!(
+                    "ledger total {total}, held {held} at block {}; expected total {}, held {} (minor units)",
+                    balances.block_number, expected.total, expected.held
+                );
+                let now = ctx.clock().now();
+                let mut tx = p.store.write().await?;
+                let filter = tokenops_store::BreakFilter {
+                    reason: Some(BreakReason::BalanceMismatch),
+                    account_ref: Some(account.account_ref.clone()),
+                    from: None,
+                    to: None,
+                };
+                let latest = tx
+                    .breaks()
+                    .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
+                    .await?;
+                let same = latest.items.first().is_some_and(|b| same_difference(&b.detail, &detail));
+                if !same {
+                    tx.breaks()
+                        .insert(&BreakRecord {
+                            id: new_id(),
+                            tenant_id: tenant,
+                            transaction_id: None,
+                            account_ref: account.account_ref.clone(),
+                            asset_id: account.asset_id.clone(),
+                            reason: BreakReason::BalanceMismatch,
+                            detail,
+                            detected_at: now,
+                        })
+                        .await?;
+                    tx.commit().await?;
+                }
+            }
+        }
+        ctx.finish(p.store.write().await?).await
+    }
+}
+
+/// Two mismatch details describe the same difference when they agree but for the block.
+fn same_difference(a: &str, b: &str) -> bool {
+    let strip = |s: &str| {
+        s.split(" at block ").next().map(str::to_owned).unwrap_or_default() + s.split("; ").nth(1).unwrap_or_default()
+    };
+    strip(a) == strip(b)
+}

@@ -1,0 +1,190 @@
+//! Token operations, locks, breaks and the service's own expectation of each account's
+//! balances (positions). Amounts are integer minor units (`i64`: SQLite's INTEGER and
+//! PostgreSQL's BIGINT).
+
+use async_trait::async_trait;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::customer::CustomerRef;
+use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
+use tokenops_domain::paging::{KeysetRequest, Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationRecord {
+    /// The `transactionId`.
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub tx_type: TxType,
+    /// Upper-case ISO 4217 code.
+    pub asset_id: String,
+    /// The originating account (for RELEASE and CANCEL: the lock's owner).
+    pub account_ref: AccountRef,
+    pub customer_ref: CustomerRef,
+    /// TRANSFER and LOCK (and a RELEASE, from its lock): the other account.
+    pub counterparty_ref: Option<AccountRef>,
+    /// Minor units, positive.
+    pub amount: i64,
+    /// The submitted `params` object (scalars only).
+    pub params: serde_json::Value,
+    /// RELEASE and CANCEL: the lock they complete; LOCK: its own id.
+    pub lock_id: Option<Uuid>,
+    pub state: OperationState,
+    pub tx_hash: Option<String>,
+    pub block_number: Option<u64>,
+    pub failure_code: Option<FailureCode>,
+    pub reason_code: Option<String>,
+    /// The signed ledger transaction (hex), kept between signing and sending so that after an
+    /// unknown outcome the same bytes are sent again, never a new signature.
+    pub signed_transaction: Option<String>,
+    /// The caller's `sub`.
+    pub submitted_by: String,
+    pub idempotency_key: Option<String>,
+    pub correlation_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct OperationFilter {
+    pub state: Option<OperationState>,
+    /// Operations where the account is the originating account or the counterparty.
+    pub account_ref: Option<AccountRef>,
+    pub tx_type: Option<TxType>,
+}
+
+#[async_trait]
+pub trait OperationStore: Send {
+    /// `StoreError::Conflict` when the id exists.
+    async fn insert(&mut self, operation: &OperationRecord) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>>;
+    /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>>;
+    /// Replaces the mutable fields (state, tx_hash, block_number, failure_code, reason_code,
+    /// signed_transaction, updated_at) of the operation with `operation.id`.
+    async fn update(&mut self, operation: &OperationRecord) -> StoreResult<()>;
+    /// Newest first (created_at, then id, descending).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &OperationFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<OperationRecord>>;
+    /// Newest first, up to `window.limit` after the window's position (keyset paging:
+    /// created_at and id of the last item seen).
+    async fn list_after(
+        &mut self,
+        tenant: TenantId,
+        filter: &OperationFilter,
+        window: KeysetRequest,
+    ) -> StoreResult<Vec<OperationRecord>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRecord {
+    /// The LOCK operation's `transactionId`.
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub account_ref: AccountRef,
+    pub counterparty_ref: Option<AccountRef>,
+    pub asset_id: String,
+    pub amount: i64,
+    pub expires_at: Option<Timestamp>,
+    pub status: LockStatus,
+    /// The RELEASE or CANCEL (or expiry) completing it, while that is in flight or once done.
+    pub completed_by: Option<Uuid>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[async_trait]
+pub trait LockStore: Send {
+    /// `StoreError::Conflict` when the id exists.
+    async fn insert(&mut self, lock: &LockRecord) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>>;
+    /// Replaces status, completed_by and updated_at.
+    async fn update(&mut self, lock: &LockRecord) -> StoreResult<()>;
+    /// The account's locks (as owner), newest first, optionally in one status.
+    async fn list_for_account(
+        &mut self,
+        tenant: TenantId,
+        account_ref: &AccountRef,
+        status: Option<LockStatus>,
+        page: PageRequest,
+    ) -> StoreResult<Page<LockRecord>>;
+    /// Up to `limit` ACTIVE locks of any organisation whose expiry is at or before `now` and
+    /// that nothing completes yet, soonest first: the expiry sweep's work.
+    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<LockRecord>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Breaks
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakRecord {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub transaction_id: Option<Uuid>,
+    pub account_ref: AccountRef,
+    pub asset_id: String,
+    pub reason: BreakReason,
+    pub detail: String,
+    pub detected_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BreakFilter {
+    pub reason: Option<BreakReason>,
+    pub account_ref: Option<AccountRef>,
+    /// Inclusive.
+    pub from: Option<Timestamp>,
+    /// Exclusive.
+    pub to: Option<Timestamp>,
+}
+
+#[async_trait]
+pub trait BreakStore: Send {
+    async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()>;
+    /// Newest first (detected_at, then id, descending).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &BreakFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<BreakRecord>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Positions: what the service expects each account's ledger balances to be
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    /// Expected total balance (available + held), minor units.
+    pub total: i64,
+    /// Expected held balance (ACTIVE locks), minor units.
+    pub held: i64,
+}
+
+#[async_trait]
+pub trait PositionStore: Send {
+    /// Adds the deltas to the account's position (creating it at zero first), in the caller's
+    /// transaction: a confirmed operation moves the positions it affects as it commits.
+    async fn apply(
+        &mut self,
+        tenant: TenantId,
+        account_ref: &AccountRef,
+        total_delta: i64,
+        held_delta: i64,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Position>;
+}
