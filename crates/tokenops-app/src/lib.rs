@@ -89,6 +89,8 @@ pub struct App {
     pub contracts: contracts::Contracts,
     pub accounts: accounts::Accounts,
     pub operations: operations::Operations,
+    /// The settlement pipeline the operation jobs run.
+    pub settlement: Arc<settlement::Pipeline>,
     pub audit: audit::AuditLog,
     pub events: events::EventHistory,
     pub users: identity::users::Users,
@@ -103,6 +105,12 @@ pub struct App {
 }
 
 impl App {
+    /// What a node that runs workers does before they start: sends the stored signed
+    /// transactions of unsettled operations again (see `settlement::resend_unsettled`).
+    pub async fn recover(&self) -> AppResult<usize> {
+        settlement::resend_unsettled(&self.settlement).await.map_err(|e| Error::internal(e.to_string()))
+    }
+
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: AppSettings, adapters: Adapters) -> Arc<Self> {
         let pipeline = Arc::new(settlement::Pipeline {
             store: store.clone(),
@@ -118,7 +126,7 @@ impl App {
             Arc::new(settlement::Settle(pipeline.clone())),
             Arc::new(settlement::Track(pipeline.clone())),
             Arc::new(settlement::ExpireLocks(pipeline.clone())),
-            Arc::new(settlement::Reconcile(pipeline)),
+            Arc::new(settlement::Reconcile(pipeline.clone())),
             Arc::new(mail::SendMail {
                 store: store.clone(),
                 sealer: adapters.sealer.clone(),
@@ -170,6 +178,7 @@ impl App {
             contracts: contracts::Contracts::new(store.clone()),
             accounts: accounts::Accounts::new(store.clone(), adapters.ledger.clone()),
             operations: operations::Operations::new(store.clone()),
+            settlement: pipeline,
             audit: audit::AuditLog::new(store.clone()),
             events: events::EventHistory::new(store.clone()),
             users: identity::users::Users::new(store.clone()),

@@ -339,9 +339,12 @@ impl Operations {
             params.get("lockId").and_then(|v| v.as_str()).and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| {
                 invalid("params.lockId", format!("a {} needs the lock's id (a UUID)", tx_type.as_str()))
             })?;
+        // The LOCK operation first, then its lock: the order its confirmation takes them in, so
+        // that a confirmation committing meanwhile is seen whole (the operation CONFIRMED and
+        // its lock ACTIVE), never half.
+        let lock_operation = w.tx().operations().get_for_update(tenant, lock_id).await?;
         let Some(mut lock) = w.tx().locks().get_for_update(tenant, lock_id).await? else {
             // Not visible yet while its LOCK is in flight: the client retries (same key).
-            let lock_operation = w.tx().operations().get(tenant, lock_id).await?;
             return Err(match lock_operation {
                 Some(op) if op.tx_type == TxType::Lock && !op.state.is_terminal() => Error::not_found(format!(
                     "Lock {lock_id} is not visible yet: its LOCK is {}; retry shortly",
@@ -352,6 +355,7 @@ impl Operations {
                 Some(op) if op.tx_type == TxType::Lock => {
                     invalid("params.lockId", format!("lock {lock_id} is not ACTIVE: its LOCK {}", op.state.as_str()))
                 }
+                Some(op) => invalid("params.lockId", format!("{lock_id} is a {}, not a LOCK", op.tx_type.as_str())),
                 _ => Error::not_found(format!("No lock {lock_id}")).with_code("LOCK_NOT_FOUND").retry_with_same_key(),
             });
         };

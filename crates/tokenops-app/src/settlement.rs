@@ -321,6 +321,35 @@ fn reason_code_of(code: FailureCode, reason: &str) -> String {
     }
 }
 
+/// After a restart, sends the stored signed transactions of every unsettled operation again,
+/// per sender in nonce order, before any worker signs anything new. A ledger whose pending
+/// transactions did not survive the restart (the embedded ledger's mempool, a node that dropped
+/// them) then counts those nonces again, so no stored signature's nonce is handed to another
+/// transaction. Returns how many were sent; a transaction the ledger already has is no error.
+pub async fn resend_unsettled(p: &Pipeline) -> Result<usize, JobError> {
+    let unsettled = {
+        let mut tx = p.store.read().await?;
+        tx.operations().unsettled_signed(100_000).await?
+    };
+    let mut signed: Vec<SignedTransaction> = unsettled
+        .iter()
+        .filter_map(|o| o.signed_transaction.as_deref())
+        .filter_map(|t| decode_signed(t).ok())
+        .collect();
+    signed.sort_by(|a, b| a.sender.cmp(&b.sender).then(a.nonce.cmp(&b.nonce)));
+    let mut sent = 0;
+    for transaction in &signed {
+        match p.ledger.send(transaction).await {
+            Ok(_) => sent += 1,
+            Err(e) => tracing::warn!(hash = %transaction.hash, error = %e, "resending a stored transaction at start"),
+        }
+    }
+    if sent > 0 {
+        tracing::info!(sent, "sent the stored transactions of unsettled operations again");
+    }
+    Ok(sent)
+}
+
 // ---------------------------------------------------------------------------------------------
 // operation.evaluate
 
@@ -639,6 +668,15 @@ impl JobHandler for Track {
         }
         ctx.finish(tx).await
     }
+
+    /// Receipts that could not be followed to the end (the ledger unreachable for the whole
+    /// retry schedule, or the confirmation failing to commit) leave the operation FAILED
+    /// `RETRY_EXHAUSTED` with a break naming its txHash: its ledger outcome must be verified.
+    async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
+        let Ok((tenant, id)) = target(job) else { return Ok(()) };
+        let reason = format!("the receipt could not be followed: {reason}");
+        self.0.fail(tx, tenant, id, OperationState::Settling, FailureCode::RetryExhausted, reason, None, now).await
+    }
 }
 
 /// CONFIRMED: the operation, its effect on positions and locks, its event and audit record.
@@ -709,7 +747,11 @@ async fn confirm(
                     // Back to the owner's available balance.
                     _ => tx.positions().apply(tenant, &lock.account_ref, 0, -lock.amount, now).await?,
                 }
-                let expired = operation.params.get("expired").and_then(|v| v.as_bool()) == Some(true);
+                // Only the sweep's own CANCEL (no Idempotency-Key: it never came through the
+                // API) expires a lock; a client's `params.expired` is just a parameter.
+                let expired = operation.submitted_by == LOCK_EXPIRY_SUBMITTER
+                    && operation.idempotency_key.is_none()
+                    && operation.params.get("expired").and_then(|v| v.as_bool()) == Some(true);
                 lock.status = match operation.tx_type {
                     TxType::Release => LockStatus::Released,
                     _ if expired => LockStatus::Expired,
@@ -756,7 +798,16 @@ impl JobHandler for ExpireLocks {
             let still_due = lock.status == LockStatus::Active
                 && lock.completed_by.is_none()
                 && lock.expires_at.is_some_and(|at| at <= now);
-            let Some(owner) = tx.accounts().get(tenant, &lock.account_ref).await?.filter(|_| still_due) else {
+            // A lock of a switched-off contract waits for it to be ACTIVE again: a CANCEL now
+            // would only fail UNPROCESSABLE, sweep after sweep.
+            let contract_active = tx
+                .contracts()
+                .get(tenant, &lock.asset_id)
+                .await?
+                .is_some_and(|c| c.status == tokenops_domain::account::ContractStatus::Active);
+            let Some(owner) =
+                tx.accounts().get(tenant, &lock.account_ref).await?.filter(|_| still_due && contract_active)
+            else {
                 continue;
             };
             let cancel = OperationRecord {
@@ -874,8 +925,12 @@ impl JobHandler for Reconcile {
                     continue;
                 }
                 let detail = format!(
-                    "ledger total {total}, held {held} at block {}; expected total {}, held {} (minor units)",
-                    balances.block_number, expected.total, expected.held
+                    "ledger total {total}, held {held} at block {}; expected total {}, held {} (minor units); difference total {}, held {}",
+                    balances.block_number,
+                    expected.total,
+                    expected.held,
+                    total.saturating_sub(expected.total),
+                    held.saturating_sub(expected.held)
                 );
                 let now = ctx.clock().now();
                 let mut tx = p.store.write().await?;
@@ -911,10 +966,9 @@ impl JobHandler for Reconcile {
     }
 }
 
-/// Two mismatch details describe the same difference when they agree but for the block.
+/// Two mismatch details describe the same difference when their differences agree: a drift
+/// that persists while balances move is one break, not one per movement.
 fn same_difference(a: &str, b: &str) -> bool {
-    let strip = |s: &str| {
-        s.split(" at block ").next().map(str::to_owned).unwrap_or_default() + s.split("; ").nth(1).unwrap_or_default()
-    };
-    strip(a) == strip(b)
+    let difference = |s: &str| s.split("; difference ").nth(1).map(str::to_owned);
+    difference(a).is_some() && difference(a) == difference(b)
 }

@@ -1,6 +1,8 @@
 //! The SQLite store: the default, single-node backend. One writer connection takes every write
-//! transaction with `BEGIN IMMEDIATE` (so a read-then-write never fails with "locked"); a small
-//! read pool serves snapshots; WAL with `synchronous=FULL` makes each commit durable.
+//! transaction, one at a time (so a read-then-write never fails with "locked"); a small read pool
+//! serves snapshots; WAL with `synchronous=FULL` makes each commit durable. Writes are
+//! group-committed (`group_commit`): each is a savepoint inside a shared transaction, and one
+//! durable COMMIT ends many of them; each `commit` returns only once its group is durable.
 
 mod accounts;
 mod audit;
@@ -8,6 +10,7 @@ mod codec;
 mod custody;
 mod customers;
 mod events;
+mod group_commit;
 mod idempotency;
 mod identity;
 mod jobs;
@@ -38,6 +41,7 @@ pub use migrate::MIGRATIONS;
 #[derive(Clone)]
 pub struct SqliteStore {
     writer: SqlitePool,
+    group: Arc<group_commit::GroupCommit>,
     readers: SqlitePool,
     jobs_enqueued: Arc<Notify>,
 }
@@ -49,7 +53,6 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if missing) the database file. Does not migrate: call [`Self::migrate`].
     pub async fn open(path: &Path) -> StoreResult<Self> {
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -69,11 +72,14 @@ impl SqliteStore {
             .connect_with(options.read_only(true))
             .await
             .map_err(codec::backend)?;
-        Ok(Self { writer, readers, jobs_enqueued: Arc::new(Notify::new()) })
+        let jobs_enqueued = Arc::new(Notify::new());
+        let group = group_commit::GroupCommit::start(writer.clone());
+        Ok(Self { writer, group, readers, jobs_enqueued })
     }
 
-    /// Applies every migration not yet applied; returns how many ran.
     pub async fn migrate(&self) -> StoreResult<usize> {
+        // Migrations take the writer connection themselves: no group may hold it meanwhile.
+        self.group.quiesce().await;
         migrate::apply(&self.writer).await
     }
 }
@@ -85,13 +91,23 @@ impl Store for SqliteStore {
     }
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(codec::backend)?;
-        Ok(Box::new(SqliteTx { tx, writable: true, enqueued: false, jobs_enqueued: self.jobs_enqueued.clone() }))
+        let handle = self.group.begin().await?;
+        Ok(Box::new(SqliteTx {
+            tx: Conn::Write(handle),
+            writable: true,
+            enqueued: false,
+            jobs_enqueued: self.jobs_enqueued.clone(),
+        }))
     }
 
     async fn read(&self) -> StoreResult<Box<dyn Tx>> {
         let tx = self.readers.begin().await.map_err(codec::backend)?;
-        Ok(Box::new(SqliteTx { tx, writable: false, enqueued: false, jobs_enqueued: self.jobs_enqueued.clone() }))
+        Ok(Box::new(SqliteTx {
+            tx: Conn::Read(tx),
+            writable: false,
+            enqueued: false,
+            jobs_enqueued: self.jobs_enqueued.clone(),
+        }))
     }
 
     async fn ping(&self) -> StoreResult<()> {
@@ -104,22 +120,45 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self) {
+        self.group.quiesce().await;
         self.readers.close().await;
         self.writer.close().await;
     }
 }
 
-/// Wakes every waiting worker (as a PostgreSQL notification does) and leaves one permit for a
-/// worker that is between polls, so an enqueue committed while nobody waits is not lost (at the
-/// cost of a spurious wake-up).
-fn wake_workers(notify: &Notify) {
+/// A transaction's connection: a read transaction of the pool, or the group-committed writer.
+enum Conn {
+    Read(Transaction<'static, Sqlite>),
+    Write(group_commit::WriteHandle),
+}
+
+impl std::ops::Deref for Conn {
+    type Target = sqlx::SqliteConnection;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Conn::Read(tx) => tx,
+            Conn::Write(handle) => handle,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Conn::Read(tx) => &mut *tx,
+            Conn::Write(handle) => &mut *handle,
+        }
+    }
+}
+
+pub(crate) fn wake_workers(notify: &Notify) {
     notify.notify_waiters();
     notify.notify_one();
 }
 
 /// A transaction on either pool. Enqueuing a job marks it so that the commit wakes the workers.
 pub struct SqliteTx {
-    tx: Transaction<'static, Sqlite>,
+    tx: Conn,
     /// False on the read pool, whose connections refuse every write statement.
     writable: bool,
     enqueued: bool,
@@ -213,7 +252,11 @@ impl Tx for SqliteTx {
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let SqliteTx { tx, enqueued, jobs_enqueued, .. } = *self;
-        tx.commit().await.map_err(codec::backend)?;
+        match tx {
+            Conn::Read(tx) => tx.commit().await.map_err(codec::backend)?,
+            // Returns once the group holding this write is durable.
+            Conn::Write(handle) => handle.commit().await?,
+        }
         if enqueued {
             wake_workers(&jobs_enqueued);
         }

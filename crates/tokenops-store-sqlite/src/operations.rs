@@ -250,6 +250,20 @@ impl OperationStore for SqliteTx {
         row.as_ref().map(decode_operation).transpose()
     }
 
+    async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+        let sql = format!(
+            "SELECT {OPERATION_COLUMNS} FROM operations
+             WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
+             ORDER BY created_at, id LIMIT $1"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        rows.iter().map(decode_operation).collect()
+    }
+
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
         // Write transactions run one at a time on the single writer: the read is already held.
         self.require_write("reading an operation for update")?;

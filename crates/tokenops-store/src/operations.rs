@@ -75,6 +75,11 @@ pub trait OperationStore: Send {
         filter: &OperationFilter,
         page: PageRequest,
     ) -> StoreResult<Page<OperationRecord>>;
+    /// Operations of every organisation whose signed transaction is stored but not settled
+    /// (PENDING_SETTLEMENT or SETTLING with `signed_transaction`), oldest first: after a
+    /// restart they are sent again before anything new is signed, so that no stored signature's
+    /// nonce is given to another transaction.
+    async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>>;
     /// Newest first, up to `window.limit` after the window's position (keyset paging:
     /// created_at and id of the last item seen).
     async fn list_after(

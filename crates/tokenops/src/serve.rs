@@ -22,6 +22,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tokenops_api::operations_only_router(service.state.clone())
     };
     let shutdown = CancellationToken::new();
+    if config.role.runs_workers() {
+        // Before anything new is signed: stored signatures of unsettled operations go out again.
+        service.app.recover().await.context("resending the stored transactions of unsettled operations")?;
+    }
     let workers = config.role.runs_workers().then(|| tokio::spawn(service.app.jobs.clone().run(shutdown.clone())));
     if config.auth_provider == crate::config::AuthProvider::Embedded {
         // Replace the signing key when it reaches its rotation age, without a restart.

@@ -19,3 +19,4 @@ mod smoke;
 mod token_attacks;
 mod token_verification;
 mod transactions;
+mod transactions_crash;

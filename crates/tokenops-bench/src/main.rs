@@ -1,0 +1,326 @@
+//! The throughput benchmark of token operations, run by `scripts/bench`. For each store
+//! (SQLite, and PostgreSQL when one answers) it starts the real `tokenops` binary (release
+//! build, embedded ledger, workers on) on a fresh store and prints:
+//!
+//! - the highest accepted rate whose p99 of the 202 is under 20 ms: open loop at fixed rates,
+//!   each request's latency measured from its **intended** send time (no coordinated omission),
+//!   HdrHistogram percentiles;
+//! - p50 and p99 of 202 → CONFIRMED, and the sustained settled operations per second, over a
+//!   steady run;
+//! - the store's own group-commit ceiling for the same rows (the accept path's writes, done
+//!   directly through the store by 64 concurrent writers), measured in the same run, and the
+//!   ratio of the accepted rate to it.
+
+// A benchmark reports on standard output.
+#![allow(clippy::print_stdout)]
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
+
+const ACCOUNTS: usize = 32;
+const RATES: &[u64] = &[250, 500, 1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000];
+const STEP: Duration = Duration::from_secs(4);
+const P99_LIMIT_MS: f64 = 20.0;
+
+struct Target {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl Target {
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("API-Version", "1.0.0")
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.header("Idempotency-Key", uuid::Uuid::now_v7().to_string()).json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let body = response.json::<Value>().await.unwrap_or(Value::Null);
+        Ok((status, body))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let (status, body) = self.send(reqwest::Method::POST, path, Some(body)).await?;
+        if !(200..300).contains(&status) {
+            bail!("POST {path}: {status} {body}");
+        }
+        Ok(body)
+    }
+}
+
+async fn until(
+    what: &str,
+    deadline: Duration,
+    mut check: impl AsyncFnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let until = Instant::now() + deadline;
+    while Instant::now() < until {
+        if check().await? {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("timed out waiting for {what}")
+}
+
+fn percentile_ms(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1_000.0
+}
+
+/// Sends TRANSFERs at `rate` per second for `length`, open loop; returns the latency histogram
+/// (µs, from each request's intended send time) and the number of non-202 answers.
+async fn open_loop(target: &Arc<Target>, rate: u64, length: Duration) -> (Histogram<u64>, u64) {
+    let total = rate * length.as_secs();
+    let period = Duration::from_nanos(1_000_000_000 / rate);
+    let histogram = Arc::new(std::sync::Mutex::new(Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!())));
+    let errors = Arc::new(AtomicU64::new(0));
+    let start = tokio::time::Instant::now() + Duration::from_millis(50);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let intended = start + period * u32::try_from(i).unwrap_or(u32::MAX);
+        tokio::time::sleep_until(intended).await;
+        let (target, histogram, errors) = (target.clone(), histogram.clone(), errors.clone());
+        let from = i as usize % ACCOUNTS;
+        let to = (from + 1 + (i as usize / ACCOUNTS) % (ACCOUNTS - 1)) % ACCOUNTS;
+        tasks.spawn(async move {
+            let body = json!({ "txType": "TRANSFER", "assetId": "USD", "accountRef": format!("acc-{from}"),
+                               "counterpartyRef": format!("acc-{to}"), "amount": "0.01" });
+            let status = target.send(reqwest::Method::POST, "/api/transactions", Some(body)).await.map(|r| r.0);
+            let latency = intended.elapsed();
+            if status.ok() != Some(202) {
+                errors.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Ok(mut h) = histogram.lock() {
+                let _ = h.record(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    let histogram = histogram.lock().map(|h| h.clone()).unwrap_or_else(|_| unreachable!());
+    (histogram, errors.load(Ordering::Relaxed))
+}
+
+async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
+    let name = match backend {
+        Backend::Sqlite => "SQLite",
+        Backend::Postgres => "PostgreSQL",
+    };
+    println!("== {name}");
+    let issuer = TestIssuer::start().await;
+    let db = TestDb::create(backend).await;
+    let clock = tokenops_app_clock();
+    let tenant = issuer.new_tenant(&clock);
+    let mut env = BTreeMap::new();
+    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
+    if let Some(schema) = db.schema() {
+        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
+    }
+    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
+    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
+    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    env.insert("TOKENOPS_RECEIPT_POLL_MS".to_owned(), "50".to_owned());
+    env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "50".to_owned());
+    env.insert("TOKENOPS_WORKER_CONCURRENCY".to_owned(), "32".to_owned());
+    env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "50".to_owned());
+    let service = ServiceProcess::start(binary, &env).await;
+    let client = reqwest::Client::builder().pool_max_idle_per_host(512).build()?;
+    let target = Arc::new(Target { base: service.base_url.clone(), token: tenant.token.clone(), client });
+
+    // Setup: a contract, a customer, accounts, and money in them.
+    target.post("/api/contracts", json!({ "assetId": "USD" })).await?;
+    until("the contract", Duration::from_secs(30), async || {
+        Ok(target.send(reqwest::Method::GET, "/api/contracts/USD", None).await?.1["status"] == "ACTIVE")
+    })
+    .await?;
+    target.post("/api/customers", json!({ "customerRef": "bench" })).await?;
+    for i in 0..ACCOUNTS {
+        target
+            .post(
+                "/api/accounts",
+                json!({ "accountRef": format!("acc-{i}"), "customerRef": "bench", "assetId": "USD" }),
+            )
+            .await?;
+    }
+    until("the accounts", Duration::from_secs(60), async || {
+        Ok(db.count("accounts", "status = 'ACTIVE'").await == ACCOUNTS as i64)
+    })
+    .await?;
+    for i in 0..ACCOUNTS {
+        target
+            .post(
+                "/api/transactions",
+                json!({ "txType": "MINT", "assetId": "USD", "accountRef": format!("acc-{i}"), "amount": "1000000.00" }),
+            )
+            .await?;
+    }
+    until("the mints", Duration::from_secs(60), async || {
+        Ok(db.count("operations", "state = 'CONFIRMED'").await == ACCOUNTS as i64)
+    })
+    .await?;
+
+    // Accepted rate at p99 < 20 ms.
+    let mut best = None;
+    for &rate in RATES {
+        let (h, errors) = open_loop(&target, rate, STEP).await;
+        let (p50, p99) = (percentile_ms(&h, 0.50), percentile_ms(&h, 0.99));
+        println!("  offered {rate:>5}/s: 202 p50 {p50:>7.2} ms, p99 {p99:>8.2} ms, non-202 {errors}");
+        if p99 < P99_LIMIT_MS && errors == 0 {
+            best = Some(rate);
+        } else {
+            break;
+        }
+        // Let settlement catch up before the next step, so each step starts from a quiet store.
+        let _ = until("the backlog", Duration::from_secs(120), async || {
+            Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
+        })
+        .await;
+    }
+    let _ = until("the backlog", Duration::from_secs(300), async || {
+        Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
+    })
+    .await;
+
+    // Settlement: a steady run below the accepted maximum, then until everything is terminal.
+    let steady_rate = best.unwrap_or(RATES[0]).min(1_000);
+    let before = db.count("operations", "").await;
+    let started = Instant::now();
+    let marker = tokenops_domain::Timestamp::system_now().as_micros();
+    let _ = open_loop(&target, steady_rate, Duration::from_secs(8)).await;
+    let steady = db.count("operations", "").await - before;
+    until("settlement", Duration::from_secs(600), async || {
+        Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
+    })
+    .await?;
+    let settle_seconds = started.elapsed().as_secs_f64();
+    let latencies = db
+        .strings(&format!(
+            "SELECT CAST(updated_at - created_at AS TEXT) FROM operations WHERE state = 'CONFIRMED' AND created_at >= {marker}"
+        ))
+        .await;
+    let mut settle = Histogram::<u64>::new(3)?;
+    for l in &latencies {
+        settle.record(l.parse::<u64>().unwrap_or(0))?;
+    }
+    drop(service);
+
+    // The store's own ceiling for the same rows, through the store, 64 writers.
+    let ceiling = store_ceiling(&db).await?;
+
+    let accepted = best.map(|r| r.to_string()).unwrap_or_else(|| format!("below {}", RATES[0]));
+    println!("  highest accepted rate with p99 < 20 ms: {accepted}/s");
+    println!(
+        "  202 → CONFIRMED over a steady {steady_rate}/s run ({steady} operations): p50 {:.1} ms, p99 {:.1} ms",
+        percentile_ms(&settle, 0.50),
+        percentile_ms(&settle, 0.99)
+    );
+    println!("  sustained settled: {:.0} operations/s", steady as f64 / settle_seconds);
+    println!("  store group-commit ceiling for the accept path's rows: {ceiling:.0} writes/s");
+    if let Some(rate) = best {
+        println!("  accepted / ceiling: {:.2}", rate as f64 / ceiling);
+    }
+    Ok(())
+}
+
+/// Writes/s the store sustains for the accept path's rows (an operation, its job, its audit
+/// record), 64 concurrent writers for 3 s, each write its own transaction.
+async fn store_ceiling(db: &TestDb) -> anyhow::Result<f64> {
+    let store = tokenops_testkit::open_store(db).await;
+    let done = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut tasks = tokio::task::JoinSet::new();
+    let tenant = tokenops_domain::TenantId(uuid::Uuid::now_v7());
+    for _ in 0..64 {
+        let (store, done) = (store.clone(), done.clone());
+        tasks.spawn(async move {
+            while Instant::now() < until {
+                let now = tokenops_domain::Timestamp::system_now();
+                let id = uuid::Uuid::now_v7();
+                let write = async {
+                    let mut tx = store.write().await?;
+                    tx.jobs()
+                        .enqueue(
+                            &tokenops_store::NewJob {
+                                kind: "bench.noop".into(),
+                                tenant_id: Some(tenant),
+                                payload: json!({ "transactionId": id }),
+                                run_at: now.plus_millis(3_600_000),
+                                max_attempts: 1,
+                                dedupe_key: None,
+                            },
+                            now,
+                        )
+                        .await?;
+                    tx.audit().record(&bench_audit(tenant, id, now)).await?;
+                    tx.commit().await
+                };
+                if write.await.is_ok() {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(done.load(Ordering::Relaxed) as f64 / 3.0)
+}
+
+fn bench_audit(
+    tenant: tokenops_domain::TenantId,
+    id: uuid::Uuid,
+    now: tokenops_domain::Timestamp,
+) -> tokenops_domain::audit::AuditRecord {
+    tokenops_domain::audit::AuditRecord {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: Some(tenant),
+        occurred_at: now,
+        created_at: now,
+        action: "bench.write".into(),
+        category: "BENCH".into(),
+        source: tokenops_domain::audit::AuditSource::Api,
+        actor_id: None,
+        resource_type: "transaction".into(),
+        resource_id: Some(id.to_string()),
+        outcome: tokenops_domain::audit::AuditOutcome::Success,
+        request_id: None,
+        idempotency_key: None,
+        http_status: Some(202),
+        detail: json!({}),
+    }
+}
+
+fn tokenops_app_clock() -> tokenops_app::clock::ManualClock {
+    tokenops_app::clock::ManualClock::starting_at(tokenops_domain::Timestamp::system_now())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tokenops_identity::install_crypto_provider();
+    let binary =
+        std::env::current_exe()?.parent().map(|dir| dir.join("tokenops")).context("where the tokenops binary is")?;
+    let binary = binary.to_str().context("binary path")?.to_owned();
+    let stores: Vec<String> = std::env::args().skip(1).collect();
+    let stores = if stores.is_empty() { vec!["sqlite".to_owned(), "postgres".to_owned()] } else { stores };
+    println!(
+        "tokenops benchmark: {} cores; TRANSFERs of 0.01 USD between {ACCOUNTS} accounts; embedded ledger",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    for store in stores {
+        let backend = match store.as_str() {
+            "sqlite" => Backend::Sqlite,
+            "postgres" => Backend::Postgres,
+            other => bail!("unknown store {other}: sqlite or postgres"),
+        };
+        run_store(backend, &binary).await?;
+    }
+    Ok(())
+}
