@@ -38,6 +38,8 @@ pub struct IdempotencyRequest {
 struct Claim {
     scope: IdempotencyScope,
     token: Uuid,
+    request_hash: String,
+    lease_until: Timestamp,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -73,19 +75,15 @@ impl Writes {
         idempotency: Option<IdempotencyRequest>,
         resource_id: Option<String>,
     ) -> AppResult<Admission> {
+        // One transaction: the key is claimed in the write itself, so the accept path is a
+        // single commit, and a crash before it leaves the key free (nothing happened).
+        let mut tx = self.store.write().await?;
         let claim = match idempotency {
             None => None,
-            Some(request) => match self.claim(&ctx, operation, request).await? {
+            Some(request) => match self.claim(tx.as_mut(), &ctx, operation, request).await? {
                 Claimed::Mine(claim) => Some(claim),
                 Claimed::Replay(response) => return Ok(Admission::Replay(response)),
             },
-        };
-        let tx = match self.store.write().await {
-            Ok(tx) => tx,
-            Err(e) => {
-                self.release(claim).await;
-                return Err(e.into());
-            }
         };
         Ok(Admission::Proceed(Write {
             tx,
@@ -102,6 +100,7 @@ impl Writes {
 
     async fn claim(
         &self,
+        tx: &mut dyn Tx,
         ctx: &RequestContext,
         operation: &'static Operation,
         request: IdempotencyRequest,
@@ -112,11 +111,12 @@ impl Writes {
         let now = self.clock.now();
         let lease_until = now.plus_millis(self.settings.idempotency_lease_ms);
         let token = new_id();
-        let mut tx = self.store.write().await?;
         let existing = tx.idempotency().get(&scope).await?;
+        let mine =
+            |scope| Claimed::Mine(Claim { scope, token, request_hash: request.request_hash.clone(), lease_until });
         let claimed = match existing {
             None => match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
-                Ok(()) => Claimed::Mine(Claim { scope, token }),
+                Ok(()) => mine(scope),
                 // Another node inserted the same key between our read and our insert.
                 Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
                 Err(e) => return Err(e.into()),
@@ -140,14 +140,13 @@ impl Writes {
                     // fences a concurrent take-over: the loser's insert then conflicts.
                     tx.idempotency().release(&scope, stale).await?;
                     match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
-                        Ok(()) => Claimed::Mine(Claim { scope, token }),
+                        Ok(()) => mine(scope),
                         Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
                         Err(e) => return Err(e.into()),
                     }
                 }
             },
         };
-        tx.commit().await?;
         Ok(claimed)
     }
 
@@ -173,10 +172,21 @@ impl Writes {
                 claim.as_ref(),
             );
             tx.audit().record(&record).await?;
-            if let Some(claim) = &claim
-                && !tx.idempotency().complete(&claim.scope, claim.token, &response, self.clock.now()).await?
-            {
-                return Err(in_flight(1));
+            if let Some(claim) = &claim {
+                // The claim rolled back with the effect: claim the key again for the refusal.
+                let now = self.clock.now();
+                match tx
+                    .idempotency()
+                    .insert_claim(&claim.scope, &claim.request_hash, claim.token, claim.lease_until, now)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
+                    Err(e) => return Err(e.into()),
+                }
+                if !tx.idempotency().complete(&claim.scope, claim.token, &response, now).await? {
+                    return Err(in_flight(1));
+                }
             }
             tx.commit().await?;
             Ok(())
