@@ -85,14 +85,20 @@ async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exact
 
     // A worker node starts on them and is killed while it holds leases.
     let worker = ServiceProcess::start(BINARY, &environment(&db, &issuer, "all")).await;
-    eventually(Duration::from_secs(20), "a leased job", || async { db.count("jobs", "status = 'running'").await > 0 })
-        .await;
+    // A dispatch job specifically: periodic jobs (maintenance, sweeps) also run at start.
+    eventually(Duration::from_secs(20), "a leased dispatch job", || async {
+        db.count("jobs", "kind = 'event.dispatch' AND status = 'running'").await > 0
+    })
+    .await;
     worker.kill9().await;
 
     // Each leased job with its attempts so far (more than one if, under load, its lease ran
     // out and it was claimed again before the kill: fenced, and harmless).
     let interrupted: BTreeMap<String, i64> = db
-        .strings("SELECT CAST(id AS TEXT) || '=' || CAST(attempts AS TEXT) FROM jobs WHERE status = 'running'")
+        .strings(
+            "SELECT CAST(id AS TEXT) || '=' || CAST(attempts AS TEXT) FROM jobs \
+             WHERE kind = 'event.dispatch' AND status = 'running'",
+        )
         .await
         .into_iter()
         .filter_map(|row| row.split_once('=').map(|(id, n)| (id.to_owned(), n.parse().unwrap_or(0))))
@@ -107,8 +113,11 @@ async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exact
         .filter_map(|row| row.split_once('=').map(|(a, b)| (a.to_owned(), b.to_owned())))
         .collect();
     // A leased job's effect commits with its completion, so none of theirs has landed.
-    let interrupted_events: Vec<String> =
-        db.strings("SELECT CAST(payload ->> 'eventId' AS TEXT) FROM jobs WHERE status = 'running'").await;
+    let interrupted_events: Vec<String> = db
+        .strings(
+            "SELECT CAST(payload ->> 'eventId' AS TEXT) FROM jobs WHERE kind = 'event.dispatch' AND status = 'running'",
+        )
+        .await;
     for event in &interrupted_events {
         assert!(!dispatched_before.contains_key(event), "event {event} was dispatched by a job still leased");
     }
