@@ -245,15 +245,25 @@ impl Pipeline {
     ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
         let mut tx = self.store.read().await?;
         let tenant = operation.tenant_id;
-        let Some(contract) = tx.contracts().get(tenant, &operation.asset_id).await? else {
-            return Ok(Err(format!("{} has no contract", operation.asset_id)));
+        let Some(contract) = tx
+            .contracts()
+            .get(tenant, &operation.asset_id)
+            .await?
+            .filter(|c| c.status == tokenops_domain::account::ContractStatus::Active)
+        else {
+            return Ok(Err(format!("{} has no ACTIVE contract", operation.asset_id)));
         };
+        // Completing a lock is allowed on an INACTIVE account: the funds are already committed.
+        let needs_active = !operation.tx_type.completes_lock();
         let token = match parse_address(contract.address.as_deref(), "the contract") {
             Ok(token) => token,
             Err(reason) => return Ok(Err(reason)),
         };
         let wallet_of = |account: Option<tokenops_store::AccountRecord>, what: &str| -> Result<Address, String> {
             let account = account.ok_or_else(|| format!("{what} no longer exists"))?;
+            if needs_active && account.status != AccountStatus::Active {
+                return Err(format!("{what} {} is not ACTIVE", account.account_ref));
+            }
             parse_address(account.wallet_address.as_deref(), what)
         };
         let owner = wallet_of(tx.accounts().get(tenant, &operation.account_ref).await?, "the account");
@@ -369,10 +379,7 @@ impl JobHandler for Evaluate {
             return ctx.finish(p.store.write().await?).await;
         };
         // What settlement needs must still hold: ACTIVE accounts and contract, a valid expiry.
-        let unprocessable = match p.ledger_call(&operation, now).await? {
-            Err(reason) => Some(reason),
-            Ok(_) => self.accounts_unusable(&operation).await?,
-        };
+        let unprocessable = p.ledger_call(&operation, now).await?.err();
         let mut tx = p.store.write().await?;
         match unprocessable {
             Some(reason) => {
@@ -407,28 +414,6 @@ impl JobHandler for Evaluate {
             }
         }
         ctx.finish(tx).await
-    }
-}
-
-impl Evaluate {
-    async fn accounts_unusable(&self, operation: &OperationRecord) -> Result<Option<String>, JobError> {
-        let mut tx = self.0.store.read().await?;
-        let tenant = operation.tenant_id;
-        let contract = tx.contracts().get(tenant, &operation.asset_id).await?;
-        if contract.is_none_or(|c| c.status != tokenops_domain::account::ContractStatus::Active) {
-            return Ok(Some(format!("{} has no ACTIVE contract", operation.asset_id)));
-        }
-        // Completing a lock is allowed on an INACTIVE account: the funds are already committed.
-        if operation.tx_type.completes_lock() {
-            return Ok(None);
-        }
-        for reference in std::iter::once(&operation.account_ref).chain(operation.counterparty_ref.iter()) {
-            let account = tx.accounts().get(tenant, reference).await?;
-            if account.is_none_or(|a| a.status != AccountStatus::Active) {
-                return Ok(Some(format!("account {reference} is not ACTIVE")));
-            }
-        }
-        Ok(None)
     }
 }
 

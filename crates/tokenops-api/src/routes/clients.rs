@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::users::text;
+use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, STRICT_SIZE, Style};

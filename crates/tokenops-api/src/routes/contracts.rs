@@ -13,7 +13,7 @@ use tokenops_store::ContractFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::users::optional_text;
+use super::fields::optional_text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, STRICT_SIZE, Style};

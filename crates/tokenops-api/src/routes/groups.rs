@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::users::{optional_text, text};
+use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, STRICT_SIZE, Style};

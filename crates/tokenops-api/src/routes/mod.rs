@@ -6,6 +6,7 @@ pub mod auth;
 pub mod clients;
 pub mod contracts;
 pub mod customers;
+pub mod fields;
 pub mod groups;
 pub mod idp;
 pub mod operations;

@@ -14,7 +14,7 @@ use tokenops_domain::role::PLATFORM_ROLES;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::users::{optional_text, text};
+use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, STRICT_SIZE, Style};

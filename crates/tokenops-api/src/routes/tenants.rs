@@ -12,6 +12,7 @@ use tokenops_domain::TenantId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::error::TimestampStyle;
@@ -36,18 +37,6 @@ pub struct OwnerIn {
 pub struct TenantIn {
     pub name: Option<String>,
     pub owner: Option<OwnerIn>,
-}
-
-fn text(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
-    let value = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
-    let value = value.trim().to_owned();
-    if value.is_empty() {
-        return Err(Error::invalid_field(field, "must not be blank"));
-    }
-    if value.chars().count() > max {
-        return Err(Error::invalid_field(field, format!("must be at most {max} characters")));
-    }
-    Ok(value)
 }
 
 fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {

@@ -17,6 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
+use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::body::is_json_content_type;
@@ -47,25 +48,6 @@ const SORTABLE: &[(&str, &str)] = &[
 const NAME_MAX: usize = 100;
 const EMAIL_MAX: usize = 254;
 const SEARCH_MAX: usize = 100;
-
-/// A required, non-blank text of at most `max` characters (trimmed).
-pub(crate) fn text(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
-    let value = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
-    optional_text(field, Some(value), max)?.ok_or_else(|| Error::invalid_field(field, "must not be blank"))
-}
-
-/// An optional text: when sent, non-blank and at most `max` characters (trimmed).
-pub(crate) fn optional_text(field: &str, value: Option<String>, max: usize) -> Result<Option<String>, Error> {
-    let Some(value) = value else { return Ok(None) };
-    let value = value.trim().to_owned();
-    if value.is_empty() {
-        return Err(Error::invalid_field(field, "must not be blank"));
-    }
-    if value.chars().count() > max {
-        return Err(Error::invalid_field(field, format!("must be at most {max} characters")));
-    }
-    Ok(Some(value))
-}
 
 fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
     UserStatus::parse(text)

@@ -1,0 +1,23 @@
+//! Text fields of request bodies, checked the same way on every route: trimmed, required or
+//! optional, never blank, bounded in length.
+
+use tokenops_app::Error;
+
+/// A required, non-blank text of at most `max` characters (trimmed).
+pub fn text(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
+    let value = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
+    optional_text(field, Some(value), max)?.ok_or_else(|| Error::invalid_field(field, "must not be blank"))
+}
+
+/// An optional text: when sent, non-blank and at most `max` characters (trimmed).
+pub fn optional_text(field: &str, value: Option<String>, max: usize) -> Result<Option<String>, Error> {
+    let Some(value) = value else { return Ok(None) };
+    let value = value.trim().to_owned();
+    if value.is_empty() {
+        return Err(Error::invalid_field(field, "must not be blank"));
+    }
+    if value.chars().count() > max {
+        return Err(Error::invalid_field(field, format!("must be at most {max} characters")));
+    }
+    Ok(Some(value))
+}
