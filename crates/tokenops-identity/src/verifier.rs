@@ -16,6 +16,11 @@
 //! - **Embedded** (`TokenVerifier::embedded`): the embedded provider's published keys, read in
 //!   process on every verification, so a rotation or a retirement applies at once and no request
 //!   waits on HTTP.
+//!
+//! A client sends the same token with every request for up to an hour, and the signature check
+//! is most of a request's CPU. So a signature once checked is remembered for that token and that
+//! key (`SignatureMemo`): the key lookup and every claim check still run on every verification,
+//! so a withdrawn key or an expired token is refused exactly as before.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -154,7 +159,7 @@ fn is_loopback_host(url: &reqwest::Url) -> bool {
     bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 struct RawClaims {
     sub: Option<String>,
     tenant_id: Option<String>,
@@ -179,6 +184,9 @@ type Keys = HashMap<String, (DecodingKey, Algorithm)>;
 
 struct KeyCache {
     keys: Keys,
+    /// Counts the key sets fetched: a remembered signature holds only for the set it was
+    /// checked with.
+    generation: u64,
     /// When the key set was last fetched successfully, by the service's clock: the TTL runs from
     /// here.
     fetched_at: Option<Timestamp>,
@@ -193,6 +201,7 @@ struct KeyCache {
 /// What the cache says about one kid at one instant.
 struct Lookup {
     key: Option<(DecodingKey, Algorithm)>,
+    generation: u64,
     /// The set is older than the TTL.
     expired: bool,
     /// A fetch was attempted within `refresh_interval`.
@@ -205,6 +214,35 @@ pub struct TokenVerifier {
     audience: Option<String>,
     leeway_secs: i64,
     source: KeySource,
+    signatures: SignatureMemo,
+}
+
+/// Tokens whose signature was checked, with the key (kid and key-set generation) that checked it
+/// and the claims it carries. Bounded: when full it starts over, which costs one signature
+/// check per token in use.
+#[derive(Default)]
+struct SignatureMemo {
+    checked: std::sync::Mutex<HashMap<String, (String, u64, RawClaims)>>,
+}
+
+/// Tokens remembered at most; a few thousand clients' tokens fit.
+const SIGNATURE_MEMO_CAPACITY: usize = 10_000;
+
+impl SignatureMemo {
+    fn get(&self, token: &str, kid: &str, generation: u64) -> Option<RawClaims> {
+        let checked = self.checked.lock().ok()?;
+        let (seen_kid, seen_generation, claims) = checked.get(token)?;
+        (seen_kid == kid && *seen_generation == generation).then(|| claims.clone())
+    }
+
+    fn remember(&self, token: &str, kid: &str, generation: u64, claims: &RawClaims) {
+        if let Ok(mut checked) = self.checked.lock() {
+            if checked.len() >= SIGNATURE_MEMO_CAPACITY {
+                checked.clear();
+            }
+            checked.insert(token.to_owned(), (kid.to_owned(), generation, claims.clone()));
+        }
+    }
 }
 
 enum KeySource {
@@ -242,7 +280,8 @@ impl TokenVerifier {
             }
         });
         let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).redirect(redirects).build()?;
-        let cache = KeyCache { keys: HashMap::new(), fetched_at: None, attempted_at: None, last_failed: false };
+        let cache =
+            KeyCache { keys: HashMap::new(), generation: 0, fetched_at: None, attempted_at: None, last_failed: false };
         Ok(Self {
             issuer: settings.issuer.clone(),
             audience: settings.audience.clone(),
@@ -253,6 +292,7 @@ impl TokenVerifier {
                 cache: RwLock::new(cache),
                 fetch_gate: Mutex::new(()),
             }),
+            signatures: SignatureMemo::default(),
         })
     }
 
@@ -265,6 +305,7 @@ impl TokenVerifier {
             audience: None,
             leeway_secs: DEFAULT_LEEWAY_SECS,
             source: KeySource::Embedded(keys),
+            signatures: SignatureMemo::default(),
         }
     }
 
@@ -298,16 +339,31 @@ impl TokenVerifier {
         refuse_key_bearing_header(token)?;
         let header = jsonwebtoken::decode_header(token).map_err(|_| VerifyError::Malformed)?;
         let kid = header.kid.clone().ok_or(VerifyError::UnknownKey)?;
-        let (key, algorithm) = match &self.source {
+        // An embedded key's material never changes under its kid: one generation.
+        let (key, algorithm, generation) = match &self.source {
             KeySource::Remote(remote) => remote.key(&kid, now).await?,
             KeySource::Embedded(keys) => {
                 let published = keys.published_jwks(now, &kid).await.ok_or(VerifyError::KeysUnavailable)?;
-                embedded_key(&published, &kid)?
+                let (key, algorithm) = embedded_key(&published, &kid)?;
+                (key, algorithm, 0)
             }
         };
         if header.alg != algorithm {
             return Err(VerifyError::WrongAlgorithm);
         }
+        let claims = match self.signatures.get(token, &kid, generation) {
+            Some(claims) => claims,
+            None => {
+                let claims = self.check_signature(token, &key, algorithm)?;
+                self.signatures.remember(token, &kid, generation, &claims);
+                claims
+            }
+        };
+        self.check_claims(claims, now)
+    }
+
+    /// The signature, algorithm and issuer checks; the claims the token carries.
+    fn check_signature(&self, token: &str, key: &DecodingKey, algorithm: Algorithm) -> Result<RawClaims, VerifyError> {
         let mut validation = Validation::new(algorithm);
         validation.set_issuer(&[self.issuer.as_str()]);
         // Expiry is checked below against the service's Clock, not the library's system time.
@@ -315,14 +371,18 @@ impl TokenVerifier {
         // The audience is checked below, only when configured.
         validation.validate_aud = false;
         validation.required_spec_claims = ["iss".to_owned()].into_iter().collect();
-        let data = jsonwebtoken::decode::<RawClaims>(token, &key, &validation).map_err(|e| match e.kind() {
+        let data = jsonwebtoken::decode::<RawClaims>(token, key, &validation).map_err(|e| match e.kind() {
             jsonwebtoken::errors::ErrorKind::InvalidAlgorithm => VerifyError::WrongAlgorithm,
             jsonwebtoken::errors::ErrorKind::Json(_) | jsonwebtoken::errors::ErrorKind::Base64(_) => {
                 VerifyError::Malformed
             }
             _ => VerifyError::Invalid,
         })?;
-        let claims = data.claims;
+        Ok(data.claims)
+    }
+
+    /// The checks that depend on the instant or the configuration: audience, use, expiry.
+    fn check_claims(&self, claims: RawClaims, now: Timestamp) -> Result<Claims, VerifyError> {
         if let Some(audience) = &self.audience
             && !carries_audience(claims.aud.as_ref(), audience)
         {
@@ -397,24 +457,27 @@ impl RemoteKeys {
         let interval_ms = millis(self.settings.refresh_interval);
         Lookup {
             key: cache.keys.get(kid).cloned(),
+            generation: cache.generation,
             expired: cache.fetched_at.is_none_or(|at| at.plus_millis(ttl_ms) <= now),
             recently_attempted: cache.attempted_at.is_some_and(|at| at.plus_millis(interval_ms) > now),
             last_failed: cache.last_failed,
         }
     }
 
-    async fn key(&self, kid: &str, now: Timestamp) -> Result<(DecodingKey, Algorithm), VerifyError> {
+    /// The key `kid` names, its algorithm and the generation of the set it came from.
+    async fn key(&self, kid: &str, now: Timestamp) -> Result<(DecodingKey, Algorithm, u64), VerifyError> {
         let seen = self.lookup(kid, now).await;
+        let with_generation = |(key, algorithm): (DecodingKey, Algorithm), generation| (key, algorithm, generation);
         let _gate = match seen.key {
             // The common case: a known key of a fresh set (or of an expired one whose refresh was
             // just tried and failed). Nothing to fetch, nothing to wait for.
-            Some(key) if !seen.expired || seen.recently_attempted => return Ok(key),
+            Some(key) if !seen.expired || seen.recently_attempted => return Ok(with_generation(key, seen.generation)),
             // A known key of an expired set: refresh before trusting it again. If a fetch is
             // already running, use the set we have rather than queue behind a possibly slow
             // issuer; that fetch refreshes the set for the verifications after it.
             Some(key) => match self.fetch_gate.try_lock() {
                 Ok(gate) => gate,
-                Err(_) => return Ok(key),
+                Err(_) => return Ok(with_generation(key, seen.generation)),
             },
             // An unknown kid: a running fetch may be bringing it (a rotation reaching many
             // callers at once), so wait for it.
@@ -424,7 +487,7 @@ impl RemoteKeys {
         let seen = self.lookup(kid, now).await;
         if seen.recently_attempted || (!seen.expired && seen.key.is_some()) {
             return match seen.key {
-                Some(key) => Ok(key),
+                Some(key) => Ok(with_generation(key, seen.generation)),
                 None if seen.last_failed => Err(VerifyError::KeysUnavailable),
                 None => Err(VerifyError::UnknownKey),
             };
@@ -436,9 +499,11 @@ impl RemoteKeys {
             Ok(keys) => {
                 // A key the issuer no longer publishes is dropped here, and with it its tokens.
                 cache.keys = keys;
+                cache.generation += 1;
                 cache.fetched_at = Some(now);
                 cache.last_failed = false;
-                cache.keys.get(kid).cloned().ok_or(VerifyError::UnknownKey)
+                let generation = cache.generation;
+                cache.keys.get(kid).cloned().map(|key| with_generation(key, generation)).ok_or(VerifyError::UnknownKey)
             }
             Err(e) => {
                 cache.last_failed = true;
@@ -451,7 +516,7 @@ impl RemoteKeys {
                             keys = cache.keys.len(),
                             "JWKS refresh failed; keeping the previously fetched keys"
                         );
-                        Ok(key)
+                        Ok(with_generation(key, seen.generation))
                     }
                     None => Err(e),
                 }
@@ -827,6 +892,21 @@ mod tests {
             assert_eq!(verifier.verify(&platform, at(1.0)).await.expect("verifies").tenant, None);
             assert_eq!(verifier.issuer(), ISSUER);
             assert!(verifier.remote_settings().is_none());
+        }
+
+        #[tokio::test]
+        async fn a_remembered_signature_holds_only_for_its_token_and_key() {
+            let (ring, verifier, issuer) = setup();
+            let token = issue(&ring, &issuer, None, at(0.0));
+            let kid = current(&ring).kid;
+            assert!(verifier.signatures.get(&token, &kid, 0).is_none(), "nothing checked yet");
+            assert!(verifier.verify(&token, at(1.0)).await.is_ok());
+            assert!(verifier.signatures.get(&token, &kid, 0).is_some(), "checked once, remembered");
+            assert!(verifier.signatures.get(&token, &kid, 1).is_none(), "another key set");
+            assert!(verifier.signatures.get(&token, "other", 0).is_none(), "another key");
+            // The same claims under a forged signature are another token: checked, and refused.
+            let forged = format!("{}.{}", token.rsplit_once('.').expect("signed").0, "AAAA");
+            assert_eq!(verifier.verify(&forged, at(1.0)).await, Err(VerifyError::Invalid));
         }
 
         #[tokio::test]

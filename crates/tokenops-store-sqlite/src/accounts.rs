@@ -6,8 +6,7 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::{Row, params};
 use tokenops_domain::account::{AccountRef, AccountStatus, ContractStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
@@ -16,13 +15,6 @@ use tokenops_store::{
     AccountFilter, AccountRecord, AccountStore, ContractFilter, ContractRecord, ContractStore, StoreError, StoreResult,
 };
 use uuid::Uuid;
-
-fn get<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
-where
-    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
-{
-    row.try_get(name).map_err(codec::backend)
-}
 
 /// An asset code as stored and compared: its ASCII letters upper-cased.
 fn asset_key(asset_id: &str) -> String {
@@ -38,27 +30,27 @@ fn page_limits(page: PageRequest) -> (i64, i64) {
 
 const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
-/// The filter shared by the count and the page: `$1` the tenant, `$2` the asset, `$3` the status
+/// The filter shared by the count and the page: `?1` the tenant, `?2` the asset, `?3` the status
 /// (each NULL when not filtered on).
-const CONTRACT_FILTER: &str = "tenant_id = $1 AND ($2 IS NULL OR asset_id = $2) AND ($3 IS NULL OR status = $3)";
+const CONTRACT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR asset_id = ?2) AND (?3 IS NULL OR status = ?3)";
 
-fn decode_contract(row: &SqliteRow) -> StoreResult<ContractRecord> {
-    let status: String = get(row, "status")?;
-    let decimals: i64 = get(row, "decimals")?;
+fn decode_contract(row: &Row<'_>) -> StoreResult<ContractRecord> {
+    let status: String = codec::get(row, "status")?;
+    let decimals: i64 = codec::get(row, "decimals")?;
     Ok(ContractRecord {
-        id: codec::uuid(&get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&get::<String>(row, "tenant_id")?)?,
-        asset_id: get(row, "asset_id")?,
-        name: get(row, "name")?,
-        symbol: get(row, "symbol")?,
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+        asset_id: codec::get(row, "asset_id")?,
+        name: codec::get(row, "name")?,
+        symbol: codec::get(row, "symbol")?,
         decimals: u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("contract decimals {decimals}")))?,
         status: ContractStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("contract status {status:?}")))?,
-        address: get(row, "address")?,
-        adopt_address: get(row, "adopt_address")?,
-        failure_reason: get(row, "failure_reason")?,
-        created_at: codec::ts(get(row, "created_at")?),
-        updated_at: codec::ts(get(row, "updated_at")?),
+        address: codec::get(row, "address")?,
+        adopt_address: codec::get(row, "adopt_address")?,
+        failure_reason: codec::get(row, "failure_reason")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
     })
 }
 
@@ -66,36 +58,31 @@ fn decode_contract(row: &SqliteRow) -> StoreResult<ContractRecord> {
 impl ContractStore for SqliteTx {
     async fn insert(&mut self, contract: &ContractRecord) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(contract.id))
-            .bind(codec::id_text(contract.tenant_id.as_uuid()))
-            .bind(asset_key(&contract.asset_id))
-            .bind(&contract.name)
-            .bind(&contract.symbol)
-            .bind(i64::from(contract.decimals))
-            .bind(contract.status.as_str())
-            .bind(contract.address.as_deref())
-            .bind(contract.adopt_address.as_deref())
-            .bind(contract.failure_reason.as_deref())
-            .bind(contract.created_at.as_micros())
-            .bind(contract.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(contract.id),
+                codec::id_text(contract.tenant_id.as_uuid()),
+                asset_key(&contract.asset_id),
+                &contract.name,
+                &contract.symbol,
+                i64::from(contract.decimals),
+                contract.status.as_str(),
+                contract.address.as_deref(),
+                contract.adopt_address.as_deref(),
+                contract.failure_reason.as_deref(),
+                contract.created_at.as_micros(),
+                contract.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND asset_id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(asset_key(asset_id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_contract).transpose()
+        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = ?1 AND asset_id = ?2");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), asset_key(asset_id)], decode_contract)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
@@ -105,34 +92,28 @@ impl ContractStore for SqliteTx {
     }
 
     async fn on_address(&mut self, address: &str) -> StoreResult<Vec<ContractRecord>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = $1 ORDER BY created_at, id");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(address.to_ascii_lowercase())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_contract).collect()
+        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = ?1 ORDER BY created_at, id");
+        self.fetch_all(&sql, params![address.to_ascii_lowercase()], decode_contract)
     }
 
     async fn update(&mut self, contract: &ContractRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE contracts SET name = $1, symbol = $2, decimals = $3, status = $4, address = $5, adopt_address = $6,
-                                  failure_reason = $7, updated_at = $8
-             WHERE tenant_id = $9 AND id = $10",
-        )
-        .bind(&contract.name)
-        .bind(&contract.symbol)
-        .bind(i64::from(contract.decimals))
-        .bind(contract.status.as_str())
-        .bind(contract.address.as_deref())
-        .bind(contract.adopt_address.as_deref())
-        .bind(contract.failure_reason.as_deref())
-        .bind(contract.updated_at.as_micros())
-        .bind(codec::id_text(contract.tenant_id.as_uuid()))
-        .bind(codec::id_text(contract.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE contracts SET name = ?1, symbol = ?2, decimals = ?3, status = ?4, address = ?5, adopt_address = ?6,
+                                  failure_reason = ?7, updated_at = ?8
+             WHERE tenant_id = ?9 AND id = ?10",
+            params![
+                &contract.name,
+                &contract.symbol,
+                i64::from(contract.decimals),
+                contract.status.as_str(),
+                contract.address.as_deref(),
+                contract.adopt_address.as_deref(),
+                contract.failure_reason.as_deref(),
+                contract.updated_at.as_micros(),
+                codec::id_text(contract.tenant_id.as_uuid()),
+                codec::id_text(contract.id),
+            ],
+        )?;
         Ok(())
     }
 
@@ -145,29 +126,17 @@ impl ContractStore for SqliteTx {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let asset = filter.asset_id.as_deref().map(asset_key);
         let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}")))
-                .bind(&tenant_text)
-                .bind(asset.as_deref())
-                .bind(status)
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+        let total: i64 = self.scalar(
+            &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
+            params![&tenant_text, asset.as_deref(), status],
+        )?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT $4 OFFSET $5"
+             ORDER BY created_at ASC, id ASC LIMIT ?4 OFFSET ?5"
         );
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(asset.as_deref())
-            .bind(status)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_contract).collect::<StoreResult<Vec<_>>>()?;
+        let items =
+            self.fetch_all(&sql, params![&tenant_text, asset.as_deref(), status, limit, offset], decode_contract)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 }
@@ -177,29 +146,29 @@ impl ContractStore for SqliteTx {
 
 const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
 
-/// The filter shared by the count and the page: `$1` the tenant, `$2` the customer, `$3` the
-/// status, `$4` the asset (each NULL when not filtered on).
-const ACCOUNT_FILTER: &str = "tenant_id = $1 AND ($2 IS NULL OR customer_ref = $2) AND ($3 IS NULL OR status = $3)
-     AND ($4 IS NULL OR asset_id = $4)";
+/// The filter shared by the count and the page: `?1` the tenant, `?2` the customer, `?3` the
+/// status, `?4` the asset (each NULL when not filtered on).
+const ACCOUNT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR customer_ref = ?2) AND (?3 IS NULL OR status = ?3)
+     AND (?4 IS NULL OR asset_id = ?4)";
 
-fn decode_account(row: &SqliteRow) -> StoreResult<AccountRecord> {
-    let status: String = get(row, "status")?;
-    let generation: i64 = get(row, "generation")?;
+fn decode_account(row: &Row<'_>) -> StoreResult<AccountRecord> {
+    let status: String = codec::get(row, "status")?;
+    let generation: i64 = codec::get(row, "generation")?;
     Ok(AccountRecord {
-        id: codec::uuid(&get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&get::<String>(row, "tenant_id")?)?,
-        account_ref: AccountRef::from_stored(get(row, "account_ref")?),
-        customer_ref: CustomerRef::from_stored(get(row, "customer_ref")?),
-        asset_id: get(row, "asset_id")?,
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
+        asset_id: codec::get(row, "asset_id")?,
         status: AccountStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("account status {status:?}")))?,
-        wallet_address: get(row, "wallet_address")?,
-        failure_reason: get(row, "failure_reason")?,
+        wallet_address: codec::get(row, "wallet_address")?,
+        failure_reason: codec::get(row, "failure_reason")?,
         generation: u32::try_from(generation)
             .map_err(|_| StoreError::Corrupt(format!("account generation {generation}")))?,
-        provisioned_at: get::<Option<i64>>(row, "provisioned_at")?.map(codec::ts),
-        created_at: codec::ts(get(row, "created_at")?),
-        updated_at: codec::ts(get(row, "updated_at")?),
+        provisioned_at: codec::get::<Option<i64>>(row, "provisioned_at")?.map(codec::ts),
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
     })
 }
 
@@ -207,36 +176,31 @@ fn decode_account(row: &SqliteRow) -> StoreResult<AccountRecord> {
 impl AccountStore for SqliteTx {
     async fn insert(&mut self, account: &AccountRecord) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(account.id))
-            .bind(codec::id_text(account.tenant_id.as_uuid()))
-            .bind(account.account_ref.as_str())
-            .bind(account.customer_ref.as_str())
-            .bind(asset_key(&account.asset_id))
-            .bind(account.status.as_str())
-            .bind(account.wallet_address.as_deref())
-            .bind(account.failure_reason.as_deref())
-            .bind(i64::from(account.generation))
-            .bind(account.provisioned_at.map(Timestamp::as_micros))
-            .bind(account.created_at.as_micros())
-            .bind(account.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(account.id),
+                codec::id_text(account.tenant_id.as_uuid()),
+                account.account_ref.as_str(),
+                account.customer_ref.as_str(),
+                asset_key(&account.asset_id),
+                account.status.as_str(),
+                account.wallet_address.as_deref(),
+                account.failure_reason.as_deref(),
+                i64::from(account.generation),
+                account.provisioned_at.map(Timestamp::as_micros),
+                account.created_at.as_micros(),
+                account.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<AccountRecord>> {
-        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND account_ref = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(account_ref.as_str())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_account).transpose()
+        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = ?1 AND account_ref = ?2");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), account_ref.as_str()], decode_account)
     }
 
     async fn get_for_update(
@@ -250,24 +214,23 @@ impl AccountStore for SqliteTx {
     }
 
     async fn update(&mut self, account: &AccountRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE accounts SET customer_ref = $1, asset_id = $2, status = $3, wallet_address = $4, failure_reason = $5,
-                                 generation = $6, provisioned_at = $7, updated_at = $8
-             WHERE tenant_id = $9 AND id = $10",
-        )
-        .bind(account.customer_ref.as_str())
-        .bind(asset_key(&account.asset_id))
-        .bind(account.status.as_str())
-        .bind(account.wallet_address.as_deref())
-        .bind(account.failure_reason.as_deref())
-        .bind(i64::from(account.generation))
-        .bind(account.provisioned_at.map(Timestamp::as_micros))
-        .bind(account.updated_at.as_micros())
-        .bind(codec::id_text(account.tenant_id.as_uuid()))
-        .bind(codec::id_text(account.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE accounts SET customer_ref = ?1, asset_id = ?2, status = ?3, wallet_address = ?4, failure_reason = ?5,
+                                 generation = ?6, provisioned_at = ?7, updated_at = ?8
+             WHERE tenant_id = ?9 AND id = ?10",
+            params![
+                account.customer_ref.as_str(),
+                asset_key(&account.asset_id),
+                account.status.as_str(),
+                account.wallet_address.as_deref(),
+                account.failure_reason.as_deref(),
+                i64::from(account.generation),
+                account.provisioned_at.map(Timestamp::as_micros),
+                account.updated_at.as_micros(),
+                codec::id_text(account.tenant_id.as_uuid()),
+                codec::id_text(account.id),
+            ],
+        )?;
         Ok(())
     }
 
@@ -281,47 +244,30 @@ impl AccountStore for SqliteTx {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
         let asset = filter.asset_id.as_deref().map(asset_key);
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}")))
-                .bind(&tenant_text)
-                .bind(customer)
-                .bind(status)
-                .bind(asset.as_deref())
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+        let total: i64 = self.scalar(
+            &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
+            params![&tenant_text, customer, status, asset.as_deref()],
+        )?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT $5 OFFSET $6"
+             ORDER BY created_at ASC, id ASC LIMIT ?5 OFFSET ?6"
         );
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(customer)
-            .bind(status)
-            .bind(asset.as_deref())
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_account).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(
+            &sql,
+            params![&tenant_text, customer, status, asset.as_deref(), limit, offset],
+            decode_account,
+        )?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AccountRecord>> {
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts
-             WHERE status IN ('ACTIVE', 'INACTIVE') AND ($1 IS NULL OR id > $1)
-             ORDER BY id LIMIT $2"
+             WHERE status IN ('ACTIVE', 'INACTIVE') AND (?1 IS NULL OR id > ?1)
+             ORDER BY id LIMIT ?2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(after.map(codec::id_text))
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_account).collect()
+        self.fetch_all(&sql, params![after.map(codec::id_text), i64::from(limit)], decode_account)
     }
 
     async fn for_customer_in_status(
@@ -333,16 +279,13 @@ impl AccountStore for SqliteTx {
         // Write transactions run one at a time on the single writer: the rows are already held.
         self.require_write("reading a customer's accounts for update")?;
         let sql = format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND customer_ref = $2 AND status = $3
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = ?1 AND customer_ref = ?2 AND status = ?3
              ORDER BY created_at ASC, id ASC"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(customer_ref.as_str())
-            .bind(status.as_str())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_account).collect()
+        self.fetch_all(
+            &sql,
+            params![codec::id_text(tenant.as_uuid()), customer_ref.as_str(), status.as_str()],
+            decode_account,
+        )
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::types::Value;
+use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
@@ -12,16 +12,16 @@ use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
 
-fn decode(row: &SqliteRow) -> StoreResult<AuditRecord> {
-    let text = |name: &str| row.try_get::<String, _>(name).map_err(codec::backend);
-    let opt = |name: &str| row.try_get::<Option<String>, _>(name).map_err(codec::backend);
+fn decode(row: &Row<'_>) -> StoreResult<AuditRecord> {
+    let text = |name: &str| codec::get::<String>(row, name);
+    let opt = |name: &str| codec::get::<Option<String>>(row, name);
     let source = text("source")?;
     let outcome = text("outcome")?;
     Ok(AuditRecord {
         id: codec::uuid(&text("id")?)?,
         tenant_id: codec::opt_tenant(opt("tenant_id")?)?,
-        occurred_at: codec::ts(row.try_get("occurred_at").map_err(codec::backend)?),
-        created_at: codec::ts(row.try_get("created_at").map_err(codec::backend)?),
+        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
+        created_at: codec::ts(codec::get(row, "created_at")?),
         action: text("action")?,
         category: text("category")?,
         source: AuditSource::parse(&source).ok_or_else(|| StoreError::Corrupt(format!("audit source {source:?}")))?,
@@ -32,58 +32,55 @@ fn decode(row: &SqliteRow) -> StoreResult<AuditRecord> {
             .ok_or_else(|| StoreError::Corrupt(format!("audit outcome {outcome:?}")))?,
         request_id: opt("request_id")?,
         idempotency_key: opt("idempotency_key")?,
-        http_status: row
-            .try_get::<Option<i64>, _>("http_status")
-            .map_err(codec::backend)?
-            .and_then(|s| u16::try_from(s).ok()),
+        http_status: codec::get::<Option<i64>>(row, "http_status")?.and_then(|s| u16::try_from(s).ok()),
         detail: codec::json(&text("detail")?)?,
     })
 }
 
-/// The WHERE clause shared by the count and the page, with `$1` the tenant.
-fn where_clause(filter: &AuditFilter, binds: &mut Vec<Bind>) -> String {
-    let mut sql = String::from("tenant_id = $1");
-    let mut push = |sql: &mut String, clause: &str, value: Bind| {
+/// The WHERE clause shared by the count and the page, with `?1` the tenant.
+fn where_clause(filter: &AuditFilter, binds: &mut Vec<Value>) -> String {
+    let mut sql = String::from("tenant_id = ?1");
+    let mut push = |sql: &mut String, clause: &str, value: Value| {
         binds.push(value);
         let n = binds.len() + 1;
-        sql.push_str(&clause.replace("?", &format!("${n}")));
+        sql.push_str(&clause.replace("?", &format!("?{n}")));
     };
     if let Some(from) = filter.occurred_from {
-        push(&mut sql, " AND occurred_at >= ?", Bind::Int(from.as_micros()));
+        push(&mut sql, " AND occurred_at >= ?", Value::Integer(from.as_micros()));
     }
     if let Some(to) = filter.occurred_to {
-        push(&mut sql, " AND occurred_at < ?", Bind::Int(to.as_micros()));
+        push(&mut sql, " AND occurred_at < ?", Value::Integer(to.as_micros()));
     }
     if let Some(v) = &filter.request_id {
-        push(&mut sql, " AND request_id = ?", Bind::Text(v.clone()));
+        push(&mut sql, " AND request_id = ?", Value::Text(v.clone()));
     }
     if let Some(v) = &filter.action {
-        push(&mut sql, " AND action = ?", Bind::Text(v.clone()));
+        push(&mut sql, " AND action = ?", Value::Text(v.clone()));
     }
     if let Some(v) = &filter.source {
-        push(&mut sql, " AND source = ?", Bind::Text(v.clone()));
+        push(&mut sql, " AND source = ?", Value::Text(v.clone()));
     }
     if let Some(v) = &filter.resource_type {
-        push(&mut sql, " AND resource_type = ?", Bind::Text(v.clone()));
+        push(&mut sql, " AND resource_type = ?", Value::Text(v.clone()));
     }
     if let Some(v) = &filter.resource_id {
-        push(&mut sql, " AND resource_id = ?", Bind::Text(v.clone()));
+        push(&mut sql, " AND resource_id = ?", Value::Text(v.clone()));
     }
     if !filter.actor_ids.is_empty() {
         sql.push_str(" AND actor_id IN (");
         for (i, actor) in filter.actor_ids.iter().enumerate() {
-            binds.push(Bind::Text(actor.clone()));
+            binds.push(Value::Text(actor.clone()));
             if i > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", binds.len() + 1));
+            sql.push_str(&format!("?{}", binds.len() + 1));
         }
         sql.push(')');
     }
     if let Some(q) = &filter.query {
-        binds.push(Bind::Text(prefix_glob(q)));
+        binds.push(Value::Text(prefix_glob(q)));
         let n = binds.len() + 1;
-        let any = QUERY_COLUMNS.iter().map(|col| format!("{col} GLOB ${n}")).collect::<Vec<_>>().join(" OR ");
+        let any = QUERY_COLUMNS.iter().map(|col| format!("{col} GLOB ?{n}")).collect::<Vec<_>>().join(" OR ");
         sql.push_str(&format!(" AND ({any})"));
     }
     sql
@@ -111,64 +108,45 @@ pub(crate) fn prefix_glob(query: &str) -> String {
     pattern
 }
 
-enum Bind {
-    Int(i64),
-    Text(String),
-}
-
-fn bind_all<'q>(
-    mut query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-    tenant: &str,
-    binds: &[Bind],
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    query = query.bind(tenant.to_owned());
-    for b in binds {
-        query = match b {
-            Bind::Int(v) => query.bind(*v),
-            Bind::Text(v) => query.bind(v.clone()),
-        };
-    }
-    query
+/// The parameters of the WHERE clause: the tenant (`?1`), then the filter's values.
+fn bind_all(tenant: &str, binds: &[Value]) -> Vec<Value> {
+    let mut values = Vec::with_capacity(binds.len() + 3);
+    values.push(Value::Text(tenant.to_owned()));
+    values.extend_from_slice(binds);
+    values
 }
 
 #[async_trait]
 impl AuditStore for SqliteTx {
     async fn record(&mut self, r: &AuditRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(
             "INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
                                         resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-        )
-        .bind(codec::id_text(r.id))
-        .bind(r.tenant_id.map(|t| codec::id_text(t.as_uuid())))
-        .bind(r.occurred_at.as_micros())
-        .bind(r.created_at.as_micros())
-        .bind(&r.action)
-        .bind(&r.category)
-        .bind(r.source.as_str())
-        .bind(r.actor_id.as_deref())
-        .bind(&r.resource_type)
-        .bind(r.resource_id.as_deref())
-        .bind(r.outcome.as_str())
-        .bind(r.request_id.as_deref())
-        .bind(r.idempotency_key.as_deref())
-        .bind(r.http_status.map(i64::from))
-        .bind(codec::json_text(&r.detail))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            params![
+                codec::id_text(r.id),
+                r.tenant_id.map(|t| codec::id_text(t.as_uuid())),
+                r.occurred_at.as_micros(),
+                r.created_at.as_micros(),
+                &r.action,
+                &r.category,
+                r.source.as_str(),
+                r.actor_id.as_deref(),
+                &r.resource_type,
+                r.resource_id.as_deref(),
+                r.outcome.as_str(),
+                r.request_id.as_deref(),
+                r.idempotency_key.as_deref(),
+                r.http_status.map(i64::from),
+                codec::json_text(&r.detail),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = ?1 AND id = ?2");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode)
     }
 
     async fn list(
@@ -182,26 +160,19 @@ impl AuditStore for SqliteTx {
         let mut binds = Vec::new();
         let clause = where_clause(filter, &mut binds);
         let count_sql = format!("SELECT COUNT(*) FROM audit_records WHERE {clause}");
-        let total: i64 = bind_all(sqlx::query(sqlx::AssertSqlSafe(count_sql)), &tenant_text, &binds)
-            .fetch_one(&mut *self.tx)
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(codec::backend)?;
+        let total: i64 = self.scalar(&count_sql, params_from_iter(bind_all(&tenant_text, &binds)))?;
         let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
         order.push("id DESC".to_owned());
         let n = binds.len() + 2;
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ${n} OFFSET ${}",
+            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ?{n} OFFSET ?{}",
             order.join(", "),
             n + 1
         );
-        let rows = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), &tenant_text, &binds)
-            .bind(i64::from(page.size))
-            .bind(i64::try_from(page.offset()).unwrap_or(i64::MAX))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        let mut values = bind_all(&tenant_text, &binds);
+        values.push(Value::Integer(i64::from(page.size)));
+        values.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 }

@@ -1,16 +1,26 @@
 //! Conversions between SQLite values and domain values, and the mapping of driver errors.
 
+use rusqlite::Row;
+use rusqlite::types::FromSql;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::StoreError;
 use uuid::Uuid;
 
-pub fn backend(error: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &error
-        && db.is_unique_violation()
+pub fn backend(error: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(failure, message) = &error
+        && matches!(
+            failure.extended_code,
+            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+        )
     {
-        return StoreError::Conflict(db.message().to_owned());
+        return StoreError::Conflict(message.clone().unwrap_or_else(|| failure.to_string()));
     }
     StoreError::Backend(Box::new(error))
+}
+
+/// The column `name` of `row`, decoded.
+pub fn get<T: FromSql>(row: &Row<'_>, name: &str) -> Result<T, StoreError> {
+    row.get(name).map_err(backend)
 }
 
 pub fn id_text(id: Uuid) -> String {

@@ -2,8 +2,7 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::{Row, params};
 use tokenops_domain::event::{Event, ResourceRef};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
@@ -12,92 +11,81 @@ use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
 
-fn decode(row: &SqliteRow) -> StoreResult<Event> {
-    let get = |name: &str| row.try_get::<Option<String>, _>(name).map_err(codec::backend);
-    let data: String = row.try_get("data").map_err(codec::backend)?;
+fn decode(row: &Row<'_>) -> StoreResult<Event> {
+    let get = |name: &str| codec::get::<Option<String>>(row, name);
+    let data: String = codec::get(row, "data")?;
     Ok(Event {
-        id: codec::uuid(&row.try_get::<String, _>("id").map_err(codec::backend)?)?,
-        tenant_id: codec::tenant(&row.try_get::<String, _>("tenant_id").map_err(codec::backend)?)?,
-        event_type: row.try_get("event_type").map_err(codec::backend)?,
-        occurred_at: codec::ts(row.try_get("occurred_at").map_err(codec::backend)?),
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+        event_type: codec::get(row, "event_type")?,
+        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
         correlation_id: get("correlation_id")?,
         idempotency_key: get("idempotency_key")?,
-        resource: ResourceRef {
-            kind: row.try_get("resource_type").map_err(codec::backend)?,
-            id: row.try_get("resource_id").map_err(codec::backend)?,
-        },
+        resource: ResourceRef { kind: codec::get(row, "resource_type")?, id: codec::get(row, "resource_id")? },
         data: codec::json(&data)?,
-        dispatched_at: row.try_get::<Option<i64>, _>("dispatched_at").map_err(codec::backend)?.map(codec::ts),
+        dispatched_at: codec::get::<Option<i64>>(row, "dispatched_at")?.map(codec::ts),
     })
 }
 
 #[async_trait]
 impl EventStore for SqliteTx {
     async fn append(&mut self, event: &Event) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(
             "INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
                                  resource_type, resource_id, data, dispatched_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(codec::id_text(event.id))
-        .bind(codec::id_text(event.tenant_id.as_uuid()))
-        .bind(&event.event_type)
-        .bind(event.occurred_at.as_micros())
-        .bind(event.correlation_id.as_deref())
-        .bind(event.idempotency_key.as_deref())
-        .bind(&event.resource.kind)
-        .bind(&event.resource.id)
-        .bind(codec::json_text(&event.data))
-        .bind(event.dispatched_at.map(Timestamp::as_micros))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                codec::id_text(event.id),
+                codec::id_text(event.tenant_id.as_uuid()),
+                &event.event_type,
+                event.occurred_at.as_micros(),
+                event.correlation_id.as_deref(),
+                event.idempotency_key.as_deref(),
+                &event.resource.kind,
+                &event.resource.id,
+                codec::json_text(&event.data),
+                event.dispatched_at.map(Timestamp::as_micros),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {
-        let sql = format!("SELECT {COLUMNS} FROM events WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        let sql = format!("SELECT {COLUMNS} FROM events WHERE tenant_id = ?1 AND id = ?2");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode)
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>> {
         let sql = format!(
             "SELECT {COLUMNS} FROM events
-             WHERE tenant_id = $1
-               AND ($2 IS NULL OR event_type = $2)
-               AND ($3 IS NULL OR occurred_at >= $3)
-               AND ($4 IS NULL OR occurred_at < $4)
-               AND ($5 IS NULL OR occurred_at < $5 OR (occurred_at = $5 AND id < $6))
+             WHERE tenant_id = ?1
+               AND (?2 IS NULL OR event_type = ?2)
+               AND (?3 IS NULL OR occurred_at >= ?3)
+               AND (?4 IS NULL OR occurred_at < ?4)
+               AND (?5 IS NULL OR occurred_at < ?5 OR (occurred_at = ?5 AND id < ?6))
              ORDER BY occurred_at DESC, id DESC
-             LIMIT $7"
+             LIMIT ?7"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(filter.event_type.as_deref())
-            .bind(filter.from.map(Timestamp::as_micros))
-            .bind(filter.to.map(Timestamp::as_micros))
-            .bind(window.after.map(|p| p.at_micros))
-            .bind(window.after.map(|p| codec::id_text(p.id)))
-            .bind(i64::from(window.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode).collect()
+        self.fetch_all(
+            &sql,
+            params![
+                codec::id_text(tenant.as_uuid()),
+                filter.event_type.as_deref(),
+                filter.from.map(Timestamp::as_micros),
+                filter.to.map(Timestamp::as_micros),
+                window.after.map(|p| p.at_micros),
+                window.after.map(|p| codec::id_text(p.id)),
+                i64::from(window.limit),
+            ],
+            decode,
+        )
     }
 
     async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE events SET dispatched_at = $1 WHERE id = $2 AND dispatched_at IS NULL")
-            .bind(now.as_micros())
-            .bind(codec::id_text(id))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self.execute(
+            "UPDATE events SET dispatched_at = ?1 WHERE id = ?2 AND dispatched_at IS NULL",
+            params![now.as_micros(), codec::id_text(id)],
+        )?;
+        Ok(done == 1)
     }
 }

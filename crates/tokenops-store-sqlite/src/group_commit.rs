@@ -10,14 +10,14 @@
 //! write dropped without `commit` is rolled back to its savepoint by whoever takes the
 //! connection next.
 
-use sqlx::pool::PoolConnection;
-use sqlx::{Executor, Sqlite, SqliteConnection, SqlitePool};
+use rusqlite::Connection;
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
 use tokenops_store::{StoreError, StoreResult};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
-use crate::codec;
+use crate::{codec, connection};
 
 const SAVEPOINT: &str = "SAVEPOINT tokenops_write";
 const RELEASE: &str = "RELEASE tokenops_write";
@@ -25,9 +25,11 @@ const ROLLBACK: &str = "ROLLBACK TO tokenops_write; RELEASE tokenops_write";
 
 /// The writer connection and the open group.
 struct Writer {
-    pool: SqlitePool,
-    /// Held while a group is open.
-    conn: Option<PoolConnection<Sqlite>>,
+    path: PathBuf,
+    /// Taken only while the committer's COMMIT runs off the task; reopened if that was lost.
+    conn: Option<Connection>,
+    /// A group (the shared `BEGIN IMMEDIATE` transaction) is open.
+    open: bool,
     /// The number of the open group (or of the next one).
     group: u64,
     /// Savepoints released into the open group.
@@ -37,12 +39,20 @@ struct Writer {
 }
 
 impl Writer {
+    fn conn(&mut self) -> StoreResult<&mut Connection> {
+        if self.conn.is_none() {
+            self.conn = Some(connection::open(&self.path, false)?);
+            self.open = false;
+        }
+        self.conn.as_mut().ok_or_else(|| StoreError::Backend("the writer connection is gone".into()))
+    }
+
     /// Rolls back a dropped write's savepoint, if any.
-    async fn settle_dropped(&mut self) -> StoreResult<()> {
+    fn settle_dropped(&mut self) -> StoreResult<()> {
         if self.pending_rollback {
             self.pending_rollback = false;
-            if let Some(conn) = self.conn.as_mut() {
-                conn.execute(ROLLBACK).await.map_err(codec::backend)?;
+            if self.open {
+                self.conn()?.execute_batch(ROLLBACK).map_err(codec::backend)?;
             }
         }
         Ok(())
@@ -60,13 +70,14 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the committer task for the writer pool (one connection). The task ends when the
-    /// store is dropped.
-    pub fn start(pool: SqlitePool) -> Arc<Self> {
+    /// Starts the committer task for the writer connection. The task ends when the store is
+    /// dropped.
+    pub fn start(path: PathBuf, conn: Connection) -> Arc<Self> {
         let (committed, _) = watch::channel(0);
         let wake = Arc::new(Notify::new());
+        let writer = Writer { path, conn: Some(conn), open: false, group: 1, members: 0, pending_rollback: false };
         let group = Arc::new(Self {
-            writer: Arc::new(Mutex::new(Writer { pool, conn: None, group: 1, members: 0, pending_rollback: false })),
+            writer: Arc::new(Mutex::new(writer)),
             wake: wake.clone(),
             committed,
             failed: StdMutex::new(HashSet::new()),
@@ -88,34 +99,50 @@ impl GroupCommit {
     /// savepoint.
     pub async fn begin(self: &Arc<Self>) -> StoreResult<WriteHandle> {
         let mut writer = self.writer.clone().lock_owned().await;
-        writer.settle_dropped().await?;
-        if writer.conn.is_none() {
-            let mut conn = writer.pool.acquire().await.map_err(codec::backend)?;
-            conn.execute("BEGIN IMMEDIATE").await.map_err(codec::backend)?;
-            writer.conn = Some(conn);
+        writer.settle_dropped()?;
+        if !writer.open {
+            writer.conn()?.execute_batch("BEGIN IMMEDIATE").map_err(codec::backend)?;
+            writer.open = true;
         }
-        if let Some(conn) = writer.conn.as_mut() {
-            conn.execute(SAVEPOINT).await.map_err(codec::backend)?;
-        }
+        writer.conn()?.execute_batch(SAVEPOINT).map_err(codec::backend)?;
         Ok(WriteHandle { writer: Some(writer), group: self.clone() })
     }
 
-    /// Ends the open group with one COMMIT and tells its writers.
+    /// Ends the open group with one COMMIT and tells its writers. The COMMIT waits for the
+    /// disk, so it runs on a blocking thread, not on the task.
     async fn commit_open_group(&self) {
         let mut writer = self.writer.lock().await;
-        if let Err(e) = writer.settle_dropped().await {
+        if let Err(e) = writer.settle_dropped() {
             tracing::warn!(error = %e, "rolling back a dropped write failed");
         }
-        let Some(mut conn) = writer.conn.take() else { return };
+        if !writer.open {
+            return;
+        }
+        let Some(conn) = writer.conn.take() else { return };
+        writer.open = false;
         let group = writer.group;
         writer.group += 1;
         let members = std::mem::take(&mut writer.members);
-        let outcome = conn.execute("COMMIT").await;
+        let outcome = tokio::task::spawn_blocking(move || {
+            let outcome = conn.execute_batch("COMMIT").map_err(codec::backend);
+            if outcome.is_err() {
+                // Whatever state the failure left, end the transaction before the connection
+                // is used again.
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            (conn, outcome)
+        })
+        .await;
+        let outcome = match outcome {
+            Ok((conn, outcome)) => {
+                writer.conn = Some(conn);
+                outcome
+            }
+            // The connection went with the lost thread: the next write opens a new one.
+            Err(e) => Err(StoreError::Backend(format!("the group commit was interrupted: {e}").into())),
+        };
         if let Err(e) = &outcome {
             tracing::error!(error = %e, group, members, "a group commit failed; its writes are rolled back");
-            // Whatever state the failure left, end the transaction before the connection is
-            // used again.
-            let _ = conn.execute("ROLLBACK").await;
             if let Ok(mut failed) = self.failed.lock() {
                 if failed.len() > 1_000 {
                     failed.clear();
@@ -123,14 +150,25 @@ impl GroupCommit {
                 failed.insert(group);
             }
         }
-        drop(conn);
         drop(writer);
         self.committed.send_replace(group);
     }
 
-    /// Ends the open group, if any: before migrations and at shutdown.
-    pub async fn quiesce(&self) {
+    /// Runs `work` on the writer connection outside any group (migrations).
+    pub async fn exclusive<T>(&self, work: impl FnOnce(&mut Connection) -> StoreResult<T>) -> StoreResult<T> {
         self.commit_open_group().await;
+        let mut writer = self.writer.lock().await;
+        if writer.open {
+            return Err(StoreError::Backend("a write group is still open".into()));
+        }
+        work(writer.conn()?)
+    }
+
+    /// Closes the writer connection (at shutdown, after `quiesce`).
+    pub async fn close(&self) {
+        self.commit_open_group().await;
+        let mut writer = self.writer.lock().await;
+        writer.conn = None;
     }
 
     /// Waits for the COMMIT of `group`.
@@ -157,10 +195,7 @@ impl WriteHandle {
         let Some(mut writer) = self.writer.take() else {
             return Err(StoreError::Backend("a write committed twice".into()));
         };
-        let released = match writer.conn.as_mut() {
-            Some(conn) => conn.execute(RELEASE).await.map_err(codec::backend),
-            None => Err(StoreError::Backend("the writer connection is gone".into())),
-        };
+        let released = writer.conn().and_then(|conn| conn.execute_batch(RELEASE).map_err(codec::backend));
         if let Err(e) = released {
             writer.pending_rollback = true;
             drop(writer);
@@ -187,26 +222,12 @@ impl Drop for WriteHandle {
 }
 
 impl std::ops::Deref for WriteHandle {
-    type Target = SqliteConnection;
-    fn deref(&self) -> &SqliteConnection {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
         // A handle holds the writer, and the writer holds the connection, until commit or drop.
         match self.writer.as_ref().and_then(|w| w.conn.as_ref()) {
             Some(conn) => conn,
-            None => unreachable_connection(),
+            None => connection::ended_transaction(),
         }
     }
-}
-
-impl std::ops::DerefMut for WriteHandle {
-    fn deref_mut(&mut self) -> &mut SqliteConnection {
-        match self.writer.as_mut().and_then(|w| w.conn.as_mut()) {
-            Some(conn) => conn,
-            None => unreachable_connection(),
-        }
-    }
-}
-
-#[allow(clippy::panic)]
-fn unreachable_connection() -> ! {
-    panic!("a write handle without its connection: begin() always opens one")
 }

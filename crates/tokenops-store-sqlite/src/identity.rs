@@ -7,8 +7,7 @@
 use crate::audit::prefix_glob;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
@@ -19,20 +18,20 @@ use tokenops_store::{
 };
 use uuid::Uuid;
 
-fn text(row: &SqliteRow, name: &str) -> StoreResult<String> {
-    row.try_get(name).map_err(codec::backend)
+fn text(row: &Row<'_>, name: &str) -> StoreResult<String> {
+    codec::get(row, name)
 }
 
-fn opt_text(row: &SqliteRow, name: &str) -> StoreResult<Option<String>> {
-    row.try_get(name).map_err(codec::backend)
+fn opt_text(row: &Row<'_>, name: &str) -> StoreResult<Option<String>> {
+    codec::get(row, name)
 }
 
-fn int(row: &SqliteRow, name: &str) -> StoreResult<i64> {
-    row.try_get(name).map_err(codec::backend)
+fn int(row: &Row<'_>, name: &str) -> StoreResult<i64> {
+    codec::get(row, name)
 }
 
-fn opt_ts(row: &SqliteRow, name: &str) -> StoreResult<Option<Timestamp>> {
-    Ok(row.try_get::<Option<i64>, _>(name).map_err(codec::backend)?.map(codec::ts))
+fn opt_ts(row: &Row<'_>, name: &str) -> StoreResult<Option<Timestamp>> {
+    Ok(codec::get::<Option<i64>>(row, name)?.map(codec::ts))
 }
 
 /// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
@@ -58,7 +57,7 @@ fn page_limits(page: PageRequest) -> (i64, i64) {
 // ---------------------------------------------------------------------------------------------
 // Organisations
 
-fn decode_tenant(row: &SqliteRow) -> StoreResult<TenantRecord> {
+fn decode_tenant(row: &Row<'_>) -> StoreResult<TenantRecord> {
     Ok(TenantRecord {
         id: codec::tenant(&text(row, "id")?)?,
         name: text(row, "name")?,
@@ -71,27 +70,25 @@ fn decode_tenant(row: &SqliteRow) -> StoreResult<TenantRecord> {
 #[async_trait]
 impl TenantStore for SqliteTx {
     async fn insert(&mut self, tenant: &TenantRecord) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(codec::id_text(tenant.id.as_uuid()))
-        .bind(&tenant.name)
-        .bind(codec::id_text(tenant.owner_user_id))
-        .bind(tenant.created_at.as_micros())
-        .bind(tenant.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                codec::id_text(tenant.id.as_uuid()),
+                &tenant.name,
+                codec::id_text(tenant.owner_user_id),
+                tenant.created_at.as_micros(),
+                tenant.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, id: TenantId) -> StoreResult<Option<TenantRecord>> {
-        let row = sqlx::query("SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = $1")
-            .bind(codec::id_text(id.as_uuid()))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_tenant).transpose()
+        self.fetch_optional(
+            "SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = ?1",
+            params![codec::id_text(id.as_uuid())],
+            decode_tenant,
+        )
     }
 }
 
@@ -116,12 +113,12 @@ const USER_SORT: &[(&str, &str)] = &[
     ),
 ];
 
-/// The filter shared by the count and the page: `$1` the tenant, `$2` the status, `$3` the role,
-/// `$4` the search pattern (each NULL when not filtered on).
-const USER_FILTER: &str = "tenant_id = $1 AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR role_id = $3)
-     AND ($4 IS NULL OR email GLOB $4 OR first_name GLOB $4 OR last_name GLOB $4)";
+/// The filter shared by the count and the page: `?1` the tenant, `?2` the status, `?3` the role,
+/// `?4` the search pattern (each NULL when not filtered on).
+const USER_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR role_id = ?3)
+     AND (?4 IS NULL OR email GLOB ?4 OR first_name GLOB ?4 OR last_name GLOB ?4)";
 
-fn decode_user(row: &SqliteRow) -> StoreResult<UserRecord> {
+fn decode_user(row: &Row<'_>) -> StoreResult<UserRecord> {
     let status = text(row, "status")?;
     let failed = int(row, "failed_sign_ins")?;
     Ok(UserRecord {
@@ -143,14 +140,9 @@ fn decode_user(row: &SqliteRow) -> StoreResult<UserRecord> {
 }
 
 impl SqliteTx {
-    async fn fetch_user(&mut self, condition: &str, binds: &[String]) -> StoreResult<Option<UserRecord>> {
+    fn fetch_user(&self, condition: &str, binds: &[String]) -> StoreResult<Option<UserRecord>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {condition}");
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for value in binds {
-            query = query.bind(value.clone());
-        }
-        let row = query.fetch_optional(&mut *self.tx).await.map_err(codec::backend)?;
-        row.as_ref().map(decode_user).transpose()
+        self.fetch_optional(&sql, params_from_iter(binds), decode_user)
     }
 }
 
@@ -158,31 +150,32 @@ impl SqliteTx {
 impl UserStore for SqliteTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            "INSERT INTO users ({USER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(user.id))
-            .bind(codec::id_text(user.tenant_id.as_uuid()))
-            .bind(user.email.to_lowercase())
-            .bind(&user.first_name)
-            .bind(&user.last_name)
-            .bind(user.status.as_str())
-            .bind(codec::id_text(user.role_id))
-            .bind(user.password_hash.as_deref())
-            .bind(user.temporary_password_hash.as_deref())
-            .bind(i64::from(user.failed_sign_ins))
-            .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-            .bind(user.locked_until.map(Timestamp::as_micros))
-            .bind(user.created_at.as_micros())
-            .bind(user.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(user.id),
+                codec::id_text(user.tenant_id.as_uuid()),
+                user.email.to_lowercase(),
+                &user.first_name,
+                &user.last_name,
+                user.status.as_str(),
+                codec::id_text(user.role_id),
+                user.password_hash.as_deref(),
+                user.temporary_password_hash.as_deref(),
+                i64::from(user.failed_sign_ins),
+                user.first_failed_sign_in_at.map(Timestamp::as_micros),
+                user.locked_until.map(Timestamp::as_micros),
+                user.created_at.as_micros(),
+                user.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user("tenant_id = $1 AND id = $2", &[codec::id_text(tenant.as_uuid()), codec::id_text(id)]).await
+        self.fetch_user("tenant_id = ?1 AND id = ?2", &[codec::id_text(tenant.as_uuid()), codec::id_text(id)])
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
@@ -192,46 +185,43 @@ impl UserStore for SqliteTx {
     }
 
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user("id = $1", &[codec::id_text(id)]).await
+        self.fetch_user("id = ?1", &[codec::id_text(id)])
     }
 
     async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user("email = $1", &[email.to_lowercase()]).await
+        self.fetch_user("email = ?1", &[email.to_lowercase()])
     }
 
     async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE users SET first_name = $1, last_name = $2, status = $3, role_id = $4, password_hash = $5,
-                              temporary_password_hash = $6, failed_sign_ins = $7, first_failed_sign_in_at = $8,
-                              locked_until = $9, updated_at = $10
-             WHERE tenant_id = $11 AND id = $12",
-        )
-        .bind(&user.first_name)
-        .bind(&user.last_name)
-        .bind(user.status.as_str())
-        .bind(codec::id_text(user.role_id))
-        .bind(user.password_hash.as_deref())
-        .bind(user.temporary_password_hash.as_deref())
-        .bind(i64::from(user.failed_sign_ins))
-        .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-        .bind(user.locked_until.map(Timestamp::as_micros))
-        .bind(user.updated_at.as_micros())
-        .bind(codec::id_text(user.tenant_id.as_uuid()))
-        .bind(codec::id_text(user.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE users SET first_name = ?1, last_name = ?2, status = ?3, role_id = ?4, password_hash = ?5,
+                              temporary_password_hash = ?6, failed_sign_ins = ?7, first_failed_sign_in_at = ?8,
+                              locked_until = ?9, updated_at = ?10
+             WHERE tenant_id = ?11 AND id = ?12",
+            params![
+                &user.first_name,
+                &user.last_name,
+                user.status.as_str(),
+                codec::id_text(user.role_id),
+                user.password_hash.as_deref(),
+                user.temporary_password_hash.as_deref(),
+                i64::from(user.failed_sign_ins),
+                user.first_failed_sign_in_at.map(Timestamp::as_micros),
+                user.locked_until.map(Timestamp::as_micros),
+                user.updated_at.as_micros(),
+                codec::id_text(user.tenant_id.as_uuid()),
+                codec::id_text(user.id),
+            ],
+        )?;
         Ok(())
     }
 
     async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM users WHERE tenant_id = $1 AND id = $2")
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self.execute(
+            "DELETE FROM users WHERE tenant_id = ?1 AND id = ?2",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+        )?;
+        Ok(done == 1)
     }
 
     async fn list(
@@ -245,30 +235,19 @@ impl UserStore for SqliteTx {
         let status = filter.status.map(UserStatus::as_str);
         let role = filter.role_id.map(codec::id_text);
         let pattern = filter.search.as_deref().map(prefix_glob);
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM users WHERE {USER_FILTER}")))
-                .bind(&tenant_text)
-                .bind(status)
-                .bind(role.as_deref())
-                .bind(pattern.as_deref())
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+        let total: i64 = self.scalar(
+            &format!("SELECT COUNT(*) FROM users WHERE {USER_FILTER}"),
+            params![&tenant_text, status, role.as_deref(), pattern.as_deref()],
+        )?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, USER_SORT)?;
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT ?5 OFFSET ?6");
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(status)
-            .bind(role.as_deref())
-            .bind(pattern.as_deref())
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(
+            &sql,
+            params![&tenant_text, status, role.as_deref(), pattern.as_deref(), limit, offset],
+            decode_user,
+        )?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 }
@@ -278,7 +257,7 @@ impl UserStore for SqliteTx {
 
 const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
 
-fn decode_client(row: &SqliteRow) -> StoreResult<MachineClientRecord> {
+fn decode_client(row: &Row<'_>) -> StoreResult<MachineClientRecord> {
     Ok(MachineClientRecord {
         id: codec::uuid(&text(row, "id")?)?,
         tenant_id: codec::opt_tenant(opt_text(row, "tenant_id")?)?,
@@ -293,73 +272,51 @@ fn decode_client(row: &SqliteRow) -> StoreResult<MachineClientRecord> {
 #[async_trait]
 impl MachineClientStore for SqliteTx {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(
             "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(codec::id_text(client.id))
-        .bind(client.tenant_id.map(|t| codec::id_text(t.as_uuid())))
-        .bind(&client.name)
-        .bind(client.role_id.map(codec::id_text))
-        .bind(&client.secret_hash)
-        .bind(i64::from(client.active))
-        .bind(client.created_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                codec::id_text(client.id),
+                client.tenant_id.map(|t| codec::id_text(t.as_uuid())),
+                &client.name,
+                client.role_id.map(codec::id_text),
+                &client.secret_hash,
+                i64::from(client.active),
+                client.created_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
-        let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_client).transpose()
+        let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = ?1");
+        self.fetch_optional(&sql, params![codec::id_text(id)], decode_client)
     }
 
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id IS NULL")
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let count: i64 = self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id IS NULL", [])?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
     async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1")
-            .bind(&tenant_text)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let total: i64 =
+            self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1", params![&tenant_text])?;
         let sql = format!(
-            "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
-             ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
+            "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = ?1
+             ORDER BY created_at ASC, id ASC LIMIT ?2 OFFSET ?3"
         );
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_client).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_client)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE machine_clients SET active = $1 WHERE tenant_id = $2 AND id = $3")
-            .bind(i64::from(active))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self.execute(
+            "UPDATE machine_clients SET active = ?1 WHERE tenant_id = ?2 AND id = ?3",
+            params![i64::from(active), codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+        )?;
+        Ok(done == 1)
     }
 }
 
@@ -368,7 +325,7 @@ impl MachineClientStore for SqliteTx {
 
 const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
 
-fn decode_reveal(row: &SqliteRow) -> StoreResult<SecretRevealRecord> {
+fn decode_reveal(row: &Row<'_>) -> StoreResult<SecretRevealRecord> {
     Ok(SecretRevealRecord {
         token_hash: text(row, "token_hash")?,
         client_id: codec::uuid(&text(row, "client_id")?)?,
@@ -381,38 +338,30 @@ fn decode_reveal(row: &SqliteRow) -> StoreResult<SecretRevealRecord> {
 #[async_trait]
 impl SecretRevealStore for SqliteTx {
     async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
-        let sql = format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)");
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&reveal.token_hash)
-            .bind(codec::id_text(reveal.client_id))
-            .bind(&reveal.sealed_secret)
-            .bind(reveal.expires_at.as_micros())
-            .bind(reveal.created_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let sql = format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)");
+        self.execute(
+            &sql,
+            params![
+                &reveal.token_hash,
+                codec::id_text(reveal.client_id),
+                &reveal.sealed_secret,
+                reveal.expires_at.as_micros(),
+                reveal.created_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
         // An expired reveal is deleted too: it can never be used again.
-        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {REVEAL_COLUMNS}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(token_hash)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let Some(reveal) = row.as_ref().map(decode_reveal).transpose()? else { return Ok(None) };
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = ?1 RETURNING {REVEAL_COLUMNS}");
+        let Some(reveal) = self.fetch_optional(&sql, params![token_hash], decode_reveal)? else { return Ok(None) };
         Ok((now < reveal.expires_at).then_some(reveal))
     }
 
     async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM secret_reveals WHERE expires_at < $1")
-            .bind(now.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        let done = self.execute("DELETE FROM secret_reveals WHERE expires_at < ?1", params![now.as_micros()])?;
+        Ok(done as u64)
     }
 }
 
@@ -421,8 +370,8 @@ impl SecretRevealStore for SqliteTx {
 
 const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
 
-/// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
-const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
+/// The roles an organisation sees, `?1` the tenant: the platform rows (NULL tenant) and its own.
+const ROLE_SCOPE: &str = "(tenant_id = ?1 OR tenant_id IS NULL)";
 
 const ROLE_SORT: &[(&str, &str)] = &[
     ("name", "name"),
@@ -432,7 +381,7 @@ const ROLE_SORT: &[(&str, &str)] = &[
     ("id", "id"),
 ];
 
-fn decode_role(row: &SqliteRow) -> StoreResult<RoleRecord> {
+fn decode_role(row: &Row<'_>) -> StoreResult<RoleRecord> {
     Ok(RoleRecord {
         id: codec::uuid(&text(row, "id")?)?,
         tenant_id: codec::opt_tenant(opt_text(row, "tenant_id")?)?,
@@ -454,33 +403,17 @@ fn role_name_conflict() -> StoreError {
 }
 
 impl SqliteTx {
-    async fn fetch_role(
-        &mut self,
-        tenant: TenantId,
-        condition: &str,
-        value: String,
-    ) -> StoreResult<Option<RoleRecord>> {
+    fn fetch_role(&self, tenant: TenantId, condition: &str, value: String) -> StoreResult<Option<RoleRecord>> {
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} AND {condition}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(value)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_role).transpose()
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), value], decode_role)
     }
 
     /// Whether a role the organisation sees, other than `except`, has the folded name: platform
     /// names are taken in every organisation, which no unique index can say.
-    async fn role_name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
-        let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = $2 AND id <> $3");
-        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(name_folded)
-            .bind(codec::id_text(except))
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+    fn role_name_taken(&self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
+        let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = ?2 AND id <> ?3");
+        let count: i64 =
+            self.scalar(&sql, params![codec::id_text(tenant.as_uuid()), name_folded, codec::id_text(except)])?;
         Ok(count > 0)
     }
 }
@@ -490,29 +423,28 @@ impl RoleStore for SqliteTx {
     async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()> {
         let tenant = custom_role_tenant(role)?;
         let name_folded = codec::folded(&role.name);
-        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+        if self.role_name_taken(tenant, &name_folded, role.id)? {
             return Err(role_name_conflict());
         }
-        sqlx::query(
+        self.execute(
             "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(codec::id_text(role.id))
-        .bind(codec::id_text(tenant.as_uuid()))
-        .bind(&role.name)
-        .bind(&name_folded)
-        .bind(&role.description)
-        .bind(codec::names_text(&role.permissions))
-        .bind(role.created_at.as_micros())
-        .bind(role.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                codec::id_text(role.id),
+                codec::id_text(tenant.as_uuid()),
+                &role.name,
+                &name_folded,
+                &role.description,
+                codec::names_text(&role.permissions),
+                role.created_at.as_micros(),
+                role.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
-        self.fetch_role(tenant, "id = $2", codec::id_text(id)).await
+        self.fetch_role(tenant, "id = ?2", codec::id_text(id))
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
@@ -522,76 +454,58 @@ impl RoleStore for SqliteTx {
     }
 
     async fn find_by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<RoleRecord>> {
-        self.fetch_role(tenant, "name_folded = $2", codec::folded(name)).await
+        self.fetch_role(tenant, "name_folded = ?2", codec::folded(name))
     }
 
     async fn update(&mut self, role: &RoleRecord) -> StoreResult<()> {
         let tenant = custom_role_tenant(role)?;
         let name_folded = codec::folded(&role.name);
-        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+        if self.role_name_taken(tenant, &name_folded, role.id)? {
             return Err(role_name_conflict());
         }
-        sqlx::query(
-            "UPDATE roles SET name = $1, name_folded = $2, description = $3, permissions = $4, updated_at = $5
-             WHERE tenant_id = $6 AND id = $7",
-        )
-        .bind(&role.name)
-        .bind(&name_folded)
-        .bind(&role.description)
-        .bind(codec::names_text(&role.permissions))
-        .bind(role.updated_at.as_micros())
-        .bind(codec::id_text(tenant.as_uuid()))
-        .bind(codec::id_text(role.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE roles SET name = ?1, name_folded = ?2, description = ?3, permissions = ?4, updated_at = ?5
+             WHERE tenant_id = ?6 AND id = ?7",
+            params![
+                &role.name,
+                &name_folded,
+                &role.description,
+                codec::names_text(&role.permissions),
+                role.updated_at.as_micros(),
+                codec::id_text(tenant.as_uuid()),
+                codec::id_text(role.id),
+            ],
+        )?;
         Ok(())
     }
 
     async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
-        // `tenant_id = $1` never matches a platform row (NULL).
-        let done = sqlx::query("DELETE FROM roles WHERE tenant_id = $1 AND id = $2")
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        // `tenant_id = ?1` never matches a platform row (NULL).
+        let done = self.execute(
+            "DELETE FROM roles WHERE tenant_id = ?1 AND id = ?2",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+        )?;
+        Ok(done == 1)
     }
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
-                .bind(&tenant_text)
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+            self.scalar(&format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}"), params![&tenant_text])?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, ROLE_SORT)?;
-        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT $2 OFFSET $3");
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT ?2 OFFSET ?3");
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_role).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_role)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
     async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role_id = $2)
-                  + (SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1 AND role_id = $2 AND active = 1)",
-        )
-        .bind(codec::id_text(tenant.as_uuid()))
-        .bind(codec::id_text(role_id))
-        .fetch_one(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        let count: i64 = self.scalar(
+            "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = ?1 AND role_id = ?2)
+                  + (SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1 AND role_id = ?2 AND active = 1)",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(role_id)],
+        )?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 }
@@ -610,7 +524,7 @@ const GROUP_SORT: &[(&str, &str)] = &[
     ("id", "id"),
 ];
 
-fn decode_group(row: &SqliteRow) -> StoreResult<GroupRecord> {
+fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
     let status = text(row, "status")?;
     Ok(GroupRecord {
         id: codec::uuid(&text(row, "id")?)?,
@@ -628,52 +542,40 @@ fn member_columns() -> String {
     USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
 }
 
-/// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
+/// A group's members (`?1` the tenant, `?2` the group): memberships of users still in the
 /// organisation.
 const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
-     WHERE m.tenant_id = $1 AND m.group_id = $2";
+     WHERE m.tenant_id = ?1 AND m.group_id = ?2";
 
 impl SqliteTx {
-    async fn fetch_group(
-        &mut self,
-        tenant: TenantId,
-        condition: &str,
-        value: String,
-    ) -> StoreResult<Option<GroupRecord>> {
-        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 AND {condition}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(value)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_group).transpose()
+    fn fetch_group(&self, tenant: TenantId, condition: &str, value: String) -> StoreResult<Option<GroupRecord>> {
+        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 AND {condition}");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), value], decode_group)
     }
 }
 
 #[async_trait]
 impl GroupStore for SqliteTx {
     async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(
             "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(codec::id_text(group.id))
-        .bind(codec::id_text(group.tenant_id.as_uuid()))
-        .bind(&group.key)
-        .bind(codec::folded(&group.key))
-        .bind(&group.name)
-        .bind(group.status.as_str())
-        .bind(group.created_at.as_micros())
-        .bind(group.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                codec::id_text(group.id),
+                codec::id_text(group.tenant_id.as_uuid()),
+                &group.key,
+                codec::folded(&group.key),
+                &group.name,
+                group.status.as_str(),
+                group.created_at.as_micros(),
+                group.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group(tenant, "id = $2", codec::id_text(id)).await
+        self.fetch_group(tenant, "id = ?2", codec::id_text(id))
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
@@ -683,45 +585,34 @@ impl GroupStore for SqliteTx {
     }
 
     async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group(tenant, "key_folded = $2", codec::folded(key)).await
+        self.fetch_group(tenant, "key_folded = ?2", codec::folded(key))
     }
 
     async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
-        )
-        .bind(&group.name)
-        .bind(group.status.as_str())
-        .bind(group.updated_at.as_micros())
-        .bind(codec::id_text(group.tenant_id.as_uuid()))
-        .bind(codec::id_text(group.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE approval_groups SET name = ?1, status = ?2, updated_at = ?3 WHERE tenant_id = ?4 AND id = ?5",
+            params![
+                &group.name,
+                group.status.as_str(),
+                group.updated_at.as_micros(),
+                codec::id_text(group.tenant_id.as_uuid()),
+                codec::id_text(group.id),
+            ],
+        )?;
         Ok(())
     }
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1")
-            .bind(&tenant_text)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let total: i64 =
+            self.scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = ?1", params![&tenant_text])?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, GROUP_SORT)?;
         let sql = format!(
-            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
+            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 ORDER BY {order} LIMIT ?2 OFFSET ?3"
         );
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_group).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_group)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
@@ -734,33 +625,28 @@ impl GroupStore for SqliteTx {
     ) -> StoreResult<bool> {
         // Only a group and a user of the organisation: anything else adds nothing, like a member
         // already there.
-        let done = sqlx::query(
+        let done = self.execute(
             "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
-             SELECT $1, $2, $3, $4
-             WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = $3 AND id = $1)
-               AND EXISTS (SELECT 1 FROM users WHERE tenant_id = $3 AND id = $2)
+             SELECT ?1, ?2, ?3, ?4
+             WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = ?3 AND id = ?1)
+               AND EXISTS (SELECT 1 FROM users WHERE tenant_id = ?3 AND id = ?2)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(codec::id_text(group_id))
-        .bind(codec::id_text(user_id))
-        .bind(codec::id_text(tenant.as_uuid()))
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+            params![
+                codec::id_text(group_id),
+                codec::id_text(user_id),
+                codec::id_text(tenant.as_uuid()),
+                now.as_micros()
+            ],
+        )?;
+        Ok(done == 1)
     }
 
     async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool> {
-        let done =
-            sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
-                .bind(codec::id_text(tenant.as_uuid()))
-                .bind(codec::id_text(group_id))
-                .bind(codec::id_text(user_id))
-                .execute(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self.execute(
+            "DELETE FROM approval_group_members WHERE tenant_id = ?1 AND group_id = ?2 AND user_id = ?3",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(group_id), codec::id_text(user_id)],
+        )?;
+        Ok(done == 1)
     }
 
     async fn list_members(
@@ -771,52 +657,34 @@ impl GroupStore for SqliteTx {
     ) -> StoreResult<Page<UserRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let group_text = codec::id_text(group_id);
-        let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
-            .bind(&tenant_text)
-            .bind(&group_text)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let total: i64 = self.scalar(&format!("SELECT COUNT(*) FROM {MEMBERS}"), params![&tenant_text, &group_text])?;
         let sql = format!(
-            "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
+            "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT ?3 OFFSET ?4",
             member_columns()
         );
         let (limit, offset) = page_limits(page);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&tenant_text)
-            .bind(&group_text)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(&sql, params![&tenant_text, &group_text, limit, offset], decode_user)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
     async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {
-        let ids: Vec<String> = sqlx::query_scalar(
+        let ids: Vec<String> = self.fetch_all(
             "SELECT g.id FROM approval_group_members m
              JOIN approval_groups g ON g.id = m.group_id AND g.tenant_id = m.tenant_id
-             WHERE m.tenant_id = $1 AND m.user_id = $2
+             WHERE m.tenant_id = ?1 AND m.user_id = ?2
              ORDER BY g.group_key ASC, g.id ASC",
-        )
-        .bind(codec::id_text(tenant.as_uuid()))
-        .bind(codec::id_text(user_id))
-        .fetch_all(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(user_id)],
+            |row| row.get(0).map_err(codec::backend),
+        )?;
         ids.iter().map(|id| codec::uuid(id)).collect()
     }
 
     async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND user_id = $2")
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(user_id))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        let done = self.execute(
+            "DELETE FROM approval_group_members WHERE tenant_id = ?1 AND user_id = ?2",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(user_id)],
+        )?;
+        Ok(done as u64)
     }
 }
 
@@ -826,53 +694,39 @@ impl GroupStore for SqliteTx {
 #[async_trait]
 impl SigningKeyStore for SqliteTx {
     async fn list(&mut self) -> StoreResult<Vec<SigningKeyRecord>> {
-        let rows = sqlx::query(
+        self.fetch_all(
             "SELECT kid, sealed_key, created_at, retire_at FROM signing_keys ORDER BY created_at ASC, kid ASC",
-        )
-        .fetch_all(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        rows.iter()
-            .map(|row| {
+            [],
+            |row| {
                 Ok(SigningKeyRecord {
                     kid: text(row, "kid")?,
                     sealed_key: text(row, "sealed_key")?,
                     created_at: codec::ts(int(row, "created_at")?),
                     retire_at: opt_ts(row, "retire_at")?,
                 })
-            })
-            .collect()
+            },
+        )
     }
 
     async fn insert(&mut self, key: &SigningKeyRecord) -> StoreResult<()> {
-        sqlx::query("INSERT INTO signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)")
-            .bind(&key.kid)
-            .bind(&key.sealed_key)
-            .bind(key.created_at.as_micros())
-            .bind(key.retire_at.map(Timestamp::as_micros))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            "INSERT INTO signing_keys (kid, sealed_key, created_at, retire_at) VALUES (?1, ?2, ?3, ?4)",
+            params![&key.kid, &key.sealed_key, key.created_at.as_micros(), key.retire_at.map(Timestamp::as_micros)],
+        )?;
         Ok(())
     }
 
     async fn set_retire_at(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<()> {
-        sqlx::query("UPDATE signing_keys SET retire_at = $1 WHERE kid = $2")
-            .bind(retire_at.as_micros())
-            .bind(kid)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute("UPDATE signing_keys SET retire_at = ?1 WHERE kid = ?2", params![retire_at.as_micros(), kid])?;
         Ok(())
     }
 
     async fn delete_retired(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM signing_keys WHERE retire_at IS NOT NULL AND retire_at < $1")
-            .bind(cutoff.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        let done = self.execute(
+            "DELETE FROM signing_keys WHERE retire_at IS NOT NULL AND retire_at < ?1",
+            params![cutoff.as_micros()],
+        )?;
+        Ok(done as u64)
     }
 }
 
@@ -882,98 +736,82 @@ impl SigningKeyStore for SqliteTx {
 #[async_trait]
 impl RefreshTokenStore for SqliteTx {
     async fn insert(&mut self, token: &RefreshTokenRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(
             "INSERT INTO refresh_tokens (token_hash, user_id, tenant_id, expires_at, revoked_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&token.token_hash)
-        .bind(codec::id_text(token.user_id))
-        .bind(codec::id_text(token.tenant_id.as_uuid()))
-        .bind(token.expires_at.as_micros())
-        .bind(token.revoked_at.map(Timestamp::as_micros))
-        .bind(token.created_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                &token.token_hash,
+                codec::id_text(token.user_id),
+                codec::id_text(token.tenant_id.as_uuid()),
+                token.expires_at.as_micros(),
+                token.revoked_at.map(Timestamp::as_micros),
+                token.created_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>> {
-        let row = sqlx::query(
+        self.fetch_optional(
             "SELECT token_hash, user_id, tenant_id, expires_at, revoked_at, created_at
-             FROM refresh_tokens WHERE token_hash = $1",
+             FROM refresh_tokens WHERE token_hash = ?1",
+            params![token_hash],
+            |row| {
+                Ok(RefreshTokenRecord {
+                    token_hash: text(row, "token_hash")?,
+                    user_id: codec::uuid(&text(row, "user_id")?)?,
+                    tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+                    expires_at: codec::ts(int(row, "expires_at")?),
+                    revoked_at: opt_ts(row, "revoked_at")?,
+                    created_at: codec::ts(int(row, "created_at")?),
+                })
+            },
         )
-        .bind(token_hash)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(RefreshTokenRecord {
-            token_hash: text(&row, "token_hash")?,
-            user_id: codec::uuid(&text(&row, "user_id")?)?,
-            tenant_id: codec::tenant(&text(&row, "tenant_id")?)?,
-            expires_at: codec::ts(int(&row, "expires_at")?),
-            revoked_at: opt_ts(&row, "revoked_at")?,
-            created_at: codec::ts(int(&row, "created_at")?),
-        }))
     }
 
     async fn revoke_for_user(&mut self, user_id: Uuid, now: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL")
-            .bind(now.as_micros())
-            .bind(codec::id_text(user_id))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        let done = self.execute(
+            "UPDATE refresh_tokens SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
+            params![now.as_micros(), codec::id_text(user_id)],
+        )?;
+        Ok(done as u64)
     }
 
     async fn delete_expired(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at < $1")
-            .bind(cutoff.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        let done = self.execute("DELETE FROM refresh_tokens WHERE expires_at < ?1", params![cutoff.as_micros()])?;
+        Ok(done as u64)
     }
 }
 
 #[async_trait]
 impl ChallengeStore for SqliteTx {
     async fn insert(&mut self, challenge: &ChallengeRecord) -> StoreResult<()> {
-        sqlx::query("INSERT INTO challenges (session_hash, user_id, expires_at) VALUES ($1, $2, $3)")
-            .bind(&challenge.session_hash)
-            .bind(codec::id_text(challenge.user_id))
-            .bind(challenge.expires_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            "INSERT INTO challenges (session_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+            params![&challenge.session_hash, codec::id_text(challenge.user_id), challenge.expires_at.as_micros()],
+        )?;
         Ok(())
     }
 
     async fn take(&mut self, session_hash: &str, now: Timestamp) -> StoreResult<Option<ChallengeRecord>> {
         // An expired challenge is deleted too: it can never be used again.
-        let row =
-            sqlx::query("DELETE FROM challenges WHERE session_hash = $1 RETURNING session_hash, user_id, expires_at")
-                .bind(session_hash)
-                .fetch_optional(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
-        let Some(row) = row else { return Ok(None) };
-        let challenge = ChallengeRecord {
-            session_hash: text(&row, "session_hash")?,
-            user_id: codec::uuid(&text(&row, "user_id")?)?,
-            expires_at: codec::ts(int(&row, "expires_at")?),
-        };
+        let challenge = self.fetch_optional(
+            "DELETE FROM challenges WHERE session_hash = ?1 RETURNING session_hash, user_id, expires_at",
+            params![session_hash],
+            |row| {
+                Ok(ChallengeRecord {
+                    session_hash: text(row, "session_hash")?,
+                    user_id: codec::uuid(&text(row, "user_id")?)?,
+                    expires_at: codec::ts(int(row, "expires_at")?),
+                })
+            },
+        )?;
+        let Some(challenge) = challenge else { return Ok(None) };
         Ok((now < challenge.expires_at).then_some(challenge))
     }
 
     async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM challenges WHERE expires_at < $1")
-            .bind(now.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        let done = self.execute("DELETE FROM challenges WHERE expires_at < ?1", params![now.as_micros()])?;
+        Ok(done as u64)
     }
 }

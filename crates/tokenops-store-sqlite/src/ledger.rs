@@ -5,9 +5,8 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
+use rusqlite::{Row, params};
 use serde_json::{Value, json};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use tokenops_store::{
     LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerHoldStatus, LedgerNonce, LedgerStore,
     LedgerToken, LedgerTransaction, StoreError, StoreResult,
@@ -23,13 +22,6 @@ fn uint(value: i64, what: &str) -> StoreResult<u64> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
 }
 
-fn get<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
-where
-    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
-{
-    row.try_get(name).map_err(codec::backend)
-}
-
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(bytes.len() * 2);
@@ -42,58 +34,58 @@ fn hex(bytes: &[u8]) -> String {
 
 const BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
 
-fn decode_block(row: &SqliteRow) -> StoreResult<LedgerBlock> {
+fn decode_block(row: &Row<'_>) -> StoreResult<LedgerBlock> {
     Ok(LedgerBlock {
-        number: uint(get(row, "number")?, "block number")?,
-        hash: get(row, "hash")?,
-        parent_hash: get(row, "parent_hash")?,
-        timestamp: uint(get(row, "timestamp")?, "block timestamp")?,
-        transaction_count: u32::try_from(get::<i64>(row, "transaction_count")?)
+        number: uint(codec::get(row, "number")?, "block number")?,
+        hash: codec::get(row, "hash")?,
+        parent_hash: codec::get(row, "parent_hash")?,
+        timestamp: uint(codec::get(row, "timestamp")?, "block timestamp")?,
+        transaction_count: u32::try_from(codec::get::<i64>(row, "transaction_count")?)
             .map_err(|_| StoreError::Corrupt("block transaction count".into()))?,
-        produced_at: codec::ts(get(row, "produced_at")?),
+        produced_at: codec::ts(codec::get(row, "produced_at")?),
     })
 }
 
-fn decode_transaction(row: &SqliteRow) -> StoreResult<LedgerTransaction> {
+fn decode_transaction(row: &Row<'_>) -> StoreResult<LedgerTransaction> {
     Ok(LedgerTransaction {
-        hash: get(row, "hash")?,
-        block_number: uint(get(row, "block_number")?, "block number")?,
-        index: u32::try_from(get::<i64>(row, "position")?)
+        hash: codec::get(row, "hash")?,
+        block_number: uint(codec::get(row, "block_number")?, "block number")?,
+        index: u32::try_from(codec::get::<i64>(row, "position")?)
             .map_err(|_| StoreError::Corrupt("transaction position".into()))?,
-        sender: get(row, "sender")?,
-        nonce: uint(get(row, "nonce")?, "nonce")?,
-        to: get(row, "recipient")?,
-        raw: get(row, "raw")?,
-        success: get::<i64>(row, "success")? == 1,
-        revert_reason: get(row, "revert_reason")?,
-        revert_data: get(row, "revert_data")?,
-        contract_address: get(row, "contract_address")?,
+        sender: codec::get(row, "sender")?,
+        nonce: uint(codec::get(row, "nonce")?, "nonce")?,
+        to: codec::get(row, "recipient")?,
+        raw: codec::get(row, "raw")?,
+        success: codec::get::<i64>(row, "success")? == 1,
+        revert_reason: codec::get(row, "revert_reason")?,
+        revert_data: codec::get(row, "revert_data")?,
+        contract_address: codec::get(row, "contract_address")?,
     })
 }
 
-fn decode_token(row: &SqliteRow) -> StoreResult<LedgerToken> {
+fn decode_token(row: &Row<'_>) -> StoreResult<LedgerToken> {
     Ok(LedgerToken {
-        address: get(row, "address")?,
-        name: get(row, "name")?,
-        symbol: get(row, "symbol")?,
-        decimals: u8::try_from(get::<i64>(row, "decimals")?)
+        address: codec::get(row, "address")?,
+        name: codec::get(row, "name")?,
+        symbol: codec::get(row, "symbol")?,
+        decimals: u8::try_from(codec::get::<i64>(row, "decimals")?)
             .map_err(|_| StoreError::Corrupt("token decimals".into()))?,
-        issuer: get(row, "issuer")?,
-        total_supply: get(row, "total_supply")?,
-        deploy_transaction: get(row, "deploy_transaction")?,
-        block_number: uint(get(row, "block_number")?, "block number")?,
+        issuer: codec::get(row, "issuer")?,
+        total_supply: codec::get(row, "total_supply")?,
+        deploy_transaction: codec::get(row, "deploy_transaction")?,
+        block_number: uint(codec::get(row, "block_number")?, "block number")?,
     })
 }
 
-fn decode_hold(row: &SqliteRow) -> StoreResult<LedgerHold> {
-    let status: String = get(row, "status")?;
-    let expires_at: String = get(row, "expires_at")?;
+fn decode_hold(row: &Row<'_>) -> StoreResult<LedgerHold> {
+    let status: String = codec::get(row, "status")?;
+    let expires_at: String = codec::get(row, "expires_at")?;
     Ok(LedgerHold {
-        token: get(row, "token")?,
-        id: get(row, "id")?,
-        owner: get(row, "owner")?,
-        payee: get(row, "payee")?,
-        amount: get(row, "amount")?,
+        token: codec::get(row, "token")?,
+        id: codec::get(row, "id")?,
+        owner: codec::get(row, "owner")?,
+        payee: codec::get(row, "payee")?,
+        amount: codec::get(row, "amount")?,
         expires_at: expires_at.parse().map_err(|_| StoreError::Corrupt(format!("hold expiry {expires_at:?}")))?,
         status: LedgerHoldStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("hold status {status:?}")))?,
@@ -101,76 +93,68 @@ fn decode_hold(row: &SqliteRow) -> StoreResult<LedgerHold> {
 }
 
 impl SqliteTx {
-    async fn insert_block(&mut self, block: &LedgerBlock) -> StoreResult<()> {
-        sqlx::query(
+    fn insert_block(&self, block: &LedgerBlock) -> StoreResult<()> {
+        self.execute(
             "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(int(block.number)?)
-        .bind(&block.hash)
-        .bind(&block.parent_hash)
-        .bind(int(block.timestamp)?)
-        .bind(i64::from(block.transaction_count))
-        .bind(block.produced_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                int(block.number)?,
+                &block.hash,
+                &block.parent_hash,
+                int(block.timestamp)?,
+                i64::from(block.transaction_count),
+                block.produced_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
-    /// Runs `sql` with the rows bound as one JSON array (`$1`), unless there are none.
-    async fn execute_rows(&mut self, sql: &'static str, rows: Vec<Value>) -> StoreResult<()> {
+    /// Runs `sql` with the rows bound as one JSON array (`?1`), unless there are none.
+    fn execute_rows(&self, sql: &'static str, rows: Vec<Value>) -> StoreResult<()> {
         if rows.is_empty() {
             return Ok(());
         }
-        sqlx::query(sql).bind(Value::Array(rows).to_string()).execute(&mut *self.tx).await.map_err(codec::backend)?;
+        self.execute(sql, params![Value::Array(rows).to_string()])?;
         Ok(())
     }
 
-    async fn fetch_rows(&mut self, sql: &'static str, keys: Value) -> StoreResult<Vec<SqliteRow>> {
-        sqlx::query(sql).bind(keys.to_string()).fetch_all(&mut *self.tx).await.map_err(codec::backend)
+    /// The rows of `sql` with the keys bound as one JSON array (`?1`), each decoded.
+    fn fetch_rows<T>(
+        &self,
+        sql: &'static str,
+        keys: Value,
+        decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        self.fetch_all(sql, params![keys.to_string()], decode)
     }
 }
 
 #[async_trait]
 impl LedgerStore for SqliteTx {
     async fn chain_id(&mut self) -> StoreResult<Option<u64>> {
-        let id: Option<i64> = sqlx::query_scalar("SELECT chain_id FROM ledger_chain WHERE id = 1")
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let id: Option<i64> = self.scalar_optional("SELECT chain_id FROM ledger_chain WHERE id = 1", [])?;
         id.map(|id| uint(id, "chain id")).transpose()
     }
 
     async fn init_chain(&mut self, chain_id: u64, genesis: &LedgerBlock) -> StoreResult<()> {
         self.require_write("initialising the ledger")?;
-        sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)")
-            .bind(int(chain_id)?)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        self.insert_block(genesis).await
+        self.execute("INSERT INTO ledger_chain (id, chain_id) VALUES (1, ?1)", params![int(chain_id)?])?;
+        self.insert_block(genesis)
     }
 
     async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_optional(&mut *self.tx).await.map_err(codec::backend)?;
-        row.as_ref().map(decode_block).transpose()
+        self.fetch_optional(&sql, [], decode_block)
     }
 
     async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
-        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(int(number)?)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_block).transpose()
+        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = ?1");
+        self.fetch_optional(&sql, params![int(number)?], decode_block)
     }
 
     async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
         self.require_write("appending a block")?;
-        self.insert_block(changes.block).await?;
+        self.insert_block(changes.block)?;
 
         let mut rows = Vec::with_capacity(changes.transactions.len());
         for t in changes.transactions {
@@ -193,10 +177,9 @@ impl LedgerStore for SqliteTx {
                                               revert_reason, revert_data, contract_address)
              SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, unhex(value ->> 6),
                     value ->> 7, value ->> 8, unhex(value ->> 9), value ->> 10
-             FROM json_each($1)",
+             FROM json_each(?1)",
             rows,
-        )
-        .await?;
+        )?;
 
         let mut rows = Vec::with_capacity(changes.tokens.len());
         for t in changes.tokens {
@@ -217,20 +200,18 @@ impl LedgerStore for SqliteTx {
                                         block_number)
              SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6,
                     value ->> 7
-             FROM json_each($1) WHERE true
+             FROM json_each(?1) WHERE true
              ON CONFLICT (address) DO UPDATE SET total_supply = excluded.total_supply",
             rows,
-        )
-        .await?;
+        )?;
 
         let rows = changes.balances.iter().map(|b| json!([b.token, b.wallet, b.total, b.held])).collect();
         self.execute_rows(
             "INSERT INTO ledger_balances (token, wallet, total, held)
-             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each($1) WHERE true
+             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?1) WHERE true
              ON CONFLICT (token, wallet) DO UPDATE SET total = excluded.total, held = excluded.held",
             rows,
-        )
-        .await?;
+        )?;
 
         let rows = changes
             .holds
@@ -240,11 +221,10 @@ impl LedgerStore for SqliteTx {
         self.execute_rows(
             "INSERT INTO ledger_holds (token, id, owner, payee, amount, expires_at, status)
              SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
-             FROM json_each($1) WHERE true
+             FROM json_each(?1) WHERE true
              ON CONFLICT (token, id) DO UPDATE SET status = excluded.status",
             rows,
-        )
-        .await?;
+        )?;
 
         let mut rows = Vec::with_capacity(changes.nonces.len());
         for n in changes.nonces {
@@ -252,36 +232,29 @@ impl LedgerStore for SqliteTx {
         }
         self.execute_rows(
             "INSERT INTO ledger_nonces (address, nonce)
-             SELECT value ->> 0, value ->> 1 FROM json_each($1) WHERE true
+             SELECT value ->> 0, value ->> 1 FROM json_each(?1) WHERE true
              ON CONFLICT (address) DO UPDATE SET nonce = excluded.nonce",
             rows,
         )
-        .await
     }
 
     async fn transaction(&mut self, hash: &str) -> StoreResult<Option<LedgerTransaction>> {
-        let row = sqlx::query(
+        self.fetch_optional(
             "SELECT hash, block_number, position, sender, nonce, recipient, raw, success, revert_reason, revert_data,
                     contract_address
-             FROM ledger_transactions WHERE hash = $1",
+             FROM ledger_transactions WHERE hash = ?1",
+            params![hash],
+            decode_transaction,
         )
-        .bind(hash)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        row.as_ref().map(decode_transaction).transpose()
     }
 
     async fn token(&mut self, address: &str) -> StoreResult<Option<LedgerToken>> {
-        let row = sqlx::query(
+        self.fetch_optional(
             "SELECT address, name, symbol, decimals, issuer, total_supply, deploy_transaction, block_number
-             FROM ledger_tokens WHERE address = $1",
+             FROM ledger_tokens WHERE address = ?1",
+            params![address],
+            decode_token,
         )
-        .bind(address)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        row.as_ref().map(decode_token).transpose()
     }
 
     async fn balances(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerBalance>> {
@@ -289,24 +262,20 @@ impl LedgerStore for SqliteTx {
             return Ok(Vec::new());
         }
         let keys = keys.iter().map(|(token, wallet)| json!([token, wallet])).collect();
-        let rows = self
-            .fetch_rows(
-                "SELECT b.token, b.wallet, b.total, b.held
-                 FROM json_each($1) AS k
-                 JOIN ledger_balances AS b ON b.token = k.value ->> 0 AND b.wallet = k.value ->> 1",
-                Value::Array(keys),
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
+        self.fetch_rows(
+            "SELECT b.token, b.wallet, b.total, b.held
+             FROM json_each(?1) AS k
+             JOIN ledger_balances AS b ON b.token = k.value ->> 0 AND b.wallet = k.value ->> 1",
+            Value::Array(keys),
+            |row| {
                 Ok(LedgerBalance {
-                    token: get(row, "token")?,
-                    wallet: get(row, "wallet")?,
-                    total: get(row, "total")?,
-                    held: get(row, "held")?,
+                    token: codec::get(row, "token")?,
+                    wallet: codec::get(row, "wallet")?,
+                    total: codec::get(row, "total")?,
+                    held: codec::get(row, "held")?,
                 })
-            })
-            .collect()
+            },
+        )
     }
 
     async fn holds(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerHold>> {
@@ -314,29 +283,28 @@ impl LedgerStore for SqliteTx {
             return Ok(Vec::new());
         }
         let keys = keys.iter().map(|(token, id)| json!([token, id])).collect();
-        let rows = self
-            .fetch_rows(
-                "SELECT h.token, h.id, h.owner, h.payee, h.amount, h.expires_at, h.status
-                 FROM json_each($1) AS k
-                 JOIN ledger_holds AS h ON h.token = k.value ->> 0 AND h.id = k.value ->> 1",
-                Value::Array(keys),
-            )
-            .await?;
-        rows.iter().map(decode_hold).collect()
+        self.fetch_rows(
+            "SELECT h.token, h.id, h.owner, h.payee, h.amount, h.expires_at, h.status
+             FROM json_each(?1) AS k
+             JOIN ledger_holds AS h ON h.token = k.value ->> 0 AND h.id = k.value ->> 1",
+            Value::Array(keys),
+            decode_hold,
+        )
     }
 
     async fn nonces(&mut self, addresses: &[String]) -> StoreResult<Vec<LedgerNonce>> {
         if addresses.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self
-            .fetch_rows(
-                "SELECT n.address, n.nonce FROM json_each($1) AS k JOIN ledger_nonces AS n ON n.address = k.value",
-                json!(addresses),
-            )
-            .await?;
-        rows.iter()
-            .map(|row| Ok(LedgerNonce { address: get(row, "address")?, nonce: uint(get(row, "nonce")?, "nonce")? }))
-            .collect()
+        self.fetch_rows(
+            "SELECT n.address, n.nonce FROM json_each(?1) AS k JOIN ledger_nonces AS n ON n.address = k.value",
+            json!(addresses),
+            |row| {
+                Ok(LedgerNonce {
+                    address: codec::get(row, "address")?,
+                    nonce: uint(codec::get(row, "nonce")?, "nonce")?,
+                })
+            },
+        )
     }
 }

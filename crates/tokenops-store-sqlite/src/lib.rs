@@ -3,10 +3,12 @@
 //! serves snapshots; WAL with `synchronous=FULL` makes each commit durable. Writes are
 //! group-committed (`group_commit`): each is a savepoint inside a shared transaction, and one
 //! durable COMMIT ends many of them; each `commit` returns only once its group is durable.
+//! Statements run inline on the calling task (`connection`).
 
 mod accounts;
 mod audit;
 mod codec;
+mod connection;
 mod custody;
 mod customers;
 mod events;
@@ -20,8 +22,8 @@ mod operations;
 mod settings;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use rusqlite::types::FromSql;
+use rusqlite::{Connection, Params, Row};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,11 +40,13 @@ use tokio::sync::Notify;
 
 pub use migrate::MIGRATIONS;
 
+/// Read connections: reads are short and inline, so a few serve many tasks.
+const READERS: usize = 4;
+
 #[derive(Clone)]
 pub struct SqliteStore {
-    writer: SqlitePool,
     group: Arc<group_commit::GroupCommit>,
-    readers: SqlitePool,
+    readers: Arc<connection::Readers>,
     jobs_enqueued: Arc<Notify>,
 }
 
@@ -54,33 +58,16 @@ impl std::fmt::Debug for SqliteStore {
 
 impl SqliteStore {
     pub async fn open(path: &Path) -> StoreResult<Self> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .connect_with(options.clone())
-            .await
-            .map_err(codec::backend)?;
-        let readers = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options.read_only(true))
-            .await
-            .map_err(codec::backend)?;
+        let writer = connection::open(path, false)?;
+        let readers = Arc::new(connection::Readers::new(path, READERS));
         let jobs_enqueued = Arc::new(Notify::new());
-        let group = group_commit::GroupCommit::start(writer.clone());
-        Ok(Self { writer, group, readers, jobs_enqueued })
+        let group = group_commit::GroupCommit::start(path.to_owned(), writer);
+        Ok(Self { group, readers, jobs_enqueued })
     }
 
     pub async fn migrate(&self) -> StoreResult<usize> {
         // Migrations take the writer connection themselves: no group may hold it meanwhile.
-        self.group.quiesce().await;
-        migrate::apply(&self.writer).await
+        self.group.exclusive(migrate::apply).await
     }
 }
 
@@ -93,7 +80,7 @@ impl Store for SqliteStore {
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
         let handle = self.group.begin().await?;
         Ok(Box::new(SqliteTx {
-            tx: Conn::Write(handle),
+            conn: Conn::Write(handle),
             writable: true,
             enqueued: false,
             jobs_enqueued: self.jobs_enqueued.clone(),
@@ -101,9 +88,9 @@ impl Store for SqliteStore {
     }
 
     async fn read(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.readers.begin().await.map_err(codec::backend)?;
+        let tx = self.readers.begin().await?;
         Ok(Box::new(SqliteTx {
-            tx: Conn::Read(tx),
+            conn: Conn::Read(tx),
             writable: false,
             enqueued: false,
             jobs_enqueued: self.jobs_enqueued.clone(),
@@ -111,8 +98,9 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.readers).await.map_err(codec::backend)?;
-        Ok(())
+        let tx = self.readers.begin().await?;
+        tx.query_row("SELECT 1", [], |_| Ok(())).map_err(codec::backend)?;
+        tx.commit()
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {
@@ -120,33 +108,23 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self) {
-        self.group.quiesce().await;
-        self.readers.close().await;
-        self.writer.close().await;
+        self.group.close().await;
+        self.readers.close();
     }
 }
 
 /// A transaction's connection: a read transaction of the pool, or the group-committed writer.
 enum Conn {
-    Read(Transaction<'static, Sqlite>),
+    Read(connection::ReadTx),
     Write(group_commit::WriteHandle),
 }
 
 impl std::ops::Deref for Conn {
-    type Target = sqlx::SqliteConnection;
-    fn deref(&self) -> &Self::Target {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
         match self {
             Conn::Read(tx) => tx,
             Conn::Write(handle) => handle,
-        }
-    }
-}
-
-impl std::ops::DerefMut for Conn {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        match self {
-            Conn::Read(tx) => &mut *tx,
-            Conn::Write(handle) => &mut *handle,
         }
     }
 }
@@ -158,7 +136,7 @@ pub(crate) fn wake_workers(notify: &Notify) {
 
 /// A transaction on either pool. Enqueuing a job marks it so that the commit wakes the workers.
 pub struct SqliteTx {
-    tx: Conn,
+    conn: Conn,
     /// False on the read pool, whose connections refuse every write statement.
     writable: bool,
     enqueued: bool,
@@ -175,6 +153,64 @@ impl SqliteTx {
         } else {
             Err(StoreError::Backend(format!("{what} needs a write transaction").into()))
         }
+    }
+
+    /// Runs a statement; the number of rows it changed.
+    pub(crate) fn execute(&self, sql: &str, params: impl Params) -> StoreResult<usize> {
+        let mut statement = self.conn.prepare_cached(sql).map_err(codec::backend)?;
+        statement.execute(params).map_err(codec::backend)
+    }
+
+    /// The rows of a query, each decoded.
+    pub(crate) fn fetch_all<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        mut decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let mut statement = self.conn.prepare_cached(sql).map_err(codec::backend)?;
+        let mut rows = statement.query(params).map_err(codec::backend)?;
+        let mut items = Vec::new();
+        while let Some(row) = rows.next().map_err(codec::backend)? {
+            items.push(decode(row)?);
+        }
+        Ok(items)
+    }
+
+    /// The first row of a query, decoded, if there is one.
+    pub(crate) fn fetch_optional<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let mut statement = self.conn.prepare_cached(sql).map_err(codec::backend)?;
+        let mut rows = statement.query(params).map_err(codec::backend)?;
+        match rows.next().map_err(codec::backend)? {
+            Some(row) => decode(row).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The one row a query must return, decoded.
+    pub(crate) fn fetch_one<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.fetch_optional(sql, params, decode)?
+            .ok_or_else(|| StoreError::Backend("a query that returns one row returned none".into()))
+    }
+
+    /// The first column of the one row a query returns.
+    pub(crate) fn scalar<T: FromSql>(&self, sql: &str, params: impl Params) -> StoreResult<T> {
+        self.fetch_one(sql, params, |row| row.get(0).map_err(codec::backend))
+    }
+
+    /// The first column of the first row of a query, if there is one.
+    pub(crate) fn scalar_optional<T: FromSql>(&self, sql: &str, params: impl Params) -> StoreResult<Option<T>> {
+        self.fetch_optional(sql, params, |row| row.get(0).map_err(codec::backend))
     }
 }
 
@@ -251,9 +287,9 @@ impl Tx for SqliteTx {
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let SqliteTx { tx, enqueued, jobs_enqueued, .. } = *self;
-        match tx {
-            Conn::Read(tx) => tx.commit().await.map_err(codec::backend)?,
+        let SqliteTx { conn, enqueued, jobs_enqueued, .. } = *self;
+        match conn {
+            Conn::Read(tx) => tx.commit()?,
             // Returns once the group holding this write is durable.
             Conn::Write(handle) => handle.commit().await?,
         }

@@ -2,7 +2,7 @@
 //! in `schema_migrations`. A migration once released is never edited; changes are new files.
 
 use crate::codec;
-use sqlx::{Executor, SqlitePool};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use tokenops_domain::Timestamp;
 use tokenops_store::StoreResult;
 
@@ -16,22 +16,19 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (6, "operations", include_str!("../migrations/0006_operations.sql")),
 ];
 
-pub async fn apply(pool: &SqlitePool) -> StoreResult<usize> {
-    let mut conn = pool.acquire().await.map_err(codec::backend)?;
-    conn.execute(
+/// Applies the migrations not yet applied, on the writer connection (outside any write group).
+pub fn apply(conn: &mut Connection) -> StoreResult<usize> {
+    conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT",
     )
-    .await
     .map_err(codec::backend)?;
-    drop(conn);
     let mut applied = 0;
     for (version, name, sql) in MIGRATIONS {
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(codec::backend)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(codec::backend)?;
         let checksum = tokenops_store::migration_checksum(sql);
-        let done: Option<String> = sqlx::query_scalar("SELECT checksum FROM schema_migrations WHERE version = $1")
-            .bind(version)
-            .fetch_optional(&mut *tx)
-            .await
+        let done: Option<String> = tx
+            .query_row("SELECT checksum FROM schema_migrations WHERE version = ?1", [version], |row| row.get(0))
+            .optional()
             .map_err(codec::backend)?;
         match done {
             Some(recorded) if recorded == checksum => continue,
@@ -42,16 +39,13 @@ pub async fn apply(pool: &SqlitePool) -> StoreResult<usize> {
             }
             None => {}
         }
-        tx.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))).await.map_err(codec::backend)?;
-        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)")
-            .bind(version)
-            .bind(name)
-            .bind(&checksum)
-            .bind(Timestamp::system_now().as_micros())
-            .execute(&mut *tx)
-            .await
-            .map_err(codec::backend)?;
-        tx.commit().await.map_err(codec::backend)?;
+        tx.execute_batch(sql).map_err(codec::backend)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![version, name, &checksum, Timestamp::system_now().as_micros()],
+        )
+        .map_err(codec::backend)?;
+        tx.commit().map_err(codec::backend)?;
         tracing::info!(version, name, "applied SQLite migration");
         applied += 1;
     }

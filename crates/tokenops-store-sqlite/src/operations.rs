@@ -2,13 +2,13 @@
 //!
 //! Lists are built from the filters actually given (each a fixed fragment, numbered after the
 //! tenant), so that every combination is a plain indexed statement rather than one statement
-//! with `$n IS NULL OR …` terms the planner cannot index. No request text reaches the SQL.
+//! with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the SQL.
 //! Assets are stored as their upper-case code, as for contracts and accounts.
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use rusqlite::types::Value;
+use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
@@ -19,13 +19,6 @@ use tokenops_store::{
     Position, PositionStore, StoreError, StoreResult,
 };
 use uuid::Uuid;
-
-fn get<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
-where
-    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
-{
-    row.try_get(name).map_err(codec::backend)
-}
 
 /// An asset code as stored: its ASCII letters upper-cased.
 fn asset_key(asset_id: &str) -> String {
@@ -48,28 +41,23 @@ fn parsed<T>(text: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> S
     parse(text).ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?}")))
 }
 
-/// A value bound to a list's dynamic WHERE clause.
-enum Bind {
-    Int(i64),
-    Text(String),
-}
-
-/// The WHERE clause of a list: `tenant_id = $1`, then each filter given, its parameters
+/// The WHERE clause of a list: `tenant_id = ?1`, then each filter given, its parameters
 /// numbered in order.
 struct Clause {
     sql: String,
-    binds: Vec<Bind>,
+    /// The values bound to the filters, from `?2` on.
+    binds: Vec<Value>,
 }
 
 impl Clause {
     fn new() -> Self {
-        Self { sql: String::from("tenant_id = $1"), binds: Vec::new() }
+        Self { sql: String::from("tenant_id = ?1"), binds: Vec::new() }
     }
 
     /// Binds `value` and returns its placeholder.
-    fn param(&mut self, value: Bind) -> String {
+    fn param(&mut self, value: Value) -> String {
         self.binds.push(value);
-        format!("${}", self.binds.len() + 1)
+        format!("?{}", self.binds.len() + 1)
     }
 
     fn and(&mut self, fragment: &str) {
@@ -82,29 +70,18 @@ impl Clause {
         self.binds.len() + 2
     }
 
-    fn bind<'q>(
-        &self,
-        tenant: TenantId,
-        mut query: sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>,
-    ) -> sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments> {
-        query = query.bind(codec::id_text(tenant.as_uuid()));
-        for b in &self.binds {
-            query = match b {
-                Bind::Int(v) => query.bind(*v),
-                Bind::Text(v) => query.bind(v.clone()),
-            };
-        }
-        query
+    /// The values of the clause's placeholders, in order: the tenant, then each filter's; the
+    /// caller pushes those of LIMIT and OFFSET after them.
+    fn values(&self, tenant: TenantId) -> Vec<Value> {
+        let mut values = Vec::with_capacity(self.binds.len() + 3);
+        values.push(Value::Text(codec::id_text(tenant.as_uuid())));
+        values.extend(self.binds.iter().cloned());
+        values
     }
 
     /// Runs `sql`, a `SELECT COUNT(*)` over the clause: a list's total.
-    async fn count(&self, tenant: TenantId, sql: String, conn: &mut sqlx::SqliteConnection) -> StoreResult<u64> {
-        let count: i64 = self
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .fetch_one(conn)
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(codec::backend)?;
+    fn count(&self, tenant: TenantId, sql: &str, tx: &SqliteTx) -> StoreResult<u64> {
+        let count: i64 = tx.scalar(sql, params_from_iter(self.values(tenant)))?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 }
@@ -114,37 +91,37 @@ impl Clause {
 
 const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
-fn decode_operation(row: &SqliteRow) -> StoreResult<OperationRecord> {
-    let tx_type: String = get(row, "tx_type")?;
-    let state: String = get(row, "state")?;
-    let failure_code: Option<String> = get(row, "failure_code")?;
-    let params: String = get(row, "params")?;
+fn decode_operation(row: &Row<'_>) -> StoreResult<OperationRecord> {
+    let tx_type: String = codec::get(row, "tx_type")?;
+    let state: String = codec::get(row, "state")?;
+    let failure_code: Option<String> = codec::get(row, "failure_code")?;
+    let params: String = codec::get(row, "params")?;
     Ok(OperationRecord {
-        id: codec::uuid(&get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&get::<String>(row, "tenant_id")?)?,
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
         tx_type: parsed(&tx_type, "operation type", TxType::parse)?,
-        asset_id: get(row, "asset_id")?,
-        account_ref: AccountRef::from_stored(get(row, "account_ref")?),
-        customer_ref: CustomerRef::from_stored(get(row, "customer_ref")?),
-        counterparty_ref: get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        amount: get(row, "amount")?,
+        asset_id: codec::get(row, "asset_id")?,
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
+        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
+        amount: codec::get(row, "amount")?,
         params: codec::json(&params)?,
-        lock_id: codec::opt_uuid(get(row, "lock_id")?)?,
+        lock_id: codec::opt_uuid(codec::get(row, "lock_id")?)?,
         state: parsed(&state, "operation state", OperationState::parse)?,
-        tx_hash: get(row, "tx_hash")?,
-        block_number: get::<Option<i64>>(row, "block_number")?.map(|n| uint(n, "block number")).transpose()?,
+        tx_hash: codec::get(row, "tx_hash")?,
+        block_number: codec::get::<Option<i64>>(row, "block_number")?.map(|n| uint(n, "block number")).transpose()?,
         failure_code: failure_code.as_deref().map(|c| parsed(c, "failure code", FailureCode::parse)).transpose()?,
-        reason_code: get(row, "reason_code")?,
-        signed_transaction: get(row, "signed_transaction")?,
-        submitted_by: get(row, "submitted_by")?,
-        idempotency_key: get(row, "idempotency_key")?,
-        correlation_id: get(row, "correlation_id")?,
-        created_at: codec::ts(get(row, "created_at")?),
-        updated_at: codec::ts(get(row, "updated_at")?),
+        reason_code: codec::get(row, "reason_code")?,
+        signed_transaction: codec::get(row, "signed_transaction")?,
+        submitted_by: codec::get(row, "submitted_by")?,
+        idempotency_key: codec::get(row, "idempotency_key")?,
+        correlation_id: codec::get(row, "correlation_id")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
     })
 }
 
-/// An operation list's selection: the filters after `tenant_id = $1`, and the placeholder of
+/// An operation list's selection: the filters after `tenant_id = ?1`, and the placeholder of
 /// the account filter if there is one.
 ///
 /// An account's operations are those it originates and those it is the counterparty of: two
@@ -160,19 +137,19 @@ struct OperationSelection {
 impl OperationSelection {
     fn new(filter: &OperationFilter, after: Option<KeysetPosition>) -> Self {
         let mut clause = Clause::new();
-        let account = filter.account_ref.as_ref().map(|a| clause.param(Bind::Text(a.as_str().to_owned())));
+        let account = filter.account_ref.as_ref().map(|a| clause.param(Value::Text(a.as_str().to_owned())));
         if let Some(state) = filter.state {
-            let p = clause.param(Bind::Text(state.as_str().to_owned()));
+            let p = clause.param(Value::Text(state.as_str().to_owned()));
             let column = if account.is_some() { "+state" } else { "state" };
             clause.and(&format!("{column} = {p}"));
         }
         if let Some(tx_type) = filter.tx_type {
-            let p = clause.param(Bind::Text(tx_type.as_str().to_owned()));
+            let p = clause.param(Value::Text(tx_type.as_str().to_owned()));
             clause.and(&format!("tx_type = {p}"));
         }
         if let Some(after) = after {
-            let at = clause.param(Bind::Int(after.at_micros));
-            let id = clause.param(Bind::Text(codec::id_text(after.id)));
+            let at = clause.param(Value::Integer(after.at_micros));
+            let id = clause.param(Value::Text(codec::id_text(after.id)));
             clause.and(&format!("(created_at < {at} OR (created_at = {at} AND id < {id}))"));
         }
         Self { clause, account }
@@ -209,59 +186,49 @@ impl OperationStore for SqliteTx {
     async fn insert(&mut self, op: &OperationRecord) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO operations ({OPERATION_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(op.id))
-            .bind(codec::id_text(op.tenant_id.as_uuid()))
-            .bind(op.tx_type.as_str())
-            .bind(asset_key(&op.asset_id))
-            .bind(op.account_ref.as_str())
-            .bind(op.customer_ref.as_str())
-            .bind(op.counterparty_ref.as_ref().map(AccountRef::as_str))
-            .bind(op.amount)
-            .bind(codec::json_text(&op.params))
-            .bind(op.lock_id.map(codec::id_text))
-            .bind(op.state.as_str())
-            .bind(op.tx_hash.as_deref())
-            .bind(op.block_number.map(int).transpose()?)
-            .bind(op.failure_code.map(FailureCode::as_str))
-            .bind(op.reason_code.as_deref())
-            .bind(op.signed_transaction.as_deref())
-            .bind(&op.submitted_by)
-            .bind(op.idempotency_key.as_deref())
-            .bind(op.correlation_id.as_deref())
-            .bind(op.created_at.as_micros())
-            .bind(op.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(op.id),
+                codec::id_text(op.tenant_id.as_uuid()),
+                op.tx_type.as_str(),
+                asset_key(&op.asset_id),
+                op.account_ref.as_str(),
+                op.customer_ref.as_str(),
+                op.counterparty_ref.as_ref().map(AccountRef::as_str),
+                op.amount,
+                codec::json_text(&op.params),
+                op.lock_id.map(codec::id_text),
+                op.state.as_str(),
+                op.tx_hash.as_deref(),
+                op.block_number.map(int).transpose()?,
+                op.failure_code.map(FailureCode::as_str),
+                op.reason_code.as_deref(),
+                op.signed_transaction.as_deref(),
+                &op.submitted_by,
+                op.idempotency_key.as_deref(),
+                op.correlation_id.as_deref(),
+                op.created_at.as_micros(),
+                op.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
-        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_operation).transpose()
+        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = ?1 AND id = ?2");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode_operation)
     }
 
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>> {
         let sql = format!(
             "SELECT {OPERATION_COLUMNS} FROM operations
              WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
-             ORDER BY created_at, id LIMIT $1"
+             ORDER BY created_at, id LIMIT ?1"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_operation).collect()
+        self.fetch_all(&sql, params![i64::from(limit)], decode_operation)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
@@ -271,23 +238,22 @@ impl OperationStore for SqliteTx {
     }
 
     async fn update(&mut self, op: &OperationRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE operations SET state = $1, tx_hash = $2, block_number = $3, failure_code = $4, reason_code = $5,
-                                   signed_transaction = $6, updated_at = $7
-             WHERE tenant_id = $8 AND id = $9",
-        )
-        .bind(op.state.as_str())
-        .bind(op.tx_hash.as_deref())
-        .bind(op.block_number.map(int).transpose()?)
-        .bind(op.failure_code.map(FailureCode::as_str))
-        .bind(op.reason_code.as_deref())
-        .bind(op.signed_transaction.as_deref())
-        .bind(op.updated_at.as_micros())
-        .bind(codec::id_text(op.tenant_id.as_uuid()))
-        .bind(codec::id_text(op.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE operations SET state = ?1, tx_hash = ?2, block_number = ?3, failure_code = ?4, reason_code = ?5,
+                                   signed_transaction = ?6, updated_at = ?7
+             WHERE tenant_id = ?8 AND id = ?9",
+            params![
+                op.state.as_str(),
+                op.tx_hash.as_deref(),
+                op.block_number.map(int).transpose()?,
+                op.failure_code.map(FailureCode::as_str),
+                op.reason_code.as_deref(),
+                op.signed_transaction.as_deref(),
+                op.updated_at.as_micros(),
+                codec::id_text(op.tenant_id.as_uuid()),
+                codec::id_text(op.id),
+            ],
+        )?;
         Ok(())
     }
 
@@ -299,18 +265,14 @@ impl OperationStore for SqliteTx {
     ) -> StoreResult<Page<OperationRecord>> {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
-        let total = clause.count(tenant, selection.count_sql(), &mut self.tx).await?;
+        let total = clause.count(tenant, &selection.count_sql(), self)?;
         let n = clause.next();
-        let sql = selection.rows_sql(&format!("LIMIT ${n} OFFSET ${}", n + 1));
+        let sql = selection.rows_sql(&format!("LIMIT ?{n} OFFSET ?{}", n + 1));
         let (limit, offset) = page_limits(page);
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_operation).collect::<StoreResult<Vec<_>>>()?;
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode_operation)?;
         Ok(Page { items, total })
     }
 
@@ -322,14 +284,10 @@ impl OperationStore for SqliteTx {
     ) -> StoreResult<Vec<OperationRecord>> {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
-        let sql = selection.rows_sql(&format!("LIMIT ${}", clause.next()));
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(i64::from(window.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_operation).collect()
+        let sql = selection.rows_sql(&format!("LIMIT ?{}", clause.next()));
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(i64::from(window.limit)));
+        self.fetch_all(&sql, params_from_iter(values), decode_operation)
     }
 }
 
@@ -338,54 +296,49 @@ impl OperationStore for SqliteTx {
 
 const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
-fn decode_lock(row: &SqliteRow) -> StoreResult<LockRecord> {
-    let status: String = get(row, "status")?;
+fn decode_lock(row: &Row<'_>) -> StoreResult<LockRecord> {
+    let status: String = codec::get(row, "status")?;
     Ok(LockRecord {
-        id: codec::uuid(&get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&get::<String>(row, "tenant_id")?)?,
-        account_ref: AccountRef::from_stored(get(row, "account_ref")?),
-        counterparty_ref: get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        asset_id: get(row, "asset_id")?,
-        amount: get(row, "amount")?,
-        expires_at: get::<Option<i64>>(row, "expires_at")?.map(codec::ts),
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
+        asset_id: codec::get(row, "asset_id")?,
+        amount: codec::get(row, "amount")?,
+        expires_at: codec::get::<Option<i64>>(row, "expires_at")?.map(codec::ts),
         status: parsed(&status, "lock status", LockStatus::parse)?,
-        completed_by: codec::opt_uuid(get(row, "completed_by")?)?,
-        created_at: codec::ts(get(row, "created_at")?),
-        updated_at: codec::ts(get(row, "updated_at")?),
+        completed_by: codec::opt_uuid(codec::get(row, "completed_by")?)?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
     })
 }
 
 #[async_trait]
 impl LockStore for SqliteTx {
     async fn insert(&mut self, lock: &LockRecord) -> StoreResult<()> {
-        let sql = format!("INSERT INTO locks ({LOCK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(lock.id))
-            .bind(codec::id_text(lock.tenant_id.as_uuid()))
-            .bind(lock.account_ref.as_str())
-            .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
-            .bind(asset_key(&lock.asset_id))
-            .bind(lock.amount)
-            .bind(lock.expires_at.map(Timestamp::as_micros))
-            .bind(lock.status.as_str())
-            .bind(lock.completed_by.map(codec::id_text))
-            .bind(lock.created_at.as_micros())
-            .bind(lock.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let sql = format!("INSERT INTO locks ({LOCK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(lock.id),
+                codec::id_text(lock.tenant_id.as_uuid()),
+                lock.account_ref.as_str(),
+                lock.counterparty_ref.as_ref().map(AccountRef::as_str),
+                asset_key(&lock.asset_id),
+                lock.amount,
+                lock.expires_at.map(Timestamp::as_micros),
+                lock.status.as_str(),
+                lock.completed_by.map(codec::id_text),
+                lock.created_at.as_micros(),
+                lock.updated_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
-        let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(codec::id_text(id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_lock).transpose()
+        let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = ?1 AND id = ?2");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode_lock)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
@@ -395,18 +348,17 @@ impl LockStore for SqliteTx {
     }
 
     async fn update(&mut self, lock: &LockRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE locks SET status = $1, completed_by = $2, updated_at = $3
-             WHERE tenant_id = $4 AND id = $5",
-        )
-        .bind(lock.status.as_str())
-        .bind(lock.completed_by.map(codec::id_text))
-        .bind(lock.updated_at.as_micros())
-        .bind(codec::id_text(lock.tenant_id.as_uuid()))
-        .bind(codec::id_text(lock.id))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        self.execute(
+            "UPDATE locks SET status = ?1, completed_by = ?2, updated_at = ?3
+             WHERE tenant_id = ?4 AND id = ?5",
+            params![
+                lock.status.as_str(),
+                lock.completed_by.map(codec::id_text),
+                lock.updated_at.as_micros(),
+                codec::id_text(lock.tenant_id.as_uuid()),
+                codec::id_text(lock.id),
+            ],
+        )?;
         Ok(())
     }
 
@@ -418,30 +370,26 @@ impl LockStore for SqliteTx {
         page: PageRequest,
     ) -> StoreResult<Page<LockRecord>> {
         let mut clause = Clause::new();
-        let p = clause.param(Bind::Text(account_ref.as_str().to_owned()));
+        let p = clause.param(Value::Text(account_ref.as_str().to_owned()));
         clause.and(&format!("account_ref = {p}"));
         if let Some(status) = status {
-            let p = clause.param(Bind::Text(status.as_str().to_owned()));
+            let p = clause.param(Value::Text(status.as_str().to_owned()));
             clause.and(&format!("status = {p}"));
         }
         let count_sql = format!("SELECT COUNT(*) FROM locks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
+        let total = clause.count(tenant, &count_sql, self)?;
         let n = clause.next();
         let sql = format!(
             "SELECT {LOCK_COLUMNS} FROM locks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
+             ORDER BY created_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
             clause.sql,
             n + 1
         );
         let (limit, offset) = page_limits(page);
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_lock).collect::<StoreResult<Vec<_>>>()?;
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode_lock)?;
         Ok(Page { items, total })
     }
 
@@ -449,16 +397,10 @@ impl LockStore for SqliteTx {
         // The predicate of the partial index `locks_expiring`, spelled as it is there.
         let sql = format!(
             "SELECT {LOCK_COLUMNS} FROM locks
-             WHERE status = 'ACTIVE' AND completed_by IS NULL AND expires_at IS NOT NULL AND expires_at <= $1
-             ORDER BY expires_at ASC, id ASC LIMIT $2"
+             WHERE status = 'ACTIVE' AND completed_by IS NULL AND expires_at IS NOT NULL AND expires_at <= ?1
+             ORDER BY expires_at ASC, id ASC LIMIT ?2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(now.as_micros())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_lock).collect()
+        self.fetch_all(&sql, params![now.as_micros(), i64::from(limit)], decode_lock)
     }
 }
 
@@ -467,36 +409,37 @@ impl LockStore for SqliteTx {
 
 const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
-fn decode_break(row: &SqliteRow) -> StoreResult<BreakRecord> {
-    let reason: String = get(row, "reason")?;
+fn decode_break(row: &Row<'_>) -> StoreResult<BreakRecord> {
+    let reason: String = codec::get(row, "reason")?;
     Ok(BreakRecord {
-        id: codec::uuid(&get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&get::<String>(row, "tenant_id")?)?,
-        transaction_id: codec::opt_uuid(get(row, "transaction_id")?)?,
-        account_ref: AccountRef::from_stored(get(row, "account_ref")?),
-        asset_id: get(row, "asset_id")?,
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+        transaction_id: codec::opt_uuid(codec::get(row, "transaction_id")?)?,
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        asset_id: codec::get(row, "asset_id")?,
         reason: parsed(&reason, "break reason", BreakReason::parse)?,
-        detail: get(row, "detail")?,
-        detected_at: codec::ts(get(row, "detected_at")?),
+        detail: codec::get(row, "detail")?,
+        detected_at: codec::ts(codec::get(row, "detected_at")?),
     })
 }
 
 #[async_trait]
 impl BreakStore for SqliteTx {
     async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()> {
-        let sql = format!("INSERT INTO breaks ({BREAK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(codec::id_text(record.id))
-            .bind(codec::id_text(record.tenant_id.as_uuid()))
-            .bind(record.transaction_id.map(codec::id_text))
-            .bind(record.account_ref.as_str())
-            .bind(asset_key(&record.asset_id))
-            .bind(record.reason.as_str())
-            .bind(&record.detail)
-            .bind(record.detected_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let sql = format!("INSERT INTO breaks ({BREAK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(record.id),
+                codec::id_text(record.tenant_id.as_uuid()),
+                record.transaction_id.map(codec::id_text),
+                record.account_ref.as_str(),
+                asset_key(&record.asset_id),
+                record.reason.as_str(),
+                &record.detail,
+                record.detected_at.as_micros(),
+            ],
+        )?;
         Ok(())
     }
 
@@ -508,39 +451,35 @@ impl BreakStore for SqliteTx {
     ) -> StoreResult<Page<BreakRecord>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
-            let p = clause.param(Bind::Text(reason.as_str().to_owned()));
+            let p = clause.param(Value::Text(reason.as_str().to_owned()));
             clause.and(&format!("reason = {p}"));
         }
         if let Some(account) = &filter.account_ref {
-            let p = clause.param(Bind::Text(account.as_str().to_owned()));
+            let p = clause.param(Value::Text(account.as_str().to_owned()));
             clause.and(&format!("account_ref = {p}"));
         }
         if let Some(from) = filter.from {
-            let p = clause.param(Bind::Int(from.as_micros()));
+            let p = clause.param(Value::Integer(from.as_micros()));
             clause.and(&format!("detected_at >= {p}"));
         }
         if let Some(to) = filter.to {
-            let p = clause.param(Bind::Int(to.as_micros()));
+            let p = clause.param(Value::Integer(to.as_micros()));
             clause.and(&format!("detected_at < {p}"));
         }
         let count_sql = format!("SELECT COUNT(*) FROM breaks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
+        let total = clause.count(tenant, &count_sql, self)?;
         let n = clause.next();
         let sql = format!(
             "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
-             ORDER BY detected_at DESC, id DESC LIMIT ${n} OFFSET ${}",
+             ORDER BY detected_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
             clause.sql,
             n + 1
         );
         let (limit, offset) = page_limits(page);
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_break).collect::<StoreResult<Vec<_>>>()?;
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode_break)?;
         Ok(Page { items, total })
     }
 }
@@ -559,33 +498,22 @@ impl PositionStore for SqliteTx {
         now: Timestamp,
     ) -> StoreResult<()> {
         // An overflowing sum becomes a REAL, which the STRICT INTEGER column refuses.
-        sqlx::query(
-            "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at) VALUES ($1, $2, $3, $4, $5)
+        self.execute(
+            "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = total + excluded.total,
                                                                 held = held + excluded.held,
                                                                 updated_at = excluded.updated_at",
-        )
-        .bind(codec::id_text(tenant.as_uuid()))
-        .bind(account_ref.as_str())
-        .bind(total_delta)
-        .bind(held_delta)
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+            params![codec::id_text(tenant.as_uuid()), account_ref.as_str(), total_delta, held_delta, now.as_micros()],
+        )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Position> {
-        let row = sqlx::query("SELECT total, held FROM positions WHERE tenant_id = $1 AND account_ref = $2")
-            .bind(codec::id_text(tenant.as_uuid()))
-            .bind(account_ref.as_str())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        match row {
-            Some(row) => Ok(Position { total: get(&row, "total")?, held: get(&row, "held")? }),
-            None => Ok(Position::default()),
-        }
+        let position = self.fetch_optional(
+            "SELECT total, held FROM positions WHERE tenant_id = ?1 AND account_ref = ?2",
+            params![codec::id_text(tenant.as_uuid()), account_ref.as_str()],
+            |row| Ok(Position { total: codec::get(row, "total")?, held: codec::get(row, "held")? }),
+        )?;
+        Ok(position.unwrap_or_default())
     }
 }

@@ -1,0 +1,127 @@
+//! SQLite connections, used inline: a statement runs on the task that issues it, because a
+//! statement on a warm page cache takes microseconds, far less than handing it to another thread
+//! and back (profiling the driver that did that showed more than half of the service's CPU in
+//! thread switches). Only the durable COMMIT, which waits for the disk, leaves the task
+//! (`group_commit`). Also the small pool of read-only connections that serves read transactions.
+
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokenops_store::{StoreError, StoreResult};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::codec;
+
+/// Prepared statements kept per connection: every statement of the store, with room to spare.
+const STATEMENT_CACHE: usize = 512;
+
+/// Opens a connection with the store's settings: WAL, `synchronous=FULL` (each COMMIT durable),
+/// foreign keys, and a busy timeout for the moments another process (`tokenops migrate`) writes.
+pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    };
+    let conn = Connection::open_with_flags(path, flags).map_err(codec::backend)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(codec::backend)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    if !read_only {
+        // The journal mode is a property of the file: set once by the writer.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(codec::backend)?;
+    Ok(conn)
+}
+
+/// Read-only connections, opened on demand up to a bound and reused.
+pub struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    permits: Arc<Semaphore>,
+}
+
+impl Readers {
+    pub fn new(path: &Path, max: usize) -> Self {
+        Self { path: path.to_owned(), idle: Mutex::new(Vec::new()), permits: Arc::new(Semaphore::new(max)) }
+    }
+
+    /// A read transaction: a connection of the pool with a deferred transaction open on it, so
+    /// that every statement sees the same snapshot.
+    pub async fn begin(self: &Arc<Self>) -> StoreResult<ReadTx> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Backend("the store is closed".into()))?;
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open(&self.path, true)?,
+        };
+        conn.execute_batch("BEGIN").map_err(codec::backend)?;
+        Ok(ReadTx { conn: Some(conn), readers: self.clone(), _permit: permit })
+    }
+
+    /// Closes the pool: later reads fail, and the idle connections are closed.
+    pub fn close(&self) {
+        self.permits.close();
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.clear();
+        }
+    }
+}
+
+/// A read transaction on a pooled connection; ended (and the connection returned) on commit or
+/// drop.
+pub struct ReadTx {
+    conn: Option<Connection>,
+    readers: Arc<Readers>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl ReadTx {
+    pub fn commit(mut self) -> StoreResult<()> {
+        self.end("COMMIT")
+    }
+
+    fn end(&mut self, statement: &str) -> StoreResult<()> {
+        let Some(conn) = self.conn.take() else { return Ok(()) };
+        let ended = conn.execute_batch(statement).map_err(codec::backend);
+        // A connection whose transaction could not end is not reused.
+        if ended.is_ok()
+            && let Ok(mut idle) = self.readers.idle.lock()
+        {
+            idle.push(conn);
+        }
+        ended
+    }
+}
+
+impl Drop for ReadTx {
+    fn drop(&mut self) {
+        if let Err(e) = self.end("ROLLBACK") {
+            tracing::warn!(error = %e, "ending a read transaction failed");
+        }
+    }
+}
+
+impl std::ops::Deref for ReadTx {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self.conn.as_ref() {
+            Some(conn) => conn,
+            None => ended_transaction(),
+        }
+    }
+}
+
+#[allow(clippy::panic)]
+pub(crate) fn ended_transaction() -> ! {
+    panic!("a transaction used after it ended: commit consumes it")
+}
