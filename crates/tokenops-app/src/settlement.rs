@@ -567,7 +567,9 @@ impl JobHandler for Settle {
                     )
                     .await?;
                 if moved.is_some() {
-                    tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, now), now).await?;
+                    // A transaction just sent is in no block yet: the first look waits one poll.
+                    let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
+                    tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, first_poll), now).await?;
                 }
                 ctx.finish(tx).await
             }

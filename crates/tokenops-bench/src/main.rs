@@ -131,7 +131,6 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
     env.insert("TOKENOPS_RECEIPT_POLL_MS".to_owned(), "50".to_owned());
     env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_WORKER_CONCURRENCY".to_owned(), "32".to_owned());
     env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "50".to_owned());
     let service = ServiceProcess::start(binary, &env).await;
     let client = reqwest::Client::builder().pool_max_idle_per_host(512).build()?;

@@ -16,8 +16,10 @@ use crate::codec;
 /// Prepared statements kept per connection: every statement of the store, with room to spare.
 const STATEMENT_CACHE: usize = 512;
 
-/// Opens a connection with the store's settings: WAL, `synchronous=FULL` (each COMMIT durable),
-/// foreign keys, and a busy timeout for the moments another process (`tokenops migrate`) writes.
+/// Opens a connection with the store's settings: WAL, foreign keys, and a busy timeout for the
+/// moments another process (`tokenops migrate`) writes. Readers use `synchronous=FULL`; the
+/// writer uses `NORMAL` (its COMMIT writes the WAL without waiting for the disk) because the
+/// group committer makes each group durable itself by syncing the WAL (`group_commit`).
 pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
@@ -30,12 +32,28 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(path, flags).map_err(codec::backend)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(codec::backend)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    if !read_only {
+    if read_only {
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(codec::backend)?;
+    } else {
         // The journal mode is a property of the file: set once by the writer.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(codec::backend)?;
     }
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(codec::backend)?;
     Ok(conn)
+}
+
+/// Makes everything written to the WAL of the database at `path` so far durable: the COMMITs
+/// of the writer (under `synchronous=NORMAL`) append to the WAL without syncing it. Opened per
+/// call, so a WAL file SQLite replaced is never synced through a stale handle.
+pub fn sync_wal(path: &Path) -> std::io::Result<()> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    match std::fs::File::open(&wal) {
+        Ok(file) => file.sync_data(),
+        // No WAL (nothing written since it was last removed): nothing to make durable.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Read-only connections, opened on demand up to a bound and reused.

@@ -1,9 +1,17 @@
 //! Group commit on SQLite's single writer. Each write transaction is a savepoint inside one
-//! shared `BEGIN IMMEDIATE` transaction; a committer task ends that transaction with one durable
-//! COMMIT (one fsync under `synchronous=FULL`) for every savepoint released since the last one,
-//! and each writer's `commit` returns only once the COMMIT of its group succeeded. Under load
-//! the writers queued behind the committer join the group, so commits per second stop limiting
-//! writes per second; alone, a write costs the same single COMMIT as before.
+//! shared `BEGIN IMMEDIATE` transaction; a committer task ends that transaction with one COMMIT
+//! for every savepoint released since the last one, then syncs the WAL once, and each writer's
+//! `commit` returns only once the group holding its write is durable.
+//!
+//! The sync runs after the writer connection is handed back: while one group's WAL frames go to
+//! the disk, the next group's writes already run. (The writer runs `synchronous=NORMAL`, so its
+//! COMMIT appends the group's frames, commit frame included, without syncing; the committer's
+//! `fdatasync` of the WAL then makes them, and every group before, durable, which is what
+//! `synchronous=FULL` would do inside the COMMIT while holding the writer.) Groups are synced
+//! in order, and a writer learns of its group's durability only after that sync, so nothing is
+//! acknowledged, and no job acts on the ledger, before the state it follows from is durable. A
+//! read may see a group's writes during the sync; only a power loss in that window (not a
+//! process crash: the frames are already in the OS) could take back what such a read showed.
 //!
 //! Writers take the connection one at a time (a fair mutex), exactly like the single writer did,
 //! so a write still sees every earlier write, and isolation between writes is unchanged. A
@@ -108,8 +116,9 @@ impl GroupCommit {
         Ok(WriteHandle { writer: Some(writer), group: self.clone() })
     }
 
-    /// Ends the open group with one COMMIT and tells its writers. The COMMIT waits for the
-    /// disk, so it runs on a blocking thread, not on the task.
+    /// Ends the open group with one COMMIT, syncs the WAL with the writer connection already
+    /// free for the next group, and tells the group's writers. Runs on the committer task only
+    /// (and at migrations and close), so syncs happen in group order.
     async fn commit_open_group(&self) {
         let mut writer = self.writer.lock().await;
         if let Err(e) = writer.settle_dropped() {
@@ -118,31 +127,34 @@ impl GroupCommit {
         if !writer.open {
             return;
         }
-        let Some(conn) = writer.conn.take() else { return };
         writer.open = false;
         let group = writer.group;
         writer.group += 1;
         let members = std::mem::take(&mut writer.members);
-        let outcome = tokio::task::spawn_blocking(move || {
-            let outcome = conn.execute_batch("COMMIT").map_err(codec::backend);
-            if outcome.is_err() {
+        // Under `synchronous=NORMAL` the COMMIT writes the WAL without waiting for the disk
+        // (an occasional automatic checkpoint aside), so it runs here, on the task.
+        let committed = writer.conn().and_then(|conn| {
+            conn.execute_batch("COMMIT").map_err(codec::backend).inspect_err(|_| {
                 // Whatever state the failure left, end the transaction before the connection
                 // is used again.
                 let _ = conn.execute_batch("ROLLBACK");
-            }
-            (conn, outcome)
-        })
-        .await;
-        let outcome = match outcome {
-            Ok((conn, outcome)) => {
-                writer.conn = Some(conn);
-                outcome
-            }
-            // The connection went with the lost thread: the next write opens a new one.
-            Err(e) => Err(StoreError::Backend(format!("the group commit was interrupted: {e}").into())),
+            })
+        });
+        let path = writer.path.clone();
+        drop(writer);
+        let started = std::time::Instant::now();
+        let outcome = match committed {
+            Ok(()) => match tokio::task::spawn_blocking(move || connection::sync_wal(&path)).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(StoreError::Backend(format!("syncing the WAL failed: {e}").into())),
+                Err(e) => Err(StoreError::Backend(format!("syncing the WAL was interrupted: {e}").into())),
+            },
+            Err(e) => Err(e),
         };
+        metrics::histogram!("tokenops_store_group_commit_writes").record(members as f64);
+        metrics::histogram!("tokenops_store_group_commit_sync_seconds").record(started.elapsed().as_secs_f64());
         if let Err(e) = &outcome {
-            tracing::error!(error = %e, group, members, "a group commit failed; its writes are rolled back");
+            tracing::error!(error = %e, group, members, "a group commit failed; its writes are not acknowledged");
             if let Ok(mut failed) = self.failed.lock() {
                 if failed.len() > 1_000 {
                     failed.clear();
@@ -150,8 +162,9 @@ impl GroupCommit {
                 failed.insert(group);
             }
         }
-        drop(writer);
-        self.committed.send_replace(group);
+        // `close` may end a group while the committer still syncs an earlier one: the later
+        // sync covers the earlier group's frames too, and the count never goes back.
+        self.committed.send_modify(|last| *last = (*last).max(group));
     }
 
     /// Runs `work` on the writer connection outside any group (migrations).

@@ -234,6 +234,17 @@ fn valid_cidr(text: &str) -> bool {
     prefix.parse::<u8>().is_ok_and(|p| p <= max)
 }
 
+/// Jobs run at once per node unless configured. A job spends most of its time waiting for its
+/// commit to be durable: on SQLite that wait is shared by the whole group, so many jobs cost
+/// little; on PostgreSQL each running job holds one of the pool's connections, which the API
+/// needs too, so fewer run (measured with `scripts/bench`: ARCHITECTURE.md, "Throughput").
+fn default_worker_concurrency(database: &DatabaseUrl) -> i64 {
+    match database {
+        DatabaseUrl::Sqlite(_) => 128,
+        DatabaseUrl::Postgres { .. } => 32,
+    }
+}
+
 fn database_url(raw: &str, data_dir: &std::path::Path, schema: Option<String>) -> Result<DatabaseUrl, String> {
     if let Some(path) = raw.strip_prefix("sqlite://") {
         if path.is_empty() {
@@ -434,7 +445,13 @@ impl Config {
             job_lease_ms: r.integer("TOKENOPS_JOB_LEASE_MS", defaults.job_lease_ms, 100, 3_600_000),
             job_backoff_base_ms: r.integer("TOKENOPS_JOB_BACKOFF_BASE_MS", defaults.job_backoff_base_ms, 1, 3_600_000),
             job_backoff_cap_ms: r.integer("TOKENOPS_JOB_BACKOFF_CAP_MS", defaults.job_backoff_cap_ms, 1, 86_400_000),
-            worker_concurrency: usize::try_from(r.integer("TOKENOPS_WORKER_CONCURRENCY", 8, 1, 256)).unwrap_or(8),
+            worker_concurrency: usize::try_from(r.integer(
+                "TOKENOPS_WORKER_CONCURRENCY",
+                default_worker_concurrency(&database),
+                1,
+                256,
+            ))
+            .unwrap_or(8),
             worker_poll_interval: Duration::from_millis(
                 r.integer("TOKENOPS_WORKER_POLL_MS", 2_000, 10, 60_000).unsigned_abs(),
             ),

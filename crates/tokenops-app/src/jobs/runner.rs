@@ -4,7 +4,7 @@
 
 use super::{Backoff, JobContext, JobError, JobHandler, kinds};
 use crate::clock::Clock;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokenops_domain::Timestamp;
@@ -123,30 +123,41 @@ impl JobRunner {
 
     /// The worker loop of `serve`: runs until `shutdown` is cancelled, then lets running jobs
     /// finish within the grace period and gives back the leases of those that do not.
+    ///
+    /// Claims run ahead of the running jobs: up to `concurrency` claimed jobs wait in a backlog,
+    /// and a finishing job hands its slot to the next one at once. Without it, every finished
+    /// job would wait for a claim of its own, and a claim is a durable commit, so the commit
+    /// rate, not the work, would bound the jobs run per second.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let mut tasks: JoinSet<()> = JoinSet::new();
+        let mut backlog: VecDeque<Job> = VecDeque::new();
         let start = tokio::time::Instant::now();
         let mut due: Vec<(&'static str, Duration, tokio::time::Instant)> =
             self.settings.periodic.iter().map(|(kind, every)| (*kind, *every, start)).collect();
+        let concurrency = self.settings.concurrency;
         loop {
             while tasks.try_join_next().is_some() {}
-            let free = self.settings.concurrency.saturating_sub(tasks.len());
+            while tasks.len() < concurrency
+                && let Some(job) = backlog.pop_front()
+            {
+                let runner = self.clone();
+                tasks.spawn(async move {
+                    runner.run_one(job).await;
+                });
+            }
+            // Claim when the backlog has run below half: one claim then fills it.
+            let wanted = (2 * concurrency).saturating_sub(tasks.len() + backlog.len());
             let mut claimed_any = false;
-            if free > 0 && !shutdown.is_cancelled() {
-                match self.claim(free).await {
+            if wanted > 0 && backlog.len() < concurrency / 2 + 1 && !shutdown.is_cancelled() {
+                match self.claim(wanted).await {
                     Ok(jobs) => {
                         claimed_any = !jobs.is_empty();
-                        for job in jobs {
-                            let runner = self.clone();
-                            tasks.spawn(async move {
-                                runner.run_one(job).await;
-                            });
-                        }
+                        backlog.extend(jobs);
                     }
                     Err(e) => tracing::warn!(error = %e, "could not claim jobs"),
                 }
             }
-            if claimed_any && tasks.len() < self.settings.concurrency {
+            if claimed_any && tasks.len() < concurrency {
                 continue;
             }
             tokio::select! {
@@ -162,10 +173,13 @@ impl JobRunner {
                         }
                     }
                 }
-                _ = self.store.wait_for_jobs(self.settings.poll_interval), if tasks.len() < self.settings.concurrency => {}
+                _ = self.store.wait_for_jobs(self.settings.poll_interval), if backlog.is_empty() && tasks.len() < concurrency => {}
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
+        // Claimed jobs that never started go back to the queue at once.
+        self.release(backlog.drain(..).filter_map(|job| job.lease_token.map(|token| Lease { job_id: job.id, token })))
+            .await;
         let drained =
             tokio::time::timeout(self.settings.shutdown_grace, async { while tasks.join_next().await.is_some() {} })
                 .await;
@@ -179,6 +193,11 @@ impl JobRunner {
     async fn release_running(&self) {
         let leases: Vec<Lease> =
             self.running.lock().map(|mut m| m.drain().map(|(_, l)| l).collect()).unwrap_or_default();
+        self.release(leases).await;
+    }
+
+    /// Gives leases back, so that their jobs run again without waiting for the leases to expire.
+    async fn release(&self, leases: impl IntoIterator<Item = Lease>) {
         for lease in leases {
             let result = async {
                 let mut tx = self.store.write().await?;
