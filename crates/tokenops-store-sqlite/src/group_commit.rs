@@ -14,7 +14,9 @@
 //! process crash: the frames are already in the OS) could take back what such a read showed.
 //!
 //! Writers take the connection one at a time (a fair mutex), exactly like the single writer did,
-//! so a write still sees every earlier write, and isolation between writes is unchanged. A
+//! so a write still sees every earlier write, and isolation between writes is unchanged.
+//! Background writes (jobs, `tokenops_store::in_background`) queue for it only a few at a time,
+//! so a request's write waits behind at most those few. A
 //! write dropped without `commit` is rolled back to its savepoint by whoever takes the
 //! connection next.
 
@@ -23,9 +25,12 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
 use tokenops_store::{StoreError, StoreResult};
-use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::{codec, connection};
+
+/// Background writes queued for the writer at once.
+const BACKGROUND_QUEUE: usize = 4;
 
 const SAVEPOINT: &str = "SAVEPOINT tokenops_write";
 const RELEASE: &str = "RELEASE tokenops_write";
@@ -75,6 +80,8 @@ pub struct GroupCommit {
     committed: watch::Sender<u64>,
     /// Groups whose COMMIT failed (their writers get an error), the most recent ones.
     failed: StdMutex<HashSet<u64>>,
+    /// Admits background writes to the writer's queue.
+    background: Arc<Semaphore>,
 }
 
 impl GroupCommit {
@@ -89,6 +96,7 @@ impl GroupCommit {
             wake: wake.clone(),
             committed,
             failed: StdMutex::new(HashSet::new()),
+            background: Arc::new(Semaphore::new(BACKGROUND_QUEUE)),
         });
         let committer = Arc::downgrade(&group);
         tokio::spawn(async move {
@@ -106,6 +114,12 @@ impl GroupCommit {
     /// Opens a write: waits for the connection, opens the group if none is open, and sets a
     /// savepoint.
     pub async fn begin(self: &Arc<Self>) -> StoreResult<WriteHandle> {
+        let queued = if tokenops_store::is_background() {
+            let permit = self.background.clone().acquire_owned().await;
+            Some(permit.map_err(|_| StoreError::Backend("the store is closed".into()))?)
+        } else {
+            None
+        };
         let mut writer = self.writer.clone().lock_owned().await;
         writer.settle_dropped()?;
         if !writer.open {
@@ -113,7 +127,7 @@ impl GroupCommit {
             writer.open = true;
         }
         writer.conn()?.execute_batch(SAVEPOINT).map_err(codec::backend)?;
-        Ok(WriteHandle { writer: Some(writer), group: self.clone() })
+        Ok(WriteHandle { writer: Some(writer), group: self.clone(), queued })
     }
 
     /// Ends the open group with one COMMIT, syncs the WAL with the writer connection already
@@ -199,6 +213,8 @@ impl GroupCommit {
 pub struct WriteHandle {
     writer: Option<OwnedMutexGuard<Writer>>,
     group: Arc<GroupCommit>,
+    /// A background write's place in the queue, given up with the writer.
+    queued: Option<OwnedSemaphorePermit>,
 }
 
 impl WriteHandle {
@@ -218,6 +234,8 @@ impl WriteHandle {
         writer.members += 1;
         let group = writer.group;
         drop(writer);
+        // The wait for durability holds no place in the queue.
+        drop(self.queued.take());
         self.group.wake.notify_one();
         self.group.durable(group).await
     }

@@ -12,6 +12,7 @@ mod error;
 mod identity;
 mod ledger;
 mod operations;
+mod priority;
 
 pub use accounts::*;
 pub use aggregates::*;
@@ -20,6 +21,7 @@ pub use error::{StoreError, StoreResult};
 pub use identity::*;
 pub use ledger::*;
 pub use operations::*;
+pub use priority::{in_background, is_background};
 
 use async_trait::async_trait;
 use std::time::Duration;

@@ -26,7 +26,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         // Before anything new is signed: stored signatures of unsettled operations go out again.
         service.app.recover().await.context("resending the stored transactions of unsettled operations")?;
     }
-    let workers = config.role.runs_workers().then(|| tokio::spawn(service.app.jobs.clone().run(shutdown.clone())));
+    // The workers run on a runtime of their own: a request's task then never waits in a run
+    // queue behind the many job tasks (tokio has no priorities), and the OS shares the cores
+    // between the API's threads and the worker's.
+    let worker_runtime = config
+        .role
+        .runs_workers()
+        .then(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("tokenops-jobs")
+                .enable_all()
+                .build()
+        })
+        .transpose()
+        .context("starting the workers' runtime")?;
+    let workers = worker_runtime.as_ref().map(|rt| rt.spawn(service.app.jobs.clone().run(shutdown.clone())));
     if config.auth_provider == crate::config::AuthProvider::Embedded {
         // Replace the signing key when it reaches its rotation age, without a restart.
         let app = service.app.clone();
@@ -67,6 +82,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         && let Err(e) = workers.await
     {
         tracing::warn!(error = %e, "the worker loop ended abnormally");
+    }
+    if let Some(rt) = worker_runtime {
+        // Its jobs have finished or given back their leases; nothing there is awaited any more.
+        rt.shutdown_background();
     }
     store.close().await;
     tracing::info!("stopped");

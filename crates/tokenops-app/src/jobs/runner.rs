@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokenops_domain::Timestamp;
-use tokenops_store::{Job, Lease, NewJob, QueueStats, Store, StoreResult};
+use tokenops_store::{Job, Lease, NewJob, QueueStats, Store, StoreResult, in_background};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -141,15 +141,15 @@ impl JobRunner {
                 && let Some(job) = backlog.pop_front()
             {
                 let runner = self.clone();
-                tasks.spawn(async move {
+                tasks.spawn(in_background(async move {
                     runner.run_one(job).await;
-                });
+                }));
             }
             // Claim when the backlog has run below half: one claim then fills it.
             let wanted = (2 * concurrency).saturating_sub(tasks.len() + backlog.len());
             let mut claimed_any = false;
             if wanted > 0 && backlog.len() < concurrency / 2 + 1 && !shutdown.is_cancelled() {
-                match self.claim(wanted).await {
+                match in_background(self.claim(wanted)).await {
                     Ok(jobs) => {
                         claimed_any = !jobs.is_empty();
                         backlog.extend(jobs);
