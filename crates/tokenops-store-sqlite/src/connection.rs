@@ -37,7 +37,10 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     } else {
         // The journal mode is a property of the file: set once by the writer.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(codec::backend)?;
+        // Checkpoints run on a connection of their own (`checkpoint`), never inside the writer's
+        // COMMIT, where they would hold the writer while the database file is synced.
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;")
+            .map_err(codec::backend)?;
     }
     Ok(conn)
 }
@@ -45,15 +48,25 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
 /// Makes everything written to the WAL of the database at `path` so far durable: the COMMITs
 /// of the writer (under `synchronous=NORMAL`) append to the WAL without syncing it. Opened per
 /// call, so a WAL file SQLite replaced is never synced through a stale handle.
-pub fn sync_wal(path: &Path) -> std::io::Result<()> {
+/// Returns the WAL's size after the sync.
+pub fn sync_wal(path: &Path) -> std::io::Result<u64> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     match std::fs::File::open(&wal) {
-        Ok(file) => file.sync_data(),
+        Ok(file) => {
+            file.sync_data()?;
+            Ok(file.metadata()?.len())
+        }
         // No WAL (nothing written since it was last removed): nothing to make durable.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }
+}
+
+/// Copies the WAL's frames into the database file (a passive checkpoint: it waits for no reader
+/// or writer), so that the writer can start the WAL over. On `conn`, a connection of its own.
+pub fn checkpoint(conn: &Connection) -> StoreResult<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).map_err(codec::backend)
 }
 
 /// Read-only connections, opened on demand up to a bound and reused.

@@ -29,6 +29,10 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphor
 
 use crate::{codec, connection};
 
+/// The WAL size past which a sync is followed by a checkpoint (what SQLite's automatic
+/// checkpoint would do at its default of 1,000 pages).
+const CHECKPOINT_AFTER_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Background writes queued for the writer at once.
 const BACKGROUND_QUEUE: usize = 4;
 
@@ -82,6 +86,9 @@ pub struct GroupCommit {
     failed: StdMutex<HashSet<u64>>,
     /// Admits background writes to the writer's queue.
     background: Arc<Semaphore>,
+    /// The checkpointer's connection, opened on first use; held while a checkpoint runs, so
+    /// that one runs at a time.
+    checkpointer: Arc<StdMutex<Option<Connection>>>,
 }
 
 impl GroupCommit {
@@ -97,6 +104,7 @@ impl GroupCommit {
             committed,
             failed: StdMutex::new(HashSet::new()),
             background: Arc::new(Semaphore::new(BACKGROUND_QUEUE)),
+            checkpointer: Arc::new(StdMutex::new(None)),
         });
         let committer = Arc::downgrade(&group);
         tokio::spawn(async move {
@@ -157,9 +165,15 @@ impl GroupCommit {
         let path = writer.path.clone();
         drop(writer);
         let started = std::time::Instant::now();
+        let wal_path = path.clone();
         let outcome = match committed {
-            Ok(()) => match tokio::task::spawn_blocking(move || connection::sync_wal(&path)).await {
-                Ok(Ok(())) => Ok(()),
+            Ok(()) => match tokio::task::spawn_blocking(move || connection::sync_wal(&wal_path)).await {
+                Ok(Ok(wal_bytes)) => {
+                    if wal_bytes > CHECKPOINT_AFTER_BYTES {
+                        self.checkpoint_in_background(path);
+                    }
+                    Ok(())
+                }
                 Ok(Err(e)) => Err(StoreError::Backend(format!("syncing the WAL failed: {e}").into())),
                 Err(e) => Err(StoreError::Backend(format!("syncing the WAL was interrupted: {e}").into())),
             },
@@ -179,6 +193,26 @@ impl GroupCommit {
         // `close` may end a group while the committer still syncs an earlier one: the later
         // sync covers the earlier group's frames too, and the count never goes back.
         self.committed.send_modify(|last| *last = (*last).max(group));
+    }
+
+    /// Starts a checkpoint on a blocking thread unless one is running. It takes no lock the
+    /// writer needs, so writes and syncs go on meanwhile.
+    fn checkpoint_in_background(&self, path: PathBuf) {
+        let checkpointer = self.checkpointer.clone();
+        tokio::task::spawn_blocking(move || {
+            let Ok(mut conn) = checkpointer.try_lock() else { return };
+            let done = match conn.as_ref() {
+                Some(conn) => connection::checkpoint(conn),
+                None => connection::open(&path, false).and_then(|opened| {
+                    let done = connection::checkpoint(&opened);
+                    *conn = Some(opened);
+                    done
+                }),
+            };
+            if let Err(e) = done {
+                tracing::warn!(error = %e, "a WAL checkpoint failed; the next sync tries again");
+            }
+        });
     }
 
     /// Runs `work` on the writer connection outside any group (migrations).
