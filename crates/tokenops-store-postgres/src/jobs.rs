@@ -1,6 +1,6 @@
 //! The durable job queue on PostgreSQL. A claim is one statement that locks due rows with
 //! `FOR UPDATE SKIP LOCKED`, so concurrent claimers on any node take disjoint sets of jobs; an
-//! enqueue sends `NOTIFY` on the store's channel, delivered to every listening node on commit.
+//! enqueue marks the transaction, whose commit wakes the workers of every node (`lib.rs`).
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -63,12 +63,7 @@ impl JobStore for PostgresTx {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        // Delivered to every listener when (and only if) this transaction commits.
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(&*self.channel)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        // Its commit wakes the workers, here and (by NOTIFY) on the other nodes.
         self.enqueued = true;
         Ok(Some(id))
     }

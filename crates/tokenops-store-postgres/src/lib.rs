@@ -1,8 +1,15 @@
 //! The PostgreSQL store: the multi-node backend. A pool of connections serves every
 //! transaction (`READ COMMITTED` for writes; `REPEATABLE READ, READ ONLY` for reads so that a
 //! list and its total come from one snapshot). Job claims use `FOR UPDATE SKIP LOCKED`, so any
-//! number of nodes can claim concurrently; an enqueue sends `NOTIFY` on commit and a background
-//! `LISTEN` connection wakes this node's workers.
+//! number of nodes can claim concurrently; a commit that enqueued wakes this node's workers at
+//! once and has the other nodes woken by a `NOTIFY` sent after it, which a background `LISTEN`
+//! connection on each node receives.
+//!
+//! The `NOTIFY` is not sent inside the enqueuing transaction: PostgreSQL serialises the commits
+//! of transactions that notify (a global lock held through the commit's WAL flush), which made
+//! every write that enqueued a job commit one at a time. Sent after the commit, coalesced by
+//! one task, it costs nothing to the writes; if a node dies between a commit and its `NOTIFY`,
+//! the other nodes find the job by polling.
 //!
 //! One optional schema isolates a store: every connection sets `search_path` to it. Tests use one
 //! schema per test; production uses the default (`public`).
@@ -74,6 +81,8 @@ pub struct PostgresStore {
     listener_task: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// Stops the listener task when the last clone is dropped without `close`.
     _stop_listener_on_drop: Arc<DropGuard>,
+    /// Asks the notifier task for one `NOTIFY` (many asks before it runs make one).
+    notify_nodes: Arc<Notify>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -130,6 +139,8 @@ impl PostgresStore {
 
         let jobs_notified = Arc::new(Notify::new());
         let shutdown = CancellationToken::new();
+        let notify_nodes = Arc::new(Notify::new());
+        tokio::spawn(notify_other_nodes(pool.clone(), channel.clone(), notify_nodes.clone(), shutdown.clone()));
         let task = tokio::spawn(listen_for_jobs(
             listener_pool.clone(),
             channel.clone(),
@@ -145,6 +156,7 @@ impl PostgresStore {
             _stop_listener_on_drop: Arc::new(shutdown.clone().drop_guard()),
             shutdown,
             listener_task: Arc::new(Mutex::new(Some(task))),
+            notify_nodes,
         })
     }
 
@@ -157,9 +169,9 @@ impl PostgresStore {
     fn tx(&self, tx: Transaction<'static, Postgres>) -> Box<dyn Tx> {
         Box::new(PostgresTx {
             tx,
-            channel: self.channel.clone(),
             enqueued: false,
             jobs_notified: self.jobs_notified.clone(),
+            notify_nodes: self.notify_nodes.clone(),
         })
     }
 }
@@ -195,6 +207,22 @@ async fn subscribe(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Err
 fn wake_workers(notify: &Notify) {
     notify.notify_waiters();
     notify.notify_one();
+}
+
+/// Sends one `NOTIFY` on `channel` per wake-up of `asked` until `shutdown`: asks that arrive
+/// while one is sent are answered by the next.
+async fn notify_other_nodes(pool: PgPool, channel: Arc<str>, asked: Arc<Notify>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = asked.notified() => {
+                if let Err(error) = sqlx::query("SELECT pg_notify($1, '')").bind(&*channel).execute(&pool).await {
+                    // The other nodes' polling finds the jobs.
+                    tracing::warn!(%error, "could not notify the other nodes of new jobs");
+                }
+            }
+        }
+    }
 }
 
 /// Feeds `notify` from `LISTEN channel` until `shutdown`. A lost connection is re-established
@@ -308,13 +336,13 @@ impl Store for PostgresStore {
     }
 }
 
-/// One transaction. Enqueuing a job sends `NOTIFY` inside it (delivered on commit to every
-/// node) and marks it so that the commit also wakes this node's workers at once.
+/// One transaction. Enqueuing a job marks it, so that its commit wakes this node's workers at
+/// once and the other nodes by a `NOTIFY`.
 pub struct PostgresTx {
     tx: Transaction<'static, Postgres>,
-    channel: Arc<str>,
     enqueued: bool,
     jobs_notified: Arc<Notify>,
+    notify_nodes: Arc<Notify>,
 }
 
 #[async_trait]
@@ -390,10 +418,11 @@ impl Tx for PostgresTx {
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let PostgresTx { tx, enqueued, jobs_notified, .. } = *self;
+        let PostgresTx { tx, enqueued, jobs_notified, notify_nodes } = *self;
         tx.commit().await.map_err(codec::backend)?;
         if enqueued {
             jobs_notified.notify_one();
+            notify_nodes.notify_one();
         }
         Ok(())
     }
