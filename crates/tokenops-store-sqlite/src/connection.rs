@@ -17,9 +17,9 @@ use crate::codec;
 const STATEMENT_CACHE: usize = 512;
 
 /// Opens a connection with the store's settings: WAL, foreign keys, and a busy timeout for the
-/// moments another process (`tokenops migrate`) writes. Readers use `synchronous=FULL`; the
-/// writer uses `NORMAL` (its COMMIT writes the WAL without waiting for the disk) because the
-/// group committer makes each group durable itself by syncing the WAL (`group_commit`).
+/// moments another process (`tokenops migrate`) writes. The writer uses `synchronous=NORMAL`
+/// (its COMMIT writes the WAL without waiting for the disk) because the group committer makes
+/// each group durable itself by syncing the WAL (`group_commit`); readers write nothing.
 pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
@@ -32,9 +32,7 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(path, flags).map_err(codec::backend)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(codec::backend)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    if read_only {
-        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(codec::backend)?;
-    } else {
+    if !read_only {
         // The journal mode is a property of the file: set once by the writer.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
         // Checkpoints run on a connection of their own (`checkpoint`), never inside the writer's

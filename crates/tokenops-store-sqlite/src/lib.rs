@@ -1,8 +1,8 @@
 //! The SQLite store: the default, single-node backend. One writer connection takes every write
 //! transaction, one at a time (so a read-then-write never fails with "locked"); a small read pool
-//! serves snapshots; WAL with `synchronous=FULL` makes each commit durable. Writes are
-//! group-committed (`group_commit`): each is a savepoint inside a shared transaction, and one
-//! durable COMMIT ends many of them; each `commit` returns only once its group is durable.
+//! serves snapshots in WAL mode. Writes are group-committed (`group_commit`): each is a
+//! savepoint inside a shared transaction, one COMMIT and one sync of the WAL end many of them,
+//! and each `commit` returns only once its group is durable.
 //! Statements run inline on the calling task (`connection`).
 
 mod accounts;
