@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use std::str::FromStr;
 use std::sync::Arc;
 use tokenops_custody::{Address, B256, Custody, CustodyError};
-use tokenops_domain::account::AccountStatus;
+use tokenops_domain::account::{AccountRef, AccountStatus};
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::event::{Event, EventType, ResourceRef};
 use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
@@ -29,9 +29,13 @@ use tokenops_ledger::{Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, S
 use tokenops_store::{BreakRecord, Job, LockRecord, NewJob, OperationRecord, Store, Tx};
 use uuid::Uuid;
 
-use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
+use crate::jobs::{BatchContext, BatchFinished, Finished, JobContext, JobError, JobHandler, kinds};
 use crate::operations::OperationOut;
 use crate::write::Operation;
+
+/// The most jobs of one pipeline step run together: one read, one ledger round and one commit
+/// for all of them.
+const BATCH_LIMIT: usize = 128;
 
 pub const SETTLED: Operation =
     Operation { name: "transaction.settle", category: "TRANSACTIONS", resource_type: "transaction" };
@@ -61,6 +65,30 @@ fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {
         .and_then(|s| Uuid::parse_str(s).ok())
         .ok_or_else(|| JobError::Permanent("payload has no transactionId".into()))?;
     Ok((tenant, id))
+}
+
+/// A batch's jobs split by their operations, read in one transaction: those whose operation
+/// is in `state` (with it), those whose operation has moved on or is gone (finished with no
+/// effect, as `run` would), and those `run` must look at alone (no readable target).
+struct Sorted {
+    due: Vec<(Job, OperationRecord)>,
+    idle: Vec<Job>,
+    rest: Vec<Job>,
+}
+
+async fn sort_batch(tx: &mut dyn Tx, jobs: Vec<Job>, state: OperationState) -> Result<Sorted, JobError> {
+    let mut sorted = Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new() };
+    for job in jobs {
+        let Ok((tenant, id)) = target(&job) else {
+            sorted.rest.push(job);
+            continue;
+        };
+        match tx.operations().get(tenant, id).await? {
+            Some(operation) if operation.state == state => sorted.due.push((job, operation)),
+            _ => sorted.idle.push(job),
+        }
+    }
+    Ok(sorted)
 }
 
 fn internal(e: impl std::fmt::Display) -> JobError {
@@ -118,6 +146,61 @@ impl Pipeline {
         operation.updated_at = now;
         tx.operations().update(&operation).await?;
         Ok(Some(operation))
+    }
+
+    /// Records each signed transaction on its PENDING_SETTLEMENT operation (one commit for all),
+    /// unless one is recorded already: from then on only the recorded bytes are ever sent.
+    /// Returns, per operation, the recorded signature (`None`: it left PENDING_SETTLEMENT).
+    /// A signature not recorded (another is, or the operation moved on) has its nonce given
+    /// back; so does every one when the commit fails (the error).
+    async fn record_signatures(
+        &self,
+        signed: &[(TenantId, Uuid, &SignedTransaction)],
+        now: Timestamp,
+    ) -> Result<Vec<Option<String>>, JobError> {
+        let recorded = async {
+            let mut tx = self.store.write().await?;
+            let mut kept = Vec::with_capacity(signed.len());
+            for (tenant, id, transaction) in signed {
+                let ours = serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal)?;
+                let moved = self
+                    .advance(
+                        tx.as_mut(),
+                        *tenant,
+                        *id,
+                        OperationState::PendingSettlement,
+                        |o| {
+                            if o.signed_transaction.is_none() {
+                                o.signed_transaction = Some(ours.clone());
+                            }
+                        },
+                        now,
+                    )
+                    .await?;
+                kept.push(moved.and_then(|o| o.signed_transaction));
+            }
+            tx.commit().await?;
+            Ok::<_, JobError>(kept)
+        }
+        .await;
+        match recorded {
+            Ok(kept) => {
+                for ((_, _, transaction), kept) in signed.iter().zip(&kept).rev() {
+                    let ours = serde_json::to_string(&StoredSignature::of(transaction)).ok();
+                    if kept.is_none() || *kept != ours {
+                        self.ledger.abandon(transaction).await;
+                    }
+                }
+                Ok(kept)
+            }
+            Err(e) => {
+                // Latest first, so that each nonce steps its sender's slot back.
+                for (_, _, transaction) in signed.iter().rev() {
+                    self.ledger.abandon(transaction).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Ends the operation FAILED with `code` and `reason`: its event, its lock bookkeeping, a
@@ -244,6 +327,16 @@ impl Pipeline {
         now: Timestamp,
     ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
         let mut tx = self.store.read().await?;
+        self.ledger_call_in(tx.as_mut(), operation, now).await
+    }
+
+    /// As `ledger_call`, reading through `tx`.
+    async fn ledger_call_in(
+        &self,
+        tx: &mut dyn Tx,
+        operation: &OperationRecord,
+        now: Timestamp,
+    ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
         let tenant = operation.tenant_id;
         let Some(contract) = tx
             .contracts()
@@ -415,6 +508,46 @@ impl JobHandler for Evaluate {
         }
         ctx.finish(tx).await
     }
+
+    fn batch_limit(&self) -> usize {
+        BATCH_LIMIT
+    }
+
+    /// The approved in one commit; an operation that cannot be processed is left to `run`,
+    /// which records why.
+    async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
+        let p = &self.0;
+        let now = ctx.clock().now();
+        let mut read = p.store.read().await?;
+        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, OperationState::Submitted).await?;
+        let mut approved = Vec::with_capacity(due.len());
+        for (job, operation) in due {
+            match p.ledger_call_in(read.as_mut(), &operation, now).await? {
+                Ok(_) => approved.push((job, operation)),
+                Err(_) => rest.push(job),
+            }
+        }
+        drop(read);
+        let mut tx = p.store.write().await?;
+        for (_, operation) in &approved {
+            let (tenant, id) = (operation.tenant_id, operation.id);
+            let moved = p
+                .advance(
+                    tx.as_mut(),
+                    tenant,
+                    id,
+                    OperationState::Submitted,
+                    |o| o.state = OperationState::PendingSettlement,
+                    now,
+                )
+                .await?;
+            if moved.is_some() {
+                tx.jobs().enqueue(&p.job(kinds::OPERATION_SETTLE, tenant, id, now), now).await?;
+            }
+        }
+        let done = idle.iter().chain(approved.iter().map(|(job, _)| job)).map(|job| job.id).collect();
+        ctx.finish(tx, done, rest).await
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -500,24 +633,8 @@ impl JobHandler for Settle {
                 match p.ledger.sign(token, &call, p.custody.as_ref()).await {
                     Ok(signed) => {
                         // Recorded before it is sent: from here on only these bytes are sent.
-                        let mut tx = p.store.write().await?;
-                        let kept = p
-                            .advance(
-                                tx.as_mut(),
-                                tenant,
-                                id,
-                                from,
-                                |o| {
-                                    if o.signed_transaction.is_none() {
-                                        o.signed_transaction =
-                                            serde_json::to_string(&StoredSignature::of(&signed)).ok();
-                                    }
-                                },
-                                ctx.clock().now(),
-                            )
-                            .await?;
-                        tx.commit().await?;
-                        match kept.and_then(|o| o.signed_transaction) {
+                        let kept = p.record_signatures(&[(tenant, id, &signed)], ctx.clock().now()).await?;
+                        match kept.into_iter().next().flatten() {
                             Some(text) => decode_signed(&text)?,
                             None => return ctx.finish(p.store.write().await?).await,
                         }
@@ -585,6 +702,80 @@ impl JobHandler for Settle {
         }
     }
 
+    fn batch_limit(&self) -> usize {
+        BATCH_LIMIT
+    }
+
+    /// Signs every operation, records all the signatures in one commit, sends them, and moves
+    /// the sent ones to SETTLING in a second commit. Anything unusual (a signature already
+    /// recorded, an operation that cannot be processed, a refusal, a failed send) is left to
+    /// `run`, which then finds the recorded bytes and sends those again.
+    async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
+        let p = &self.0;
+        let from = OperationState::PendingSettlement;
+        let now = ctx.clock().now();
+        let mut read = p.store.read().await?;
+        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, from).await?;
+        let mut calls = Vec::with_capacity(due.len());
+        for (job, operation) in due {
+            if operation.signed_transaction.is_some() {
+                rest.push(job);
+                continue;
+            }
+            match p.ledger_call_in(read.as_mut(), &operation, now).await? {
+                Ok((token, call)) => calls.push((job, operation, token, call)),
+                Err(_) => rest.push(job),
+            }
+        }
+        drop(read);
+        let mut signed = Vec::with_capacity(calls.len());
+        for (job, operation, token, call) in calls {
+            match p.ledger.sign(token, &call, p.custody.as_ref()).await {
+                Ok(transaction) => signed.push((job, operation, transaction)),
+                Err(_) => rest.push(job),
+            }
+        }
+        let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
+            signed.iter().map(|(_, o, t)| (o.tenant_id, o.id, t)).collect();
+        let kept = p.record_signatures(&records, ctx.clock().now()).await?;
+        let mut sent = Vec::with_capacity(signed.len());
+        for ((job, operation, transaction), kept) in signed.into_iter().zip(kept) {
+            if kept.is_none() {
+                rest.push(job);
+                continue;
+            }
+            match p.ledger.send(&transaction).await {
+                Ok(hash) => sent.push((job, operation, hash)),
+                Err(_) => rest.push(job),
+            }
+        }
+        let now = ctx.clock().now();
+        // A transaction just sent is in no block yet: the first look waits one poll.
+        let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
+        let mut tx = p.store.write().await?;
+        for (_, operation, hash) in &sent {
+            let (tenant, id) = (operation.tenant_id, operation.id);
+            let moved = p
+                .advance(
+                    tx.as_mut(),
+                    tenant,
+                    id,
+                    from,
+                    |o| {
+                        o.state = OperationState::Settling;
+                        o.tx_hash = Some(format!("{hash:#x}"));
+                    },
+                    now,
+                )
+                .await?;
+            if moved.is_some() {
+                tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, first_poll), now).await?;
+            }
+        }
+        let done = idle.iter().map(|job| job.id).chain(sent.iter().map(|(job, _, _)| job.id)).collect();
+        ctx.finish(tx, done, rest).await
+    }
+
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
         let Ok((tenant, id)) = target(job) else { return Ok(()) };
         let reason = format!("settlement stopped: {reason}");
@@ -645,7 +836,9 @@ impl JobHandler for Track {
                     .await?;
             }
             ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
-                confirm(p, tx.as_mut(), tenant, id, block_number, now).await?;
+                let mut positions = PositionDeltas::default();
+                confirm(p, tx.as_mut(), &mut positions, tenant, id, block_number, now).await?;
+                positions.apply(tx.as_mut(), now).await?;
             }
             ReceiptStatus::Included { block_number, outcome: Outcome::Reverted { reason, .. } } => {
                 let reason = format!("{reason}: the ledger reverted the transaction");
@@ -654,6 +847,59 @@ impl JobHandler for Track {
             }
         }
         ctx.finish(tx).await
+    }
+
+    fn batch_limit(&self) -> usize {
+        BATCH_LIMIT
+    }
+
+    /// Reads every receipt at once and lands all the outcomes in one commit; a transaction the
+    /// ledger does not know is left to `run`, which sends its recorded bytes again.
+    async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
+        let p = &self.0;
+        let from = OperationState::Settling;
+        let Sorted { due, idle, mut rest } = {
+            let mut read = p.store.read().await?;
+            sort_batch(read.as_mut(), jobs, from).await?
+        };
+        let mut tracked = Vec::with_capacity(due.len());
+        for (job, operation) in due {
+            match operation.tx_hash.as_deref().and_then(|h| h.parse().ok()) {
+                Some(hash) => tracked.push((job, operation, hash)),
+                None => rest.push(job),
+            }
+        }
+        let hashes: Vec<_> = tracked.iter().map(|(_, _, hash)| *hash).collect();
+        let receipts = p.ledger.receipts(&hashes).await.map_err(|e| JobError::Retry(e.to_string()))?;
+        let now = ctx.clock().now();
+        let mut tx = p.store.write().await?;
+        let mut positions = PositionDeltas::default();
+        let mut done = idle;
+        for ((job, operation, _), receipt) in tracked.into_iter().zip(receipts) {
+            let (tenant, id) = (operation.tenant_id, operation.id);
+            match receipt {
+                ReceiptStatus::Unknown => {
+                    rest.push(job);
+                    continue;
+                }
+                ReceiptStatus::Pending => {
+                    let next = now.plus_millis(p.settings.receipt_poll_ms);
+                    tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, next), now).await?;
+                }
+                ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
+                    confirm(p, tx.as_mut(), &mut positions, tenant, id, block_number, now).await?;
+                }
+                ReceiptStatus::Included { block_number, outcome: Outcome::Reverted { reason, .. } } => {
+                    let reason = format!("{reason}: the ledger reverted the transaction");
+                    p.fail(tx.as_mut(), tenant, id, from, FailureCode::ChainFailed, reason, Some(block_number), now)
+                        .await?;
+                }
+            }
+            done.push(job);
+        }
+        positions.apply(tx.as_mut(), now).await?;
+        let done = done.iter().map(|job| job.id).collect();
+        ctx.finish(tx, done, rest).await
     }
 
     /// Receipts that could not be followed to the end (the ledger unreachable for the whole
@@ -666,10 +912,34 @@ impl JobHandler for Track {
     }
 }
 
-/// CONFIRMED: the operation, its effect on positions and locks, its event and audit record.
+/// The position changes of the operations one transaction confirms, applied together at its
+/// end in one order (organisation, then account): two transactions then never wait for each
+/// other's position rows in opposite orders, which PostgreSQL would end as a deadlock.
+#[derive(Default)]
+struct PositionDeltas(std::collections::BTreeMap<(TenantId, AccountRef), (i64, i64)>);
+
+impl PositionDeltas {
+    fn add(&mut self, tenant: TenantId, account: &AccountRef, total: i64, held: i64) {
+        let delta = self.0.entry((tenant, account.clone())).or_default();
+        delta.0 += total;
+        delta.1 += held;
+    }
+
+    async fn apply(self, tx: &mut dyn Tx, now: Timestamp) -> Result<(), JobError> {
+        for ((tenant, account), (total, held)) in self.0 {
+            tx.positions().apply(tenant, &account, total, held, now).await?;
+        }
+        Ok(())
+    }
+}
+
+/// CONFIRMED: the operation, its effect on locks, its event and audit record; its effect on
+/// positions goes into `positions`, for the caller to apply before committing.
+#[allow(clippy::too_many_arguments)]
 async fn confirm(
     p: &Pipeline,
     tx: &mut dyn Tx,
+    positions: &mut PositionDeltas,
     tenant: TenantId,
     id: Uuid,
     block_number: u64,
@@ -694,16 +964,16 @@ async fn confirm(
     let amount = operation.amount;
     let owner = &operation.account_ref;
     match operation.tx_type {
-        TxType::Mint => tx.positions().apply(tenant, owner, amount, 0, now).await?,
-        TxType::Burn => tx.positions().apply(tenant, owner, -amount, 0, now).await?,
+        TxType::Mint => positions.add(tenant, owner, amount, 0),
+        TxType::Burn => positions.add(tenant, owner, -amount, 0),
         TxType::Transfer => {
-            tx.positions().apply(tenant, owner, -amount, 0, now).await?;
+            positions.add(tenant, owner, -amount, 0);
             if let Some(other) = &operation.counterparty_ref {
-                tx.positions().apply(tenant, other, amount, 0, now).await?;
+                positions.add(tenant, other, amount, 0);
             }
         }
         TxType::Lock => {
-            tx.positions().apply(tenant, owner, 0, amount, now).await?;
+            positions.add(tenant, owner, 0, amount);
             let expires_at = lock_expiry(&operation, operation.created_at).ok().flatten();
             tx.locks()
                 .insert(&LockRecord {
@@ -728,11 +998,11 @@ async fn confirm(
                 match payee {
                     // Paid out: held and total leave the owner, the payee's total grows.
                     Some(payee) if payee != lock.account_ref => {
-                        tx.positions().apply(tenant, &lock.account_ref, -lock.amount, -lock.amount, now).await?;
-                        tx.positions().apply(tenant, &payee, lock.amount, 0, now).await?;
+                        positions.add(tenant, &lock.account_ref, -lock.amount, -lock.amount);
+                        positions.add(tenant, &payee, lock.amount, 0);
                     }
                     // Back to the owner's available balance.
-                    _ => tx.positions().apply(tenant, &lock.account_ref, 0, -lock.amount, now).await?,
+                    _ => positions.add(tenant, &lock.account_ref, 0, -lock.amount),
                 }
                 // Only the sweep's own CANCEL (no Idempotency-Key: it never came through the
                 // API) expires a lock; a client's `params.expired` is just a parameter.

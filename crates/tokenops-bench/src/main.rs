@@ -189,7 +189,9 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
         Arc::new(Target { base: api_only.base_url.clone(), token: tenant.token.clone(), client: client.clone() });
     warm_up(&api_target).await;
     let mut api_best = None;
-    for &rate in RATES {
+    // `TOKENOPS_BENCH_SETTLEMENT_ONLY=1` skips both rate sweeps (to profile settlement alone).
+    let sweep_rates: &[u64] = if std::env::var_os("TOKENOPS_BENCH_SETTLEMENT_ONLY").is_some() { &[] } else { RATES };
+    for &rate in sweep_rates {
         let (h, errors) = open_loop(&api_target, rate, STEP).await;
         let (p50, p99) = (percentile_ms(&h, 0.50), percentile_ms(&h, 0.99));
         println!("  workers off, offered {rate:>5}/s: 202 p50 {p50:>7.2} ms, p99 {p99:>8.2} ms, non-202 {errors}");
@@ -215,7 +217,7 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
 
     // Accepted rate at p99 < 20 ms.
     let mut best = None;
-    for &rate in RATES {
+    for &rate in sweep_rates {
         let (h, errors) = open_loop(&target, rate, STEP).await;
         let (p50, p99) = (percentile_ms(&h, 0.50), percentile_ms(&h, 0.99));
         println!("  offered {rate:>5}/s: 202 p50 {p50:>7.2} ms, p99 {p99:>8.2} ms, non-202 {errors}");
@@ -238,7 +240,8 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
 
     // Settlement latency: a steady run below the accepted maximum, then until everything is
     // terminal.
-    let steady_rate = best.unwrap_or(RATES[0]).min(1_000);
+    let steady_rate = best.unwrap_or(if sweep_rates.is_empty() { 1_000 } else { RATES[0] }).min(1_000);
+    println!("  steady run at {steady_rate}/s, then a burst at {SETTLEMENT_BURST_RATE}/s");
     let marker = tokenops_domain::Timestamp::system_now().as_micros();
     let _ = open_loop(&target, steady_rate, Duration::from_secs(8)).await;
     until("settlement", Duration::from_secs(600), async || {

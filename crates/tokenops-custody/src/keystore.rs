@@ -7,15 +7,19 @@
 //! binds a sealed key to its row, so a key copied onto another wallet's row does not open, and to
 //! its purpose, so no other kind of sealed secret opens as a wallet key.
 //!
-//! A key is opened for one signature and zeroized right after (`k256`'s `SigningKey` zeroizes
-//! on drop; the opened bytes are held in `Zeroizing`). Every signature reads the row, so a key
-//! disabled by another node is refused at once.
+//! A key is opened for one signature and erased right after (the opened bytes are held in
+//! `Zeroizing`, the library's key is erased once it has signed). Every signature reads the row,
+//! so a key disabled by another node is refused at once.
+//!
+//! Signatures are made with libsecp256k1, which yields the recovery id with the signature;
+//! `k256` finds it by trial recovery, which more than doubled the cost of every signature.
 
 use crate::{Address, B256, Custody, CustodyError, Refusal, Signature, address_text, check_label};
 use async_trait::async_trait;
 use k256::ecdsa::SigningKey;
 use rand::rngs::OsRng;
-use std::sync::Arc;
+use secp256k1::{Message, Secp256k1, SignOnly};
+use std::sync::{Arc, LazyLock};
 use tokenops_domain::Timestamp;
 use tokenops_secrets::Sealer;
 use tokenops_store::{CustodyKeyRecord, CustodyKeyStatus, Store, StoreError};
@@ -25,6 +29,9 @@ use zeroize::Zeroizing;
 /// `tokenops/signing-key/`: one master key seals several kinds of secret, and a value sealed
 /// for one purpose must never open as another.
 const SEAL_CONTEXT: &[u8] = b"tokenops/wallet-key/";
+
+/// One signing context for the process (creating one costs more than many signatures).
+static SIGNER: LazyLock<Secp256k1<SignOnly>> = LazyLock::new(Secp256k1::signing_only);
 
 /// The associated data a wallet's key is sealed under.
 fn seal_aad(address: Address) -> Vec<u8> {
@@ -60,7 +67,7 @@ impl EmbeddedKeystore {
         self
     }
 
-    fn open(&self, record: &CustodyKeyRecord, address: Address) -> Result<SigningKey, CustodyError> {
+    fn open(&self, record: &CustodyKeyRecord, address: Address) -> Result<secp256k1::SecretKey, CustodyError> {
         // Temporary, not a refusal: a wrong master key is configuration to fix, after which the
         // same operation succeeds.
         let unopenable = || {
@@ -70,7 +77,9 @@ impl EmbeddedKeystore {
             ))
         };
         let secret = self.sealer.open(&record.sealed_key, &seal_aad(address)).map_err(|_| unopenable())?;
-        SigningKey::from_slice(&secret).map_err(|_| unopenable())
+        let bytes: [u8; 32] = secret.as_slice().try_into().map_err(|_| unopenable())?;
+        let bytes = Zeroizing::new(bytes);
+        secp256k1::SecretKey::from_byte_array(*bytes).map_err(|_| unopenable())
     }
 }
 
@@ -108,11 +117,14 @@ impl Custody for EmbeddedKeystore {
         if record.status == CustodyKeyStatus::Disabled {
             return Err(CustodyError::refused(wallet, Refusal::Disabled, "the wallet's key is disabled"));
         }
-        let key = self.open(&record, wallet)?;
-        let (signature, recovery) = key
-            .sign_prehash_recoverable(hash.as_slice())
-            .map_err(|_| CustodyError::refused(wallet, Refusal::Rejected, "the hash cannot be signed"))?;
-        Ok(Signature::from((signature, recovery)))
+        let mut key = self.open(&record, wallet)?;
+        let signature = SIGNER.sign_ecdsa_recoverable(Message::from_digest(hash.0), &key);
+        key.non_secure_erase();
+        let (recovery, compact) = signature.serialize_compact();
+        let r = alloy::primitives::U256::from_be_slice(&compact[..32]);
+        let s = alloy::primitives::U256::from_be_slice(&compact[32..]);
+        // libsecp256k1 signs with a low `s` (EIP-2) and the parity of the nonce point's `y`.
+        Ok(Signature::new(r, s, i32::from(recovery) == 1))
     }
 
     async fn disable(&self, wallet: Address) -> Result<(), CustodyError> {

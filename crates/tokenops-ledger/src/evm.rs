@@ -412,6 +412,10 @@ impl Ledger for EvmLedger {
         Err(LedgerError::final_(format!("the node refused the transaction: {message}")))
     }
 
+    async fn abandon(&self, transaction: &SignedTransaction) {
+        self.nonces.give_back(transaction.sender, transaction.nonce).await;
+    }
+
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {
         if let Some((block_number, outcome)) = lock(&self.outcomes).get(&hash).cloned() {
             return Ok(ReceiptStatus::Included { block_number, outcome });

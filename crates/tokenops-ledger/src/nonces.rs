@@ -38,6 +38,17 @@ impl Nonces {
     pub async fn forget(&self, wallet: Address) {
         *self.lock(wallet).await = None;
     }
+
+    /// Takes back `nonce`, handed out for a transaction that will never be sent. When it was
+    /// the last one handed out, the slot simply steps back to it; otherwise later nonces are
+    /// out already and the slot is emptied, to be read from the ledger again.
+    pub async fn give_back(&self, wallet: Address, nonce: u64) {
+        let mut slot = self.lock(wallet).await;
+        *slot = match *slot {
+            Some(next) if next == nonce + 1 => Some(nonce),
+            _ => None,
+        };
+    }
 }
 
 #[cfg(test)]
@@ -57,5 +68,17 @@ mod tests {
         assert_eq!(*nonces.lock(wallet).await, Some(5));
         nonces.forget(wallet).await;
         assert_eq!(*nonces.lock(wallet).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_nonce_given_back_is_handed_out_again_or_the_slot_is_read_anew() {
+        let nonces = Nonces::default();
+        let wallet = Address::repeat_byte(2);
+        *nonces.lock(wallet).await = Some(8);
+        nonces.give_back(wallet, 7).await;
+        nonces.give_back(wallet, 6).await;
+        assert_eq!(*nonces.lock(wallet).await, Some(6), "the last ones handed out step back");
+        nonces.give_back(wallet, 3).await;
+        assert_eq!(*nonces.lock(wallet).await, None, "a nonce with later ones out empties the slot");
     }
 }

@@ -179,6 +179,11 @@ pub trait Ledger: Send + Sync {
     /// has included answers their hash again.
     async fn send(&self, transaction: &SignedTransaction) -> Result<TxHash, LedgerError>;
 
+    /// Gives back the nonce of a signed transaction that will never be sent (recording it
+    /// failed): the sender's next nonce is read from the ledger again, so the gap it would leave
+    /// is filled by the next signature instead of holding every later one back.
+    async fn abandon(&self, transaction: &SignedTransaction);
+
     /// `sign` then `send`.
     async fn submit(&self, token: Address, call: &LedgerCall, custody: &dyn Custody) -> Result<TxHash, LedgerError> {
         let transaction = self.sign(token, call, custody).await?;
@@ -186,6 +191,16 @@ pub trait Ledger: Send + Sync {
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError>;
+
+    /// The receipts of several transactions, in the order of `hashes` (a ledger may read them
+    /// together).
+    async fn receipts(&self, hashes: &[TxHash]) -> Result<Vec<ReceiptStatus>, LedgerError> {
+        let mut receipts = Vec::with_capacity(hashes.len());
+        for hash in hashes {
+            receipts.push(self.receipt(*hash).await?);
+        }
+        Ok(receipts)
+    }
 
     async fn balances(&self, token: Address, wallet: Address) -> Result<Balances, LedgerError>;
 }

@@ -181,24 +181,30 @@ impl TestDb {
 
     /// Makes every update of `table` fail.
     pub async fn fail_updates_of(&self, table: &str) {
+        self.fail_updates_of_where(table, "1 = 1").await;
+    }
+
+    /// Makes the updates of `table` that match `condition` fail; the condition may name the
+    /// row's `OLD` and `NEW` values, in SQL both stores understand.
+    pub async fn fail_updates_of_where(&self, table: &str, condition: &str) {
         match self.backend {
             Backend::Sqlite => {
                 self.execute(&format!(
-                    "CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+                    "CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} WHEN {condition} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
                 ))
                 .await
             }
             Backend::Postgres => {
                 self.execute(&format!(
                     "CREATE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-                     CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} FOR EACH ROW EXECUTE FUNCTION injected_failure()"
+                     CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} FOR EACH ROW WHEN ({condition}) EXECUTE FUNCTION injected_failure()"
                 ))
                 .await
             }
         }
     }
 
-    /// Removes the failure injected by `fail_inserts_into` or `fail_updates_of`.
+    /// Removes the failure injected by `fail_inserts_into` or `fail_updates_of(_where)`.
     pub async fn heal_inserts_into(&self, table: &str) {
         match self.backend {
             Backend::Sqlite => self.execute("DROP TRIGGER injected_failure").await,

@@ -1,6 +1,7 @@
 //! Durable background jobs: the handler trait, the runner that leases and runs jobs (`worker`),
 //! the retry schedule (`backoff`) and the job kinds of the service (`kinds` and one module per
-//! handler). Job handlers must be idempotent: a job may run again after a crash.
+//! handler). Job handlers must be idempotent: a job may run again after a crash. A handler may
+//! also take its jobs in batches (`JobHandler::batch_limit`), to pay one transaction for many.
 
 mod backoff;
 mod dispatch;
@@ -95,12 +96,82 @@ impl JobContext {
     }
 }
 
+/// What a handler running a batch gets: the clock, and the means to finish any of the batch's
+/// jobs in the same transaction as their effects.
+pub struct BatchContext {
+    leases: Vec<Lease>,
+    clock: Arc<dyn Clock>,
+}
+
+/// Proof that a batch ended through [`BatchContext`]: the jobs it finished are done, and
+/// `rest` are left to run one at a time through [`JobHandler::run`].
+#[derive(Debug)]
+#[must_use]
+pub struct BatchFinished {
+    rest: Vec<Job>,
+}
+
+impl BatchContext {
+    fn new(leases: Vec<Lease>, clock: Arc<dyn Clock>) -> Self {
+        Self { leases, clock }
+    }
+
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+
+    /// Marks `done` (ids of this batch's jobs) done inside `tx` and commits; `rest` will run one at
+    /// a time. A lost lease fails the whole commit ([`JobError::Fenced`]), so nothing lands for
+    /// a job another worker has taken over.
+    pub async fn finish(
+        &self,
+        mut tx: Box<dyn Tx>,
+        done: Vec<uuid::Uuid>,
+        rest: Vec<Job>,
+    ) -> Result<BatchFinished, JobError> {
+        let now = self.clock.now();
+        for job_id in done {
+            let lease = self
+                .leases
+                .iter()
+                .find(|l| l.job_id == job_id)
+                .copied()
+                .ok_or_else(|| JobError::Permanent(format!("job {job_id} is not in this batch")))?;
+            if !tx.jobs().complete(lease, now).await? {
+                return Err(JobError::Fenced);
+            }
+        }
+        tx.commit().await?;
+        Ok(BatchFinished { rest })
+    }
+
+    /// Finishes nothing: every job runs one at a time.
+    pub fn one_at_a_time(&self, rest: Vec<Job>) -> BatchFinished {
+        BatchFinished { rest }
+    }
+}
+
 /// One kind of job. Implementations write their effects in a transaction they hand to
 /// `JobContext::finish`, whose `Finished` they return.
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError>;
+
+    /// The most jobs of this kind [`JobHandler::run_batch`] takes at once; 1 (the default)
+    /// runs every job alone.
+    fn batch_limit(&self) -> usize {
+        1
+    }
+
+    /// Runs several jobs of this kind together: the common case in one transaction for all,
+    /// anything unusual left to `run`, one job at a time. An error means the batch changed
+    /// nothing in the store: each of its jobs then runs alone, so a batch is only ever a faster
+    /// way to the outcome `run` would reach. Side effects outside the store must therefore be
+    /// as safe to repeat as they are for `run`.
+    async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
+        Ok(ctx.one_at_a_time(jobs))
+    }
 
     /// Called when the job dies (its attempts ran out, or it failed for good), inside the
     /// transaction that buries it. A handler whose job leaves a resource waiting records the

@@ -1,8 +1,9 @@
 //! The job runner: claims due jobs in short transactions, runs them outside any transaction
 //! with bounded concurrency, and records each outcome only while its lease is still held.
-//! `drain` runs the queue to empty on the caller's task, for deterministic tests.
+//! `drain` runs the queue to empty on the caller's task, for deterministic tests. Jobs of a
+//! kind whose handler batches run in batches, in `serve` and in `drain` alike.
 
-use super::{Backoff, JobContext, JobError, JobHandler, kinds};
+use super::{Backoff, BatchContext, BatchFinished, JobContext, JobError, JobHandler, kinds};
 use crate::clock::Clock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,18 @@ pub struct RunnerSettings {
     pub periodic: Vec<(&'static str, Duration)>,
     /// On shutdown, how long running jobs may take before their leases are given back.
     pub shutdown_grace: Duration,
+}
+
+/// Gives a finished (or aborted) batch's jobs back to the count of running jobs.
+struct RunningGuard {
+    running: Arc<std::sync::atomic::AtomicUsize>,
+    size: usize,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.running.fetch_sub(self.size, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -106,19 +119,42 @@ impl JobRunner {
     pub async fn drain(&self) -> StoreResult<DrainReport> {
         let mut report = DrainReport::default();
         loop {
-            let jobs = self.claim(16).await?;
+            let mut jobs: VecDeque<Job> = self.claim(64).await?.into();
             if jobs.is_empty() {
                 return Ok(report);
             }
-            for job in jobs {
-                match self.run_one(job).await {
-                    Outcome::Completed => report.completed += 1,
-                    Outcome::Retried => report.retried += 1,
-                    Outcome::Dead => report.dead += 1,
-                    Outcome::Lost => {}
+            while let Some(batch) = self.next_batch(&mut jobs, usize::MAX) {
+                for outcome in self.run_batch(batch).await {
+                    match outcome {
+                        Outcome::Completed => report.completed += 1,
+                        Outcome::Retried => report.retried += 1,
+                        Outcome::Dead => report.dead += 1,
+                        Outcome::Lost => {}
+                    }
                 }
             }
         }
+    }
+
+    /// Takes the backlog's first job, with as many more of its kind as its handler batches
+    /// (and `room` allows).
+    fn next_batch(&self, backlog: &mut VecDeque<Job>, room: usize) -> Option<Vec<Job>> {
+        let first = backlog.pop_front()?;
+        let limit = self.handlers.get(first.kind.as_str()).map_or(1, |h| h.batch_limit()).min(room).max(1);
+        let mut batch = vec![first];
+        if limit > 1 && !backlog.is_empty() {
+            let kind = batch[0].kind.clone();
+            let mut others = VecDeque::with_capacity(backlog.len());
+            for job in backlog.drain(..) {
+                if batch.len() < limit && job.kind == kind {
+                    batch.push(job);
+                } else {
+                    others.push_back(job);
+                }
+            }
+            *backlog = others;
+        }
+        Some(batch)
     }
 
     /// The worker loop of `serve`: runs until `shutdown` is cancelled, then lets running jobs
@@ -130,6 +166,9 @@ impl JobRunner {
     /// rate, not the work, would bound the jobs run per second.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let mut tasks: JoinSet<()> = JoinSet::new();
+        // Jobs running now, batches counted by their size: concurrency bounds jobs, not tasks.
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let busy = || running.load(std::sync::atomic::Ordering::Relaxed);
         let mut backlog: VecDeque<Job> = VecDeque::new();
         let start = tokio::time::Instant::now();
         let mut due: Vec<(&'static str, Duration, tokio::time::Instant)> =
@@ -137,16 +176,20 @@ impl JobRunner {
         let concurrency = self.settings.concurrency;
         loop {
             while tasks.try_join_next().is_some() {}
-            while tasks.len() < concurrency
-                && let Some(job) = backlog.pop_front()
+            while busy() < concurrency
+                && let Some(batch) = self.next_batch(&mut backlog, concurrency - busy())
             {
                 let runner = self.clone();
+                let size = batch.len();
+                running.fetch_add(size, std::sync::atomic::Ordering::Relaxed);
+                let done = RunningGuard { running: running.clone(), size };
                 tasks.spawn(in_background(async move {
-                    runner.run_one(job).await;
+                    runner.run_batch(batch).await;
+                    drop(done);
                 }));
             }
             // Claim when the backlog has run below half: one claim then fills it.
-            let wanted = (2 * concurrency).saturating_sub(tasks.len() + backlog.len());
+            let wanted = (2 * concurrency).saturating_sub(busy() + backlog.len());
             let mut claimed_any = false;
             if wanted > 0 && backlog.len() < concurrency / 2 + 1 && !shutdown.is_cancelled() {
                 match in_background(self.claim(wanted)).await {
@@ -157,7 +200,7 @@ impl JobRunner {
                     Err(e) => tracing::warn!(error = %e, "could not claim jobs"),
                 }
             }
-            if claimed_any && tasks.len() < concurrency {
+            if claimed_any && busy() < concurrency {
                 continue;
             }
             tokio::select! {
@@ -173,7 +216,7 @@ impl JobRunner {
                         }
                     }
                 }
-                _ = self.store.wait_for_jobs(self.settings.poll_interval), if backlog.is_empty() && tasks.len() < concurrency => {}
+                _ = self.store.wait_for_jobs(self.settings.poll_interval), if backlog.is_empty() && busy() < concurrency => {}
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
@@ -212,6 +255,63 @@ impl JobRunner {
                 }
             }
         }
+    }
+
+    /// Runs jobs of one kind: together through the handler's `run_batch` when there are
+    /// several, then alone whatever the batch left (or all of them, if the batch failed).
+    async fn run_batch(&self, mut jobs: Vec<Job>) -> Vec<Outcome> {
+        let handler = match jobs.first().and_then(|job| self.handlers.get(job.kind.as_str())) {
+            Some(handler) if jobs.len() > 1 => handler.clone(),
+            _ => return self.run_all_alone(jobs).await,
+        };
+        // Jobs past their attempt budget are buried by `run_one`, never batched.
+        let (mut alone, batched): (Vec<Job>, Vec<Job>) =
+            jobs.drain(..).partition(|job| job.lease_token.is_none() || job.attempts > job.max_attempts);
+        let leases: Vec<Lease> =
+            batched.iter().filter_map(|job| job.lease_token.map(|token| Lease { job_id: job.id, token })).collect();
+        if let Ok(mut running) = self.running.lock() {
+            running.extend(leases.iter().map(|lease| (lease.job_id, *lease)));
+        }
+        let started = std::time::Instant::now();
+        let kind = handler.kind();
+        let ctx = BatchContext::new(leases.clone(), self.clock.clone());
+        let span = tracing::info_span!("job batch", kind, jobs = batched.len());
+        let result = tokio::select! {
+            result = handler.run_batch(batched.clone(), &ctx).instrument(span) => result,
+            () = self.keep_leases(&leases) => Err(JobError::Fenced),
+        };
+        if let Ok(mut running) = self.running.lock() {
+            for lease in &leases {
+                running.remove(&lease.job_id);
+            }
+        }
+        let mut outcomes = Vec::with_capacity(batched.len() + alone.len());
+        match result {
+            Ok(BatchFinished { rest }) => {
+                let completed = batched.len() - rest.len().min(batched.len());
+                outcomes.extend((0..completed).map(|_| Outcome::Completed));
+                metrics::counter!("tokenops_jobs_finished_total", "kind" => kind, "outcome" => "completed")
+                    .increment(completed as u64);
+                metrics::histogram!("tokenops_job_batch_size", "kind" => kind).record(completed as f64);
+                metrics::histogram!("tokenops_job_duration_seconds", "kind" => kind)
+                    .record(started.elapsed().as_secs_f64());
+                alone.extend(rest);
+            }
+            Err(error) => {
+                tracing::debug!(kind, %error, jobs = batched.len(), "a batch failed; its jobs run one at a time");
+                alone.extend(batched);
+            }
+        }
+        outcomes.extend(self.run_all_alone(alone).await);
+        outcomes
+    }
+
+    async fn run_all_alone(&self, jobs: Vec<Job>) -> Vec<Outcome> {
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            outcomes.push(self.run_one(job).await);
+        }
+        outcomes
     }
 
     async fn run_one(&self, job: Job) -> Outcome {
@@ -253,11 +353,12 @@ impl JobRunner {
                 .await;
         }
         let ctx = JobContext::new(lease, self.clock.clone());
+        let leases = [lease];
         let result = tokio::select! {
             result = handler.run(job, &ctx) => result,
             // The heartbeat only returns when the lease is lost: stop the handler (its open
             // transaction rolls back) rather than run beside the worker that took the job over.
-            () = self.keep_lease(lease) => Err(JobError::Fenced),
+            () = self.keep_leases(&leases) => Err(JobError::Fenced),
         };
         match result {
             Ok(_finished) => Outcome::Completed,
@@ -265,28 +366,34 @@ impl JobRunner {
         }
     }
 
-    /// Extends the lease every third of its length while the handler runs, so that a job that
-    /// outlives one lease is not claimed again; returns only when the lease is lost.
-    async fn keep_lease(&self, lease: Lease) {
+    /// Extends the leases every third of their length while the handler runs, so that a job
+    /// that outlives one lease is not claimed again; returns only when a lease is lost.
+    async fn keep_leases(&self, leases: &[Lease]) {
         let period = Duration::from_millis(u64::try_from(self.settings.lease_ms / 3).unwrap_or(1_000).max(10));
         loop {
             tokio::time::sleep(period).await;
             let now = self.clock.now();
             let extended = async {
                 let mut tx = self.store.write().await?;
-                let held = tx.jobs().extend_lease(lease, now.plus_millis(self.settings.lease_ms), now).await?;
+                let mut lost = None;
+                for lease in leases {
+                    if !tx.jobs().extend_lease(*lease, now.plus_millis(self.settings.lease_ms), now).await? {
+                        lost = Some(lease.job_id);
+                        break;
+                    }
+                }
                 tx.commit().await?;
-                Ok::<bool, tokenops_store::StoreError>(held)
+                Ok::<Option<Uuid>, tokenops_store::StoreError>(lost)
             }
             .await;
             match extended {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!(job_id = %lease.job_id, "lost the lease of a running job; stopping it");
+                Ok(None) => {}
+                Ok(Some(job_id)) => {
+                    tracing::warn!(%job_id, "lost the lease of a running job; stopping it");
                     return;
                 }
-                // The lease still runs until it expires; the next beat tries again.
-                Err(e) => tracing::warn!(job_id = %lease.job_id, error = %e, "could not extend a job's lease"),
+                // The leases still run until they expire; the next beat tries again.
+                Err(e) => tracing::warn!(error = %e, "could not extend running jobs' leases"),
             }
         }
     }

@@ -549,14 +549,35 @@ impl Inner {
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {
+        Ok(self.receipts(&[hash]).await?.pop().unwrap_or(ReceiptStatus::Unknown))
+    }
+
+    /// Receipts in the order of `hashes`, the included ones read in one store transaction.
+    async fn receipts(&self, hashes: &[TxHash]) -> Result<Vec<ReceiptStatus>, LedgerError> {
         self.check_running()?;
-        if lock(&self.mempool).contains(&hash) {
-            return Ok(ReceiptStatus::Pending);
+        let pending: Vec<bool> = {
+            let mempool = lock(&self.mempool);
+            hashes.iter().map(|hash| mempool.contains(hash)).collect()
+        };
+        let mut receipts = Vec::with_capacity(hashes.len());
+        let mut tx = None;
+        for (hash, pending) in hashes.iter().zip(pending) {
+            if pending {
+                receipts.push(ReceiptStatus::Pending);
+                continue;
+            }
+            let tx = match &mut tx {
+                Some(tx) => tx,
+                None => tx.insert(self.store.read().await.map_err(temporary)?),
+            };
+            let row = tx.ledger().transaction(&text(*hash)).await.map_err(temporary)?;
+            receipts.push(Self::receipt_of(row));
         }
-        let mut tx = self.store.read().await.map_err(temporary)?;
-        let row = tx.ledger().transaction(&text(hash)).await.map_err(temporary)?;
-        drop(tx);
-        Ok(match row {
+        Ok(receipts)
+    }
+
+    fn receipt_of(row: Option<LedgerTransaction>) -> ReceiptStatus {
+        match row {
             None => ReceiptStatus::Unknown,
             Some(row) => ReceiptStatus::Included {
                 block_number: row.block_number,
@@ -569,7 +590,7 @@ impl Inner {
                     }
                 },
             },
-        })
+        }
     }
 
     /// Waits (bounded) until the transaction is included.
@@ -751,8 +772,16 @@ impl Ledger for EmbeddedLedger {
         result
     }
 
+    async fn abandon(&self, transaction: &SignedTransaction) {
+        self.inner.nonces.give_back(transaction.sender, transaction.nonce).await;
+    }
+
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {
         self.inner.receipt(hash).await
+    }
+
+    async fn receipts(&self, hashes: &[TxHash]) -> Result<Vec<ReceiptStatus>, LedgerError> {
+        self.inner.receipts(hashes).await
     }
 
     async fn balances(&self, token: Address, wallet: Address) -> Result<Balances, LedgerError> {

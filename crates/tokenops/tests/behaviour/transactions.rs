@@ -884,6 +884,69 @@ async fn an_operation_that_cannot_be_processed_fails_unprocessable(backend: Back
     assert_eq!(breaks(&app, "").await.body["totalElements"], 0, "UNPROCESSABLE never reached the ledger: no break");
 }
 
+/// The pipeline takes its jobs in batches (one commit for many operations). A batch settles the
+/// common case together and leaves the unusual operation to a run of its own, with the outcome
+/// a run of its own would give.
+async fn a_batch_settles_the_common_case_together_and_the_unusual_alone(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    let past = app.clock.now().minus_millis(1_000).to_iso8601();
+    let mut transfers = Vec::new();
+    for _ in 0..5 {
+        transfers.push(id_of(&submit(&app, transfer("a", "b", "1")).await));
+    }
+    let expired = id_of(&submit(&app, lock("a", Some("b"), "10", Some(json!(past)))).await);
+    let overdraft = id_of(&submit(&app, transfer("b", "a", "500")).await);
+    settle(&app).await;
+
+    for id in &transfers {
+        let confirmed = get_operation(&app, id).await;
+        assert_eq!(confirmed["state"], "CONFIRMED", "{confirmed}");
+        assert_eq!(events_about(&app, "transaction.confirmed", id).await.len(), 1, "one event each");
+    }
+    let unprocessable = get_operation(&app, &expired).await;
+    assert_eq!(
+        (unprocessable["state"].as_str(), unprocessable["failureCode"].as_str()),
+        (Some("FAILED"), Some("UNPROCESSABLE"))
+    );
+    let reverted = get_operation(&app, &overdraft).await;
+    assert_eq!((reverted["state"].as_str(), reverted["failureCode"].as_str()), (Some("FAILED"), Some("CHAIN_FAILED")));
+    assert_eq!(amounts(&app, "a").await, triple("95.00", "95.00", "0.00"));
+    assert_eq!(amounts(&app, "b").await, triple("5.00", "5.00", "0.00"));
+    assert_eq!(app.db.count("jobs", "status = 'dead'").await, 0);
+}
+
+/// Signatures are recorded before they are sent. When recording them fails, nothing is sent and
+/// their nonces are given back: once the store recovers, the same operations settle (a nonce
+/// lost to an unrecorded signature would leave every later transaction of the wallet waiting
+/// behind the gap).
+async fn a_signature_that_could_not_be_recorded_gives_its_nonce_back(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    app.db
+        .fail_updates_of_where("operations", "NEW.signed_transaction IS NOT NULL AND OLD.signed_transaction IS NULL")
+        .await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(id_of(&submit(&app, transfer("a", "b", "2")).await));
+    }
+    app.drain_jobs().await;
+    for id in &ids {
+        let waiting = get_operation(&app, id).await;
+        assert_eq!(waiting["state"], "PENDING_SETTLEMENT", "{waiting}");
+        assert!(waiting.get("txHash").is_none(), "nothing sent: {waiting}");
+    }
+    app.db.heal_inserts_into("operations").await;
+    settle(&app).await;
+    for id in &ids {
+        let confirmed = get_operation(&app, id).await;
+        assert_eq!(confirmed["state"], "CONFIRMED", "{confirmed}");
+    }
+    assert_eq!(amounts(&app, "b").await, triple("6.00", "6.00", "0.00"));
+}
+
 async fn a_custody_refusal_fails_signing_rejected_with_nothing_on_the_ledger(backend: Backend) {
     let signer = TestSigner::start().await;
     let extra = BTreeMap::from([
@@ -1412,6 +1475,8 @@ backends!(
     submitting_needs_transaction_submit_and_mint_and_burn_need_transaction_mint,
     a_confirmed_operation_has_its_hash_and_block_and_never_a_failure_code,
     an_operation_that_cannot_be_processed_fails_unprocessable,
+    a_batch_settles_the_common_case_together_and_the_unusual_alone,
+    a_signature_that_could_not_be_recorded_gives_its_nonce_back,
     a_custody_refusal_fails_signing_rejected_with_nothing_on_the_ledger,
     locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled,
     concurrent_completions_of_one_lock_accept_exactly_one,
