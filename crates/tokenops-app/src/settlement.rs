@@ -78,17 +78,68 @@ struct Sorted {
 
 async fn sort_batch(tx: &mut dyn Tx, jobs: Vec<Job>, state: OperationState) -> Result<Sorted, JobError> {
     let mut sorted = Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new() };
+    let mut targeted = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let Ok((tenant, id)) = target(&job) else {
-            sorted.rest.push(job);
-            continue;
-        };
-        match tx.operations().get(tenant, id).await? {
+        match target(&job) {
+            Ok(target) => targeted.push((job, target)),
+            Err(_) => sorted.rest.push(job),
+        }
+    }
+    let ids: Vec<(TenantId, Uuid)> = targeted.iter().map(|(_, target)| *target).collect();
+    let found = tx.operations().get_many(&ids, false).await?;
+    for ((job, _), operation) in targeted.into_iter().zip(found) {
+        match operation {
             Some(operation) if operation.state == state => sorted.due.push((job, operation)),
             _ => sorted.idle.push(job),
         }
     }
     Ok(sorted)
+}
+
+/// Reads the operations for update in one go (where the store can), for `advance_row`.
+async fn lock_rows(tx: &mut dyn Tx, operations: &[&OperationRecord]) -> Result<Vec<Option<OperationRecord>>, JobError> {
+    let ids: Vec<(TenantId, Uuid)> = operations.iter().map(|o| (o.tenant_id, o.id)).collect();
+    Ok(tx.operations().get_many(&ids, true).await?)
+}
+
+/// The contracts and accounts the operations of one run name, each read once: a batch's
+/// operations mostly name the same few.
+#[derive(Default)]
+struct Lookups {
+    contracts: std::collections::HashMap<(TenantId, String), Option<tokenops_store::ContractRecord>>,
+    accounts: std::collections::HashMap<(TenantId, AccountRef), Option<tokenops_store::AccountRecord>>,
+}
+
+impl Lookups {
+    async fn contract(
+        &mut self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        asset: &str,
+    ) -> Result<Option<tokenops_store::ContractRecord>, JobError> {
+        let key = (tenant, asset.to_owned());
+        if let Some(found) = self.contracts.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = tx.contracts().get(tenant, asset).await?;
+        self.contracts.insert(key, found.clone());
+        Ok(found)
+    }
+
+    async fn account(
+        &mut self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        reference: &AccountRef,
+    ) -> Result<Option<tokenops_store::AccountRecord>, JobError> {
+        let key = (tenant, reference.clone());
+        if let Some(found) = self.accounts.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = tx.accounts().get(tenant, reference).await?;
+        self.accounts.insert(key, found.clone());
+        Ok(found)
+    }
 }
 
 fn internal(e: impl std::fmt::Display) -> JobError {
@@ -135,7 +186,20 @@ impl Pipeline {
         change: impl FnOnce(&mut OperationRecord),
         now: Timestamp,
     ) -> Result<Option<OperationRecord>, JobError> {
-        let Some(mut operation) = tx.operations().get_for_update(tenant, id).await? else {
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        self.advance_row(tx, row, from, change, now).await
+    }
+
+    /// As `advance`, on the operation's row as the caller read it for update.
+    async fn advance_row(
+        &self,
+        tx: &mut dyn Tx,
+        row: Option<OperationRecord>,
+        from: OperationState,
+        change: impl FnOnce(&mut OperationRecord),
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, JobError> {
+        let Some(mut operation) = row else {
             return Ok(None);
         };
         if operation.state != from {
@@ -160,14 +224,15 @@ impl Pipeline {
     ) -> Result<Vec<Option<String>>, JobError> {
         let recorded = async {
             let mut tx = self.store.write().await?;
+            let ids: Vec<(TenantId, Uuid)> = signed.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
+            let rows = tx.operations().get_many(&ids, true).await?;
             let mut kept = Vec::with_capacity(signed.len());
-            for (tenant, id, transaction) in signed {
+            for ((_, _, transaction), row) in signed.iter().zip(rows) {
                 let ours = serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal)?;
                 let moved = self
-                    .advance(
+                    .advance_row(
                         tx.as_mut(),
-                        *tenant,
-                        *id,
+                        row,
                         OperationState::PendingSettlement,
                         |o| {
                             if o.signed_transaction.is_none() {
@@ -217,12 +282,27 @@ impl Pipeline {
         block_number: Option<u64>,
         now: Timestamp,
     ) -> Result<(), JobError> {
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        self.fail_row(tx, row, from, code, reason, block_number, now).await
+    }
+
+    /// As `fail`, on the operation's row as the caller read it for update.
+    #[allow(clippy::too_many_arguments)]
+    async fn fail_row(
+        &self,
+        tx: &mut dyn Tx,
+        row: Option<OperationRecord>,
+        from: OperationState,
+        code: FailureCode,
+        reason: String,
+        block_number: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
         let reason_code = reason_code_of(code, &reason);
         let Some(operation) = self
-            .advance(
+            .advance_row(
                 tx,
-                tenant,
-                id,
+                row,
                 from,
                 |o| {
                     o.state = OperationState::Failed;
@@ -238,6 +318,7 @@ impl Pipeline {
         else {
             return Ok(());
         };
+        let tenant = operation.tenant_id;
         // A RELEASE or CANCEL that failed leaves its lock ACTIVE for another try.
         if let Some(lock_id) = operation.lock_id.filter(|_| operation.tx_type.completes_lock())
             && let Some(mut lock) = tx.locks().get_for_update(tenant, lock_id).await?
@@ -327,20 +408,20 @@ impl Pipeline {
         now: Timestamp,
     ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
         let mut tx = self.store.read().await?;
-        self.ledger_call_in(tx.as_mut(), operation, now).await
+        self.ledger_call_in(tx.as_mut(), &mut Lookups::default(), operation, now).await
     }
 
-    /// As `ledger_call`, reading through `tx`.
+    /// As `ledger_call`, reading through `tx` what `lookups` does not hold yet.
     async fn ledger_call_in(
         &self,
         tx: &mut dyn Tx,
+        lookups: &mut Lookups,
         operation: &OperationRecord,
         now: Timestamp,
     ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
         let tenant = operation.tenant_id;
-        let Some(contract) = tx
-            .contracts()
-            .get(tenant, &operation.asset_id)
+        let Some(contract) = lookups
+            .contract(tx, tenant, &operation.asset_id)
             .await?
             .filter(|c| c.status == tokenops_domain::account::ContractStatus::Active)
         else {
@@ -359,9 +440,9 @@ impl Pipeline {
             }
             parse_address(account.wallet_address.as_deref(), what)
         };
-        let owner = wallet_of(tx.accounts().get(tenant, &operation.account_ref).await?, "the account");
+        let owner = wallet_of(lookups.account(tx, tenant, &operation.account_ref).await?, "the account");
         let counterparty = match &operation.counterparty_ref {
-            Some(reference) => Some(wallet_of(tx.accounts().get(tenant, reference).await?, "the counterparty")),
+            Some(reference) => Some(wallet_of(lookups.account(tx, tenant, reference).await?, "the counterparty")),
             None => None,
         };
         let amount = U256::from(u64::try_from(operation.amount).unwrap_or(0));
@@ -520,31 +601,34 @@ impl JobHandler for Evaluate {
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
         let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, OperationState::Submitted).await?;
+        let mut lookups = Lookups::default();
         let mut approved = Vec::with_capacity(due.len());
         for (job, operation) in due {
-            match p.ledger_call_in(read.as_mut(), &operation, now).await? {
+            match p.ledger_call_in(read.as_mut(), &mut lookups, &operation, now).await? {
                 Ok(_) => approved.push((job, operation)),
                 Err(_) => rest.push(job),
             }
         }
         drop(read);
         let mut tx = p.store.write().await?;
-        for (_, operation) in &approved {
-            let (tenant, id) = (operation.tenant_id, operation.id);
+        let operations: Vec<&OperationRecord> = approved.iter().map(|(_, o)| o).collect();
+        let rows = lock_rows(tx.as_mut(), &operations).await?;
+        let mut next = Vec::with_capacity(rows.len());
+        for row in rows {
             let moved = p
-                .advance(
+                .advance_row(
                     tx.as_mut(),
-                    tenant,
-                    id,
+                    row,
                     OperationState::Submitted,
                     |o| o.state = OperationState::PendingSettlement,
                     now,
                 )
                 .await?;
-            if moved.is_some() {
-                tx.jobs().enqueue(&p.job(kinds::OPERATION_SETTLE, tenant, id, now), now).await?;
+            if let Some(o) = moved {
+                next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
             }
         }
+        tx.jobs().enqueue_all(&next, now).await?;
         let done = idle.iter().chain(approved.iter().map(|(job, _)| job)).map(|job| job.id).collect();
         ctx.finish(tx, done, rest).await
     }
@@ -716,13 +800,14 @@ impl JobHandler for Settle {
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
         let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, from).await?;
+        let mut lookups = Lookups::default();
         let mut calls = Vec::with_capacity(due.len());
         for (job, operation) in due {
             if operation.signed_transaction.is_some() {
                 rest.push(job);
                 continue;
             }
-            match p.ledger_call_in(read.as_mut(), &operation, now).await? {
+            match p.ledger_call_in(read.as_mut(), &mut lookups, &operation, now).await? {
                 Ok((token, call)) => calls.push((job, operation, token, call)),
                 Err(_) => rest.push(job),
             }
@@ -753,13 +838,14 @@ impl JobHandler for Settle {
         // A transaction just sent is in no block yet: the first look waits one poll.
         let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
         let mut tx = p.store.write().await?;
-        for (_, operation, hash) in &sent {
-            let (tenant, id) = (operation.tenant_id, operation.id);
+        let operations: Vec<&OperationRecord> = sent.iter().map(|(_, o, _)| o).collect();
+        let rows = lock_rows(tx.as_mut(), &operations).await?;
+        let mut next = Vec::with_capacity(rows.len());
+        for (row, (_, _, hash)) in rows.into_iter().zip(&sent) {
             let moved = p
-                .advance(
+                .advance_row(
                     tx.as_mut(),
-                    tenant,
-                    id,
+                    row,
                     from,
                     |o| {
                         o.state = OperationState::Settling;
@@ -768,10 +854,11 @@ impl JobHandler for Settle {
                     now,
                 )
                 .await?;
-            if moved.is_some() {
-                tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, first_poll), now).await?;
+            if let Some(o) = moved {
+                next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
             }
         }
+        tx.jobs().enqueue_all(&next, now).await?;
         let done = idle.iter().map(|job| job.id).chain(sent.iter().map(|(job, _, _)| job.id)).collect();
         ctx.finish(tx, done, rest).await
     }
@@ -872,31 +959,45 @@ impl JobHandler for Track {
         let hashes: Vec<_> = tracked.iter().map(|(_, _, hash)| *hash).collect();
         let receipts = p.ledger.receipts(&hashes).await.map_err(|e| JobError::Retry(e.to_string()))?;
         let now = ctx.clock().now();
-        let mut tx = p.store.write().await?;
-        let mut positions = PositionDeltas::default();
+        let mut outcomes = Vec::with_capacity(tracked.len());
         let mut done = idle;
         for ((job, operation, _), receipt) in tracked.into_iter().zip(receipts) {
-            let (tenant, id) = (operation.tenant_id, operation.id);
+            if receipt == ReceiptStatus::Unknown {
+                rest.push(job);
+            } else {
+                outcomes.push((operation, receipt));
+                done.push(job);
+            }
+        }
+        let mut tx = p.store.write().await?;
+        let settled: Vec<&OperationRecord> = outcomes
+            .iter()
+            .filter(|(_, receipt)| matches!(receipt, ReceiptStatus::Included { .. }))
+            .map(|(o, _)| o)
+            .collect();
+        let mut rows = lock_rows(tx.as_mut(), &settled).await?.into_iter();
+        let mut positions = PositionDeltas::default();
+        let mut polls = Vec::new();
+        for (operation, receipt) in outcomes {
             match receipt {
-                ReceiptStatus::Unknown => {
-                    rest.push(job);
-                    continue;
-                }
+                ReceiptStatus::Unknown => {}
                 ReceiptStatus::Pending => {
                     let next = now.plus_millis(p.settings.receipt_poll_ms);
-                    tx.jobs().enqueue(&p.job(kinds::OPERATION_TRACK, tenant, id, next), now).await?;
+                    polls.push(p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, next));
                 }
                 ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
-                    confirm(p, tx.as_mut(), &mut positions, tenant, id, block_number, now).await?;
+                    let row = rows.next().flatten();
+                    confirm_row(p, tx.as_mut(), &mut positions, row, block_number, now).await?;
                 }
                 ReceiptStatus::Included { block_number, outcome: Outcome::Reverted { reason, .. } } => {
+                    let row = rows.next().flatten();
                     let reason = format!("{reason}: the ledger reverted the transaction");
-                    p.fail(tx.as_mut(), tenant, id, from, FailureCode::ChainFailed, reason, Some(block_number), now)
+                    p.fail_row(tx.as_mut(), row, from, FailureCode::ChainFailed, reason, Some(block_number), now)
                         .await?;
                 }
             }
-            done.push(job);
         }
+        tx.jobs().enqueue_all(&polls, now).await?;
         positions.apply(tx.as_mut(), now).await?;
         let done = done.iter().map(|job| job.id).collect();
         ctx.finish(tx, done, rest).await
@@ -945,11 +1046,23 @@ async fn confirm(
     block_number: u64,
     now: Timestamp,
 ) -> Result<(), JobError> {
+    let row = tx.operations().get_for_update(tenant, id).await?;
+    confirm_row(p, tx, positions, row, block_number, now).await
+}
+
+/// As `confirm`, on the operation's row as the caller read it for update.
+async fn confirm_row(
+    p: &Pipeline,
+    tx: &mut dyn Tx,
+    positions: &mut PositionDeltas,
+    row: Option<OperationRecord>,
+    block_number: u64,
+    now: Timestamp,
+) -> Result<(), JobError> {
     let Some(operation) = p
-        .advance(
+        .advance_row(
             tx,
-            tenant,
-            id,
+            row,
             OperationState::Settling,
             |o| {
                 o.state = OperationState::Confirmed;
@@ -961,6 +1074,7 @@ async fn confirm(
     else {
         return Ok(());
     };
+    let tenant = operation.tenant_id;
     let amount = operation.amount;
     let owner = &operation.account_ref;
     match operation.tx_type {

@@ -68,6 +68,42 @@ impl JobStore for PostgresTx {
         Ok(Some(id))
     }
 
+    async fn enqueue_all(&mut self, jobs: &[NewJob], now: Timestamp) -> StoreResult<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        if jobs.iter().any(|job| job.dedupe_key.is_some()) {
+            for job in jobs {
+                self.enqueue(job, now).await?;
+            }
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = jobs.iter().map(|_| new_id()).collect();
+        let kinds: Vec<&str> = jobs.iter().map(|job| job.kind.as_str()).collect();
+        let tenants: Vec<Option<Uuid>> = jobs.iter().map(|job| job.tenant_id.map(|t| t.as_uuid())).collect();
+        let payloads: Vec<&serde_json::Value> = jobs.iter().map(|job| &job.payload).collect();
+        let attempts: Vec<i64> = jobs.iter().map(|job| i64::from(job.max_attempts)).collect();
+        let run_at: Vec<i64> = jobs.iter().map(|job| job.run_at.as_micros()).collect();
+        sqlx::query(
+            "INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at)
+             SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, $7, $7
+             FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::bigint[], $6::bigint[])
+                  AS j(id, kind, tenant_id, payload, max_attempts, run_at)",
+        )
+        .bind(&ids)
+        .bind(&kinds)
+        .bind(&tenants)
+        .bind(&payloads)
+        .bind(&attempts)
+        .bind(&run_at)
+        .bind(now.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        self.enqueued = true;
+        Ok(())
+    }
+
     async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>> {
         // The outer WHERE re-checks that each locked row is still claimable: the row lock is what
         // makes the claim exclusive, and a row another session finished between our snapshot and
@@ -124,6 +160,23 @@ impl JobStore for PostgresTx {
         .await
         .map_err(codec::backend)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn complete_all(&mut self, leases: &[Lease], now: Timestamp) -> StoreResult<usize> {
+        let ids: Vec<Uuid> = leases.iter().map(|lease| lease.job_id).collect();
+        let tokens: Vec<Uuid> = leases.iter().map(|lease| lease.token).collect();
+        let done = sqlx::query(
+            "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
+             FROM UNNEST($2::uuid[], $3::uuid[]) AS l(id, token)
+             WHERE jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token",
+        )
+        .bind(now.as_micros())
+        .bind(&ids)
+        .bind(&tokens)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
     }
 
     async fn retry(&mut self, lease: Lease, run_at: Timestamp, error: &str, now: Timestamp) -> StoreResult<bool> {

@@ -264,6 +264,29 @@ impl OperationStore for PostgresTx {
         self.fetch_operation(tenant, id, "").await
     }
 
+    async fn get_many(
+        &mut self,
+        ids: &[(TenantId, Uuid)],
+        for_update: bool,
+    ) -> StoreResult<Vec<Option<OperationRecord>>> {
+        // Locked in id order, as every batch locks them, so two batches never wait on each other
+        // in opposite orders.
+        let lock = if for_update { "ORDER BY id FOR UPDATE" } else { "" };
+        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = ANY($1) {lock}");
+        let wanted: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&wanted)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let operation = decode_operation(row)?;
+            found.insert((operation.tenant_id, operation.id), operation);
+        }
+        Ok(ids.iter().map(|key| found.remove(key)).collect())
+    }
+
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>> {
         let sql = format!(
             "SELECT {OPERATION_COLUMNS} FROM operations

@@ -243,6 +243,14 @@ pub struct QueueStats {
 pub trait JobStore: Send {
     /// Enqueues inside the caller's transaction; `None` when the dedupe key was already held.
     async fn enqueue(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<Option<Uuid>>;
+    /// `enqueue` for several jobs without dedupe keys (a backend may insert them in one
+    /// statement).
+    async fn enqueue_all(&mut self, jobs: &[NewJob], now: Timestamp) -> StoreResult<()> {
+        for job in jobs {
+            self.enqueue(job, now).await?;
+        }
+        Ok(())
+    }
     /// Claims up to `limit` due jobs (queued and due, or running with an expired lease), giving
     /// each a fresh lease token until `lease_until` and counting the attempt.
     async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>>;
@@ -251,6 +259,15 @@ pub trait JobStore: Send {
     async fn extend_lease(&mut self, lease: Lease, lease_until: Timestamp, now: Timestamp) -> StoreResult<bool>;
     /// Marks the job done; false when the lease is no longer this worker's (fencing).
     async fn complete(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool>;
+    /// `complete` for several leases (a backend may do it in one statement); how many it
+    /// completed.
+    async fn complete_all(&mut self, leases: &[Lease], now: Timestamp) -> StoreResult<usize> {
+        let mut completed = 0;
+        for lease in leases {
+            completed += usize::from(self.complete(*lease, now).await?);
+        }
+        Ok(completed)
+    }
     /// Puts the job back to run at `run_at`, recording the error; false when fenced out.
     async fn retry(&mut self, lease: Lease, run_at: Timestamp, error: &str, now: Timestamp) -> StoreResult<bool>;
     /// Marks the job dead after its last attempt; false when fenced out.

@@ -65,6 +65,23 @@ pub trait OperationStore: Send {
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>>;
     /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>>;
+    /// `get` for several operations (of any organisations), in the order asked; a backend may
+    /// read them in one statement. `for_update` holds the rows as `get_for_update` does.
+    async fn get_many(
+        &mut self,
+        ids: &[(TenantId, Uuid)],
+        for_update: bool,
+    ) -> StoreResult<Vec<Option<OperationRecord>>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for (tenant, id) in ids {
+            found.push(if for_update {
+                self.get_for_update(*tenant, *id).await?
+            } else {
+                self.get(*tenant, *id).await?
+            });
+        }
+        Ok(found)
+    }
     /// Replaces the mutable fields (state, tx_hash, block_number, failure_code, reason_code,
     /// signed_transaction, updated_at) of the operation with `operation.id`.
     async fn update(&mut self, operation: &OperationRecord) -> StoreResult<()>;

@@ -266,6 +266,7 @@ backends!(
     every_type_state_and_failure_code_is_stored,
     a_duplicate_operation_id_is_a_conflict,
     operations_are_invisible_to_other_tenants,
+    get_many_reads_several_operations_in_the_order_asked,
     an_operation_update_replaces_exactly_the_mutable_fields,
     operations_are_listed_newest_first_with_filters_and_totals,
     every_filter_combination_lists_and_walks_alike,
@@ -398,6 +399,28 @@ async fn a_duplicate_operation_id_is_a_conflict(backend: Backend) {
     assert_eq!(get_operation(&*fx.store, a, first.id).await, Some(first));
     assert_eq!(get_operation(&*fx.store, a, second.id).await, Some(second));
     assert_eq!(fx.db.count("operations", "").await, 2);
+}
+
+/// `get_many` answers in the order asked, `None` for an unknown id or one of another
+/// organisation, and (for update) holds the rows as `get_for_update` does.
+async fn get_many_reads_several_operations_in_the_order_asked(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let (mine, other) = (tenant(), tenant());
+    let first = operation(mine, "acc-1", at(1));
+    let second = operation(mine, "acc-2", at(2));
+    let foreign = operation(other, "acc-3", at(3));
+    insert_operations(fx.store.as_ref(), &[first.clone(), second.clone(), foreign.clone()]).await;
+    let asked = [(mine, second.id), (mine, new_id()), (mine, foreign.id), (mine, first.id)];
+    for for_update in [false, true] {
+        let mut tx = fx.store.write().await.expect("begin");
+        let found = tx.operations().get_many(&asked, for_update).await.expect("get many");
+        tx.commit().await.expect("commit");
+        let ids: Vec<Option<Uuid>> = found.iter().map(|o| o.as_ref().map(|o| o.id)).collect();
+        assert_eq!(ids, vec![Some(second.id), None, None, Some(first.id)], "for update: {for_update}");
+        assert_eq!(found[0].as_ref(), Some(&second), "every field");
+    }
+    let mut tx = fx.store.read().await.expect("begin read");
+    assert!(tx.operations().get_many(&[], false).await.expect("none asked").is_empty());
 }
 
 async fn operations_are_invisible_to_other_tenants(backend: Backend) {

@@ -224,7 +224,47 @@ backends!(
     retry_release_and_bury_follow_the_lease,
     a_dedupe_key_admits_one_live_job,
     wait_for_jobs_wakes_promptly_after_an_enqueue_commits,
+    jobs_are_enqueued_and_completed_several_at_a_time,
 );
+
+/// `enqueue_all` queues every job as `enqueue` would; `complete_all` completes the leases still
+/// held and counts them, fencing out a stale one.
+async fn jobs_are_enqueued_and_completed_several_at_a_time(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let mut tx = fx.store.write().await.expect("begin");
+    let mut batch: Vec<NewJob> = (0..5).map(|i| job(&format!("batch.{i}"), T0)).collect();
+    batch[4].tenant_id = Some(TenantId(new_id()));
+    tx.jobs().enqueue_all(&batch, T0).await.expect("enqueue all");
+    tx.jobs().enqueue_all(&[], T0).await.expect("enqueue none");
+    tx.commit().await.expect("commit");
+    let claimed = claim(fx.store.as_ref(), T0, T0.plus_millis(1_000), 10).await;
+    let mut kinds: Vec<&str> = claimed.iter().map(|j| j.kind.as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["batch.0", "batch.1", "batch.2", "batch.3", "batch.4"]);
+    let with_tenant = claimed.iter().find(|j| j.kind == "batch.4").expect("batch.4");
+    assert_eq!(with_tenant.tenant_id, batch[4].tenant_id);
+    assert_eq!(with_tenant.payload, batch[4].payload);
+    assert_eq!(with_tenant.max_attempts, 5);
+
+    // One lease goes stale: its job is given back and claimed again, with a new lease.
+    let later = T0.plus_millis(500);
+    let mut leases: Vec<Lease> = claimed.iter().map(lease_of).collect();
+    let stale = leases[0];
+    let mut tx = fx.store.write().await.expect("begin");
+    assert!(tx.jobs().release(stale, T0).await.expect("release"));
+    tx.commit().await.expect("commit");
+    let again = claim(fx.store.as_ref(), later, later.plus_millis(1_000), 1).await;
+    assert_eq!(again.len(), 1);
+    let mut tx = fx.store.write().await.expect("begin");
+    assert_eq!(tx.jobs().complete_all(&leases, later).await.expect("complete all"), 4, "the stale lease is fenced out");
+    tx.commit().await.expect("commit");
+    for lease in &leases[1..] {
+        assert_eq!(get_job(fx.store.as_ref(), lease.job_id).await.status, tokenops_store::JobStatus::Done);
+    }
+    leases.truncate(0);
+    let mut tx = fx.store.write().await.expect("begin");
+    assert_eq!(tx.jobs().complete_all(&leases, later).await.expect("complete none"), 0);
+}
 
 async fn concurrent_claimers_take_every_job_exactly_once(backend: Backend) {
     let fx = Fixture::new(backend).await;

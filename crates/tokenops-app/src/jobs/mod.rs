@@ -130,6 +130,7 @@ impl BatchContext {
         rest: Vec<Job>,
     ) -> Result<BatchFinished, JobError> {
         let now = self.clock.now();
+        let mut leases = Vec::with_capacity(done.len());
         for job_id in done {
             let lease = self
                 .leases
@@ -137,9 +138,10 @@ impl BatchContext {
                 .find(|l| l.job_id == job_id)
                 .copied()
                 .ok_or_else(|| JobError::Permanent(format!("job {job_id} is not in this batch")))?;
-            if !tx.jobs().complete(lease, now).await? {
-                return Err(JobError::Fenced);
-            }
+            leases.push(lease);
+        }
+        if tx.jobs().complete_all(&leases, now).await? != leases.len() {
+            return Err(JobError::Fenced);
         }
         tx.commit().await?;
         Ok(BatchFinished { rest })
