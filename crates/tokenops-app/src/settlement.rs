@@ -79,10 +79,12 @@ struct Sorted {
 async fn sort_batch(tx: &mut dyn Tx, jobs: Vec<Job>, state: OperationState) -> Result<Sorted, JobError> {
     let mut sorted = Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new() };
     let mut targeted = Vec::with_capacity(jobs.len());
+    let mut seen = std::collections::HashSet::with_capacity(jobs.len());
     for job in jobs {
         match target(&job) {
-            Ok(target) => targeted.push((job, target)),
-            Err(_) => sorted.rest.push(job),
+            // A second job for one operation (a stale claim beside a fresh one) runs alone.
+            Ok(target) if seen.insert(target) => targeted.push((job, target)),
+            _ => sorted.rest.push(job),
         }
     }
     let ids: Vec<(TenantId, Uuid)> = targeted.iter().map(|(_, target)| *target).collect();
@@ -100,6 +102,35 @@ async fn sort_batch(tx: &mut dyn Tx, jobs: Vec<Job>, state: OperationState) -> R
 async fn lock_rows(tx: &mut dyn Tx, operations: &[&OperationRecord]) -> Result<Vec<Option<OperationRecord>>, JobError> {
     let ids: Vec<(TenantId, Uuid)> = operations.iter().map(|o| (o.tenant_id, o.id)).collect();
     Ok(tx.operations().get_many(&ids, true).await?)
+}
+
+/// Signatures made but not yet handed to `record_signatures`: dropped armed (the run was
+/// stopped), it gives their nonces back.
+struct Unrecorded {
+    ledger: Arc<dyn Ledger>,
+    signed: Vec<SignedTransaction>,
+}
+
+impl Unrecorded {
+    fn disarm(&mut self) {
+        self.signed.clear();
+    }
+}
+
+impl Drop for Unrecorded {
+    fn drop(&mut self) {
+        if self.signed.is_empty() {
+            return;
+        }
+        let (ledger, signed) = (self.ledger.clone(), std::mem::take(&mut self.signed));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for transaction in signed.iter().rev() {
+                    ledger.abandon(transaction).await;
+                }
+            });
+        }
+    }
 }
 
 /// The contracts and accounts the operations of one run name, each read once: a batch's
@@ -214,21 +245,25 @@ impl Pipeline {
 
     /// Records each signed transaction on its PENDING_SETTLEMENT operation (one commit for all),
     /// unless one is recorded already: from then on only the recorded bytes are ever sent.
-    /// Returns, per operation, the recorded signature (`None`: it left PENDING_SETTLEMENT).
-    /// A signature not recorded (another is, or the operation moved on) has its nonce given
-    /// back; so does every one when the commit fails (the error).
+    /// A signature that was not recorded (another is, or the operation moved on) has its nonce
+    /// given back. When the commit fails, the store is read again and the nonces of the
+    /// signatures it does not hold are given back (a failed sync may follow a commit that
+    /// landed: those signatures are recorded and keep their nonces).
     async fn record_signatures(
         &self,
         signed: &[(TenantId, Uuid, &SignedTransaction)],
         now: Timestamp,
-    ) -> Result<Vec<Option<String>>, JobError> {
+    ) -> Result<Vec<Recorded>, JobError> {
+        let ours: Vec<String> = signed
+            .iter()
+            .map(|(_, _, transaction)| serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal))
+            .collect::<Result<_, _>>()?;
         let recorded = async {
             let mut tx = self.store.write().await?;
             let ids: Vec<(TenantId, Uuid)> = signed.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
             let rows = tx.operations().get_many(&ids, true).await?;
-            let mut kept = Vec::with_capacity(signed.len());
-            for ((_, _, transaction), row) in signed.iter().zip(rows) {
-                let ours = serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal)?;
+            let mut outcomes = Vec::with_capacity(signed.len());
+            for (ours, row) in ours.iter().zip(rows) {
                 let moved = self
                     .advance_row(
                         tx.as_mut(),
@@ -242,30 +277,49 @@ impl Pipeline {
                         now,
                     )
                     .await?;
-                kept.push(moved.and_then(|o| o.signed_transaction));
+                outcomes.push(match moved.and_then(|o| o.signed_transaction) {
+                    Some(kept) if kept == *ours => Recorded::Ours,
+                    Some(kept) => Recorded::Other(kept),
+                    None => Recorded::Gone,
+                });
             }
             tx.commit().await?;
-            Ok::<_, JobError>(kept)
+            Ok::<_, JobError>(outcomes)
         }
         .await;
-        match recorded {
-            Ok(kept) => {
-                for ((_, _, transaction), kept) in signed.iter().zip(&kept).rev() {
-                    let ours = serde_json::to_string(&StoredSignature::of(transaction)).ok();
-                    if kept.is_none() || *kept != ours {
-                        self.ledger.abandon(transaction).await;
-                    }
+        let unrecorded: Vec<bool> = match &recorded {
+            Ok(outcomes) => outcomes.iter().map(|o| !matches!(o, Recorded::Ours)).collect(),
+            Err(_) => match self.holds_signatures(signed, &ours).await {
+                Ok(held) => held.into_iter().map(|held| !held).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not tell which signatures were recorded; their nonces are kept");
+                    vec![false; signed.len()]
                 }
-                Ok(kept)
-            }
-            Err(e) => {
-                // Latest first, so that each nonce steps its sender's slot back.
-                for (_, _, transaction) in signed.iter().rev() {
-                    self.ledger.abandon(transaction).await;
-                }
-                Err(e)
+            },
+        };
+        // Latest first, so that each nonce steps its sender's slot back.
+        for ((_, _, transaction), unrecorded) in signed.iter().zip(unrecorded).rev() {
+            if unrecorded {
+                self.ledger.abandon(transaction).await;
             }
         }
+        recorded
+    }
+
+    /// Whether the store holds each of `ours` as its operation's signature.
+    async fn holds_signatures(
+        &self,
+        signed: &[(TenantId, Uuid, &SignedTransaction)],
+        ours: &[String],
+    ) -> Result<Vec<bool>, JobError> {
+        let mut read = self.store.read().await?;
+        let ids: Vec<(TenantId, Uuid)> = signed.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
+        let rows = read.operations().get_many(&ids, false).await?;
+        Ok(rows
+            .iter()
+            .zip(ours)
+            .map(|(row, ours)| row.as_ref().and_then(|o| o.signed_transaction.as_ref()) == Some(ours))
+            .collect())
     }
 
     /// Ends the operation FAILED with `code` and `reason`: its event, its lock bookkeeping, a
@@ -645,6 +699,16 @@ fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {
         .into_signed()
 }
 
+/// What recording a signature found.
+enum Recorded {
+    /// Ours is the operation's signature now: send it.
+    Ours,
+    /// Another was recorded first (its text): only that one may be sent.
+    Other(String),
+    /// The operation left PENDING_SETTLEMENT.
+    Gone,
+}
+
 /// The signed transaction as the operation keeps it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredSignature {
@@ -717,10 +781,11 @@ impl JobHandler for Settle {
                 match p.ledger.sign(token, &call, p.custody.as_ref()).await {
                     Ok(signed) => {
                         // Recorded before it is sent: from here on only these bytes are sent.
-                        let kept = p.record_signatures(&[(tenant, id, &signed)], ctx.clock().now()).await?;
-                        match kept.into_iter().next().flatten() {
-                            Some(text) => decode_signed(&text)?,
-                            None => return ctx.finish(p.store.write().await?).await,
+                        let recorded = p.record_signatures(&[(tenant, id, &signed)], ctx.clock().now()).await?;
+                        match recorded.into_iter().next() {
+                            Some(Recorded::Ours) => signed,
+                            Some(Recorded::Other(text)) => decode_signed(&text)?,
+                            Some(Recorded::Gone) | None => return ctx.finish(p.store.write().await?).await,
                         }
                     }
                     Err(LedgerError::Signing(CustodyError::Refused { reason, .. })) => {
@@ -814,18 +879,26 @@ impl JobHandler for Settle {
         }
         drop(read);
         let mut signed = Vec::with_capacity(calls.len());
+        // Should the batch be stopped (its lease lost) before the signatures are recorded, their
+        // nonces are given back rather than left as gaps.
+        let mut unsent = Unrecorded { ledger: p.ledger.clone(), signed: Vec::new() };
         for (job, operation, token, call) in calls {
             match p.ledger.sign(token, &call, p.custody.as_ref()).await {
-                Ok(transaction) => signed.push((job, operation, transaction)),
+                Ok(transaction) => {
+                    unsent.signed.push(transaction.clone());
+                    signed.push((job, operation, transaction));
+                }
                 Err(_) => rest.push(job),
             }
         }
         let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
             signed.iter().map(|(_, o, t)| (o.tenant_id, o.id, t)).collect();
-        let kept = p.record_signatures(&records, ctx.clock().now()).await?;
+        let recorded = p.record_signatures(&records, ctx.clock().now()).await;
+        unsent.disarm();
         let mut sent = Vec::with_capacity(signed.len());
-        for ((job, operation, transaction), kept) in signed.into_iter().zip(kept) {
-            if kept.is_none() {
+        for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded?) {
+            // Only our own recorded bytes go out from here; `run` sends another's.
+            if !matches!(recorded, Recorded::Ours) {
                 rest.push(job);
                 continue;
             }

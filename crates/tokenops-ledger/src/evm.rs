@@ -227,7 +227,7 @@ impl EvmLedger {
         let gas_limit = self.gas_limit(sender, to, &input, fallback_gas).await?;
         let fees = self.fees().await?;
         let mut slot = self.nonces.lock(sender).await;
-        let nonce = match *slot {
+        let nonce = match slot.next() {
             Some(nonce) => nonce,
             None => self
                 .provider
@@ -238,7 +238,7 @@ impl EvmLedger {
         };
         let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to, input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
-        *slot = Some(nonce + 1);
+        slot.take(nonce);
         Ok(signed)
     }
 

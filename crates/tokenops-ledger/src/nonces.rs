@@ -10,22 +10,49 @@
 //! included (a resend answers "nonce already used"); if it did arrive, the count includes it.
 //! What is never done is signing the *same operation* again with a new nonce while its first
 //! transaction may still land; that is the pipeline's rule (send the same bytes again).
+//!
+//! A signature that will never be sent (it was not recorded) gives its nonce back
+//! ([`Nonces::give_back`]), and the wallet's next signature takes it; otherwise the gap would
+//! hold every later transaction of the wallet back for good. Giving back never empties the
+//! slot: later nonces may be out, their transactions recorded, and none may go out twice.
 
 use alloy::primitives::Address;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::OwnedMutexGuard;
 
 #[derive(Debug, Default)]
 pub struct Nonces {
-    slots: Mutex<HashMap<Address, Arc<tokio::sync::Mutex<Option<u64>>>>>,
+    slots: Mutex<HashMap<Address, Arc<tokio::sync::Mutex<Slot>>>>,
 }
 
-/// A wallet's locked slot: `None` until read from the ledger.
-pub type NonceSlot = OwnedMutexGuard<Option<u64>>;
+/// A wallet's nonces: the next one never handed out (`None` until read from the ledger), and
+/// those handed out but given back, which go out again first.
+#[derive(Debug, Default)]
+pub struct Slot {
+    next: Option<u64>,
+    returned: BTreeSet<u64>,
+}
+
+impl Slot {
+    /// The nonce the next signature takes, if known: a given-back one first.
+    pub fn next(&self) -> Option<u64> {
+        self.returned.first().copied().or(self.next)
+    }
+
+    /// Marks `nonce` (from `next`, or read from the ledger) as handed out.
+    pub fn take(&mut self, nonce: u64) {
+        if !self.returned.remove(&nonce) {
+            self.next = Some(nonce + 1);
+        }
+    }
+}
+
+/// A wallet's locked slot.
+pub type NonceSlot = OwnedMutexGuard<Slot>;
 
 impl Nonces {
-    fn slot(&self, wallet: Address) -> Arc<tokio::sync::Mutex<Option<u64>>> {
+    fn slot(&self, wallet: Address) -> Arc<tokio::sync::Mutex<Slot>> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner).entry(wallet).or_default().clone()
     }
 
@@ -36,18 +63,29 @@ impl Nonces {
 
     /// Empties the wallet's slot, so that its next nonce is read from the ledger again.
     pub async fn forget(&self, wallet: Address) {
-        *self.lock(wallet).await = None;
+        *self.lock(wallet).await = Slot::default();
     }
 
-    /// Takes back `nonce`, handed out for a transaction that will never be sent. When it was
-    /// the last one handed out, the slot simply steps back to it; otherwise later nonces are
-    /// out already and the slot is emptied, to be read from the ledger again.
+    /// Takes back `nonce`, handed out for a transaction that will never be sent, to hand it
+    /// out again before any new one. Later nonces may be out already, their transactions
+    /// recorded: the slot is never emptied here, so none of them is handed out twice.
     pub async fn give_back(&self, wallet: Address, nonce: u64) {
         let mut slot = self.lock(wallet).await;
-        *slot = match *slot {
-            Some(next) if next == nonce + 1 => Some(nonce),
-            _ => None,
-        };
+        match slot.next {
+            Some(next) if next == nonce + 1 => {
+                // The last one out: step back, over any given back just below it.
+                let mut next = nonce;
+                while next > 0 && slot.returned.remove(&(next - 1)) {
+                    next -= 1;
+                }
+                slot.next = Some(next);
+            }
+            Some(next) if nonce < next => {
+                slot.returned.insert(nonce);
+            }
+            // Not handed out by this slot (it was read anew since): nothing to take back.
+            _ => {}
+        }
     }
 }
 
@@ -61,24 +99,36 @@ mod tests {
         let wallet = Address::repeat_byte(1);
         {
             let mut slot = nonces.lock(wallet).await;
-            assert_eq!(*slot, None);
-            *slot = Some(5);
+            assert_eq!(slot.next(), None);
+            slot.take(4);
+            assert_eq!(slot.next(), Some(5));
             assert!(nonces.slot(wallet).try_lock().is_err(), "held while signing");
         }
-        assert_eq!(*nonces.lock(wallet).await, Some(5));
+        assert_eq!(nonces.lock(wallet).await.next(), Some(5));
         nonces.forget(wallet).await;
-        assert_eq!(*nonces.lock(wallet).await, None);
+        assert_eq!(nonces.lock(wallet).await.next(), None);
     }
 
     #[tokio::test]
-    async fn a_nonce_given_back_is_handed_out_again_or_the_slot_is_read_anew() {
+    async fn nonces_given_back_go_out_again_first_and_none_twice() {
         let nonces = Nonces::default();
         let wallet = Address::repeat_byte(2);
-        *nonces.lock(wallet).await = Some(8);
-        nonces.give_back(wallet, 7).await;
+        for nonce in 5..=9 {
+            nonces.lock(wallet).await.take(nonce);
+        }
+        // 9 was the last out: the slot steps back. 6 has later ones out: it waits to go again.
+        nonces.give_back(wallet, 9).await;
         nonces.give_back(wallet, 6).await;
-        assert_eq!(*nonces.lock(wallet).await, Some(6), "the last ones handed out step back");
-        nonces.give_back(wallet, 3).await;
-        assert_eq!(*nonces.lock(wallet).await, None, "a nonce with later ones out empties the slot");
+        let mut slot = nonces.lock(wallet).await;
+        assert_eq!(slot.next(), Some(6), "a given-back nonce first");
+        slot.take(6);
+        assert_eq!(slot.next(), Some(9), "then the next never used");
+        drop(slot);
+        // Giving back a run from the top steps back over all of it.
+        nonces.give_back(wallet, 7).await;
+        nonces.give_back(wallet, 8).await;
+        assert_eq!(nonces.lock(wallet).await.next(), Some(7));
+        nonces.give_back(wallet, 42).await;
+        assert_eq!(nonces.lock(wallet).await.next(), Some(7), "a nonce never handed out changes nothing");
     }
 }

@@ -179,9 +179,9 @@ pub trait Ledger: Send + Sync {
     /// has included answers their hash again.
     async fn send(&self, transaction: &SignedTransaction) -> Result<TxHash, LedgerError>;
 
-    /// Gives back the nonce of a signed transaction that will never be sent (recording it
-    /// failed): the sender's next nonce is read from the ledger again, so the gap it would leave
-    /// is filled by the next signature instead of holding every later one back.
+    /// Gives back the nonce of a signed transaction that will never be sent (it was not
+    /// recorded): the sender's next signature takes it, so the gap it would leave is filled
+    /// instead of holding every later transaction of the wallet back.
     async fn abandon(&self, transaction: &SignedTransaction);
 
     /// `sign` then `send`.

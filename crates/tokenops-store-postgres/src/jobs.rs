@@ -166,9 +166,15 @@ impl JobStore for PostgresTx {
         let ids: Vec<Uuid> = leases.iter().map(|lease| lease.job_id).collect();
         let tokens: Vec<Uuid> = leases.iter().map(|lease| lease.token).collect();
         let done = sqlx::query(
-            "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
-             FROM UNNEST($2::uuid[], $3::uuid[]) AS l(id, token)
-             WHERE jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token",
+            // Rows locked in id order, as the runner's heartbeat extends them.
+            "WITH held AS (
+                 SELECT jobs.id FROM jobs JOIN UNNEST($2::uuid[], $3::uuid[]) AS l(id, token)
+                     ON jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token
+                 ORDER BY jobs.id
+                 FOR UPDATE OF jobs
+             )
+             UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
+             FROM held WHERE jobs.id = held.id",
         )
         .bind(now.as_micros())
         .bind(&ids)

@@ -140,6 +140,7 @@ impl BatchContext {
                 .ok_or_else(|| JobError::Permanent(format!("job {job_id} is not in this batch")))?;
             leases.push(lease);
         }
+        leases.sort_by_key(|lease| lease.job_id);
         if tx.jobs().complete_all(&leases, now).await? != leases.len() {
             return Err(JobError::Fenced);
         }
@@ -167,10 +168,11 @@ pub trait JobHandler: Send + Sync + 'static {
     }
 
     /// Runs several jobs of this kind together: the common case in one transaction for all,
-    /// anything unusual left to `run`, one job at a time. An error means the batch changed
-    /// nothing in the store: each of its jobs then runs alone, so a batch is only ever a faster
-    /// way to the outcome `run` would reach. Side effects outside the store must therefore be
-    /// as safe to repeat as they are for `run`.
+    /// anything unusual left to `run`, one job at a time. On an error each of the batch's jobs
+    /// runs alone, so whatever the batch committed before failing must be a step `run` takes
+    /// up from (settlement's recorded signatures are: `run` sends the recorded bytes), and a
+    /// batch is only ever a faster way to the outcome `run` would reach. Side effects outside
+    /// the store must be as safe to repeat as they are for `run`.
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         Ok(ctx.one_at_a_time(jobs))
     }

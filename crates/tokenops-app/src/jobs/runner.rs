@@ -307,6 +307,13 @@ impl JobRunner {
     }
 
     async fn run_all_alone(&self, jobs: Vec<Job>) -> Vec<Outcome> {
+        // Known as running while they wait their turn, so that a shutdown gives their leases
+        // back (each `run_one` forgets its own when it ends).
+        if let Ok(mut running) = self.running.lock() {
+            running.extend(
+                jobs.iter().filter_map(|job| job.lease_token.map(|token| (job.id, Lease { job_id: job.id, token }))),
+            );
+        }
         let mut outcomes = Vec::with_capacity(jobs.len());
         for job in jobs {
             outcomes.push(self.run_one(job).await);
@@ -369,6 +376,10 @@ impl JobRunner {
     /// Extends the leases every third of their length while the handler runs, so that a job
     /// that outlives one lease is not claimed again; returns only when a lease is lost.
     async fn keep_leases(&self, leases: &[Lease]) {
+        // In job id order, the order `complete_all` locks them in: two transactions never wait
+        // for each other's rows in opposite orders.
+        let mut leases = leases.to_vec();
+        leases.sort_by_key(|lease| lease.job_id);
         let period = Duration::from_millis(u64::try_from(self.settings.lease_ms / 3).unwrap_or(1_000).max(10));
         loop {
             tokio::time::sleep(period).await;
@@ -376,7 +387,7 @@ impl JobRunner {
             let extended = async {
                 let mut tx = self.store.write().await?;
                 let mut lost = None;
-                for lease in leases {
+                for lease in &leases {
                     if !tx.jobs().extend_lease(*lease, now.plus_millis(self.settings.lease_ms), now).await? {
                         lost = Some(lease.job_id);
                         break;

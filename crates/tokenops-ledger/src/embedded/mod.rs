@@ -349,7 +349,7 @@ impl Inner {
     ) -> Result<SignedTransaction, LedgerError> {
         self.check_running()?;
         let mut slot = self.nonces.lock(sender).await;
-        let nonce = match *slot {
+        let nonce = match slot.next() {
             Some(nonce) => nonce,
             None => self.pending_nonce(sender).await?,
         };
@@ -362,7 +362,7 @@ impl Inner {
             fees: Fees::Eip1559 { max_fee_per_gas: 0, max_priority_fee_per_gas: 0 },
         };
         let signed = transaction::sign(unsigned, sender, custody).await?;
-        *slot = Some(nonce + 1);
+        slot.take(nonce);
         Ok(signed)
     }
 
