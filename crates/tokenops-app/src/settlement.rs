@@ -15,6 +15,10 @@
 //!
 //! States only move forward (`OperationState::may_become`); a job that finds its operation
 //! elsewhere than it expects does nothing.
+//!
+//! Each step also runs in batches (`run_batch`): the common case of up to `BATCH_LIMIT`
+//! operations with one read, one ledger round and one commit (two for signing: the signatures
+//! are committed before anything is sent); anything unusual is left to `run`.
 
 use async_trait::async_trait;
 use std::str::FromStr;

@@ -37,11 +37,19 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
         // Checkpoints run on a connection of their own (`checkpoint`), never inside the writer's
         // COMMIT, where they would hold the writer while the database file is synced.
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;")
-            .map_err(codec::backend)?;
+        // When the WAL starts over it is truncated to the limit, so its length tells again how
+        // much it holds (`group_commit` checkpoints by its growth).
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
+        ))
+        .map_err(codec::backend)?;
     }
     Ok(conn)
 }
+
+/// The WAL's length when it starts over (`journal_size_limit`), and its growth between
+/// checkpoints.
+pub const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// Makes everything written to the WAL of the database at `path` so far durable: the COMMITs
 /// of the writer (under `synchronous=NORMAL`) append to the WAL without syncing it. Opened per

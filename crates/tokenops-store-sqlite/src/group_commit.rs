@@ -29,9 +29,9 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphor
 
 use crate::{codec, connection};
 
-/// The WAL size past which a sync is followed by a checkpoint (what SQLite's automatic
-/// checkpoint would do at its default of 1,000 pages).
-const CHECKPOINT_AFTER_BYTES: u64 = 4 * 1024 * 1024;
+/// How much the WAL grows between checkpoints (about what SQLite's automatic checkpoint does at
+/// its default of 1,000 pages).
+const CHECKPOINT_AFTER_BYTES: u64 = connection::WAL_SIZE_LIMIT;
 
 /// Background writes queued for the writer at once.
 const BACKGROUND_QUEUE: usize = 4;
@@ -89,6 +89,11 @@ pub struct GroupCommit {
     /// The checkpointer's connection, opened on first use; held while a checkpoint runs, so
     /// that one runs at a time.
     checkpointer: Arc<StdMutex<Option<Connection>>>,
+    /// The WAL's length when the last checkpoint started. The file does not shrink while it is
+    /// reused, so its length alone would ask for a checkpoint after every sync once past the
+    /// limit (each one merging the WAL's index again); a checkpoint runs when the WAL has grown
+    /// by `CHECKPOINT_AFTER_BYTES` since the last, or past the limit after it was truncated.
+    checkpoint_mark: std::sync::atomic::AtomicU64,
 }
 
 impl GroupCommit {
@@ -105,6 +110,7 @@ impl GroupCommit {
             failed: StdMutex::new(HashSet::new()),
             background: Arc::new(Semaphore::new(BACKGROUND_QUEUE)),
             checkpointer: Arc::new(StdMutex::new(None)),
+            checkpoint_mark: std::sync::atomic::AtomicU64::new(0),
         });
         let committer = Arc::downgrade(&group);
         tokio::spawn(async move {
@@ -169,8 +175,14 @@ impl GroupCommit {
         let outcome = match committed {
             Ok(()) => match tokio::task::spawn_blocking(move || connection::sync_wal(&wal_path)).await {
                 Ok(Ok(wal_bytes)) => {
-                    if wal_bytes > CHECKPOINT_AFTER_BYTES {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    // A WAL shorter than the mark was started over and truncated to the limit.
+                    let mark = Some(self.checkpoint_mark.load(Relaxed)).filter(|mark| *mark <= wal_bytes).unwrap_or(0);
+                    if wal_bytes > mark + CHECKPOINT_AFTER_BYTES {
+                        self.checkpoint_mark.store(wal_bytes, Relaxed);
                         self.checkpoint_in_background(path);
+                    } else if mark == 0 {
+                        self.checkpoint_mark.store(0, Relaxed);
                     }
                     Ok(())
                 }
