@@ -78,6 +78,17 @@ async fn until(
     bail!("timed out waiting for {what}")
 }
 
+/// Every operation terminal and nothing of the pipeline queued: the start of a measurement.
+/// (Operations being terminal is not enough: their events' dispatch jobs, queued ahead by
+/// `run_at`, would delay the next run's first steps.)
+async fn quiet(db: &TestDb) -> anyhow::Result<bool> {
+    Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0
+        && db
+            .count("jobs", "status IN ('queued', 'running') AND (kind LIKE 'operation.%' OR kind = 'event.dispatch')")
+            .await
+            == 0)
+}
+
 fn percentile_ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1_000.0
 }
@@ -204,16 +215,10 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     drop(api_only);
     let service = ServiceProcess::start(binary, &env).await;
     let target = Arc::new(Target { base: service.base_url.clone(), token: tenant.token.clone(), client });
-    let _ = until("the backlog", Duration::from_secs(300), async || {
-        Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
-    })
-    .await;
+    let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db).await).await;
 
     warm_up(&target).await;
-    let _ = until("the backlog", Duration::from_secs(120), async || {
-        Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
-    })
-    .await;
+    let _ = until("a quiet store", Duration::from_secs(120), async || quiet(&db).await).await;
 
     // Accepted rate at p99 < 20 ms.
     let mut best = None;
@@ -228,15 +233,9 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
             break;
         }
         // Let settlement catch up before the next step, so each step starts from a quiet store.
-        let _ = until("the backlog", Duration::from_secs(120), async || {
-            Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
-        })
-        .await;
+        let _ = until("a quiet store", Duration::from_secs(120), async || quiet(&db).await).await;
     }
-    let _ = until("the backlog", Duration::from_secs(300), async || {
-        Ok(db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')").await == 0)
-    })
-    .await;
+    let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db).await).await;
 
     // Settlement latency: a steady run below the accepted maximum, then until everything is
     // terminal.
