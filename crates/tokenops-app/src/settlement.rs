@@ -897,10 +897,12 @@ impl JobHandler for Settle {
         }
         let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
             signed.iter().map(|(_, o, t)| (o.tenant_id, o.id, t)).collect();
-        let recorded = p.record_signatures(&records, ctx.clock().now()).await;
+        // From here `record_signatures` settles each nonce's fate itself. (Stopped while its
+        // commit is in flight, the outcome is unknown and the nonces are kept.)
         unsent.disarm();
+        let recorded = p.record_signatures(&records, ctx.clock().now()).await?;
         let mut sent = Vec::with_capacity(signed.len());
-        for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded?) {
+        for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded) {
             // Only our own recorded bytes go out from here; `run` sends another's.
             if !matches!(recorded, Recorded::Ours) {
                 rest.push(job);

@@ -277,6 +277,8 @@ impl JobRunner {
         let ctx = BatchContext::new(leases.clone(), self.clock.clone());
         let span = tracing::info_span!("job batch", kind, jobs = batched.len());
         let result = tokio::select! {
+            // A batch that finished wins over a heartbeat that found its (completed) jobs gone.
+            biased;
             result = handler.run_batch(batched.clone(), &ctx).instrument(span) => result,
             () = self.keep_leases(&leases) => Err(JobError::Fenced),
         };
@@ -362,6 +364,7 @@ impl JobRunner {
         let ctx = JobContext::new(lease, self.clock.clone());
         let leases = [lease];
         let result = tokio::select! {
+            biased;
             result = handler.run(job, &ctx) => result,
             // The heartbeat only returns when the lease is lost: stop the handler (its open
             // transaction rolls back) rather than run beside the worker that took the job over.
