@@ -18,7 +18,10 @@
 //!
 //! Each step also runs in batches (`run_batch`): the common case of up to `BATCH_LIMIT`
 //! operations with one read, one ledger round and one commit (two for signing: the signatures
-//! are committed before anything is sent); anything unusual is left to `run`.
+//! are committed before anything is sent); anything unusual is left to `run`. A batch of
+//! evaluations goes straight on into step 2's work for the approved (approval and signature
+//! in one commit), so that no `operation.settle` job is needed for them; an evaluation job
+//! that finds its operation signed but unsent settles it.
 
 use async_trait::async_trait;
 use std::str::FromStr;
@@ -73,14 +76,20 @@ fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {
 
 /// A batch's jobs split by their operations, read in one transaction: those whose operation
 /// is in `state` (with it), those whose operation has moved on or is gone (finished with no
-/// effect, as `run` would), and those `run` must look at alone (no readable target).
+/// effect, as `run` would), and those `run` must look at alone (no readable target, or an
+/// operation elsewhere that `alone` says `run` still has work on).
 struct Sorted {
     due: Vec<(Job, OperationRecord)>,
     idle: Vec<Job>,
     rest: Vec<Job>,
 }
 
-async fn sort_batch(tx: &mut dyn Tx, jobs: Vec<Job>, state: OperationState) -> Result<Sorted, JobError> {
+async fn sort_batch(
+    tx: &mut dyn Tx,
+    jobs: Vec<Job>,
+    state: OperationState,
+    alone: impl Fn(&OperationRecord) -> bool + Send,
+) -> Result<Sorted, JobError> {
     let mut sorted = Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new() };
     let mut targeted = Vec::with_capacity(jobs.len());
     let mut seen = std::collections::HashSet::with_capacity(jobs.len());
@@ -96,6 +105,7 @@ async fn sort_batch(tx: &mut dyn Tx, jobs: Vec<Job>, state: OperationState) -> R
     for ((job, _), operation) in targeted.into_iter().zip(found) {
         match operation {
             Some(operation) if operation.state == state => sorted.due.push((job, operation)),
+            Some(operation) if alone(&operation) => sorted.rest.push(job),
             _ => sorted.idle.push(job),
         }
     }
@@ -247,8 +257,10 @@ impl Pipeline {
         Ok(Some(operation))
     }
 
-    /// Records each signed transaction on its PENDING_SETTLEMENT operation (one commit for all),
-    /// unless one is recorded already: from then on only the recorded bytes are ever sent.
+    /// Records each signed transaction on its operation (one commit for all), moving it from
+    /// `from` (SUBMITTED, when evaluation goes straight on, or PENDING_SETTLEMENT) to
+    /// PENDING_SETTLEMENT, unless a signature is recorded already: from then on only the
+    /// recorded bytes are ever sent.
     /// A signature that was not recorded (another is, or the operation moved on) has its nonce
     /// given back. When the commit fails, the store is read again and the nonces of the
     /// signatures it does not hold are given back (a failed sync may follow a commit that
@@ -256,6 +268,7 @@ impl Pipeline {
     async fn record_signatures(
         &self,
         signed: &[(TenantId, Uuid, &SignedTransaction)],
+        from: OperationState,
         now: Timestamp,
     ) -> Result<Vec<Recorded>, JobError> {
         let ours: Vec<String> = signed
@@ -272,8 +285,9 @@ impl Pipeline {
                     .advance_row(
                         tx.as_mut(),
                         row,
-                        OperationState::PendingSettlement,
+                        from,
                         |o| {
+                            o.state = OperationState::PendingSettlement;
                             if o.signed_transaction.is_none() {
                                 o.signed_transaction = Some(ours.clone());
                             }
@@ -324,6 +338,80 @@ impl Pipeline {
             .zip(ours)
             .map(|(row, ours)| row.as_ref().and_then(|o| o.signed_transaction.as_ref()) == Some(ours))
             .collect())
+    }
+
+    /// The common case of settling a batch: signs each operation's ledger call, records every
+    /// signature in one commit (moving each operation from `from` to PENDING_SETTLEMENT), sends
+    /// what was recorded, and moves the sent to SETTLING with their track jobs in the commit
+    /// that finishes the batch. A refusal, a signature recorded first by another run, or a
+    /// failed send is left to `run`, which then finds the recorded bytes and sends those.
+    async fn sign_and_send(
+        &self,
+        calls: Vec<(Job, OperationRecord, Address, LedgerCall)>,
+        from: OperationState,
+        idle: Vec<Job>,
+        mut rest: Vec<Job>,
+        ctx: &BatchContext,
+    ) -> Result<BatchFinished, JobError> {
+        let p = self;
+        let mut signed = Vec::with_capacity(calls.len());
+        // Should the batch be stopped (its lease lost) before the signatures are recorded, their
+        // nonces are given back rather than left as gaps.
+        let mut unsent = Unrecorded { ledger: p.ledger.clone(), signed: Vec::new() };
+        for (job, operation, token, call) in calls {
+            match p.ledger.sign(token, &call, p.custody.as_ref()).await {
+                Ok(transaction) => {
+                    unsent.signed.push(transaction.clone());
+                    signed.push((job, operation, transaction));
+                }
+                Err(_) => rest.push(job),
+            }
+        }
+        let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
+            signed.iter().map(|(_, o, t)| (o.tenant_id, o.id, t)).collect();
+        // From here `record_signatures` settles each nonce's fate itself. (Stopped while its
+        // commit is in flight, the outcome is unknown and the nonces are kept.)
+        unsent.disarm();
+        let recorded = p.record_signatures(&records, from, ctx.clock().now()).await?;
+        let mut sent = Vec::with_capacity(signed.len());
+        for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded) {
+            // Only our own recorded bytes go out from here; `run` sends another's.
+            if !matches!(recorded, Recorded::Ours) {
+                rest.push(job);
+                continue;
+            }
+            match p.ledger.send(&transaction).await {
+                Ok(hash) => sent.push((job, operation, hash)),
+                Err(_) => rest.push(job),
+            }
+        }
+        let now = ctx.clock().now();
+        // A transaction just sent is in no block yet: the first look waits one poll.
+        let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
+        let mut tx = p.store.write().await?;
+        let operations: Vec<&OperationRecord> = sent.iter().map(|(_, o, _)| o).collect();
+        let rows = lock_rows(tx.as_mut(), &operations).await?;
+        let mut next = Vec::with_capacity(rows.len());
+        for (row, (_, _, hash)) in rows.into_iter().zip(&sent) {
+            let moved = p
+                .advance_row(
+                    tx.as_mut(),
+                    row,
+                    OperationState::PendingSettlement,
+                    |o| {
+                        o.state = OperationState::Settling;
+                        o.tx_hash = Some(format!("{hash:#x}"));
+                    },
+                    now,
+                )
+                .await?;
+            if let Some(o) = moved {
+                next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
+            }
+        }
+        tx.jobs().enqueue_all(&next, now).await?;
+        let done = idle.iter().map(|job| job.id).chain(sent.iter().map(|(job, _, _)| job.id)).collect();
+        ctx.finish(tx, done, rest).await
     }
 
     /// Ends the operation FAILED with `code` and `reason`: its event, its lock bookkeeping, a
@@ -607,8 +695,16 @@ impl JobHandler for Evaluate {
         let p = &self.0;
         let (tenant, id) = target(job)?;
         let now = ctx.clock().now();
-        let Some(operation) = p.load(tenant, id).await?.filter(|o| o.state == OperationState::Submitted) else {
-            return ctx.finish(p.store.write().await?).await;
+        let operation = match p.load(tenant, id).await? {
+            Some(operation) if operation.state == OperationState::Submitted => operation,
+            // A batch approved and signed it, then stopped before it was sent: settlement goes
+            // on from the recorded signature (`run_batch`).
+            Some(operation)
+                if operation.state == OperationState::PendingSettlement && operation.signed_transaction.is_some() =>
+            {
+                return Settle(p.clone()).run(job, ctx).await;
+            }
+            _ => return ctx.finish(p.store.write().await?).await,
         };
         // What settlement needs must still hold: ACTIVE accounts and contract, a valid expiry.
         let unprocessable = p.ledger_call(&operation, now).await?.err();
@@ -652,43 +748,36 @@ impl JobHandler for Evaluate {
         BATCH_LIMIT
     }
 
-    /// The approved in one commit; an operation that cannot be processed is left to `run`,
-    /// which records why.
+    /// The approved go straight on into settlement (`Pipeline::sign_and_send`): approval and
+    /// the signature commit together, and the batch finishes once the operations are sent, so
+    /// no `operation.settle` job runs for them. An operation that cannot be processed is left
+    /// to `run`, which records why; one that the batch leaves signed but unsent, `run` settles.
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         let p = &self.0;
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
-        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, OperationState::Submitted).await?;
+        // Signed but unsent (an earlier batch stopped after its first commit): `run` settles it.
+        let unsent =
+            |o: &OperationRecord| o.state == OperationState::PendingSettlement && o.signed_transaction.is_some();
+        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, OperationState::Submitted, unsent).await?;
         let mut lookups = Lookups::default();
-        let mut approved = Vec::with_capacity(due.len());
+        let mut calls = Vec::with_capacity(due.len());
         for (job, operation) in due {
+            // No ACTIVE policy governs any action yet: approved (the policies area plugs in
+            // here, raising approval requests or refusing).
             match p.ledger_call_in(read.as_mut(), &mut lookups, &operation, now).await? {
-                Ok(_) => approved.push((job, operation)),
+                Ok((token, call)) => calls.push((job, operation, token, call)),
                 Err(_) => rest.push(job),
             }
         }
         drop(read);
-        let mut tx = p.store.write().await?;
-        let operations: Vec<&OperationRecord> = approved.iter().map(|(_, o)| o).collect();
-        let rows = lock_rows(tx.as_mut(), &operations).await?;
-        let mut next = Vec::with_capacity(rows.len());
-        for row in rows {
-            let moved = p
-                .advance_row(
-                    tx.as_mut(),
-                    row,
-                    OperationState::Submitted,
-                    |o| o.state = OperationState::PendingSettlement,
-                    now,
-                )
-                .await?;
-            if let Some(o) = moved {
-                next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
-            }
-        }
-        tx.jobs().enqueue_all(&next, now).await?;
-        let done = idle.iter().chain(approved.iter().map(|(job, _)| job)).map(|job| job.id).collect();
-        ctx.finish(tx, done, rest).await
+        p.sign_and_send(calls, OperationState::Submitted, idle, rest, ctx).await
+    }
+
+    /// An evaluation that went on into settlement and ran out of attempts there fails its
+    /// operation as settlement's would.
+    async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
+        Settle(self.0.clone()).on_dead(job, tx, reason, now).await
     }
 }
 
@@ -785,7 +874,7 @@ impl JobHandler for Settle {
                 match p.ledger.sign(token, &call, p.custody.as_ref()).await {
                     Ok(signed) => {
                         // Recorded before it is sent: from here on only these bytes are sent.
-                        let recorded = p.record_signatures(&[(tenant, id, &signed)], ctx.clock().now()).await?;
+                        let recorded = p.record_signatures(&[(tenant, id, &signed)], from, ctx.clock().now()).await?;
                         match recorded.into_iter().next() {
                             Some(Recorded::Ours) => signed,
                             Some(Recorded::Other(text)) => decode_signed(&text)?,
@@ -868,7 +957,7 @@ impl JobHandler for Settle {
         let from = OperationState::PendingSettlement;
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
-        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, from).await?;
+        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, from, |_| false).await?;
         let mut lookups = Lookups::default();
         let mut calls = Vec::with_capacity(due.len());
         for (job, operation) in due {
@@ -882,64 +971,7 @@ impl JobHandler for Settle {
             }
         }
         drop(read);
-        let mut signed = Vec::with_capacity(calls.len());
-        // Should the batch be stopped (its lease lost) before the signatures are recorded, their
-        // nonces are given back rather than left as gaps.
-        let mut unsent = Unrecorded { ledger: p.ledger.clone(), signed: Vec::new() };
-        for (job, operation, token, call) in calls {
-            match p.ledger.sign(token, &call, p.custody.as_ref()).await {
-                Ok(transaction) => {
-                    unsent.signed.push(transaction.clone());
-                    signed.push((job, operation, transaction));
-                }
-                Err(_) => rest.push(job),
-            }
-        }
-        let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
-            signed.iter().map(|(_, o, t)| (o.tenant_id, o.id, t)).collect();
-        // From here `record_signatures` settles each nonce's fate itself. (Stopped while its
-        // commit is in flight, the outcome is unknown and the nonces are kept.)
-        unsent.disarm();
-        let recorded = p.record_signatures(&records, ctx.clock().now()).await?;
-        let mut sent = Vec::with_capacity(signed.len());
-        for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded) {
-            // Only our own recorded bytes go out from here; `run` sends another's.
-            if !matches!(recorded, Recorded::Ours) {
-                rest.push(job);
-                continue;
-            }
-            match p.ledger.send(&transaction).await {
-                Ok(hash) => sent.push((job, operation, hash)),
-                Err(_) => rest.push(job),
-            }
-        }
-        let now = ctx.clock().now();
-        // A transaction just sent is in no block yet: the first look waits one poll.
-        let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
-        let mut tx = p.store.write().await?;
-        let operations: Vec<&OperationRecord> = sent.iter().map(|(_, o, _)| o).collect();
-        let rows = lock_rows(tx.as_mut(), &operations).await?;
-        let mut next = Vec::with_capacity(rows.len());
-        for (row, (_, _, hash)) in rows.into_iter().zip(&sent) {
-            let moved = p
-                .advance_row(
-                    tx.as_mut(),
-                    row,
-                    from,
-                    |o| {
-                        o.state = OperationState::Settling;
-                        o.tx_hash = Some(format!("{hash:#x}"));
-                    },
-                    now,
-                )
-                .await?;
-            if let Some(o) = moved {
-                next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
-            }
-        }
-        tx.jobs().enqueue_all(&next, now).await?;
-        let done = idle.iter().map(|job| job.id).chain(sent.iter().map(|(job, _, _)| job.id)).collect();
-        ctx.finish(tx, done, rest).await
+        p.sign_and_send(calls, from, idle, rest, ctx).await
     }
 
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
@@ -1026,7 +1058,7 @@ impl JobHandler for Track {
         let from = OperationState::Settling;
         let Sorted { due, idle, mut rest } = {
             let mut read = p.store.read().await?;
-            sort_batch(read.as_mut(), jobs, from).await?
+            sort_batch(read.as_mut(), jobs, from, |_| false).await?
         };
         let mut tracked = Vec::with_capacity(due.len());
         for (job, operation) in due {

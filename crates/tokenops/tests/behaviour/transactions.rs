@@ -915,6 +915,42 @@ async fn a_batch_settles_the_common_case_together_and_the_unusual_alone(backend:
     assert_eq!(amounts(&app, "a").await, triple("95.00", "95.00", "0.00"));
     assert_eq!(amounts(&app, "b").await, triple("5.00", "5.00", "0.00"));
     assert_eq!(app.db.count("jobs", "status = 'dead'").await, 0);
+    // The batch of evaluations went straight on into settlement: only the mint, evaluated
+    // alone, needed a settle job of its own.
+    assert_eq!(app.db.count("jobs", "kind = 'operation.settle'").await, 1);
+}
+
+/// A batch of evaluations approves and signs in one commit, then sends. When the batch stops
+/// after that commit (here: moving to SETTLING fails), each evaluation job, run again, finds its
+/// operation signed but unsent and settles it from the recorded signature: the same bytes, once.
+async fn an_evaluation_stopped_after_signing_settles_from_the_recorded_signature(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    app.db.fail_updates_of_where("operations", "NEW.state = 'SETTLING'").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(id_of(&submit(&app, transfer("a", "b", "3")).await));
+    }
+    app.drain_jobs().await;
+    let mut signed = Vec::new();
+    for id in &ids {
+        let waiting = get_operation(&app, id).await;
+        assert_eq!(waiting["state"], "PENDING_SETTLEMENT", "{waiting}");
+        signed.push(
+            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await,
+        );
+    }
+    app.db.heal_inserts_into("operations").await;
+    settle(&app).await;
+    for (id, before) in ids.iter().zip(&signed) {
+        let confirmed = get_operation(&app, id).await;
+        assert_eq!(confirmed["state"], "CONFIRMED", "{confirmed}");
+        let after =
+            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await;
+        assert_eq!(&after, before, "settled from the signature recorded first");
+    }
+    assert_eq!(amounts(&app, "b").await, triple("9.00", "9.00", "0.00"), "each applied once");
 }
 
 /// Signatures are recorded before they are sent. When recording them fails, nothing is sent and
@@ -1477,6 +1513,7 @@ backends!(
     an_operation_that_cannot_be_processed_fails_unprocessable,
     a_batch_settles_the_common_case_together_and_the_unusual_alone,
     a_signature_that_could_not_be_recorded_gives_its_nonce_back,
+    an_evaluation_stopped_after_signing_settles_from_the_recorded_signature,
     a_custody_refusal_fails_signing_rejected_with_nothing_on_the_ledger,
     locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled,
     concurrent_completions_of_one_lock_accept_exactly_one,
