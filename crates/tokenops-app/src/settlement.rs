@@ -774,10 +774,18 @@ impl JobHandler for Evaluate {
         p.sign_and_send(calls, OperationState::Submitted, idle, rest, ctx).await
     }
 
-    /// An evaluation that went on into settlement and ran out of attempts there fails its
-    /// operation as settlement's would.
+    /// An evaluation that ran out of attempts, before approval (SUBMITTED) or after a batch
+    /// signed its operation (PENDING_SETTLEMENT), fails the operation `RETRY_EXHAUSTED` with a
+    /// break: nothing waits for a job that will never run again.
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
-        Settle(self.0.clone()).on_dead(job, tx, reason, now).await
+        let Ok((tenant, id)) = target(job) else { return Ok(()) };
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        let from = match row.as_ref().map(|o| o.state) {
+            Some(state @ (OperationState::Submitted | OperationState::PendingSettlement)) => state,
+            _ => return Ok(()),
+        };
+        let reason = format!("evaluation stopped: {reason}");
+        self.0.fail_row(tx, row, from, FailureCode::RetryExhausted, reason, None, now).await
     }
 }
 

@@ -953,6 +953,30 @@ async fn an_evaluation_stopped_after_signing_settles_from_the_recorded_signature
     assert_eq!(amounts(&app, "b").await, triple("9.00", "9.00", "0.00"), "each applied once");
 }
 
+/// An evaluation that runs out of attempts does not leave its operation waiting: FAILED
+/// `RETRY_EXHAUSTED`, with a break and `transaction.failed`.
+async fn an_evaluation_out_of_attempts_fails_retry_exhausted(backend: Backend) {
+    let app =
+        TestApp::spawn_with(backend, BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())])).await;
+    setup(&app).await;
+    app.db.fail_updates_of_where("operations", "NEW.state = 'PENDING_SETTLEMENT'").await;
+    let id = id_of(&submit(&app, transfer("a", "b", "1")).await);
+    for _ in 0..5 {
+        app.drain_jobs().await;
+        app.clock.advance_millis(60_000);
+    }
+    app.db.heal_inserts_into("operations").await;
+    let failed = get_operation(&app, &id).await;
+    assert_eq!(
+        (failed["state"].as_str(), failed["failureCode"].as_str()),
+        (Some("FAILED"), Some("RETRY_EXHAUSTED")),
+        "{failed}"
+    );
+    let listed = breaks(&app, "?reason=RETRY_EXHAUSTED").await;
+    assert_eq!(listed.body["totalElements"], 1, "{}", listed.body);
+    assert_eq!(events_about(&app, "transaction.failed", &id).await.len(), 1);
+}
+
 /// Signatures are recorded before they are sent. When recording them fails, nothing is sent and
 /// their nonces are given back: once the store recovers, the same operations settle (a nonce
 /// lost to an unrecorded signature would leave every later transaction of the wallet waiting
@@ -1514,6 +1538,7 @@ backends!(
     a_batch_settles_the_common_case_together_and_the_unusual_alone,
     a_signature_that_could_not_be_recorded_gives_its_nonce_back,
     an_evaluation_stopped_after_signing_settles_from_the_recorded_signature,
+    an_evaluation_out_of_attempts_fails_retry_exhausted,
     a_custody_refusal_fails_signing_rejected_with_nothing_on_the_ledger,
     locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled,
     concurrent_completions_of_one_lock_accept_exactly_one,
