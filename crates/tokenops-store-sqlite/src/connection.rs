@@ -39,13 +39,22 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
         // COMMIT, where they would hold the writer while the database file is synced.
         // When the WAL starts over it is truncated to the limit, so its length tells again how
         // much it holds (`group_commit` checkpoints by its growth).
+        // Each write is a savepoint inside the group's transaction (`group_commit`), so SQLite
+        // keeps a statement journal of the pages the group changes; `temp_store = MEMORY` keeps
+        // it in memory instead of spilling it to a temporary file, which profiles of the
+        // service under load showed writing about as much as the WAL itself. The writer's page
+        // cache holds the hot indexes (jobs, operations) of a store far larger than the
+        // default 2 MiB.
         conn.execute_batch(&format!(
-            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
+            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{WRITER_CACHE_KIB};"
         ))
         .map_err(codec::backend)?;
     }
     Ok(conn)
 }
+
+/// The writer's page cache, in KiB.
+const WRITER_CACHE_KIB: u32 = 64 * 1024;
 
 /// The WAL's length when it starts over (`journal_size_limit`), and its growth between
 /// checkpoints.

@@ -60,26 +60,24 @@ impl JobStore for SqliteTx {
 
     async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>> {
         self.require_write("claiming jobs")?;
-        let due: Vec<String> = self.fetch_all(
-            "SELECT id FROM jobs
-             WHERE (status = 'queued' AND run_at <= ?1) OR (status = 'running' AND lease_until <= ?1)
-             ORDER BY run_at ASC, id ASC LIMIT ?2",
-            params![now.as_micros(), i64::from(limit)],
-            |row| codec::get(row, "id"),
+        // One statement for the whole claim, with one fresh token for all its jobs (a lease is
+        // the job's id with the token).
+        let sql = format!(
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = ?1, lease_until = ?2, updated_at = ?3
+             WHERE id IN (
+                 SELECT id FROM jobs
+                 WHERE (status = 'queued' AND run_at <= ?3) OR (status = 'running' AND lease_until <= ?3)
+                 ORDER BY run_at ASC, id ASC LIMIT ?4
+             )
+             RETURNING {COLUMNS}"
+        );
+        let mut claimed = self.fetch_all(
+            &sql,
+            params![codec::id_text(new_id()), lease_until.as_micros(), now.as_micros(), i64::from(limit)],
+            decode,
         )?;
-        let mut claimed = Vec::with_capacity(due.len());
-        for id in due {
-            let sql = format!(
-                "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_token = ?1, lease_until = ?2, updated_at = ?3
-                 WHERE id = ?4 RETURNING {COLUMNS}"
-            );
-            let job = self.fetch_one(
-                &sql,
-                params![codec::id_text(new_id()), lease_until.as_micros(), now.as_micros(), &id],
-                decode,
-            )?;
-            claimed.push(job);
-        }
+        // RETURNING has no order of its own.
+        claimed.sort_by_key(|job| (job.run_at, job.id));
         Ok(claimed)
     }
 

@@ -251,8 +251,10 @@ pub trait JobStore: Send {
         }
         Ok(())
     }
-    /// Claims up to `limit` due jobs (queued and due, or running with an expired lease), giving
-    /// each a fresh lease token until `lease_until` and counting the attempt.
+    /// Claims up to `limit` due jobs (queued and due, or running with an expired lease), in
+    /// `run_at` order, giving each a lease token no earlier claim of it had, until
+    /// `lease_until`, and counting the attempt. (A lease is its job's id with the token, so the
+    /// jobs of one claim may share a token.)
     async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>>;
     /// Extends a running job's lease to `lease_until` (the worker's heartbeat); false when the
     /// lease is no longer this worker's.

@@ -123,6 +123,8 @@ pub struct Config {
     pub webhook_ca_file: Option<PathBuf>,
     pub webhook_retry_base_ms: i64,
     pub role: Role,
+    /// Threads of the workers' runtime (`serve`).
+    pub worker_threads: usize,
     pub log_format: LogFormat,
     pub log_filter: String,
     pub auth_provider: AuthProvider,
@@ -344,6 +346,7 @@ impl Config {
             r.problems.push(format!("TOKENOPS_WEBHOOK_CA_FILE={}: no such file", path.display()));
         }
         let webhook_retry_base_ms = r.integer("TOKENOPS_WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000);
+        let worker_threads = usize::try_from(r.integer("TOKENOPS_WORKER_THREADS", 1, 1, 64)).unwrap_or(1);
         let role = r.parse("TOKENOPS_ROLE", Role::All, "must be all, api or worker", |v| match v {
             "all" => Some(Role::All),
             "api" => Some(Role::Api),
@@ -485,6 +488,7 @@ impl Config {
                 webhook_ca_file,
                 webhook_retry_base_ms,
                 role,
+                worker_threads,
                 log_format,
                 log_filter,
                 auth_provider,

@@ -34,7 +34,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .runs_workers()
         .then(|| {
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+                .worker_threads(config.worker_threads)
                 .thread_name("tokenops-jobs")
                 .enable_all()
                 .build()
