@@ -32,7 +32,7 @@ const STEP: Duration = Duration::from_secs(4);
 const P99_LIMIT_MS: f64 = 20.0;
 /// The offered rates of the settlement runs, each `SETTLEMENT_STEP` long; a rate is sustained
 /// when its last operation is terminal within `SETTLED_TAIL` of its last request.
-const SETTLEMENT_RATES: &[u64] = &[1_000, 1_500, 2_000, 2_500, 3_000, 4_000];
+const SETTLEMENT_RATES: &[u64] = &[250, 500, 1_000, 1_500, 2_000, 2_500, 3_000, 4_000];
 const SETTLEMENT_STEP: Duration = Duration::from_secs(6);
 const SETTLED_TAIL: Duration = Duration::from_secs(1);
 
@@ -91,6 +91,12 @@ async fn quiet(db: &TestDb) -> anyhow::Result<bool> {
             .count("jobs", "status IN ('queued', 'running') AND (kind LIKE 'operation.%' OR kind = 'event.dispatch')")
             .await
             == 0)
+}
+
+/// A comma-separated list of rates from the environment variable `name`, when it is set.
+fn rates_from_env(name: &str) -> Option<Vec<u64>> {
+    let list = std::env::var(name).ok()?;
+    Some(list.split(',').filter_map(|r| r.trim().parse().ok()).collect())
 }
 
 fn percentile_ms(h: &Histogram<u64>, q: f64) -> f64 {
@@ -213,8 +219,13 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     warm_up(&api_target).await;
     let mut api_best = None;
     // `TOKENOPS_BENCH_SETTLEMENT_ONLY=1` skips both rate sweeps (to profile settlement alone).
-    let sweep_rates: &[u64] = if std::env::var_os("TOKENOPS_BENCH_SETTLEMENT_ONLY").is_some() { &[] } else { RATES };
-    for &rate in sweep_rates {
+    // `TOKENOPS_BENCH_RATES=1000,1500` sweeps those rates instead (to compare builds).
+    let sweep_rates: Vec<u64> = if std::env::var_os("TOKENOPS_BENCH_SETTLEMENT_ONLY").is_some() {
+        Vec::new()
+    } else {
+        rates_from_env("TOKENOPS_BENCH_RATES").unwrap_or_else(|| RATES.to_vec())
+    };
+    for &rate in &sweep_rates {
         let (h, errors) = open_loop(&api_target, rate, STEP).await;
         let (p50, p99) = (percentile_ms(&h, 0.50), percentile_ms(&h, 0.99));
         println!("  workers off, offered {rate:>5}/s: 202 p50 {p50:>7.2} ms, p99 {p99:>8.2} ms, non-202 {errors}");
@@ -234,7 +245,7 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
 
     // Accepted rate at p99 < 20 ms.
     let mut best = None;
-    for &rate in sweep_rates {
+    for &rate in &sweep_rates {
         let (h, errors) = open_loop(&target, rate, STEP).await;
         let (p50, p99) = (percentile_ms(&h, 0.50), percentile_ms(&h, 0.99));
         println!("  offered {rate:>5}/s: 202 p50 {p50:>7.2} ms, p99 {p99:>8.2} ms, non-202 {errors}");
@@ -277,15 +288,13 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let mut fastest = 0.0_f64;
     // `TOKENOPS_BENCH_SETTLEMENT_RATES=1500,2000` runs those rates instead (to compare builds
     // on one fixed load).
-    let settlement_rates: Vec<u64> = match std::env::var("TOKENOPS_BENCH_SETTLEMENT_RATES") {
-        Ok(list) => list.split(',').filter_map(|r| r.trim().parse().ok()).collect(),
-        Err(_) => SETTLEMENT_RATES.to_vec(),
-    };
+    let settlement_rates =
+        rates_from_env("TOKENOPS_BENCH_SETTLEMENT_RATES").unwrap_or_else(|| SETTLEMENT_RATES.to_vec());
     for &rate in &settlement_rates {
         let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db).await).await;
         let before = db.count("operations", "").await;
         let started = Instant::now();
-        let _ = open_loop(&target, rate, SETTLEMENT_STEP).await;
+        let (accepted, errors) = open_loop(&target, rate, SETTLEMENT_STEP).await;
         let sent = started.elapsed();
         let count = db.count("operations", "").await - before;
         until("settlement", Duration::from_secs(900), async || {
@@ -297,7 +306,8 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
         let settled = count as f64 / seconds;
         fastest = fastest.max(settled);
         println!(
-            "  settlement at {rate:>5}/s: {count} operations, all terminal {tail:.2} s after the last request: {settled:.0} settled/s"
+            "  settlement at {rate:>5}/s: {count} operations, all terminal {tail:.2} s after the last request: {settled:.0} settled/s (202 p99 {:.1} ms, non-202 {errors})",
+            percentile_ms(&accepted, 0.99)
         );
         if tail > SETTLED_TAIL.as_secs_f64() {
             break;

@@ -346,6 +346,9 @@ impl Config {
             r.problems.push(format!("TOKENOPS_WEBHOOK_CA_FILE={}: no such file", path.display()));
         }
         let webhook_retry_base_ms = r.integer("TOKENOPS_WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000);
+        // One by default: more settle faster, but their jobs then hold SQLite's writer and the
+        // cores so often that the 202's p99 leaves 20 ms at a third of the rate (measured with
+        // `scripts/bench`: ARCHITECTURE.md, "Throughput").
         let worker_threads = usize::try_from(r.integer("TOKENOPS_WORKER_THREADS", 1, 1, 64)).unwrap_or(1);
         let role = r.parse("TOKENOPS_ROLE", Role::All, "must be all, api or worker", |v| match v {
             "all" => Some(Role::All),

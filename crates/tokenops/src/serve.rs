@@ -28,7 +28,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     // The workers run on a runtime of their own: a request's task then never waits in a run
     // queue behind the many job tasks (tokio has no priorities), and the OS shares the cores
-    // between the API's threads and the worker's.
+    // between the API's threads and the workers' (`TOKENOPS_WORKER_THREADS`).
     let worker_runtime = config
         .role
         .runs_workers()
