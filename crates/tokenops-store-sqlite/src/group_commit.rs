@@ -16,13 +16,16 @@
 //! Writers take the connection one at a time (a fair mutex), exactly like the single writer did,
 //! so a write still sees every earlier write, and isolation between writes is unchanged.
 //! Background writes (jobs, `tokenops_store::in_background`) queue for it only a few at a time,
-//! so a request's write waits behind at most those few. A
+//! and give way to requests: one that would take the writer while a request waits for it steps
+//! back, a bounded number of times, so a request's write waits for the write holding the
+//! writer rather than for every job queued ahead of it. A
 //! write dropped without `commit` is rolled back to its savepoint by whoever takes the
 //! connection next.
 
 use rusqlite::Connection;
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use tokenops_store::{StoreError, StoreResult};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore, watch};
@@ -35,6 +38,12 @@ const CHECKPOINT_AFTER_BYTES: u64 = connection::WAL_SIZE_LIMIT;
 
 /// Background writes queued for the writer at once.
 const BACKGROUND_QUEUE: usize = 4;
+
+/// How often a background write steps back for waiting requests before it takes the writer
+/// anyway (so that a steady stream of requests cannot hold the jobs back for good), and how
+/// long it waits each time at most.
+const GIVE_WAY_TIMES: u32 = 8;
+const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_millis(2);
 
 const SAVEPOINT: &str = "SAVEPOINT tokenops_write";
 const RELEASE: &str = "RELEASE tokenops_write";
@@ -86,6 +95,10 @@ pub struct GroupCommit {
     failed: StdMutex<HashSet<u64>>,
     /// Admits background writes to the writer's queue.
     background: Arc<Semaphore>,
+    /// Requests waiting for the writer; background writes give way while there are any.
+    requests_waiting: AtomicUsize,
+    /// Told when no request waits for the writer any more.
+    requests_served: Notify,
     /// The checkpointer's connection, opened on first use; held while a checkpoint runs, so
     /// that one runs at a time.
     checkpointer: Arc<StdMutex<Option<Connection>>>,
@@ -109,6 +122,8 @@ impl GroupCommit {
             committed,
             failed: StdMutex::new(HashSet::new()),
             background: Arc::new(Semaphore::new(BACKGROUND_QUEUE)),
+            requests_waiting: AtomicUsize::new(0),
+            requests_served: Notify::new(),
             checkpointer: Arc::new(StdMutex::new(None)),
             checkpoint_mark: std::sync::atomic::AtomicU64::new(0),
         });
@@ -128,13 +143,16 @@ impl GroupCommit {
     /// Opens a write: waits for the connection, opens the group if none is open, and sets a
     /// savepoint.
     pub async fn begin(self: &Arc<Self>) -> StoreResult<WriteHandle> {
-        let queued = if tokenops_store::is_background() {
+        let (queued, mut writer) = if tokenops_store::is_background() {
             let permit = self.background.clone().acquire_owned().await;
-            Some(permit.map_err(|_| StoreError::Backend("the store is closed".into()))?)
+            let permit = permit.map_err(|_| StoreError::Backend("the store is closed".into()))?;
+            (Some(permit), self.writer_giving_way().await)
         } else {
-            None
+            let waiting = RequestWaiting::new(self);
+            let writer = self.writer.clone().lock_owned().await;
+            drop(waiting);
+            (None, writer)
         };
-        let mut writer = self.writer.clone().lock_owned().await;
         writer.settle_dropped()?;
         if !writer.open {
             writer.conn()?.execute_batch("BEGIN IMMEDIATE").map_err(codec::backend)?;
@@ -142,6 +160,29 @@ impl GroupCommit {
         }
         writer.conn()?.execute_batch(SAVEPOINT).map_err(codec::backend)?;
         Ok(WriteHandle { writer: Some(writer), group: self.clone(), queued })
+    }
+
+    /// The writer for a background write, once no request waits for it (or after giving way
+    /// `GIVE_WAY_TIMES` times). A write that got the writer while a request waited hands it on
+    /// down the mutex's queue, which reaches the request.
+    async fn writer_giving_way(self: &Arc<Self>) -> OwnedMutexGuard<Writer> {
+        let mut gave_way = 0;
+        loop {
+            if gave_way < GIVE_WAY_TIMES && self.requests_waiting.load(Ordering::Acquire) > 0 {
+                gave_way += 1;
+                // A wake-up missed between the check and the wait costs at most `GIVE_WAY_FOR`.
+                let _ = tokio::time::timeout(GIVE_WAY_FOR, self.requests_served.notified()).await;
+                continue;
+            }
+            let writer = self.writer.clone().lock_owned().await;
+            if gave_way < GIVE_WAY_TIMES && self.requests_waiting.load(Ordering::Acquire) > 0 {
+                gave_way += 1;
+                drop(writer);
+                tokio::task::yield_now().await;
+                continue;
+            }
+            return writer;
+        }
     }
 
     /// Ends the open group with one COMMIT, syncs the WAL with the writer connection already
@@ -252,6 +293,25 @@ impl GroupCommit {
             return Err(StoreError::Backend("the group commit holding this write failed".into()));
         }
         Ok(())
+    }
+}
+
+/// A request counted among those waiting for the writer until dropped (also when its wait is
+/// cancelled).
+struct RequestWaiting<'a>(&'a GroupCommit);
+
+impl<'a> RequestWaiting<'a> {
+    fn new(group: &'a GroupCommit) -> Self {
+        group.requests_waiting.fetch_add(1, Ordering::AcqRel);
+        Self(group)
+    }
+}
+
+impl Drop for RequestWaiting<'_> {
+    fn drop(&mut self) {
+        if self.0.requests_waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.requests_served.notify_waiters();
+        }
     }
 }
 
