@@ -268,9 +268,48 @@ async fn a_failed_block_write_leaves_nothing_and_is_retried(backend: Backend) {
     assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(7));
 }
 
+/// After a restart, a stored signature sent again can wait in the mempool behind a gap (a nonce
+/// signed before the crash but never recorded). The next signature fills the gap, and the one
+/// after it must skip the nonce the waiting transaction holds: handing it out again made two
+/// transactions of one nonce, and the later one failed for good.
+async fn a_resent_signature_behind_a_gap_keeps_its_nonce(backend: Backend) {
+    let fixture = StoreFixture::new(backend).await;
+    let custody = keystore(fixture.store.clone());
+    let issuer = custody.create_wallet("issuer").await.expect("issuer");
+    let alice = custody.create_wallet("alice").await.expect("alice");
+    let clock = ManualClock::default();
+    let slow = EmbeddedConfig { block_interval: Duration::from_secs(3_600), ..clock.config() };
+    let ledger =
+        EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), slow.clone()).await.expect("open");
+    let token = ledger
+        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
+        .await
+        .expect("deploy");
+    let mint = |amount: u64| LedgerCall::Mint { to: alice, amount: U256::from(amount) };
+    let lost = ledger.sign(token, &mint(1), custody.as_ref()).await.expect("sign");
+    let kept = ledger.sign(token, &mint(2), custody.as_ref()).await.expect("sign");
+    assert_eq!(kept.nonce, lost.nonce + 1);
+    drop(ledger); // the process dies: `lost` was never recorded, `kept` was
+
+    let ledger = EmbeddedLedger::open(fixture.reopen().await, issuer, custody.clone(), slow).await.expect("reopen");
+    ledger.send(&kept).await.expect("the stored signature again");
+    let filler = ledger.sign(token, &mint(4), custody.as_ref()).await.expect("sign");
+    assert_eq!(filler.nonce, lost.nonce, "the gap is filled first");
+    let after = ledger.sign(token, &mint(8), custody.as_ref()).await.expect("sign");
+    assert_eq!(after.nonce, kept.nonce + 1, "the waiting transaction's nonce is not handed out again");
+    ledger.send(&filler).await.expect("send");
+    ledger.send(&after).await.expect("send");
+    assert_eq!(ledger.produce_block().await.expect("block"), 3);
+    for hash in [kept.hash, filler.hash, after.hash] {
+        assert_eq!(included(&ledger, hash).await.1, Outcome::Success);
+    }
+    assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(14));
+}
+
 backends!(
     conformance,
     keeps_everything_across_a_restart,
     resends_what_the_mempool_lost,
+    a_resent_signature_behind_a_gap_keeps_its_nonce,
     a_failed_block_write_leaves_nothing_and_is_retried
 );

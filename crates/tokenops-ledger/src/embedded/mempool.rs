@@ -68,6 +68,11 @@ impl Mempool {
         *known = (*known).max(nonce);
     }
 
+    /// Whether a transaction of `sender` with `nonce` waits here.
+    pub fn holds(&self, sender: &Address, nonce: u64) -> bool {
+        self.by_sender.get(sender).is_some_and(|waiting| waiting.contains_key(&nonce))
+    }
+
     /// The sender's next nonce counting waiting transactions: committed, plus the run of
     /// consecutive waiting nonces after it. `None` when the committed nonce is not known yet.
     pub fn pending_nonce(&self, sender: &Address) -> Option<u64> {

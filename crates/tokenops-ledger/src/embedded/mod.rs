@@ -349,10 +349,16 @@ impl Inner {
     ) -> Result<SignedTransaction, LedgerError> {
         self.check_running()?;
         let mut slot = self.nonces.lock(sender).await;
-        let nonce = match slot.next() {
+        let mut nonce = match slot.next() {
             Some(nonce) => nonce,
             None => self.pending_nonce(sender).await?,
         };
+        // After a restart, stored signatures sent again may wait in the mempool behind a gap:
+        // `pending_nonce` is the gap, and the nonces after it that they hold are not free.
+        while lock(&self.mempool).holds(&sender, nonce) {
+            slot.take(nonce);
+            nonce = slot.next().unwrap_or(nonce + 1);
+        }
         let unsigned = UnsignedTransaction {
             chain_id: self.config.chain_id,
             nonce,
