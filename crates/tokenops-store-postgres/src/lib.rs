@@ -287,6 +287,27 @@ async fn listen_for_jobs(
     }
 }
 
+/// Begins a transaction (with `statement`, or a plain `BEGIN`) in a task of its own, so that a
+/// caller who gives up meanwhile (a request whose client went away, a job stopped at shutdown)
+/// cannot leave the connection inside a transaction. sqlx 0.9 counts a PostgreSQL transaction
+/// only once its `BEGIN` is answered, so a begin dropped before that returns the connection to
+/// the pool with the server still in the transaction, and every later borrower of that
+/// connection runs inside it (transact-rs/sqlx#4393). In its own task the begin always
+/// finishes; a transaction nobody is left to receive is dropped there, which rolls it back.
+async fn begin(pool: &PgPool, statement: Option<&'static str>) -> StoreResult<Transaction<'static, Postgres>> {
+    let pool = pool.clone();
+    let begun = tokio::spawn(async move {
+        match statement {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    });
+    match begun.await {
+        Ok(begun) => begun.map_err(codec::backend),
+        Err(error) => Err(StoreError::Backend(Box::new(error))),
+    }
+}
+
 /// Sleeps for `backoff` and doubles it; true when shutdown came first.
 async fn pause(shutdown: &CancellationToken, backoff: &mut Duration) -> bool {
     let stopped = tokio::select! {
@@ -304,13 +325,12 @@ impl Store for PostgresStore {
     }
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.pool.begin().await.map_err(codec::backend)?;
+        let tx = begin(&self.pool, None).await?;
         Ok(self.tx(tx))
     }
 
     async fn read(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx =
-            self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").await.map_err(codec::backend)?;
+        let tx = begin(&self.pool, Some("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")).await?;
         Ok(self.tx(tx))
     }
 
