@@ -5,7 +5,12 @@
 //! - **Nonces** are the service's own (`nonces`): read from the node's pending count at a
 //!   wallet's first use, then tracked locally, re-read after a send whose outcome is unknown.
 //!   alloy's nonce and gas fillers are not used: they can leave a nonce gap after a failed
-//!   estimate, and a gap stalls a wallet for good.
+//!   estimate, and a gap stalls a wallet for good. The pending count stops at a gap (one a crash
+//!   left), and transactions sent again after a restart may wait behind it: with the count, the
+//!   nonces the wallet's transactions hold in the node's pool are read (`txpool_contentFrom` on
+//!   geth and reth, `txpool_inspect` on anvil), and the wallet's signatures skip them. A node
+//!   that shows neither (Besu, or geth without its `txpool` API) shows nothing, and then only the
+//!   refusal at send below is left.
 //! - **Gas** is estimated with a margin. When the estimate fails because the call would revert,
 //!   the configured fallback limit is used, so the transaction still goes on chain and is
 //!   included reverted, with a hash and a block, as the pipeline reports it.
@@ -15,8 +20,10 @@
 //!   replay's custom error is decoded into its name. Waiting, as in `deploy_token`, is bounded by
 //!   a timeout.
 //! - **Errors**: no answer (connection refused, timeout, HTTP 5xx, a garbled body) is
-//!   `Temporary`. The node refusing a transaction (invalid, or its nonce used by another) is
-//!   `Final`. Bytes the node already holds or has included answer their hash.
+//!   `Temporary`. The node refusing a transaction (invalid, or its nonce used by an included
+//!   one) is `Final`. Its nonce held by another transaction still waiting in the node's pool is
+//!   `Temporary` (see `EvmLedger::held_elsewhere`). Bytes the node already holds or has included
+//!   answer their hash.
 
 use crate::contract::{self, TokenopsToken as C};
 use crate::nonces::Nonces;
@@ -33,6 +40,7 @@ use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 use alloy::transports::{RpcError, TransportErrorKind};
 use async_trait::async_trait;
+use serde::de::IgnoredAny;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -105,6 +113,84 @@ pub struct EvmLedger {
     tokens: Mutex<HashSet<Address>>,
     /// Outcomes of included transactions already decoded (a reverted one costs a replay).
     outcomes: Mutex<HashMap<TxHash, (u64, Outcome)>>,
+    /// How this node shows its pool, learnt at the first look.
+    pool_api: Mutex<PoolApi>,
+}
+
+/// The `txpool` method the node answers. Nodes differ, and asking one that does not answer
+/// costs a round trip at every slot filled, so the answer is remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PoolApi {
+    Untried,
+    /// geth, reth: one sender's transactions.
+    ContentFrom,
+    /// anvil (no `txpool_contentFrom`): a line per transaction of the whole pool.
+    Inspect,
+    /// Neither (Besu; geth without the `txpool` API exposed).
+    Hidden,
+}
+
+/// A `txpool_*` answer: the executable transactions and those waiting behind a gap, keyed by
+/// nonce (`txpool_contentFrom`) or by sender, then nonce (`txpool_inspect`).
+#[derive(Debug, serde::Deserialize)]
+struct Pool<T> {
+    #[serde(default)]
+    pending: HashMap<String, T>,
+    #[serde(default)]
+    queued: HashMap<String, T>,
+}
+
+impl<T> Pool<T> {
+    fn entries(self) -> impl Iterator<Item = (String, T)> {
+        self.pending.into_iter().chain(self.queued)
+    }
+}
+
+impl Pool<IgnoredAny> {
+    /// The nonces of a `txpool_contentFrom` answer.
+    fn nonces(self) -> Vec<u64> {
+        self.entries().filter_map(|(nonce, _)| pool_nonce(&nonce)).collect()
+    }
+}
+
+impl Pool<HashMap<String, IgnoredAny>> {
+    /// `sender`'s nonces in a `txpool_inspect` answer (geth checksums the senders, anvil does
+    /// not: they are compared parsed).
+    fn nonces_of(self, sender: Address) -> Vec<u64> {
+        self.entries()
+            .filter(|(from, _)| from.parse::<Address>().is_ok_and(|from| from == sender))
+            .flat_map(|(_, nonces)| nonces.into_keys())
+            .filter_map(|nonce| pool_nonce(&nonce))
+            .collect()
+    }
+}
+
+/// A pool answer's nonce key: decimal on geth and anvil, hex tolerated. Anything else is
+/// skipped rather than failing the signature: the pool is read as a precaution.
+fn pool_nonce(key: &str) -> Option<u64> {
+    match key.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => key.parse().ok(),
+    }
+}
+
+/// Whether the answer says that the node has no such method or does not serve it here:
+/// JSON-RPC's -32601, Besu's -32604 "method not enabled", a provider's own wording, or a
+/// gateway in front of the node refusing the request with an HTTP status that is no outage.
+fn method_unavailable(error: &TransportError) -> bool {
+    match error {
+        RpcError::ErrorResp(payload) => {
+            let message = payload.message.to_lowercase();
+            matches!(payload.code, -32601 | -32604)
+                || ["not found", "does not exist", "not available", "not supported", "unsupported", "not enabled"]
+                    .iter()
+                    .any(|phrase| message.contains(phrase))
+        }
+        RpcError::Transport(kind) => {
+            kind.as_http_error().is_some_and(|http| matches!(http.status, 400 | 403 | 404 | 405 | 501))
+        }
+        _ => false,
+    }
 }
 
 impl std::fmt::Debug for EvmLedger {
@@ -173,6 +259,7 @@ impl EvmLedger {
             nonces: Nonces::default(),
             tokens: Mutex::new(HashSet::new()),
             outcomes: Mutex::new(HashMap::new()),
+            pool_api: Mutex::new(PoolApi::Untried),
         })
     }
 
@@ -229,17 +316,99 @@ impl EvmLedger {
         let mut slot = self.nonces.lock(sender).await;
         let nonce = match slot.next() {
             Some(nonce) => nonce,
-            None => self
-                .provider
-                .get_transaction_count(sender)
-                .pending()
-                .await
-                .map_err(|e| temporary("eth_getTransactionCount", e))?,
+            None => {
+                let pending = self
+                    .provider
+                    .get_transaction_count(sender)
+                    .pending()
+                    .await
+                    .map_err(|e| temporary("eth_getTransactionCount", e))?;
+                // Read after the count, so that a transaction of the wallet sent meanwhile
+                // (an earlier signature) is seen in one or the other.
+                let waiting = self.waiting_nonces(sender).await?;
+                slot.fill(pending, waiting)
+            }
         };
         let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to, input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
         slot.take(nonce);
         Ok(signed)
+    }
+
+    /// The nonces of `sender`'s transactions in the node's pool, executable or waiting behind a
+    /// gap; none when the node does not show its pool. No answer at all is `Temporary`, as for
+    /// the pending count read with it. An error answer other than "no such method" shows
+    /// nothing this time and fails nothing: the pool is read as a precaution, for a gap that
+    /// only a crash leaves, and refusing every first signature of every wallet because a node
+    /// will not show it would stop the service.
+    async fn waiting_nonces(&self, sender: Address) -> Result<Vec<u64>, LedgerError> {
+        let remembered = *lock(&self.pool_api);
+        let tries: &[PoolApi] = match remembered {
+            PoolApi::Untried => &[PoolApi::ContentFrom, PoolApi::Inspect],
+            PoolApi::Hidden => return Ok(Vec::new()),
+            ref api => std::slice::from_ref(api),
+        };
+        for &api in tries {
+            let answer = match api {
+                PoolApi::ContentFrom => self
+                    .provider
+                    .raw_request::<_, Pool<IgnoredAny>>("txpool_contentFrom".into(), (sender,))
+                    .await
+                    .map(Pool::nonces),
+                PoolApi::Inspect => self
+                    .provider
+                    .raw_request::<_, Pool<HashMap<String, IgnoredAny>>>("txpool_inspect".into(), ())
+                    .await
+                    .map(|pool| pool.nonces_of(sender)),
+                PoolApi::Untried | PoolApi::Hidden => Ok(Vec::new()),
+            };
+            match answer {
+                Ok(nonces) => {
+                    *lock(&self.pool_api) = api;
+                    return Ok(nonces);
+                }
+                Err(error) if method_unavailable(&error) => {
+                    tracing::debug!(?api, %error, "the node does not answer this txpool method");
+                }
+                Err(error @ (RpcError::ErrorResp(_) | RpcError::DeserError { .. } | RpcError::NullResp)) => {
+                    tracing::warn!(?api, %error, "could not read the node's pool; nonces held there are not skipped");
+                    return Ok(Vec::new());
+                }
+                Err(error) => return Err(temporary("txpool", error)),
+            }
+        }
+        tracing::info!(
+            url = self.config.url,
+            "the node does not show its pool: nonces held by transactions waiting there are not skipped"
+        );
+        *lock(&self.pool_api) = PoolApi::Hidden;
+        Ok(Vec::new())
+    }
+
+    /// `transaction`'s nonce is held by another transaction waiting in the node's pool: neither
+    /// is included yet, and the chain will include one of them. `Temporary`, not `Final`: the
+    /// pipeline never signs a recorded operation again, so these bytes are its only way onto
+    /// the ledger, and the waiting one may still leave the pool (evicted, or lost in a node's
+    /// restart) and let them in. Failing the operation for good now would report a failure
+    /// the ledger has not decided. Sending the same bytes again is harmless and bounded by the
+    /// pipeline's retries: once the other is included, the answer is "nonce too low" with
+    /// bytes the node does not know, which is `Final`. The slot is emptied, as after "nonce too
+    /// low": it handed out a nonce the node holds, and re-reading the count and the pool gives
+    /// the next free one (on a node that hides its pool, the count past the waiting run once
+    /// the gap under it is filled).
+    async fn held_elsewhere(&self, transaction: &SignedTransaction, message: &str) -> LedgerError {
+        self.nonces.forget(transaction.sender).await;
+        LedgerError::temporary(format!(
+            "nonce {} of {} is held by another transaction waiting in the node's pool: {message}",
+            transaction.nonce, transaction.sender
+        ))
+    }
+
+    /// Whether the node holds or has included these very bytes.
+    async fn knows(&self, hash: TxHash) -> Result<bool, LedgerError> {
+        let known =
+            self.provider.get_transaction_by_hash(hash).await.map_err(|e| temporary("eth_getTransactionByHash", e))?;
+        Ok(known.is_some())
     }
 
     /// Checks that `address` holds this token contract: its runtime code equals the artifact's
@@ -386,24 +555,31 @@ impl Ledger for EvmLedger {
             || message.contains("already imported")
             || message.contains("known transaction")
         {
-            return Ok(transaction.hash);
+            // geth and anvil answer so only for these very bytes; a node that answered so for
+            // other bytes with this nonce would leave the operation tracking a hash that never
+            // comes. Only a resend pays for the look.
+            if self.knows(transaction.hash).await? {
+                return Ok(transaction.hash);
+            }
+            return Err(self.held_elsewhere(transaction, &message).await);
         }
         if message.contains("nonce too low") || message.contains("nonce is too low") {
             // Sending included bytes again answers their hash; other bytes with a used nonce can
             // never be included.
-            let known = self
-                .provider
-                .get_transaction_by_hash(transaction.hash)
-                .await
-                .map_err(|e| temporary("eth_getTransactionByHash", e))?;
+            let known = self.knows(transaction.hash).await?;
             self.nonces.forget(transaction.sender).await;
-            return match known {
-                Some(_) => Ok(transaction.hash),
-                None => Err(LedgerError::final_(format!(
-                    "nonce {} of {} is already used by another transaction",
-                    transaction.nonce, transaction.sender
-                ))),
-            };
+            if known {
+                return Ok(transaction.hash);
+            }
+            return Err(LedgerError::final_(format!(
+                "nonce {} of {} is already used by another transaction",
+                transaction.nonce, transaction.sender
+            )));
+        }
+        // "replacement transaction underpriced" on geth and anvil; other nodes word it with
+        // "replace" too. (A plain "transaction underpriced" is the pool's minimum fee: final.)
+        if message.contains("replace") {
+            return Err(self.held_elsewhere(transaction, &message).await);
         }
         if message.contains("txpool is full") || message.contains("limit exceeded") || message.contains("busy") {
             self.nonces.forget(transaction.sender).await;
@@ -456,5 +632,39 @@ impl Ledger for EvmLedger {
             self.view(token, C::heldBalanceOfCall { account: wallet }, Some(block)),
         )?;
         Ok(Balances { total, available, held, block_number: block })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_senders_nonces_are_read_from_either_pool_answer() {
+        // geth's `txpool_contentFrom`: nonce keys, decimal.
+        let answer = serde_json::json!({
+            "pending": { "7": { "nonce": "0x7" } },
+            "queued": { "9": { "nonce": "0x9" }, "0xa": {}, "eleven": {} }
+        });
+        let mut nonces = serde_json::from_value::<Pool<IgnoredAny>>(answer).expect("contentFrom").nonces();
+        nonces.sort_unstable();
+        assert_eq!(nonces, [7, 9, 10]);
+
+        // `txpool_inspect`: senders (checksummed on geth, lower-case on anvil), then nonces.
+        let sender: Address = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266".parse().expect("address");
+        let answer = serde_json::json!({
+            "pending": { "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266": { "3": "a summary" } },
+            "queued": {
+                "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266": { "5": "a summary", "6": "a summary" },
+                "0x70997970c51812dc3a010c7d01b50e0d17dc79c8": { "4": "another sender's" }
+            }
+        });
+        let mut nonces =
+            serde_json::from_value::<Pool<HashMap<String, IgnoredAny>>>(answer).expect("inspect").nonces_of(sender);
+        nonces.sort_unstable();
+        assert_eq!(nonces, [3, 5, 6]);
+
+        let empty = serde_json::from_value::<Pool<IgnoredAny>>(serde_json::json!({})).expect("no transactions");
+        assert!(empty.nonces().is_empty());
     }
 }

@@ -5,7 +5,11 @@
 //!
 //! An empty slot is filled from the ledger's own count of the wallet's transactions, pending
 //! ones included: at first use, after a restart, and after a send whose outcome is unknown
-//! ([`Nonces::forget`]). Re-reading after an unknown outcome is safe: if the lost transaction
+//! ([`Nonces::forget`]). That count stops at the first gap, and a crash can leave one (a nonce
+//! signed but never recorded, later ones recorded and sent again after the restart, waiting
+//! behind it): the slot is filled with the nonces such waiting transactions hold too
+//! ([`Slot::fill`]), hands out the gap first and then skips them, since a second transaction
+//! with a waiting one's nonce would be refused or would replace it. Re-reading after an unknown outcome is safe: if the lost transaction
 //! never arrived, its nonce goes to the next transaction and the lost bytes can never be
 //! included (a resend answers "nonce already used"); if it did arrive, the count includes it.
 //! What is never done is signing the *same operation* again with a new nonce while its first
@@ -26,12 +30,14 @@ pub struct Nonces {
     slots: Mutex<HashMap<Address, Arc<tokio::sync::Mutex<Slot>>>>,
 }
 
-/// A wallet's nonces: the next one never handed out (`None` until read from the ledger), and
-/// those handed out but given back, which go out again first.
+/// A wallet's nonces: the next one never handed out (`None` until read from the ledger), those
+/// handed out but given back, which go out again first, and those above `next` held by
+/// transactions waiting in the ledger's pool, which never go out.
 #[derive(Debug, Default)]
 pub struct Slot {
     next: Option<u64>,
     returned: BTreeSet<u64>,
+    held: BTreeSet<u64>,
 }
 
 impl Slot {
@@ -40,11 +46,31 @@ impl Slot {
         self.returned.first().copied().or(self.next)
     }
 
+    /// Fills an empty slot from the ledger: `pending` is its count of the wallet's transactions,
+    /// `waiting` the nonces of the wallet's transactions in its pool (those below `pending`
+    /// change nothing). Returns the nonce the next signature takes.
+    pub fn fill(&mut self, pending: u64, waiting: impl IntoIterator<Item = u64>) -> u64 {
+        self.held = waiting.into_iter().filter(|&nonce| nonce >= pending).collect();
+        let next = self.skip_held(pending);
+        self.next = Some(next);
+        next
+    }
+
     /// Marks `nonce` (from `next`, or read from the ledger) as handed out.
     pub fn take(&mut self, nonce: u64) {
         if !self.returned.remove(&nonce) {
-            self.next = Some(nonce + 1);
+            self.next = Some(self.skip_held(nonce + 1));
         }
+    }
+
+    /// The first nonce from `nonce` on that no waiting transaction holds. Held nonces passed
+    /// are dropped: `next` never goes back below them (only given-back nonces go out again).
+    fn skip_held(&mut self, mut nonce: u64) -> u64 {
+        self.held = self.held.split_off(&nonce);
+        while self.held.remove(&nonce) {
+            nonce += 1;
+        }
+        nonce
     }
 }
 
@@ -130,5 +156,34 @@ mod tests {
         assert_eq!(nonces.lock(wallet).await.next(), Some(7));
         nonces.give_back(wallet, 42).await;
         assert_eq!(nonces.lock(wallet).await.next(), Some(7), "a nonce never handed out changes nothing");
+    }
+
+    #[tokio::test]
+    async fn nonces_held_by_waiting_transactions_are_skipped() {
+        let nonces = Nonces::default();
+        let wallet = Address::repeat_byte(3);
+        let mut slot = nonces.lock(wallet).await;
+        // The ledger counts 5 (a gap at 5); 6, 7 and 9 wait behind it. 3 is below the count.
+        assert_eq!(slot.fill(5, [9, 3, 6, 7]), 5, "the gap first");
+        slot.take(5);
+        assert_eq!(slot.next(), Some(8), "then past the waiting run");
+        slot.take(8);
+        assert_eq!(slot.next(), Some(10), "and past every waiting one");
+        drop(slot);
+        // A given-back nonce below a held one goes out again; the held ones never do.
+        nonces.give_back(wallet, 5).await;
+        let mut slot = nonces.lock(wallet).await;
+        assert_eq!(slot.next(), Some(5));
+        slot.take(5);
+        assert_eq!(slot.next(), Some(10));
+        drop(slot);
+        nonces.give_back(wallet, 8).await;
+        let mut slot = nonces.lock(wallet).await;
+        assert_eq!(slot.next(), Some(8));
+        slot.take(8);
+        assert_eq!(slot.next(), Some(10));
+        // The count itself is never held (the ledger counts only consecutive nonces), but a
+        // slot filled with it held would still not hand it out.
+        assert_eq!(Slot::default().fill(4, [4, 5]), 6);
     }
 }
