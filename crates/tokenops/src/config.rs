@@ -242,7 +242,7 @@ fn valid_cidr(text: &str) -> bool {
 /// needs too, so fewer run (measured with `scripts/bench`: ARCHITECTURE.md, "Throughput").
 fn default_worker_concurrency(database: &DatabaseUrl) -> i64 {
     match database {
-        DatabaseUrl::Sqlite(_) => 128,
+        DatabaseUrl::Sqlite(_) => 256,
         DatabaseUrl::Postgres { .. } => 32,
     }
 }
