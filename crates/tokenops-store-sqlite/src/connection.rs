@@ -30,7 +30,7 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
             | OpenFlags::SQLITE_OPEN_URI
     };
     let conn = Connection::open_with_flags(path, flags).map_err(codec::backend)?;
-    conn.busy_timeout(Duration::from_secs(10)).map_err(codec::backend)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(codec::backend)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     if !read_only {
         // The journal mode is a property of the file: set once by the writer.
@@ -83,6 +83,21 @@ pub fn sync_wal(path: &Path) -> std::io::Result<u64> {
 pub fn checkpoint(conn: &Connection) -> StoreResult<()> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).map_err(codec::backend)
 }
+
+/// Starts the WAL over, on the writer connection between groups: copies what the passive
+/// checkpoints have not, syncs the database, and waits up to `wait` for readers still reading
+/// from the WAL, so that the next write starts it from the beginning (and truncates it to
+/// `WAL_SIZE_LIMIT`). Returns whether it will start over: not when a reader stayed or another
+/// checkpoint was running.
+pub fn restart_wal(conn: &Connection, wait: Duration) -> StoreResult<bool> {
+    conn.busy_timeout(wait).map_err(codec::backend)?;
+    let busy = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0));
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(codec::backend)?;
+    Ok(busy.map_err(codec::backend)? == 0)
+}
+
+/// How long a connection waits for a lock another holds before it gives up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Read-only connections, opened on demand up to a bound and reused.
 pub struct Readers {

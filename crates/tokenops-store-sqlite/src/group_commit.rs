@@ -36,6 +36,17 @@ use crate::{codec, connection};
 /// its default of 1,000 pages).
 const CHECKPOINT_AFTER_BYTES: u64 = connection::WAL_SIZE_LIMIT;
 
+/// The WAL's bound: past it, the committer starts the WAL over itself (`restart_wal`).
+/// Passive checkpoints copy the WAL into the database, but SQLite starts it over only at a
+/// write that begins after a complete copy while no reader reads from the WAL; under a steady
+/// load some reader always does, and the WAL grew to 10 GB in a benchmark run. Starting it
+/// over holds the writer for a copy, a sync of the database and the readers' end, which lifts
+/// the `202`'s p99, so it is a bound for disks, not the everyday way (the WAL starts over by
+/// itself whenever the load pauses).
+pub const WAL_BOUND_BYTES: u64 = 1024 * 1024 * 1024;
+/// How long starting the WAL over waits for readers still reading from it.
+const WAL_RESTART_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Background writes queued for the writer at once.
 const BACKGROUND_QUEUE: usize = 4;
 
@@ -107,12 +118,19 @@ pub struct GroupCommit {
     /// limit (each one merging the WAL's index again); a checkpoint runs when the WAL has grown
     /// by `CHECKPOINT_AFTER_BYTES` since the last, or past the limit after it was truncated.
     checkpoint_mark: std::sync::atomic::AtomicU64,
+    /// See `WAL_BOUND_BYTES`.
+    wal_bound: u64,
+    /// The WAL's length at the last attempt to start it over; the next is made once it has
+    /// grown by `CHECKPOINT_AFTER_BYTES` more, so a long read costs one attempt, not one per group.
+    restart_mark: std::sync::atomic::AtomicU64,
+    /// The committer starts the WAL over after its next COMMIT.
+    restart_due: std::sync::atomic::AtomicBool,
 }
 
 impl GroupCommit {
     /// Starts the committer task for the writer connection. The task ends when the store is
     /// dropped.
-    pub fn start(path: PathBuf, conn: Connection) -> Arc<Self> {
+    pub fn start(path: PathBuf, conn: Connection, wal_bound: u64) -> Arc<Self> {
         let (committed, _) = watch::channel(0);
         let wake = Arc::new(Notify::new());
         let writer = Writer { path, conn: Some(conn), open: false, group: 1, members: 0, pending_rollback: false };
@@ -126,6 +144,9 @@ impl GroupCommit {
             requests_served: Notify::new(),
             checkpointer: Arc::new(StdMutex::new(None)),
             checkpoint_mark: std::sync::atomic::AtomicU64::new(0),
+            wal_bound,
+            restart_mark: std::sync::atomic::AtomicU64::new(0),
+            restart_due: std::sync::atomic::AtomicBool::new(false),
         });
         let committer = Arc::downgrade(&group);
         tokio::spawn(async move {
@@ -209,6 +230,19 @@ impl GroupCommit {
                 let _ = conn.execute_batch("ROLLBACK");
             })
         });
+        if committed.is_ok() && self.restart_due.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            // Between groups, holding the writer: no transaction is open on its connection.
+            let started = std::time::Instant::now();
+            let restarted = writer.conn().and_then(|conn| connection::restart_wal(conn, WAL_RESTART_WAIT));
+            let held_ms = started.elapsed().as_millis();
+            match restarted {
+                Ok(true) => tracing::info!(group, held_ms, "the WAL passed its bound and starts over"),
+                Ok(false) => {
+                    tracing::info!(group, held_ms, "the WAL passed its bound; readers kept it from starting over");
+                }
+                Err(e) => tracing::warn!(error = %e, "starting the WAL over failed"),
+            }
+        }
         let path = writer.path.clone();
         drop(writer);
         let started = std::time::Instant::now();
@@ -219,7 +253,14 @@ impl GroupCommit {
                     use std::sync::atomic::Ordering::Relaxed;
                     // A WAL shorter than the mark was started over and truncated to the limit.
                     let mark = Some(self.checkpoint_mark.load(Relaxed)).filter(|mark| *mark <= wal_bytes).unwrap_or(0);
-                    if wal_bytes > mark + CHECKPOINT_AFTER_BYTES {
+                    // Likewise a WAL shorter than the last restart attempt's mark started over.
+                    let restart_mark = Some(self.restart_mark.load(Relaxed)).filter(|m| *m <= wal_bytes).unwrap_or(0);
+                    if wal_bytes > self.wal_bound && wal_bytes > restart_mark + CHECKPOINT_AFTER_BYTES {
+                        // Instead of a passive checkpoint: one running would hold the restart off.
+                        self.restart_mark.store(wal_bytes, Relaxed);
+                        self.checkpoint_mark.store(wal_bytes, Relaxed);
+                        self.restart_due.store(true, Relaxed);
+                    } else if wal_bytes > mark + CHECKPOINT_AFTER_BYTES {
                         self.checkpoint_mark.store(wal_bytes, Relaxed);
                         self.checkpoint_in_background(path);
                     } else if mark == 0 {
