@@ -4,7 +4,7 @@
 
 mod suite;
 
-use alloy::primitives::{B256, U256};
+use alloy::primitives::{Address, B256, U256};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +45,34 @@ impl ManualClock {
 
 fn keystore(store: Arc<dyn Store>) -> Arc<EmbeddedKeystore> {
     Arc::new(EmbeddedKeystore::new(store, Arc::new(Sealer::new([3u8; 32]))))
+}
+
+async fn deploy_euro(ledger: &EmbeddedLedger) -> Address {
+    ledger.deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 }).await.expect("deploy")
+}
+
+/// A store, the issuer's and alice's wallets in a keystore on it, and a ledger on it that makes
+/// blocks only when asked (or when a deployment waits for its own), with the Euro deployed.
+struct SlowChain {
+    fixture: StoreFixture,
+    custody: Arc<EmbeddedKeystore>,
+    issuer: Address,
+    alice: Address,
+    config: EmbeddedConfig,
+    ledger: EmbeddedLedger,
+    token: Address,
+}
+
+async fn slow_chain(backend: Backend) -> SlowChain {
+    let fixture = StoreFixture::new(backend).await;
+    let custody = keystore(fixture.store.clone());
+    let issuer = custody.create_wallet("issuer").await.expect("issuer");
+    let alice = custody.create_wallet("alice").await.expect("alice");
+    let config = EmbeddedConfig { block_interval: Duration::from_secs(3_600), ..ManualClock::default().config() };
+    let ledger =
+        EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), config.clone()).await.expect("open");
+    let token = deploy_euro(&ledger).await;
+    SlowChain { fixture, custody, issuer, alice, config, ledger, token }
 }
 
 struct Embedded {
@@ -178,10 +206,7 @@ async fn resends_what_the_mempool_lost(backend: Backend) {
     let clock = ManualClock::default();
     let ledger =
         EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), clock.config()).await.expect("open");
-    let token = ledger
-        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
-        .await
-        .expect("deploy");
+    let token = deploy_euro(&ledger).await;
     drop(ledger);
 
     // A ledger that never produces a block on its own: the mint waits in the mempool.
@@ -211,10 +236,7 @@ async fn resends_what_the_mempool_lost(backend: Backend) {
     let other_config = EmbeddedConfig { chain_id: 99, ..clock.config() };
     let other =
         EmbeddedLedger::open(other_fixture.store.clone(), issuer, custody.clone(), other_config).await.expect("open");
-    let other_token = other
-        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
-        .await
-        .expect("deploy");
+    let other_token = deploy_euro(&other).await;
     assert_eq!(other_token, token, "the same issuer and nonce deploy to the same address on both chains");
     let foreign = other
         .sign(token, &LedgerCall::Mint { to: alice, amount: U256::from(1) }, custody.as_ref())
@@ -235,18 +257,7 @@ async fn resends_what_the_mempool_lost(backend: Backend) {
 /// A block whose write fails leaves no trace (one store transaction per block) and its
 /// transactions wait for the next block.
 async fn a_failed_block_write_leaves_nothing_and_is_retried(backend: Backend) {
-    let fixture = StoreFixture::new(backend).await;
-    let custody = keystore(fixture.store.clone());
-    let issuer = custody.create_wallet("issuer").await.expect("issuer");
-    let alice = custody.create_wallet("alice").await.expect("alice");
-    let clock = ManualClock::default();
-    // Blocks only when asked (or when a deployment waits for its own).
-    let config = EmbeddedConfig { block_interval: Duration::from_secs(3_600), ..clock.config() };
-    let ledger = EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), config).await.expect("open");
-    let token = ledger
-        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
-        .await
-        .expect("deploy");
+    let SlowChain { fixture, custody, alice, ledger, token, .. } = slow_chain(backend).await;
     let blocks = fixture.db.count("ledger_blocks", "").await;
 
     fixture.db.fail_inserts_into("ledger_transactions").await;
@@ -273,18 +284,7 @@ async fn a_failed_block_write_leaves_nothing_and_is_retried(backend: Backend) {
 /// after it must skip the nonce the waiting transaction holds: handing it out again made two
 /// transactions of one nonce, and the later one failed for good.
 async fn a_resent_signature_behind_a_gap_keeps_its_nonce(backend: Backend) {
-    let fixture = StoreFixture::new(backend).await;
-    let custody = keystore(fixture.store.clone());
-    let issuer = custody.create_wallet("issuer").await.expect("issuer");
-    let alice = custody.create_wallet("alice").await.expect("alice");
-    let clock = ManualClock::default();
-    let slow = EmbeddedConfig { block_interval: Duration::from_secs(3_600), ..clock.config() };
-    let ledger =
-        EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), slow.clone()).await.expect("open");
-    let token = ledger
-        .deploy_token(&TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 })
-        .await
-        .expect("deploy");
+    let SlowChain { fixture, custody, issuer, alice, config: slow, ledger, token } = slow_chain(backend).await;
     let mint = |amount: u64| LedgerCall::Mint { to: alice, amount: U256::from(amount) };
     let lost = ledger.sign(token, &mint(1), custody.as_ref()).await.expect("sign");
     let kept = ledger.sign(token, &mint(2), custody.as_ref()).await.expect("sign");

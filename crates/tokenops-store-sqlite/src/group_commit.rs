@@ -18,9 +18,12 @@
 //! Background writes (jobs, `tokenops_store::in_background`) queue for it only a few at a time,
 //! and give way to requests: one that would take the writer while a request waits for it steps
 //! back, a bounded number of times, so a request's write waits for the write holding the
-//! writer rather than for every job queued ahead of it. A
-//! write dropped without `commit` is rolled back to its savepoint by whoever takes the
-//! connection next.
+//! writer rather than for every job queued ahead of it. A write dropped without `commit` is
+//! rolled back to its savepoint by whoever takes the connection next.
+//!
+//! The committer also keeps the WAL in check: a passive checkpoint on a connection of its own
+//! every `CHECKPOINT_EVERY` while groups commit, and past `WAL_BOUND_BYTES` a restart of the WAL
+//! on the writer between two groups.
 
 use rusqlite::Connection;
 use std::collections::HashSet;
