@@ -35,9 +35,8 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     if !read_only {
         // The journal mode is a property of the file: set once by the writer.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
-        // Checkpoints run on a connection of their own (`checkpoint`), not on the writer, where
-        // they would hold it while the database file is synced; only a WAL past its bound is
-        // started over on the writer, between groups (`restart_wal`).
+        // Checkpoints run on a connection of their own (`checkpoint`), never inside the writer's
+        // COMMIT, where they would hold the writer while the database file is synced.
         // Each write is a savepoint inside the group's transaction (`group_commit`), so SQLite
         // keeps a statement journal of the pages the group changes; `temp_store = MEMORY` keeps
         // it in memory instead of spilling it to a temporary file, which profiles of the

@@ -70,7 +70,7 @@ const ROLLBACK: &str = "ROLLBACK TO tokenops_write; RELEASE tokenops_write";
 /// The writer connection and the open group.
 struct Writer {
     path: PathBuf,
-    /// The writer's connection; reopened (with the WAL's bound) if it was lost.
+    /// Taken only while the committer's COMMIT runs off the task; reopened if that was lost.
     conn: Option<Connection>,
     /// A group (the shared `BEGIN IMMEDIATE` transaction) is open.
     open: bool,
@@ -258,9 +258,7 @@ impl GroupCommit {
         let outcome = match committed {
             Ok(()) => match tokio::task::spawn_blocking(move || connection::sync_wal(&wal_path)).await {
                 Ok(Ok(_)) => {
-                    // Not while a restart is due: a passive checkpoint running then would make
-                    // the restart find the checkpoint lock taken.
-                    if !self.restart_due.load(std::sync::atomic::Ordering::Relaxed) && self.checkpoint_due() {
+                    if self.checkpoint_due() {
                         self.checkpoint_in_background(path);
                     }
                     Ok(())
