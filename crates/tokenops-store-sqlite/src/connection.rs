@@ -37,6 +37,8 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
         // Checkpoints run on a connection of their own (`checkpoint`), never inside the writer's
         // COMMIT, where they would hold the writer while the database file is synced.
+        // When the WAL starts over it is truncated to the limit, so its length tells again how
+        // much it holds (`group_commit` checkpoints by its growth).
         // Each write is a savepoint inside the group's transaction (`group_commit`), so SQLite
         // keeps a statement journal of the pages the group changes; `temp_store = MEMORY` keeps
         // it in memory instead of spilling it to a temporary file, which profiles of the
@@ -46,46 +48,46 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
         // pages), and the COMMIT after it then scans the whole cache's hash table to drop
         // pages past the database's end. That scan costs in proportion to the cache: with a
         // 64 MiB cache it took a fifth to a third of the service's CPU, inside the writer.
-        conn.execute_batch(
-            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY;",
-        )
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}; PRAGMA temp_store = MEMORY;"
+        ))
         .map_err(codec::backend)?;
     }
     Ok(conn)
 }
 
-/// Lets the WAL file keep up to `bytes` when the WAL starts over, so that it is reused from
-/// its start rather than truncated (`journal_size_limit`, a setting of the connection that
-/// starts it over: the writer).
-pub fn limit_wal_file(conn: &Connection, bytes: u64) -> StoreResult<()> {
-    conn.execute_batch(&format!("PRAGMA journal_size_limit = {bytes}")).map_err(codec::backend)
-}
+/// The WAL's length when it starts over (`journal_size_limit`), and its growth between
+/// checkpoints.
+pub const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// Makes everything written to the WAL of the database at `path` so far durable: the COMMITs
 /// of the writer (under `synchronous=NORMAL`) append to the WAL without syncing it. Opened per
 /// call, so a WAL file SQLite replaced is never synced through a stale handle.
-pub fn sync_wal(path: &Path) -> std::io::Result<()> {
+/// Returns the WAL's size after the sync.
+pub fn sync_wal(path: &Path) -> std::io::Result<u64> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     match std::fs::File::open(&wal) {
-        Ok(file) => file.sync_data(),
+        Ok(file) => {
+            file.sync_data()?;
+            Ok(file.metadata()?.len())
+        }
         // No WAL (nothing written since it was last removed): nothing to make durable.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }
 }
 
 /// Copies the WAL's frames into the database file (a passive checkpoint: it waits for no reader
 /// or writer), so that the writer can start the WAL over. On `conn`, a connection of its own.
-/// Returns the number of frames in the WAL.
-pub fn checkpoint(conn: &Connection) -> StoreResult<u64> {
-    let frames = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get::<_, i64>(1));
-    Ok(u64::try_from(frames.map_err(codec::backend)?).unwrap_or(0))
+pub fn checkpoint(conn: &Connection) -> StoreResult<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).map_err(codec::backend)
 }
 
 /// Starts the WAL over, on the writer connection between groups: copies what the passive
 /// checkpoints have not, syncs the database, and waits up to `wait` for readers still reading
-/// from the WAL, so that the next write starts it from the beginning. Returns whether it will start over: not when a reader stayed or another
+/// from the WAL, so that the next write starts it from the beginning (and truncates it to
+/// `WAL_SIZE_LIMIT`). Returns whether it will start over: not when a reader stayed or another
 /// checkpoint was running.
 pub fn restart_wal(conn: &Connection, wait: Duration) -> StoreResult<bool> {
     conn.busy_timeout(wait).map_err(codec::backend)?;
