@@ -22,8 +22,8 @@
 //! rolled back to its savepoint by whoever takes the connection next.
 //!
 //! The committer also keeps the WAL in check: a passive checkpoint on a connection of its own
-//! every `CHECKPOINT_EVERY` while groups commit, and past `WAL_BOUND_BYTES` a restart of the WAL
-//! on the writer between two groups.
+//! each time the WAL has grown by `CHECKPOINT_AFTER_BYTES`, and past `WAL_BOUND_BYTES` a restart
+//! of the WAL on the writer between two groups.
 
 use rusqlite::Connection;
 use std::collections::HashSet;
