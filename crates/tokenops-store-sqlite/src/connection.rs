@@ -35,10 +35,9 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
     if !read_only {
         // The journal mode is a property of the file: set once by the writer.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
-        // Checkpoints run on a connection of their own (`checkpoint`), never inside the writer's
-        // COMMIT, where they would hold the writer while the database file is synced.
-        // When the WAL starts over it is truncated to the limit, so its length tells again how
-        // much it holds (`group_commit` checkpoints by its growth).
+        // Checkpoints run on a connection of their own (`checkpoint`), not on the writer, where
+        // they would hold it while the database file is synced; only a WAL past its bound is
+        // started over on the writer, between groups (`restart_wal`).
         // Each write is a savepoint inside the group's transaction (`group_commit`), so SQLite
         // keeps a statement journal of the pages the group changes; `temp_store = MEMORY` keeps
         // it in memory instead of spilling it to a temporary file, which profiles of the
@@ -48,32 +47,57 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
         // pages), and the COMMIT after it then scans the whole cache's hash table to drop
         // pages past the database's end. That scan costs in proportion to the cache: with a
         // 64 MiB cache it took a fifth to a third of the service's CPU, inside the writer.
-        conn.execute_batch(&format!(
-            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}; PRAGMA temp_store = MEMORY;"
-        ))
+        conn.execute_batch(
+            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY;",
+        )
         .map_err(codec::backend)?;
     }
     Ok(conn)
 }
 
-/// The WAL's length when it starts over (`journal_size_limit`), and its growth between
-/// checkpoints.
-pub const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
+/// Opens the writer connection: `open`, plus what only the connection that starts the WAL over
+/// needs. The WAL file keeps up to `wal_bound` bytes when the WAL starts over
+/// (`journal_size_limit`), so under load it is reused from its start rather than truncated
+/// (truncating a 1 GiB WAL in a COMMIT held the writer 300–460 ms); and each COMMIT reports
+/// how many frames the WAL holds (`wal_frames_committed`), which its file's length, reused,
+/// no longer tells.
+pub fn open_writer(path: &Path, wal_bound: u64) -> StoreResult<Connection> {
+    let conn = open(path, false)?;
+    conn.execute_batch(&format!("PRAGMA journal_size_limit = {wal_bound}")).map_err(codec::backend)?;
+    // After `wal_autocheckpoint = 0` (`open`), which would replace the hook.
+    conn.wal_hook(Some(record_wal_frames));
+    Ok(conn)
+}
+
+thread_local! {
+    /// The frames in the WAL after the last COMMIT on this thread that wrote any (the WAL
+    /// hook runs inside the COMMIT, on the thread that runs it).
+    static WAL_FRAMES: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+fn record_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.with(|cell| cell.set(u32::try_from(frames).ok()));
+    Ok(())
+}
+
+/// Runs `commit` (a COMMIT on the writer) and returns its outcome with the number of frames the
+/// WAL holds after it, `None` when it wrote nothing.
+pub fn wal_frames_committed<T>(commit: impl FnOnce() -> T) -> (T, Option<u32>) {
+    WAL_FRAMES.with(|cell| cell.set(None));
+    let outcome = commit();
+    (outcome, WAL_FRAMES.with(|cell| cell.take()))
+}
 
 /// Makes everything written to the WAL of the database at `path` so far durable: the COMMITs
 /// of the writer (under `synchronous=NORMAL`) append to the WAL without syncing it. Opened per
 /// call, so a WAL file SQLite replaced is never synced through a stale handle.
-/// Returns the WAL's size after the sync.
-pub fn sync_wal(path: &Path) -> std::io::Result<u64> {
+pub fn sync_wal(path: &Path) -> std::io::Result<()> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     match std::fs::File::open(&wal) {
-        Ok(file) => {
-            file.sync_data()?;
-            Ok(file.metadata()?.len())
-        }
+        Ok(file) => file.sync_data(),
         // No WAL (nothing written since it was last removed): nothing to make durable.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -86,9 +110,8 @@ pub fn checkpoint(conn: &Connection) -> StoreResult<()> {
 
 /// Starts the WAL over, on the writer connection between groups: copies what the passive
 /// checkpoints have not, syncs the database, and waits up to `wait` for readers still reading
-/// from the WAL, so that the next write starts it from the beginning (and truncates it to
-/// `WAL_SIZE_LIMIT`). Returns whether it will start over: not when a reader stayed or another
-/// checkpoint was running.
+/// from the WAL, so that the next write starts it from the beginning. Returns whether it will
+/// start over: not when a reader stayed.
 pub fn restart_wal(conn: &Connection, wait: Duration) -> StoreResult<bool> {
     conn.busy_timeout(wait).map_err(codec::backend)?;
     let busy = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0));

@@ -21,9 +21,10 @@
 //! writer rather than for every job queued ahead of it. A write dropped without `commit` is
 //! rolled back to its savepoint by whoever takes the connection next.
 //!
-//! The committer also keeps the WAL in check: a passive checkpoint on a connection of its own
-//! each time the WAL has grown by `CHECKPOINT_AFTER_BYTES`, and past `WAL_BOUND_BYTES` a restart
-//! of the WAL on the writer between two groups.
+//! The committer also keeps the WAL in check, by the frames each COMMIT reports it holds: a
+//! passive checkpoint on a connection of its own each time the WAL has grown by
+//! `CHECKPOINT_AFTER_FRAMES`, and past `WAL_BOUND_BYTES` a restart of the WAL on the writer
+//! between two groups.
 
 use rusqlite::Connection;
 use std::collections::HashSet;
@@ -35,18 +36,20 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphor
 
 use crate::{codec, connection};
 
-/// How much the WAL grows between checkpoints (about what SQLite's automatic checkpoint does at
-/// its default of 1,000 pages).
-const CHECKPOINT_AFTER_BYTES: u64 = connection::WAL_SIZE_LIMIT;
+/// How much the WAL grows between passive checkpoints, in frames: SQLite's automatic
+/// checkpoint's default (about 4 MiB).
+const CHECKPOINT_AFTER_FRAMES: u64 = 1_000;
+/// A WAL frame: a page (SQLite's default 4 KiB, which the store keeps) and its header.
+const WAL_FRAME_BYTES: u64 = 4096 + 24;
 
 /// The WAL's bound: past it, the committer starts the WAL over itself (`restart_wal`).
 /// Passive checkpoints copy the WAL into the database, but SQLite starts it over only at a
 /// write that begins after a complete copy while no reader reads from the WAL; under a steady
 /// load some reader always does, and the WAL grew to 10 GB in a benchmark run. Starting it
-/// over holds the writer for a copy, a sync of the database and the readers' end, which lifts
-/// the `202`'s p99, so it is a bound for disks, not the everyday way (the WAL starts over by
-/// itself whenever the load pauses).
-pub const WAL_BOUND_BYTES: u64 = 1024 * 1024 * 1024;
+/// over holds the writer for a copy of what the last passive checkpoint left, a sync of the
+/// database and the readers' end. The WAL file keeps its length up to the bound and is reused
+/// (`connection::open_writer`), so no COMMIT truncates it under load.
+pub const WAL_BOUND_BYTES: u64 = 256 * 1024 * 1024;
 /// How long starting the WAL over waits for readers still reading from it.
 const WAL_RESTART_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -66,7 +69,9 @@ const ROLLBACK: &str = "ROLLBACK TO tokenops_write; RELEASE tokenops_write";
 /// The writer connection and the open group.
 struct Writer {
     path: PathBuf,
-    /// Taken only while the committer's COMMIT runs off the task; reopened if that was lost.
+    /// See `WAL_BOUND_BYTES`.
+    wal_bound: u64,
+    /// The writer's connection; reopened if it was lost.
     conn: Option<Connection>,
     /// A group (the shared `BEGIN IMMEDIATE` transaction) is open.
     open: bool,
@@ -76,12 +81,18 @@ struct Writer {
     members: u64,
     /// A write was dropped without commit: its savepoint must be rolled back first.
     pending_rollback: bool,
+    /// The WAL's frames when the last passive checkpoint was started.
+    checkpoint_mark: u64,
+    /// The WAL's frames at the last attempt to start it over; the next is made once it has
+    /// grown by `CHECKPOINT_AFTER_FRAMES` more, so a long read costs one attempt, not one per
+    /// group.
+    restart_mark: u64,
 }
 
 impl Writer {
     fn conn(&mut self) -> StoreResult<&mut Connection> {
         if self.conn.is_none() {
-            self.conn = Some(connection::open(&self.path, false)?);
+            self.conn = Some(connection::open_writer(&self.path, self.wal_bound)?);
             self.open = false;
         }
         self.conn.as_mut().ok_or_else(|| StoreError::Backend("the writer connection is gone".into()))
@@ -114,29 +125,27 @@ pub struct GroupCommit {
     /// Told when no request waits for the writer any more.
     requests_served: Notify,
     /// The checkpointer's connection, opened on first use; held while a checkpoint runs, so
-    /// that one runs at a time.
+    /// that one runs at a time (and none while the WAL starts over).
     checkpointer: Arc<StdMutex<Option<Connection>>>,
-    /// The WAL's length when the last checkpoint started. The file does not shrink while it is
-    /// reused, so its length alone would ask for a checkpoint after every sync once past the
-    /// limit (each one merging the WAL's index again); a checkpoint runs when the WAL has grown
-    /// by `CHECKPOINT_AFTER_BYTES` since the last, or past the limit after it was truncated.
-    checkpoint_mark: std::sync::atomic::AtomicU64,
-    /// See `WAL_BOUND_BYTES`.
-    wal_bound: u64,
-    /// The WAL's length at the last attempt to start it over; the next is made once it has
-    /// grown by `CHECKPOINT_AFTER_BYTES` more, so a long read costs one attempt, not one per group.
-    restart_mark: std::sync::atomic::AtomicU64,
-    /// The committer starts the WAL over after its next COMMIT.
-    restart_due: std::sync::atomic::AtomicBool,
 }
 
 impl GroupCommit {
-    /// Starts the committer task for the writer connection. The task ends when the store is
-    /// dropped.
+    /// Starts the committer task for the writer connection (`connection::open_writer`, with
+    /// the same `wal_bound`). The task ends when the store is dropped.
     pub fn start(path: PathBuf, conn: Connection, wal_bound: u64) -> Arc<Self> {
         let (committed, _) = watch::channel(0);
         let wake = Arc::new(Notify::new());
-        let writer = Writer { path, conn: Some(conn), open: false, group: 1, members: 0, pending_rollback: false };
+        let writer = Writer {
+            path,
+            wal_bound,
+            conn: Some(conn),
+            open: false,
+            group: 1,
+            members: 0,
+            pending_rollback: false,
+            checkpoint_mark: 0,
+            restart_mark: 0,
+        };
         let group = Arc::new(Self {
             writer: Arc::new(Mutex::new(writer)),
             wake: wake.clone(),
@@ -146,10 +155,6 @@ impl GroupCommit {
             requests_waiting: AtomicUsize::new(0),
             requests_served: Notify::new(),
             checkpointer: Arc::new(StdMutex::new(None)),
-            checkpoint_mark: std::sync::atomic::AtomicU64::new(0),
-            wal_bound,
-            restart_mark: std::sync::atomic::AtomicU64::new(0),
-            restart_due: std::sync::atomic::AtomicBool::new(false),
         });
         let committer = Arc::downgrade(&group);
         tokio::spawn(async move {
@@ -226,48 +231,28 @@ impl GroupCommit {
         let members = std::mem::take(&mut writer.members);
         // Under `synchronous=NORMAL` the COMMIT writes the WAL without waiting for the disk
         // (an occasional automatic checkpoint aside), so it runs here, on the task.
-        let committed = writer.conn().and_then(|conn| {
-            conn.execute_batch("COMMIT").map_err(codec::backend).inspect_err(|_| {
-                // Whatever state the failure left, end the transaction before the connection
-                // is used again.
-                let _ = conn.execute_batch("ROLLBACK");
+        let (committed, frames) = connection::wal_frames_committed(|| {
+            writer.conn().and_then(|conn| {
+                conn.execute_batch("COMMIT").map_err(codec::backend).inspect_err(|_| {
+                    // Whatever state the failure left, end the transaction before the
+                    // connection is used again.
+                    let _ = conn.execute_batch("ROLLBACK");
+                })
             })
         });
-        if committed.is_ok() && self.restart_due.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            // Between groups, holding the writer: no transaction is open on its connection.
-            let started = std::time::Instant::now();
-            let restarted = writer.conn().and_then(|conn| connection::restart_wal(conn, WAL_RESTART_WAIT));
-            let held_ms = started.elapsed().as_millis();
-            match restarted {
-                Ok(true) => tracing::info!(group, held_ms, "the WAL passed its bound and starts over"),
-                Ok(false) => {
-                    tracing::info!(group, held_ms, "the WAL passed its bound; readers kept it from starting over");
-                }
-                Err(e) => tracing::warn!(error = %e, "starting the WAL over failed"),
-            }
-        }
+        let checkpoint_due = match (&committed, frames) {
+            (Ok(()), Some(frames)) => self.keep_wal_in_check(&mut writer, group, frames.into()),
+            _ => false,
+        };
         let path = writer.path.clone();
         drop(writer);
         let started = std::time::Instant::now();
         let wal_path = path.clone();
         let outcome = match committed {
             Ok(()) => match tokio::task::spawn_blocking(move || connection::sync_wal(&wal_path)).await {
-                Ok(Ok(wal_bytes)) => {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    // A WAL shorter than the mark was started over and truncated to the limit.
-                    let mark = Some(self.checkpoint_mark.load(Relaxed)).filter(|mark| *mark <= wal_bytes).unwrap_or(0);
-                    // Likewise a WAL shorter than the last restart attempt's mark started over.
-                    let restart_mark = Some(self.restart_mark.load(Relaxed)).filter(|m| *m <= wal_bytes).unwrap_or(0);
-                    if wal_bytes > self.wal_bound && wal_bytes > restart_mark + CHECKPOINT_AFTER_BYTES {
-                        // Instead of a passive checkpoint: one running would hold the restart off.
-                        self.restart_mark.store(wal_bytes, Relaxed);
-                        self.checkpoint_mark.store(wal_bytes, Relaxed);
-                        self.restart_due.store(true, Relaxed);
-                    } else if wal_bytes > mark + CHECKPOINT_AFTER_BYTES {
-                        self.checkpoint_mark.store(wal_bytes, Relaxed);
+                Ok(Ok(())) => {
+                    if checkpoint_due {
                         self.checkpoint_in_background(path);
-                    } else if mark == 0 {
-                        self.checkpoint_mark.store(0, Relaxed);
                     }
                     Ok(())
                 }
@@ -290,6 +275,48 @@ impl GroupCommit {
         // `close` may end a group while the committer still syncs an earlier one: the later
         // sync covers the earlier group's frames too, and the count never goes back.
         self.committed.send_modify(|last| *last = (*last).max(group));
+    }
+
+    /// After a COMMIT that left `frames` in the WAL, still holding the writer: starts the WAL
+    /// over once it is past its bound, and tells whether a passive checkpoint is due.
+    fn keep_wal_in_check(&self, writer: &mut Writer, group: u64, frames: u64) -> bool {
+        // Fewer frames than at a mark: the WAL started over since.
+        if frames < writer.checkpoint_mark {
+            writer.checkpoint_mark = 0;
+        }
+        if frames < writer.restart_mark {
+            writer.restart_mark = 0;
+        }
+        if frames * WAL_FRAME_BYTES > writer.wal_bound && frames >= writer.restart_mark + CHECKPOINT_AFTER_FRAMES {
+            // A passive checkpoint running would hold the checkpoint lock the restart needs:
+            // then the attempt waits for a later COMMIT. Holding the checkpointer keeps one from
+            // starting meanwhile.
+            let Ok(_checkpointer) = self.checkpointer.try_lock() else { return false };
+            writer.restart_mark = frames;
+            writer.checkpoint_mark = frames;
+            // Between groups: no transaction is open on the writer's connection.
+            let started = std::time::Instant::now();
+            let restarted = writer.conn().and_then(|conn| connection::restart_wal(conn, WAL_RESTART_WAIT));
+            let held_ms = started.elapsed().as_millis();
+            match restarted {
+                Ok(true) => tracing::info!(group, frames, held_ms, "the WAL passed its bound and starts over"),
+                Ok(false) => {
+                    tracing::info!(
+                        group,
+                        frames,
+                        held_ms,
+                        "the WAL passed its bound; readers kept it from starting over"
+                    );
+                }
+                Err(e) => tracing::warn!(error = %e, "starting the WAL over failed"),
+            }
+            return false;
+        }
+        if frames >= writer.checkpoint_mark + CHECKPOINT_AFTER_FRAMES {
+            writer.checkpoint_mark = frames;
+            return true;
+        }
+        false
     }
 
     /// Starts a checkpoint on a blocking thread unless one is running. It takes no lock the

@@ -62,9 +62,9 @@ impl SqliteStore {
     }
 
     /// Opens the store with the WAL started over whenever it grows past `wal_bound` bytes
-    /// (`open` uses 1 GiB; tests use a small bound to see it hold).
+    /// (`open` uses 256 MiB; tests use a small bound to see it hold).
     pub async fn open_with_wal_bound(path: &Path, wal_bound: u64) -> StoreResult<Self> {
-        let writer = connection::open(path, false)?;
+        let writer = connection::open_writer(path, wal_bound)?;
         let readers = Arc::new(connection::Readers::new(path, READERS));
         let jobs_enqueued = Arc::new(Notify::new());
         let group = group_commit::GroupCommit::start(path.to_owned(), writer, wal_bound);

@@ -15,8 +15,8 @@ const BOUND: u64 = 1024 * 1024;
 /// Jobs written, each with a payload of about a kilobyte: some 20 MiB of WAL in all.
 const JOBS: usize = 8_000;
 const PER_WRITE: usize = 20;
-/// Past the bound, an attempt is made after each 4 MiB of growth, and the WAL file keeps the
-/// last group's growth and SQLite's own truncation limit (4 MiB); more means it never started over.
+/// Past the bound, an attempt is made after each 1,000 frames (4 MiB) of growth, and the WAL
+/// file keeps up to the bound; more means it never started over.
 const MOST_WAL: u64 = 12 * 1024 * 1024;
 
 fn wal_len(db: &Path) -> u64 {
