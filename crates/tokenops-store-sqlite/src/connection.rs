@@ -1,8 +1,8 @@
 //! SQLite connections, used inline: a statement runs on the task that issues it, because a
 //! statement on a warm page cache takes microseconds, far less than handing it to another thread
 //! and back (profiling the driver that did that showed more than half of the service's CPU in
-//! thread switches). Only the durable COMMIT, which waits for the disk, leaves the task
-//! (`group_commit`). Also the small pool of read-only connections that serves read transactions.
+//! thread switches). Only what waits for the disk leaves the task: the sync that makes a group
+//! durable, checkpoints, and starting the WAL over (`group_commit`). Also the small pool of read-only connections that serves read transactions.
 
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(codec::backend)?;
         // Checkpoints run on a connection of their own (`checkpoint`), not on the writer, where
         // they would hold it while the database file is synced; only a WAL past its bound is
-        // started over on the writer, between groups (`restart_wal`).
+        // started over on the writer, between groups (`restart_wal`, on a blocking thread).
         // Each write is a savepoint inside the group's transaction (`group_commit`), so SQLite
         // keeps a statement journal of the pages the group changes; `temp_store = MEMORY` keeps
         // it in memory instead of spilling it to a temporary file, which profiles of the

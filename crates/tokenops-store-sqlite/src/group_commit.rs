@@ -48,7 +48,8 @@ const WAL_FRAME_BYTES: u64 = 4096 + 24;
 /// load some reader always does, and the WAL grew to 10 GB in a benchmark run. Starting it
 /// over holds the writer for a copy of what the last passive checkpoint left, a sync of the
 /// database and the readers' end. The WAL file keeps its length up to the bound and is reused
-/// (`connection::open_writer`), so no COMMIT truncates it under load.
+/// (`connection::open_writer`): the first COMMIT after a restart cuts back only what lies past
+/// the bound (at most about `CHECKPOINT_AFTER_FRAMES`, unless readers held restarts off).
 pub const WAL_BOUND_BYTES: u64 = 256 * 1024 * 1024;
 /// How long starting the WAL over waits for readers still reading from it.
 const WAL_RESTART_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
@@ -71,7 +72,8 @@ struct Writer {
     path: PathBuf,
     /// See `WAL_BOUND_BYTES`.
     wal_bound: u64,
-    /// The writer's connection; reopened if it was lost.
+    /// The writer's connection; lent to a blocking thread while the WAL starts over
+    /// (`GroupCommit::restart_wal`), and reopened if that lost it.
     conn: Option<Connection>,
     /// A group (the shared `BEGIN IMMEDIATE` transaction) is open.
     open: bool,
@@ -229,8 +231,9 @@ impl GroupCommit {
         let group = writer.group;
         writer.group += 1;
         let members = std::mem::take(&mut writer.members);
-        // Under `synchronous=NORMAL` the COMMIT writes the WAL without waiting for the disk
-        // (an occasional automatic checkpoint aside), so it runs here, on the task.
+        // Under `synchronous=NORMAL` the COMMIT writes the WAL without waiting for the disk, so
+        // it runs here, on the task. (The first COMMIT after the WAL started over also syncs
+        // the WAL's new header and cuts the file back to its limit: once per restart.)
         let (committed, frames) = connection::wal_frames_committed(|| {
             writer.conn().and_then(|conn| {
                 conn.execute_batch("COMMIT").map_err(codec::backend).inspect_err(|_| {
@@ -241,7 +244,14 @@ impl GroupCommit {
             })
         });
         let checkpoint_due = match (&committed, frames) {
-            (Ok(()), Some(frames)) => self.keep_wal_in_check(&mut writer, group, frames.into()),
+            (Ok(()), Some(frames)) => match wal_step(&mut writer, frames.into()) {
+                WalStep::Nothing => false,
+                WalStep::Checkpoint => true,
+                WalStep::Restart => {
+                    self.restart_wal(&mut writer, group, frames.into()).await;
+                    false
+                }
+            },
             _ => false,
         };
         let path = writer.path.clone();
@@ -277,46 +287,40 @@ impl GroupCommit {
         self.committed.send_modify(|last| *last = (*last).max(group));
     }
 
-    /// After a COMMIT that left `frames` in the WAL, still holding the writer: starts the WAL
-    /// over once it is past its bound, and tells whether a passive checkpoint is due.
-    fn keep_wal_in_check(&self, writer: &mut Writer, group: u64, frames: u64) -> bool {
-        // Fewer frames than at a mark: the WAL started over since.
-        if frames < writer.checkpoint_mark {
-            writer.checkpoint_mark = 0;
-        }
-        if frames < writer.restart_mark {
-            writer.restart_mark = 0;
-        }
-        if frames * WAL_FRAME_BYTES > writer.wal_bound && frames >= writer.restart_mark + CHECKPOINT_AFTER_FRAMES {
-            // A passive checkpoint running would hold the checkpoint lock the restart needs:
-            // then the attempt waits for a later COMMIT. Holding the checkpointer keeps one from
-            // starting meanwhile.
-            let Ok(_checkpointer) = self.checkpointer.try_lock() else { return false };
-            writer.restart_mark = frames;
-            writer.checkpoint_mark = frames;
-            // Between groups: no transaction is open on the writer's connection.
-            let started = std::time::Instant::now();
-            let restarted = writer.conn().and_then(|conn| connection::restart_wal(conn, WAL_RESTART_WAIT));
-            let held_ms = started.elapsed().as_millis();
-            match restarted {
-                Ok(true) => tracing::info!(group, frames, held_ms, "the WAL passed its bound and starts over"),
-                Ok(false) => {
-                    tracing::info!(
-                        group,
-                        frames,
-                        held_ms,
-                        "the WAL passed its bound; readers kept it from starting over"
-                    );
-                }
-                Err(e) => tracing::warn!(error = %e, "starting the WAL over failed"),
+    /// Starts the WAL over (`connection::restart_wal`) on a blocking thread, with the writer
+    /// held and its connection lent to that thread: the restart syncs the WAL and the database
+    /// and waits for readers, whose tasks need the runtime's threads to finish. Not while a
+    /// passive checkpoint runs (it holds the lock the restart needs): then a later COMMIT
+    /// tries again.
+    async fn restart_wal(&self, writer: &mut Writer, group: u64, frames: u64) {
+        let Some(conn) = writer.conn.take() else { return };
+        let checkpointer = self.checkpointer.clone();
+        let started = std::time::Instant::now();
+        let attempt = tokio::task::spawn_blocking(move || {
+            // Held through the restart, so that no passive checkpoint starts meanwhile.
+            let restarted = checkpointer.try_lock().ok().map(|_held| connection::restart_wal(&conn, WAL_RESTART_WAIT));
+            (conn, restarted)
+        })
+        .await;
+        let held_ms = started.elapsed().as_millis();
+        let restarted = match attempt {
+            Ok((conn, restarted)) => {
+                writer.conn = Some(conn);
+                restarted
             }
-            return false;
+            // The connection went with the thread: `Writer::conn` opens another.
+            Err(e) => Some(Err(StoreError::Backend(format!("starting the WAL over was interrupted: {e}").into()))),
+        };
+        let Some(restarted) = restarted else { return };
+        writer.restart_mark = frames;
+        writer.checkpoint_mark = frames;
+        match restarted {
+            Ok(true) => tracing::info!(group, frames, held_ms, "the WAL passed its bound and starts over"),
+            Ok(false) => {
+                tracing::info!(group, frames, held_ms, "the WAL passed its bound; readers kept it from starting over");
+            }
+            Err(e) => tracing::warn!(error = %e, "starting the WAL over failed"),
         }
-        if frames >= writer.checkpoint_mark + CHECKPOINT_AFTER_FRAMES {
-            writer.checkpoint_mark = frames;
-            return true;
-        }
-        false
     }
 
     /// Starts a checkpoint on a blocking thread unless one is running. It takes no lock the
@@ -365,6 +369,36 @@ impl GroupCommit {
         }
         Ok(())
     }
+}
+
+/// What keeping the WAL in check asks for after a COMMIT.
+enum WalStep {
+    Nothing,
+    /// A passive checkpoint, on the checkpointer's connection.
+    Checkpoint,
+    /// Starting the WAL over on the writer (`GroupCommit::restart_wal`).
+    Restart,
+}
+
+/// After a COMMIT that left `frames` in the WAL: a restart once the WAL is past its bound (at
+/// most one attempt per `CHECKPOINT_AFTER_FRAMES` of growth; the restart copies what passive
+/// checkpoints would), else a passive checkpoint per `CHECKPOINT_AFTER_FRAMES` of growth.
+fn wal_step(writer: &mut Writer, frames: u64) -> WalStep {
+    // Fewer frames than at a mark: the WAL started over since.
+    if frames < writer.checkpoint_mark {
+        writer.checkpoint_mark = 0;
+    }
+    if frames < writer.restart_mark {
+        writer.restart_mark = 0;
+    }
+    if frames * WAL_FRAME_BYTES > writer.wal_bound && frames >= writer.restart_mark + CHECKPOINT_AFTER_FRAMES {
+        return WalStep::Restart;
+    }
+    if frames >= writer.checkpoint_mark + CHECKPOINT_AFTER_FRAMES {
+        writer.checkpoint_mark = frames;
+        return WalStep::Checkpoint;
+    }
+    WalStep::Nothing
 }
 
 /// A request counted among those waiting for the writer until dropped (also when its wait is

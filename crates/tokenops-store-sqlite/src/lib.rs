@@ -61,8 +61,9 @@ impl SqliteStore {
         Self::open_with_wal_bound(path, group_commit::WAL_BOUND_BYTES).await
     }
 
-    /// Opens the store with the WAL started over whenever it grows past `wal_bound` bytes
-    /// (`open` uses 256 MiB; tests use a small bound to see it hold).
+    /// Opens the store with the WAL started over whenever it grows past `wal_bound` bytes (and
+    /// at the earliest after 1,000 frames; `open` uses 256 MiB, tests a small bound to see it
+    /// hold).
     pub async fn open_with_wal_bound(path: &Path, wal_bound: u64) -> StoreResult<Self> {
         let writer = connection::open_writer(path, wal_bound)?;
         let readers = Arc::new(connection::Readers::new(path, READERS));
