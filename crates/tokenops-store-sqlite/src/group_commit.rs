@@ -54,6 +54,9 @@ pub const WAL_BOUND_BYTES: u64 = 256 * 1024 * 1024;
 /// How long starting the WAL over waits for readers still reading from it.
 const WAL_RESTART_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// A COMMIT or a sync at least this long is logged: every write waiting meanwhile is late.
+const SLOW_MS: u128 = 250;
+
 /// Background writes queued for the writer at once.
 const BACKGROUND_QUEUE: usize = 4;
 
@@ -234,6 +237,7 @@ impl GroupCommit {
         // Under `synchronous=NORMAL` the COMMIT writes the WAL without waiting for the disk, so
         // it runs here, on the task. (The first COMMIT after the WAL started over also syncs
         // the WAL's new header and cuts the file back to its limit: once per restart.)
+        let commit_started = std::time::Instant::now();
         let (committed, frames) = connection::wal_frames_committed(|| {
             writer.conn().and_then(|conn| {
                 conn.execute_batch("COMMIT").map_err(codec::backend).inspect_err(|_| {
@@ -243,6 +247,10 @@ impl GroupCommit {
                 })
             })
         });
+        let commit_ms = commit_started.elapsed().as_millis();
+        if commit_ms >= SLOW_MS {
+            tracing::warn!(group, members, commit_ms, frames, "a group's COMMIT held the writer long");
+        }
         let checkpoint_due = match (&committed, frames) {
             (Ok(()), Some(frames)) => match wal_step(&mut writer, frames.into()) {
                 WalStep::Nothing => false,
@@ -273,6 +281,10 @@ impl GroupCommit {
         };
         metrics::histogram!("tokenops_store_group_commit_writes").record(members as f64);
         metrics::histogram!("tokenops_store_group_commit_sync_seconds").record(started.elapsed().as_secs_f64());
+        let sync_ms = started.elapsed().as_millis();
+        if sync_ms >= SLOW_MS {
+            tracing::warn!(group, members, sync_ms, "syncing a group's WAL took long: a slow disk delays every write");
+        }
         if let Err(e) = &outcome {
             tracing::error!(error = %e, group, members, "a group commit failed; its writes are not acknowledged");
             if let Ok(mut failed) = self.failed.lock() {
@@ -329,6 +341,7 @@ impl GroupCommit {
         let checkpointer = self.checkpointer.clone();
         tokio::task::spawn_blocking(move || {
             let Ok(mut conn) = checkpointer.try_lock() else { return };
+            let started = std::time::Instant::now();
             let done = match conn.as_ref() {
                 Some(conn) => connection::checkpoint(conn),
                 None => connection::open(&path, false).and_then(|opened| {
@@ -339,6 +352,10 @@ impl GroupCommit {
             };
             if let Err(e) = done {
                 tracing::warn!(error = %e, "a WAL checkpoint failed; the next sync tries again");
+            }
+            let checkpoint_ms = started.elapsed().as_millis();
+            if checkpoint_ms >= SLOW_MS {
+                tracing::info!(checkpoint_ms, "a passive WAL checkpoint took long");
             }
         });
     }
