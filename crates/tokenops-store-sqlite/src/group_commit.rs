@@ -310,7 +310,8 @@ impl GroupCommit {
         let started = std::time::Instant::now();
         let attempt = tokio::task::spawn_blocking(move || {
             // Held through the restart, so that no passive checkpoint starts meanwhile.
-            let restarted = checkpointer.try_lock().ok().map(|_held| connection::restart_wal(&conn, WAL_RESTART_WAIT));
+            let restarted =
+                free_checkpointer(&checkpointer).map(|_held| connection::restart_wal(&conn, WAL_RESTART_WAIT));
             (conn, restarted)
         })
         .await;
@@ -340,7 +341,7 @@ impl GroupCommit {
     fn checkpoint_in_background(&self, path: PathBuf) {
         let checkpointer = self.checkpointer.clone();
         tokio::task::spawn_blocking(move || {
-            let Ok(mut conn) = checkpointer.try_lock() else { return };
+            let Some(mut conn) = free_checkpointer(&checkpointer) else { return };
             let started = std::time::Instant::now();
             let done = match conn.as_ref() {
                 Some(conn) => connection::checkpoint(conn),
@@ -388,7 +389,24 @@ impl GroupCommit {
     }
 }
 
+/// The checkpointer, unless a checkpoint holds it. A checkpoint that panicked poisoned it, but
+/// its connection is still usable (SQLite ends the checkpoint whatever the caller does), so the
+/// poison is cleared rather than stopping every later checkpoint and restart.
+fn free_checkpointer(
+    checkpointer: &StdMutex<Option<Connection>>,
+) -> Option<std::sync::MutexGuard<'_, Option<Connection>>> {
+    match checkpointer.try_lock() {
+        Ok(held) => Some(held),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+            checkpointer.clear_poison();
+            Some(poisoned.into_inner())
+        }
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// What keeping the WAL in check asks for after a COMMIT.
+#[derive(Debug, PartialEq, Eq)]
 enum WalStep {
     Nothing,
     /// A passive checkpoint, on the checkpointer's connection.
@@ -488,5 +506,57 @@ impl std::ops::Deref for WriteHandle {
             Some(conn) => conn,
             None => connection::ended_transaction(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use WalStep::{Checkpoint, Nothing, Restart};
+
+    fn writer(wal_bound: u64) -> Writer {
+        Writer {
+            path: PathBuf::from("unused.db"),
+            wal_bound,
+            conn: None,
+            open: false,
+            group: 1,
+            members: 0,
+            pending_rollback: false,
+            checkpoint_mark: 0,
+            restart_mark: 0,
+        }
+    }
+
+    #[test]
+    fn a_passive_checkpoint_runs_per_thousand_frames_of_growth() {
+        let mut w = writer(WAL_BOUND_BYTES);
+        assert_eq!(wal_step(&mut w, 10), Nothing);
+        assert_eq!(wal_step(&mut w, 1_000), Checkpoint);
+        assert_eq!(wal_step(&mut w, 1_500), Nothing);
+        assert_eq!(wal_step(&mut w, 1_999), Nothing);
+        assert_eq!(wal_step(&mut w, 2_000), Checkpoint);
+        // The WAL started over: growth counts from its new start.
+        assert_eq!(wal_step(&mut w, 20), Nothing);
+        assert_eq!(wal_step(&mut w, 1_020), Checkpoint);
+    }
+
+    #[test]
+    fn past_the_bound_the_wal_starts_over_at_most_once_per_thousand_frames() {
+        let bound_frames = WAL_BOUND_BYTES / WAL_FRAME_BYTES;
+        let mut w = writer(WAL_BOUND_BYTES);
+        w.checkpoint_mark = bound_frames - 10;
+        assert_eq!(wal_step(&mut w, bound_frames + 1), Restart);
+        // `GroupCommit::restart_wal` sets the marks after an attempt that readers held off.
+        w.restart_mark = bound_frames + 1;
+        w.checkpoint_mark = bound_frames + 1;
+        assert_eq!(wal_step(&mut w, bound_frames + 500), Nothing);
+        assert_eq!(wal_step(&mut w, bound_frames + 1_001), Restart);
+        // Once it started over, the marks no longer hold anything back.
+        w.restart_mark = bound_frames + 1_001;
+        w.checkpoint_mark = bound_frames + 1_001;
+        assert_eq!(wal_step(&mut w, 5), Nothing);
+        assert_eq!((w.restart_mark, w.checkpoint_mark), (0, 0));
+        assert_eq!(wal_step(&mut w, 1_005), Checkpoint);
     }
 }
