@@ -88,6 +88,13 @@ pub fn wal_frames_committed<T>(commit: impl FnOnce() -> T) -> (T, Option<u32>) {
     (outcome, WAL_FRAMES.with(|cell| cell.take()))
 }
 
+/// Runs one statement that returns no rows (`BEGIN`, `SAVEPOINT`, `RELEASE`, `COMMIT`) through
+/// the connection's statement cache: each write runs several, and `execute_batch` would parse
+/// them every time.
+pub fn run(conn: &Connection, sql: &str) -> StoreResult<()> {
+    conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop).map_err(codec::backend)
+}
+
 /// Makes everything written to the WAL of the database at `path` so far durable: the COMMITs
 /// of the writer (under `synchronous=NORMAL`) append to the WAL without syncing it. Opened per
 /// call, so a WAL file SQLite replaced is never synced through a stale handle.
@@ -148,7 +155,7 @@ impl Readers {
             Some(conn) => conn,
             None => open(&self.path, true)?,
         };
-        conn.execute_batch("BEGIN").map_err(codec::backend)?;
+        run(&conn, "BEGIN")?;
         Ok(ReadTx { conn: Some(conn), readers: self.clone(), _permit: permit })
     }
 
@@ -176,7 +183,7 @@ impl ReadTx {
 
     fn end(&mut self, statement: &str) -> StoreResult<()> {
         let Some(conn) = self.conn.take() else { return Ok(()) };
-        let ended = conn.execute_batch(statement).map_err(codec::backend);
+        let ended = run(&conn, statement);
         // A connection whose transaction could not end is not reused.
         if ended.is_ok()
             && let Ok(mut idle) = self.readers.idle.lock()

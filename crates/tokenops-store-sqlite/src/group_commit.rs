@@ -189,10 +189,10 @@ impl GroupCommit {
         };
         writer.settle_dropped()?;
         if !writer.open {
-            writer.conn()?.execute_batch("BEGIN IMMEDIATE").map_err(codec::backend)?;
+            connection::run(writer.conn()?, "BEGIN IMMEDIATE")?;
             writer.open = true;
         }
-        writer.conn()?.execute_batch(SAVEPOINT).map_err(codec::backend)?;
+        connection::run(writer.conn()?, SAVEPOINT)?;
         Ok(WriteHandle { writer: Some(writer), group: self.clone(), queued })
     }
 
@@ -240,7 +240,7 @@ impl GroupCommit {
         let commit_started = std::time::Instant::now();
         let (committed, frames) = connection::wal_frames_committed(|| {
             writer.conn().and_then(|conn| {
-                conn.execute_batch("COMMIT").map_err(codec::backend).inspect_err(|_| {
+                connection::run(conn, "COMMIT").inspect_err(|_| {
                     // Whatever state the failure left, end the transaction before the
                     // connection is used again.
                     let _ = conn.execute_batch("ROLLBACK");
@@ -470,7 +470,7 @@ impl WriteHandle {
         let Some(mut writer) = self.writer.take() else {
             return Err(StoreError::Backend("a write committed twice".into()));
         };
-        let released = writer.conn().and_then(|conn| conn.execute_batch(RELEASE).map_err(codec::backend));
+        let released = writer.conn().and_then(|conn| connection::run(conn, RELEASE));
         if let Err(e) = released {
             writer.pending_rollback = true;
             drop(writer);
