@@ -95,6 +95,21 @@ struct Writer {
 }
 
 impl Writer {
+    /// The writer before its first group.
+    fn new(path: PathBuf, conn: Option<Connection>, wal_bound: u64) -> Self {
+        Self {
+            path,
+            wal_bound,
+            conn,
+            open: false,
+            group: 1,
+            members: 0,
+            pending_rollback: false,
+            checkpoint_mark: 0,
+            restart_mark: 0,
+        }
+    }
+
     fn conn(&mut self) -> StoreResult<&mut Connection> {
         if self.conn.is_none() {
             self.conn = Some(connection::open_writer(&self.path, self.wal_bound)?);
@@ -140,17 +155,7 @@ impl GroupCommit {
     pub fn start(path: PathBuf, conn: Connection, wal_bound: u64) -> Arc<Self> {
         let (committed, _) = watch::channel(0);
         let wake = Arc::new(Notify::new());
-        let writer = Writer {
-            path,
-            wal_bound,
-            conn: Some(conn),
-            open: false,
-            group: 1,
-            members: 0,
-            pending_rollback: false,
-            checkpoint_mark: 0,
-            restart_mark: 0,
-        };
+        let writer = Writer::new(path, Some(conn), wal_bound);
         let group = Arc::new(Self {
             writer: Arc::new(Mutex::new(writer)),
             wake: wake.clone(),
@@ -515,17 +520,7 @@ mod tests {
     use WalStep::{Checkpoint, Nothing, Restart};
 
     fn writer(wal_bound: u64) -> Writer {
-        Writer {
-            path: PathBuf::from("unused.db"),
-            wal_bound,
-            conn: None,
-            open: false,
-            group: 1,
-            members: 0,
-            pending_rollback: false,
-            checkpoint_mark: 0,
-            restart_mark: 0,
-        }
+        Writer::new(PathBuf::from("unused.db"), None, wal_bound)
     }
 
     #[test]
