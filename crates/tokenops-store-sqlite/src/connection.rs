@@ -2,7 +2,8 @@
 //! statement on a warm page cache takes microseconds, far less than handing it to another thread
 //! and back (profiling the driver that did that showed more than half of the service's CPU in
 //! thread switches). Only what waits for the disk leaves the task: the sync that makes a group
-//! durable, checkpoints, and starting the WAL over (`group_commit`). Also the small pool of read-only connections that serves read transactions.
+//! durable, checkpoints, and starting the WAL over (`group_commit`). Also the small pool of
+//! read-only connections that serves read transactions.
 
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -58,7 +59,7 @@ pub fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
 /// Opens the writer connection: `open`, plus what only the connection that starts the WAL over
 /// needs. The WAL file keeps up to `wal_bound` bytes when the WAL starts over
 /// (`journal_size_limit`), so under load it is reused from its start rather than truncated
-/// (truncating a 1 GiB WAL in a COMMIT held the writer 300–460 ms); and each COMMIT reports
+/// (truncating a 1 GiB WAL in a COMMIT held requests 300–540 ms); and each COMMIT reports
 /// how many frames the WAL holds (`wal_frames_committed`), which its file's length, reused,
 /// no longer tells.
 pub fn open_writer(path: &Path, wal_bound: u64) -> StoreResult<Connection> {
@@ -115,10 +116,10 @@ pub fn checkpoint(conn: &Connection) -> StoreResult<()> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).map_err(codec::backend)
 }
 
-/// Starts the WAL over, on the writer connection between groups: copies what the passive
-/// checkpoints have not, syncs the database, and waits up to `wait` for readers still reading
-/// from the WAL, so that the next write starts it from the beginning. Returns whether it will
-/// start over: not when a reader stayed.
+/// Starts the WAL over, on the writer's connection between groups (lent to a blocking thread):
+/// copies what the passive checkpoints have not, syncs the database, and waits up to `wait`
+/// for readers still reading from the WAL, so that the next write starts it from the
+/// beginning. Returns whether it will start over: not when a reader stayed.
 pub fn restart_wal(conn: &Connection, wait: Duration) -> StoreResult<bool> {
     conn.busy_timeout(wait).map_err(codec::backend)?;
     let busy = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0));

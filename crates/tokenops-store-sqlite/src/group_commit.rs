@@ -285,8 +285,9 @@ impl GroupCommit {
             Err(e) => Err(e),
         };
         metrics::histogram!("tokenops_store_group_commit_writes").record(members as f64);
-        metrics::histogram!("tokenops_store_group_commit_sync_seconds").record(started.elapsed().as_secs_f64());
-        let sync_ms = started.elapsed().as_millis();
+        let synced_in = started.elapsed();
+        metrics::histogram!("tokenops_store_group_commit_sync_seconds").record(synced_in.as_secs_f64());
+        let sync_ms = synced_in.as_millis();
         if sync_ms >= SLOW_MS {
             tracing::warn!(group, members, sync_ms, "syncing a group's WAL took long: a slow disk delays every write");
         }
