@@ -41,6 +41,11 @@ impl ServiceProcess {
         process
     }
 
+    /// The process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     async fn wait_ready(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let client = reqwest::Client::new();
