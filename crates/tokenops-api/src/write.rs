@@ -51,42 +51,57 @@ impl Reply {
 
 /// Canonical JSON (object keys sorted at every level), so that the same payload sent with other
 /// whitespace or key order is the same request.
-fn canonical(value: &Value, out: &mut String) {
+fn canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                write_json(key, out);
+                out.push(b':');
                 canonical(&map[key], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_json(other, out),
     }
+}
+
+fn write_json(value: &impl Serialize, out: &mut Vec<u8>) {
+    // Writing JSON into memory fails only for a map with non-string keys, which `Value` has not.
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// The fingerprint of a write request: method, path and canonical body.
 pub fn fingerprint(method: &str, path: &str, body: &Value) -> String {
-    let mut text = format!("{method} {path}\n");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = Vec::with_capacity(256);
+    text.extend_from_slice(method.as_bytes());
+    text.push(b' ');
+    text.extend_from_slice(path.as_bytes());
+    text.push(b'\n');
     canonical(body, &mut text);
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let digest = Sha256::digest(&text);
+    let mut hex = String::with_capacity(2 * digest.len());
+    for b in digest {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    hex
 }
 
 fn respond(stored: &StoredResponse, replayed: bool) -> Response {
@@ -100,7 +115,12 @@ fn respond(stored: &StoredResponse, replayed: bool) -> Response {
         }
         return response;
     }
-    let mut response = (status, axum::Json(stored.body.clone())).into_response();
+    // Rendered from the stored body itself: a response is as large as the resource it shows.
+    let body = match serde_json::to_vec(&stored.body) {
+        Ok(bytes) => bytes,
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    let mut response = (status, body).into_response();
     for (name, value) in &stored.headers {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::from_str(value)) {
             response.headers_mut().insert(name, value);
@@ -140,7 +160,7 @@ where
     match outcome {
         Ok(reply) => {
             let stored = reply.stored();
-            writes.commit(write, stored.clone()).await?;
+            writes.commit(write, &stored).await?;
             Ok(respond(&stored, false))
         }
         Err(error) if error.is_final_outcome() => {
@@ -157,7 +177,7 @@ where
             }
             let status = body["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
             let stored = StoredResponse { status, body, headers };
-            writes.refuse(write, stored.clone(), &reason).await?;
+            writes.refuse(write, &stored, &reason).await?;
             Ok(respond(&stored, false))
         }
         Err(error) => {

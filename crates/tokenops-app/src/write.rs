@@ -155,7 +155,7 @@ impl Writes {
     /// response commit together so that a retry with the same key replays it. If they cannot be
     /// recorded, the key is released (as after any internal failure) so that a retry runs anew
     /// instead of meeting an in-flight conflict until the lease expires.
-    pub async fn refuse(&self, write: Write, response: StoredResponse, reason: &str) -> AppResult<()> {
+    pub async fn refuse(&self, write: Write, response: &StoredResponse, reason: &str) -> AppResult<()> {
         let Write { tx, ctx, operation, claim, resource_id, now, .. } = write;
         drop(tx);
         let result: AppResult<()> = async {
@@ -184,7 +184,7 @@ impl Writes {
                     Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
                     Err(e) => return Err(e.into()),
                 }
-                if !tx.idempotency().complete(&claim.scope, claim.token, &response, now).await? {
+                if !tx.idempotency().complete(&claim.scope, claim.token, response, now).await? {
                     return Err(in_flight(1));
                 }
             }
@@ -202,7 +202,7 @@ impl Writes {
 
     /// Commits the write (see [`Write::commit_inner`]); if the commit fails, the key is released
     /// so that the same request can be retried.
-    pub async fn commit(&self, write: Write, response: StoredResponse) -> AppResult<()> {
+    pub async fn commit(&self, write: Write, response: &StoredResponse) -> AppResult<()> {
         let claim = write.claim.clone();
         match write.commit_inner(response).await {
             Ok(()) => Ok(()),
@@ -377,7 +377,7 @@ impl Write {
     }
 
     /// Commits the change with its audit record and, under its key, the response to replay.
-    async fn commit_inner(mut self, response: StoredResponse) -> AppResult<()> {
+    async fn commit_inner(mut self, response: &StoredResponse) -> AppResult<()> {
         let record = audit_record(
             &self.ctx,
             self.operation,
@@ -392,7 +392,7 @@ impl Write {
         self.tx.audit().record(&record).await?;
         // If our lease ran out and another request took the key, our effect must not land.
         if let Some(claim) = &self.claim
-            && !self.tx.idempotency().complete(&claim.scope, claim.token, &response, self.now).await?
+            && !self.tx.idempotency().complete(&claim.scope, claim.token, response, self.now).await?
         {
             return Err(in_flight(1));
         }

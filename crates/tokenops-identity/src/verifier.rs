@@ -17,10 +17,11 @@
 //!   process on every verification, so a rotation or a retirement applies at once and no request
 //!   waits on HTTP.
 //!
-//! A client sends the same token with every request for up to an hour, and the signature check
-//! is most of a request's CPU. So a signature once checked is remembered for that token and that
-//! key (`SignatureMemo`): the key lookup and every claim check still run on every verification,
-//! so a withdrawn key or an expired token is refused exactly as before.
+//! A client sends the same token with every request for up to an hour, and checking it was
+//! most of a request's CPU. So a token that passed every check but the instant's is remembered
+//! with the key that checked it (`SignatureMemo`): for the same bytes again only the key's
+//! standing (still trusted, same algorithm, same key set) and expiry are checked, so a withdrawn
+//! key or an expired token is refused exactly as before.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -217,30 +218,39 @@ pub struct TokenVerifier {
     signatures: SignatureMemo,
 }
 
-/// Tokens whose signature was checked, with the key (kid and key-set generation) that checked it
-/// and the claims it carries. Bounded: when full it starts over, which costs one signature
-/// check per token in use.
+/// Tokens that passed every check but the instant's, with the key (kid, algorithm and key-set
+/// generation) that checked them and what they grant. Bounded: when full it starts over, which
+/// costs one full check per token in use.
 #[derive(Default)]
 struct SignatureMemo {
-    checked: std::sync::Mutex<HashMap<String, (String, u64, RawClaims)>>,
+    checked: std::sync::Mutex<HashMap<String, Remembered>>,
+}
+
+/// A token's outcome of the checks that depend only on its bytes and on the verifier's own
+/// settings (header, signature, issuer, audience, use, claims' form).
+#[derive(Clone)]
+struct Remembered {
+    kid: String,
+    algorithm: Algorithm,
+    generation: u64,
+    claims: Claims,
+    not_before: Option<Timestamp>,
 }
 
 /// Tokens remembered at most; a few thousand clients' tokens fit.
 const SIGNATURE_MEMO_CAPACITY: usize = 10_000;
 
 impl SignatureMemo {
-    fn get(&self, token: &str, kid: &str, generation: u64) -> Option<RawClaims> {
-        let checked = self.checked.lock().ok()?;
-        let (seen_kid, seen_generation, claims) = checked.get(token)?;
-        (seen_kid == kid && *seen_generation == generation).then(|| claims.clone())
+    fn get(&self, token: &str) -> Option<Remembered> {
+        self.checked.lock().ok()?.get(token).cloned()
     }
 
-    fn remember(&self, token: &str, kid: &str, generation: u64, claims: &RawClaims) {
+    fn remember(&self, token: &str, remembered: Remembered) {
         if let Ok(mut checked) = self.checked.lock() {
             if checked.len() >= SIGNATURE_MEMO_CAPACITY {
                 checked.clear();
             }
-            checked.insert(token.to_owned(), (kid.to_owned(), generation, claims.clone()));
+            checked.insert(token.to_owned(), remembered);
         }
     }
 }
@@ -336,30 +346,53 @@ impl TokenVerifier {
 
     /// Verifies `token` at the instant `now`.
     pub async fn verify(&self, token: &str, now: Timestamp) -> Result<Claims, VerifyError> {
+        // The same bytes passed every other check before: what can have changed since is the
+        // key's standing (withdrawn, rotated out, another key set) and the instant.
+        if let Some(known) = self.signatures.get(token) {
+            let (algorithm, generation) = self.standing(&known.kid, now).await?;
+            if algorithm == known.algorithm && generation == known.generation {
+                return self.check_instant(known.claims, known.not_before, now);
+            }
+        }
         refuse_key_bearing_header(token)?;
         let header = jsonwebtoken::decode_header(token).map_err(|_| VerifyError::Malformed)?;
         let kid = header.kid.clone().ok_or(VerifyError::UnknownKey)?;
-        // An embedded key's material never changes under its kid: one generation.
-        let (key, algorithm, generation) = match &self.source {
-            KeySource::Remote(remote) => remote.key(&kid, now).await?,
-            KeySource::Embedded(keys) => {
-                let published = keys.published_jwks(now, &kid).await.ok_or(VerifyError::KeysUnavailable)?;
-                let (key, algorithm) = embedded_key(&published, &kid)?;
-                (key, algorithm, 0)
-            }
-        };
+        let (key, algorithm, generation) = self.trusted_key(&kid, now).await?;
         if header.alg != algorithm {
             return Err(VerifyError::WrongAlgorithm);
         }
-        let claims = match self.signatures.get(token, &kid, generation) {
-            Some(claims) => claims,
-            None => {
-                let claims = self.check_signature(token, &key, algorithm)?;
-                self.signatures.remember(token, &kid, generation, &claims);
-                claims
+        let raw = self.check_signature(token, &key, algorithm)?;
+        let (claims, not_before) = self.check_claims(raw)?;
+        self.signatures.remember(token, Remembered { kid, algorithm, generation, claims: claims.clone(), not_before });
+        self.check_instant(claims, not_before, now)
+    }
+
+    /// The key `kid` names among the trusted ones at `now`, its pinned algorithm and the
+    /// generation of the set it belongs to (an embedded key's material never changes under its
+    /// kid: one generation).
+    async fn trusted_key(&self, kid: &str, now: Timestamp) -> Result<(DecodingKey, Algorithm, u64), VerifyError> {
+        match &self.source {
+            KeySource::Remote(remote) => remote.key(kid, now).await,
+            KeySource::Embedded(keys) => {
+                let published = keys.published_jwks(now, kid).await.ok_or(VerifyError::KeysUnavailable)?;
+                let (key, algorithm) = embedded_key(&published, kid)?;
+                Ok((key, algorithm, 0))
             }
-        };
-        self.check_claims(claims, now)
+        }
+    }
+
+    /// `trusted_key` without building the key, for a token whose signature that key checked.
+    async fn standing(&self, kid: &str, now: Timestamp) -> Result<(Algorithm, u64), VerifyError> {
+        match &self.source {
+            KeySource::Remote(remote) => {
+                remote.key(kid, now).await.map(|(_, algorithm, generation)| (algorithm, generation))
+            }
+            KeySource::Embedded(keys) => {
+                let published = keys.published_jwks(now, kid).await.ok_or(VerifyError::KeysUnavailable)?;
+                let algorithm = algorithm_of(&embedded_jwk(&published, kid)?).ok_or(VerifyError::UnknownKey)?;
+                Ok((algorithm, 0))
+            }
+        }
     }
 
     /// The signature, algorithm and issuer checks; the claims the token carries.
@@ -381,8 +414,9 @@ impl TokenVerifier {
         Ok(data.claims)
     }
 
-    /// The checks that depend on the instant or the configuration: audience, use, expiry.
-    fn check_claims(&self, claims: RawClaims, now: Timestamp) -> Result<Claims, VerifyError> {
+    /// The checks that depend on the configuration and the claims alone: audience, use, form.
+    /// Returns the claims and the `nbf` instant, for `check_instant`.
+    fn check_claims(&self, claims: RawClaims) -> Result<(Claims, Option<Timestamp>), VerifyError> {
         if let Some(audience) = &self.audience
             && !carries_audience(claims.aud.as_ref(), audience)
         {
@@ -393,15 +427,7 @@ impl TokenVerifier {
         }
         let exp = claims.exp.ok_or(VerifyError::Malformed)?;
         let expires_at = Timestamp::from_micros(exp.saturating_mul(1_000_000));
-        let leeway_ms = self.leeway_secs.saturating_mul(1_000);
-        if expires_at.plus_millis(leeway_ms) <= now {
-            return Err(VerifyError::Expired);
-        }
-        if let Some(nbf) = claims.nbf
-            && Timestamp::from_micros(nbf.saturating_mul(1_000_000)).minus_millis(leeway_ms) > now
-        {
-            return Err(VerifyError::NotYetValid);
-        }
+        let not_before = claims.nbf.map(|nbf| Timestamp::from_micros(nbf.saturating_mul(1_000_000)));
         let subject = claims.sub.filter(|s| !s.trim().is_empty()).ok_or(VerifyError::Malformed)?;
         let tenant = match claims.tenant_id {
             None => None,
@@ -411,7 +437,24 @@ impl TokenVerifier {
             Some(serde_json::Value::String(text)) => text.split_whitespace().map(str::to_owned).collect(),
             _ => Vec::new(),
         };
-        Ok(Claims { subject, tenant, expires_at, scope })
+        Ok((Claims { subject, tenant, expires_at, scope }, not_before))
+    }
+
+    /// Expiry and `nbf` against `now`, with the leeway.
+    fn check_instant(
+        &self,
+        claims: Claims,
+        not_before: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Claims, VerifyError> {
+        let leeway_ms = self.leeway_secs.saturating_mul(1_000);
+        if claims.expires_at.plus_millis(leeway_ms) <= now {
+            return Err(VerifyError::Expired);
+        }
+        if not_before.is_some_and(|nbf| nbf.minus_millis(leeway_ms) > now) {
+            return Err(VerifyError::NotYetValid);
+        }
+        Ok(claims)
     }
 }
 
@@ -437,14 +480,19 @@ fn refuse_key_bearing_header(token: &str) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// The key `kid` names in the embedded provider's published set, with its pinned algorithm.
-fn embedded_key(jwks: &serde_json::Value, kid: &str) -> Result<(DecodingKey, Algorithm), VerifyError> {
+/// The key `kid` names in the embedded provider's published set.
+fn embedded_jwk(jwks: &serde_json::Value, kid: &str) -> Result<Jwk, VerifyError> {
     let published = jwks.get("keys").and_then(serde_json::Value::as_array).ok_or(VerifyError::KeysUnavailable)?;
     let jwk = published
         .iter()
         .find(|jwk| jwk.get("kid").and_then(serde_json::Value::as_str) == Some(kid))
         .ok_or(VerifyError::UnknownKey)?;
-    let jwk: Jwk = serde_json::from_value(jwk.clone()).map_err(|_| VerifyError::KeysUnavailable)?;
+    serde_json::from_value(jwk.clone()).map_err(|_| VerifyError::KeysUnavailable)
+}
+
+/// The key `kid` names in the embedded provider's published set, with its pinned algorithm.
+fn embedded_key(jwks: &serde_json::Value, kid: &str) -> Result<(DecodingKey, Algorithm), VerifyError> {
+    let jwk = embedded_jwk(jwks, kid)?;
     let algorithm = algorithm_of(&jwk).ok_or(VerifyError::UnknownKey)?;
     let key = DecodingKey::from_jwk(&jwk).map_err(|_| VerifyError::KeysUnavailable)?;
     Ok((key, algorithm))
@@ -899,11 +947,10 @@ mod tests {
             let (ring, verifier, issuer) = setup();
             let token = issue(&ring, &issuer, None, at(0.0));
             let kid = current(&ring).kid;
-            assert!(verifier.signatures.get(&token, &kid, 0).is_none(), "nothing checked yet");
+            assert!(verifier.signatures.get(&token).is_none(), "nothing checked yet");
             assert!(verifier.verify(&token, at(1.0)).await.is_ok());
-            assert!(verifier.signatures.get(&token, &kid, 0).is_some(), "checked once, remembered");
-            assert!(verifier.signatures.get(&token, &kid, 1).is_none(), "another key set");
-            assert!(verifier.signatures.get(&token, "other", 0).is_none(), "another key");
+            let remembered = verifier.signatures.get(&token).expect("checked once, remembered");
+            assert_eq!((remembered.kid.as_str(), remembered.generation), (kid.as_str(), 0));
             // The same claims under a forged signature are another token: checked, and refused.
             let forged = format!("{}.{}", token.rsplit_once('.').expect("signed").0, "AAAA");
             assert_eq!(verifier.verify(&forged, at(1.0)).await, Err(VerifyError::Invalid));

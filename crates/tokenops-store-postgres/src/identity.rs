@@ -18,8 +18,8 @@ use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
     ChallengeRecord, ChallengeStore, GroupRecord, GroupStatus, GroupStore, MachineClientRecord, MachineClientStore,
     RefreshTokenRecord, RefreshTokenStore, RoleRecord, RoleStore, SecretRevealRecord, SecretRevealStore,
-    SigningKeyRecord, SigningKeyStore, StoreError, StoreResult, TenantRecord, TenantStore, UserFilter, UserRecord,
-    UserStatus, UserStore,
+    SigningKeyRecord, SigningKeyStore, Standing, StoreError, StoreResult, SubjectStanding, TenantRecord, TenantStore,
+    UserFilter, UserRecord, UserStatus, UserStore,
 };
 use uuid::Uuid;
 
@@ -1007,4 +1007,37 @@ impl ChallengeStore for PostgresTx {
             .map_err(codec::backend)?;
         Ok(done.rows_affected())
     }
+}
+
+/// See `Store::subject_standing`: both lookups in one statement, outside any transaction.
+pub(crate) async fn subject_standing(
+    pool: &sqlx::PgPool,
+    tenant: Option<TenantId>,
+    id: Uuid,
+) -> StoreResult<SubjectStanding> {
+    let rows = sqlx::query(
+        "SELECT 'user' AS kind, tenant_id, status = 'ACTIVE' AS active, role_id FROM users
+         WHERE id = $1 AND tenant_id = $2
+         UNION ALL
+         SELECT 'client', tenant_id, active, role_id FROM machine_clients WHERE id = $1",
+    )
+    .bind(id)
+    .bind(tenant.map(TenantId::as_uuid))
+    .fetch_all(pool)
+    .await
+    .map_err(codec::backend)?;
+    let mut standing = SubjectStanding::default();
+    for row in &rows {
+        let kind: String = codec::get(row, "kind")?;
+        let found = Standing {
+            tenant: codec::opt_tenant(codec::get(row, "tenant_id")?),
+            active: codec::get(row, "active")?,
+            role_id: codec::get(row, "role_id")?,
+        };
+        match kind.as_str() {
+            "user" => standing.user = Some(found),
+            _ => standing.client = Some(found),
+        }
+    }
+    Ok(standing)
 }

@@ -334,6 +334,14 @@ impl Store for PostgresStore {
         Ok(self.tx(tx))
     }
 
+    async fn subject_standing(
+        &self,
+        tenant: Option<tokenops_domain::TenantId>,
+        id: uuid::Uuid,
+    ) -> StoreResult<tokenops_store::SubjectStanding> {
+        identity::subject_standing(&self.pool, tenant, id).await
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(codec::backend)?;
         Ok(())

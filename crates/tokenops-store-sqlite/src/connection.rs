@@ -160,6 +160,25 @@ impl Readers {
         Ok(ReadTx { conn: Some(conn), readers: self.clone(), _permit: permit })
     }
 
+    /// `work` on a pooled connection outside any explicit transaction: for a lookup that is one
+    /// statement (its own snapshot), it spares the `BEGIN` and the end of a read transaction.
+    pub async fn single<T>(self: &Arc<Self>, work: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let _permit = self.permits.acquire().await.map_err(|_| StoreError::Backend("the store is closed".into()))?;
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open(&self.path, true)?,
+        };
+        let result = work(&conn);
+        // A connection left inside a transaction would hold its snapshot: not reused.
+        if conn.is_autocommit()
+            && let Ok(mut idle) = self.idle.lock()
+        {
+            idle.push(conn);
+        }
+        result
+    }
+
     /// Closes the pool: later reads fail, and the idle connections are closed.
     pub fn close(&self) {
         self.permits.close();

@@ -27,6 +27,7 @@ use rusqlite::{Connection, Params, Row};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokenops_domain::TenantId;
 use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
@@ -35,8 +36,9 @@ use tokenops_store::{
 use tokenops_store::{BreakStore, LockStore, OperationStore, PositionStore};
 use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
 use tokenops_store::{CustodyKeyStore, LedgerStore};
-use tokenops_store::{GroupStore, RoleStore, SecretRevealStore};
+use tokenops_store::{GroupStore, RoleStore, SecretRevealStore, SubjectStanding};
 use tokio::sync::Notify;
+use uuid::Uuid;
 
 pub use migrate::MIGRATIONS;
 
@@ -102,6 +104,10 @@ impl Store for SqliteStore {
             enqueued: false,
             jobs_enqueued: self.jobs_enqueued.clone(),
         }))
+    }
+
+    async fn subject_standing(&self, tenant: Option<TenantId>, id: Uuid) -> StoreResult<SubjectStanding> {
+        self.readers.single(|conn| identity::subject_standing(conn, tenant, id)).await
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -78,6 +78,15 @@ pub trait Store: Send + Sync + 'static {
     /// Opens a read transaction: a consistent snapshot for lists and their totals.
     async fn read(&self) -> StoreResult<Box<dyn Tx>>;
 
+    /// The standing of a token's subject `id` (see `SubjectStanding`); the user is looked up in
+    /// `tenant` only. One statement outside any transaction, since every request resolves its
+    /// caller's access by it.
+    async fn subject_standing(
+        &self,
+        tenant: Option<tokenops_domain::TenantId>,
+        id: uuid::Uuid,
+    ) -> StoreResult<SubjectStanding>;
+
     /// Succeeds when the store answers a trivial query: the readiness probe.
     async fn ping(&self) -> StoreResult<()>;
 

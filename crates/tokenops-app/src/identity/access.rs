@@ -14,7 +14,7 @@ use tokenops_domain::TenantId;
 use tokenops_domain::permission::{PermissionSet, platform_grants};
 use tokenops_domain::role::platform_role;
 use tokenops_identity::Claims;
-use tokenops_store::{RoleRecord, Tx, UserStatus};
+use tokenops_store::{RoleRecord, SubjectStanding, Tx};
 use uuid::Uuid;
 
 use crate::App;
@@ -45,18 +45,20 @@ pub async fn role_grants(tx: &mut dyn Tx, tenant: TenantId, role_id: Uuid) -> Ap
 /// Resolves the caller of a verified token. `external_provider`: the token comes from the
 /// bank's own provider rather than the embedded one.
 pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> AppResult<Caller> {
-    let subject_id = Uuid::parse_str(&claims.subject).ok();
     let caller = |principal, permissions| Caller {
         subject: claims.subject.clone(),
         tenant: claims.tenant,
         principal,
         permissions,
     };
-    let mut tx = app.store.read().await?;
+    // One lookup finds whichever the subject is; a subject that is no UUID is neither.
+    let (id, standing) = match Uuid::parse_str(&claims.subject) {
+        Ok(id) => (Some(id), app.store.subject_standing(claims.tenant, id).await?),
+        Err(_) => (None, SubjectStanding::default()),
+    };
     let Some(tenant) = claims.tenant else {
-        if let Some(id) = subject_id
-            && let Some(client) = tx.machine_clients().get(id).await?
-            && client.tenant_id.is_none()
+        if let (Some(id), Some(client)) = (id, &standing.client)
+            && client.tenant.is_none()
         {
             if !client.active {
                 return Err(access_revoked());
@@ -68,22 +70,25 @@ pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> App
         }
         return Err(access_revoked());
     };
-    if let Some(id) = subject_id {
-        if let Some(user) = tx.users().get(tenant, id).await? {
-            if user.status != UserStatus::Active {
+    if let Some(id) = id {
+        if let Some(user) = &standing.user {
+            if !user.active {
                 return Err(access_revoked());
             }
-            let permissions = role_grants(tx.as_mut(), tenant, user.role_id).await?;
+            let permissions = match user.role_id {
+                Some(role_id) => grants_in(app, tenant, role_id).await?,
+                None => PermissionSet::EMPTY,
+            };
             return Ok(caller(Principal::User(id), permissions));
         }
-        if let Some(client) = tx.machine_clients().get(id).await?
-            && client.tenant_id == Some(tenant)
+        if let Some(client) = &standing.client
+            && client.tenant == Some(tenant)
         {
             if !client.active {
                 return Err(access_revoked());
             }
             let permissions = match client.role_id {
-                Some(role_id) => role_grants(tx.as_mut(), tenant, role_id).await?,
+                Some(role_id) => grants_in(app, tenant, role_id).await?,
                 None => PermissionSet::EMPTY,
             };
             return Ok(caller(Principal::Client(id), permissions));
@@ -95,4 +100,13 @@ pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> App
         return Ok(caller(Principal::External, permissions));
     }
     Err(access_revoked())
+}
+
+/// `role_grants` for a caller's role: a platform role's need no store.
+async fn grants_in(app: &App, tenant: TenantId, role_id: Uuid) -> AppResult<PermissionSet> {
+    if let Some(platform) = platform_role(role_id) {
+        return Ok(platform_grants(platform.name).unwrap_or_default());
+    }
+    let mut tx = app.store.read().await?;
+    role_grants(tx.as_mut(), tenant, role_id).await
 }
