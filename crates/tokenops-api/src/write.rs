@@ -204,4 +204,15 @@ mod tests {
         assert_ne!(a, fingerprint("POST", "/api/customers", &json!({"a": 2, "b": {"y": [1, 2], "x": null}})));
         assert_ne!(a, fingerprint("PATCH", "/api/customers", &json!({"a": 1, "b": {"y": [1, 2], "x": null}})));
     }
+
+    #[test]
+    fn fingerprints_stay_what_stored_keys_hold() {
+        // SHA-256 of `POST /api/customers\n` and the body's compact JSON with sorted keys: a
+        // change here would make every stored key's retry a 422 (another payload).
+        let body = json!({"b": {"y": [1, 2], "x": null}, "né": "\"q\"", "a": 1});
+        assert_eq!(
+            fingerprint("POST", "/api/customers", &body),
+            "dfb2e6d456d48d478fdc937b1ad18aeb74510ea7767fb764afa055cb08a1323d"
+        );
+    }
 }
