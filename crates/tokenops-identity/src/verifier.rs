@@ -19,9 +19,9 @@
 //!
 //! A client sends the same token with every request for up to an hour, and checking it was
 //! most of a request's CPU. So a token that passed every check but the instant's is remembered
-//! with the key that checked it (`SignatureMemo`): for the same bytes again only the key's
-//! standing (still trusted, same algorithm, same key set) and expiry are checked, so a withdrawn
-//! key or an expired token is refused exactly as before.
+//! with the key that checked it (`CheckedTokens`): for the same bytes again only the key's
+//! standing (still trusted, same algorithm, same key set), expiry and `nbf` are checked, so a
+//! withdrawn key or an expired token is refused exactly as before.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -215,14 +215,14 @@ pub struct TokenVerifier {
     audience: Option<String>,
     leeway_secs: i64,
     source: KeySource,
-    signatures: SignatureMemo,
+    checked: CheckedTokens,
 }
 
 /// Tokens that passed every check but the instant's, with the key (kid, algorithm and key-set
 /// generation) that checked them and what they grant. Bounded: when full it starts over, which
 /// costs one full check per token in use.
 #[derive(Default)]
-struct SignatureMemo {
+struct CheckedTokens {
     checked: std::sync::Mutex<HashMap<String, Remembered>>,
 }
 
@@ -240,7 +240,7 @@ struct Remembered {
 /// Tokens remembered at most; a few thousand clients' tokens fit.
 const SIGNATURE_MEMO_CAPACITY: usize = 10_000;
 
-impl SignatureMemo {
+impl CheckedTokens {
     fn get(&self, token: &str) -> Option<Remembered> {
         self.checked.lock().ok()?.get(token).cloned()
     }
@@ -302,7 +302,7 @@ impl TokenVerifier {
                 cache: RwLock::new(cache),
                 fetch_gate: Mutex::new(()),
             }),
-            signatures: SignatureMemo::default(),
+            checked: CheckedTokens::default(),
         })
     }
 
@@ -315,7 +315,7 @@ impl TokenVerifier {
             audience: None,
             leeway_secs: DEFAULT_LEEWAY_SECS,
             source: KeySource::Embedded(keys),
-            signatures: SignatureMemo::default(),
+            checked: CheckedTokens::default(),
         }
     }
 
@@ -348,7 +348,7 @@ impl TokenVerifier {
     pub async fn verify(&self, token: &str, now: Timestamp) -> Result<Claims, VerifyError> {
         // The same bytes passed every other check before: what can have changed since is the
         // key's standing (withdrawn, rotated out, another key set) and the instant.
-        if let Some(known) = self.signatures.get(token) {
+        if let Some(known) = self.checked.get(token) {
             let (algorithm, generation) = self.standing(&known.kid, now).await?;
             if algorithm == known.algorithm && generation == known.generation {
                 return self.check_instant(known.claims, known.not_before, now);
@@ -363,7 +363,7 @@ impl TokenVerifier {
         }
         let raw = self.check_signature(token, &key, algorithm)?;
         let (claims, not_before) = self.check_claims(raw)?;
-        self.signatures.remember(token, Remembered { kid, algorithm, generation, claims: claims.clone(), not_before });
+        self.checked.remember(token, Remembered { kid, algorithm, generation, claims: claims.clone(), not_before });
         self.check_instant(claims, not_before, now)
     }
 
@@ -381,7 +381,8 @@ impl TokenVerifier {
         }
     }
 
-    /// `trusted_key` without building the key, for a token whose signature that key checked.
+    /// `trusted_key`'s algorithm and generation, for a token whose signature that key checked
+    /// (an embedded key is not built for it).
     async fn standing(&self, kid: &str, now: Timestamp) -> Result<(Algorithm, u64), VerifyError> {
         match &self.source {
             KeySource::Remote(remote) => {
@@ -638,6 +639,8 @@ mod tests {
 
     struct IssuerState {
         kids: Vec<String>,
+        /// Real keys published beside the `kids` (whose key has no private half).
+        real: Vec<serde_json::Value>,
         status: u16,
         /// When set, the next request waits for a message before it is answered.
         stall: Option<mpsc::Receiver<()>>,
@@ -656,6 +659,7 @@ mod tests {
             let url = format!("http://{}/jwks.json", listener.local_addr().expect("addr"));
             let state = Arc::new(StdMutex::new(IssuerState {
                 kids: kids.iter().map(|k| (*k).to_owned()).collect(),
+                real: Vec::new(),
                 status: 200,
                 stall: None,
             }));
@@ -681,11 +685,12 @@ mod tests {
                         }
                         let (status, body) = {
                             let state = shared.lock().expect("state");
-                            let keys: Vec<_> = state
+                            let mut keys: Vec<_> = state
                                 .kids
                                 .iter()
                                 .map(|kid| json!({"kty": "EC", "crv": "P-256", "alg": "ES256", "kid": kid, "x": X, "y": Y}))
                                 .collect();
+                            keys.extend(state.real.iter().cloned());
                             (state.status, json!({ "keys": keys }).to_string())
                         };
                         let response = format!(
@@ -701,6 +706,10 @@ mod tests {
 
         fn publish(&self, kids: &[&str]) {
             self.state.lock().expect("state").kids = kids.iter().map(|k| (*k).to_owned()).collect();
+        }
+
+        fn publish_real(&self, keys: Vec<serde_json::Value>) {
+            self.state.lock().expect("state").real = keys;
         }
 
         fn answer(&self, status: u16) {
@@ -947,13 +956,40 @@ mod tests {
             let (ring, verifier, issuer) = setup();
             let token = issue(&ring, &issuer, None, at(0.0));
             let kid = current(&ring).kid;
-            assert!(verifier.signatures.get(&token).is_none(), "nothing checked yet");
+            assert!(verifier.checked.get(&token).is_none(), "nothing checked yet");
             assert!(verifier.verify(&token, at(1.0)).await.is_ok());
-            let remembered = verifier.signatures.get(&token).expect("checked once, remembered");
+            let remembered = verifier.checked.get(&token).expect("checked once, remembered");
             assert_eq!((remembered.kid.as_str(), remembered.generation), (kid.as_str(), 0));
             // The same claims under a forged signature are another token: checked, and refused.
             let forged = format!("{}.{}", token.rsplit_once('.').expect("signed").0, "AAAA");
             assert_eq!(verifier.verify(&forged, at(1.0)).await, Err(VerifyError::Invalid));
+        }
+
+        /// A remote issuer's token, checked once, is checked again in full when its key set
+        /// changes, and refused while its key is withdrawn, remembered or not.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_remembered_token_holds_only_while_its_key_set_does() {
+            let (ring, _, _) = setup();
+            let key = current(&ring);
+            let remote = Issuer::start(&[]);
+            remote.publish_real(vec![key.public_jwk()]);
+            let v = verifier(&remote);
+            let token = signed(
+                &key,
+                json!({ "alg": "ES256", "typ": "JWT", "kid": key.kid }),
+                json!({ "iss": "https://idp.example", "sub": "s", "exp": (T0 / 1_000_000) + 3_600 }),
+            );
+            assert!(v.verify(&token, at(0.0)).await.is_ok());
+            let first = v.checked.get(&token).expect("remembered");
+            assert_eq!((first.algorithm, first.generation), (Algorithm::ES256, 1));
+            assert!(v.verify(&token, at(59.0)).await.is_ok(), "remembered, the set still fresh");
+            assert_eq!(remote.requests(), 1);
+            remote.publish_real(Vec::new());
+            assert_eq!(v.verify(&token, at(60.0)).await, Err(VerifyError::UnknownKey), "the key withdrawn");
+            remote.publish_real(vec![key.public_jwk()]);
+            assert!(v.verify(&token, at(120.0)).await.is_ok(), "published again: checked anew");
+            assert_eq!(v.checked.get(&token).expect("remembered").generation, 3);
+            assert_eq!(v.verify(&token, at(3_630.0)).await, Err(VerifyError::Expired));
         }
 
         #[tokio::test]

@@ -151,11 +151,7 @@ impl Readers {
             .acquire_owned()
             .await
             .map_err(|_| StoreError::Backend("the store is closed".into()))?;
-        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => open(&self.path, true)?,
-        };
+        let conn = self.take()?;
         run(&conn, "BEGIN")?;
         Ok(ReadTx { conn: Some(conn), readers: self.clone(), _permit: permit })
     }
@@ -164,19 +160,27 @@ impl Readers {
     /// statement (its own snapshot), it spares the `BEGIN` and the end of a read transaction.
     pub async fn single<T>(self: &Arc<Self>, work: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
         let _permit = self.permits.acquire().await.map_err(|_| StoreError::Backend("the store is closed".into()))?;
-        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => open(&self.path, true)?,
-        };
+        let conn = self.take()?;
         let result = work(&conn);
         // A connection left inside a transaction would hold its snapshot: not reused.
-        if conn.is_autocommit()
-            && let Ok(mut idle) = self.idle.lock()
-        {
-            idle.push(conn);
+        if conn.is_autocommit() {
+            self.give_back(conn);
         }
         result
+    }
+
+    /// An idle connection of the pool, or a new one (the caller holds a permit).
+    fn take(&self) -> StoreResult<Connection> {
+        match self.idle.lock().ok().and_then(|mut idle| idle.pop()) {
+            Some(conn) => Ok(conn),
+            None => open(&self.path, true),
+        }
+    }
+
+    fn give_back(&self, conn: Connection) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(conn);
+        }
     }
 
     /// Closes the pool: later reads fail, and the idle connections are closed.
@@ -205,10 +209,8 @@ impl ReadTx {
         let Some(conn) = self.conn.take() else { return Ok(()) };
         let ended = run(&conn, statement);
         // A connection whose transaction could not end is not reused.
-        if ended.is_ok()
-            && let Ok(mut idle) = self.readers.idle.lock()
-        {
-            idle.push(conn);
+        if ended.is_ok() {
+            self.readers.give_back(conn);
         }
         ended
     }

@@ -311,6 +311,10 @@ impl GroupCommit {
     /// passive checkpoint runs (it holds the lock the restart needs): then a later COMMIT
     /// tries again.
     async fn restart_wal(&self, writer: &mut Writer, group: u64, frames: u64) {
+        // A checkpoint running now would refuse the restart: spare the hand-off to a thread.
+        if matches!(self.checkpointer.try_lock(), Err(std::sync::TryLockError::WouldBlock)) {
+            return;
+        }
         let Some(conn) = writer.conn.take() else { return };
         let checkpointer = self.checkpointer.clone();
         let started = std::time::Instant::now();

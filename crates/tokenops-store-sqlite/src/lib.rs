@@ -111,9 +111,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        let tx = self.readers.begin().await?;
-        tx.query_row("SELECT 1", [], |_| Ok(())).map_err(codec::backend)?;
-        tx.commit()
+        self.readers.single(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(codec::backend)).await
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {

@@ -36,10 +36,15 @@ pub fn grants_of(role: &RoleRecord) -> PermissionSet {
 /// What the role `role_id` grants in `tenant`: a platform role's fixed grants, or a custom role's
 /// stored ones; nothing when the role is gone.
 pub async fn role_grants(tx: &mut dyn Tx, tenant: TenantId, role_id: Uuid) -> AppResult<PermissionSet> {
-    if let Some(platform) = platform_role(role_id) {
-        return Ok(platform_grants(platform.name).unwrap_or_default());
+    if let Some(grants) = platform_role_grants(role_id) {
+        return Ok(grants);
     }
     Ok(tx.roles().get(tenant, role_id).await?.map(|r| grants_of(&r)).unwrap_or_default())
+}
+
+/// What a platform role grants; `None` for any other role id.
+fn platform_role_grants(role_id: Uuid) -> Option<PermissionSet> {
+    platform_role(role_id).map(|platform| platform_grants(platform.name).unwrap_or_default())
 }
 
 /// Resolves the caller of a verified token. `external_provider`: the token comes from the
@@ -102,10 +107,12 @@ pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> App
     Err(access_revoked())
 }
 
-/// `role_grants` for a caller's role: a platform role's need no store.
+/// `role_grants` for a caller's role: a platform role's need no store; a custom role's are
+/// read after the caller's standing (a role changed in between shows at once, as it would at
+/// the next request).
 async fn grants_in(app: &App, tenant: TenantId, role_id: Uuid) -> AppResult<PermissionSet> {
-    if let Some(platform) = platform_role(role_id) {
-        return Ok(platform_grants(platform.name).unwrap_or_default());
+    if let Some(grants) = platform_role_grants(role_id) {
+        return Ok(grants);
     }
     let mut tx = app.store.read().await?;
     role_grants(tx.as_mut(), tenant, role_id).await
