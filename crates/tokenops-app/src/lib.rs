@@ -43,6 +43,9 @@ pub struct AppSettings {
     pub lock_sweep_interval: Duration,
     /// How often ledger balances are reconciled with positions.
     pub reconcile_interval: Duration,
+    /// How often in-flight operations that no job carries are looked for, and how long such an
+    /// operation must have been unchanged to be resumed.
+    pub resume_sweep_interval: Duration,
     pub shutdown_grace: Duration,
     /// How long settlement waits between receipt polls.
     pub receipt_poll_ms: i64,
@@ -63,6 +66,7 @@ impl Default for AppSettings {
             maintenance_interval: Duration::from_secs(600),
             lock_sweep_interval: Duration::from_secs(5),
             reconcile_interval: Duration::from_secs(600),
+            resume_sweep_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             receipt_poll_ms: 200,
         }
@@ -127,6 +131,10 @@ impl App {
             Arc::new(settlement::Track(pipeline.clone())),
             Arc::new(settlement::ExpireLocks(pipeline.clone())),
             Arc::new(settlement::Reconcile(pipeline.clone())),
+            Arc::new(settlement::ResumeStranded {
+                pipeline: pipeline.clone(),
+                unchanged_for: settings.resume_sweep_interval,
+            }),
             Arc::new(mail::SendMail {
                 store: store.clone(),
                 sealer: adapters.sealer.clone(),
@@ -160,6 +168,7 @@ impl App {
                     (jobs::kinds::MAINTENANCE_PRUNE, settings.maintenance_interval),
                     (jobs::kinds::LOCKS_EXPIRE, settings.lock_sweep_interval),
                     (jobs::kinds::POSITIONS_RECONCILE, settings.reconcile_interval),
+                    (jobs::kinds::OPERATIONS_RESUME, settings.resume_sweep_interval),
                 ],
                 shutdown_grace: settings.shutdown_grace,
             },

@@ -685,6 +685,12 @@ pub async fn resend_unsettled(p: &Pipeline) -> Result<usize, JobError> {
 
 pub struct Evaluate(pub Arc<Pipeline>);
 
+/// Approved and signed by an evaluation batch that stopped before sending: no settle job exists
+/// for it, so the evaluation job itself must see it settled.
+fn signed_unsent(operation: &OperationRecord) -> bool {
+    operation.state == OperationState::PendingSettlement && operation.signed_transaction.is_some()
+}
+
 #[async_trait]
 impl JobHandler for Evaluate {
     fn kind(&self) -> &'static str {
@@ -699,38 +705,36 @@ impl JobHandler for Evaluate {
             Some(operation) if operation.state == OperationState::Submitted => operation,
             // A batch approved and signed it, then stopped before it was sent: settlement goes
             // on from the recorded signature (`run_batch`).
-            Some(operation)
-                if operation.state == OperationState::PendingSettlement && operation.signed_transaction.is_some() =>
-            {
-                return Settle(p.clone()).run(job, ctx).await;
-            }
+            Some(operation) if signed_unsent(&operation) => return Settle(p.clone()).run(job, ctx).await,
             _ => return ctx.finish(p.store.write().await?).await,
         };
         // What settlement needs must still hold: ACTIVE accounts and contract, a valid expiry.
         let unprocessable = p.ledger_call(&operation, now).await?.err();
         let mut tx = p.store.write().await?;
+        // Decided on the row as it is now, not as it was read: an earlier claim of this very job
+        // (its lease expired under load) may have signed it in a batch since. Then this job,
+        // not a settle job, owes it its settlement, and finishing here would strand it.
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        match &row {
+            Some(operation) if operation.state == OperationState::Submitted => {}
+            Some(operation) if signed_unsent(operation) => {
+                drop(tx);
+                return Settle(p.clone()).run(job, ctx).await;
+            }
+            _ => return ctx.finish(tx).await,
+        }
         match unprocessable {
             Some(reason) => {
-                p.fail(
-                    tx.as_mut(),
-                    tenant,
-                    id,
-                    OperationState::Submitted,
-                    FailureCode::Unprocessable,
-                    reason,
-                    None,
-                    now,
-                )
-                .await?;
+                p.fail_row(tx.as_mut(), row, OperationState::Submitted, FailureCode::Unprocessable, reason, None, now)
+                    .await?;
             }
             None => {
                 // No ACTIVE policy governs any action yet: approved (the policies area plugs in
                 // here, raising approval requests or refusing).
                 let moved = p
-                    .advance(
+                    .advance_row(
                         tx.as_mut(),
-                        tenant,
-                        id,
+                        row,
                         OperationState::Submitted,
                         |o| o.state = OperationState::PendingSettlement,
                         now,
@@ -757,9 +761,8 @@ impl JobHandler for Evaluate {
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
         // Signed but unsent (an earlier batch stopped after its first commit): `run` settles it.
-        let unsent =
-            |o: &OperationRecord| o.state == OperationState::PendingSettlement && o.signed_transaction.is_some();
-        let Sorted { due, idle, mut rest } = sort_batch(read.as_mut(), jobs, OperationState::Submitted, unsent).await?;
+        let Sorted { due, idle, mut rest } =
+            sort_batch(read.as_mut(), jobs, OperationState::Submitted, signed_unsent).await?;
         let mut lookups = Lookups::default();
         let mut calls = Vec::with_capacity(due.len());
         for (job, operation) in due {
@@ -1461,4 +1464,79 @@ impl JobHandler for Reconcile {
 fn same_difference(a: &str, b: &str) -> bool {
     let difference = |s: &str| s.split("; difference ").nth(1).map(str::to_owned);
     difference(a).is_some() && difference(a) == difference(b)
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations.resume: the safety net under the pipeline
+
+/// Finds in-flight operations (SUBMITTED, PENDING_SETTLEMENT, SETTLING) that have been unchanged
+/// for `unchanged_for` and that no live pipeline job carries, and enqueues the job their state
+/// calls for. Each step only moves an operation from the state it expects, so a job too many
+/// does nothing; a job too few would leave the operation waiting for good. Every resumption is
+/// logged as a warning: it means some path finished a job without carrying its operation on.
+pub struct ResumeStranded {
+    pub pipeline: Arc<Pipeline>,
+    pub unchanged_for: std::time::Duration,
+}
+
+/// The most operations one sweep looks at: the least recently changed first.
+const RESUME_CANDIDATES: u32 = 1_000;
+
+impl ResumeStranded {
+    /// The candidates unchanged since before `before` that no live job names, read in one
+    /// transaction: operations first, then jobs, so that a job finishing in between (and moving
+    /// its operation) is caught by the re-check under the write lock.
+    async fn stranded(&self, before: Timestamp) -> Result<Vec<OperationRecord>, JobError> {
+        let mut read = self.pipeline.store.read().await?;
+        let candidates = read.operations().in_flight_unchanged_since(before, RESUME_CANDIDATES).await?;
+        if candidates.is_empty() {
+            return Ok(candidates);
+        }
+        let kinds = [kinds::OPERATION_EVALUATE, kinds::OPERATION_SETTLE, kinds::OPERATION_TRACK];
+        let carried: std::collections::HashSet<String> =
+            read.jobs().live_payload_values(&kinds, "transactionId").await?.into_iter().collect();
+        Ok(candidates.into_iter().filter(|o| !carried.contains(&o.id.to_string())).collect())
+    }
+}
+
+#[async_trait]
+impl JobHandler for ResumeStranded {
+    fn kind(&self) -> &'static str {
+        kinds::OPERATIONS_RESUME
+    }
+
+    async fn run(&self, _job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.pipeline;
+        let now = ctx.clock().now();
+        let unchanged_ms = i64::try_from(self.unchanged_for.as_millis()).unwrap_or(i64::MAX);
+        let stranded = self.stranded(now.minus_millis(unchanged_ms)).await?;
+        let mut tx = p.store.write().await?;
+        for seen in stranded {
+            let (tenant, id) = (seen.tenant_id, seen.id);
+            // Unchanged since the sweep read it: no job moved it on in between.
+            let Some(operation) = tx
+                .operations()
+                .get_for_update(tenant, id)
+                .await?
+                .filter(|o| o.state == seen.state && o.updated_at == seen.updated_at)
+            else {
+                continue;
+            };
+            let kind = match operation.state {
+                OperationState::Submitted => kinds::OPERATION_EVALUATE,
+                OperationState::PendingSettlement => kinds::OPERATION_SETTLE,
+                OperationState::Settling => kinds::OPERATION_TRACK,
+                _ => continue,
+            };
+            tracing::warn!(
+                transaction_id = %id,
+                state = operation.state.as_str(),
+                job = kind,
+                "resumed an in-flight operation that no job carried"
+            );
+            metrics::counter!("tokenops_operations_resumed_total", "state" => operation.state.as_str()).increment(1);
+            tx.jobs().enqueue(&p.job(kind, tenant, id, now), now).await?;
+        }
+        ctx.finish(tx).await
+    }
 }

@@ -271,4 +271,17 @@ impl JobStore for PostgresTx {
             .map_err(codec::backend)?;
         Ok(done.rows_affected())
     }
+
+    async fn live_payload_values(&mut self, kinds: &[&str], field: &str) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT payload->>$2 AS value FROM jobs
+             WHERE status IN ('queued', 'running') AND kind = ANY($1::text[]) AND payload->>$2 IS NOT NULL",
+        )
+        .bind(kinds)
+        .bind(field)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        rows.iter().map(|row| codec::get::<String>(row, "value")).collect()
+    }
 }

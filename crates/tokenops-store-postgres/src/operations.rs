@@ -301,6 +301,34 @@ impl OperationStore for PostgresTx {
         rows.iter().map(decode_operation).collect()
     }
 
+    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+        // The organisations are walked by one index seek each (a loose index scan), and each
+        // one's in-flight operations are a range of the (tenant, state) index (LATERAL keeps
+        // it a lookup per organisation): the sweep never reads the operations that have settled.
+        let sql = format!(
+            "WITH RECURSIVE tenant(id) AS (
+                 SELECT (SELECT tenant_id FROM operations ORDER BY tenant_id LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT tenant_id FROM operations WHERE tenant_id > tenant.id ORDER BY tenant_id LIMIT 1)
+                 FROM tenant
+                 WHERE tenant.id IS NOT NULL
+             )
+             SELECT o.* FROM tenant CROSS JOIN LATERAL (
+                 SELECT {OPERATION_COLUMNS} FROM operations
+                 WHERE tenant_id = tenant.id AND state IN ('SUBMITTED', 'PENDING_SETTLEMENT', 'SETTLING')
+                   AND updated_at < $1
+             ) AS o
+             ORDER BY o.updated_at, o.id LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(before.as_micros())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        rows.iter().map(decode_operation).collect()
+    }
+
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
         self.fetch_operation(tenant, id, "FOR UPDATE").await
     }

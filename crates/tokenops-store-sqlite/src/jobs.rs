@@ -181,4 +181,16 @@ impl JobStore for SqliteTx {
             self.execute("DELETE FROM jobs WHERE status = 'done' AND updated_at < ?1", params![cutoff.as_micros()])?;
         Ok(u64::try_from(done).unwrap_or(u64::MAX))
     }
+
+    async fn live_payload_values(&mut self, kinds: &[&str], field: &str) -> StoreResult<Vec<String>> {
+        let kinds = serde_json::to_string(kinds).map_err(|e| StoreError::Backend(e.into()))?;
+        let path = format!("$.{field}");
+        self.fetch_all(
+            "SELECT json_extract(payload, ?2) AS value FROM jobs
+             WHERE status IN ('queued', 'running') AND kind IN (SELECT value FROM json_each(?1))
+               AND json_extract(payload, ?2) IS NOT NULL",
+            params![kinds, path],
+            |row| codec::get::<String>(row, "value"),
+        )
+    }
 }

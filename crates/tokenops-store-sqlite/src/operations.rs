@@ -231,6 +231,27 @@ impl OperationStore for SqliteTx {
         self.fetch_all(&sql, params![i64::from(limit)], decode_operation)
     }
 
+    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+        // The organisations are walked by one index seek each (a loose index scan), so that
+        // each one's in-flight operations are a range of the (tenant, state) index: the sweep
+        // never reads the operations that have settled.
+        let columns = OPERATION_COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "WITH RECURSIVE tenant(id) AS (
+                 SELECT (SELECT tenant_id FROM operations ORDER BY tenant_id LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT tenant_id FROM operations WHERE tenant_id > tenant.id ORDER BY tenant_id LIMIT 1)
+                 FROM tenant
+                 WHERE tenant.id IS NOT NULL
+             )
+             SELECT {columns} FROM tenant CROSS JOIN operations AS o INDEXED BY operations_by_tenant_state
+             WHERE o.tenant_id = tenant.id AND o.state IN ('SUBMITTED', 'PENDING_SETTLEMENT', 'SETTLING')
+               AND o.updated_at < ?1
+             ORDER BY o.updated_at, o.id LIMIT ?2"
+        );
+        self.fetch_all(&sql, params![before.as_micros(), i64::from(limit)], decode_operation)
+    }
+
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
         // Write transactions run one at a time on the single writer: the read is already held.
         self.require_write("reading an operation for update")?;

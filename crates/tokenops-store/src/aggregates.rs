@@ -280,6 +280,9 @@ pub trait JobStore: Send {
     async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats>;
     /// Deletes finished (done) jobs updated before `cutoff`; returns how many.
     async fn prune_done(&mut self, cutoff: Timestamp) -> StoreResult<u64>;
+    /// The string `field` of the payload of every live (queued or running) job of `kinds`:
+    /// which resources some job will still act on.
+    async fn live_payload_values(&mut self, kinds: &[&str], field: &str) -> StoreResult<Vec<String>>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -97,6 +97,11 @@ pub trait OperationStore: Send {
     /// restart they are sent again before anything new is signed, so that no stored signature's
     /// nonce is given to another transaction.
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>>;
+    /// Operations of every organisation that a pipeline job carries (SUBMITTED,
+    /// PENDING_SETTLEMENT or SETTLING) and that have not changed since before `before`, least
+    /// recently changed first: the candidates of the sweep that resumes an operation no job
+    /// carries any more.
+    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<OperationRecord>>;
     /// Newest first, up to `window.limit` after the window's position (keyset paging:
     /// created_at and id of the last item seen).
     async fn list_after(

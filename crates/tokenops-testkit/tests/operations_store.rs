@@ -271,7 +271,59 @@ backends!(
     operations_are_listed_newest_first_with_filters_and_totals,
     every_filter_combination_lists_and_walks_alike,
     keyset_walks_cross_equal_timestamps_without_gaps_or_duplicates,
+    the_resume_sweep_selects_unchanged_in_flight_operations_of_every_organisation,
 );
+
+/// `in_flight_unchanged_since`: the operations a pipeline job carries (SUBMITTED,
+/// PENDING_SETTLEMENT, SETTLING) unchanged since before the instant, of every organisation
+/// (walked one by one), least recently changed first, up to the limit.
+async fn the_resume_sweep_selects_unchanged_in_flight_operations_of_every_organisation(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let in_state = |tenant: TenantId, state: OperationState, changed: i64| OperationRecord {
+        state,
+        updated_at: at(changed),
+        ..operation(tenant, "acc-1", at(0))
+    };
+    let mut tenants = [tenant(), tenant(), tenant()];
+    tenants.sort_by_key(|t| t.as_uuid());
+    let [first, middle, last] = tenants;
+    let mut records = vec![
+        in_state(last, OperationState::Submitted, 1),
+        in_state(first, OperationState::Settling, 4),
+        in_state(middle, OperationState::PendingSettlement, 2),
+        in_state(first, OperationState::Submitted, 3),
+        // Changed at the instant itself: not before it.
+        in_state(middle, OperationState::Submitted, 10),
+    ];
+    let wanted: Vec<Uuid> = {
+        let mut due = records[..4].to_vec();
+        due.sort_by_key(|o| o.updated_at);
+        due.iter().map(|o| o.id).collect()
+    };
+    // No job carries these states: waiting for approvers, or finished.
+    for state in
+        [OperationState::AwaitingApproval, OperationState::Confirmed, OperationState::Failed, OperationState::Cancelled]
+    {
+        records.push(in_state(middle, state, 0));
+    }
+    insert_operations(&*fx.store, &records).await;
+
+    let found = |before: Timestamp, limit: u32| {
+        let store = fx.store.clone();
+        async move {
+            let mut tx = store.read().await.expect("read");
+            let found = tx.operations().in_flight_unchanged_since(before, limit).await.expect("in flight");
+            found.iter().map(|o| o.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found(at(10), 100).await, wanted, "every organisation, least recently changed first");
+    assert_eq!(found(at(10), 2).await, wanted[..2].to_vec(), "up to the limit");
+    assert_eq!(found(at(3), 100).await, wanted[..2].to_vec());
+    assert_eq!(found(at(1), 100).await, Vec::<Uuid>::new());
+    let mut tx = fx.store.read().await.expect("read");
+    let whole = tx.operations().in_flight_unchanged_since(at(2), 1).await.expect("in flight");
+    assert_eq!(whole, vec![records[0].clone()], "whole records");
+}
 
 async fn operations_round_trip_every_field(backend: Backend) {
     let fx = Fixture::new(backend).await;

@@ -222,6 +222,7 @@ backends!(
     an_expired_lease_is_fenced_out,
     extending_a_lease_keeps_the_job_from_being_reclaimed,
     retry_release_and_bury_follow_the_lease,
+    live_payload_values_name_what_queued_and_running_jobs_of_the_kinds_act_on,
     a_dedupe_key_admits_one_live_job,
     wait_for_jobs_wakes_promptly_after_an_enqueue_commits,
     jobs_are_enqueued_and_completed_several_at_a_time,
@@ -1274,4 +1275,32 @@ async fn settings_keep_the_first_value(backend: Backend) {
     if backend == Backend::Postgres {
         peer.close().await;
     }
+}
+
+/// `live_payload_values`: the payload field of every queued or running job of the kinds asked,
+/// and nothing of finished jobs, other kinds, or payloads without the field.
+async fn live_payload_values_name_what_queued_and_running_jobs_of_the_kinds_act_on(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let store = &*fx.store;
+    let about = |kind: &str, target: &str| NewJob {
+        payload: serde_json::json!({ "transactionId": target, "other": 1 }),
+        ..job(kind, T0)
+    };
+    enqueue(store, &about("step.one", "done"), T0).await.expect("enqueued");
+    let done = claim(store, T0, T0.plus_millis(30_000), 1).await.pop().expect("claimed");
+    let mut tx = store.write().await.expect("begin");
+    assert!(tx.jobs().complete(lease_of(&done), T0).await.expect("complete"));
+    tx.commit().await.expect("commit");
+    enqueue(store, &about("step.one", "running"), T0).await.expect("enqueued");
+    assert_eq!(claim(store, T0, T0.plus_millis(30_000), 1).await.len(), 1);
+    enqueue(store, &about("step.one", "queued"), T0).await.expect("enqueued");
+    enqueue(store, &about("step.two", "later"), T0.plus_millis(60_000)).await.expect("enqueued");
+    enqueue(store, &about("elsewhere", "other kind"), T0).await.expect("enqueued");
+    enqueue(store, &job("step.one", T0), T0).await.expect("enqueued without the field");
+
+    let mut tx = store.read().await.expect("begin read");
+    let mut live = tx.jobs().live_payload_values(&["step.one", "step.two"], "transactionId").await.expect("live");
+    live.sort();
+    assert_eq!(live, vec!["later".to_owned(), "queued".to_owned(), "running".to_owned()]);
+    assert_eq!(tx.jobs().live_payload_values(&["none"], "transactionId").await.expect("live"), Vec::<String>::new());
 }

@@ -474,6 +474,9 @@ impl Config {
             reconcile_interval: Duration::from_secs(
                 r.integer("TOKENOPS_RECONCILE_INTERVAL_SECS", 600, 1, 86_400).unsigned_abs(),
             ),
+            resume_sweep_interval: Duration::from_secs(
+                r.integer("TOKENOPS_RESUME_SWEEP_SECS", 60, 1, 86_400).unsigned_abs(),
+            ),
         };
         if r.problems.is_empty() {
             Ok(Config {

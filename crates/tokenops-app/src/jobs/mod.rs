@@ -41,6 +41,9 @@ pub mod kinds {
     pub const LOCKS_EXPIRE: &str = "locks.expire";
     /// Compares ledger balances with the service's positions (periodic).
     pub const POSITIONS_RECONCILE: &str = "positions.reconcile";
+    /// Gives an in-flight operation that no pipeline job carries any more its next job
+    /// (periodic; the safety net under the pipeline).
+    pub const OPERATIONS_RESUME: &str = "operations.resume";
 }
 
 /// Why a run did not finish the job.

@@ -57,6 +57,10 @@ pub struct JobRunner {
     settings: RunnerSettings,
     /// Leases of jobs running on this node, given back if shutdown interrupts them.
     running: Mutex<HashMap<Uuid, Lease>>,
+    /// Claimed jobs not started yet (in the backlog, or behind others of their batch), whose
+    /// leases `keep_waiting` extends: without it, a job that waits longer than its lease is
+    /// claimed again and runs twice at once. `false` once its lease was lost while it waited.
+    waiting: Mutex<HashMap<Uuid, (Lease, bool)>>,
 }
 
 enum Outcome {
@@ -74,7 +78,14 @@ impl JobRunner {
         handlers: Vec<Arc<dyn JobHandler>>,
     ) -> Self {
         let handlers = handlers.into_iter().map(|h| (h.kind(), h)).collect();
-        Self { store, clock, handlers, settings, running: Mutex::new(HashMap::new()) }
+        Self {
+            store,
+            clock,
+            handlers,
+            settings,
+            running: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
+        }
     }
 
     pub async fn stats(&self) -> StoreResult<QueueStats> {
@@ -111,7 +122,74 @@ impl JobRunner {
             .claim(now, now.plus_millis(self.settings.lease_ms), u32::try_from(limit).unwrap_or(u32::MAX))
             .await?;
         tx.commit().await?;
+        self.wait(&jobs);
         Ok(jobs)
+    }
+
+    /// Marks claimed jobs as waiting to start: their leases are kept from now on.
+    fn wait(&self, jobs: &[Job]) {
+        if let Ok(mut waiting) = self.waiting.lock() {
+            for job in jobs {
+                if let Some(token) = job.lease_token {
+                    waiting.entry(job.id).or_insert((Lease { job_id: job.id, token }, true));
+                }
+            }
+        }
+    }
+
+    /// Takes a job out of the waiting ones to start it; `false` when its lease ran out while it
+    /// waited (another claim holds it now, so it must not start here).
+    fn start(&self, job: &Job) -> bool {
+        self.waiting.lock().ok().and_then(|mut waiting| waiting.remove(&job.id)).is_none_or(|(_, held)| held)
+    }
+
+    /// Extends the leases of the waiting jobs every third of a lease, for as long as the
+    /// runner runs; a lease found lost marks its job as not to be started.
+    async fn keep_waiting(&self) -> std::convert::Infallible {
+        let period = Duration::from_millis(u64::try_from(self.settings.lease_ms / 3).unwrap_or(1_000).max(10));
+        loop {
+            tokio::time::sleep(period).await;
+            let mut leases: Vec<Lease> = self
+                .waiting
+                .lock()
+                .map(|waiting| waiting.values().filter(|(_, held)| *held).map(|(lease, _)| *lease).collect())
+                .unwrap_or_default();
+            if leases.is_empty() {
+                continue;
+            }
+            // In job id order, as every other holder of several job rows takes them.
+            leases.sort_by_key(|lease| lease.job_id);
+            let now = self.clock.now();
+            let extended = async {
+                let mut tx = self.store.write().await?;
+                let mut lost = Vec::new();
+                for lease in &leases {
+                    if !tx.jobs().extend_lease(*lease, now.plus_millis(self.settings.lease_ms), now).await? {
+                        lost.push(lease.job_id);
+                    }
+                }
+                tx.commit().await?;
+                Ok::<Vec<Uuid>, tokenops_store::StoreError>(lost)
+            }
+            .await;
+            match extended {
+                Ok(lost) if !lost.is_empty() => {
+                    tracing::warn!(
+                        jobs = lost.len(),
+                        "lost the leases of jobs waiting to start; they will not start here"
+                    );
+                    if let Ok(mut waiting) = self.waiting.lock() {
+                        for job_id in lost {
+                            if let Some(entry) = waiting.get_mut(&job_id) {
+                                entry.1 = false;
+                            }
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not extend waiting jobs' leases"),
+            }
+        }
     }
 
     /// Runs every job that is due at the clock's current time, and every job those enqueue,
@@ -174,6 +252,12 @@ impl JobRunner {
         let mut due: Vec<(&'static str, Duration, tokio::time::Instant)> =
             self.settings.periodic.iter().map(|(kind, every)| (*kind, *every, start)).collect();
         let concurrency = self.settings.concurrency;
+        let keeper = {
+            let runner = self.clone();
+            tokio::spawn(async move {
+                let _never = runner.keep_waiting().await;
+            })
+        };
         loop {
             while tasks.try_join_next().is_some() {}
             while busy() < concurrency
@@ -220,6 +304,7 @@ impl JobRunner {
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
+        keeper.abort();
         // Claimed jobs that never started go back to the queue at once.
         self.release(backlog.drain(..).filter_map(|job| job.lease_token.map(|token| Lease { job_id: job.id, token })))
             .await;
@@ -267,6 +352,12 @@ impl JobRunner {
         // Jobs past their attempt budget are buried by `run_one`, never batched.
         let (mut alone, batched): (Vec<Job>, Vec<Job>) =
             jobs.drain(..).partition(|job| job.lease_token.is_none() || job.attempts > job.max_attempts);
+        let (batched, lost): (Vec<Job>, Vec<Job>) = batched.into_iter().partition(|job| self.start(job));
+        let mut outcomes: Vec<Outcome> = lost.iter().map(|_| Outcome::Lost).collect();
+        if batched.is_empty() {
+            outcomes.extend(self.run_all_alone(alone).await);
+            return outcomes;
+        }
         let leases: Vec<Lease> =
             batched.iter().filter_map(|job| job.lease_token.map(|token| Lease { job_id: job.id, token })).collect();
         if let Ok(mut running) = self.running.lock() {
@@ -287,7 +378,6 @@ impl JobRunner {
                 running.remove(&lease.job_id);
             }
         }
-        let mut outcomes = Vec::with_capacity(batched.len() + alone.len());
         match result {
             Ok(BatchFinished { rest }) => {
                 let completed = batched.len() - rest.len().min(batched.len());
@@ -309,6 +399,8 @@ impl JobRunner {
     }
 
     async fn run_all_alone(&self, jobs: Vec<Job>) -> Vec<Outcome> {
+        // Those a batch left wait again, behind one another.
+        self.wait(&jobs);
         // Known as running while they wait their turn, so that a shutdown gives their leases
         // back (each `run_one` forgets its own when it ends).
         if let Ok(mut running) = self.running.lock() {
@@ -328,6 +420,12 @@ impl JobRunner {
             return Outcome::Lost;
         };
         let lease = Lease { job_id: job.id, token };
+        if !self.start(&job) {
+            if let Ok(mut running) = self.running.lock() {
+                running.remove(&job.id);
+            }
+            return Outcome::Lost;
+        }
         if let Ok(mut running) = self.running.lock() {
             running.insert(job.id, lease);
         }

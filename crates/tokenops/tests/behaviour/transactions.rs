@@ -953,6 +953,95 @@ async fn an_evaluation_stopped_after_signing_settles_from_the_recorded_signature
     assert_eq!(amounts(&app, "b").await, triple("9.00", "9.00", "0.00"), "each applied once");
 }
 
+/// The jobs about operation `id`: `status` (a SQL condition on the job) and payload.
+fn jobs_about(id: &str, condition: &str) -> String {
+    format!("{condition} AND CAST(payload ->> 'transactionId' AS TEXT) = '{id}'")
+}
+
+/// The safety net under the pipeline: an in-flight operation that no job carries any more is
+/// given the job its state calls for by the `operations.resume` sweep, once it has been
+/// unchanged for the sweep's period (60 s by default), and settles once. Here the jobs are
+/// finished behind the service's back, in each state a job carries: SUBMITTED, PENDING_SETTLEMENT
+/// signed and sent by an evaluation batch (the shape a lost race once left under load), and
+/// SETTLING. An operation whose job is only waiting is left to that job.
+async fn an_operation_no_job_carries_is_resumed_by_the_sweep(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    let db = &app.db;
+    let strand = |id: String| async move {
+        db.execute(&format!("UPDATE jobs SET status = 'done' WHERE {}", jobs_about(&id, "status <> 'done'"))).await;
+        id
+    };
+    let settling = id_of(&submit(&app, transfer("a", "b", "2")).await);
+    app.drain_jobs().await;
+    assert_eq!(get_operation(&app, &settling).await["state"], "SETTLING");
+    let settling = strand(settling).await;
+
+    app.db.fail_updates_of_where("operations", "NEW.state = 'SETTLING'").await;
+    let mut signed = Vec::new();
+    for _ in 0..3 {
+        signed.push(id_of(&submit(&app, transfer("a", "b", "3")).await));
+    }
+    app.drain_jobs().await;
+    app.db.heal_inserts_into("operations").await;
+    let mut signatures = Vec::new();
+    for id in &signed {
+        let waiting = get_operation(&app, id).await;
+        assert_eq!(waiting["state"], "PENDING_SETTLEMENT", "{waiting}");
+        signatures.push(
+            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await,
+        );
+        strand(id.clone()).await;
+    }
+    let submitted = strand(id_of(&submit(&app, transfer("a", "b", "4")).await)).await;
+    let carried = id_of(&submit(&app, transfer("a", "b", "5")).await);
+    app.db
+        .execute(&format!("UPDATE jobs SET run_at = run_at + 3600000000 WHERE {}", jobs_about(&carried, "1 = 1")))
+        .await;
+    let stranded: Vec<&String> = signed.iter().chain([&settling, &submitted]).collect();
+    let live = |id: &str| jobs_about(id, "status IN ('queued', 'running')");
+
+    // Unchanged for less than the period: not yet taken for stranded.
+    app.clock.advance_millis(30_000);
+    run_periodic(&app, kinds::OPERATIONS_RESUME).await;
+    for id in &stranded {
+        assert_eq!(app.db.count("jobs", &live(id)).await, 0, "{id} resumed too early");
+    }
+
+    app.clock.advance_millis(31_000);
+    run_periodic(&app, kinds::OPERATIONS_RESUME).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for id in &stranded {
+        loop {
+            let now = get_operation(&app, id).await;
+            if now["state"] == "CONFIRMED" {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let jobs = app.db.strings("SELECT kind || ' ' || status || ' ' || CAST(payload AS TEXT) || ' ' || COALESCE(last_error, '-') FROM jobs").await;
+                panic!("{id} not resumed: {now} {jobs:#?}");
+            }
+            app.clock.advance_millis(250);
+            app.drain_jobs().await;
+        }
+        assert_eq!(events_about(&app, "transaction.confirmed", id).await.len(), 1, "one event each");
+    }
+    for (id, before) in signed.iter().zip(&signatures) {
+        let after =
+            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await;
+        assert_eq!(&after, before, "resumed from the signature recorded first");
+    }
+    assert_eq!(amounts(&app, "b").await, triple("15.00", "15.00", "0.00"), "each applied once");
+
+    // The carried operation's job was waiting, not lost: no second job was given to it.
+    assert_eq!(get_operation(&app, &carried).await["state"], "SUBMITTED");
+    assert_eq!(app.db.count("jobs", &jobs_about(&carried, "1 = 1")).await, 1);
+    app.db.execute(&format!("UPDATE jobs SET run_at = 0 WHERE {}", jobs_about(&carried, "1 = 1"))).await;
+    settle(&app).await;
+    assert_eq!(amounts(&app, "b").await, triple("20.00", "20.00", "0.00"));
+}
+
 /// An evaluation that runs out of attempts does not leave its operation waiting: FAILED
 /// `RETRY_EXHAUSTED`, with a break and `transaction.failed`.
 async fn an_evaluation_out_of_attempts_fails_retry_exhausted(backend: Backend) {
@@ -1539,6 +1628,7 @@ backends!(
     a_signature_that_could_not_be_recorded_gives_its_nonce_back,
     an_evaluation_stopped_after_signing_settles_from_the_recorded_signature,
     an_evaluation_out_of_attempts_fails_retry_exhausted,
+    an_operation_no_job_carries_is_resumed_by_the_sweep,
     a_custody_refusal_fails_signing_rejected_with_nothing_on_the_ledger,
     locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled,
     concurrent_completions_of_one_lock_accept_exactly_one,
