@@ -58,6 +58,9 @@ fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
     env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "50".to_owned());
     // A request killed mid-flight blocks its key for one claim lease: keep it short.
     env.insert("TOKENOPS_IDEMPOTENCY_LEASE_MS".to_owned(), "1000".to_owned());
+    // The pipeline itself must hand every operation on: the sweep that would resume one no job
+    // carries (after a minute unchanged) is kept out of this test, so such an operation shows.
+    env.insert("TOKENOPS_RESUME_SWEEP_SECS".to_owned(), "86400".to_owned());
     // The test reports what it finds; the job runner's retry warnings would drown it.
     env.insert("TOKENOPS_LOG".to_owned(), "error".to_owned());
     env
