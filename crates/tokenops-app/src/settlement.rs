@@ -33,7 +33,7 @@ use tokenops_domain::event::{Event, EventType, ResourceRef};
 use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_ledger::{Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, SignedTransaction, U256};
-use tokenops_store::{BreakRecord, Job, LockRecord, NewJob, OperationRecord, Store, Tx};
+use tokenops_store::{BreakRecord, InFlight, Job, LockRecord, NewJob, OperationRecord, Store, Tx};
 use uuid::Uuid;
 
 use crate::jobs::{BatchContext, BatchFinished, Finished, JobContext, JobError, JobHandler, kinds};
@@ -787,7 +787,7 @@ impl JobHandler for Evaluate {
             Some(state @ (OperationState::Submitted | OperationState::PendingSettlement)) => state,
             _ => return Ok(()),
         };
-        let reason = format!("evaluation stopped: {reason}");
+        let reason = format!("evaluation stopped: {reason}{}", row.as_ref().map(signed_hash_note).unwrap_or_default());
         self.0.fail_row(tx, row, from, FailureCode::RetryExhausted, reason, None, now).await
     }
 }
@@ -796,6 +796,15 @@ impl JobHandler for Evaluate {
 // operation.settle
 
 pub struct Settle(pub Arc<Pipeline>);
+
+/// For a break's detail: the hash of the operation's recorded signed transaction, which may
+/// have reached the ledger even though the operation never got to SETTLING.
+fn signed_hash_note(operation: &OperationRecord) -> String {
+    match operation.signed_transaction.as_deref().map(decode_signed) {
+        Some(Ok(signed)) => format!(" (signed transaction {:#x})", signed.hash),
+        _ => String::new(),
+    }
+}
 
 fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {
     serde_json::from_str::<StoredSignature>(text)
@@ -987,10 +996,10 @@ impl JobHandler for Settle {
 
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
         let Ok((tenant, id)) = target(job) else { return Ok(()) };
-        let reason = format!("settlement stopped: {reason}");
-        self.0
-            .fail(tx, tenant, id, OperationState::PendingSettlement, FailureCode::RetryExhausted, reason, None, now)
-            .await
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        let reason = format!("settlement stopped: {reason}{}", row.as_ref().map(signed_hash_note).unwrap_or_default());
+        let from = OperationState::PendingSettlement;
+        self.0.fail_row(tx, row, from, FailureCode::RetryExhausted, reason, None, now).await
     }
 }
 
@@ -1479,14 +1488,16 @@ pub struct ResumeStranded {
     pub unchanged_for: std::time::Duration,
 }
 
-/// The most operations one sweep looks at: the least recently changed first.
-const RESUME_CANDIDATES: u32 = 1_000;
+/// The most in-flight operations one sweep reads (least recently changed first), and the most
+/// it resumes: a backlog of operations that jobs still carry must not hide a stranded one.
+const RESUME_CANDIDATES: u32 = 200_000;
+const RESUME_BATCH: usize = 1_000;
 
 impl ResumeStranded {
     /// The candidates unchanged since before `before` that no live job names, read in one
     /// transaction: operations first, then jobs, so that a job finishing in between (and moving
     /// its operation) is caught by the re-check under the write lock.
-    async fn stranded(&self, before: Timestamp) -> Result<Vec<OperationRecord>, JobError> {
+    async fn stranded(&self, before: Timestamp) -> Result<Vec<InFlight>, JobError> {
         let mut read = self.pipeline.store.read().await?;
         let candidates = read.operations().in_flight_unchanged_since(before, RESUME_CANDIDATES).await?;
         if candidates.is_empty() {
@@ -1495,7 +1506,11 @@ impl ResumeStranded {
         let kinds = [kinds::OPERATION_EVALUATE, kinds::OPERATION_SETTLE, kinds::OPERATION_TRACK];
         let carried: std::collections::HashSet<String> =
             read.jobs().live_payload_values(&kinds, "transactionId").await?.into_iter().collect();
-        Ok(candidates.into_iter().filter(|o| !carried.contains(&o.id.to_string())).collect())
+        let mut stranded: Vec<InFlight> =
+            candidates.into_iter().filter(|o| !carried.contains(&o.id.to_string())).take(RESUME_BATCH).collect();
+        // Locked in id order, as every batch of the pipeline locks its operations.
+        stranded.sort_by_key(|o| o.id);
+        Ok(stranded)
     }
 }
 

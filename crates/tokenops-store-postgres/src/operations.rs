@@ -19,8 +19,8 @@ use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, Operation
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
-    BreakFilter, BreakRecord, BreakStore, LockRecord, LockStore, OperationFilter, OperationRecord, OperationStore,
-    Position, PositionStore, StoreError, StoreResult,
+    BreakFilter, BreakRecord, BreakStore, InFlight, LockRecord, LockStore, OperationFilter, OperationRecord,
+    OperationStore, Position, PositionStore, StoreError, StoreResult,
 };
 use uuid::Uuid;
 
@@ -301,11 +301,11 @@ impl OperationStore for PostgresTx {
         rows.iter().map(decode_operation).collect()
     }
 
-    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<InFlight>> {
         // The organisations are walked by one index seek each (a loose index scan), and each
-        // one's in-flight operations are a range of the (tenant, state) index (LATERAL keeps
-        // it a lookup per organisation): the sweep never reads the operations that have settled.
-        let sql = format!(
+        // one's in-flight operations are a range of the (tenant, state) index (LATERAL lets it
+        // be a lookup per organisation): the sweep never needs to read settled operations.
+        let rows = sqlx::query(
             "WITH RECURSIVE tenant(id) AS (
                  SELECT (SELECT tenant_id FROM operations ORDER BY tenant_id LIMIT 1)
                  UNION ALL
@@ -314,19 +314,28 @@ impl OperationStore for PostgresTx {
                  WHERE tenant.id IS NOT NULL
              )
              SELECT o.* FROM tenant CROSS JOIN LATERAL (
-                 SELECT {OPERATION_COLUMNS} FROM operations
+                 SELECT tenant_id, id, state, updated_at FROM operations
                  WHERE tenant_id = tenant.id AND state IN ('SUBMITTED', 'PENDING_SETTLEMENT', 'SETTLING')
                    AND updated_at < $1
              ) AS o
-             ORDER BY o.updated_at, o.id LIMIT $2"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(before.as_micros())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_operation).collect()
+             ORDER BY o.updated_at, o.id LIMIT $2",
+        )
+        .bind(before.as_micros())
+        .bind(i64::from(limit))
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        rows.iter()
+            .map(|row| {
+                let state: String = codec::get(row, "state")?;
+                Ok(InFlight {
+                    tenant_id: TenantId(codec::get(row, "tenant_id")?),
+                    id: codec::get(row, "id")?,
+                    state: parsed(&state, "operation state", OperationState::parse)?,
+                    updated_at: codec::ts(codec::get(row, "updated_at")?),
+                })
+            })
+            .collect()
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {

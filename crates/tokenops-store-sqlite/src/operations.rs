@@ -15,8 +15,8 @@ use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, Operation
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{
-    BreakFilter, BreakRecord, BreakStore, LockRecord, LockStore, OperationFilter, OperationRecord, OperationStore,
-    Position, PositionStore, StoreError, StoreResult,
+    BreakFilter, BreakRecord, BreakStore, InFlight, LockRecord, LockStore, OperationFilter, OperationRecord,
+    OperationStore, Position, PositionStore, StoreError, StoreResult,
 };
 use uuid::Uuid;
 
@@ -231,12 +231,11 @@ impl OperationStore for SqliteTx {
         self.fetch_all(&sql, params![i64::from(limit)], decode_operation)
     }
 
-    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<InFlight>> {
         // The organisations are walked by one index seek each (a loose index scan), so that
         // each one's in-flight operations are a range of the (tenant, state) index: the sweep
         // never reads the operations that have settled.
-        let columns = OPERATION_COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ");
-        let sql = format!(
+        self.fetch_all(
             "WITH RECURSIVE tenant(id) AS (
                  SELECT (SELECT tenant_id FROM operations ORDER BY tenant_id LIMIT 1)
                  UNION ALL
@@ -244,12 +243,22 @@ impl OperationStore for SqliteTx {
                  FROM tenant
                  WHERE tenant.id IS NOT NULL
              )
-             SELECT {columns} FROM tenant CROSS JOIN operations AS o INDEXED BY operations_by_tenant_state
+             SELECT o.tenant_id, o.id, o.state, o.updated_at
+             FROM tenant CROSS JOIN operations AS o INDEXED BY operations_by_tenant_state
              WHERE o.tenant_id = tenant.id AND o.state IN ('SUBMITTED', 'PENDING_SETTLEMENT', 'SETTLING')
                AND o.updated_at < ?1
-             ORDER BY o.updated_at, o.id LIMIT ?2"
-        );
-        self.fetch_all(&sql, params![before.as_micros(), i64::from(limit)], decode_operation)
+             ORDER BY o.updated_at, o.id LIMIT ?2",
+            params![before.as_micros(), i64::from(limit)],
+            |row| {
+                let state: String = codec::get(row, "state")?;
+                Ok(InFlight {
+                    tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+                    id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+                    state: parsed(&state, "operation state", OperationState::parse)?,
+                    updated_at: codec::ts(codec::get(row, "updated_at")?),
+                })
+            },
+        )
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {

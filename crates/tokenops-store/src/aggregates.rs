@@ -224,7 +224,7 @@ pub struct Job {
 }
 
 /// Proof that a worker holds a job: completion and retry are refused without the current token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lease {
     pub job_id: Uuid,
     pub token: Uuid,

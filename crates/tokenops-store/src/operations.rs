@@ -99,9 +99,9 @@ pub trait OperationStore: Send {
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>>;
     /// Operations of every organisation that a pipeline job carries (SUBMITTED,
     /// PENDING_SETTLEMENT or SETTLING) and that have not changed since before `before`, least
-    /// recently changed first: the candidates of the sweep that resumes an operation no job
-    /// carries any more.
-    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<OperationRecord>>;
+    /// recently changed first, up to `limit`: the candidates of the sweep that resumes an
+    /// operation no job carries any more (only what it needs of each, as there may be many).
+    async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<InFlight>>;
     /// Newest first, up to `window.limit` after the window's position (keyset paging:
     /// created_at and id of the last item seen).
     async fn list_after(
@@ -110,6 +110,15 @@ pub trait OperationStore: Send {
         filter: &OperationFilter,
         window: KeysetRequest,
     ) -> StoreResult<Vec<OperationRecord>>;
+}
+
+/// An operation in flight, as the sweep that resumes stranded operations sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    pub tenant_id: TenantId,
+    pub id: Uuid,
+    pub state: OperationState,
+    pub updated_at: Timestamp,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -59,9 +59,24 @@ pub struct JobRunner {
     running: Mutex<HashMap<Uuid, Lease>>,
     /// Claimed jobs not started yet (in the backlog, or behind others of their batch), whose
     /// leases `keep_waiting` extends: without it, a job that waits longer than its lease is
-    /// claimed again and runs twice at once. `false` once its lease was lost while it waited.
-    waiting: Mutex<HashMap<Uuid, (Lease, bool)>>,
+    /// claimed again (by this node too) and runs twice at once.
+    waiting: Mutex<HashMap<Lease, Waiting>>,
 }
+
+/// A claimed job waiting to start.
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    /// Until when its lease is known to be ours; `None` once found lost.
+    held_until: Option<Timestamp>,
+    /// When it began to wait: past `MAX_WAIT_IN_LEASES` leases its lease is no longer
+    /// extended, so that a node whose slots are all stuck does not keep its backlog from the
+    /// other nodes for ever.
+    since: Timestamp,
+}
+
+/// Ten leases (ten minutes by default): far longer than a backlog waits on a node whose jobs
+/// move, since the backlog is refilled only once it runs below half.
+const MAX_WAIT_IN_LEASES: i64 = 10;
 
 enum Outcome {
     Completed,
@@ -126,21 +141,80 @@ impl JobRunner {
         Ok(jobs)
     }
 
-    /// Marks claimed jobs as waiting to start: their leases are kept from now on.
+    /// Marks freshly claimed jobs as waiting to start: their leases are kept from now on.
     fn wait(&self, jobs: &[Job]) {
+        let now = self.clock.now();
         if let Ok(mut waiting) = self.waiting.lock() {
             for job in jobs {
-                if let Some(token) = job.lease_token {
-                    waiting.entry(job.id).or_insert((Lease { job_id: job.id, token }, true));
+                if let Some(lease) = lease_of(job) {
+                    waiting.entry(lease).or_insert(Waiting { held_until: job.lease_until, since: now });
                 }
             }
         }
     }
 
-    /// Takes a job out of the waiting ones to start it; `false` when its lease ran out while it
-    /// waited (another claim holds it now, so it must not start here).
+    /// Makes jobs that ran in a batch wait again, to run alone: their leases are extended
+    /// first, so that those the batch lost (or whose heartbeat fell behind) are known and
+    /// dropped, not started beside the claim that holds them now. Returns those still held.
+    async fn wait_again(&self, jobs: Vec<Job>) -> (Vec<Job>, usize) {
+        let now = self.clock.now();
+        let leases: Vec<Lease> = jobs.iter().filter_map(lease_of).collect();
+        let held = match self.extend_all(&leases, now).await {
+            Ok(held) => held,
+            Err(e) => {
+                // Unknown: only the claim's own lease end is certain.
+                tracing::warn!(error = %e, "could not extend the leases of jobs a batch left");
+                leases.iter().map(|_| true).collect()
+            }
+        };
+        let extended: HashMap<Lease, bool> = leases.into_iter().zip(held).collect();
+        let (mut kept, mut lost) = (Vec::with_capacity(jobs.len()), 0);
+        if let Ok(mut waiting) = self.waiting.lock() {
+            for job in jobs {
+                match lease_of(&job) {
+                    Some(lease) if extended.get(&lease) == Some(&false) => lost += 1,
+                    Some(lease) => {
+                        let held_until = if extended.get(&lease) == Some(&true) {
+                            Some(now.plus_millis(self.settings.lease_ms))
+                        } else {
+                            job.lease_until
+                        };
+                        waiting.insert(lease, Waiting { held_until, since: now });
+                        kept.push(job);
+                    }
+                    None => kept.push(job),
+                }
+            }
+        }
+        (kept, lost)
+    }
+
+    /// Takes a job out of the waiting ones to start it; `false` when its lease is lost or too
+    /// near its end to be kept (another claim may hold it by now, so it must not start here).
     fn start(&self, job: &Job) -> bool {
-        self.waiting.lock().ok().and_then(|mut waiting| waiting.remove(&job.id)).is_none_or(|(_, held)| held)
+        let Some(lease) = lease_of(job) else { return true };
+        let waited = self.waiting.lock().ok().and_then(|mut waiting| waiting.remove(&lease));
+        let Some(Waiting { held_until, .. }) = waited else { return true };
+        // Its own heartbeat first beats a third of a lease after it starts.
+        let needed = self.clock.now().plus_millis(self.settings.lease_ms / 3);
+        held_until.is_some_and(|until| until > needed)
+    }
+
+    /// Extends each lease (in job id order, the order every holder of several job rows takes
+    /// them in) in one transaction; whether each is still ours.
+    async fn extend_all(&self, leases: &[Lease], now: Timestamp) -> StoreResult<Vec<bool>> {
+        let mut order: Vec<usize> = (0..leases.len()).collect();
+        order.sort_by_key(|&i| leases[i].job_id);
+        let mut held = vec![false; leases.len()];
+        if leases.is_empty() {
+            return Ok(held);
+        }
+        let mut tx = self.store.write().await?;
+        for i in order {
+            held[i] = tx.jobs().extend_lease(leases[i], now.plus_millis(self.settings.lease_ms), now).await?;
+        }
+        tx.commit().await?;
+        Ok(held)
     }
 
     /// Extends the leases of the waiting jobs every third of a lease, for as long as the
@@ -149,44 +223,37 @@ impl JobRunner {
         let period = Duration::from_millis(u64::try_from(self.settings.lease_ms / 3).unwrap_or(1_000).max(10));
         loop {
             tokio::time::sleep(period).await;
-            let mut leases: Vec<Lease> = self
+            let now = self.clock.now();
+            let oldest = now.minus_millis(MAX_WAIT_IN_LEASES * self.settings.lease_ms);
+            let leases: Vec<Lease> = self
                 .waiting
                 .lock()
-                .map(|waiting| waiting.values().filter(|(_, held)| *held).map(|(lease, _)| *lease).collect())
+                .map(|waiting| {
+                    waiting
+                        .iter()
+                        .filter(|(_, w)| w.held_until.is_some() && w.since > oldest)
+                        .map(|(lease, _)| *lease)
+                        .collect()
+                })
                 .unwrap_or_default();
-            if leases.is_empty() {
-                continue;
-            }
-            // In job id order, as every other holder of several job rows takes them.
-            leases.sort_by_key(|lease| lease.job_id);
-            let now = self.clock.now();
-            let extended = async {
-                let mut tx = self.store.write().await?;
-                let mut lost = Vec::new();
-                for lease in &leases {
-                    if !tx.jobs().extend_lease(*lease, now.plus_millis(self.settings.lease_ms), now).await? {
-                        lost.push(lease.job_id);
+            match self.extend_all(&leases, now).await {
+                Ok(held) => {
+                    let lost = held.iter().filter(|held| !**held).count();
+                    if lost > 0 {
+                        tracing::warn!(
+                            jobs = lost,
+                            "lost the leases of jobs waiting to start; they will not start here"
+                        );
                     }
-                }
-                tx.commit().await?;
-                Ok::<Vec<Uuid>, tokenops_store::StoreError>(lost)
-            }
-            .await;
-            match extended {
-                Ok(lost) if !lost.is_empty() => {
-                    tracing::warn!(
-                        jobs = lost.len(),
-                        "lost the leases of jobs waiting to start; they will not start here"
-                    );
                     if let Ok(mut waiting) = self.waiting.lock() {
-                        for job_id in lost {
-                            if let Some(entry) = waiting.get_mut(&job_id) {
-                                entry.1 = false;
+                        for (lease, held) in leases.iter().zip(held) {
+                            if let Some(entry) = waiting.get_mut(lease) {
+                                entry.held_until = held.then(|| now.plus_millis(self.settings.lease_ms));
                             }
                         }
                     }
                 }
-                Ok(_) => {}
+                // The leases run until their known ends; `start` refuses any past it.
                 Err(e) => tracing::warn!(error = %e, "could not extend waiting jobs' leases"),
             }
         }
@@ -304,10 +371,8 @@ impl JobRunner {
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
-        keeper.abort();
         // Claimed jobs that never started go back to the queue at once.
-        self.release(backlog.drain(..).filter_map(|job| job.lease_token.map(|token| Lease { job_id: job.id, token })))
-            .await;
+        self.release(backlog.drain(..).filter_map(|job| lease_of(&job))).await;
         let drained =
             tokio::time::timeout(self.settings.shutdown_grace, async { while tasks.join_next().await.is_some() {} })
                 .await;
@@ -316,6 +381,8 @@ impl JobRunner {
             while tasks.join_next().await.is_some() {}
             self.release_running().await;
         }
+        // Only now: jobs waiting behind others of their batch keep their leases until they run.
+        keeper.abort();
     }
 
     async fn release_running(&self) {
@@ -358,8 +425,7 @@ impl JobRunner {
             outcomes.extend(self.run_all_alone(alone).await);
             return outcomes;
         }
-        let leases: Vec<Lease> =
-            batched.iter().filter_map(|job| job.lease_token.map(|token| Lease { job_id: job.id, token })).collect();
+        let leases: Vec<Lease> = batched.iter().filter_map(lease_of).collect();
         if let Ok(mut running) = self.running.lock() {
             running.extend(leases.iter().map(|lease| (lease.job_id, *lease)));
         }
@@ -378,7 +444,7 @@ impl JobRunner {
                 running.remove(&lease.job_id);
             }
         }
-        match result {
+        let left = match result {
             Ok(BatchFinished { rest }) => {
                 let completed = batched.len() - rest.len().min(batched.len());
                 outcomes.extend((0..completed).map(|_| Outcome::Completed));
@@ -387,26 +453,25 @@ impl JobRunner {
                 metrics::histogram!("tokenops_job_batch_size", "kind" => kind).record(completed as f64);
                 metrics::histogram!("tokenops_job_duration_seconds", "kind" => kind)
                     .record(started.elapsed().as_secs_f64());
-                alone.extend(rest);
+                rest
             }
             Err(error) => {
                 tracing::debug!(kind, %error, jobs = batched.len(), "a batch failed; its jobs run one at a time");
-                alone.extend(batched);
+                batched
             }
-        }
+        };
+        let (left, lost) = self.wait_again(left).await;
+        outcomes.extend((0..lost).map(|_| Outcome::Lost));
+        alone.extend(left);
         outcomes.extend(self.run_all_alone(alone).await);
         outcomes
     }
 
     async fn run_all_alone(&self, jobs: Vec<Job>) -> Vec<Outcome> {
-        // Those a batch left wait again, behind one another.
-        self.wait(&jobs);
         // Known as running while they wait their turn, so that a shutdown gives their leases
         // back (each `run_one` forgets its own when it ends).
         if let Ok(mut running) = self.running.lock() {
-            running.extend(
-                jobs.iter().filter_map(|job| job.lease_token.map(|token| (job.id, Lease { job_id: job.id, token }))),
-            );
+            running.extend(jobs.iter().filter_map(lease_of).map(|lease| (lease.job_id, lease)));
         }
         let mut outcomes = Vec::with_capacity(jobs.len());
         for job in jobs {
@@ -477,32 +542,15 @@ impl JobRunner {
     /// Extends the leases every third of their length while the handler runs, so that a job
     /// that outlives one lease is not claimed again; returns only when a lease is lost.
     async fn keep_leases(&self, leases: &[Lease]) {
-        // In job id order, the order `complete_all` locks them in: two transactions never wait
-        // for each other's rows in opposite orders.
-        let mut leases = leases.to_vec();
-        leases.sort_by_key(|lease| lease.job_id);
         let period = Duration::from_millis(u64::try_from(self.settings.lease_ms / 3).unwrap_or(1_000).max(10));
         loop {
             tokio::time::sleep(period).await;
-            let now = self.clock.now();
-            let extended = async {
-                let mut tx = self.store.write().await?;
-                let mut lost = None;
-                for lease in &leases {
-                    if !tx.jobs().extend_lease(*lease, now.plus_millis(self.settings.lease_ms), now).await? {
-                        lost = Some(lease.job_id);
-                        break;
+            match self.extend_all(leases, self.clock.now()).await {
+                Ok(held) => {
+                    if let Some((lease, _)) = leases.iter().zip(held).find(|(_, held)| !held) {
+                        tracing::warn!(job_id = %lease.job_id, "lost the lease of a running job; stopping it");
+                        return;
                     }
-                }
-                tx.commit().await?;
-                Ok::<Option<Uuid>, tokenops_store::StoreError>(lost)
-            }
-            .await;
-            match extended {
-                Ok(None) => {}
-                Ok(Some(job_id)) => {
-                    tracing::warn!(%job_id, "lost the lease of a running job; stopping it");
-                    return;
                 }
                 // The leases still run until they expire; the next beat tries again.
                 Err(e) => tracing::warn!(error = %e, "could not extend running jobs' leases"),
@@ -526,13 +574,18 @@ impl JobRunner {
                     if tx.jobs().retry(lease, now.plus_millis(delay), reason, now).await? { Outcome::Retried } else { Outcome::Lost }
                 }
                 JobError::Retry(reason) | JobError::Permanent(reason) => {
+                    // Buried first: a claim that lost its lease must not record the job's death
+                    // on its resource while the claim that holds it works on.
+                    if !tx.jobs().bury(lease, reason, now).await? {
+                        return Ok(Outcome::Lost);
+                    }
                     tracing::error!(job_id = %job.id, kind = %job.kind, attempt = job.attempts, %reason, "job is dead");
                     if let Some(handler) = self.handlers.get(job.kind.as_str())
                         && let Err(e) = handler.on_dead(job, tx.as_mut(), reason, now).await
                     {
                         return Err(tokenops_store::StoreError::Backend(format!("on_dead: {e}").into()));
                     }
-                    if tx.jobs().bury(lease, reason, now).await? { Outcome::Dead } else { Outcome::Lost }
+                    Outcome::Dead
                 }
             };
             tx.commit().await?;
@@ -544,4 +597,9 @@ impl JobRunner {
             Outcome::Lost
         })
     }
+}
+
+/// The lease a claim gave a job, if it was claimed.
+fn lease_of(job: &Job) -> Option<Lease> {
+    job.lease_token.map(|token| Lease { job_id: job.id, token })
 }

@@ -4,7 +4,14 @@
 
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokenops_app::clock::{Clock, SystemClock};
+use tokenops_app::jobs::{Backoff, Finished, JobContext, JobError, JobHandler, JobRunner, RunnerSettings};
+use tokenops_store::{Job, NewJob, Store};
 use tokenops_testkit::{Backend, TestApp, backends};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 async fn spawn(backend: Backend) -> TestApp {
     let settings = [
@@ -65,7 +72,78 @@ async fn a_failing_job_is_retried_with_backoff_then_dead_after_its_attempts(back
     assert!(metrics.contains("tokenops_jobs_dead 1"), "{metrics}");
 }
 
+/// A handler that takes a while; each run is counted.
+struct Slow {
+    store: Arc<dyn Store>,
+    takes: Duration,
+    runs: Arc<Mutex<Vec<Uuid>>>,
+}
+
+#[async_trait::async_trait]
+impl JobHandler for Slow {
+    fn kind(&self) -> &'static str {
+        "test.slow"
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        self.runs.lock().expect("runs").push(job.id);
+        tokio::time::sleep(self.takes).await;
+        ctx.finish(self.store.write().await?).await
+    }
+}
+
+/// A claimed job that waits for a free slot longer than its lease keeps the lease: the node
+/// does not claim it again (it once did, and the job then ran twice at once). Two slots,
+/// four jobs of a second each, leases of 0.3 s: the last two wait a second in the backlog.
+async fn a_claimed_job_waiting_longer_than_its_lease_is_not_claimed_again(backend: Backend) {
+    let app = spawn(backend).await;
+    let store = app.app.store.clone();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let slow = Slow { store: store.clone(), takes: Duration::from_secs(1), runs: runs.clone() };
+    let settings = RunnerSettings {
+        concurrency: 2,
+        lease_ms: 300,
+        poll_interval: Duration::from_millis(20),
+        backoff: Backoff { base_ms: 10, cap_ms: 100 },
+        periodic: Vec::new(),
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let runner = Arc::new(JobRunner::new(store.clone(), Arc::new(SystemClock), settings, vec![Arc::new(slow)]));
+    let now = SystemClock.now();
+    let mut tx = store.write().await.expect("begin");
+    for _ in 0..4 {
+        let job = NewJob {
+            kind: "test.slow".to_owned(),
+            tenant_id: None,
+            payload: json!({}),
+            run_at: now,
+            max_attempts: 5,
+            dedupe_key: None,
+        };
+        tx.jobs().enqueue(&job, now).await.expect("enqueue");
+    }
+    tx.commit().await.expect("commit");
+
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(runner.clone().run(shutdown.clone()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.db.count("jobs", "kind = 'test.slow' AND status = 'done'").await < 4 {
+        assert!(Instant::now() < deadline, "the jobs did not finish: {:?}", runs.lock().expect("runs"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    worker.await.expect("runner");
+    let mut ran = runs.lock().expect("runs").clone();
+    ran.sort();
+    ran.dedup();
+    assert_eq!((ran.len(), runs.lock().expect("runs").len()), (4, 4), "each job ran once");
+    let attempts =
+        app.db.strings("SELECT CAST(attempts AS TEXT) || ' ' || status FROM jobs WHERE kind = 'test.slow'").await;
+    assert_eq!(app.db.count("jobs", "kind = 'test.slow' AND attempts = 1").await, 4, "each claimed once: {attempts:?}");
+}
+
 backends!(
     an_event_and_its_dispatch_job_commit_together_and_the_job_completes,
-    a_failing_job_is_retried_with_backoff_then_dead_after_its_attempts
+    a_failing_job_is_retried_with_backoff_then_dead_after_its_attempts,
+    a_claimed_job_waiting_longer_than_its_lease_is_not_claimed_again
 );
