@@ -147,7 +147,9 @@ impl JobRunner {
         if let Ok(mut waiting) = self.waiting.lock() {
             for job in jobs {
                 if let Some(lease) = lease_of(job) {
-                    waiting.entry(lease).or_insert(Waiting { held_until: job.lease_until, since: now });
+                    // The claim asked for a whole lease from now, whatever the store reported.
+                    let held_until = job.lease_until.unwrap_or_else(|| now.plus_millis(self.settings.lease_ms));
+                    waiting.entry(lease).or_insert(Waiting { held_until: Some(held_until), since: now });
                 }
             }
         }
@@ -162,9 +164,10 @@ impl JobRunner {
         let held = match self.extend_all(&leases, now).await {
             Ok(held) => held,
             Err(e) => {
-                // Unknown: only the claim's own lease end is certain.
+                // Unknown: only the claim's own lease end is certain (below), and `start`
+                // refuses a job past it rather than run it beside a claim that took it over.
                 tracing::warn!(error = %e, "could not extend the leases of jobs a batch left");
-                leases.iter().map(|_| true).collect()
+                Vec::new()
             }
         };
         let extended: HashMap<Lease, bool> = leases.into_iter().zip(held).collect();
@@ -189,15 +192,20 @@ impl JobRunner {
         (kept, lost)
     }
 
-    /// Takes a job out of the waiting ones to start it; `false` when its lease is lost or too
-    /// near its end to be kept (another claim may hold it by now, so it must not start here).
-    fn start(&self, job: &Job) -> bool {
+    /// Takes a job out of the waiting ones to start it; `false` when its lease is lost (another
+    /// claim may hold it by now, so it must not start here). A lease too near its end for the
+    /// job's own heartbeat, which first beats a third of a lease after the start, is extended
+    /// first.
+    async fn start(&self, job: &Job) -> bool {
         let Some(lease) = lease_of(job) else { return true };
         let waited = self.waiting.lock().ok().and_then(|mut waiting| waiting.remove(&lease));
         let Some(Waiting { held_until, .. }) = waited else { return true };
-        // Its own heartbeat first beats a third of a lease after it starts.
-        let needed = self.clock.now().plus_millis(self.settings.lease_ms / 3);
-        held_until.is_some_and(|until| until > needed)
+        let now = self.clock.now();
+        match held_until {
+            None => false,
+            Some(until) if until > now.plus_millis(self.settings.lease_ms / 3) => true,
+            Some(_) => matches!(self.extend_all(&[lease], now).await.as_deref(), Ok([true])),
+        }
     }
 
     /// Extends each lease (in job id order, the order every holder of several job rows takes
@@ -248,7 +256,10 @@ impl JobRunner {
                     if let Ok(mut waiting) = self.waiting.lock() {
                         for (lease, held) in leases.iter().zip(held) {
                             if let Some(entry) = waiting.get_mut(lease) {
-                                entry.held_until = held.then(|| now.plus_millis(self.settings.lease_ms));
+                                // Never back: `wait_again` may have extended it since.
+                                entry.held_until = held
+                                    .then(|| now.plus_millis(self.settings.lease_ms))
+                                    .map(|until| entry.held_until.map_or(until, |known| known.max(until)));
                             }
                         }
                     }
@@ -419,7 +430,15 @@ impl JobRunner {
         // Jobs past their attempt budget are buried by `run_one`, never batched.
         let (mut alone, batched): (Vec<Job>, Vec<Job>) =
             jobs.drain(..).partition(|job| job.lease_token.is_none() || job.attempts > job.max_attempts);
-        let (batched, lost): (Vec<Job>, Vec<Job>) = batched.into_iter().partition(|job| self.start(job));
+        let (mut started, mut lost) = (Vec::with_capacity(batched.len()), Vec::new());
+        for job in batched {
+            if self.start(&job).await {
+                started.push(job);
+            } else {
+                lost.push(job);
+            }
+        }
+        let batched = started;
         let mut outcomes: Vec<Outcome> = lost.iter().map(|_| Outcome::Lost).collect();
         if batched.is_empty() {
             outcomes.extend(self.run_all_alone(alone).await);
@@ -485,7 +504,7 @@ impl JobRunner {
             return Outcome::Lost;
         };
         let lease = Lease { job_id: job.id, token };
-        if !self.start(&job) {
+        if !self.start(&job).await {
             if let Ok(mut running) = self.running.lock() {
                 running.remove(&job.id);
             }
