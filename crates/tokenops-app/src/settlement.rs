@@ -1504,10 +1504,15 @@ impl ResumeStranded {
             return Ok(candidates);
         }
         let kinds = [kinds::OPERATION_EVALUATE, kinds::OPERATION_SETTLE, kinds::OPERATION_TRACK];
-        let carried: std::collections::HashSet<String> =
-            read.jobs().live_payload_values(&kinds, "transactionId").await?.into_iter().collect();
+        let carried: std::collections::HashSet<Uuid> = read
+            .jobs()
+            .live_payload_values(&kinds, "transactionId")
+            .await?
+            .iter()
+            .filter_map(|id| Uuid::parse_str(id).ok())
+            .collect();
         let mut stranded: Vec<InFlight> =
-            candidates.into_iter().filter(|o| !carried.contains(&o.id.to_string())).take(RESUME_BATCH).collect();
+            candidates.into_iter().filter(|o| !carried.contains(&o.id)).take(RESUME_BATCH).collect();
         // Locked in id order, as every batch of the pipeline locks its operations.
         stranded.sort_by_key(|o| o.id);
         Ok(stranded)
@@ -1526,6 +1531,7 @@ impl JobHandler for ResumeStranded {
         let unchanged_ms = i64::try_from(self.unchanged_for.as_millis()).unwrap_or(i64::MAX);
         let stranded = self.stranded(now.minus_millis(unchanged_ms)).await?;
         let mut tx = p.store.write().await?;
+        let mut resumed = Vec::new();
         for seen in stranded {
             let (tenant, id) = (seen.tenant_id, seen.id);
             // Unchanged since the sweep read it: no job moved it on in between.
@@ -1543,15 +1549,20 @@ impl JobHandler for ResumeStranded {
                 OperationState::Settling => kinds::OPERATION_TRACK,
                 _ => continue,
             };
+            tx.jobs().enqueue(&p.job(kind, tenant, id, now), now).await?;
+            resumed.push((id, operation.state, kind));
+        }
+        let finished = ctx.finish(tx).await?;
+        // Told only once the new jobs are committed.
+        for (id, state, kind) in resumed {
             tracing::warn!(
                 transaction_id = %id,
-                state = operation.state.as_str(),
+                state = state.as_str(),
                 job = kind,
                 "resumed an in-flight operation that no job carried"
             );
-            metrics::counter!("tokenops_operations_resumed_total", "state" => operation.state.as_str()).increment(1);
-            tx.jobs().enqueue(&p.job(kind, tenant, id, now), now).await?;
+            metrics::counter!("tokenops_operations_resumed_total", "state" => state.as_str()).increment(1);
         }
-        ctx.finish(tx).await
+        Ok(finished)
     }
 }

@@ -332,9 +332,10 @@ impl JobRunner {
         let concurrency = self.settings.concurrency;
         let keeper = {
             let runner = self.clone();
-            tokio::spawn(async move {
+            // A heartbeat is job work: its writes queue as background writes, like `keep_leases`'.
+            tokio::spawn(in_background(async move {
                 let _never = runner.keep_waiting().await;
-            })
+            }))
         };
         loop {
             while tasks.try_join_next().is_some() {}

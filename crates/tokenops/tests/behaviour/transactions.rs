@@ -920,6 +920,32 @@ async fn a_batch_settles_the_common_case_together_and_the_unusual_alone(backend:
     assert_eq!(app.db.count("jobs", "kind = 'operation.settle'").await, 1);
 }
 
+/// The stored signed transaction of operation `id`.
+async fn signature_of(app: &TestApp, id: &str) -> Vec<String> {
+    app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await
+}
+
+/// `count` transfers of 3.00 from a to b that an evaluation batch signs and sends, then stops
+/// before moving them to SETTLING (that update fails): each is PENDING_SETTLEMENT with its
+/// signature recorded. Returns their ids with their signatures.
+async fn signed_and_sent_but_not_settling(app: &TestApp, count: usize) -> Vec<(String, Vec<String>)> {
+    app.db.fail_updates_of_where("operations", "NEW.state = 'SETTLING'").await;
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        ids.push(id_of(&submit(app, transfer("a", "b", "3")).await));
+    }
+    app.drain_jobs().await;
+    app.db.heal_inserts_into("operations").await;
+    let mut signed = Vec::new();
+    for id in ids {
+        let waiting = get_operation(app, &id).await;
+        assert_eq!(waiting["state"], "PENDING_SETTLEMENT", "{waiting}");
+        let signature = signature_of(app, &id).await;
+        signed.push((id, signature));
+    }
+    signed
+}
+
 /// A batch of evaluations approves and signs in one commit, then sends. When the batch stops
 /// after that commit (here: moving to SETTLING fails), each evaluation job, run again, finds its
 /// operation signed but unsent and settles it from the recorded signature: the same bytes, once.
@@ -927,28 +953,12 @@ async fn an_evaluation_stopped_after_signing_settles_from_the_recorded_signature
     let app = TestApp::spawn(backend).await;
     setup(&app).await;
     funded(&app, "a", "100").await;
-    app.db.fail_updates_of_where("operations", "NEW.state = 'SETTLING'").await;
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        ids.push(id_of(&submit(&app, transfer("a", "b", "3")).await));
-    }
-    app.drain_jobs().await;
-    let mut signed = Vec::new();
-    for id in &ids {
-        let waiting = get_operation(&app, id).await;
-        assert_eq!(waiting["state"], "PENDING_SETTLEMENT", "{waiting}");
-        signed.push(
-            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await,
-        );
-    }
-    app.db.heal_inserts_into("operations").await;
+    let signed = signed_and_sent_but_not_settling(&app, 3).await;
     settle(&app).await;
-    for (id, before) in ids.iter().zip(&signed) {
+    for (id, before) in &signed {
         let confirmed = get_operation(&app, id).await;
         assert_eq!(confirmed["state"], "CONFIRMED", "{confirmed}");
-        let after =
-            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await;
-        assert_eq!(&after, before, "settled from the signature recorded first");
+        assert_eq!(&signature_of(&app, id).await, before, "settled from the signature recorded first");
     }
     assert_eq!(amounts(&app, "b").await, triple("9.00", "9.00", "0.00"), "each applied once");
 }
@@ -978,22 +988,11 @@ async fn an_operation_no_job_carries_is_resumed_by_the_sweep(backend: Backend) {
     assert_eq!(get_operation(&app, &settling).await["state"], "SETTLING");
     let settling = strand(settling).await;
 
-    app.db.fail_updates_of_where("operations", "NEW.state = 'SETTLING'").await;
-    let mut signed = Vec::new();
-    for _ in 0..3 {
-        signed.push(id_of(&submit(&app, transfer("a", "b", "3")).await));
-    }
-    app.drain_jobs().await;
-    app.db.heal_inserts_into("operations").await;
-    let mut signatures = Vec::new();
-    for id in &signed {
-        let waiting = get_operation(&app, id).await;
-        assert_eq!(waiting["state"], "PENDING_SETTLEMENT", "{waiting}");
-        signatures.push(
-            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await,
-        );
+    let signatures = signed_and_sent_but_not_settling(&app, 3).await;
+    for (id, _) in &signatures {
         strand(id.clone()).await;
     }
+    let signed: Vec<String> = signatures.iter().map(|(id, _)| id.clone()).collect();
     let submitted = strand(id_of(&submit(&app, transfer("a", "b", "4")).await)).await;
     let carried = id_of(&submit(&app, transfer("a", "b", "5")).await);
     app.db
@@ -1027,10 +1026,8 @@ async fn an_operation_no_job_carries_is_resumed_by_the_sweep(backend: Backend) {
         }
         assert_eq!(events_about(&app, "transaction.confirmed", id).await.len(), 1, "one event each");
     }
-    for (id, before) in signed.iter().zip(&signatures) {
-        let after =
-            app.db.strings(&format!("SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}'")).await;
-        assert_eq!(&after, before, "resumed from the signature recorded first");
+    for (id, before) in &signatures {
+        assert_eq!(&signature_of(&app, id).await, before, "resumed from the signature recorded first");
     }
     assert_eq!(amounts(&app, "b").await, triple("15.00", "15.00", "0.00"), "each applied once");
 
