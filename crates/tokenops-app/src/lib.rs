@@ -13,6 +13,7 @@ pub mod events;
 pub mod identity;
 pub mod jobs;
 pub mod mail;
+pub mod nonce_gaps;
 pub mod operations;
 pub mod settlement;
 pub mod write;
@@ -46,6 +47,12 @@ pub struct AppSettings {
     /// How often in-flight operations that no job carries are looked for, and how long such an
     /// operation must have been unchanged to be resumed.
     pub resume_sweep_interval: Duration,
+    /// How often wallets held back by a nonce gap are looked for.
+    pub nonce_gap_sweep_interval: Duration,
+    /// How long a signature may take from custody to the store: a nonce handed out more
+    /// recently is never filled, and a wallet is looked at only once a recorded signature has
+    /// waited this long.
+    pub nonce_gap_grace: Duration,
     pub shutdown_grace: Duration,
     /// How long settlement waits between receipt polls.
     pub receipt_poll_ms: i64,
@@ -67,6 +74,8 @@ impl Default for AppSettings {
             lock_sweep_interval: Duration::from_secs(5),
             reconcile_interval: Duration::from_secs(600),
             resume_sweep_interval: Duration::from_secs(60),
+            nonce_gap_sweep_interval: Duration::from_secs(5),
+            nonce_gap_grace: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             receipt_poll_ms: 200,
         }
@@ -135,6 +144,7 @@ impl App {
                 pipeline: pipeline.clone(),
                 unchanged_for: settings.resume_sweep_interval,
             }),
+            Arc::new(nonce_gaps::HealNonceGaps { pipeline: pipeline.clone(), grace: settings.nonce_gap_grace }),
             Arc::new(mail::SendMail {
                 store: store.clone(),
                 sealer: adapters.sealer.clone(),
@@ -169,6 +179,7 @@ impl App {
                     (jobs::kinds::LOCKS_EXPIRE, settings.lock_sweep_interval),
                     (jobs::kinds::POSITIONS_RECONCILE, settings.reconcile_interval),
                     (jobs::kinds::OPERATIONS_RESUME, settings.resume_sweep_interval),
+                    (jobs::kinds::NONCE_GAPS_HEAL, settings.nonce_gap_sweep_interval),
                 ],
                 shutdown_grace: settings.shutdown_grace,
             },

@@ -310,7 +310,8 @@ impl Pipeline {
             Err(_) => match self.holds_signatures(signed, &ours).await {
                 Ok(held) => held.into_iter().map(|held| !held).collect(),
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not tell which signatures were recorded; their nonces are kept");
+                    // The gap sweep (`nonce_gaps`) settles them once the store answers again.
+                    tracing::warn!(error = %e, "could not tell which signatures were recorded; their nonces are kept for the gap sweep");
                     vec![false; signed.len()]
                 }
             },
@@ -806,7 +807,7 @@ fn signed_hash_note(operation: &OperationRecord) -> String {
     }
 }
 
-fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {
+pub(crate) fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {
     serde_json::from_str::<StoredSignature>(text)
         .map_err(|e| JobError::Permanent(format!("stored signed transaction: {e}")))?
         .into_signed()

@@ -317,12 +317,7 @@ impl EvmLedger {
         let nonce = match slot.next() {
             Some(nonce) => nonce,
             None => {
-                let pending = self
-                    .provider
-                    .get_transaction_count(sender)
-                    .pending()
-                    .await
-                    .map_err(|e| temporary("eth_getTransactionCount", e))?;
+                let pending = self.pending_count(sender).await?;
                 // Read after the count, so that a transaction of the wallet sent meanwhile
                 // (an earlier signature) is seen in one or the other.
                 let waiting = self.waiting_nonces(sender).await?;
@@ -333,6 +328,11 @@ impl EvmLedger {
         let signed = transaction::sign(unsigned, sender, custody).await?;
         slot.take(nonce);
         Ok(signed)
+    }
+
+    /// The node's count of `sender`'s transactions, pending ones included (it stops at a gap).
+    async fn pending_count(&self, sender: Address) -> Result<u64, LedgerError> {
+        self.provider.get_transaction_count(sender).pending().await.map_err(|e| temporary("eth_getTransactionCount", e))
     }
 
     /// The nonces of `sender`'s transactions in the node's pool, executable or waiting behind a
@@ -590,6 +590,33 @@ impl Ledger for EvmLedger {
 
     async fn abandon(&self, transaction: &SignedTransaction) {
         self.nonces.give_back(transaction.sender, transaction.nonce).await;
+    }
+
+    async fn next_nonce(&self, sender: Address) -> Result<u64, LedgerError> {
+        self.pending_count(sender).await
+    }
+
+    async fn fill_nonce_gap(
+        &self,
+        token: Address,
+        sender: Address,
+        nonce: u64,
+        custody: &dyn Custody,
+        grace: Duration,
+    ) -> Result<Option<TxHash>, LedgerError> {
+        self.check_token(token).await?;
+        let input = contract::calldata(&LedgerCall::Transfer { from: sender, to: sender, amount: U256::ZERO });
+        let gas_limit = self.gas_limit(sender, Some(token), &input, self.config.fallback_gas_limit).await?;
+        let fees = self.fees().await?;
+        let Some(claim) = self.nonces.claim_gap(sender, nonce, grace).await else { return Ok(None) };
+        // Under the slot's lock: still the gap, not filled meanwhile.
+        if self.pending_count(sender).await? != nonce {
+            return Ok(None);
+        }
+        let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to: Some(token), input, gas_limit, fees };
+        let signed = transaction::sign(unsigned, sender, custody).await?;
+        claim.filled();
+        self.send(&signed).await.map(Some)
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {

@@ -19,11 +19,21 @@
 //! ([`Nonces::give_back`]), and the wallet's next signature takes it; otherwise the gap would
 //! hold every later transaction of the wallet back for good. Giving back never empties the
 //! slot: later nonces may be out, their transactions recorded, and none may go out twice.
+//!
+//! Where nobody can tell whether a signature was recorded (the store failed at its commit), or
+//! the process died between signing and recording, the nonce stays out and its gap holds the
+//! wallet back. The settlement's gap sweep fills such a gap from what the store and the ledger
+//! show ([`Nonces::claim_gap`]): a nonce is filled only once this process handed it out long
+//! enough ago that its signature can no longer be on its way to the store.
 
 use alloy::primitives::Address;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tokio::sync::OwnedMutexGuard;
+
+/// How long a handed-out nonce is remembered: far longer than any gap sweep's grace.
+const HANDED_OUT_MEMORY: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Default)]
 pub struct Nonces {
@@ -32,12 +42,15 @@ pub struct Nonces {
 
 /// A wallet's nonces: the next one never handed out (`None` until read from the ledger), those
 /// handed out but given back, which go out again first, and those above `next` held by
-/// transactions waiting in the ledger's pool, which never go out.
+/// transactions waiting in the ledger's pool, which never go out. `handed_out` remembers when
+/// each recent signature took its nonce (a monotonic instant: it bounds how long a signature
+/// may still be on its way to the store, which is real time, not the business clock).
 #[derive(Debug, Default)]
 pub struct Slot {
     next: Option<u64>,
     returned: BTreeSet<u64>,
     held: BTreeSet<u64>,
+    handed_out: BTreeMap<u64, Instant>,
 }
 
 impl Slot {
@@ -58,9 +71,22 @@ impl Slot {
 
     /// Marks `nonce` (from `next`, or read from the ledger) as handed out.
     pub fn take(&mut self, nonce: u64) {
-        if !self.returned.remove(&nonce) {
+        let now = Instant::now();
+        self.handed_out.retain(|_, at| now.duration_since(*at) < HANDED_OUT_MEMORY);
+        self.handed_out.insert(nonce, now);
+        self.consume(nonce);
+    }
+
+    /// `nonce` is used and never goes out again.
+    fn consume(&mut self, nonce: u64) {
+        if !self.returned.remove(&nonce) && self.next.is_none_or(|next| nonce >= next) {
             self.next = Some(self.skip_held(nonce + 1));
         }
+    }
+
+    /// Whether this slot handed `nonce` out less than `grace` ago.
+    fn handed_out_within(&self, nonce: u64, grace: Duration) -> bool {
+        self.handed_out.get(&nonce).is_some_and(|at| at.elapsed() < grace)
     }
 
     /// The first nonce from `nonce` on that no waiting transaction holds. Held nonces passed
@@ -87,9 +113,23 @@ impl Nonces {
         self.slot(wallet).lock_owned().await
     }
 
-    /// Empties the wallet's slot, so that its next nonce is read from the ledger again.
+    /// Empties the wallet's slot, so that its next nonce is read from the ledger again. When
+    /// nonces were handed out is kept: signatures made before may still be on their way to the
+    /// store, and the gap sweep must not fill their nonces.
     pub async fn forget(&self, wallet: Address) {
-        *self.lock(wallet).await = Slot::default();
+        let mut slot = self.lock(wallet).await;
+        let handed_out = std::mem::take(&mut slot.handed_out);
+        *slot = Slot { handed_out, ..Slot::default() };
+    }
+
+    /// Locks the wallet's slot for filling `nonce`, a gap that holds the wallet's later
+    /// transactions back, unless this process handed the nonce out less than `grace` ago (its
+    /// signature may still be recorded and sent): then `None`. The caller signs the filler
+    /// under the lock and calls [`GapClaim::filled`] once it is signed, so no signature of this
+    /// process takes the nonce again.
+    pub async fn claim_gap(&self, wallet: Address, nonce: u64, grace: Duration) -> Option<GapClaim> {
+        let slot = self.lock(wallet).await;
+        (!slot.handed_out_within(nonce, grace)).then_some(GapClaim { slot, nonce })
     }
 
     /// Takes back `nonce`, handed out for a transaction that will never be sent, to hand it
@@ -111,6 +151,25 @@ impl Nonces {
             }
             // Not handed out by this slot (it was read anew since): nothing to take back.
             _ => {}
+        }
+    }
+}
+
+/// A nonce claimed for a filler, with its wallet's slot locked.
+pub struct GapClaim {
+    slot: NonceSlot,
+    nonce: u64,
+}
+
+impl GapClaim {
+    /// The filler is signed: the nonce is used. A slot not read from the ledger yet stays so
+    /// (the ledger will count the filler).
+    pub fn filled(mut self) {
+        let nonce = self.nonce;
+        if self.slot.next.is_some() {
+            self.slot.consume(nonce);
+        } else {
+            self.slot.returned.remove(&nonce);
         }
     }
 }
@@ -185,5 +244,36 @@ mod tests {
         // The count itself is never held (the ledger counts only consecutive nonces), but a
         // slot filled with it held would still not hand it out.
         assert_eq!(Slot::default().fill(4, [4, 5]), 6);
+    }
+
+    #[tokio::test]
+    async fn a_gap_is_filled_only_once_its_nonce_has_been_out_longer_than_the_grace() {
+        let nonces = Nonces::default();
+        let wallet = Address::repeat_byte(4);
+        for nonce in 22..=24 {
+            nonces.lock(wallet).await.take(nonce);
+        }
+        // 22's signature may still be on its way to the store.
+        assert!(nonces.claim_gap(wallet, 22, Duration::from_secs(60)).await.is_none());
+        // Forgetting the slot (after an unknown send) does not forget when 22 went out.
+        nonces.forget(wallet).await;
+        assert!(nonces.claim_gap(wallet, 22, Duration::from_secs(60)).await.is_none());
+        // Past the grace (none here) it may be filled; the slot, not read again, stays unread.
+        nonces.claim_gap(wallet, 22, Duration::ZERO).await.expect("claimable").filled();
+        assert_eq!(nonces.lock(wallet).await.next(), None);
+        // A nonce never handed out by this process (a restart lost it) may be filled at once,
+        // and the slot never hands it out afterwards.
+        let other = Address::repeat_byte(5);
+        nonces.lock(other).await.fill(7, [8, 9]);
+        nonces.claim_gap(other, 7, Duration::from_secs(60)).await.expect("claimable").filled();
+        assert_eq!(nonces.lock(other).await.next(), Some(10), "past the filler and the waiting ones");
+        // A given-back nonce that is filled is not handed out again either.
+        let third = Address::repeat_byte(6);
+        for nonce in 3..=5 {
+            nonces.lock(third).await.take(nonce);
+        }
+        nonces.give_back(third, 3).await;
+        nonces.claim_gap(third, 3, Duration::ZERO).await.expect("claimable").filled();
+        assert_eq!(nonces.lock(third).await.next(), Some(6));
     }
 }

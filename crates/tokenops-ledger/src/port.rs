@@ -184,6 +184,25 @@ pub trait Ledger: Send + Sync {
     /// instead of holding every later transaction of the wallet back.
     async fn abandon(&self, transaction: &SignedTransaction);
 
+    /// The nonce of `sender` the ledger would include next: its count of the sender's
+    /// transactions, included or waiting, up to the first nonce it holds no transaction for (a
+    /// gap, when later ones wait).
+    async fn next_nonce(&self, sender: Address) -> Result<u64, LedgerError>;
+
+    /// Uses up `nonce` of `sender`, a gap no transaction will ever fill, with a transaction
+    /// that moves nothing (a transfer of zero `token`s from the sender to itself), and sends it,
+    /// so that the sender's later transactions can be included. `Ok(None)` when this ledger
+    /// handed the nonce out less than `grace` ago: that signature may still be recorded and
+    /// sent, and must not be made void.
+    async fn fill_nonce_gap(
+        &self,
+        token: Address,
+        sender: Address,
+        nonce: u64,
+        custody: &dyn Custody,
+        grace: std::time::Duration,
+    ) -> Result<Option<TxHash>, LedgerError>;
+
     /// `sign` then `send`.
     async fn submit(&self, token: Address, call: &LedgerCall, custody: &dyn Custody) -> Result<TxHash, LedgerError> {
         let transaction = self.sign(token, call, custody).await?;

@@ -50,6 +50,14 @@ pub use migrate::MIGRATIONS;
 
 /// Connections in the main pool.
 const MAX_CONNECTIONS: u32 = 10;
+/// How long a caller waits for a connection. While the server is down every new connection is
+/// refused and the pool keeps trying: a request must get its 500 in seconds, not hang (the
+/// pool's own default is 30 s).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Server-side bounds on one statement and on a transaction left idle by a client that went
+/// away without closing its connection (its locks would otherwise be held for good).
+const STATEMENT_TIMEOUT: &str = "30s";
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "60s";
 /// The prefix of the job wake-up channel; the schema (or `public`) completes it.
 const CHANNEL_PREFIX: &str = "tokenops_jobs_";
 /// PostgreSQL truncates identifiers (and refuses channel names) beyond 63 bytes.
@@ -106,12 +114,17 @@ impl PostgresStore {
     /// [`Self::migrate`].
     pub async fn connect(url: &str, schema: Option<&str>) -> StoreResult<Self> {
         let mut options: PgConnectOptions = url.parse().map_err(codec::backend)?;
+        options = options.options([
+            ("statement_timeout", STATEMENT_TIMEOUT),
+            ("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_TIMEOUT),
+        ]);
         if let Some(schema) = schema {
             validate_schema(schema)?;
             options = options.options([("search_path", schema)]);
         }
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options.clone())
             .await
             .map_err(codec::backend)?;

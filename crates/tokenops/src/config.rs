@@ -477,6 +477,12 @@ impl Config {
             resume_sweep_interval: Duration::from_secs(
                 r.integer("TOKENOPS_RESUME_SWEEP_SECS", 60, 1, 86_400).unsigned_abs(),
             ),
+            nonce_gap_sweep_interval: Duration::from_millis(
+                r.integer("TOKENOPS_NONCE_GAP_SWEEP_MS", 5_000, 10, 3_600_000).unsigned_abs(),
+            ),
+            nonce_gap_grace: Duration::from_millis(
+                r.integer("TOKENOPS_NONCE_GAP_GRACE_MS", 10_000, 10, 3_600_000).unsigned_abs(),
+            ),
         };
         if r.problems.is_empty() {
             Ok(Config {

@@ -26,19 +26,28 @@ pub fn router(document: utoipa::openapi::OpenApi) -> Router<Arc<ApiState>> {
         .route("/docs", get(|| async { Html(REFERENCE_PAGE) }))
 }
 
+/// How long readiness waits for the store: a probe must be answered before its own timeout,
+/// and a store that takes longer than this to answer `SELECT 1` is not serving requests either.
+const READINESS_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
-    match state.app.store.ping().await {
-        Ok(()) => axum::Json(serde_json::json!({ "status": "ready", "store": state.app.store.backend().as_str() }))
-            .into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness: store unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(serde_json::json!({ "status": "unavailable", "store": "unreachable" })),
-            )
-                .into_response()
-        }
-    }
+    let store = state.app.store.backend().as_str();
+    let problem = match tokio::time::timeout(READINESS_STORE_TIMEOUT, state.app.store.ping()).await {
+        Ok(Ok(())) => return axum::Json(serde_json::json!({ "status": "ready", "store": store })).into_response(),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} ms", READINESS_STORE_TIMEOUT.as_millis()),
+    };
+    tracing::warn!(store, problem, "readiness: the store cannot be reached");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(serde_json::json!({
+            "status": "unavailable",
+            "store": store,
+            "failing": ["store"],
+            "message": format!("the {store} store cannot be reached: {problem}"),
+        })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(state): State<Arc<ApiState>>) -> Response {

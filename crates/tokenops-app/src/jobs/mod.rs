@@ -44,6 +44,9 @@ pub mod kinds {
     /// Gives an in-flight operation that no pipeline job carries any more its next job
     /// (periodic; the safety net under the pipeline).
     pub const OPERATIONS_RESUME: &str = "operations.resume";
+    /// Sends again, or fills, the nonce a wallet's waiting transactions are held back by
+    /// (periodic; see `nonce_gaps`).
+    pub const NONCE_GAPS_HEAL: &str = "nonce_gaps.heal";
 }
 
 /// Why a run did not finish the job.

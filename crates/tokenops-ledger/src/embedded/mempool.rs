@@ -68,6 +68,27 @@ impl Mempool {
         *known = (*known).max(nonce);
     }
 
+    /// The senders with transactions waiting.
+    pub fn senders(&self) -> Vec<Address> {
+        self.by_sender.keys().copied().collect()
+    }
+
+    /// After a block's commit of unknown outcome: learns the committed nonces read from the
+    /// store again and drops the waiting transactions they pass (that block landed after all).
+    pub fn resync(&mut self, committed: impl IntoIterator<Item = (Address, u64)>) {
+        for (sender, nonce) in committed {
+            self.learn_committed(sender, nonce);
+            let Some(waiting) = self.by_sender.get_mut(&sender) else { continue };
+            let kept = waiting.split_off(&nonce);
+            for passed in std::mem::replace(waiting, kept).into_values() {
+                self.by_hash.remove(&passed.hash);
+            }
+            if waiting.is_empty() {
+                self.by_sender.remove(&sender);
+            }
+        }
+    }
+
     /// Whether a transaction of `sender` with `nonce` waits here.
     pub fn holds(&self, sender: &Address, nonce: u64) -> bool {
         self.by_sender.get(sender).is_some_and(|waiting| waiting.contains_key(&nonce))
@@ -208,5 +229,24 @@ mod tests {
         assert_eq!(pool.committed_nonce(&Address::repeat_byte(1)), Some(2));
         assert!(pool.executable(10).is_empty(), "nonce 7 waits behind the gap at 6");
         assert_eq!(pool.admit(pending(9, 0, 0), 1).0, Admission::Full);
+    }
+
+    #[test]
+    fn a_resync_drops_what_a_block_that_landed_after_all_included() {
+        let mut pool = Mempool::default();
+        let sender = Address::repeat_byte(1);
+        pool.learn_committed(sender, 0);
+        for nonce in 0..4 {
+            assert_eq!(pool.admit(pending(1, nonce, 0), 100).0, Admission::Added);
+        }
+        // The block with nonces 0 and 1 committed, though its commit answered an error.
+        pool.resync([(sender, 2)]);
+        assert_eq!(pool.len(), 2);
+        assert_eq!(pool.pending_nonce(&sender), Some(4));
+        assert!(!pool.holds(&sender, 1) && pool.holds(&sender, 2));
+        assert_eq!(pool.executable(10).iter().map(|t| t.nonce).collect::<Vec<_>>(), vec![2, 3]);
+        pool.resync([(sender, 4)]);
+        assert_eq!(pool.len(), 0);
+        assert!(pool.senders().is_empty());
     }
 }

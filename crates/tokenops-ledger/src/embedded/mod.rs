@@ -145,6 +145,10 @@ struct Inner {
     /// One block at a time (the background task, and `produce_block` called directly).
     producing: tokio::sync::Mutex<()>,
     stopped: AtomicBool,
+    /// A block's commit failed with an unknown outcome (the store went away mid-commit): the
+    /// head and the committed nonces are read from the store again before the next block, or
+    /// a block that did land would be produced twice.
+    resync: AtomicBool,
     /// Deployed tokens by address: immutable facts, cached after the first read.
     tokens: Mutex<HashMap<Address, TokenInfo>>,
 }
@@ -198,6 +202,7 @@ impl EmbeddedLedger {
             wake: wake.clone(),
             producing: tokio::sync::Mutex::new(()),
             stopped: AtomicBool::new(false),
+            resync: AtomicBool::new(false),
             tokens: Mutex::new(HashMap::new()),
             config,
         });
@@ -455,6 +460,9 @@ impl Inner {
     async fn produce_block(&self) -> Result<usize, LedgerError> {
         let _producing = self.producing.lock().await;
         self.check_running()?;
+        if self.resync.load(Ordering::SeqCst) {
+            self.resync_with_store().await?;
+        }
         let batch = lock(&self.mempool).executable(self.config.max_block_transactions);
         if batch.is_empty() {
             return Ok(0);
@@ -546,12 +554,42 @@ impl Inner {
             }
             Err(error) => return Err(temporary(error)),
         }
-        tx.commit().await.map_err(temporary)?;
+        if let Err(error) = tx.commit().await {
+            self.resync.store(true, Ordering::SeqCst);
+            return Err(temporary(error));
+        }
 
         lock(&self.mempool).included(&batch);
         *lock(&self.head) = Head { number, hash, timestamp };
         self.head_number.send_replace(number);
         Ok(batch.len())
+    }
+
+    /// Reads the head and the waiting senders' committed nonces from the store again, after a
+    /// block's commit whose outcome is unknown.
+    async fn resync_with_store(&self) -> Result<(), LedgerError> {
+        let senders = lock(&self.mempool).senders();
+        let mut tx = self.store.read().await.map_err(temporary)?;
+        let head = tx.ledger().head().await.map_err(temporary)?.ok_or_else(|| corrupt("chain", "no head"))?;
+        let addresses: Vec<String> = senders.iter().map(|s| text(*s)).collect();
+        let nonces = tx.ledger().nonces(&addresses).await.map_err(temporary)?;
+        drop(tx);
+        let committed: Vec<(Address, u64)> = nonces
+            .iter()
+            .map(|n| Ok((parse::<Address>("address", &n.address)?, n.nonce)))
+            .collect::<Result<_, LedgerError>>()?;
+        let head = Head { number: head.number, hash: parse("block hash", &head.hash)?, timestamp: head.timestamp };
+        if head.number != lock(&self.head).number {
+            tracing::warn!(
+                block = head.number,
+                "a block whose commit seemed to fail had landed; the ledger carries on from it"
+            );
+        }
+        lock(&self.mempool).resync(committed);
+        self.head_number.send_replace(head.number);
+        *lock(&self.head) = head;
+        self.resync.store(false, Ordering::SeqCst);
+        Ok(())
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {
@@ -780,6 +818,40 @@ impl Ledger for EmbeddedLedger {
 
     async fn abandon(&self, transaction: &SignedTransaction) {
         self.inner.nonces.give_back(transaction.sender, transaction.nonce).await;
+    }
+
+    async fn next_nonce(&self, sender: Address) -> Result<u64, LedgerError> {
+        self.inner.check_running()?;
+        self.inner.pending_nonce(sender).await
+    }
+
+    async fn fill_nonce_gap(
+        &self,
+        token: Address,
+        sender: Address,
+        nonce: u64,
+        custody: &dyn Custody,
+        grace: Duration,
+    ) -> Result<Option<TxHash>, LedgerError> {
+        let inner = &self.inner;
+        inner.check_running()?;
+        inner.require_token(token).await?;
+        let Some(claim) = inner.nonces.claim_gap(sender, nonce, grace).await else { return Ok(None) };
+        // Under the slot's lock: still the gap, not filled meanwhile.
+        if inner.pending_nonce(sender).await? != nonce {
+            return Ok(None);
+        }
+        let unsigned = UnsignedTransaction {
+            chain_id: inner.config.chain_id,
+            nonce,
+            to: Some(token),
+            input: contract::calldata(&LedgerCall::Transfer { from: sender, to: sender, amount: U256::ZERO }),
+            gas_limit: GAS_LIMIT,
+            fees: Fees::Eip1559 { max_fee_per_gas: 0, max_priority_fee_per_gas: 0 },
+        };
+        let signed = transaction::sign(unsigned, sender, custody).await?;
+        claim.filled();
+        inner.send(&signed.raw).await.map(Some)
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {

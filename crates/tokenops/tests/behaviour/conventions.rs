@@ -706,6 +706,9 @@ async fn readyz_is_503_when_the_store_cannot_be_reached(backend: Backend) {
     let unready = Reply::read(app.raw(Method::GET, "/readyz").send().await.expect("send")).await;
     unready.expect(503);
     assert_eq!(unready.body["status"], "unavailable");
+    assert_eq!(unready.body["failing"], serde_json::json!(["store"]), "names what fails: {}", unready.body);
+    let message = unready.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("store cannot be reached"), "says why: {message}");
     // Liveness is not readiness: the process still answers.
     Reply::read(app.raw(Method::GET, "/healthz").send().await.expect("send")).await.expect(200);
 }

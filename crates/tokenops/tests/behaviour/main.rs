@@ -12,6 +12,7 @@ mod idempotency;
 mod identity_provider;
 mod jobs;
 mod mail;
+mod nonce_gaps;
 mod organisation;
 mod paging;
 mod sign_in;
