@@ -12,7 +12,26 @@ pub fn backend(error: sqlx::Error) -> StoreError {
     {
         return StoreError::Conflict(db.message().to_owned());
     }
+    if unreachable(&error) {
+        return StoreError::Unavailable(Box::new(error));
+    }
     StoreError::Backend(Box::new(error))
+}
+
+/// The server could not be reached or went away: no connection, a lost one, or a server
+/// shutting down, crashing or starting (SQLSTATE class 08, and 57P01–57P03).
+fn unreachable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|code| code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03"))
+        }
+        _ => false,
+    }
 }
 
 /// Reads one column; a value that does not decode into its type is corrupt stored data.

@@ -8,9 +8,20 @@ pub enum StoreError {
     /// Stored data could not be decoded into its type: a bug or a tampered database.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
-    /// The database failed or could not be reached.
+    /// The database could not be reached: no connection within the bound, the connection
+    /// lost, the server shutting down or starting. The same request may succeed once it is back.
+    #[error("store unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database failed.
     #[error("store failure: {0}")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    /// Whether the database could not be reached (rather than refusing or failing a statement).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -578,15 +578,44 @@ impl JobRunner {
         }
     }
 
+    /// Records a failed run: a retry with backoff, or the job's death. While the store cannot
+    /// be reached (the failure was most likely that), recording is tried again for up to a
+    /// lease: left to expire, the lease would hold the job back for a whole lease after the
+    /// store is back, and its operation with it.
     async fn record_failure(&self, job: &Job, lease: Lease, error: JobError) -> Outcome {
         if matches!(error, JobError::Fenced) {
             // Another worker holds the job now; its outcome is that worker's to record.
             return Outcome::Lost;
         }
+        let lease_ms = u64::try_from(self.settings.lease_ms).unwrap_or(0);
+        let give_up = tokio::time::Instant::now() + Duration::from_millis(lease_ms);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match self.try_record_failure(job, lease, &error).await {
+                Ok(outcome) => return outcome,
+                Err(e) if e.is_unavailable() && tokio::time::Instant::now() + pause < give_up => {
+                    tracing::warn!(job_id = %job.id, error = %e, "could not record a job failure; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, error = %e, "could not record a job failure; its lease will expire");
+                    return Outcome::Lost;
+                }
+            }
+        }
+    }
+
+    async fn try_record_failure(
+        &self,
+        job: &Job,
+        lease: Lease,
+        error: &JobError,
+    ) -> Result<Outcome, tokenops_store::StoreError> {
         let now: Timestamp = self.clock.now();
         let result = async {
             let mut tx = self.store.write().await?;
-            let outcome = match &error {
+            let outcome = match error {
                 JobError::Fenced => Outcome::Lost,
                 JobError::Retry(reason) if job.attempts < job.max_attempts => {
                     let delay = self.settings.backoff.delay_ms(job.attempts, &mut rand::thread_rng());
@@ -612,10 +641,7 @@ impl JobRunner {
             Ok::<_, tokenops_store::StoreError>(outcome)
         }
         .await;
-        result.unwrap_or_else(|e| {
-            tracing::warn!(job_id = %job.id, error = %e, "could not record a job failure; its lease will expire");
-            Outcome::Lost
-        })
+        result
     }
 }
 
