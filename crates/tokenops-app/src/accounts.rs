@@ -103,6 +103,11 @@ pub fn account_not_found(account_ref: &str) -> Error {
     Error::not_found(format!("Account {account_ref} not found")).with_code("ACCOUNT_NOT_FOUND")
 }
 
+/// Accounts and balances need the asset's contract ACTIVE: 404 without one.
+fn no_active_contract(asset: &str) -> Error {
+    Error::not_found(format!("Asset {asset} has no ACTIVE contract")).with_code("NO_ACTIVE_CONTRACT")
+}
+
 fn already_exists(existing: &AccountRecord) -> Error {
     Error::conflict(format!("Account {} already exists", existing.account_ref))
         .with_code("ACCOUNT_EXISTS")
@@ -161,7 +166,9 @@ impl Accounts {
         let customer = w.tx().customers().get(tenant, &new.customer_ref).await?.ok_or_else(|| {
             Error::not_found(format!("Customer {} not found", new.customer_ref)).with_code("CUSTOMER_NOT_FOUND")
         })?;
-        active_contract(w.tx(), tenant, new.asset.code()).await?;
+        if active_contract(w.tx(), tenant, new.asset.code()).await?.is_none() {
+            return Err(no_active_contract(new.asset.code()));
+        }
         if customer.status != CustomerStatus::Active {
             return Err(Error::unprocessable(format!("Customer {} is INACTIVE", customer.customer_ref))
                 .with_code("CUSTOMER_INACTIVE"));
@@ -277,7 +284,9 @@ impl Accounts {
         let (account, contract) = {
             let mut tx = self.store.read().await?;
             let account = tx.accounts().get(tenant, &parsed).await?.ok_or_else(|| account_not_found(account_ref))?;
-            let contract = active_contract(tx.as_mut(), tenant, &account.asset_id).await?;
+            let contract = active_contract(tx.as_mut(), tenant, &account.asset_id)
+                .await?
+                .ok_or_else(|| no_active_contract(&account.asset_id))?;
             (account, contract)
         };
         let wallet = match (&account.wallet_address, account.status.is_provisioned()) {

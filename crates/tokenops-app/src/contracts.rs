@@ -87,12 +87,13 @@ pub fn contract_not_found(asset: &str) -> Error {
     Error::not_found(format!("No contract for asset {asset}")).with_code("CONTRACT_NOT_FOUND")
 }
 
-/// The asset's ACTIVE contract, read in `tx`; 404 when it has none (or none ACTIVE): accounts,
-/// balances and operations need one.
-pub async fn active_contract(tx: &mut dyn Tx, tenant: TenantId, asset: &str) -> AppResult<ContractRecord> {
-    tx.contracts().get(tenant, asset).await?.filter(|c| c.status == ContractStatus::Active).ok_or_else(|| {
-        Error::not_found(format!("Asset {asset} has no ACTIVE contract")).with_code("NO_ACTIVE_CONTRACT")
-    })
+/// The asset's contract, read in `tx`, if it is ACTIVE: accounts, balances and operations need
+/// one. `None` when the asset has none (or none ACTIVE), which each caller answers in its own
+/// terms; an `Err` is only ever the store failing, so that no caller can mistake a database
+/// outage for the caller's mistake (and store it under the request's Idempotency-Key).
+#[must_use = "`None` means the asset has no ACTIVE contract: answer it"]
+pub async fn active_contract(tx: &mut dyn Tx, tenant: TenantId, asset: &str) -> AppResult<Option<ContractRecord>> {
+    Ok(tx.contracts().get(tenant, asset).await?.filter(|c| c.status == ContractStatus::Active))
 }
 
 /// An EVM address: `0x` and 40 hex digits (any case; a mixed-case one is not checksum-checked).

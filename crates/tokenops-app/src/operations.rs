@@ -276,9 +276,9 @@ impl Operations {
         } else {
             let asset_text = submission.asset_id.as_deref().ok_or_else(|| invalid("assetId", "is required"))?;
             let asset = AssetId::parse(asset_text).map_err(|e| invalid("assetId", e))?;
-            active_contract(w.tx(), tenant, asset.code())
-                .await
-                .map_err(|_| invalid("assetId", format!("{} has no ACTIVE contract", asset.code())))?;
+            if active_contract(w.tx(), tenant, asset.code()).await?.is_none() {
+                return Err(invalid("assetId", format!("{} has no ACTIVE contract", asset.code())));
+            }
             let amount_text = submission.amount.as_deref().ok_or_else(|| invalid("amount", "is required"))?;
             let amount = Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
             let account_text = submission.account_ref.as_deref().ok_or_else(|| invalid("accountRef", "is required"))?;

@@ -662,11 +662,17 @@ pub async fn resend_unsettled(p: &Pipeline) -> Result<usize, JobError> {
         let mut tx = p.store.read().await?;
         tx.operations().unsettled_signed(100_000).await?
     };
-    let mut signed: Vec<SignedTransaction> = unsettled
-        .iter()
-        .filter_map(|o| o.signed_transaction.as_deref())
-        .filter_map(|t| decode_signed(t).ok())
-        .collect();
+    let mut signed: Vec<SignedTransaction> = Vec::with_capacity(unsettled.len());
+    for operation in &unsettled {
+        match operation.signed_transaction.as_deref().map(decode_signed) {
+            Some(Ok(transaction)) => signed.push(transaction),
+            Some(Err(e)) => {
+                // Its nonce waits for the gap sweep, which cannot send it either: say so loudly.
+                tracing::error!(transaction_id = %operation.id, error = %e, "a stored signed transaction cannot be decoded");
+            }
+            None => {}
+        }
+    }
     signed.sort_by(|a, b| a.sender.cmp(&b.sender).then(a.nonce.cmp(&b.nonce)));
     let mut sent = 0;
     for transaction in &signed {

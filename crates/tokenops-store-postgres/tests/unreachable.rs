@@ -11,8 +11,7 @@ async fn a_server_that_cannot_be_reached_is_unavailable_within_the_acquire_bound
     let started = Instant::now();
     let error = PostgresStore::connect("postgres://postgres@127.0.0.1:1/postgres", None)
         .await
-        .err()
-        .expect("no server on port 1");
+        .expect_err("no server on port 1");
     assert!(error.is_unavailable(), "classified as unreachable: {error}");
     assert!(started.elapsed() < Duration::from_secs(15), "bounded: {:?}", started.elapsed());
 }

@@ -12,6 +12,9 @@ pub enum Backend {
     Postgres,
 }
 
+/// What [`TestDb::break_table`] renames a table to: its name with this appended.
+const BROKEN_SUFFIX: &str = "_broken";
+
 pub fn postgres_url() -> String {
     std::env::var("TOKENOPS_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
@@ -201,6 +204,29 @@ impl TestDb {
                 ))
                 .await
             }
+        }
+    }
+
+    /// Makes every statement that touches `table` fail, reads included, as a lost connection or
+    /// a damaged database would: the table is renamed away until [`TestDb::restore_table`].
+    /// The app's own connections see it at their next statement: both stores check a prepared
+    /// statement against the current schema before running it (SQLite prepares it again,
+    /// PostgreSQL analyses it again), so a cached statement fails too.
+    pub async fn break_table(&self, table: &str) {
+        let renamed = format!("ALTER TABLE {table} RENAME TO {table}{BROKEN_SUFFIX}");
+        match self.backend {
+            Backend::Sqlite => self.execute(&renamed).await,
+            // Waits for the app's open transactions on the table, but not forever.
+            Backend::Postgres => self.execute(&format!("SET LOCAL lock_timeout = '10s'; {renamed}")).await,
+        }
+    }
+
+    /// Undoes [`TestDb::break_table`]: the table, its rows and its indexes are back as they were.
+    pub async fn restore_table(&self, table: &str) {
+        let renamed = format!("ALTER TABLE {table}{BROKEN_SUFFIX} RENAME TO {table}");
+        match self.backend {
+            Backend::Sqlite => self.execute(&renamed).await,
+            Backend::Postgres => self.execute(&format!("SET LOCAL lock_timeout = '10s'; {renamed}")).await,
         }
     }
 

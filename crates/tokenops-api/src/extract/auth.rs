@@ -39,6 +39,12 @@ impl FromRequestParts<Arc<ApiState>> for Authenticated {
             VerifyError::Expired => Error::unauthorized("The access token has expired"),
             VerifyError::NotYetValid => Error::unauthorized("The access token is not valid yet"),
             VerifyError::WrongAudience => Error::unauthorized("The access token is not meant for this service (aud)"),
+            // The embedded provider's keys are read from the store: failing to read them is the
+            // service's failure, not a fault of the token, and a 401 would send the caller off
+            // to sign in again for nothing.
+            VerifyError::KeysUnavailable if state.embedded_provider => {
+                Error::internal("the embedded provider's signing keys could not be read")
+            }
             VerifyError::KeysUnavailable => {
                 Error::unauthorized("The access token could not be verified now; retry shortly")
             }

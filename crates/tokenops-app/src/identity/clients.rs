@@ -12,7 +12,7 @@ use tokenops_store::Store;
 use tokenops_store::{MachineClientRecord, SecretRevealRecord};
 use uuid::Uuid;
 
-use super::roles::{role_by_id, role_named};
+use super::roles::{role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::error::{AppResult, Error};
 use crate::write::{Operation, Write};
 
@@ -97,7 +97,8 @@ impl Clients {
         role_name: Option<String>,
     ) -> AppResult<CreatedClient> {
         let tenant = w.tenant()?;
-        let role = role_named(w.tx(), tenant, role_name.as_deref()).await?;
+        let role_name = role_name_or_user(role_name.as_deref());
+        let role = role_named(w.tx(), tenant, role_name).await?.ok_or_else(|| role_not_found(role_name))?;
         role.check_assignable_by(&w.context().caller)?;
         let now = w.now();
         let (secret, secret_hash) = opaque::new_opaque_token();

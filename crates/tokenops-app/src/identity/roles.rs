@@ -112,12 +112,17 @@ pub fn role_not_found(name: &str) -> Error {
     Error::not_found(format!("Role {name} not found")).with_code("ROLE_NOT_FOUND")
 }
 
-/// The role an invitation or a machine client names: blank or absent means USER; platform
-/// names match case-insensitively; any other name is a custom role of the organisation.
-pub async fn role_named(tx: &mut dyn Tx, tenant: TenantId, name: Option<&str>) -> AppResult<Role> {
-    let name = name.map(str::trim).filter(|n| !n.is_empty()).unwrap_or(platform::USER.name);
-    let record = tx.roles().find_by_name(tenant, name).await?.ok_or_else(|| role_not_found(name))?;
-    Ok(Role::of(record))
+/// The role name an invitation or a machine client gives: blank or absent means USER.
+pub fn role_name_or_user(name: Option<&str>) -> &str {
+    name.map(str::trim).filter(|n| !n.is_empty()).unwrap_or(platform::USER.name)
+}
+
+/// The role `name` names in the organisation: platform names match case-insensitively; any
+/// other name is a custom role. `None` when there is none, which the caller answers; an `Err`
+/// is only ever the store failing.
+#[must_use = "`None` means no such role: answer it"]
+pub async fn role_named(tx: &mut dyn Tx, tenant: TenantId, name: &str) -> AppResult<Option<Role>> {
+    Ok(tx.roles().find_by_name(tenant, name).await?.map(Role::of))
 }
 
 /// The role with this id in the organisation (platform or custom).

@@ -14,7 +14,7 @@ use tokenops_store::{StoreError, Tx, UserFilter, UserRecord, UserStatus};
 use uuid::Uuid;
 
 use super::organisations::{TemporaryPassword, invitation};
-use super::roles::{Role, role_by_id, role_named};
+use super::roles::{Role, role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::context::Principal;
 use crate::error::{AppResult, Error};
 use crate::jobs::kinds::MAIL_SEND;
@@ -158,7 +158,8 @@ impl Users {
         temporary: TemporaryPassword,
     ) -> AppResult<UserOut> {
         let tenant = w.tenant()?;
-        let role = role_named(w.tx(), tenant, new.role_name.as_deref()).await?;
+        let role_name = role_name_or_user(new.role_name.as_deref());
+        let role = role_named(w.tx(), tenant, role_name).await?.ok_or_else(|| role_not_found(role_name))?;
         role.check_assignable_by(&w.context().caller)?;
         let now = w.now();
         let TemporaryPassword { plain: temporary, hash: temporary_hash } = temporary;
@@ -250,7 +251,8 @@ impl Users {
         let before = out(&user, current_role.record.name.clone());
         let mut role_name = current_role.record.name.clone();
         if let Some(name) = change.role_name.as_deref() {
-            let role = role_named(w.tx(), tenant, Some(name)).await?;
+            let name = role_name_or_user(Some(name));
+            let role = role_named(w.tx(), tenant, name).await?.ok_or_else(|| role_not_found(name))?;
             role.check_assignable_by(&w.context().caller)?;
             user.role_id = role.record.id;
             role_name = role.record.name;

@@ -613,14 +613,18 @@ impl JobRunner {
         error: &JobError,
     ) -> Result<Outcome, tokenops_store::StoreError> {
         let now: Timestamp = self.clock.now();
-        let result = async {
+        {
             let mut tx = self.store.write().await?;
             let outcome = match error {
                 JobError::Fenced => Outcome::Lost,
                 JobError::Retry(reason) if job.attempts < job.max_attempts => {
                     let delay = self.settings.backoff.delay_ms(job.attempts, &mut rand::thread_rng());
                     tracing::warn!(job_id = %job.id, kind = %job.kind, attempt = job.attempts, delay_ms = delay, %reason, "job failed; will retry");
-                    if tx.jobs().retry(lease, now.plus_millis(delay), reason, now).await? { Outcome::Retried } else { Outcome::Lost }
+                    if tx.jobs().retry(lease, now.plus_millis(delay), reason, now).await? {
+                        Outcome::Retried
+                    } else {
+                        Outcome::Lost
+                    }
                 }
                 JobError::Retry(reason) | JobError::Permanent(reason) => {
                     // Buried first: a claim that lost its lease must not record the job's death
@@ -638,10 +642,8 @@ impl JobRunner {
                 }
             };
             tx.commit().await?;
-            Ok::<_, tokenops_store::StoreError>(outcome)
+            Ok(outcome)
         }
-        .await;
-        result
     }
 }
 

@@ -17,6 +17,7 @@ mod organisation;
 mod paging;
 mod sign_in;
 mod smoke;
+mod store_failures;
 mod token_attacks;
 mod token_verification;
 mod transactions;
