@@ -27,6 +27,10 @@ pub enum Guard {
     SignedIn,
     /// A caller of an organisation holding the permission.
     Permission(Permission),
+    /// A caller of an organisation holding at least one of the permissions; which one the
+    /// request needs depends on its body, and the service checks that (inviting a member:
+    /// `super_admin:create`, `admin:create` or `user:create` by the role handed out).
+    AnyOf(&'static [Permission]),
 }
 
 use Guard::{Operator, Public, SignedIn};
@@ -46,11 +50,12 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/auth/client-secrets/{oneTimeToken}", Public),
     // Organisations, users, roles, groups, machine clients
     ("POST", "/api/tenants", Operator),
+    ("GET", "/api/tenants/{tenantId}", Operator),
     ("GET", "/api/users/me", SignedIn),
     ("GET", "/api/users/{id}", needs(P::UserRead)),
     ("GET", "/api/permissions", needs(P::RoleRead)),
     ("GET", "/api/tenants/{tenantId}/users", needs(P::UserRead)),
-    ("POST", "/api/tenants/{tenantId}/users", needs(P::UserCreate)),
+    ("POST", "/api/tenants/{tenantId}/users", Guard::AnyOf(&[P::UserCreate, P::AdminCreate, P::SuperAdminCreate])),
     ("GET", "/api/tenants/{tenantId}/users/{userId}", needs(P::UserRead)),
     ("PATCH", "/api/tenants/{tenantId}/users/{userId}", needs(P::UserUpdate)),
     ("DELETE", "/api/tenants/{tenantId}/users/{userId}", needs(P::MemberRemove)),
@@ -137,11 +142,15 @@ pub async fn authorize(State(state): State<Arc<ApiState>>, request: Request, nex
             Principal::Operator(_) => Ok(()),
             _ => Err(Error::forbidden("Only the platform operator may do this").with_code("PERMISSION_DENIED")),
         },
-        SignedIn | Guard::Permission(_) if caller.tenant.is_none() => {
+        SignedIn | Guard::Permission(_) | Guard::AnyOf(_) if caller.tenant.is_none() => {
             Err(Error::forbidden("This operation acts for an organisation; the token names none (tenant_id)"))
         }
         SignedIn => Ok(()),
         Guard::Permission(permission) => caller.require(permission),
+        Guard::AnyOf(permissions) => match permissions.iter().find(|p| caller.permissions.contains(**p)) {
+            Some(_) => Ok(()),
+            None => permissions.first().map_or(Ok(()), |first| caller.require(*first)),
+        },
     };
     if let Err(error) = verdict {
         return ApiError(error).into_response();
@@ -158,6 +167,10 @@ pub fn markdown_table() -> String {
             Operator => "platform operator".to_owned(),
             SignedIn => "any signed-in caller of an organisation".to_owned(),
             Guard::Permission(p) => format!("`{p}`"),
+            Guard::AnyOf(permissions) => {
+                let names: Vec<String> = permissions.iter().map(|p| format!("`{p}`")).collect();
+                format!("one of {} (the service checks the one the request needs)", names.join(", "))
+            }
         };
         out.push_str(&format!("| {method} | `{path}` | {guard} |\n"));
     }

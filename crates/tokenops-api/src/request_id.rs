@@ -28,8 +28,7 @@ pub async fn assign_request_id(mut request: Request, next: Next) -> Response {
     request.extensions_mut().insert(RequestId(id.clone()));
     // Routing has not happened yet at this outermost layer: the span names the path; metrics
     // (a route layer) name the matched route.
-    let span =
-        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %loggable_path(request.uri().path()));
     let started = std::time::Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     span.in_scope(|| {
@@ -45,9 +44,31 @@ pub async fn assign_request_id(mut request: Request, next: Next) -> Response {
     response
 }
 
+/// Paths whose rest is a secret (a one-time reveal token): never written to a log or a span.
+const SECRET_PATH_PREFIXES: &[&str] = &["/api/auth/client-secrets/"];
+
+/// The request path as logs may show it: the secret part of a secret-bearing path redacted.
+pub fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    for prefix in SECRET_PATH_PREFIXES {
+        if let Some(rest) = path.strip_prefix(prefix)
+            && !rest.is_empty()
+        {
+            return format!("{prefix}[redacted]").into();
+        }
+    }
+    path.into()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::well_formed;
+    use super::{loggable_path, well_formed};
+
+    #[test]
+    fn secrets_in_paths_never_reach_a_log() {
+        assert_eq!(loggable_path("/api/auth/client-secrets/s3cr3t-token"), "/api/auth/client-secrets/[redacted]");
+        assert_eq!(loggable_path("/api/customers/c-1"), "/api/customers/c-1");
+        assert_eq!(loggable_path("/api/auth/client-secrets/"), "/api/auth/client-secrets/");
+    }
 
     #[test]
     fn request_ids_are_bounded_and_plain() {

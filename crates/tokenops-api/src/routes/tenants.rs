@@ -2,7 +2,7 @@
 //! SUPER_ADMIN and mailed a temporary password.
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -16,12 +16,12 @@ use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::error::TimestampStyle;
-use crate::extract::{Authenticated, IdempotencyKey, JsonBody, TenantScope};
+use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, TenantScope};
 use crate::request_id::RequestId;
 use crate::write::{self, Reply, WriteRequest};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new().routes(routes!(create_tenant))
+    OpenApiRouter::new().routes(routes!(create_tenant)).routes(routes!(read_tenant))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -55,6 +55,37 @@ fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
     })
 }
 
+/// Organisations are the embedded provider's: with the bank's own, these routes do not exist.
+fn no_organisation_routes() -> Error {
+    Error::new(
+        tokenops_app::Kind::NotFound,
+        "ROUTE_NOT_FOUND",
+        "Organisations are provisioned by the platform operator of the embedded identity provider",
+    )
+}
+
+/// Read an organisation (platform operator only): what its creation answered, the owner as
+/// they are now. The spec names no read; this is where the creation's `Location` points.
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}", tag = "organisation", operation_id = "tenants.read",
+    params(("tenantId" = uuid::Uuid, Path, description = "The organisation's id")),
+    responses(
+        (status = 200, description = "The organisation and its owner", body = OrganisationOut),
+        (status = 400, description = "The id is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable bearer token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "The caller is not the platform operator", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn read_tenant(State(state): State<Arc<ApiState>>, PathId(id): PathId) -> ApiResult<Response> {
+    if !state.embedded_provider {
+        return Err(no_organisation_routes().into());
+    }
+    let found = organisations::read(state.app.store.as_ref(), TenantId(id)).await?;
+    let organisation = found.ok_or_else(|| Error::not_found(format!("Organisation {id} not found")))?;
+    Ok(axum::Json(organisation).into_response())
+}
+
 /// Create an organisation (platform operator only).
 #[utoipa::path(
     post, path = "/api/tenants", tag = "organisation", operation_id = "tenants.create",
@@ -77,12 +108,7 @@ async fn create_tenant(
     // With the bank's own provider a token merely lacking `tenant_id` proves nothing: only the
     // embedded provider's operator clients are known to be the platform operator.
     if !state.embedded_provider {
-        return Err(Error::new(
-            tokenops_app::Kind::NotFound,
-            "ROUTE_NOT_FOUND",
-            "Organisations are provisioned by the platform operator of the embedded identity provider",
-        )
-        .into());
+        return Err(no_organisation_routes().into());
     }
     if caller.tenant.is_some() {
         return Err(Error::forbidden("Only the platform operator creates organisations").into());

@@ -41,6 +41,27 @@ pub struct OrganisationOut {
     pub owner: OwnerOut,
 }
 
+/// An organisation as its creation answered it, with its owner as they are now; `None` when
+/// there is no such organisation.
+pub async fn read(store: &dyn tokenops_store::Store, id: TenantId) -> AppResult<Option<OrganisationOut>> {
+    let mut tx = store.read().await?;
+    let Some(tenant) = tx.tenants().get(id).await? else { return Ok(None) };
+    let owner =
+        tx.users().get(id, tenant.owner_user_id).await?.ok_or_else(|| {
+            Error::internal(format!("organisation {} names an owner that does not exist", id.as_uuid()))
+        })?;
+    let role = match tokenops_domain::role::platform_role(owner.role_id) {
+        Some(platform) => platform.name.to_owned(),
+        None => tx.roles().get(id, owner.role_id).await?.map(|r| r.name).unwrap_or_default(),
+    };
+    Ok(Some(OrganisationOut {
+        id: tenant.id.as_uuid(),
+        name: tenant.name,
+        created_at: tenant.created_at,
+        owner: OwnerOut { id: owner.id, email: owner.email, status: owner.status.as_str().to_owned(), role },
+    }))
+}
+
 pub fn invitation(
     email: &str,
     first_name: &str,

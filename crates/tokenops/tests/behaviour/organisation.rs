@@ -240,6 +240,19 @@ async fn a_newcomer_goes_from_operator_to_a_user_with_a_custom_role(backend: Bac
     tokens.expect(200);
     let owner = tokens.body["accessToken"].as_str().expect("owner's access token").to_owned();
 
+    // The creation's Location is the organisation's read (the operator's), the owner as now.
+    let location = created.header("location").expect("Location").to_owned();
+    assert_eq!(location, format!("/api/tenants/{tenant}"));
+    let read = get(&app, &location, &operator).await;
+    read.expect(200);
+    assert_eq!((&read.body["id"], &read.body["name"]), (&created.body["id"], &created.body["name"]));
+    assert_eq!(read.body["createdAt"], created.body["createdAt"]);
+    assert_eq!(read.body["owner"]["status"], "ACTIVE", "the owner as they are now: {}", read.body);
+    assert_eq!(read.body["owner"]["role"], "SUPER_ADMIN");
+    refused(&get(&app, &location, &owner).await, 403, "Only the platform operator may do this");
+    get(&app, &format!("/api/tenants/{}", uuid::Uuid::now_v7()), &operator).await.expect(404);
+    get(&app, "/api/tenants/not-a-uuid", &operator).await.expect(400);
+
     // The owner creates a custom role that may only read customers.
     let role = post(
         &app,
@@ -464,6 +477,22 @@ async fn handing_out_a_role_needs_the_permission_the_role_requires(backend: Back
         &invite(&app, &tenant, &reader, "x5@bank.example", Some("Readers")).await,
         403,
         "Missing permission: user:create",
+    );
+
+    // Rule 2 names one permission per platform role: a role holding only admin:create invites
+    // ADMINs (and nobody else), without user:create.
+    create_role(&app, &tenant, &owner, "Admin makers", &["admin:create", "user:read"]).await;
+    let (_, maker) = invite_and_activate(&app, &tenant, &owner, "mark@bank.example", Some("Admin makers")).await;
+    invite(&app, &tenant, &maker, "x6@bank.example", Some("ADMIN")).await.expect(200);
+    refused(
+        &invite(&app, &tenant, &maker, "x7@bank.example", Some("USER")).await,
+        403,
+        "Missing permission: user:create",
+    );
+    refused(
+        &invite(&app, &tenant, &maker, "x8@bank.example", Some("SUPER_ADMIN")).await,
+        403,
+        "Missing permission: super_admin:create",
     );
 
     // Refusals are audited as failures.
