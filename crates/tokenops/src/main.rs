@@ -36,7 +36,9 @@ enum OperatorCommand {
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only on a terminal: escape codes in a log file or a collector are noise.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     match config.log_format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
         LogFormat::Human => builder.init(),

@@ -63,6 +63,24 @@ fn migrate_applies_the_migrations_and_exits() {
 }
 
 #[test]
+fn logs_written_to_a_file_or_pipe_carry_no_colour_codes() {
+    let dir = std::env::temp_dir().join(format!("tokenops-log-{}", uuid::Uuid::now_v7().simple()));
+    let url = format!("sqlite://{}", dir.join("tokenops.db").display());
+    let output = Command::new(BINARY)
+        .arg("migrate")
+        .env_clear()
+        .env("TOKENOPS_DATABASE_URL", &url)
+        .env("TOKENOPS_LOG", "info")
+        .output()
+        .expect("run migrate");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("INFO"), "something was logged: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no ANSI escape codes in a piped log: {stderr:?}");
+}
+
+#[test]
 fn operator_create_client_prints_new_credentials_once() {
     let dir = std::env::temp_dir().join(format!("tokenops-operator-{}", uuid::Uuid::now_v7().simple()));
     let output = Command::new(BINARY)
