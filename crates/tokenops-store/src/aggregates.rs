@@ -230,6 +230,16 @@ pub struct Lease {
     pub token: Uuid,
 }
 
+/// What a claim took, and when the queue's next job falls due.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Claimed {
+    pub jobs: Vec<Job>,
+    /// When the claim took fewer jobs than it could (none other was due): the earliest `run_at`
+    /// of a queued job not due yet. An idle worker sleeps until then rather than until its next
+    /// poll. `None` after a full claim, or when no job is queued for later.
+    pub next_due: Option<Timestamp>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueueStats {
     pub queued: u64,
@@ -256,6 +266,11 @@ pub trait JobStore: Send {
     /// `lease_until`, and counting the attempt. (A lease is its job's id with the token, so the
     /// jobs of one claim may share a token.)
     async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>>;
+    /// `claim`, telling also when the next job falls due (`Claimed::next_due`), in the same
+    /// statement where the backend can: the worker loop claims this way, so learning when to
+    /// wake costs no round trip of its own.
+    async fn claim_with_next_due(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32)
+    -> StoreResult<Claimed>;
     /// Extends a running job's lease to `lease_until` (the worker's heartbeat); false when the
     /// lease is no longer this worker's.
     async fn extend_lease(&mut self, lease: Lease, lease_until: Timestamp, now: Timestamp) -> StoreResult<bool>;

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokenops_domain::Timestamp;
-use tokenops_store::{Job, Lease, NewJob, QueueStats, Store, StoreResult, in_background};
+use tokenops_store::{Claimed, Job, Lease, NewJob, QueueStats, Store, StoreResult, in_background};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -129,16 +129,28 @@ impl JobRunner {
         tx.commit().await
     }
 
-    async fn claim(&self, limit: usize) -> StoreResult<Vec<Job>> {
+    async fn claim(&self, limit: usize) -> StoreResult<Claimed> {
         let now = self.clock.now();
         let mut tx = self.store.write().await?;
-        let jobs = tx
+        let claimed = tx
             .jobs()
-            .claim(now, now.plus_millis(self.settings.lease_ms), u32::try_from(limit).unwrap_or(u32::MAX))
+            .claim_with_next_due(now, now.plus_millis(self.settings.lease_ms), u32::try_from(limit).unwrap_or(u32::MAX))
             .await?;
         tx.commit().await?;
-        self.wait(&jobs);
-        Ok(jobs)
+        self.wait(&claimed.jobs);
+        Ok(claimed)
+    }
+
+    /// How long an idle worker waits for a wake-up: until the earliest queued job falls due, at
+    /// most the poll interval. A commit that enqueues wakes the worker, but a job enqueued for
+    /// later (a receipt poll, a retry's backoff) is not claimable then: without this the
+    /// worker would find it only at its next poll.
+    fn idle_wait(&self, next_due: Option<Timestamp>) -> Duration {
+        let poll = self.settings.poll_interval;
+        next_due.map_or(poll, |at| {
+            let micros = at.as_micros().saturating_sub(self.clock.now().as_micros());
+            Duration::from_micros(u64::try_from(micros).unwrap_or(0)).min(poll)
+        })
     }
 
     /// Marks freshly claimed jobs as waiting to start: their leases are kept from now on.
@@ -275,7 +287,7 @@ impl JobRunner {
     pub async fn drain(&self) -> StoreResult<DrainReport> {
         let mut report = DrainReport::default();
         loop {
-            let mut jobs: VecDeque<Job> = self.claim(64).await?.into();
+            let mut jobs: VecDeque<Job> = self.claim(64).await?.jobs.into();
             if jobs.is_empty() {
                 return Ok(report);
             }
@@ -326,6 +338,8 @@ impl JobRunner {
         let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let busy = || running.load(std::sync::atomic::Ordering::Relaxed);
         let mut backlog: VecDeque<Job> = VecDeque::new();
+        // When the earliest job the last claim could not take yet falls due.
+        let mut next_due: Option<Timestamp> = None;
         let start = tokio::time::Instant::now();
         let mut due: Vec<(&'static str, Duration, tokio::time::Instant)> =
             self.settings.periodic.iter().map(|(kind, every)| (*kind, *every, start)).collect();
@@ -356,11 +370,17 @@ impl JobRunner {
             let mut claimed_any = false;
             if wanted > 0 && backlog.len() < concurrency / 2 + 1 && !shutdown.is_cancelled() {
                 match in_background(self.claim(wanted)).await {
-                    Ok(jobs) => {
-                        claimed_any = !jobs.is_empty();
-                        backlog.extend(jobs);
+                    Ok(claimed) => {
+                        claimed_any = !claimed.jobs.is_empty();
+                        next_due = claimed.next_due;
+                        backlog.extend(claimed.jobs);
                     }
-                    Err(e) => tracing::warn!(error = %e, "could not claim jobs"),
+                    Err(e) => {
+                        // Stale by now, and one already past would make the wait below none
+                        // at all: retry a store that fails at the poll interval.
+                        next_due = None;
+                        tracing::warn!(error = %e, "could not claim jobs");
+                    }
                 }
             }
             if claimed_any && busy() < concurrency {
@@ -379,7 +399,7 @@ impl JobRunner {
                         }
                     }
                 }
-                _ = self.store.wait_for_jobs(self.settings.poll_interval), if backlog.is_empty() && busy() < concurrency => {}
+                _ = self.store.wait_for_jobs(self.idle_wait(next_due)), if backlog.is_empty() && busy() < concurrency => {}
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }

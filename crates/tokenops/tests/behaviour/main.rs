@@ -11,6 +11,7 @@ mod customers;
 mod idempotency;
 mod identity_provider;
 mod jobs;
+mod latency;
 mod mail;
 mod nonce_gaps;
 mod organisation;
