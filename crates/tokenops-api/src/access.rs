@@ -203,7 +203,9 @@ mod tests {
     fn every_routed_endpoint_has_exactly_one_guard() {
         let document = crate::document();
         let mut routed = Vec::new();
-        for (path, item) in &document.paths.paths {
+        // The document also describes the identity provider's token endpoint, which is outside
+        // the API and its access layer.
+        for (path, item) in document.paths.paths.iter().filter(|(path, _)| path.starts_with("/api/")) {
             for (method, operation) in [
                 ("GET", &item.get),
                 ("POST", &item.post),

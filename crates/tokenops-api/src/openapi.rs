@@ -1,12 +1,17 @@
 //! The OpenAPI 3.1 document: assembled from the handlers' annotations by `utoipa`, with the
-//! common headers and the bearer scheme added to every API operation here, once.
+//! common headers and the security schemes added to every API operation here, once.
 
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{
+    ClientCredentials, Flow, HttpAuthScheme, HttpBuilder, OAuth2, Scopes, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{Object, Required, Type};
 use utoipa::{Modify, OpenApi};
 
-use crate::extract::api_version::SUPPORTED;
+use crate::extract::api_version::{CURRENT, SUPPORTED};
+
+/// The embedded identity provider's token endpoint, relative to the service.
+pub const TOKEN_PATH: &str = "/idp/oauth2/token";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -14,9 +19,15 @@ use crate::extract::api_version::SUPPORTED;
         title = "tokenops",
         description = "Token operations service for banks: customers, accounts, token contracts and token operations over HTTP/JSON. Every request carries the API-Version header; errors use one envelope {timestamp, status, error, message, code, details?, requestId}.",
     ),
+    paths(crate::routes::idp::token),
     components(schemas(ErrorBody)),
     tags(
         (name = "customers", description = "Customers of the organisation"),
+        (name = "accounts", description = "Accounts of customers, one asset each, and their balances"),
+        (name = "contracts", description = "The token contract of each asset"),
+        (name = "transactions", description = "Token operations, their locks and breaks"),
+        (name = "groups", description = "Approval groups of the organisation"),
+        (name = "idp", description = "The embedded identity provider's OAuth 2.0 token endpoint"),
         (name = "audit", description = "The audit log"),
         (name = "roles", description = "Roles of the organisation"),
         (name = "auth", description = "Sign-in with the embedded identity provider"),
@@ -43,8 +54,9 @@ pub struct ErrorBody {
     request_id: String,
 }
 
-/// Adds the common headers and the bearer scheme to every API operation. Applied by [`finish`]
-/// once every router's paths are in the document (a `modifiers` entry would run too early).
+/// Adds the common headers and the security schemes to every API operation, and the API's
+/// version to `info`. Applied by [`finish`] once every router's paths are in the document (a
+/// `modifiers` entry would run too early).
 struct CommonHeaders;
 
 fn error_response(description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::Response> {
@@ -76,10 +88,38 @@ fn header(name: &str, description: &str, required: bool) -> Parameter {
 
 impl Modify for CommonHeaders {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        // The crate's version is the build's; clients negotiate the API's (API-Version).
+        openapi.info.version = CURRENT.to_owned();
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
+            "oauth2",
+            SecurityScheme::OAuth2(OAuth2::with_description(
+                [Flow::ClientCredentials(ClientCredentials::new(TOKEN_PATH, Scopes::new()))],
+                "Machine clients: the OAuth 2.0 client credentials grant at the embedded identity provider's token endpoint; the token is sent as Authorization: Bearer. Where the bank's own provider issues tokens, its token endpoint takes this one's place. No scopes: each client's role decides what it may do.",
+            )),
+        );
+        components.add_security_scheme(
             "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "Users: the access token of a sign-in (/api/auth/login, /api/auth/new-password, /api/auth/activate, /api/auth/refresh)",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "clientBasic",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Basic)
+                    .description(Some(
+                        "A client's id and secret at the token endpoint (RFC 6749 §2.3.1), instead of client_id and client_secret in the form",
+                    ))
+                    .build(),
+            ),
         );
         let version = format!("Interface version, major.minor.patch. Supported: {}", SUPPORTED.join(", "));
         for (path, item) in openapi.paths.paths.iter_mut() {
@@ -99,10 +139,13 @@ impl Modify for CommonHeaders {
                     )
                     .into(),
                 );
-                // Operations that declare their own (the sign-in endpoints: none) keep it.
+                // Operations that declare their own (the sign-in endpoints: none) keep it. Either
+                // kind of token is accepted; which operations it reaches is its role's matter.
                 if operation.security.is_none() {
-                    operation.security =
-                        Some(vec![utoipa::openapi::security::SecurityRequirement::new("bearer", Vec::<String>::new())]);
+                    operation.security = Some(vec![
+                        SecurityRequirement::new("oauth2", Vec::<String>::new()),
+                        SecurityRequirement::new("bearer", Vec::<String>::new()),
+                    ]);
                 }
                 let has_body = operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;

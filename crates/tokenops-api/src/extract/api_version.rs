@@ -9,7 +9,9 @@ use tokenops_app::Error;
 use crate::error::ApiError;
 
 pub const HEADER: &str = "api-version";
-pub const SUPPORTED: &[&str] = &["1.0.0"];
+/// The API's version: the document's `info.version`, and the newest version served.
+pub const CURRENT: &str = "1.0.0";
+pub const SUPPORTED: &[&str] = &[CURRENT];
 
 fn is_semver_triplet(text: &str) -> bool {
     let parts: Vec<&str> = text.split('.').collect();

@@ -135,19 +135,194 @@ fn total_pages(total: u64, size: u32) -> u64 {
 
 /// The envelope of an offset-paged list in the endpoint's style.
 pub fn envelope<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest) -> Value {
-    let items = serde_json::to_value(&page.items).unwrap_or(Value::Array(vec![]));
-    let pages = total_pages(page.total, request.size);
-    match style {
-        Style::A => {
-            json!({ "content": items, "page": request.page, "size": request.size, "totalElements": page.total, "totalPages": pages })
+    let borrowed = Page { items: page.items.iter().collect::<Vec<&T>>(), total: page.total };
+    let value = match style {
+        Style::A => serde_json::to_value(PageA::new(borrowed, request)),
+        Style::B => serde_json::to_value(PageB::new(borrowed, request)),
+        Style::C => serde_json::to_value(PageC::new(borrowed, request)),
+    };
+    // The envelopes hold plain structs, lists and numbers: serializing them cannot fail.
+    value.unwrap_or(Value::Null)
+}
+
+/// Style A: `content`, `page`, `size`, `totalElements`, `totalPages`. The same struct is
+/// serialized and documented, so the document cannot drift from the responses.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageA<T> {
+    pub content: Vec<T>,
+    pub page: u64,
+    pub size: u32,
+    pub total_elements: u64,
+    pub total_pages: u64,
+}
+
+impl<T> PageA<T> {
+    pub fn new(page: Page<T>, request: PageRequest) -> Self {
+        let total_pages = total_pages(page.total, request.size);
+        Self { content: page.items, page: request.page, size: request.size, total_elements: page.total, total_pages }
+    }
+}
+
+/// Style B: `data`, `page`, `size`, `totalItems`, `totalPages`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageB<T> {
+    pub data: Vec<T>,
+    pub page: u64,
+    pub size: u32,
+    pub total_items: u64,
+    pub total_pages: u64,
+}
+
+impl<T> PageB<T> {
+    pub fn new(page: Page<T>, request: PageRequest) -> Self {
+        let total_pages = total_pages(page.total, request.size);
+        Self { data: page.items, page: request.page, size: request.size, total_items: page.total, total_pages }
+    }
+}
+
+/// Style C: `items`, `pageNumber`, `pageSize`, `totalResults`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageC<T> {
+    pub items: Vec<T>,
+    pub page_number: u64,
+    pub page_size: u32,
+    pub total_results: u64,
+}
+
+impl<T> PageC<T> {
+    pub fn new(page: Page<T>, request: PageRequest) -> Self {
+        Self { items: page.items, page_number: request.page, page_size: request.size, total_results: page.total }
+    }
+}
+
+/// Style D: `items`, `nextCursor` (always present, null on the last page), `limit`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageD<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+    pub limit: u32,
+}
+
+/// The schemas of the envelopes, written by hand: utoipa's derive names a generic schema
+/// `PageA_CustomerOut` and inlines the item's whole schema into it, where a client generator
+/// wants one named envelope per listed type that refers to the item's own schema.
+mod schema {
+    use std::borrow::Cow;
+    use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+    use utoipa::openapi::{Ref, RefOr};
+    use utoipa::{PartialSchema, ToSchema};
+
+    use super::{PageA, PageB, PageC, PageD};
+
+    fn count(description: &str) -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0))
+            .description(Some(description))
+            .into()
+    }
+
+    fn list_of<T: ToSchema>(description: &str) -> RefOr<Schema> {
+        ArrayBuilder::new().items(Ref::from_schema_name(T::name())).description(Some(description)).into()
+    }
+
+    /// The item's name without the `Out` suffix of response types: `CustomerOut` lists as
+    /// `CustomerPageA`.
+    pub(super) fn page_name<T: ToSchema>(style: &str) -> Cow<'static, str> {
+        let item = T::name();
+        let base = item.strip_suffix("Out").unwrap_or(&item);
+        Cow::Owned(format!("{base}Page{style}"))
+    }
+
+    fn object(description: String, fields: Vec<(&str, RefOr<Schema>)>) -> RefOr<Schema> {
+        let mut object = ObjectBuilder::new().description(Some(description));
+        for (name, schema) in fields {
+            object = object.property(name, schema).required(name);
         }
-        Style::B => {
-            json!({ "data": items, "page": request.page, "size": request.size, "totalItems": page.total, "totalPages": pages })
-        }
-        Style::C => {
-            json!({ "items": items, "pageNumber": request.page, "pageSize": request.size, "totalResults": page.total })
+        object.into()
+    }
+
+    impl<T: ToSchema> PartialSchema for PageA<T> {
+        fn schema() -> RefOr<Schema> {
+            object(
+                format!("Paging style A: one page of {}, oldest or newest first as the endpoint says.", T::name()),
+                vec![
+                    ("content", list_of::<T>("The page's items; empty past the last page")),
+                    ("page", count("The zero-based page number, as requested")),
+                    ("size", count("The page size, as requested (or its default)")),
+                    ("totalElements", count("Items matching the filters, on every page")),
+                    ("totalPages", count("ceil(totalElements / size)")),
+                ],
+            )
         }
     }
+
+    impl<T: ToSchema> PartialSchema for PageB<T> {
+        fn schema() -> RefOr<Schema> {
+            object(
+                format!("Paging style B: one page of {}.", T::name()),
+                vec![
+                    ("data", list_of::<T>("The page's items; empty past the last page")),
+                    ("page", count("The zero-based page number, as requested")),
+                    ("size", count("The page size after the endpoint's bounds")),
+                    ("totalItems", count("Items matching the filters, on every page")),
+                    ("totalPages", count("ceil(totalItems / size)")),
+                ],
+            )
+        }
+    }
+
+    impl<T: ToSchema> PartialSchema for PageC<T> {
+        fn schema() -> RefOr<Schema> {
+            object(
+                format!("Paging style C: one page of {}.", T::name()),
+                vec![
+                    ("items", list_of::<T>("The page's items; empty past the last page")),
+                    ("pageNumber", count("The zero-based page number, as requested")),
+                    ("pageSize", count("The page size, as requested (or its default)")),
+                    ("totalResults", count("Items matching the filters, on every page")),
+                ],
+            )
+        }
+    }
+
+    impl<T: ToSchema> PartialSchema for PageD<T> {
+        fn schema() -> RefOr<Schema> {
+            let next = ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])).description(
+                Some("Opaque; pass it as `cursor` with the same filters for the next page. Null on the last page"),
+            );
+            object(
+                format!("Paging style D: one keyset page of {}.", T::name()),
+                vec![
+                    ("items", list_of::<T>("At most `limit` items")),
+                    ("nextCursor", next.into()),
+                    ("limit", count("The limit, as requested (or its default)")),
+                ],
+            )
+        }
+    }
+
+    macro_rules! named_per_item {
+        ($($page:ident => $style:literal),*) => {$(
+            impl<T: ToSchema> ToSchema for $page<T> {
+                fn name() -> Cow<'static, str> {
+                    page_name::<T>($style)
+                }
+
+                fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+                    schemas.push((T::name().into_owned(), T::schema()));
+                    T::schemas(schemas);
+                }
+            }
+        )*};
+    }
+
+    named_per_item!(PageA => "A", PageB => "B", PageC => "C", PageD => "D");
 }
 
 /// Signs and checks cursors. The key is shared by every node through the store.
@@ -256,12 +431,11 @@ impl CursorRequest {
         position: impl Fn(&T) -> KeysetPosition,
         view: impl Fn(&T) -> O,
         codec: &CursorCodec,
-    ) -> Value {
+    ) -> PageD<O> {
         let more = fetched.len() > self.limit as usize;
         fetched.truncate(self.limit as usize);
         let next = if more { fetched.last().map(|last| codec.encode(&self.binding, position(last))) } else { None };
-        let items: Vec<O> = fetched.iter().map(view).collect();
-        json!({ "items": items, "nextCursor": next, "limit": self.limit })
+        PageD { items: fetched.iter().map(view).collect(), next_cursor: next, limit: self.limit }
     }
 }
 
@@ -290,6 +464,39 @@ mod tests {
         let page = Page { items: vec![1, 2], total: 5 };
         let v = envelope(Style::C, &page, PageRequest { page: 1, size: 2 });
         assert_eq!(v, json!({ "items": [1, 2], "pageNumber": 1, "pageSize": 2, "totalResults": 5 }));
+    }
+
+    #[derive(Serialize, utoipa::ToSchema)]
+    struct ItemOut {
+        n: u32,
+    }
+
+    /// Each envelope's schema names exactly the members it serializes, all required.
+    fn documents_what_it_serializes<P: Serialize + utoipa::ToSchema>(page: P) {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::Schema;
+        let serialized: std::collections::BTreeSet<String> = serde_json::to_value(page)
+            .ok()
+            .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
+            .unwrap_or_default();
+        let RefOr::T(Schema::Object(object)) = P::schema() else { panic!("{} is not an object schema", P::name()) };
+        let documented: std::collections::BTreeSet<String> = object.properties.keys().cloned().collect();
+        let required: std::collections::BTreeSet<String> = object.required.iter().cloned().collect();
+        assert_eq!(serialized, documented, "{}", P::name());
+        assert_eq!(serialized, required, "{}", P::name());
+    }
+
+    #[test]
+    fn envelopes_are_documented_as_they_are_serialized() {
+        let page = || Page { items: vec![ItemOut { n: 1 }], total: 1 };
+        let request = PageRequest { page: 0, size: 20 };
+        documents_what_it_serializes(PageA::new(page(), request));
+        documents_what_it_serializes(PageB::new(page(), request));
+        documents_what_it_serializes(PageC::new(page(), request));
+        documents_what_it_serializes(PageD { items: vec![ItemOut { n: 1 }], next_cursor: None, limit: 20 });
+        use utoipa::ToSchema;
+        assert_eq!(PageA::<ItemOut>::name(), "ItemPageA");
+        assert_eq!(PageD::<ItemOut>::name(), "ItemPageD");
     }
 
     #[test]

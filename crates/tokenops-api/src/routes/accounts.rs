@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 use super::contracts::asset_field;
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
 use crate::write::{self, Reply, WriteRequest};
@@ -28,17 +28,21 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(get_balances))
 }
 
+/// A page of accounts (style A).
+pub type AccountPage = PageA<AccountOut>;
+
 /// Body of `POST /api/accounts`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccountIn {
     /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
-    #[schema(example = "acc-0001")]
+    #[schema(example = "acc-0001", required = true, value_type = String)]
     pub account_ref: Option<String>,
     /// An existing, ACTIVE customer.
+    #[schema(required = true, value_type = String)]
     pub customer_ref: Option<String>,
     /// ISO 4217 code of an asset with an ACTIVE contract.
-    #[schema(example = "USD")]
+    #[schema(example = "USD", required = true, value_type = String)]
     pub asset_id: Option<String>,
 }
 
@@ -162,7 +166,7 @@ async fn change_account_status(
     get, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.get",
     params(("accountRef" = String, Path)),
     responses(
-        (status = 200, body = AccountOut),
+        (status = 200, description = "The account", body = AccountOut),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
@@ -188,7 +192,7 @@ async fn get_account(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style A page: content, page, size, totalElements, totalPages"),
+        (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
@@ -225,7 +229,7 @@ async fn list_accounts(
     get, path = "/api/accounts/{accountRef}/balances", tag = "accounts", operation_id = "accounts.balances",
     params(("accountRef" = String, Path)),
     responses(
-        (status = 200, body = BalanceOut),
+        (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission balance:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),

@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, AUDIT_SIZE, Style};
+use crate::extract::paging::{self, AUDIT_SIZE, PageB, Style};
 use crate::extract::{PathId, QueryParams, TenantScope};
 
 pub const QUERY_MAX_LEN: usize = 128;
@@ -36,6 +36,9 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(list_audit_events)).routes(routes!(get_audit_event))
 }
 
+/// A page of audit records (style B).
+pub type AuditEventPage = PageB<AuditEventOut>;
+
 /// One audit record.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -56,8 +59,8 @@ pub struct AuditEventOut {
     pub request_id: Option<String>,
     pub idempotency_key: Option<String>,
     pub http_status: Option<u16>,
-    /// What changed, or why the attempt failed.
-    #[schema(value_type = Object)]
+    /// What changed, or why the attempt failed; null when the operation records nothing more.
+    #[schema(value_type = Option<Object>, required = true)]
     pub detail: serde_json::Value,
 }
 
@@ -118,7 +121,7 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
         ("page" = Option<u64>, Query), ("size" = Option<u32>, Query, description = "Default 20; above 100 is reduced to 100"),
     ),
     responses(
-        (status = 200, description = "Style B page: data, page, size, totalItems, totalPages"),
+        (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),
         (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
     )
 )]
@@ -141,7 +144,7 @@ async fn list_audit_events(
     get, path = "/api/audit/events/{eventId}", tag = "audit", operation_id = "audit.events.get",
     params(("eventId" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = AuditEventOut),
+        (status = 200, description = "The audit record", body = AuditEventOut),
         (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "Not in the organisation", body = crate::openapi::ErrorBody),
     )

@@ -5,7 +5,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::signin::{self, LoginOutcome, Tokens};
@@ -58,6 +58,118 @@ fn email(body: &Map<String, Value>) -> Result<String, Error> {
     Ok(email)
 }
 
+/// Body of `POST /api/auth/login`. The handlers read the body field by field instead (for the
+/// spec's `Invalid Request parameter. {field}`), so these request types only document it.
+#[derive(utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct LoginIn {
+    /// At most 254 characters.
+    #[schema(format = Email)]
+    email: String,
+    /// The password, or the temporary password of an invited user.
+    #[schema(format = Password)]
+    password: String,
+}
+
+/// Body of `POST /api/auth/refresh`.
+#[derive(utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct RefreshIn {
+    /// From a sign-in.
+    refresh_token: String,
+}
+
+/// Body of `POST /api/auth/new-password`.
+#[derive(utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct NewPasswordIn {
+    #[schema(format = Email)]
+    email: String,
+    /// Must satisfy the password policy; its message is the 400's.
+    #[schema(format = Password)]
+    new_password: String,
+    /// From the NEW_PASSWORD_REQUIRED challenge.
+    session: String,
+}
+
+/// Body of `POST /api/auth/activate`.
+#[derive(utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct ActivateIn {
+    #[schema(format = Email)]
+    email: String,
+    /// From the invitation.
+    #[schema(format = Password)]
+    temporary_password: String,
+    /// Must satisfy the password policy; its message is the 400's.
+    #[schema(format = Password)]
+    new_password: String,
+}
+
+/// Always `Bearer`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub enum TokenType {
+    Bearer,
+}
+
+/// The tokens of a sign-in, as [`Tokens`] serializes them with a refresh token.
+#[derive(utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct SignedIn {
+    /// A JWT; send it as `Authorization: Bearer`.
+    access_token: String,
+    /// Exchange it at `/api/auth/refresh` for a new access token.
+    refresh_token: String,
+    token_type: TokenType,
+    /// The access token's lifetime in seconds.
+    #[schema(example = 3600)]
+    expires_in: i64,
+}
+
+/// A refreshed access token, as [`Tokens`] serializes it without a refresh token: refresh
+/// hands out no new refresh token.
+#[derive(utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct Refreshed {
+    access_token: String,
+    token_type: TokenType,
+    /// The access token's lifetime in seconds.
+    #[schema(example = 3600)]
+    expires_in: i64,
+}
+
+/// The only challenge there is.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub enum Challenge {
+    #[serde(rename = "NEW_PASSWORD_REQUIRED")]
+    NewPasswordRequired,
+}
+
+/// An invited user's first sign-in: no tokens until a password is chosen. No `Debug`: the
+/// session works like a credential.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct PasswordChallenge {
+    challenge: Challenge,
+    /// Send it to `/api/auth/new-password` with the new password.
+    session: String,
+}
+
+/// What login answers: tokens or the challenge, never both.
+#[derive(utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum LoginOut {
+    SignedIn(SignedIn),
+    Challenged(PasswordChallenge),
+}
+
 fn tokens_response(tokens: &Tokens) -> Response {
     let mut response = axum::Json(tokens).into_response();
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
@@ -67,10 +179,10 @@ fn tokens_response(tokens: &Tokens) -> Response {
 /// Sign in with email and password.
 #[utoipa::path(
     post, path = "/api/auth/login", tag = "auth", operation_id = "auth.login",
-    request_body(content = Object, description = "{email, password}"),
+    request_body = LoginIn,
     security(()),
     responses(
-        (status = 200, description = "Either {accessToken, refreshToken, tokenType, expiresIn} or {challenge: NEW_PASSWORD_REQUIRED, session}, never both"),
+        (status = 200, description = "Either {accessToken, refreshToken, tokenType, expiresIn} or {challenge: NEW_PASSWORD_REQUIRED, session}, never both", body = LoginOut),
         (status = 400, description = "Invalid Request parameter. {field}, or Malformed JSON request", body = crate::openapi::ErrorBody),
         (status = 401, description = "Invalid credentials. (whatever the cause)", body = crate::openapi::ErrorBody),
     )
@@ -89,7 +201,7 @@ async fn login(
         LoginOutcome::NewPasswordRequired { session } => {
             // The session works like a credential: never cached.
             let mut response =
-                axum::Json(json!({ "challenge": "NEW_PASSWORD_REQUIRED", "session": session })).into_response();
+                axum::Json(PasswordChallenge { challenge: Challenge::NewPasswordRequired, session }).into_response();
             response
                 .headers_mut()
                 .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
@@ -101,10 +213,10 @@ async fn login(
 /// A new access token for a refresh token (no new refresh token).
 #[utoipa::path(
     post, path = "/api/auth/refresh", tag = "auth", operation_id = "auth.refresh",
-    request_body(content = Object, description = "{refreshToken}"),
+    request_body = RefreshIn,
     security(()),
     responses(
-        (status = 200, description = "{accessToken, tokenType, expiresIn}"),
+        (status = 200, description = "A new access token; no new refresh token", body = Refreshed),
         (status = 400, description = "Invalid Request parameter. refreshToken", body = crate::openapi::ErrorBody),
         (status = 401, description = "Refresh token is invalid or expired (expired, revoked, or account disabled)", body = crate::openapi::ErrorBody),
     )
@@ -122,10 +234,10 @@ async fn refresh(
 /// Complete the NEW_PASSWORD_REQUIRED challenge.
 #[utoipa::path(
     post, path = "/api/auth/new-password", tag = "auth", operation_id = "auth.newPassword",
-    request_body(content = Object, description = "{email, newPassword, session}"),
+    request_body = NewPasswordIn,
     security(()),
     responses(
-        (status = 200, description = "Tokens as login; the user becomes ACTIVE"),
+        (status = 200, description = "Tokens as login; the user becomes ACTIVE", body = SignedIn),
         (status = 400, description = "Invalid Request parameter. {field}, or the password policy's message", body = crate::openapi::ErrorBody),
         (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
     )
@@ -145,10 +257,10 @@ async fn new_password(
 /// Activate an invited user with the temporary password and a new one.
 #[utoipa::path(
     post, path = "/api/auth/activate", tag = "auth", operation_id = "auth.activate",
-    request_body(content = Object, description = "{email, temporaryPassword, newPassword}"),
+    request_body = ActivateIn,
     security(()),
     responses(
-        (status = 200, description = "Tokens as login; the user becomes ACTIVE"),
+        (status = 200, description = "Tokens as login; the user becomes ACTIVE", body = SignedIn),
         (status = 400, description = "Invalid Request parameter. {field}, or the password policy's message", body = crate::openapi::ErrorBody),
         (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
     )
@@ -171,7 +283,7 @@ async fn activate(
     params(("oneTimeToken" = String, Path, description = "From the secretRevealUrl handed out when the client was created")),
     security(()),
     responses(
-        (status = 200, description = "{clientId, clientSecret, tokenUrl}; the link then stops working", body = RevealedSecret),
+        (status = 200, description = "{clientId, clientSecret, tokenUrl}; the link then stops working. The spec names this bootstrap operation without its method or path: this service serves it here", body = RevealedSecret),
         (status = 404, description = "The link is unknown, used or expired", body = crate::openapi::ErrorBody),
     )
 )]
@@ -210,4 +322,39 @@ async fn reveal_client_secret(
     .await?;
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use utoipa::PartialSchema;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::Schema;
+
+    fn required<S: PartialSchema>() -> BTreeSet<String> {
+        let RefOr::T(Schema::Object(object)) = S::schema() else { panic!("not an object schema") };
+        assert_eq!(object.properties.len(), object.required.len(), "every member is always sent");
+        object.required.iter().cloned().collect()
+    }
+
+    fn members(tokens: &Tokens) -> BTreeSet<String> {
+        let value = serde_json::to_value(tokens).unwrap_or_default();
+        value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The documented token bodies are the ones `Tokens` serializes, with and without a
+    /// refresh token.
+    #[test]
+    fn token_bodies_are_documented_as_they_are_sent() {
+        let tokens = |refresh: Option<&str>| Tokens {
+            access_token: "a".into(),
+            refresh_token: refresh.map(str::to_owned),
+            token_type: "Bearer",
+            expires_in: 3600,
+        };
+        assert_eq!(members(&tokens(Some("r"))), required::<SignedIn>());
+        assert_eq!(members(&tokens(None)), required::<Refreshed>());
+        assert_eq!(tokens(None).token_type, "Bearer", "TokenType documents the one value");
+    }
 }

@@ -14,7 +14,7 @@ use super::embedded_provider_only;
 use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
 use crate::write::{self, Reply, WriteRequest};
 
@@ -24,10 +24,14 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(list_clients, create_client)).routes(routes!(get_client, disable_client))
 }
 
+/// A page of machine clients (style C).
+pub type ClientPage = PageC<ClientOut>;
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClientIn {
     /// 1 to 100 characters.
+    #[schema(required = true, value_type = String)]
     pub name: Option<String>,
     /// The role it acts with; blank or absent means USER (as for an invitation).
     pub role_name: Option<String>,
@@ -80,7 +84,7 @@ async fn create_client(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style C page of clients (never their secrets)", body = Vec<ClientOut>),
+        (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
@@ -106,7 +110,7 @@ async fn list_clients(
     get, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.get",
     params(("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = ClientOut),
+        (status = 200, description = "The client", body = ClientOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),

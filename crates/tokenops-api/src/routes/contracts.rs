@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 use super::fields::optional_text;
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
 use crate::write::{self, Reply, WriteRequest};
@@ -29,12 +29,15 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(get_contract, update_contract))
 }
 
+/// A page of contracts (style A).
+pub type ContractPage = PageA<ContractOut>;
+
 /// Body of `POST /api/contracts`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContractIn {
     /// ISO 4217 code of a currency with a minor unit (case-insensitive; stored upper-case).
-    #[schema(example = "USD")]
+    #[schema(example = "USD", required = true, value_type = String)]
     pub asset_id: Option<String>,
     /// The token's name; defaults to the currency's name.
     pub name: Option<String>,
@@ -162,7 +165,7 @@ async fn update_contract(
     get, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.get",
     params(("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)")),
     responses(
-        (status = 200, body = ContractOut),
+        (status = 200, description = "The asset's contract", body = ContractOut),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
@@ -187,7 +190,7 @@ async fn get_contract(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style A page: content, page, size, totalElements, totalPages"),
+        (status = 200, description = "Style A page of contracts, oldest first", body = ContractPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
 use crate::write::{self, Reply, WriteRequest};
@@ -24,12 +24,15 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(get_customer, change_customer_status))
 }
 
+/// A page of customers (style A).
+pub type CustomerPage = PageA<CustomerOut>;
+
 /// Body of `POST /api/customers`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CustomerIn {
     /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
-    #[schema(example = "cust-0001")]
+    #[schema(example = "cust-0001", required = true, value_type = String)]
     pub customer_ref: Option<String>,
     /// Optional name to show, at most 200 characters.
     pub display_name: Option<String>,
@@ -160,7 +163,7 @@ async fn change_customer_status(
     get, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.get",
     params(("customerRef" = String, Path)),
     responses(
-        (status = 200, body = CustomerOut),
+        (status = 200, description = "The customer", body = CustomerOut),
         (status = 404, description = "No such customer in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -183,7 +186,7 @@ async fn get_customer(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style A page: content, page, size, totalElements, totalPages"),
+        (status = 200, description = "Style A page of customers, oldest first", body = CustomerPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
     )
 )]

@@ -16,9 +16,10 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::fields::{optional_text, text};
+use super::roles::UserSummaryPage;
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
 use crate::write::{self, Reply, WriteRequest};
 
@@ -40,6 +41,19 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(get_group, update_group))
         .routes(routes!(add_member))
         .routes(routes!(remove_member))
+}
+
+/// A page of approval groups (style C).
+pub type GroupPage = PageC<GroupOut>;
+
+/// An approval group with one page of its members.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupDetail {
+    #[serde(flatten)]
+    pub group: GroupOut,
+    /// Ordered by first name, then last name.
+    pub members: UserSummaryPage,
 }
 
 /// A group key: 1–64 letters, digits, `_`, `-` or `.`, starting with a letter or digit (it is
@@ -67,7 +81,7 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style C page of groups: items, pageNumber, pageSize, totalResults"),
+        (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
@@ -94,7 +108,7 @@ async fn list_groups(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "The group with `members`, a style C page of users"),
+        (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
@@ -109,17 +123,17 @@ async fn get_group(
 ) -> ApiResult<Response> {
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (group, members) = state.app.groups.get(scope.tenant, id, page).await?;
-    let mut body = serde_json::to_value(GroupOut::from(&group)).map_err(Error::internal)?;
-    body["members"] = paging::envelope(Style::C, &members, page);
-    Ok(axum::Json(body).into_response())
+    Ok(axum::Json(GroupDetail { group: GroupOut::from(&group), members: PageC::new(members, page) }).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GroupIn {
     /// 1 to 64 letters, digits, `_`, `-`, `.`; unique in the organisation (case-insensitive).
+    #[schema(required = true, value_type = String)]
     pub key: Option<String>,
     /// 1 to 100 characters.
+    #[schema(required = true, value_type = String)]
     pub name: Option<String>,
 }
 
@@ -217,6 +231,8 @@ async fn update_group(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MemberIn {
+    /// A user of the organisation.
+    #[schema(required = true, value_type = Uuid)]
     pub user_id: Option<String>,
 }
 

@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::json;
 use std::sync::Arc;
 
 use crate::ApiState;
@@ -49,10 +48,51 @@ async fn jwks(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], axum::Json(document)).into_response())
 }
 
-/// An RFC 6749 §5.2 error.
+/// An RFC 6749 §5.2 error body.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct OAuthError {
+    /// invalid_request, unsupported_grant_type or invalid_client.
+    #[schema(example = "invalid_client")]
+    error: String,
+    error_description: String,
+}
+
+/// The token request (RFC 6749 §4.4.2), form-encoded. The handler reads the form itself, so
+/// this type only documents it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct TokenRequest {
+    grant_type: GrantType,
+    /// With `client_secret`, instead of HTTP Basic authentication (never both).
+    client_id: Option<String>,
+    client_secret: Option<String>,
+}
+
+/// The one grant the embedded provider issues.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub enum GrantType {
+    #[serde(rename = "client_credentials")]
+    ClientCredentials,
+}
+
+/// An access token (RFC 6749 §5.1).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct TokenResponse {
+    /// A JWT carrying the client as `sub` and its organisation as `tenant_id` (none for a
+    /// platform operator client).
+    access_token: String,
+    /// Always `Bearer`.
+    #[schema(example = "Bearer")]
+    token_type: &'static str,
+    /// Lifetime in seconds.
+    #[schema(example = 3600)]
+    expires_in: i64,
+}
+
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
-    let mut response =
-        (status, axum::Json(json!({ "error": error, "error_description": description }))).into_response();
+    let body = OAuthError { error: error.to_owned(), error_description: description.to_owned() };
+    let mut response = (status, axum::Json(body)).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"tokenops\""));
@@ -91,7 +131,26 @@ fn client_credentials(headers: &HeaderMap, form: &[(String, String)]) -> Result<
     }
 }
 
-async fn token(State(state): State<Arc<ApiState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+/// Exchange a machine client's credentials for an access token (OAuth 2.0 client credentials).
+///
+/// The spec names the provider's token endpoint `{auth_url}`; the embedded provider serves it
+/// here. It follows RFC 6749, not the API's conventions: no API-Version, a form-encoded body,
+/// §5.2 error bodies. The platform operator's credentials are written at first start to
+/// `{data_dir}/operator-credentials.json`; an organisation's clients get theirs from the
+/// one-time reveal link.
+#[utoipa::path(
+    post, path = "/idp/oauth2/token", tag = "idp", operation_id = "idp.token",
+    request_body(content = TokenRequest, content_type = "application/x-www-form-urlencoded"),
+    security((), ("clientBasic" = [])),
+    responses(
+        (status = 200, description = "The access token (Cache-Control: no-store)", body = TokenResponse),
+        (status = 400, description = "invalid_request (not form-encoded, no grant_type, no or two client authentications) or unsupported_grant_type", body = OAuthError),
+        (status = 401, description = "invalid_client: unknown or disabled client, or a wrong secret (WWW-Authenticate: Basic)", body = OAuthError),
+        (status = 404, description = "The deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+        (status = 500, description = "System error occurred", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn token(State(state): State<Arc<ApiState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
     require_embedded(&state)?;
     let form_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     if !form_type.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded") {
@@ -120,9 +179,8 @@ async fn token(State(state): State<Arc<ApiState>>, headers: HeaderMap, body: Byt
     let Some(issued) = state.app.identity.client_credentials(&client_id, &secret).await? else {
         return Ok(oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "client authentication failed"));
     };
-    let mut response =
-        axum::Json(json!({ "access_token": issued.token, "token_type": "Bearer", "expires_in": issued.expires_in }))
-            .into_response();
+    let issued = TokenResponse { access_token: issued.token, token_type: "Bearer", expires_in: issued.expires_in };
+    let mut response = axum::Json(issued).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
 }

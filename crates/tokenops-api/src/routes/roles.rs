@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::roles::{self, NewRole, RoleChange, RoleOut};
+use tokenops_app::identity::users::UserSummary;
 use tokenops_domain::paging::{SortDirection, SortKey};
 use tokenops_domain::permission::{Permission, platform_grants};
 use tokenops_domain::role::PLATFORM_ROLES;
@@ -17,7 +18,7 @@ use utoipa_axum::routes;
 use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
 use crate::write::{self, Reply, WriteRequest};
 
@@ -41,6 +42,21 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     ))
 }
 
+/// A page of roles (style C).
+pub type RolePage = PageC<RoleOut>;
+/// A page of users as role holders and group members are listed (style C).
+pub type UserSummaryPage = PageC<UserSummary>;
+
+/// A role with one page of its holders.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleDetail {
+    #[serde(flatten)]
+    pub role: RoleOut,
+    /// Ordered by first name, then last name.
+    pub holders: UserSummaryPage,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionOut {
@@ -62,7 +78,7 @@ pub struct PermissionCatalogue {
 #[utoipa::path(
     get, path = "/api/permissions", tag = "roles", operation_id = "permissions.list",
     responses(
-        (status = 200, body = PermissionCatalogue),
+        (status = 200, description = "Every permission with the platform roles that grant it. The spec does not show the catalogue: this service publishes it here", body = PermissionCatalogue),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission role:read", body = crate::openapi::ErrorBody),
     )
@@ -93,7 +109,7 @@ async fn list_permissions() -> ApiResult<Response> {
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style C page of roles: items, pageNumber, pageSize, totalResults"),
+        (status = 200, description = "Style C page of roles, platform and custom. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = RolePage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
@@ -121,7 +137,7 @@ async fn list_roles(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "The role (as in the list) with `holders`, a style C page of users"),
+        (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing role:read", body = crate::openapi::ErrorBody),
@@ -136,15 +152,14 @@ async fn get_role(
 ) -> ApiResult<Response> {
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (role, holders) = state.app.roles.get(scope.tenant, id, page).await?;
-    let mut body = serde_json::to_value(role.out()).map_err(Error::internal)?;
-    body["holders"] = paging::envelope(Style::C, &holders, page);
-    Ok(axum::Json(body).into_response())
+    Ok(axum::Json(RoleDetail { role: role.out(), holders: PageC::new(holders, page) }).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoleIn {
     /// 1 to 100 characters; unique in the organisation (case-insensitive); not a platform name.
+    #[schema(required = true, value_type = String)]
     pub name: Option<String>,
     /// Up to 500 characters.
     pub description: Option<String>,

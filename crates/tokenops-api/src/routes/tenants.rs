@@ -27,15 +27,26 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OwnerIn {
+    /// At most 254 characters; the invitation is mailed here.
+    #[schema(required = true, value_type = String, format = Email)]
     pub email: Option<String>,
+    /// 1 to 100 characters.
+    #[schema(required = true, value_type = String)]
     pub first_name: Option<String>,
+    /// 1 to 100 characters.
+    #[schema(required = true, value_type = String)]
     pub last_name: Option<String>,
 }
 
+/// The spec does not show this payload: the organisation's name and its owner, who is invited
+/// as SUPER_ADMIN.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantIn {
+    /// 1 to 200 characters.
+    #[schema(required = true, value_type = String)]
     pub name: Option<String>,
+    #[schema(required = true, value_type = OwnerIn)]
     pub owner: Option<OwnerIn>,
 }
 

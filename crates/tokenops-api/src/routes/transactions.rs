@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, CursorRequest, STRICT_SIZE, Style};
+use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
 use crate::write::{self, Reply, WriteRequest};
@@ -34,12 +34,29 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(list_account_locks))
 }
 
+/// A page of operations in style A.
+pub type OperationPageA = PageA<OperationOut>;
+/// A page of operations in style D.
+pub type OperationPageD = PageD<OperationOut>;
+/// A page of breaks (style A).
+pub type BreakPage = PageA<BreakOut>;
+/// A page of locks (style A).
+pub type LockPage = PageA<LockOut>;
+
+/// The operations list: style A by default, style D when `limit` or `cursor` is given.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum OperationList {
+    Offset(OperationPageA),
+    Keyset(OperationPageD),
+}
+
 /// Body of `POST /api/transactions`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TransactionIn {
     /// TRANSFER, LOCK, RELEASE, CANCEL, MINT or BURN.
-    #[schema(value_type = Option<TxType>)]
+    #[schema(value_type = TxType, required = true)]
     pub tx_type: Option<String>,
     /// ISO 4217 code with an ACTIVE contract (not on RELEASE or CANCEL).
     pub asset_id: Option<String>,
@@ -79,7 +96,7 @@ fn accepted(operation: &OperationRecord) -> Response {
     params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
     request_body = TransactionIn,
     responses(
-        (status = 202, description = "Accepted: the operation (SUBMITTED) with Location; its outcome is reported on it and by events, never as an HTTP error. The same key returns the original operation in its current state", body = OperationOut, headers(("Location" = String))),
+        (status = 202, description = "Accepted: the operation (SUBMITTED) with Location; its outcome is reported on it and by events, never as an HTTP error. The same key returns the original operation in its current state. The spec does not show this body: this service answers the operation as GET /api/transactions/{transactionId} does", body = OperationOut, headers(("Location" = String))),
         (status = 400, description = "Any rule of the submission: key missing, blank or over 255; counterpartyRef on a type other than TRANSFER or LOCK, or missing on a TRANSFER; assetId not a recognised ISO 4217 code or without an ACTIVE contract; amount not positive or finer than the minor unit; a named account missing, holding another asset or not ACTIVE; a non-scalar params value; params.lockId on a LOCK; RELEASE or CANCEL without a valid lockId, with a lock not ACTIVE or being completed, or with assetId, accountRef or amount", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:submit (transaction:mint for MINT and BURN)", body = crate::openapi::ErrorBody),
@@ -138,7 +155,7 @@ async fn submit_transaction(
     get, path = "/api/transactions/{transactionId}", tag = "transactions", operation_id = "transactions.get",
     params(("transactionId" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = OperationOut),
+        (status = 200, description = "The operation in its current state", body = OperationOut),
         (status = 400, description = "transactionId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
@@ -180,7 +197,7 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
         ("cursor" = Option<String>, Query, description = "Style D: nextCursor of the previous page, with the same filters"),
     ),
     responses(
-        (status = 200, description = "Style A page (content, page, size, totalElements, totalPages), or style D (items, nextCursor, limit) when limit or cursor is given"),
+        (status = 200, description = "Style A page (content, page, size, totalElements, totalPages), or style D (items, nextCursor, limit) when limit or cursor is given", body = OperationList),
         (status = 400, description = "Negative page, size or limit outside 1 to 100, unknown state or txType, mixed paging styles, a foreign cursor", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
@@ -200,7 +217,7 @@ async fn list_transactions(
         let page = paging::page_request(&params, STRICT_SIZE)?;
         let operations = state.app.operations.list(scope.tenant, &filter, page).await?;
         let view = operations.map(|o| OperationOut::from(&o));
-        return Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response());
+        return Ok(axum::Json(OperationList::Offset(PageA::new(view, page))).into_response());
     }
     let filters = paging::filters_fingerprint(&[
         ("state", filter.state.map(|s| s.as_str().to_owned())),
@@ -215,7 +232,7 @@ async fn list_transactions(
         |o: &OperationRecord| OperationOut::from(o),
         &state.cursors,
     );
-    Ok(axum::Json(body).into_response())
+    Ok(axum::Json(OperationList::Keyset(body)).into_response())
 }
 
 /// List breaks, newest first (style A).
@@ -229,7 +246,7 @@ async fn list_transactions(
         ("page" = Option<u64>, Query), ("size" = Option<u32>, Query),
     ),
     responses(
-        (status = 200, description = "Style A page of breaks: {id, transactionId?, accountRef, assetId, reason, detail, detectedAt}"),
+        (status = 200, description = "Style A page of breaks, newest first. The spec shows a break's reason and detail only; this service adds id, transactionId (when an operation broke), accountRef, assetId and detectedAt", body = BreakPage),
         (status = 400, description = "from not before to, negative page, size outside 1 to 100", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
@@ -270,7 +287,7 @@ async fn list_breaks(
     get, path = "/api/locks/{lockId}", tag = "transactions", operation_id = "locks.get",
     params(("lockId" = uuid::Uuid, Path, description = "The LOCK operation's transactionId")),
     responses(
-        (status = 200, body = LockOut),
+        (status = 200, description = "The lock", body = LockOut),
         (status = 400, description = "lockId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
@@ -291,7 +308,7 @@ async fn get_lock(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId
         ("page" = Option<u64>, Query), ("size" = Option<u32>, Query),
     ),
     responses(
-        (status = 200, description = "Style A page of locks"),
+        (status = 200, description = "Style A page of the account's locks, newest first", body = LockPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),

@@ -21,7 +21,7 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::body::is_json_content_type;
-use crate::extract::paging::{self, STRICT_SIZE, Style};
+use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{Authenticated, IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams, TenantScope};
 use crate::write::{self, Reply, WriteRequest};
 
@@ -32,6 +32,9 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(list_users, invite_user))
         .routes(routes!(get_user, update_user, remove_user))
 }
+
+/// A page of users (style C).
+pub type UserPage = PageC<UserOut>;
 
 /// Sortable properties (API name → store column).
 const SORTABLE: &[(&str, &str)] = &[
@@ -58,7 +61,7 @@ fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
 #[utoipa::path(
     get, path = "/api/users/me", tag = "organisation", operation_id = "users.me",
     responses(
-        (status = 200, body = UserOut),
+        (status = 200, description = "The caller's own profile. The spec does not show this path: this service serves it at /api/users/me", body = UserOut),
         (status = 401, description = "No usable token, or Your access has been revoked. (the user is not ACTIVE)", body = crate::openapi::ErrorBody),
         (status = 404, description = "The caller is a machine client or an external subject, not a user", body = crate::openapi::ErrorBody),
     )
@@ -73,7 +76,7 @@ async fn get_own_profile(State(state): State<Arc<ApiState>>, scope: TenantScope)
     get, path = "/api/users/{id}", tag = "organisation", operation_id = "users.get_by_id",
     params(("id" = uuid::Uuid, Path), ("Content-Type" = String, Header, description = "Must be application/json")),
     responses(
-        (status = 200, body = UserOut),
+        (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "id not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission user:read", body = crate::openapi::ErrorBody),
@@ -111,7 +114,7 @@ async fn get_user_by_id(
         ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
     ),
     responses(
-        (status = 200, description = "Style C page of users: items, pageNumber, pageSize, totalResults"),
+        (status = 200, description = "Style C page of users. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = UserPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
@@ -142,8 +145,14 @@ async fn list_users(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InvitationIn {
     /// Unique across organisations; the invitation is mailed here.
+    #[schema(required = true, value_type = String, format = Email)]
     pub email: Option<String>,
+    /// 1 to 100 characters. The spec names two text fields for the person's names without
+    /// their names or rules; this service requires both.
+    #[schema(required = true, value_type = String)]
     pub first_name: Option<String>,
+    /// 1 to 100 characters.
+    #[schema(required = true, value_type = String)]
     pub last_name: Option<String>,
     /// Blank or absent: USER. Platform names match case-insensitively; else a custom role.
     pub role_name: Option<String>,
@@ -181,7 +190,7 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
-        (status = 400, description = "Missing, blank or too long field", body = crate::openapi::ErrorBody),
+        (status = 400, description = "Missing, blank or too long field. The spec says the body is not validated up front; this service checks email, firstName and lastName (present, not blank, at most 254/100/100 characters, an @ in the email) before anything else", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
@@ -214,7 +223,7 @@ async fn invite_user(
     get, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.get",
     params(("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = UserOut),
+        (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),

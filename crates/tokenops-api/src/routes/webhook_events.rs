@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 
 use crate::ApiState;
 use crate::error::ApiResult;
-use crate::extract::paging::{self, CursorRequest, STRICT_SIZE};
+use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{PathId, QueryParams, TenantScope};
 
 const ENDPOINT: &str = "GET /api/webhook-events";
@@ -23,6 +23,9 @@ const ENDPOINT: &str = "GET /api/webhook-events";
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(list_webhook_events)).routes(routes!(get_webhook_event))
 }
+
+/// A page of events (style D).
+pub type WebhookEventPage = PageD<WebhookEventOut>;
 
 /// An event with its deliveries.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -77,7 +80,7 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
         ("cursor" = Option<String>, Query, description = "nextCursor of the previous page, with the same filters"),
     ),
     responses(
-        (status = 200, description = "Style D page: items, nextCursor (null on the last page), limit"),
+        (status = 200, description = "Style D page of events, newest first: items, nextCursor (null on the last page), limit", body = WebhookEventPage),
         (status = 400, description = "limit outside 1 to 100, foreign cursor, cursor with different filters, from not before to", body = crate::openapi::ErrorBody),
     )
 )]
@@ -108,7 +111,7 @@ async fn list_webhook_events(
     get, path = "/api/webhook-events/{eventId}", tag = "webhook-events", operation_id = "webhookEvents.get",
     params(("eventId" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = WebhookEventOut),
+        (status = 200, description = "The event with its deliveries", body = WebhookEventOut),
         (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such event", body = crate::openapi::ErrorBody),
     )

@@ -641,10 +641,13 @@ async fn openapi_document_is_3_1_and_lists_the_paths(backend: Backend) {
     }
 }
 
-async fn openapi_operations_declare_api_version_and_bearer_auth(backend: Backend) {
+async fn openapi_operations_declare_api_version_and_their_security(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let doc = send(app.raw(Method::GET, "/openapi.json")).await.body;
-    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer", "{}", doc["components"]);
+    let schemes = &doc["components"]["securitySchemes"];
+    assert_eq!(schemes["oauth2"]["type"], "oauth2", "{schemes}");
+    assert_eq!(schemes["oauth2"]["flows"]["clientCredentials"]["tokenUrl"], "/idp/oauth2/token", "{schemes}");
+    assert_eq!(schemes["bearer"]["scheme"], "bearer", "{schemes}");
     let paths = doc["paths"].as_object().expect("paths");
     let mut operations = 0;
     for (path, item) in paths.iter().filter(|(p, _)| p.starts_with("/api/")) {
@@ -659,8 +662,9 @@ async fn openapi_operations_declare_api_version_and_bearer_auth(backend: Backend
             assert_eq!(version["required"], true, "{method} {path}");
             assert!(version["description"].as_str().is_some_and(|d| d.contains("1.0.0")), "{method} {path}");
             // Sign-in is the bootstrap that needs no bearer token (it declares an empty
-            // requirement); every other operation requires one.
-            let expected = if path.starts_with("/api/auth/") { json!([{}]) } else { json!([{ "bearer": [] }]) };
+            // requirement); every other operation requires a machine client's token or a user's.
+            let expected =
+                if path.starts_with("/api/auth/") { json!([{}]) } else { json!([{ "oauth2": [] }, { "bearer": [] }]) };
             assert_eq!(operation["security"], expected, "{method} {path}");
         }
     }
@@ -726,6 +730,33 @@ async fn openapi_operations_declare_their_error_responses(backend: Backend) {
         assert!(get.get(status).is_some(), "GET /api/customers lacks {status}: {get}");
     }
     assert!(get.get("415").is_none(), "a GET takes no body, so no 415");
+    assert_eq!(doc["info"]["version"], "1.0.0", "info.version is the API's version");
+
+    // OpenAPI requires a description on every response; a client generator needs a schema for
+    // every success with a body.
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            if !["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                continue;
+            }
+            operations += 1;
+            let responses = operation["responses"].as_object().expect("responses");
+            for (status, response) in responses {
+                assert!(
+                    response["description"].as_str().is_some_and(|d| !d.trim().is_empty()),
+                    "{method} {path} {status} has no description"
+                );
+            }
+            let successes: Vec<&String> = responses.keys().filter(|s| s.starts_with('2')).collect();
+            assert!(!successes.is_empty(), "{method} {path} declares no success");
+            for status in successes.into_iter().filter(|s| *s != "204") {
+                let schema = &responses[status]["content"]["application/json"]["schema"];
+                assert!(schema.is_object(), "{method} {path} {status} has no schema");
+            }
+        }
+    }
+    assert!(operations >= 50, "only {operations} operations documented");
 }
 
 async fn text_with_a_nul_character_is_400_on_every_store(backend: Backend) {
@@ -777,7 +808,7 @@ backends!(
     readyz_reports_ready_with_the_store_name,
     metrics_count_requests_by_route_and_report_the_job_queue,
     openapi_document_is_3_1_and_lists_the_paths,
-    openapi_operations_declare_api_version_and_bearer_auth,
+    openapi_operations_declare_api_version_and_their_security,
     docs_page_renders_the_document_without_external_scripts,
     a_rotated_issuer_key_is_picked_up_and_the_previous_key_keeps_working,
     readyz_is_503_when_the_store_cannot_be_reached,

@@ -14,6 +14,7 @@ mod jobs;
 mod latency;
 mod mail;
 mod nonce_gaps;
+mod openapi_client;
 mod organisation;
 mod paging;
 mod sign_in;
