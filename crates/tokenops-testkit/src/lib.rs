@@ -9,6 +9,7 @@
 //! - [`backends!`]: runs one test body on both stores.
 
 pub mod anvil;
+pub mod cluster;
 mod db;
 mod issuer;
 pub mod organisation;

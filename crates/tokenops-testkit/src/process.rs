@@ -1,6 +1,8 @@
-//! The real `tokenops` binary as a child process, for tests that kill it.
+//! The real `tokenops` binary as a child process, for tests that kill it or take its database
+//! away while it runs.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -23,7 +25,26 @@ fn free_port() -> u16 {
 impl ServiceProcess {
     /// Starts `binary serve` with `env` on a free port and waits until `/readyz` answers 200.
     pub async fn start(binary: &str, env: &BTreeMap<String, String>) -> Self {
+        let mut process = Self::spawn(binary, env, None);
+        process.wait_ready(Duration::from_secs(30)).await;
+        process
+    }
+
+    /// Starts `binary serve` with `env` on a free port without waiting for it: a service whose
+    /// store cannot be reached yet keeps trying, and only [`Self::wait_ready`] tells when it
+    /// serves. With `log`, its standard error is appended to that file instead of the test's.
+    pub fn spawn(binary: &str, env: &BTreeMap<String, String>, log: Option<&Path>) -> Self {
         let port = free_port();
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap_or_else(|e| panic!("opening the service's log {}: {e}", path.display())),
+            ),
+            None => Stdio::inherit(),
+        };
         let mut command = Command::new(binary);
         command
             .arg("serve")
@@ -33,12 +54,10 @@ impl ServiceProcess {
             .env("TOKENOPS_LOG", "warn")
             .envs(env)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true);
-        let child = command.spawn().expect("start tokenops");
-        let process = Self { base_url: format!("http://127.0.0.1:{port}"), child };
-        process.wait_ready(Duration::from_secs(30)).await;
-        process
+        let child = command.spawn().unwrap_or_else(|e| panic!("starting {binary}: {e}"));
+        Self { base_url: format!("http://127.0.0.1:{port}"), child }
     }
 
     /// The process's id, while it runs.
@@ -46,18 +65,24 @@ impl ServiceProcess {
         self.child.id()
     }
 
-    async fn wait_ready(&self, timeout: Duration) {
+    /// Waits until `/readyz` answers 200 (the store is reachable); panics if the process exits
+    /// first or the timeout passes.
+    pub async fn wait_ready(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
-        let client = reqwest::Client::new();
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("HTTP client");
+        let mut last = String::from("no answer yet");
         while Instant::now() < deadline {
-            if let Ok(r) = client.get(format!("{}/readyz", self.base_url)).send().await
-                && r.status().is_success()
-            {
-                return;
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("tokenops exited with {status} before it was ready");
+            }
+            match client.get(format!("{}/readyz", self.base_url)).send().await {
+                Ok(r) if r.status().is_success() => return,
+                Ok(r) => last = format!("/readyz answered {}", r.status()),
+                Err(e) => last = format!("/readyz: {e}"),
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("tokenops did not become ready within {timeout:?}");
+        panic!("tokenops did not become ready within {timeout:?} ({last})");
     }
 
     /// SIGKILL: the process gets no chance to clean up.

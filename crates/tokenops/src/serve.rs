@@ -1,6 +1,7 @@
-//! `tokenops serve`: binds the listener, runs the HTTP API and/or the workers (by role), and on
-//! SIGTERM or Ctrl-C stops accepting, lets in-flight requests and jobs finish within the grace
-//! period (releasing the leases of jobs that do not), then closes the store.
+//! `tokenops serve`: waits for its store, binds the listener, runs the HTTP API and/or the
+//! workers (by role), and on SIGTERM or Ctrl-C stops accepting, lets in-flight requests and jobs
+//! finish within the grace period (releasing the leases of jobs that do not), then closes the
+//! store.
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -11,7 +12,12 @@ use crate::config::Config;
 use crate::wiring;
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let store = wiring::open_store(&config).await?;
+    // Watched from the start: a node still waiting for its database must stop when told to.
+    let signalled = watch_signals();
+    let Some(store) = wiring::open_store_when_reachable(&config, &signalled).await? else {
+        tracing::info!("stopped before the store could be opened");
+        return Ok(());
+    };
     let service = wiring::build(&config, store.clone(), Arc::new(SystemClock)).await?;
     wiring::bootstrap_operator(&config, &service.app).await?;
     let listener =
@@ -71,7 +77,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let stop = shutdown.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
-            wait_for_signal().await;
+            signalled.cancelled().await;
             tracing::info!("shutting down: no new requests; finishing in-flight work");
             stop.cancel();
         })
@@ -92,23 +98,36 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// A token cancelled at the first SIGTERM or Ctrl-C. SIGTERM's handler is installed before this
+/// returns, so the signal can no longer end the process without a clean stop.
+fn watch_signals() -> CancellationToken {
+    let signalled = CancellationToken::new();
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => Some(signal),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the service cleanly");
+            None
         }
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
-    }
+    let cancel = signalled.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let terminate = async {
+            match terminate.as_mut() {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = terminate => {}
+        }
+        cancel.cancel();
+    });
+    signalled
 }

@@ -1,5 +1,6 @@
 //! Builds the service from its configuration: opens and migrates the store named by the database
-//! URL, loads the shared cursor key, and assembles the app and the HTTP router.
+//! URL (for `serve`, waiting for a database that cannot be reached yet), loads the shared cursor
+//! key, and assembles the app and the HTTP router.
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -11,9 +12,10 @@ use tokenops_app::identity::ProviderSettings;
 use tokenops_app::mail::{FileTransport, SmtpTransport};
 use tokenops_app::{Adapters, App};
 use tokenops_identity::{PublishedKeys, Sealer, TokenVerifier, VerifierSettings};
-use tokenops_store::Store;
+use tokenops_store::{Store, StoreError};
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{AuthProvider, Config, CustodySettings, DatabaseUrl, LedgerKind, MailSettings, redact_url};
 use tokenops_custody::{Address, Custody, EmbeddedKeystore, RemoteSigner, RemoteSignerConfig};
@@ -41,6 +43,90 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
             Ok(Arc::new(store))
         }
     }
+}
+
+/// The first pause between two attempts to open a store that cannot be reached, and the
+/// longest: a database back within seconds is found quickly, and a long outage costs one
+/// attempt (and one warning) every few seconds.
+const OPEN_RETRY_FIRST: Duration = Duration::from_millis(250);
+const OPEN_RETRY_LONGEST: Duration = Duration::from_secs(5);
+
+/// Opens the configured store as [`open_store`] does, but a database that cannot be reached
+/// (down, restarting, still in crash recovery: `StoreError::Unavailable`) is waited for: each
+/// failed attempt logs a warning naming the store and the error, and the next one follows after
+/// a pause that doubles up to 5 s. `None` when `stop` is cancelled first. A node started while
+/// its database is down (an orchestrator restarting both) then comes up with it instead of
+/// exiting. Any other failure (credentials refused, no such database, an edited migration)
+/// still ends it at once: waiting would not mend it.
+pub async fn open_store_when_reachable(
+    config: &Config,
+    stop: &CancellationToken,
+) -> anyhow::Result<Option<Arc<dyn Store>>> {
+    let mut pause = OPEN_RETRY_FIRST;
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
+        let opened = tokio::select! {
+            () = stop.cancelled() => return Ok(None),
+            opened = open_store(config) => opened,
+        };
+        let error = match opened {
+            Ok(store) => {
+                if attempt > 1 {
+                    tracing::info!(store = %store_name(config), attempt, "the store is reachable again");
+                }
+                return Ok(Some(store));
+            }
+            Err(error) if !worth_waiting_for(&error) => return Err(error),
+            Err(error) => error,
+        };
+        tracing::warn!(
+            store = %store_name(config),
+            attempt,
+            retry_in_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+            error = causes(&error),
+            "the store cannot be opened yet; trying again"
+        );
+        tokio::select! {
+            () = stop.cancelled() => return Ok(None),
+            () = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(OPEN_RETRY_LONGEST);
+    }
+}
+
+/// An error and its causes on one line, each cause once: a store error's message already
+/// quotes its source, which `{:#}` would print a second time.
+fn causes(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+/// The store as a log names it: never with the URL's password.
+fn store_name(config: &Config) -> String {
+    match &config.database {
+        DatabaseUrl::Sqlite(path) => format!("SQLite database {}", path.display()),
+        DatabaseUrl::Postgres { url, schema, .. } => match schema {
+            Some(schema) => format!("PostgreSQL at {} (schema {schema})", redact_url(url)),
+            None => format!("PostgreSQL at {}", redact_url(url)),
+        },
+    }
+}
+
+/// Whether a failure to open the store may pass by itself: the store reported that it could not
+/// reach the database, rather than that the database refused or failed something.
+fn worth_waiting_for(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_unavailable))
 }
 
 /// The cursor signing key every node shares: created by the first node, read by the others.
@@ -224,4 +310,40 @@ pub fn write_secret_file(path: &std::path::Path, contents: &[u8]) -> anyhow::Res
     file.sync_all()?;
     std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Sources;
+    use std::collections::BTreeMap;
+
+    fn config(url: &str) -> Config {
+        let env = BTreeMap::from([("TOKENOPS_DATABASE_URL".to_owned(), url.to_owned())]);
+        Config::load(&Sources::from_parts(env).expect("sources")).expect("configuration")
+    }
+
+    #[test]
+    fn only_a_database_that_could_not_be_reached_is_waited_for() {
+        let unreachable = anyhow::Error::new(StoreError::Unavailable("pool timed out".into())).context("connecting");
+        assert!(worth_waiting_for(&unreachable));
+        let refused =
+            anyhow::Error::new(StoreError::Backend("password authentication failed".into())).context("connecting");
+        assert!(!worth_waiting_for(&refused));
+        let edited = anyhow::Error::new(StoreError::Corrupt("migration 3 differs".into())).context("migrating");
+        assert!(!worth_waiting_for(&edited));
+    }
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_not_repeated() {
+        let error = anyhow::Error::new(StoreError::Unavailable("pool timed out".into())).context("connecting to x");
+        let text = causes(&error);
+        assert!(text.starts_with("connecting to x: ") && text.matches("pool timed out").count() == 1, "{text}");
+    }
+
+    #[test]
+    fn the_store_is_named_without_its_password() {
+        let name = store_name(&config("postgres://u:secret@127.0.0.1:1/db"));
+        assert!(name.starts_with("PostgreSQL at ") && !name.contains("secret"), "{name}");
+    }
 }

@@ -17,6 +17,7 @@ mod nonce_gaps;
 mod openapi_client;
 mod organisation;
 mod paging;
+mod postgres_crash;
 mod sign_in;
 mod smoke;
 mod store_failures;
