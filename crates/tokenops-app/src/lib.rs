@@ -12,9 +12,12 @@ pub mod error;
 pub mod events;
 pub mod identity;
 pub mod jobs;
+pub mod lock_expiry;
 pub mod mail;
 pub mod nonce_gaps;
 pub mod operations;
+pub mod reconciliation;
+pub mod resume;
 pub mod settlement;
 pub mod write;
 
@@ -138,9 +141,9 @@ impl App {
             Arc::new(settlement::Evaluate(pipeline.clone())),
             Arc::new(settlement::Settle(pipeline.clone())),
             Arc::new(settlement::Track(pipeline.clone())),
-            Arc::new(settlement::ExpireLocks(pipeline.clone())),
-            Arc::new(settlement::Reconcile(pipeline.clone())),
-            Arc::new(settlement::ResumeStranded {
+            Arc::new(lock_expiry::ExpireLocks(pipeline.clone())),
+            Arc::new(reconciliation::Reconcile(pipeline.clone())),
+            Arc::new(resume::ResumeStranded {
                 pipeline: pipeline.clone(),
                 unchanged_for: settings.resume_sweep_interval,
             }),

@@ -1,0 +1,138 @@
+//! `positions.reconcile`: the sweep that compares the ledger's balances with the service's own
+//! positions and records a `BALANCE_MISMATCH` break for each difference.
+
+use async_trait::async_trait;
+use std::sync::Arc;
+use tokenops_domain::operation::{BreakReason, OperationState};
+use tokenops_domain::{TenantId, new_id};
+use tokenops_ledger::U256;
+use tokenops_store::{BreakRecord, Job};
+
+use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
+use crate::settlement::{Pipeline, parse_address};
+
+/// Compares every provisioned account's ledger balances (total and held) with its position,
+/// the sum of its confirmed operations, and records a `BALANCE_MISMATCH` break for each
+/// difference (once per distinct difference). Accounts with an operation between signing and
+/// its receipt are skipped this round: the ledger may be ahead of the positions.
+pub struct Reconcile(pub Arc<Pipeline>);
+
+impl Reconcile {
+    async fn in_flight(
+        &self,
+        tenant: TenantId,
+        account: &tokenops_domain::account::AccountRef,
+    ) -> Result<bool, JobError> {
+        let mut tx = self.0.store.read().await?;
+        for state in [OperationState::PendingSettlement, OperationState::Settling] {
+            let filter = tokenops_store::OperationFilter {
+                state: Some(state),
+                account_ref: Some(account.clone()),
+                tx_type: None,
+            };
+            let page = tx
+                .operations()
+                .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
+                .await?;
+            if page.total > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[async_trait]
+impl JobHandler for Reconcile {
+    fn kind(&self) -> &'static str {
+        kinds::POSITIONS_RECONCILE
+    }
+
+    async fn run(&self, _job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let p = &self.0;
+        let mut after = None;
+        loop {
+            let batch = {
+                let mut tx = p.store.read().await?;
+                tx.accounts().provisioned_after(after, 200).await?
+            };
+            let Some(last) = batch.last() else { break };
+            after = Some(last.id);
+            for account in batch {
+                let tenant = account.tenant_id;
+                if self.in_flight(tenant, &account.account_ref).await? {
+                    continue;
+                }
+                let (contract, expected) = {
+                    let mut tx = p.store.read().await?;
+                    (
+                        tx.contracts().get(tenant, &account.asset_id).await?,
+                        tx.positions().get(tenant, &account.account_ref).await?,
+                    )
+                };
+                let (Ok(token), Ok(wallet)) = (
+                    parse_address(contract.as_ref().and_then(|c| c.address.as_deref()), "the contract"),
+                    parse_address(account.wallet_address.as_deref(), "the account"),
+                ) else {
+                    continue;
+                };
+                let balances = match p.ledger.balances(token, wallet).await {
+                    Ok(balances) => balances,
+                    Err(e) => {
+                        tracing::warn!(account = %account.account_ref, error = %e, "reconciliation could not read a balance");
+                        continue;
+                    }
+                };
+                let as_i64 = |v: U256| i64::try_from(v).unwrap_or(i64::MAX);
+                let (total, held) = (as_i64(balances.total), as_i64(balances.held));
+                if total == expected.total && held == expected.held {
+                    continue;
+                }
+                let detail = format!(
+                    "ledger total {total}, held {held} at block {}; expected total {}, held {} (minor units); difference total {}, held {}",
+                    balances.block_number,
+                    expected.total,
+                    expected.held,
+                    total.saturating_sub(expected.total),
+                    held.saturating_sub(expected.held)
+                );
+                let now = ctx.clock().now();
+                let mut tx = p.store.write().await?;
+                let filter = tokenops_store::BreakFilter {
+                    reason: Some(BreakReason::BalanceMismatch),
+                    account_ref: Some(account.account_ref.clone()),
+                    from: None,
+                    to: None,
+                };
+                let latest = tx
+                    .breaks()
+                    .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
+                    .await?;
+                let same = latest.items.first().is_some_and(|b| same_difference(&b.detail, &detail));
+                if !same {
+                    tx.breaks()
+                        .insert(&BreakRecord {
+                            id: new_id(),
+                            tenant_id: tenant,
+                            transaction_id: None,
+                            account_ref: account.account_ref.clone(),
+                            asset_id: account.asset_id.clone(),
+                            reason: BreakReason::BalanceMismatch,
+                            detail,
+                            detected_at: now,
+                        })
+                        .await?;
+                    tx.commit().await?;
+                }
+            }
+        }
+        ctx.finish(p.store.write().await?).await
+    }
+}
+
+/// Two mismatch details describe the same difference when their differences agree: a drift
+/// that persists while balances move is one break, not one per movement.
+fn same_difference(a: &str, b: &str) -> bool {
+    let difference = |s: &str| s.split("; difference ").nth(1).map(str::to_owned);
+    difference(a).is_some() && difference(a) == difference(b)
+}

@@ -1,0 +1,338 @@
+//! The settlement pipeline of an accepted operation, as durable jobs:
+//!
+//! 1. `operation.evaluate`: the policy step (no ACTIVE policy yet means approved) and the
+//!    checks that decide whether the operation can be processed at all (the accounts and the
+//!    contract still ACTIVE, a LOCK's expiry valid and in the future: else `UNPROCESSABLE`);
+//!    → PENDING_SETTLEMENT and `operation.settle`.
+//! 2. `operation.settle`: custody signs the ledger transaction (a refusal is
+//!    `SIGNING_REJECTED`, nothing reaches the ledger); the signed bytes are recorded before
+//!    they are sent, so an unknown outcome is only ever resolved by sending **the same bytes**
+//!    again; temporary failures retry with backoff, then `RETRY_EXHAUSTED` (with a break);
+//!    → SETTLING with `txHash` and `operation.track`.
+//! 3. `operation.track`: the receipt → CONFIRMED with `blockNumber` (positions, locks and
+//!    `transaction.confirmed` move with it), or FAILED `CHAIN_FAILED` with the decoded revert
+//!    as `reasonCode` and a break.
+//!
+//! States only move forward (`OperationState::may_become`); a job that finds its operation
+//! elsewhere than it expects does nothing.
+//!
+//! Each step also runs in batches (`run_batch`): the common case of up to `BATCH_LIMIT`
+//! operations with one read, one ledger round and one commit (two for signing: the signatures
+//! are committed before anything is sent); anything unusual is left to `run`. A batch of
+//! evaluations goes straight on into step 2's work for the approved (approval and signature
+//! in one commit), so that no `operation.settle` job is needed for them; an evaluation job
+//! that finds its operation signed but unsent settles it.
+//!
+//! The files follow the pipeline: `evaluate` (step 1, with the policy decision `decide`),
+//! `settle` (step 2), `track` (step 3) with `confirm` (what CONFIRMED moves with it); shared by
+//! them: `signatures` (recording, sending and the stored form of signed transactions) and
+//! `outcome` (FAILED, events and audit records); the pipeline itself, its batch sorting and the
+//! ledger call of an operation are here. The sweeps beside the pipeline live in modules of their
+//! own: `lock_expiry`, `reconciliation`, `resume` and `nonce_gaps`.
+
+mod confirm;
+mod evaluate;
+mod outcome;
+mod settle;
+mod signatures;
+mod track;
+
+pub use evaluate::Evaluate;
+pub use settle::Settle;
+pub(crate) use signatures::decode_signed;
+pub use signatures::resend_unsettled;
+pub use track::Track;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use tokenops_custody::{Address, B256, Custody};
+use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::operation::{OperationState, TxType};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_ledger::{Ledger, LedgerCall, U256};
+use tokenops_store::{Job, NewJob, OperationRecord, Store, Tx};
+use uuid::Uuid;
+
+use crate::jobs::JobError;
+use crate::write::Operation;
+
+/// The most jobs of one pipeline step run together: one read, one ledger round and one commit
+/// for all of them.
+const BATCH_LIMIT: usize = 128;
+
+pub const SETTLED: Operation =
+    Operation { name: "transaction.settle", category: "TRANSACTIONS", resource_type: "transaction" };
+
+/// Tunables of the pipeline.
+#[derive(Debug, Clone, Copy)]
+pub struct SettlementSettings {
+    /// How long `operation.track` waits between receipt polls.
+    pub receipt_poll_ms: i64,
+    pub job_max_attempts: u32,
+}
+
+/// What every pipeline job needs.
+pub struct Pipeline {
+    pub store: Arc<dyn Store>,
+    pub custody: Arc<dyn Custody>,
+    pub ledger: Arc<dyn Ledger>,
+    pub settings: SettlementSettings,
+}
+
+fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {
+    let tenant = job.tenant_id.ok_or_else(|| JobError::Permanent(format!("{} without a tenant", job.kind)))?;
+    let id = job
+        .payload
+        .get("transactionId")
+        .and_then(|v| v.as_str())
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| JobError::Permanent("payload has no transactionId".into()))?;
+    Ok((tenant, id))
+}
+
+/// A batch's jobs split by their operations, read in one transaction: those whose operation
+/// is in `state` (with it), those whose operation has moved on or is gone (finished with no
+/// effect, as `run` would), and those `run` must look at alone (no readable target, or an
+/// operation elsewhere that `alone` says `run` still has work on).
+struct Sorted {
+    due: Vec<(Job, OperationRecord)>,
+    idle: Vec<Job>,
+    rest: Vec<Job>,
+}
+
+async fn sort_batch(
+    tx: &mut dyn Tx,
+    jobs: Vec<Job>,
+    state: OperationState,
+    alone: impl Fn(&OperationRecord) -> bool + Send,
+) -> Result<Sorted, JobError> {
+    let mut sorted = Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new() };
+    let mut targeted = Vec::with_capacity(jobs.len());
+    let mut seen = std::collections::HashSet::with_capacity(jobs.len());
+    for job in jobs {
+        match target(&job) {
+            // A second job for one operation (a stale claim beside a fresh one) runs alone.
+            Ok(target) if seen.insert(target) => targeted.push((job, target)),
+            _ => sorted.rest.push(job),
+        }
+    }
+    let ids: Vec<(TenantId, Uuid)> = targeted.iter().map(|(_, target)| *target).collect();
+    let found = tx.operations().get_many(&ids, false).await?;
+    for ((job, _), operation) in targeted.into_iter().zip(found) {
+        match operation {
+            Some(operation) if operation.state == state => sorted.due.push((job, operation)),
+            Some(operation) if alone(&operation) => sorted.rest.push(job),
+            _ => sorted.idle.push(job),
+        }
+    }
+    Ok(sorted)
+}
+
+/// Reads the operations for update in one go (where the store can), for `advance_row`.
+async fn lock_rows(tx: &mut dyn Tx, operations: &[&OperationRecord]) -> Result<Vec<Option<OperationRecord>>, JobError> {
+    let ids: Vec<(TenantId, Uuid)> = operations.iter().map(|o| (o.tenant_id, o.id)).collect();
+    Ok(tx.operations().get_many(&ids, true).await?)
+}
+
+/// The contracts and accounts the operations of one run name, each read once: a batch's
+/// operations mostly name the same few.
+#[derive(Default)]
+struct Lookups {
+    contracts: std::collections::HashMap<(TenantId, String), Option<tokenops_store::ContractRecord>>,
+    accounts: std::collections::HashMap<(TenantId, AccountRef), Option<tokenops_store::AccountRecord>>,
+}
+
+impl Lookups {
+    async fn contract(
+        &mut self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        asset: &str,
+    ) -> Result<Option<tokenops_store::ContractRecord>, JobError> {
+        let key = (tenant, asset.to_owned());
+        if let Some(found) = self.contracts.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = tx.contracts().get(tenant, asset).await?;
+        self.contracts.insert(key, found.clone());
+        Ok(found)
+    }
+
+    async fn account(
+        &mut self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        reference: &AccountRef,
+    ) -> Result<Option<tokenops_store::AccountRecord>, JobError> {
+        let key = (tenant, reference.clone());
+        if let Some(found) = self.accounts.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = tx.accounts().get(tenant, reference).await?;
+        self.accounts.insert(key, found.clone());
+        Ok(found)
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> JobError {
+    JobError::Retry(e.to_string())
+}
+
+/// The ledger's id of a lock's hold: the lock id's 16 bytes, right-aligned.
+pub fn hold_id(lock_id: Uuid) -> B256 {
+    let mut bytes = [0u8; 32];
+    bytes[16..].copy_from_slice(lock_id.as_bytes());
+    B256::from(bytes)
+}
+
+pub(crate) fn parse_address(text: Option<&str>, what: &str) -> Result<Address, String> {
+    let text = text.ok_or_else(|| format!("{what} has no address"))?;
+    Address::from_str(text).map_err(|_| format!("{what} has an invalid address {text:?}"))
+}
+
+impl Pipeline {
+    async fn load(&self, tenant: TenantId, id: Uuid) -> Result<Option<OperationRecord>, JobError> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.operations().get(tenant, id).await?)
+    }
+
+    pub(crate) fn job(&self, kind: &str, tenant: TenantId, id: Uuid, run_at: Timestamp) -> NewJob {
+        NewJob {
+            kind: kind.to_owned(),
+            tenant_id: Some(tenant),
+            payload: serde_json::json!({ "transactionId": id }),
+            run_at,
+            max_attempts: self.settings.job_max_attempts,
+            dedupe_key: None,
+        }
+    }
+
+    /// Moves the operation (read for update in `tx`) from `from` to `to` by `change`, with the
+    /// event the new state calls for; `false` when the operation is no longer in `from`.
+    async fn advance(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        id: Uuid,
+        from: OperationState,
+        change: impl FnOnce(&mut OperationRecord),
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, JobError> {
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        self.advance_row(tx, row, from, change, now).await
+    }
+
+    /// As `advance`, on the operation's row as the caller read it for update.
+    async fn advance_row(
+        &self,
+        tx: &mut dyn Tx,
+        row: Option<OperationRecord>,
+        from: OperationState,
+        change: impl FnOnce(&mut OperationRecord),
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, JobError> {
+        let Some(mut operation) = row else {
+            return Ok(None);
+        };
+        if operation.state != from {
+            return Ok(None);
+        }
+        change(&mut operation);
+        debug_assert!(from.may_become(operation.state) || from == operation.state);
+        operation.updated_at = now;
+        tx.operations().update(&operation).await?;
+        Ok(Some(operation))
+    }
+
+    /// The ledger call of an operation, with the token's address: every address it needs read
+    /// from the store. `Err` is a reason the operation cannot be processed (UNPROCESSABLE).
+    async fn ledger_call(
+        &self,
+        operation: &OperationRecord,
+        now: Timestamp,
+    ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
+        let mut tx = self.store.read().await?;
+        self.ledger_call_in(tx.as_mut(), &mut Lookups::default(), operation, now).await
+    }
+
+    /// As `ledger_call`, reading through `tx` what `lookups` does not hold yet.
+    async fn ledger_call_in(
+        &self,
+        tx: &mut dyn Tx,
+        lookups: &mut Lookups,
+        operation: &OperationRecord,
+        now: Timestamp,
+    ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
+        let tenant = operation.tenant_id;
+        let Some(contract) = lookups
+            .contract(tx, tenant, &operation.asset_id)
+            .await?
+            .filter(|c| c.status == tokenops_domain::account::ContractStatus::Active)
+        else {
+            return Ok(Err(format!("{} has no ACTIVE contract", operation.asset_id)));
+        };
+        // Completing a lock is allowed on an INACTIVE account: the funds are already committed.
+        let needs_active = !operation.tx_type.completes_lock();
+        let token = match parse_address(contract.address.as_deref(), "the contract") {
+            Ok(token) => token,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let wallet_of = |account: Option<tokenops_store::AccountRecord>, what: &str| -> Result<Address, String> {
+            let account = account.ok_or_else(|| format!("{what} no longer exists"))?;
+            if needs_active && account.status != AccountStatus::Active {
+                return Err(format!("{what} {} is not ACTIVE", account.account_ref));
+            }
+            parse_address(account.wallet_address.as_deref(), what)
+        };
+        let owner = wallet_of(lookups.account(tx, tenant, &operation.account_ref).await?, "the account");
+        let counterparty = match &operation.counterparty_ref {
+            Some(reference) => Some(wallet_of(lookups.account(tx, tenant, reference).await?, "the counterparty")),
+            None => None,
+        };
+        let amount = U256::from(u64::try_from(operation.amount).unwrap_or(0));
+        let call = (|| -> Result<LedgerCall, String> {
+            let owner = owner?;
+            let counterparty = counterparty.transpose()?;
+            Ok(match operation.tx_type {
+                TxType::Mint => LedgerCall::Mint { to: owner, amount },
+                TxType::Burn => LedgerCall::Burn { from: owner, amount },
+                TxType::Transfer => LedgerCall::Transfer {
+                    from: owner,
+                    to: counterparty.ok_or("a TRANSFER without its counterparty")?,
+                    amount,
+                },
+                TxType::Lock => LedgerCall::Hold {
+                    owner,
+                    id: hold_id(operation.id),
+                    payee: counterparty,
+                    amount,
+                    expires_at: lock_expiry(operation, now)?
+                        .map(|t| u64::try_from(t.as_micros() / 1_000_000).unwrap_or(0)),
+                },
+                TxType::Release => {
+                    LedgerCall::ExecuteHold { actor: owner, id: hold_id(operation.lock_id.unwrap_or(operation.id)) }
+                }
+                TxType::Cancel => {
+                    LedgerCall::CancelHold { actor: owner, id: hold_id(operation.lock_id.unwrap_or(operation.id)) }
+                }
+            })
+        })();
+        Ok(call.map(|call| (token, call)))
+    }
+}
+
+/// A LOCK's `params.expiresAt`: absent, or an ISO 8601 instant after `now`.
+fn lock_expiry(operation: &OperationRecord, now: Timestamp) -> Result<Option<Timestamp>, String> {
+    match operation.params.get("expiresAt") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) => {
+            let at = Timestamp::parse_iso8601(text)
+                .map_err(|_| format!("params.expiresAt {text:?} is not an ISO 8601 instant"))?;
+            if at <= now {
+                return Err(format!("params.expiresAt {text} is not in the future"));
+            }
+            Ok(Some(at))
+        }
+        Some(other) => Err(format!("params.expiresAt {other} is not an ISO 8601 instant")),
+    }
+}

@@ -1,0 +1,159 @@
+//! How an operation's step ends beyond moving its state: FAILED with its code, reason and
+//! break; the events it publishes and the audit records it leaves.
+
+use tokenops_domain::audit::AuditOutcome;
+use tokenops_domain::event::{Event, EventType, ResourceRef};
+use tokenops_domain::operation::{BreakReason, FailureCode, OperationState};
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_store::{BreakRecord, OperationRecord, Tx};
+use uuid::Uuid;
+
+use super::{Pipeline, SETTLED, internal};
+use crate::jobs::JobError;
+use crate::operations::OperationOut;
+
+impl Pipeline {
+    /// Ends the operation FAILED with `code` and `reason`: its event, its lock bookkeeping, a
+    /// break when it reached the ledger or ran out of retries, and the audit record.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn fail(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: TenantId,
+        id: Uuid,
+        from: OperationState,
+        code: FailureCode,
+        reason: String,
+        block_number: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let row = tx.operations().get_for_update(tenant, id).await?;
+        self.fail_row(tx, row, from, code, reason, block_number, now).await
+    }
+
+    /// As `fail`, on the operation's row as the caller read it for update.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn fail_row(
+        &self,
+        tx: &mut dyn Tx,
+        row: Option<OperationRecord>,
+        from: OperationState,
+        code: FailureCode,
+        reason: String,
+        block_number: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let reason_code = reason_code_of(code, &reason);
+        let Some(operation) = self
+            .advance_row(
+                tx,
+                row,
+                from,
+                |o| {
+                    o.state = OperationState::Failed;
+                    o.failure_code = Some(code);
+                    o.reason_code = Some(reason_code);
+                    if block_number.is_some() {
+                        o.block_number = block_number;
+                    }
+                },
+                now,
+            )
+            .await?
+        else {
+            return Ok(());
+        };
+        let tenant = operation.tenant_id;
+        // A RELEASE or CANCEL that failed leaves its lock ACTIVE for another try.
+        if let Some(lock_id) = operation.lock_id.filter(|_| operation.tx_type.completes_lock())
+            && let Some(mut lock) = tx.locks().get_for_update(tenant, lock_id).await?
+            && lock.completed_by == Some(operation.id)
+        {
+            lock.completed_by = None;
+            lock.updated_at = now;
+            tx.locks().update(&lock).await?;
+        }
+        let break_reason = match code {
+            FailureCode::ChainFailed => Some(BreakReason::ChainFailed),
+            FailureCode::RetryExhausted => Some(BreakReason::RetryExhausted),
+            _ => None,
+        };
+        if let Some(break_reason) = break_reason {
+            let detail = match &operation.tx_hash {
+                Some(hash) => format!("{reason} (txHash {hash})"),
+                None => reason.clone(),
+            };
+            tx.breaks()
+                .insert(&BreakRecord {
+                    id: new_id(),
+                    tenant_id: tenant,
+                    transaction_id: Some(operation.id),
+                    account_ref: operation.account_ref.clone(),
+                    asset_id: operation.asset_id.clone(),
+                    reason: break_reason,
+                    detail,
+                    detected_at: now,
+                })
+                .await?;
+        }
+        let event = if code == FailureCode::ValidationRejected {
+            EventType::TransactionRejected
+        } else {
+            EventType::TransactionFailed
+        };
+        self.publish(tx, event, &operation, now).await?;
+        self.audit(tx, &operation, AuditOutcome::Failure, now).await
+    }
+
+    pub(super) async fn publish(
+        &self,
+        tx: &mut dyn Tx,
+        event_type: EventType,
+        operation: &OperationRecord,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let data = serde_json::to_value(OperationOut::from(operation)).map_err(internal)?;
+        let event = Event {
+            id: new_id(),
+            tenant_id: operation.tenant_id,
+            event_type: event_type.as_str().to_owned(),
+            occurred_at: now,
+            correlation_id: operation.correlation_id.clone(),
+            idempotency_key: operation.idempotency_key.clone(),
+            resource: ResourceRef::new("transaction", operation.id.to_string()),
+            data,
+            dispatched_at: None,
+        };
+        crate::events::publish(tx, &event, self.settings.job_max_attempts, now).await.map_err(internal)
+    }
+
+    pub(super) async fn audit(
+        &self,
+        tx: &mut dyn Tx,
+        operation: &OperationRecord,
+        outcome: AuditOutcome,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let record = crate::audit::worker_record(
+            operation.tenant_id,
+            &SETTLED,
+            operation.id.to_string(),
+            outcome,
+            serde_json::json!({ "after": OperationOut::from(operation) }),
+            now,
+        );
+        Ok(tx.audit().record(&record).await?)
+    }
+}
+
+/// The short, stable reason code the spec reports: the decoded revert for CHAIN_FAILED
+/// (`InsufficientAvailableBalance`), else a code of the failure.
+fn reason_code_of(code: FailureCode, reason: &str) -> String {
+    match code {
+        FailureCode::ChainFailed => reason.split([':', ' ']).next().unwrap_or("EXECUTION_REVERTED").to_owned(),
+        FailureCode::SigningRejected => "CUSTODY_REFUSED".to_owned(),
+        FailureCode::RetryExhausted => "DEPENDENCY_UNAVAILABLE".to_owned(),
+        FailureCode::Unprocessable => "UNPROCESSABLE".to_owned(),
+        other => other.as_str().to_owned(),
+    }
+}

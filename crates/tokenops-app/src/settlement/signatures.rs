@@ -1,0 +1,297 @@
+//! Signed transactions: recording them on their operations before anything is sent (and
+//! giving back the nonces of those not recorded), signing and sending a batch, the form an
+//! operation keeps its signature in, and sending the stored ones again at start.
+
+use std::sync::Arc;
+use tokenops_custody::Address;
+use tokenops_domain::operation::OperationState;
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_ledger::{Ledger, LedgerCall, SignedTransaction};
+use tokenops_store::{Job, OperationRecord};
+use uuid::Uuid;
+
+use super::{Pipeline, internal, lock_rows};
+use crate::jobs::{BatchContext, BatchFinished, JobError, kinds};
+
+/// Signatures made but not yet handed to `record_signatures`: dropped armed (the run was
+/// stopped), it gives their nonces back.
+struct Unrecorded {
+    ledger: Arc<dyn Ledger>,
+    signed: Vec<SignedTransaction>,
+}
+
+impl Unrecorded {
+    fn disarm(&mut self) {
+        self.signed.clear();
+    }
+}
+
+impl Drop for Unrecorded {
+    fn drop(&mut self) {
+        if self.signed.is_empty() {
+            return;
+        }
+        let (ledger, signed) = (self.ledger.clone(), std::mem::take(&mut self.signed));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for transaction in signed.iter().rev() {
+                    ledger.abandon(transaction).await;
+                }
+            });
+        }
+    }
+}
+
+impl Pipeline {
+    /// Records each signed transaction on its operation (one commit for all), moving it from
+    /// `from` (SUBMITTED, when evaluation goes straight on, or PENDING_SETTLEMENT) to
+    /// PENDING_SETTLEMENT, unless a signature is recorded already: from then on only the
+    /// recorded bytes are ever sent.
+    /// A signature that was not recorded (another is, or the operation moved on) has its nonce
+    /// given back. When the commit fails, the store is read again and the nonces of the
+    /// signatures it does not hold are given back (a failed sync may follow a commit that
+    /// landed: those signatures are recorded and keep their nonces).
+    pub(super) async fn record_signatures(
+        &self,
+        signed: &[(TenantId, Uuid, &SignedTransaction)],
+        from: OperationState,
+        now: Timestamp,
+    ) -> Result<Vec<Recorded>, JobError> {
+        let ours: Vec<String> = signed
+            .iter()
+            .map(|(_, _, transaction)| serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal))
+            .collect::<Result<_, _>>()?;
+        let recorded = async {
+            let mut tx = self.store.write().await?;
+            let ids: Vec<(TenantId, Uuid)> = signed.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
+            let rows = tx.operations().get_many(&ids, true).await?;
+            let mut outcomes = Vec::with_capacity(signed.len());
+            for (ours, row) in ours.iter().zip(rows) {
+                let moved = self
+                    .advance_row(
+                        tx.as_mut(),
+                        row,
+                        from,
+                        |o| {
+                            o.state = OperationState::PendingSettlement;
+                            if o.signed_transaction.is_none() {
+                                o.signed_transaction = Some(ours.clone());
+                            }
+                        },
+                        now,
+                    )
+                    .await?;
+                outcomes.push(match moved.and_then(|o| o.signed_transaction) {
+                    Some(kept) if kept == *ours => Recorded::Ours,
+                    Some(kept) => Recorded::Other(kept),
+                    None => Recorded::Gone,
+                });
+            }
+            tx.commit().await?;
+            Ok::<_, JobError>(outcomes)
+        }
+        .await;
+        let unrecorded: Vec<bool> = match &recorded {
+            Ok(outcomes) => outcomes.iter().map(|o| !matches!(o, Recorded::Ours)).collect(),
+            Err(_) => match self.holds_signatures(signed, &ours).await {
+                Ok(held) => held.into_iter().map(|held| !held).collect(),
+                Err(e) => {
+                    // The gap sweep (`nonce_gaps`) settles them once the store answers again.
+                    tracing::warn!(error = %e, "could not tell which signatures were recorded; their nonces are kept for the gap sweep");
+                    vec![false; signed.len()]
+                }
+            },
+        };
+        // Latest first, so that each nonce steps its sender's slot back.
+        for ((_, _, transaction), unrecorded) in signed.iter().zip(unrecorded).rev() {
+            if unrecorded {
+                self.ledger.abandon(transaction).await;
+            }
+        }
+        recorded
+    }
+
+    /// Whether the store holds each of `ours` as its operation's signature.
+    async fn holds_signatures(
+        &self,
+        signed: &[(TenantId, Uuid, &SignedTransaction)],
+        ours: &[String],
+    ) -> Result<Vec<bool>, JobError> {
+        let mut read = self.store.read().await?;
+        let ids: Vec<(TenantId, Uuid)> = signed.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
+        let rows = read.operations().get_many(&ids, false).await?;
+        Ok(rows
+            .iter()
+            .zip(ours)
+            .map(|(row, ours)| row.as_ref().and_then(|o| o.signed_transaction.as_ref()) == Some(ours))
+            .collect())
+    }
+
+    /// The common case of settling a batch: signs each operation's ledger call, records every
+    /// signature in one commit (moving each operation from `from` to PENDING_SETTLEMENT), sends
+    /// what was recorded, and moves the sent to SETTLING with their track jobs in the commit
+    /// that finishes the batch. A refusal, a signature recorded first by another run, or a
+    /// failed send is left to `run`, which then finds the recorded bytes and sends those.
+    pub(super) async fn sign_and_send(
+        &self,
+        calls: Vec<(Job, OperationRecord, Address, LedgerCall)>,
+        from: OperationState,
+        idle: Vec<Job>,
+        mut rest: Vec<Job>,
+        ctx: &BatchContext,
+    ) -> Result<BatchFinished, JobError> {
+        let p = self;
+        let mut signed = Vec::with_capacity(calls.len());
+        // Should the batch be stopped (its lease lost) before the signatures are recorded, their
+        // nonces are given back rather than left as gaps.
+        let mut unsent = Unrecorded { ledger: p.ledger.clone(), signed: Vec::new() };
+        for (job, operation, token, call) in calls {
+            match p.ledger.sign(token, &call, p.custody.as_ref()).await {
+                Ok(transaction) => {
+                    unsent.signed.push(transaction.clone());
+                    signed.push((job, operation, transaction));
+                }
+                Err(_) => rest.push(job),
+            }
+        }
+        let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
+            signed.iter().map(|(_, o, t)| (o.tenant_id, o.id, t)).collect();
+        // From here `record_signatures` settles each nonce's fate itself. (Stopped while its
+        // commit is in flight, the outcome is unknown and the nonces are kept.)
+        unsent.disarm();
+        let recorded = p.record_signatures(&records, from, ctx.clock().now()).await?;
+        let mut sent = Vec::with_capacity(signed.len());
+        for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded) {
+            // Only our own recorded bytes go out from here; `run` sends another's.
+            if !matches!(recorded, Recorded::Ours) {
+                rest.push(job);
+                continue;
+            }
+            match p.ledger.send(&transaction).await {
+                Ok(hash) => sent.push((job, operation, hash)),
+                Err(_) => rest.push(job),
+            }
+        }
+        let now = ctx.clock().now();
+        // A transaction just sent is in no block yet: the first look waits one poll.
+        let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
+        let mut tx = p.store.write().await?;
+        let operations: Vec<&OperationRecord> = sent.iter().map(|(_, o, _)| o).collect();
+        let rows = lock_rows(tx.as_mut(), &operations).await?;
+        let mut next = Vec::with_capacity(rows.len());
+        for (row, (_, _, hash)) in rows.into_iter().zip(&sent) {
+            let moved = p
+                .advance_row(
+                    tx.as_mut(),
+                    row,
+                    OperationState::PendingSettlement,
+                    |o| {
+                        o.state = OperationState::Settling;
+                        o.tx_hash = Some(format!("{hash:#x}"));
+                    },
+                    now,
+                )
+                .await?;
+            if let Some(o) = moved {
+                next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
+            }
+        }
+        tx.jobs().enqueue_all(&next, now).await?;
+        let done = idle.iter().map(|job| job.id).chain(sent.iter().map(|(job, _, _)| job.id)).collect();
+        ctx.finish(tx, done, rest).await
+    }
+}
+
+/// After a restart, sends the stored signed transactions of every unsettled operation again,
+/// per sender in nonce order, before any worker signs anything new. A ledger whose pending
+/// transactions did not survive the restart (the embedded ledger's mempool, a node that dropped
+/// them) then counts those nonces again, so no stored signature's nonce is handed to another
+/// transaction. Returns how many were sent; a transaction the ledger already has is no error.
+pub async fn resend_unsettled(p: &Pipeline) -> Result<usize, JobError> {
+    let unsettled = {
+        let mut tx = p.store.read().await?;
+        tx.operations().unsettled_signed(100_000).await?
+    };
+    let mut signed: Vec<SignedTransaction> = Vec::with_capacity(unsettled.len());
+    for operation in &unsettled {
+        match operation.signed_transaction.as_deref().map(decode_signed) {
+            Some(Ok(transaction)) => signed.push(transaction),
+            Some(Err(e)) => {
+                // Its nonce waits for the gap sweep, which cannot send it either: say so loudly.
+                tracing::error!(transaction_id = %operation.id, error = %e, "a stored signed transaction cannot be decoded");
+            }
+            None => {}
+        }
+    }
+    signed.sort_by(|a, b| a.sender.cmp(&b.sender).then(a.nonce.cmp(&b.nonce)));
+    let mut sent = 0;
+    for transaction in &signed {
+        match p.ledger.send(transaction).await {
+            Ok(_) => sent += 1,
+            Err(e) => tracing::warn!(hash = %transaction.hash, error = %e, "resending a stored transaction at start"),
+        }
+    }
+    if sent > 0 {
+        tracing::info!(sent, "sent the stored transactions of unsettled operations again");
+    }
+    Ok(sent)
+}
+
+/// For a break's detail: the hash of the operation's recorded signed transaction, which may
+/// have reached the ledger even though the operation never got to SETTLING.
+pub(super) fn signed_hash_note(operation: &OperationRecord) -> String {
+    match operation.signed_transaction.as_deref().map(decode_signed) {
+        Some(Ok(signed)) => format!(" (signed transaction {:#x})", signed.hash),
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {
+    serde_json::from_str::<StoredSignature>(text)
+        .map_err(|e| JobError::Permanent(format!("stored signed transaction: {e}")))?
+        .into_signed()
+}
+
+/// What recording a signature found.
+pub(super) enum Recorded {
+    /// Ours is the operation's signature now: send it.
+    Ours,
+    /// Another was recorded first (its text): only that one may be sent.
+    Other(String),
+    /// The operation left PENDING_SETTLEMENT.
+    Gone,
+}
+
+/// The signed transaction as the operation keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredSignature {
+    hash: String,
+    raw: String,
+    sender: String,
+    nonce: u64,
+}
+
+impl StoredSignature {
+    fn of(t: &SignedTransaction) -> Self {
+        Self {
+            hash: format!("{:#x}", t.hash),
+            raw: format!("0x{}", hex_of(&t.raw)),
+            sender: format!("{:#x}", t.sender),
+            nonce: t.nonce,
+        }
+    }
+
+    fn into_signed(self) -> Result<SignedTransaction, JobError> {
+        let bad = |what: &str| JobError::Permanent(format!("stored signed transaction: invalid {what}"));
+        Ok(SignedTransaction {
+            hash: self.hash.parse().map_err(|_| bad("hash"))?,
+            raw: self.raw.parse().map_err(|_| bad("raw bytes"))?,
+            sender: self.sender.parse().map_err(|_| bad("sender"))?,
+            nonce: self.nonce,
+        })
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
