@@ -1,185 +1,19 @@
-//! Token contracts and accounts on PostgreSQL.
+//! Accounts on PostgreSQL: `AccountStore`. Assets are stored upper-cased (`codec::asset_key`).
 //!
 //! Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from the
-//! row count: a unique violation would abort the transaction, and callers go on as on SQLite.
-//! No update can violate a unique index (the asset of a contract and the reference of an
-//! account never change).
-//!
-//! Assets are stored as their upper-case code: the store upper-cases the ASCII letters of the
-//! code it is given, and of every code it looks up or filters by, so that asset lookups ignore
-//! case (ISO 4217 codes are ASCII letters) and the unique index sees one spelling.
+//! row count (see `codec::conflict`). No update can violate a unique index (the reference of an
+//! account never changes).
 
+use crate::codec::asset_key;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::account::{AccountRef, AccountStatus, ContractStatus};
+use tokenops_domain::account::{AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{
-    AccountFilter, AccountRecord, AccountStore, ContractFilter, ContractRecord, ContractStore, StoreError, StoreResult,
-};
+use tokenops_store::{AccountFilter, AccountRecord, AccountStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-/// An asset code as stored and compared: its ASCII letters upper-cased.
-fn asset_key(asset_id: &str) -> String {
-    asset_id.to_ascii_uppercase()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Token contracts
-
-const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
-
-/// The filter shared by the count and the page: `$1` the tenant, `$2` the asset, `$3` the status
-/// (each NULL when not filtered on).
-const CONTRACT_FILTER: &str =
-    "tenant_id = $1 AND ($2::text IS NULL OR asset_id = $2) AND ($3::text IS NULL OR status = $3)";
-
-fn decode_contract(row: &PgRow) -> StoreResult<ContractRecord> {
-    let status: String = codec::get(row, "status")?;
-    let decimals: i16 = codec::get(row, "decimals")?;
-    Ok(ContractRecord {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        asset_id: codec::get(row, "asset_id")?,
-        name: codec::get(row, "name")?,
-        symbol: codec::get(row, "symbol")?,
-        decimals: u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("contract decimals {decimals}")))?,
-        status: ContractStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("contract status {status:?}")))?,
-        address: codec::get(row, "address")?,
-        adopt_address: codec::get(row, "adopt_address")?,
-        failure_reason: codec::get(row, "failure_reason")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
-}
-
-impl PostgresTx {
-    /// The organisation's contract for the asset, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_contract(
-        &mut self,
-        tenant: TenantId,
-        asset_id: &str,
-        lock: &str,
-    ) -> StoreResult<Option<ContractRecord>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND asset_id = $2 {lock}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(asset_key(asset_id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_contract).transpose()
-    }
-}
-
-#[async_trait]
-impl ContractStore for PostgresTx {
-    async fn insert(&mut self, contract: &ContractRecord) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(contract.id)
-            .bind(contract.tenant_id.as_uuid())
-            .bind(asset_key(&contract.asset_id))
-            .bind(&contract.name)
-            .bind(&contract.symbol)
-            .bind(i16::from(contract.decimals))
-            .bind(contract.status.as_str())
-            .bind(contract.address.as_deref())
-            .bind(contract.adopt_address.as_deref())
-            .bind(contract.failure_reason.as_deref())
-            .bind(contract.created_at.as_micros())
-            .bind(contract.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
-            return Err(codec::conflict("contract id or asset"));
-        }
-        Ok(())
-    }
-
-    async fn get(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
-        self.fetch_contract(tenant, asset_id, "").await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
-        self.fetch_contract(tenant, asset_id, "FOR UPDATE").await
-    }
-
-    async fn on_address(&mut self, address: &str) -> StoreResult<Vec<ContractRecord>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = $1 ORDER BY created_at, id");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(address.to_ascii_lowercase())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_contract).collect()
-    }
-
-    async fn update(&mut self, contract: &ContractRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE contracts SET name = $1, symbol = $2, decimals = $3, status = $4, address = $5, adopt_address = $6,
-                                  failure_reason = $7, updated_at = $8
-             WHERE tenant_id = $9 AND id = $10",
-        )
-        .bind(&contract.name)
-        .bind(&contract.symbol)
-        .bind(i16::from(contract.decimals))
-        .bind(contract.status.as_str())
-        .bind(contract.address.as_deref())
-        .bind(contract.adopt_address.as_deref())
-        .bind(contract.failure_reason.as_deref())
-        .bind(contract.updated_at.as_micros())
-        .bind(contract.tenant_id.as_uuid())
-        .bind(contract.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &ContractFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<ContractRecord>> {
-        let asset = filter.asset_id.as_deref().map(asset_key);
-        let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}")))
-                .bind(tenant.as_uuid())
-                .bind(asset.as_deref())
-                .bind(status)
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
-        let sql = format!(
-            "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT $4 OFFSET $5"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(asset.as_deref())
-            .bind(status)
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_contract).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page { items, total: codec::count(total) })
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Accounts
 
 const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
 

@@ -2,6 +2,7 @@
 
 use sqlx::postgres::PgRow;
 use sqlx::{Decode, Postgres, Row, Type};
+use tokenops_domain::paging::SortKey;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
@@ -74,6 +75,10 @@ pub fn sql_i64(value: u64) -> i64 {
 }
 
 /// The error raised when a statement that must not conflict silently did nothing.
+///
+/// Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from
+/// the row count: a unique violation would abort the transaction, and callers go on as on
+/// SQLite.
 pub fn conflict(what: &str) -> StoreError {
     StoreError::Conflict(format!("{what} already exists"))
 }
@@ -84,4 +89,32 @@ pub fn conflict(what: &str) -> StoreError {
 /// uniqueness is on the folded column.
 pub fn folded(text: &str) -> String {
     text.to_lowercase().to_uppercase()
+}
+
+/// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
+/// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
+/// from the request; a column the list does not know is refused rather than placed in SQL.
+pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
+    let mut order = Vec::with_capacity(sort.len() + 1);
+    for key in sort {
+        let (_, sql) = columns
+            .iter()
+            .find(|(name, _)| *name == key.column)
+            .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
+        order.push(format!("{sql} {}", key.direction.sql()));
+    }
+    order.push("id ASC".to_owned());
+    Ok(order.join(", "))
+}
+
+/// An asset code as stored and compared: its ASCII letters upper-cased. The store upper-cases
+/// the code it is given, and every code it looks up or filters by, so that asset lookups ignore
+/// case (ISO 4217 codes are ASCII letters) and the unique index sees one spelling.
+pub fn asset_key(asset_id: &str) -> String {
+    asset_id.to_ascii_uppercase()
+}
+
+/// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.
+pub fn parsed<T>(text: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
+    parse(text).ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?}")))
 }

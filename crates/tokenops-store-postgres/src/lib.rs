@@ -16,17 +16,31 @@
 
 mod accounts;
 mod audit;
+mod breaks;
+mod challenges;
+mod clause;
 mod codec;
+mod contracts;
 mod custody;
 mod customers;
 mod events;
+mod groups;
 mod idempotency;
-mod identity;
 mod jobs;
 mod ledger;
+mod locks;
+mod machine_clients;
 mod migrate;
 mod operations;
+mod positions;
+mod refresh_tokens;
+mod roles;
+mod secret_reveals;
 mod settings;
+mod signing_keys;
+mod standing;
+mod tenants;
+mod users;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -352,7 +366,7 @@ impl Store for PostgresStore {
         tenant: Option<tokenops_domain::TenantId>,
         id: uuid::Uuid,
     ) -> StoreResult<tokenops_store::SubjectStanding> {
-        identity::subject_standing(&self.pool, tenant, id).await
+        standing::subject_standing(&self.pool, tenant, id).await
     }
 
     async fn ping(&self) -> StoreResult<()> {

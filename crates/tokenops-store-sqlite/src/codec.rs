@@ -2,8 +2,9 @@
 
 use rusqlite::Row;
 use rusqlite::types::FromSql;
+use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::StoreError;
+use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 
 pub fn backend(error: rusqlite::Error) -> StoreError {
@@ -74,4 +75,52 @@ pub fn names_text(names: &[String]) -> String {
 
 pub fn names(text: &str) -> Result<Vec<String>, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("name list: {e}")))
+}
+
+pub fn text(row: &Row<'_>, name: &str) -> StoreResult<String> {
+    get(row, name)
+}
+
+pub fn opt_text(row: &Row<'_>, name: &str) -> StoreResult<Option<String>> {
+    get(row, name)
+}
+
+pub fn int(row: &Row<'_>, name: &str) -> StoreResult<i64> {
+    get(row, name)
+}
+
+pub fn opt_ts(row: &Row<'_>, name: &str) -> StoreResult<Option<Timestamp>> {
+    Ok(get::<Option<i64>>(row, name)?.map(ts))
+}
+
+/// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
+/// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
+/// from the request; a column the list does not know is refused rather than placed in SQL.
+pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
+    let mut order = Vec::with_capacity(sort.len() + 1);
+    for key in sort {
+        let (_, sql) = columns
+            .iter()
+            .find(|(name, _)| *name == key.column)
+            .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
+        order.push(format!("{sql} {}", key.direction.sql()));
+    }
+    order.push("id ASC".to_owned());
+    Ok(order.join(", "))
+}
+
+pub fn page_limits(page: PageRequest) -> (i64, i64) {
+    (i64::from(page.size), i64::try_from(page.offset()).unwrap_or(i64::MAX))
+}
+
+/// An asset code as stored and compared: its ASCII letters upper-cased. The store upper-cases
+/// the code it is given, and every code it looks up or filters by, so that asset lookups ignore
+/// case (ISO 4217 codes are ASCII letters) and the unique index sees one spelling.
+pub fn asset_key(asset_id: &str) -> String {
+    asset_id.to_ascii_uppercase()
+}
+
+/// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.
+pub fn parsed<T>(text: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
+    parse(text).ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?}")))
 }

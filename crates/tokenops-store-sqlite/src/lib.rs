@@ -7,19 +7,33 @@
 
 mod accounts;
 mod audit;
+mod breaks;
+mod challenges;
+mod clause;
 mod codec;
 mod connection;
+mod contracts;
 mod custody;
 mod customers;
 mod events;
 mod group_commit;
+mod groups;
 mod idempotency;
-mod identity;
 mod jobs;
 mod ledger;
+mod locks;
+mod machine_clients;
 mod migrate;
 mod operations;
+mod positions;
+mod refresh_tokens;
+mod roles;
+mod secret_reveals;
 mod settings;
+mod signing_keys;
+mod standing;
+mod tenants;
+mod users;
 
 use async_trait::async_trait;
 use rusqlite::types::FromSql;
@@ -107,7 +121,7 @@ impl Store for SqliteStore {
     }
 
     async fn subject_standing(&self, tenant: Option<TenantId>, id: Uuid) -> StoreResult<SubjectStanding> {
-        self.readers.single(|conn| identity::subject_standing(conn, tenant, id)).await
+        self.readers.single(|conn| standing::subject_standing(conn, tenant, id)).await
     }
 
     async fn ping(&self) -> StoreResult<()> {

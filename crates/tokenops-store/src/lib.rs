@@ -1,27 +1,67 @@
 //! The store's API of intent: one trait per aggregate, reached through a transaction handle
 //! (`Tx`), and the `Store` that opens transactions. Backends (SQLite, PostgreSQL) implement
-//! these traits; nothing above this crate sees SQL.
+//! these traits; nothing above this crate sees SQL. One file per aggregate; methods are named for
+//! intent, and implementations run inside the `Tx` that handed them out.
+//!
+//! Identity secrets are only ever stored hashed (passwords: argon2id PHC strings; opaque tokens:
+//! SHA-256 hex) or sealed (signing keys: AES-256-GCM under the master key).
 //!
 //! Every tenant-scoped call takes the tenant first, so another organisation's row cannot be
 //! reached by construction.
 
 mod accounts;
-mod aggregates;
+mod audit;
+mod breaks;
+mod challenges;
+mod contracts;
 mod custody;
+mod customers;
 mod error;
-mod identity;
+mod events;
+mod groups;
+mod idempotency;
+mod jobs;
 mod ledger;
+mod locks;
+mod machine_clients;
 mod operations;
+mod positions;
 mod priority;
+mod refresh_tokens;
+mod roles;
+mod secret_reveals;
+mod settings;
+mod signing_keys;
+mod standing;
+mod tenants;
+mod users;
 
 pub use accounts::*;
-pub use aggregates::*;
+pub use audit::*;
+pub use breaks::*;
+pub use challenges::*;
+pub use contracts::*;
 pub use custody::*;
+pub use customers::*;
 pub use error::{StoreError, StoreResult};
-pub use identity::*;
+pub use events::*;
+pub use groups::*;
+pub use idempotency::*;
+pub use jobs::*;
 pub use ledger::*;
+pub use locks::*;
+pub use machine_clients::*;
 pub use operations::*;
+pub use positions::*;
 pub use priority::{in_background, is_background};
+pub use refresh_tokens::*;
+pub use roles::*;
+pub use secret_reveals::*;
+pub use settings::*;
+pub use signing_keys::*;
+pub use standing::*;
+pub use tenants::*;
+pub use users::*;
 
 use async_trait::async_trait;
 use std::time::Duration;

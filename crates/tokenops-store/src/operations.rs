@@ -1,19 +1,16 @@
-//! Token operations, locks, breaks and the service's own expectation of each account's
-//! balances (positions). Amounts are integer minor units (`i64`: SQLite's INTEGER and
-//! PostgreSQL's BIGINT).
+//! Token operations: `OperationRecord`, `OperationFilter`, `InFlight` and `OperationStore`.
+//!
+//! Amounts are integer minor units (`i64`: SQLite's INTEGER and PostgreSQL's BIGINT).
 
 use async_trait::async_trait;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
+use tokenops_domain::operation::{FailureCode, OperationState, TxType};
 use tokenops_domain::paging::{KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
-
-// ---------------------------------------------------------------------------------------------
-// Operations
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationRecord {
@@ -119,108 +116,4 @@ pub struct InFlight {
     pub id: Uuid,
     pub state: OperationState,
     pub updated_at: Timestamp,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Locks
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockRecord {
-    /// The LOCK operation's `transactionId`.
-    pub id: Uuid,
-    pub tenant_id: TenantId,
-    pub account_ref: AccountRef,
-    pub counterparty_ref: Option<AccountRef>,
-    pub asset_id: String,
-    pub amount: i64,
-    pub expires_at: Option<Timestamp>,
-    pub status: LockStatus,
-    /// The RELEASE or CANCEL (or expiry) completing it, while that is in flight or once done.
-    pub completed_by: Option<Uuid>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-#[async_trait]
-pub trait LockStore: Send {
-    /// `StoreError::Conflict` when the id exists.
-    async fn insert(&mut self, lock: &LockRecord) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>>;
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>>;
-    /// Replaces status, completed_by and updated_at.
-    async fn update(&mut self, lock: &LockRecord) -> StoreResult<()>;
-    /// The account's locks (as owner), newest first, optionally in one status.
-    async fn list_for_account(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        status: Option<LockStatus>,
-        page: PageRequest,
-    ) -> StoreResult<Page<LockRecord>>;
-    /// Up to `limit` ACTIVE locks of any organisation whose expiry is at or before `now` and
-    /// that nothing completes yet, soonest first: the expiry sweep's work.
-    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<LockRecord>>;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Breaks
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BreakRecord {
-    pub id: Uuid,
-    pub tenant_id: TenantId,
-    pub transaction_id: Option<Uuid>,
-    pub account_ref: AccountRef,
-    pub asset_id: String,
-    pub reason: BreakReason,
-    pub detail: String,
-    pub detected_at: Timestamp,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct BreakFilter {
-    pub reason: Option<BreakReason>,
-    pub account_ref: Option<AccountRef>,
-    /// Inclusive.
-    pub from: Option<Timestamp>,
-    /// Exclusive.
-    pub to: Option<Timestamp>,
-}
-
-#[async_trait]
-pub trait BreakStore: Send {
-    async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()>;
-    /// Newest first (detected_at, then id, descending).
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &BreakFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<BreakRecord>>;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Positions: what the service expects each account's ledger balances to be
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Position {
-    /// Expected total balance (available + held), minor units.
-    pub total: i64,
-    /// Expected held balance (ACTIVE locks), minor units.
-    pub held: i64,
-}
-
-#[async_trait]
-pub trait PositionStore: Send {
-    /// Adds the deltas to the account's position (creating it at zero first), in the caller's
-    /// transaction: a confirmed operation moves the positions it affects as it commits.
-    async fn apply(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        total_delta: i64,
-        held_delta: i64,
-        now: Timestamp,
-    ) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Position>;
 }

@@ -1,0 +1,97 @@
+//! Breaks on PostgreSQL: `BreakStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
+
+use crate::clause::{Bind, Clause};
+use crate::codec::{asset_key, parsed};
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::TenantId;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::operation::BreakReason;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::{BreakFilter, BreakRecord, BreakStore, StoreResult};
+
+const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
+
+fn decode_break(row: &PgRow) -> StoreResult<BreakRecord> {
+    let reason: String = codec::get(row, "reason")?;
+    Ok(BreakRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        transaction_id: codec::get(row, "transaction_id")?,
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        asset_id: codec::get(row, "asset_id")?,
+        reason: parsed(&reason, "break reason", BreakReason::parse)?,
+        detail: codec::get(row, "detail")?,
+        detected_at: codec::ts(codec::get(row, "detected_at")?),
+    })
+}
+
+#[async_trait]
+impl BreakStore for PostgresTx {
+    async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO breaks ({BREAK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(record.id)
+            .bind(record.tenant_id.as_uuid())
+            .bind(record.transaction_id)
+            .bind(record.account_ref.as_str())
+            .bind(asset_key(&record.asset_id))
+            .bind(record.reason.as_str())
+            .bind(&record.detail)
+            .bind(record.detected_at.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("break id"));
+        }
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &BreakFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<BreakRecord>> {
+        let mut clause = Clause::new();
+        if let Some(reason) = filter.reason {
+            let p = clause.param(Bind::Text(reason.as_str().to_owned()));
+            clause.and(&format!("reason = {p}"));
+        }
+        if let Some(account) = &filter.account_ref {
+            let p = clause.param(Bind::Text(account.as_str().to_owned()));
+            clause.and(&format!("account_ref = {p}"));
+        }
+        if let Some(from) = filter.from {
+            let p = clause.param(Bind::Int(from.as_micros()));
+            clause.and(&format!("detected_at >= {p}"));
+        }
+        if let Some(to) = filter.to {
+            let p = clause.param(Bind::Int(to.as_micros()));
+            clause.and(&format!("detected_at < {p}"));
+        }
+        let count_sql = format!("SELECT COUNT(*) AS total FROM breaks WHERE {}", clause.sql);
+        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
+             ORDER BY detected_at DESC, id DESC LIMIT ${n} OFFSET ${}",
+            clause.sql,
+            n + 1
+        );
+        let rows = clause
+            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_break).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total })
+    }
+}

@@ -1,0 +1,69 @@
+//! The WHERE clause of a filtered list (operations, locks, breaks): built from the filters actually
+//! given, each a fixed fragment numbered after the tenant.
+
+use crate::codec;
+use sqlx::Postgres;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use tokenops_domain::TenantId;
+use tokenops_store::StoreResult;
+use uuid::Uuid;
+
+/// A value bound to a list's dynamic WHERE clause.
+pub(crate) enum Bind {
+    Int(i64),
+    Text(String),
+    Id(Uuid),
+}
+
+/// The WHERE clause of a list: `tenant_id = $1`, then each filter given, its parameters
+/// numbered in order.
+pub(crate) struct Clause {
+    pub(crate) sql: String,
+    pub(crate) binds: Vec<Bind>,
+}
+
+impl Clause {
+    pub(crate) fn new() -> Self {
+        Self { sql: String::from("tenant_id = $1"), binds: Vec::new() }
+    }
+
+    /// Binds `value` and returns its placeholder.
+    pub(crate) fn param(&mut self, value: Bind) -> String {
+        self.binds.push(value);
+        format!("${}", self.binds.len() + 1)
+    }
+
+    pub(crate) fn and(&mut self, fragment: &str) {
+        self.sql.push_str(" AND ");
+        self.sql.push_str(fragment);
+    }
+
+    /// The next free placeholder number (for LIMIT and OFFSET).
+    pub(crate) fn next(&self) -> usize {
+        self.binds.len() + 2
+    }
+
+    pub(crate) fn bind<'q>(
+        &self,
+        tenant: TenantId,
+        mut query: Query<'q, Postgres, PgArguments>,
+    ) -> Query<'q, Postgres, PgArguments> {
+        query = query.bind(tenant.as_uuid());
+        for b in &self.binds {
+            query = match b {
+                Bind::Int(v) => query.bind(*v),
+                Bind::Text(v) => query.bind(v.clone()),
+                Bind::Id(v) => query.bind(*v),
+            };
+        }
+        query
+    }
+
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total.
+    pub(crate) async fn count(&self, tenant: TenantId, sql: String, conn: &mut sqlx::PgConnection) -> StoreResult<u64> {
+        let row =
+            self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).fetch_one(conn).await.map_err(codec::backend)?;
+        Ok(codec::count(codec::get(&row, "total")?))
+    }
+}

@@ -1,0 +1,231 @@
+//! Approval groups and their members on PostgreSQL: `GroupStore`.
+//!
+//! Group keys are compared ignoring case through a folded copy stored beside them
+//! (`codec::folded`), which carries the uniqueness.
+
+use crate::codec::order_by;
+use crate::users::{USER_COLUMNS, decode_user};
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::Postgres;
+use sqlx::postgres::PgRow;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{GroupRecord, GroupStatus, GroupStore, StoreError, StoreResult, UserRecord};
+use uuid::Uuid;
+
+const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
+
+const GROUP_SORT: &[(&str, &str)] = &[
+    ("key", "group_key"),
+    ("name", "name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_group(row: &PgRow) -> StoreResult<GroupRecord> {
+    let status: String = codec::get(row, "status")?;
+    Ok(GroupRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        key: codec::get(row, "group_key")?,
+        name: codec::get(row, "name")?,
+        status: GroupStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("group status {status:?}")))?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+/// The user columns of a join with `users u`, named as in `users`.
+fn member_columns() -> String {
+    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
+/// organisation.
+const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
+     WHERE m.tenant_id = $1 AND m.group_id = $2";
+
+impl PostgresTx {
+    /// The group matching `condition`, in which `$1` is the tenant and `$2` the value.
+    async fn fetch_group<T>(&mut self, condition: &str, tenant: TenantId, value: T) -> StoreResult<Option<GroupRecord>>
+    where
+        T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
+    {
+        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE {condition}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(value)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_group).transpose()
+    }
+}
+
+#[async_trait]
+impl GroupStore for PostgresTx {
+    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        let done = sqlx::query(
+            "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(group.id)
+        .bind(group.tenant_id.as_uuid())
+        .bind(&group.key)
+        .bind(codec::folded(&group.key))
+        .bind(&group.name)
+        .bind(group.status.as_str())
+        .bind(group.created_at.as_micros())
+        .bind(group.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("group id or key"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group("tenant_id = $1 AND id = $2", tenant, id).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group("tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).await
+    }
+
+    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group("tenant_id = $1 AND key_folded = $2", tenant, codec::folded(key)).await
+    }
+
+    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+        )
+        .bind(&group.name)
+        .bind(group.status.as_str())
+        .bind(group.updated_at.as_micros())
+        .bind(group.tenant_id.as_uuid())
+        .bind(group.id)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1")
+            .bind(tenant.as_uuid())
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, GROUP_SORT)?;
+        let sql = format!(
+            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_group).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn add_member(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        user_id: Uuid,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        // Only a group and a user of the organisation: anything else adds nothing, like a member
+        // already there.
+        let done = sqlx::query(
+            "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
+             SELECT $1, $2, $3, $4
+             WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = $3 AND id = $1)
+               AND EXISTS (SELECT 1 FROM users WHERE tenant_id = $3 AND id = $2)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(group_id)
+        .bind(user_id)
+        .bind(tenant.as_uuid())
+        .bind(now.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool> {
+        let done =
+            sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
+                .bind(tenant.as_uuid())
+                .bind(group_id)
+                .bind(user_id)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_members(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>> {
+        let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
+            .bind(tenant.as_uuid())
+            .bind(group_id)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let sql = format!(
+            "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
+            member_columns()
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(group_id)
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {
+        sqlx::query_scalar(
+            "SELECT g.id FROM approval_group_members m
+             JOIN approval_groups g ON g.id = m.group_id AND g.tenant_id = m.tenant_id
+             WHERE m.tenant_id = $1 AND m.user_id = $2
+             ORDER BY g.group_key ASC, g.id ASC",
+        )
+        .bind(tenant.as_uuid())
+        .bind(user_id)
+        .fetch_all(&mut *self.tx)
+        .await
+        .map_err(codec::backend)
+    }
+
+    async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND user_id = $2")
+            .bind(tenant.as_uuid())
+            .bind(user_id)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
+}

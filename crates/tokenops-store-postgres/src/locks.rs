@@ -1,0 +1,149 @@
+//! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
+
+use crate::clause::{Bind, Clause};
+use crate::codec::{asset_key, parsed};
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::operation::LockStatus;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{LockRecord, LockStore, StoreResult};
+use uuid::Uuid;
+
+const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
+
+fn decode_lock(row: &PgRow) -> StoreResult<LockRecord> {
+    let status: String = codec::get(row, "status")?;
+    Ok(LockRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
+        asset_id: codec::get(row, "asset_id")?,
+        amount: codec::get(row, "amount")?,
+        expires_at: codec::opt_ts(codec::get(row, "expires_at")?),
+        status: parsed(&status, "lock status", LockStatus::parse)?,
+        completed_by: codec::get(row, "completed_by")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+impl PostgresTx {
+    /// The organisation's lock, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_lock(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<LockRecord>> {
+        let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = $1 AND id = $2 {lock}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_lock).transpose()
+    }
+}
+
+#[async_trait]
+impl LockStore for PostgresTx {
+    async fn insert(&mut self, lock: &LockRecord) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO locks ({LOCK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(lock.id)
+            .bind(lock.tenant_id.as_uuid())
+            .bind(lock.account_ref.as_str())
+            .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
+            .bind(asset_key(&lock.asset_id))
+            .bind(lock.amount)
+            .bind(lock.expires_at.map(Timestamp::as_micros))
+            .bind(lock.status.as_str())
+            .bind(lock.completed_by)
+            .bind(lock.created_at.as_micros())
+            .bind(lock.updated_at.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("lock id"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
+        self.fetch_lock(tenant, id, "").await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
+        self.fetch_lock(tenant, id, "FOR UPDATE").await
+    }
+
+    async fn update(&mut self, lock: &LockRecord) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE locks SET status = $1, completed_by = $2, updated_at = $3
+             WHERE tenant_id = $4 AND id = $5",
+        )
+        .bind(lock.status.as_str())
+        .bind(lock.completed_by)
+        .bind(lock.updated_at.as_micros())
+        .bind(lock.tenant_id.as_uuid())
+        .bind(lock.id)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn list_for_account(
+        &mut self,
+        tenant: TenantId,
+        account_ref: &AccountRef,
+        status: Option<LockStatus>,
+        page: PageRequest,
+    ) -> StoreResult<Page<LockRecord>> {
+        let mut clause = Clause::new();
+        let p = clause.param(Bind::Text(account_ref.as_str().to_owned()));
+        clause.and(&format!("account_ref = {p}"));
+        if let Some(status) = status {
+            let p = clause.param(Bind::Text(status.as_str().to_owned()));
+            clause.and(&format!("status = {p}"));
+        }
+        let count_sql = format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql);
+        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {LOCK_COLUMNS} FROM locks WHERE {}
+             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
+            clause.sql,
+            n + 1
+        );
+        let rows = clause
+            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_lock).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total })
+    }
+
+    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<LockRecord>> {
+        // The predicate of the partial index `locks_expiring`, spelled as it is there.
+        let sql = format!(
+            "SELECT {LOCK_COLUMNS} FROM locks
+             WHERE status = 'ACTIVE' AND completed_by IS NULL AND expires_at IS NOT NULL AND expires_at <= $1
+             ORDER BY expires_at ASC, id ASC LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(now.as_micros())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        rows.iter().map(decode_lock).collect()
+    }
+}

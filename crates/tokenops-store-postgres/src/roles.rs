@@ -1,0 +1,203 @@
+//! Roles on PostgreSQL: `RoleStore`.
+//!
+//! Role names are compared ignoring case through a folded copy stored beside them
+//! (`codec::folded`), which carries the uniqueness. Renaming a role, the one update that can
+//! violate a unique index, runs under a savepoint.
+
+use crate::codec::order_by;
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::Postgres;
+use sqlx::postgres::PgRow;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
+use uuid::Uuid;
+
+const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
+
+/// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
+const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
+
+const ROLE_SORT: &[(&str, &str)] = &[
+    ("name", "name"),
+    ("description", "description"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_role(row: &PgRow) -> StoreResult<RoleRecord> {
+    Ok(RoleRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
+        name: codec::get(row, "name")?,
+        description: codec::get(row, "description")?,
+        permissions: codec::get(row, "permissions")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+/// The organisation of a custom role; platform roles are never written through the store.
+fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
+    role.tenant_id.ok_or_else(|| StoreError::Backend("only an organisation's custom role can be written".into()))
+}
+
+impl PostgresTx {
+    /// The role matching `condition`, in which `$1` is the tenant and `$2` the value.
+    async fn fetch_role<T>(&mut self, condition: &str, tenant: TenantId, value: T) -> StoreResult<Option<RoleRecord>>
+    where
+        T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
+    {
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {condition}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(value)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_role).transpose()
+    }
+
+    /// Whether a role the organisation sees, other than `except`, has the folded name: platform
+    /// names are taken in every organisation, which no unique index can say.
+    async fn role_name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
+        let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = $2 AND id <> $3");
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(name_folded)
+            .bind(except)
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(count > 0)
+    }
+}
+
+#[async_trait]
+impl RoleStore for PostgresTx {
+    async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        let tenant = custom_role_tenant(role)?;
+        let name_folded = codec::folded(&role.name);
+        // Platform rows never change, so checking them first cannot race; a concurrent custom
+        // role of the same name meets the unique index.
+        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+            return Err(codec::conflict("role name"));
+        }
+        let done = sqlx::query(
+            "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(role.id)
+        .bind(tenant.as_uuid())
+        .bind(&role.name)
+        .bind(&name_folded)
+        .bind(&role.description)
+        .bind(&role.permissions)
+        .bind(role.created_at.as_micros())
+        .bind(role.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("role id or name"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
+        self.fetch_role(&format!("{ROLE_SCOPE} AND id = $2"), tenant, id).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
+        // Only a custom role is locked: platform rows never change, and every organisation reads
+        // them.
+        let custom = self.fetch_role("tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).await?;
+        match custom {
+            Some(role) => Ok(Some(role)),
+            None => RoleStore::get(self, tenant, id).await,
+        }
+    }
+
+    async fn find_by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<RoleRecord>> {
+        self.fetch_role(&format!("{ROLE_SCOPE} AND name_folded = $2"), tenant, codec::folded(name)).await
+    }
+
+    async fn update(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        let tenant = custom_role_tenant(role)?;
+        let name_folded = codec::folded(&role.name);
+        if self.role_name_taken(tenant, &name_folded, role.id).await? {
+            return Err(codec::conflict("role name"));
+        }
+        // A concurrent role of the same name can still meet the unique index here. Under a
+        // savepoint, that violation leaves the transaction usable, as it does on SQLite.
+        let mut savepoint = sqlx::Acquire::begin(&mut self.tx).await.map_err(codec::backend)?;
+        let outcome = sqlx::query(
+            "UPDATE roles SET name = $1, name_folded = $2, description = $3, permissions = $4, updated_at = $5
+             WHERE tenant_id = $6 AND id = $7",
+        )
+        .bind(&role.name)
+        .bind(&name_folded)
+        .bind(&role.description)
+        .bind(&role.permissions)
+        .bind(role.updated_at.as_micros())
+        .bind(tenant.as_uuid())
+        .bind(role.id)
+        .execute(&mut *savepoint)
+        .await;
+        match outcome {
+            Ok(_) => savepoint.commit().await.map_err(codec::backend),
+            Err(error) => {
+                savepoint.rollback().await.map_err(codec::backend)?;
+                Err(codec::backend(error))
+            }
+        }
+    }
+
+    async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
+        // `tenant_id = $1` never matches a platform row (NULL).
+        let done = sqlx::query("DELETE FROM roles WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
+        let total: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
+                .bind(tenant.as_uuid())
+                .fetch_one(&mut *self.tx)
+                .await
+                .map_err(codec::backend)?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, ROLE_SORT)?;
+        let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT $2 OFFSET $3");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_role).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role_id = $2)
+                  + (SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1 AND role_id = $2 AND active)",
+        )
+        .bind(tenant.as_uuid())
+        .bind(role_id)
+        .fetch_one(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(codec::count(count))
+    }
+}

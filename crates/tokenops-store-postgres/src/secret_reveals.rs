@@ -1,0 +1,62 @@
+//! One-time reveals of machine-client secrets on PostgreSQL: `SecretRevealStore`.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::Timestamp;
+use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
+
+const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
+
+fn decode_reveal(row: &PgRow) -> StoreResult<SecretRevealRecord> {
+    Ok(SecretRevealRecord {
+        token_hash: codec::get(row, "token_hash")?,
+        client_id: codec::get(row, "client_id")?,
+        sealed_secret: codec::get(row, "sealed_secret")?,
+        expires_at: codec::ts(codec::get(row, "expires_at")?),
+        created_at: codec::ts(codec::get(row, "created_at")?),
+    })
+}
+
+#[async_trait]
+impl SecretRevealStore for PostgresTx {
+    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
+        let sql =
+            format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING");
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&reveal.token_hash)
+            .bind(reveal.client_id)
+            .bind(&reveal.sealed_secret)
+            .bind(reveal.expires_at.as_micros())
+            .bind(reveal.created_at.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("secret reveal"));
+        }
+        Ok(())
+    }
+
+    async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
+        // An expired reveal is deleted too: it can never be used again. Two concurrent takes of
+        // one reveal: the second waits for the first's row lock and then deletes nothing.
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {REVEAL_COLUMNS}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(token_hash)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let Some(reveal) = row.as_ref().map(decode_reveal).transpose()? else { return Ok(None) };
+        Ok((now < reveal.expires_at).then_some(reveal))
+    }
+
+    async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM secret_reveals WHERE expires_at < $1")
+            .bind(now.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected())
+    }
+}

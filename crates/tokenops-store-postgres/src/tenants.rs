@@ -1,0 +1,48 @@
+//! Organisations (tenants) on PostgreSQL: `TenantStore`.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::TenantId;
+use tokenops_store::{StoreResult, TenantRecord, TenantStore};
+
+fn decode_tenant(row: &PgRow) -> StoreResult<TenantRecord> {
+    Ok(TenantRecord {
+        id: TenantId(codec::get(row, "id")?),
+        name: codec::get(row, "name")?,
+        owner_user_id: codec::get(row, "owner_user_id")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+#[async_trait]
+impl TenantStore for PostgresTx {
+    async fn insert(&mut self, tenant: &TenantRecord) -> StoreResult<()> {
+        let done = sqlx::query(
+            "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(tenant.id.as_uuid())
+        .bind(&tenant.name)
+        .bind(tenant.owner_user_id)
+        .bind(tenant.created_at.as_micros())
+        .bind(tenant.updated_at.as_micros())
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("organisation id"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, id: TenantId) -> StoreResult<Option<TenantRecord>> {
+        let row = sqlx::query("SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = $1")
+            .bind(id.as_uuid())
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_tenant).transpose()
+    }
+}

@@ -1,0 +1,200 @@
+//! Users on PostgreSQL: `UserStore`.
+
+use crate::audit::prefix_regex;
+use crate::codec::order_by;
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{StoreError, StoreResult, UserFilter, UserRecord, UserStatus, UserStore};
+use uuid::Uuid;
+
+pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
+
+/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
+/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
+const USER_SORT: &[(&str, &str)] = &[
+    ("email", "email"),
+    ("first_name", "first_name"),
+    ("last_name", "last_name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+    (
+        "role_name",
+        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
+    ),
+];
+
+/// The filter shared by the count and the page: `$1` the tenant, `$2` the status, `$3` the role,
+/// `$4` the search pattern (each NULL when not filtered on).
+const USER_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::uuid IS NULL OR role_id = $3)
+     AND ($4::text IS NULL OR email ~ $4 OR first_name ~ $4 OR last_name ~ $4)";
+
+pub(crate) fn decode_user(row: &PgRow) -> StoreResult<UserRecord> {
+    let status: String = codec::get(row, "status")?;
+    let failed: i64 = codec::get(row, "failed_sign_ins")?;
+    Ok(UserRecord {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        email: codec::get(row, "email")?,
+        first_name: codec::get(row, "first_name")?,
+        last_name: codec::get(row, "last_name")?,
+        status: UserStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("user status {status:?}")))?,
+        role_id: codec::get(row, "role_id")?,
+        password_hash: codec::get(row, "password_hash")?,
+        temporary_password_hash: codec::get(row, "temporary_password_hash")?,
+        failed_sign_ins: u32::try_from(failed).map_err(|_| StoreError::Corrupt(format!("failed sign-ins {failed}")))?,
+        first_failed_sign_in_at: codec::opt_ts(codec::get(row, "first_failed_sign_in_at")?),
+        locked_until: codec::opt_ts(codec::get(row, "locked_until")?),
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+#[async_trait]
+impl UserStore for PostgresTx {
+    async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user.id)
+            .bind(user.tenant_id.as_uuid())
+            .bind(user.email.to_lowercase())
+            .bind(&user.first_name)
+            .bind(&user.last_name)
+            .bind(user.status.as_str())
+            .bind(user.role_id)
+            .bind(user.password_hash.as_deref())
+            .bind(user.temporary_password_hash.as_deref())
+            .bind(i64::from(user.failed_sign_ins))
+            .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
+            .bind(user.locked_until.map(Timestamp::as_micros))
+            .bind(user.created_at.as_micros())
+            .bind(user.updated_at.as_micros())
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        if done.rows_affected() == 0 {
+            return Err(codec::conflict("user id or email"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_user).transpose()
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 FOR UPDATE");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_user).transpose()
+    }
+
+    async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_user).transpose()
+    }
+
+    async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(email.to_lowercase())
+            .fetch_optional(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        row.as_ref().map(decode_user).transpose()
+    }
+
+    async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE users SET first_name = $1, last_name = $2, status = $3, role_id = $4, password_hash = $5,
+                              temporary_password_hash = $6, failed_sign_ins = $7, first_failed_sign_in_at = $8,
+                              locked_until = $9, updated_at = $10
+             WHERE tenant_id = $11 AND id = $12",
+        )
+        .bind(&user.first_name)
+        .bind(&user.last_name)
+        .bind(user.status.as_str())
+        .bind(user.role_id)
+        .bind(user.password_hash.as_deref())
+        .bind(user.temporary_password_hash.as_deref())
+        .bind(i64::from(user.failed_sign_ins))
+        .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
+        .bind(user.locked_until.map(Timestamp::as_micros))
+        .bind(user.updated_at.as_micros())
+        .bind(user.tenant_id.as_uuid())
+        .bind(user.id)
+        .execute(&mut *self.tx)
+        .await
+        .map_err(codec::backend)?;
+        Ok(())
+    }
+
+    async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM users WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant.as_uuid())
+            .bind(id)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &UserFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>> {
+        let status = filter.status.map(UserStatus::as_str);
+        let pattern = filter.search.as_deref().map(prefix_regex);
+        let count_sql = format!("SELECT COUNT(*) AS total FROM users WHERE {USER_FILTER}");
+        let total_row = sqlx::query(sqlx::AssertSqlSafe(count_sql))
+            .bind(tenant.as_uuid())
+            .bind(status)
+            .bind(filter.role_id)
+            .bind(pattern.as_deref())
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let total: i64 = codec::get(&total_row, "total")?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, USER_SORT)?;
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(status)
+            .bind(filter.role_id)
+            .bind(pattern.as_deref())
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()))
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(codec::backend)?;
+        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+}

@@ -1,0 +1,90 @@
+//! Breaks on SQLite: `BreakStore`.
+
+use crate::clause::Clause;
+use crate::codec::{asset_key, page_limits, parsed};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::types::Value;
+use rusqlite::{Row, params, params_from_iter};
+use tokenops_domain::TenantId;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::operation::BreakReason;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::{BreakFilter, BreakRecord, BreakStore, StoreResult};
+
+const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
+
+fn decode_break(row: &Row<'_>) -> StoreResult<BreakRecord> {
+    let reason: String = codec::get(row, "reason")?;
+    Ok(BreakRecord {
+        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
+        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
+        transaction_id: codec::opt_uuid(codec::get(row, "transaction_id")?)?,
+        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
+        asset_id: codec::get(row, "asset_id")?,
+        reason: parsed(&reason, "break reason", BreakReason::parse)?,
+        detail: codec::get(row, "detail")?,
+        detected_at: codec::ts(codec::get(row, "detected_at")?),
+    })
+}
+
+#[async_trait]
+impl BreakStore for SqliteTx {
+    async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()> {
+        let sql = format!("INSERT INTO breaks ({BREAK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(record.id),
+                codec::id_text(record.tenant_id.as_uuid()),
+                record.transaction_id.map(codec::id_text),
+                record.account_ref.as_str(),
+                asset_key(&record.asset_id),
+                record.reason.as_str(),
+                &record.detail,
+                record.detected_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &BreakFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<BreakRecord>> {
+        let mut clause = Clause::new();
+        if let Some(reason) = filter.reason {
+            let p = clause.param(Value::Text(reason.as_str().to_owned()));
+            clause.and(&format!("reason = {p}"));
+        }
+        if let Some(account) = &filter.account_ref {
+            let p = clause.param(Value::Text(account.as_str().to_owned()));
+            clause.and(&format!("account_ref = {p}"));
+        }
+        if let Some(from) = filter.from {
+            let p = clause.param(Value::Integer(from.as_micros()));
+            clause.and(&format!("detected_at >= {p}"));
+        }
+        if let Some(to) = filter.to {
+            let p = clause.param(Value::Integer(to.as_micros()));
+            clause.and(&format!("detected_at < {p}"));
+        }
+        let count_sql = format!("SELECT COUNT(*) FROM breaks WHERE {}", clause.sql);
+        let total = clause.count(tenant, &count_sql, self)?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
+             ORDER BY detected_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
+            clause.sql,
+            n + 1
+        );
+        let (limit, offset) = page_limits(page);
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode_break)?;
+        Ok(Page { items, total })
+    }
+}

@@ -1,0 +1,53 @@
+//! The WHERE clause of a filtered list (operations, locks, breaks): built from the filters actually
+//! given, each a fixed fragment numbered after the tenant.
+
+use crate::{SqliteTx, codec};
+use rusqlite::params_from_iter;
+use rusqlite::types::Value;
+use tokenops_domain::TenantId;
+use tokenops_store::StoreResult;
+
+/// The WHERE clause of a list: `tenant_id = ?1`, then each filter given, its parameters
+/// numbered in order.
+pub(crate) struct Clause {
+    pub(crate) sql: String,
+    /// The values bound to the filters, from `?2` on.
+    pub(crate) binds: Vec<Value>,
+}
+
+impl Clause {
+    pub(crate) fn new() -> Self {
+        Self { sql: String::from("tenant_id = ?1"), binds: Vec::new() }
+    }
+
+    /// Binds `value` and returns its placeholder.
+    pub(crate) fn param(&mut self, value: Value) -> String {
+        self.binds.push(value);
+        format!("?{}", self.binds.len() + 1)
+    }
+
+    pub(crate) fn and(&mut self, fragment: &str) {
+        self.sql.push_str(" AND ");
+        self.sql.push_str(fragment);
+    }
+
+    /// The next free placeholder number (for LIMIT and OFFSET).
+    pub(crate) fn next(&self) -> usize {
+        self.binds.len() + 2
+    }
+
+    /// The values of the clause's placeholders, in order: the tenant, then each filter's; the
+    /// caller pushes those of LIMIT and OFFSET after them.
+    pub(crate) fn values(&self, tenant: TenantId) -> Vec<Value> {
+        let mut values = Vec::with_capacity(self.binds.len() + 3);
+        values.push(Value::Text(codec::id_text(tenant.as_uuid())));
+        values.extend(self.binds.iter().cloned());
+        values
+    }
+
+    /// Runs `sql`, a `SELECT COUNT(*)` over the clause: a list's total.
+    pub(crate) fn count(&self, tenant: TenantId, sql: &str, tx: &SqliteTx) -> StoreResult<u64> {
+        let count: i64 = tx.scalar(sql, params_from_iter(self.values(tenant)))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}

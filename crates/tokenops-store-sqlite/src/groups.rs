@@ -1,0 +1,189 @@
+//! Approval groups and their members on SQLite: `GroupStore`.
+//!
+//! Group keys are compared ignoring case through a folded copy stored beside them
+//! (`codec::folded`), which carries the uniqueness.
+
+use crate::codec::{int, order_by, page_limits, text};
+use crate::users::{USER_COLUMNS, decode_user};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::{Row, params};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{GroupRecord, GroupStatus, GroupStore, StoreError, StoreResult, UserRecord};
+use uuid::Uuid;
+
+const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
+
+const GROUP_SORT: &[(&str, &str)] = &[
+    ("key", "group_key"),
+    ("name", "name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+];
+
+fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
+    let status = text(row, "status")?;
+    Ok(GroupRecord {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        key: text(row, "group_key")?,
+        name: text(row, "name")?,
+        status: GroupStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("group status {status:?}")))?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+/// The user columns of a join with `users u`, named as in `users`.
+fn member_columns() -> String {
+    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A group's members (`?1` the tenant, `?2` the group): memberships of users still in the
+/// organisation.
+const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
+     WHERE m.tenant_id = ?1 AND m.group_id = ?2";
+
+impl SqliteTx {
+    fn fetch_group(&self, tenant: TenantId, condition: &str, value: String) -> StoreResult<Option<GroupRecord>> {
+        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 AND {condition}");
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), value], decode_group)
+    }
+}
+
+#[async_trait]
+impl GroupStore for SqliteTx {
+    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                codec::id_text(group.id),
+                codec::id_text(group.tenant_id.as_uuid()),
+                &group.key,
+                codec::folded(&group.key),
+                &group.name,
+                group.status.as_str(),
+                group.created_at.as_micros(),
+                group.updated_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group(tenant, "id = ?2", codec::id_text(id))
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a group for update")?;
+        GroupStore::get(self, tenant, id).await
+    }
+
+    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
+        self.fetch_group(tenant, "key_folded = ?2", codec::folded(key))
+    }
+
+    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        self.execute(
+            "UPDATE approval_groups SET name = ?1, status = ?2, updated_at = ?3 WHERE tenant_id = ?4 AND id = ?5",
+            params![
+                &group.name,
+                group.status.as_str(),
+                group.updated_at.as_micros(),
+                codec::id_text(group.tenant_id.as_uuid()),
+                codec::id_text(group.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let total: i64 =
+            self.scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = ?1", params![&tenant_text])?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, GROUP_SORT)?;
+        let sql = format!(
+            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 ORDER BY {order} LIMIT ?2 OFFSET ?3"
+        );
+        let (limit, offset) = page_limits(page);
+        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_group)?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn add_member(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        user_id: Uuid,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        // Only a group and a user of the organisation: anything else adds nothing, like a member
+        // already there.
+        let done = self.execute(
+            "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
+             SELECT ?1, ?2, ?3, ?4
+             WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = ?3 AND id = ?1)
+               AND EXISTS (SELECT 1 FROM users WHERE tenant_id = ?3 AND id = ?2)
+             ON CONFLICT DO NOTHING",
+            params![
+                codec::id_text(group_id),
+                codec::id_text(user_id),
+                codec::id_text(tenant.as_uuid()),
+                now.as_micros()
+            ],
+        )?;
+        Ok(done == 1)
+    }
+
+    async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool> {
+        let done = self.execute(
+            "DELETE FROM approval_group_members WHERE tenant_id = ?1 AND group_id = ?2 AND user_id = ?3",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(group_id), codec::id_text(user_id)],
+        )?;
+        Ok(done == 1)
+    }
+
+    async fn list_members(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let group_text = codec::id_text(group_id);
+        let total: i64 = self.scalar(&format!("SELECT COUNT(*) FROM {MEMBERS}"), params![&tenant_text, &group_text])?;
+        let sql = format!(
+            "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT ?3 OFFSET ?4",
+            member_columns()
+        );
+        let (limit, offset) = page_limits(page);
+        let items = self.fetch_all(&sql, params![&tenant_text, &group_text, limit, offset], decode_user)?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {
+        let ids: Vec<String> = self.fetch_all(
+            "SELECT g.id FROM approval_group_members m
+             JOIN approval_groups g ON g.id = m.group_id AND g.tenant_id = m.tenant_id
+             WHERE m.tenant_id = ?1 AND m.user_id = ?2
+             ORDER BY g.group_key ASC, g.id ASC",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(user_id)],
+            |row| row.get(0).map_err(codec::backend),
+        )?;
+        ids.iter().map(|id| codec::uuid(id)).collect()
+    }
+
+    async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64> {
+        let done = self.execute(
+            "DELETE FROM approval_group_members WHERE tenant_id = ?1 AND user_id = ?2",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(user_id)],
+        )?;
+        Ok(done as u64)
+    }
+}

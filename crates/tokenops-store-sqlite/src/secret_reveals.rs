@@ -1,0 +1,50 @@
+//! One-time reveals of machine-client secrets on SQLite: `SecretRevealStore`.
+
+use crate::codec::{int, text};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::{Row, params};
+use tokenops_domain::Timestamp;
+use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
+
+const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
+
+fn decode_reveal(row: &Row<'_>) -> StoreResult<SecretRevealRecord> {
+    Ok(SecretRevealRecord {
+        token_hash: text(row, "token_hash")?,
+        client_id: codec::uuid(&text(row, "client_id")?)?,
+        sealed_secret: text(row, "sealed_secret")?,
+        expires_at: codec::ts(int(row, "expires_at")?),
+        created_at: codec::ts(int(row, "created_at")?),
+    })
+}
+
+#[async_trait]
+impl SecretRevealStore for SqliteTx {
+    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
+        let sql = format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)");
+        self.execute(
+            &sql,
+            params![
+                &reveal.token_hash,
+                codec::id_text(reveal.client_id),
+                &reveal.sealed_secret,
+                reveal.expires_at.as_micros(),
+                reveal.created_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
+        // An expired reveal is deleted too: it can never be used again.
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = ?1 RETURNING {REVEAL_COLUMNS}");
+        let Some(reveal) = self.fetch_optional(&sql, params![token_hash], decode_reveal)? else { return Ok(None) };
+        Ok((now < reveal.expires_at).then_some(reveal))
+    }
+
+    async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let done = self.execute("DELETE FROM secret_reveals WHERE expires_at < ?1", params![now.as_micros()])?;
+        Ok(done as u64)
+    }
+}

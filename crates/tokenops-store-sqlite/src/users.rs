@@ -1,0 +1,168 @@
+//! Users on SQLite: `UserStore`.
+
+use crate::audit::prefix_glob;
+use crate::codec::{int, opt_text, opt_ts, order_by, page_limits, text};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::{Row, params, params_from_iter};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{StoreError, StoreResult, UserFilter, UserRecord, UserStatus, UserStore};
+use uuid::Uuid;
+
+pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
+
+/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
+/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
+const USER_SORT: &[(&str, &str)] = &[
+    ("email", "email"),
+    ("first_name", "first_name"),
+    ("last_name", "last_name"),
+    ("status", "status"),
+    ("created_at", "created_at"),
+    ("updated_at", "updated_at"),
+    ("id", "id"),
+    (
+        "role_name",
+        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
+    ),
+];
+
+/// The filter shared by the count and the page: `?1` the tenant, `?2` the status, `?3` the role,
+/// `?4` the search pattern (each NULL when not filtered on).
+const USER_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR role_id = ?3)
+     AND (?4 IS NULL OR email GLOB ?4 OR first_name GLOB ?4 OR last_name GLOB ?4)";
+
+pub(crate) fn decode_user(row: &Row<'_>) -> StoreResult<UserRecord> {
+    let status = text(row, "status")?;
+    let failed = int(row, "failed_sign_ins")?;
+    Ok(UserRecord {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        email: text(row, "email")?,
+        first_name: text(row, "first_name")?,
+        last_name: text(row, "last_name")?,
+        status: UserStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("user status {status:?}")))?,
+        role_id: codec::uuid(&text(row, "role_id")?)?,
+        password_hash: opt_text(row, "password_hash")?,
+        temporary_password_hash: opt_text(row, "temporary_password_hash")?,
+        failed_sign_ins: u32::try_from(failed).map_err(|_| StoreError::Corrupt(format!("failed sign-ins {failed}")))?,
+        first_failed_sign_in_at: opt_ts(row, "first_failed_sign_in_at")?,
+        locked_until: opt_ts(row, "locked_until")?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+impl SqliteTx {
+    fn fetch_user(&self, condition: &str, binds: &[String]) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {condition}");
+        self.fetch_optional(&sql, params_from_iter(binds), decode_user)
+    }
+}
+
+#[async_trait]
+impl UserStore for SqliteTx {
+    async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO users ({USER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        );
+        self.execute(
+            &sql,
+            params![
+                codec::id_text(user.id),
+                codec::id_text(user.tenant_id.as_uuid()),
+                user.email.to_lowercase(),
+                &user.first_name,
+                &user.last_name,
+                user.status.as_str(),
+                codec::id_text(user.role_id),
+                user.password_hash.as_deref(),
+                user.temporary_password_hash.as_deref(),
+                i64::from(user.failed_sign_ins),
+                user.first_failed_sign_in_at.map(Timestamp::as_micros),
+                user.locked_until.map(Timestamp::as_micros),
+                user.created_at.as_micros(),
+                user.updated_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        self.fetch_user("tenant_id = ?1 AND id = ?2", &[codec::id_text(tenant.as_uuid()), codec::id_text(id)])
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a user for update")?;
+        UserStore::get(self, tenant, id).await
+    }
+
+    async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        self.fetch_user("id = ?1", &[codec::id_text(id)])
+    }
+
+    async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>> {
+        self.fetch_user("email = ?1", &[email.to_lowercase()])
+    }
+
+    async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
+        self.execute(
+            "UPDATE users SET first_name = ?1, last_name = ?2, status = ?3, role_id = ?4, password_hash = ?5,
+                              temporary_password_hash = ?6, failed_sign_ins = ?7, first_failed_sign_in_at = ?8,
+                              locked_until = ?9, updated_at = ?10
+             WHERE tenant_id = ?11 AND id = ?12",
+            params![
+                &user.first_name,
+                &user.last_name,
+                user.status.as_str(),
+                codec::id_text(user.role_id),
+                user.password_hash.as_deref(),
+                user.temporary_password_hash.as_deref(),
+                i64::from(user.failed_sign_ins),
+                user.first_failed_sign_in_at.map(Timestamp::as_micros),
+                user.locked_until.map(Timestamp::as_micros),
+                user.updated_at.as_micros(),
+                codec::id_text(user.tenant_id.as_uuid()),
+                codec::id_text(user.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
+        let done = self.execute(
+            "DELETE FROM users WHERE tenant_id = ?1 AND id = ?2",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+        )?;
+        Ok(done == 1)
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &UserFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let status = filter.status.map(UserStatus::as_str);
+        let role = filter.role_id.map(codec::id_text);
+        let pattern = filter.search.as_deref().map(prefix_glob);
+        let total: i64 = self.scalar(
+            &format!("SELECT COUNT(*) FROM users WHERE {USER_FILTER}"),
+            params![&tenant_text, status, role.as_deref(), pattern.as_deref()],
+        )?;
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, USER_SORT)?;
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT ?5 OFFSET ?6");
+        let (limit, offset) = page_limits(page);
+        let items = self.fetch_all(
+            &sql,
+            params![&tenant_text, status, role.as_deref(), pattern.as_deref(), limit, offset],
+            decode_user,
+        )?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+}

@@ -1,0 +1,38 @@
+//! Customers: `CustomerFilter` and `CustomerStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+
+use crate::StoreResult;
+
+#[derive(Debug, Clone, Default)]
+pub struct CustomerFilter {
+    pub status: Option<CustomerStatus>,
+}
+
+#[async_trait]
+pub trait CustomerStore: Send {
+    /// Fails with `StoreError::Conflict` when the tenant already has the reference.
+    async fn insert(&mut self, customer: &Customer) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
+    /// Reads the customer and holds it until the transaction ends, so that concurrent changes
+    /// of the same customer apply one after the other (PostgreSQL `FOR UPDATE`; SQLite's single
+    /// writer already serialises them).
+    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
+    async fn set_status(
+        &mut self,
+        tenant: TenantId,
+        customer_ref: &CustomerRef,
+        status: CustomerStatus,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// Oldest first.
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &CustomerFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Customer>>;
+}

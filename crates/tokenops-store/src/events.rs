@@ -1,0 +1,26 @@
+//! Events (the outbox): `EventFilter` and `EventStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::event::Event;
+use tokenops_domain::paging::KeysetRequest;
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub event_type: Option<String>,
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+}
+
+#[async_trait]
+pub trait EventStore: Send {
+    async fn append(&mut self, event: &Event) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>>;
+    /// Newest first by `occurredAt`, then id; up to `window.limit` items after the position.
+    async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>>;
+    /// Marks the event dispatched unless it already is; returns whether this call marked it.
+    async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool>;
+}

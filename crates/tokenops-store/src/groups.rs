@@ -1,0 +1,81 @@
+//! Approval groups and their members: `GroupStatus`, `GroupRecord` and `GroupStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::{StoreResult, UserRecord};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupStatus {
+    Active,
+    Inactive,
+}
+
+impl GroupStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupStatus::Active => "ACTIVE",
+            GroupStatus::Inactive => "INACTIVE",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "ACTIVE" => Some(GroupStatus::Active),
+            "INACTIVE" => Some(GroupStatus::Inactive),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// As given; unique per organisation, compared case-insensitively (`#key` in approver
+    /// expressions).
+    pub key: String,
+    pub name: String,
+    pub status: GroupStatus,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[async_trait]
+pub trait GroupStore: Send {
+    /// `StoreError::Conflict` when the organisation has a group with that key (case-insensitively).
+    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>>;
+    /// As `get`, locking the row for the rest of the transaction.
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>>;
+    /// By key, compared case-insensitively.
+    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>>;
+    /// Replaces name, status and updated_at.
+    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()>;
+    /// `sort` columns: key, name, status, created_at, updated_at, id; the id is always the last
+    /// tie-breaker.
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>>;
+    /// `false` when the user is a member already.
+    async fn add_member(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        user_id: Uuid,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
+    /// `false` when the user was not a member.
+    async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool>;
+    /// The members, ordered by first name, then last name, then id.
+    async fn list_members(
+        &mut self,
+        tenant: TenantId,
+        group_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<UserRecord>>;
+    /// Ids of the groups the user belongs to, by key.
+    async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>>;
+    /// Removes the user from every group of the organisation (the user is being removed).
+    async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64>;
+}
