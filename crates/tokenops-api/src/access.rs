@@ -8,12 +8,12 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use tokenops_app::Error;
 use tokenops_app::context::Principal;
+use tokenops_app::{Code, Error};
 use tokenops_domain::permission::Permission;
 
 use crate::ApiState;
-use crate::error::ApiError;
+use crate::error::{ApiError, HttpCode};
 use crate::extract::Authenticated;
 
 /// What a caller must be to call an endpoint.
@@ -119,7 +119,7 @@ pub async fn authorize(State(state): State<Arc<ApiState>>, request: Request, nex
             return next.run(request).await;
         }
         tracing::error!(method = %request.method(), path, "route has no guard in access::GUARDS; refused");
-        return ApiError(Error::forbidden("This endpoint is not open to any caller")).into_response();
+        return ApiError::App(Error::forbidden("This endpoint is not open to any caller")).into_response();
     };
     if guard == Public {
         return next.run(request).await;
@@ -129,18 +129,20 @@ pub async fn authorize(State(state): State<Arc<ApiState>>, request: Request, nex
         Ok(Authenticated(caller)) => caller,
         Err(rejection) => return rejection.into_response(),
     };
-    let verdict = match guard {
-        Public => Ok(()),
+    if guard == Operator && !state.embedded_provider {
         // With the bank's own provider organisations are the bank's provider's business: the
         // operation does not exist.
-        Operator if !state.embedded_provider => Err(Error::new(
-            tokenops_app::Kind::NotFound,
-            "ROUTE_NOT_FOUND",
+        return ApiError::http(
+            HttpCode::RouteNotFound,
             "Organisations are provisioned by the platform operator of the embedded identity provider",
-        )),
+        )
+        .into_response();
+    }
+    let verdict = match guard {
+        Public => Ok(()),
         Operator => match caller.principal {
             Principal::Operator(_) => Ok(()),
-            _ => Err(Error::forbidden("Only the platform operator may do this").with_code("PERMISSION_DENIED")),
+            _ => Err(Error::forbidden("Only the platform operator may do this").with_code(Code::PermissionDenied)),
         },
         SignedIn | Guard::Permission(_) | Guard::AnyOf(_) if caller.tenant.is_none() => {
             Err(Error::forbidden("This operation acts for an organisation; the token names none (tenant_id)"))
@@ -153,7 +155,7 @@ pub async fn authorize(State(state): State<Arc<ApiState>>, request: Request, nex
         },
     };
     if let Err(error) = verdict {
-        return ApiError(error).into_response();
+        return ApiError::App(error).into_response();
     }
     next.run(Request::from_parts(parts, body)).await
 }

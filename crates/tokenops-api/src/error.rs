@@ -1,6 +1,7 @@
-//! The error envelope: one table from `Kind` to HTTP status and reason phrase, and the layer that
-//! renders every error response as `{timestamp, status, error, message, code, details?,
-//! requestId}` in the timestamp form its route group chose. Handlers never build error bodies.
+//! The error envelope: every error's status comes from its code (the app's table,
+//! `tokenops_app::codes::Code`, and HTTP's own, [`HttpCode`]), and one layer renders every error
+//! response as `{timestamp, status, error, message, code, details?, requestId}` in the timestamp
+//! form its route group chose. Handlers never build error bodies.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -8,21 +9,54 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use tokenops_app::{Error, Kind};
+use tokenops_app::{Code, Error, error_codes};
 use tokenops_domain::Timestamp;
 
 use crate::ApiState;
 use crate::request_id::RequestId;
 
-/// The one error type of the HTTP layer: the app's `Error`, made renderable.
+error_codes! {
+    /// The codes of HTTP itself, which no service raises; the app's are [`Code`]. Wire names are
+    /// unique across both tables (`tests::wire_names_are_unique_across_both_tables`).
+    pub enum HttpCode {
+        RouteNotFound = "ROUTE_NOT_FOUND", 404, "No such endpoint";
+        MethodNotAllowed = "METHOD_NOT_ALLOWED", 405, "The method is not allowed on this path";
+        PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413;
+        UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", 415, "Content-Type must be application/json";
+        MalformedJson = "MALFORMED_JSON", 400, "Malformed JSON request";
+        UnsupportedApiVersion = "UNSUPPORTED_API_VERSION", 400;
+    }
+}
+
+/// Every code an error body can carry, with its status: the app's table, then HTTP's.
+pub fn all_codes() -> impl Iterator<Item = (&'static str, u16)> {
+    let app = Code::ALL.iter().map(|c| (c.wire(), c.status()));
+    app.chain(HttpCode::ALL.iter().map(|c| (c.wire(), c.status())))
+}
+
+/// The one error type of the HTTP layer: the app's `Error`, or an error of HTTP itself.
 #[derive(Debug)]
-pub struct ApiError(pub Error);
+pub enum ApiError {
+    App(Error),
+    Http { code: HttpCode, message: String },
+}
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        ApiError(e)
+        ApiError::App(e)
+    }
+}
+
+impl ApiError {
+    pub fn http(code: HttpCode, message: impl Into<String>) -> Self {
+        ApiError::Http { code, message: message.into() }
+    }
+
+    /// An HTTP error with its code's default message (the code's name where it has none).
+    pub fn http_default(code: HttpCode) -> Self {
+        Self::http(code, code.default_message().unwrap_or(code.wire()))
     }
 }
 
@@ -45,21 +79,9 @@ impl TimestampStyle {
     }
 }
 
-/// Status and reason phrase per kind: the single table every error response is rendered from.
-pub fn status_of(kind: Kind) -> StatusCode {
-    match kind {
-        Kind::BadRequest => StatusCode::BAD_REQUEST,
-        Kind::Unauthorized => StatusCode::UNAUTHORIZED,
-        Kind::Forbidden => StatusCode::FORBIDDEN,
-        Kind::NotFound => StatusCode::NOT_FOUND,
-        Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        Kind::Conflict => StatusCode::CONFLICT,
-        Kind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        Kind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        Kind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
-        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-    }
+/// The HTTP status of a code's table entry (the reason phrase is the status's canonical one).
+pub fn status_of(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// The parts of an error body known when the error is raised; the renderer adds the timestamp
@@ -96,26 +118,37 @@ impl PendingErrorBody {
 
 impl ApiError {
     pub fn pending_body(&self) -> PendingErrorBody {
-        let status = status_of(self.0.kind);
-        PendingErrorBody {
-            status,
-            message: self.0.message.clone(),
-            code: self.0.code,
-            details: serde_json::to_value(&self.0.details).unwrap_or(Value::Null),
-            extra: self.0.extra.clone(),
+        match self {
+            ApiError::App(e) => PendingErrorBody {
+                status: status_of(e.status()),
+                message: e.message.clone(),
+                code: e.code.wire(),
+                details: serde_json::to_value(&e.details).unwrap_or(Value::Null),
+                extra: e.extra.clone(),
+            },
+            ApiError::Http { code, message } => PendingErrorBody {
+                status: status_of(code.status()),
+                message: message.clone(),
+                code: code.wire(),
+                details: Value::Array(Vec::new()),
+                extra: Map::new(),
+            },
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if matches!(self.0.kind, Kind::Internal | Kind::Unavailable) {
+        if let ApiError::App(e) = &self
+            && e.status() >= 500
+        {
             // The one place an unexpected failure is logged, with its cause.
-            tracing::error!(error = %self.0, "request failed");
+            tracing::error!(error = %e, "request failed");
         }
         let pending = self.pending_body();
         let mut response = pending.status.into_response();
-        if let Some(seconds) = self.0.retry_after
+        if let ApiError::App(e) = &self
+            && let Some(seconds) = e.retry_after
             && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, v);
@@ -142,8 +175,7 @@ pub async fn render_errors(State(state): State<Arc<ApiState>>, request: Request,
     let pending = match response.extensions_mut().remove::<PendingErrorBody>() {
         Some(p) => p,
         None if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
-            ApiError(Error::new(Kind::MethodNotAllowed, "METHOD_NOT_ALLOWED", "The method is not allowed on this path"))
-                .pending_body()
+            ApiError::http_default(HttpCode::MethodNotAllowed).pending_body()
         }
         None => return response,
     };
@@ -157,5 +189,29 @@ pub async fn render_errors(State(state): State<Arc<ApiState>>, request: Request,
 
 /// Unknown route: a 404 in the envelope.
 pub async fn route_not_found() -> ApiError {
-    ApiError(Error::new(Kind::NotFound, "ROUTE_NOT_FOUND", "No such endpoint"))
+    ApiError::http_default(HttpCode::RouteNotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_are_unique_across_both_tables() {
+        let mut seen = std::collections::HashSet::new();
+        for (wire, status) in all_codes() {
+            assert!(seen.insert(wire), "{wire} declared twice");
+            assert!(StatusCode::from_u16(status).is_ok_and(|s| s.is_client_error() || s.is_server_error()), "{wire}");
+        }
+    }
+
+    #[test]
+    fn the_spec_codes_for_what_comes_next_are_in_the_table() {
+        let validation = Error::invalid_field("amount", "must be positive");
+        let body = ApiError::from(validation).pending_body();
+        assert_eq!((body.status, body.code), (StatusCode::BAD_REQUEST, "VALIDATION_FAILED"));
+        assert_eq!(body.details, json!([{"field": "amount", "message": "must be positive"}]));
+        let busy = ApiError::from(Error::of(Code::IdempotencyConflict)).pending_body();
+        assert_eq!((busy.status, busy.code), (StatusCode::CONFLICT, "IDEMPOTENCY_CONFLICT"));
+    }
 }

@@ -47,11 +47,22 @@ pub struct ErrorBody {
     /// The HTTP reason phrase.
     error: String,
     message: String,
-    /// A stable machine-readable code.
+    /// A stable machine-readable code: one of the error-code tables (`error::all_codes`).
+    #[schema(schema_with = error_code_schema)]
     code: String,
     details: Option<Vec<tokenops_app::error::FieldError>>,
     #[schema(rename = "requestId")]
     request_id: String,
+}
+
+/// The `code` property: a string enumerating every code of the tables, so the document cannot
+/// list a code the server does not have.
+fn error_code_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some("A stable machine-readable code."))
+        .enum_values(Some(crate::error::all_codes().map(|(wire, _)| wire)))
+        .build()
 }
 
 /// Adds the common headers and the security schemes to every API operation, and the API's
@@ -163,6 +174,30 @@ impl Modify for CommonHeaders {
                     responses.entry(status.to_owned()).or_insert_with(|| error_response(description));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    #[test]
+    fn the_document_enumerates_exactly_the_codes_of_the_tables() {
+        let table: Vec<&str> = crate::error::all_codes().map(|(wire, _)| wire).collect();
+        let unique: HashSet<&str> = table.iter().copied().collect();
+        assert_eq!(unique.len(), table.len(), "a wire name is declared twice");
+        let document = serde_json::to_value(crate::document()).expect("serialisable");
+        let listed = document["components"]["schemas"]["ErrorBody"]["properties"]["code"]["enum"]
+            .as_array()
+            .expect("ErrorBody.code enumerates the codes");
+        let listed: HashSet<&str> = listed.iter().map(|c| c.as_str().expect("a string")).collect();
+        for code in &listed {
+            assert!(unique.contains(code), "{code} is in the document but not in the table");
+        }
+        assert_eq!(listed, unique);
+        for needed in ["VALIDATION_FAILED", "IDEMPOTENCY_CONFLICT", "METHOD_NOT_ALLOWED", "ROUTE_NOT_FOUND"] {
+            assert!(listed.contains(needed), "{needed}");
         }
     }
 }

@@ -166,7 +166,7 @@ where
         Err(error) if error.is_final_outcome() => {
             let reason = error.message.clone();
             let retry_after = error.retry_after;
-            let body = ApiError(error).pending_body().render(
+            let body = ApiError::App(error).pending_body().render(
                 scope.style,
                 write.now(),
                 Some(scope.context.request_id.as_str()),
@@ -182,7 +182,7 @@ where
         }
         Err(error) => {
             writes.abandon(write).await;
-            Err(ApiError(error))
+            Err(ApiError::App(error))
         }
     }
 }

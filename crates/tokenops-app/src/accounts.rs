@@ -20,7 +20,7 @@ use tokenops_ledger::{Ledger, LedgerError, U256};
 use tokenops_store::{AccountFilter, AccountRecord, Job, Store, StoreError, Tx};
 
 use crate::contracts::active_contract;
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 use crate::write::{Operation, Write};
 
@@ -100,17 +100,17 @@ pub struct NewAccount {
 }
 
 pub fn account_not_found(account_ref: &str) -> Error {
-    Error::not_found(format!("Account {account_ref} not found")).with_code("ACCOUNT_NOT_FOUND")
+    Error::not_found(format!("Account {account_ref} not found")).with_code(Code::AccountNotFound)
 }
 
 /// Accounts and balances need the asset's contract ACTIVE: 404 without one.
 fn no_active_contract(asset: &str) -> Error {
-    Error::not_found(format!("Asset {asset} has no ACTIVE contract")).with_code("NO_ACTIVE_CONTRACT")
+    Error::not_found(format!("Asset {asset} has no ACTIVE contract")).with_code(Code::NoActiveContract)
 }
 
 fn already_exists(existing: &AccountRecord) -> Error {
     Error::conflict(format!("Account {} already exists", existing.account_ref))
-        .with_code("ACCOUNT_EXISTS")
+        .with_code(Code::AccountExists)
         .with_extra("accountRef", existing.account_ref.as_str())
         .with_extra("existingStatus", existing.status.as_str())
 }
@@ -164,14 +164,14 @@ impl Accounts {
             return Err(already_exists(old));
         }
         let customer = w.tx().customers().get(tenant, &new.customer_ref).await?.ok_or_else(|| {
-            Error::not_found(format!("Customer {} not found", new.customer_ref)).with_code("CUSTOMER_NOT_FOUND")
+            Error::not_found(format!("Customer {} not found", new.customer_ref)).with_code(Code::CustomerNotFound)
         })?;
         if active_contract(w.tx(), tenant, new.asset.code()).await?.is_none() {
             return Err(no_active_contract(new.asset.code()));
         }
         if customer.status != CustomerStatus::Active {
             return Err(Error::unprocessable(format!("Customer {} is INACTIVE", customer.customer_ref))
-                .with_code("CUSTOMER_INACTIVE"));
+                .with_code(Code::CustomerInactive));
         }
         let now = w.now();
         let mut account = AccountRecord {
@@ -244,7 +244,7 @@ impl Accounts {
                 account.account_ref,
                 target.as_str()
             ))
-            .with_code("TRANSITION_NOT_ALLOWED")),
+            .with_code(Code::TransitionNotAllowed)),
             Ok(AccountChange::Unchanged) => {
                 w.set_audit_detail(serde_json::json!({ "status": account.status, "changed": false }));
                 Ok(account)
@@ -297,14 +297,14 @@ impl Accounts {
                     account.account_ref,
                     account.status.as_str()
                 ))
-                .with_code("ACCOUNT_NOT_PROVISIONED"));
+                .with_code(Code::AccountNotProvisioned));
             }
         };
         let parse =
             |text: &str| Address::from_str(text).map_err(|_| Error::internal(format!("stored address {text:?}")));
         let token = parse(contract.address.as_deref().unwrap_or_default())?;
         let balances = self.ledger.balances(token, parse(&wallet)?).await.map_err(|e| {
-            Error::internal(format!("reading balances from the ledger: {e}")).with_code("LEDGER_UNAVAILABLE")
+            Error::internal(format!("reading balances from the ledger: {e}")).with_code(Code::LedgerUnavailable)
         })?;
         let amount = |value: U256| -> AppResult<String> {
             let units = u128::try_from(value).map_err(|_| Error::internal("a balance beyond u128"))?;

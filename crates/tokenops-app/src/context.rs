@@ -5,7 +5,7 @@ use tokenops_domain::TenantId;
 use tokenops_domain::permission::{Permission, PermissionSet};
 use uuid::Uuid;
 
-use crate::error::Error;
+use crate::error::{Code, Error};
 
 /// Who the token's subject is to tokenops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl Caller {
 }
 
 pub fn missing_permission(permission: Permission) -> Error {
-    Error::forbidden(format!("Missing permission: {permission}")).with_code("PERMISSION_DENIED")
+    Error::forbidden(format!("Missing permission: {permission}")).with_code(Code::PermissionDenied)
 }
 
 /// Everything a write needs to know about the request that caused it.

@@ -17,7 +17,7 @@ use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_ledger::{Ledger, LedgerError, TokenSpec};
 use tokenops_store::{ContractFilter, ContractRecord, Job, Store, StoreError, Tx};
 
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 use crate::write::{Operation, Write};
 
@@ -84,7 +84,7 @@ pub struct ContractChange {
 }
 
 pub fn contract_not_found(asset: &str) -> Error {
-    Error::not_found(format!("No contract for asset {asset}")).with_code("CONTRACT_NOT_FOUND")
+    Error::not_found(format!("No contract for asset {asset}")).with_code(Code::ContractNotFound)
 }
 
 /// The asset's contract, read in `tx`, if it is ACTIVE: accounts, balances and operations need
@@ -177,7 +177,7 @@ impl Contracts {
                     contract.asset_id,
                     contract.status.as_str()
                 ))
-                .with_code("TRANSITION_NOT_ALLOWED"));
+                .with_code(Code::TransitionNotAllowed));
             }
             contract.status = target;
         }
@@ -214,7 +214,7 @@ impl Contracts {
 
 fn already_exists(existing: &ContractRecord) -> Error {
     Error::conflict(format!("A contract for {} already exists", existing.asset_id))
-        .with_code("CONTRACT_EXISTS")
+        .with_code(Code::ContractExists)
         .with_extra("assetId", existing.asset_id.as_str())
         .with_extra("existingStatus", existing.status.as_str())
 }

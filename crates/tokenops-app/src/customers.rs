@@ -2,7 +2,7 @@
 //! the customer's accounts), reads and the list.
 //! The model slice: handler → this service → store, each thin.
 
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::write::{Operation, Write};
 use serde::Serialize;
 use std::sync::Arc;
@@ -161,7 +161,7 @@ fn not_found(customer_ref: &CustomerRef) -> Error {
 
 fn already_exists(existing: &Customer) -> Error {
     Error::conflict(format!("Customer {} already exists", existing.customer_ref))
-        .with_code("CUSTOMER_EXISTS")
+        .with_code(Code::CustomerExists)
         .with_extra("customerRef", existing.customer_ref.as_str())
         .with_extra("existingStatus", existing.status.as_str())
 }

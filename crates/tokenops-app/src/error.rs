@@ -1,30 +1,16 @@
 //! The one error type of tokenops. Errors policy:
 //! - `store` returns `StoreError`; app services convert it here (`From`), so a database failure
-//!   becomes `Kind::Internal` and is logged once, with its cause, where it is rendered.
+//!   becomes `Code::InternalError` and is logged once, with its cause, where it is rendered.
 //! - App services and API extractors build errors with the constructors below, one per HTTP
-//!   meaning; the API renders every `Error` through one table (`tokenops_api::error`).
+//!   meaning, refined with `with_code`; every `Error` carries a [`Code`] of the one table
+//!   (`crate::codes`), which gives its status. HTTP-only errors are the API's.
 //! - Messages are for humans; clients branch on the status and the stable `code`.
 
 use serde_json::{Map, Value};
 use std::fmt;
 use tokenops_store::StoreError;
 
-/// What went wrong, in HTTP terms. Every variant is matched explicitly where it is rendered, so a
-/// new one forces a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    Conflict,
-    PayloadTooLarge,
-    UnsupportedMediaType,
-    Unprocessable,
-    Internal,
-    Unavailable,
-}
+pub use crate::codes::Code;
 
 /// One field's complaint, carried in `details`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -35,10 +21,9 @@ pub struct FieldError {
 
 #[derive(Debug)]
 pub struct Error {
-    pub kind: Kind,
+    /// Stable machine-readable code (for example `IDEMPOTENCY_CONFLICT`); it decides the status.
+    pub code: Code,
     pub message: String,
-    /// Stable machine-readable code (for example `IDEMPOTENCY_CONFLICT`).
-    pub code: &'static str,
     pub details: Vec<FieldError>,
     /// Extra top-level body members some errors carry (for example `customerRef`, `existingStatus`).
     pub extra: Map<String, Value>,
@@ -53,14 +38,16 @@ pub struct Error {
 
 pub type AppResult<T> = Result<T, Error>;
 
-pub const SYSTEM_ERROR_MESSAGE: &str = "System error occurred";
+pub const SYSTEM_ERROR_MESSAGE: &str = match Code::InternalError.default_message() {
+    Some(message) => message,
+    None => "",
+};
 
 impl Error {
-    pub fn new(kind: Kind, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
-            kind,
-            message: message.into(),
             code,
+            message: message.into(),
             details: Vec::new(),
             extra: Map::new(),
             retry_after: None,
@@ -69,8 +56,13 @@ impl Error {
         }
     }
 
+    /// An error with its code's default message (the code's name where it has none).
+    pub fn of(code: Code) -> Self {
+        Self::new(code, code.default_message().unwrap_or(code.wire()))
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(Kind::BadRequest, "VALIDATION_FAILED", message)
+        Self::new(Code::ValidationFailed, message)
     }
 
     /// A 400 naming the offending field, with the field in `details`.
@@ -81,35 +73,42 @@ impl Error {
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(Kind::Unauthorized, "UNAUTHORIZED", message)
+        Self::new(Code::Unauthorized, message)
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(Kind::Forbidden, "FORBIDDEN", message)
+        Self::new(Code::Forbidden, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(Kind::NotFound, "NOT_FOUND", message)
+        Self::new(Code::NotFound, message)
     }
 
     pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(Kind::Conflict, "CONFLICT", message)
+        Self::new(Code::Conflict, message)
     }
 
     pub fn unprocessable(message: impl Into<String>) -> Self {
-        Self::new(Kind::Unprocessable, "UNPROCESSABLE", message)
+        Self::new(Code::Unprocessable, message)
     }
 
     /// An unexpected failure: the caller sees only `System error occurred`.
     pub fn internal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        let mut e = Self::new(Kind::Internal, "INTERNAL_ERROR", SYSTEM_ERROR_MESSAGE);
+        let mut e = Self::of(Code::InternalError);
         e.source = Some(source.into());
         e
     }
 
-    pub fn with_code(mut self, code: &'static str) -> Self {
+    /// Refines the constructor's code; the new code answers with the same status.
+    pub fn with_code(mut self, code: Code) -> Self {
+        debug_assert_eq!(self.code.status(), code.status(), "{code} changes the status of a {}", self.code);
         self.code = code;
         self
+    }
+
+    /// The HTTP status of this error: its code's.
+    pub fn status(&self) -> u16 {
+        self.code.status()
     }
 
     pub fn with_details(mut self, details: Vec<FieldError>) -> Self {
@@ -131,7 +130,7 @@ impl Error {
     /// replayed), rather than the service's own failure or a state the request may outgrow
     /// (both release the key for a retry).
     pub fn is_final_outcome(&self) -> bool {
-        !self.retry_same_key && !matches!(self.kind, Kind::Internal | Kind::Unavailable)
+        !self.retry_same_key && self.status() < 500
     }
 
     /// Marks a caller's error as one the same request may outgrow, so that its key is released
@@ -144,7 +143,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}: {}", self.kind, self.message)?;
+        write!(f, "{}: {}", self.code, self.message)?;
         if let Some(source) = &self.source {
             write!(f, " (cause: {source})")?;
         }

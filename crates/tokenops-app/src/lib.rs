@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod clock;
+pub mod codes;
 pub mod context;
 pub mod contracts;
 pub mod customers;
@@ -21,7 +22,7 @@ pub mod resume;
 pub mod settlement;
 pub mod write;
 
-pub use error::{AppResult, Error, Kind};
+pub use error::{AppResult, Code, Error};
 
 use clock::Clock;
 use jobs::{Backoff, DispatchEvent, JobHandler, JobRunner, Maintenance, MaintenanceSettings, RunnerSettings};

@@ -4,6 +4,7 @@
 //! master key; the default file transport writes one RFC 5322 `.eml` per message, named by its
 //! job, so a rerun after a crash rewrites the same file instead of sending twice.
 
+use crate::clock::Clock;
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -37,16 +38,24 @@ pub trait MailTransport: Send + Sync + 'static {
 }
 
 /// Writes each message as `{dir}/{message_id}.eml`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FileTransport {
     pub dir: PathBuf,
     pub from: String,
+    /// Dates each message (its `Date` header): the service's clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for FileTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileTransport").field("dir", &self.dir).field("from", &self.from).finish_non_exhaustive()
+    }
 }
 
 impl FileTransport {
     fn render(&self, message_id: &str, message: &MailMessage) -> String {
         let date =
-            time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc2822).unwrap_or_default();
+            self.clock.now().to_datetime().format(&time::format_description::well_known::Rfc2822).unwrap_or_default();
         // Headers cannot contain line breaks: a recipient or subject with one is cut there.
         let one_line = |s: &str| s.lines().next().unwrap_or("").to_owned();
         format!(
@@ -127,6 +136,8 @@ impl JobHandler for SendMail {
 pub struct SmtpTransport {
     transport: lettre::AsyncSmtpTransport<lettre::Tokio1Executor>,
     from: lettre::message::Mailbox,
+    /// Dates each message (its `Date` header, which lettre would otherwise take from the system).
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for SmtpTransport {
@@ -139,14 +150,14 @@ impl std::fmt::Debug for SmtpTransport {
 impl SmtpTransport {
     /// `url`: `smtps://[user:password@]host[:port]` or `smtp://…[?tls=required]`; `from` is an
     /// RFC 5322 mailbox (`tokenops <no-reply@bank.example>`). Errors never echo the URL, which
-    /// may carry a password.
-    pub fn new(url: &str, from: &str) -> Result<Self, String> {
+    /// may carry a password. `clock` dates the messages.
+    pub fn new(url: &str, from: &str, clock: Arc<dyn Clock>) -> Result<Self, String> {
         let transport = lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::from_url(url)
             .map_err(|e| format!("not a usable SMTP URL ({})", e.to_string().split(':').next().unwrap_or("invalid")))?
             .timeout(Some(std::time::Duration::from_secs(30)))
             .build();
         let from = from.parse().map_err(|_| "not an email address with an optional display name".to_owned())?;
-        Ok(Self { transport, from })
+        Ok(Self { transport, from, clock })
     }
 }
 
@@ -161,6 +172,7 @@ impl MailTransport for SmtpTransport {
             .to(to)
             .subject(message.subject.clone())
             .message_id(Some(format!("<{message_id}@tokenops>")))
+            .date(self.clock.now().to_datetime().into())
             .header(lettre::message::header::ContentType::TEXT_PLAIN)
             .body(message.body.clone())
             .map_err(|e| format!("building the message: {e}"))?;

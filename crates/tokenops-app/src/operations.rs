@@ -16,7 +16,7 @@ use tokenops_store::{
 use uuid::Uuid;
 
 use crate::contracts::active_contract;
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds;
 use crate::write::{Operation, Write};
 
@@ -350,13 +350,13 @@ impl Operations {
                     "Lock {lock_id} is not visible yet: its LOCK is {}; retry shortly",
                     op.state.as_str()
                 ))
-                .with_code("LOCK_NOT_YET_VISIBLE")
+                .with_code(Code::LockNotYetVisible)
                 .retry_with_same_key(),
                 Some(op) if op.tx_type == TxType::Lock => {
                     invalid("params.lockId", format!("lock {lock_id} is not ACTIVE: its LOCK {}", op.state.as_str()))
                 }
                 Some(op) => invalid("params.lockId", format!("{lock_id} is a {}, not a LOCK", op.tx_type.as_str())),
-                _ => Error::not_found(format!("No lock {lock_id}")).with_code("LOCK_NOT_FOUND").retry_with_same_key(),
+                _ => Error::not_found(format!("No lock {lock_id}")).with_code(Code::LockNotFound).retry_with_same_key(),
             });
         };
         if lock.status != LockStatus::Active {
@@ -404,7 +404,7 @@ impl Operations {
         tx.locks()
             .get(tenant, id)
             .await?
-            .ok_or_else(|| Error::not_found(format!("Lock {id} not found")).with_code("LOCK_NOT_FOUND"))
+            .ok_or_else(|| Error::not_found(format!("Lock {id} not found")).with_code(Code::LockNotFound))
     }
 
     /// An account's locks, newest first.
@@ -435,5 +435,5 @@ impl Operations {
 }
 
 pub fn operation_not_found(id: Uuid) -> Error {
-    Error::not_found(format!("Transaction {id} not found")).with_code("TRANSACTION_NOT_FOUND")
+    Error::not_found(format!("Transaction {id} not found")).with_code(Code::TransactionNotFound)
 }

@@ -9,7 +9,7 @@
 
 use crate::clock::Clock;
 use crate::context::RequestContext;
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use std::sync::Arc;
 use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::event::{Event, EventType, ResourceRef};
@@ -126,7 +126,7 @@ impl Writes {
                     "Idempotency-Key {:?} was already used with a different request payload; use a new key for a new request",
                     scope.key
                 ))
-                .with_code("IDEMPOTENCY_KEY_REUSED"));
+                .with_code(Code::IdempotencyKeyReused));
             }
             Some(record) => match record.state {
                 IdempotencyState::Completed(response) => Claimed::Replay(response),
@@ -244,7 +244,7 @@ enum Claimed {
 
 fn in_flight(retry_after: u64) -> Error {
     Error::conflict("A request with this Idempotency-Key is still being processed; retry after the indicated delay with the same key")
-        .with_code("IDEMPOTENCY_CONFLICT")
+        .with_code(Code::IdempotencyConflict)
         .with_retry_after(retry_after)
 }
 

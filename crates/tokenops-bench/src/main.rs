@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokenops_domain::TenantId;
+use tokenops_domain::{Clock, SystemClock, TenantId};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
 
 const ACCOUNTS: usize = 32;
@@ -312,7 +312,8 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     // terminal.
     let steady_rate = best.unwrap_or(if sweep_rates.is_empty() { 1_000 } else { RATES[0] }).min(1_000);
     println!("  steady run at {steady_rate}/s, then settlement runs at rising rates");
-    let marker = tokenops_domain::Timestamp::system_now().as_micros();
+    // The service under test runs on the system clock: its `created_at` is compared with this.
+    let marker = SystemClock.now().as_micros();
     let _ = open_loop(&target, steady_rate, Duration::from_secs(8)).await;
     until("settlement", Duration::from_secs(600), async || Ok(in_flight(&db, tenant.id).await == 0)).await?;
     let latencies = db
@@ -398,7 +399,7 @@ async fn store_ceiling(db: &TestDb) -> anyhow::Result<f64> {
         let (store, done) = (store.clone(), done.clone());
         tasks.spawn(async move {
             while Instant::now() < until {
-                let now = tokenops_domain::Timestamp::system_now();
+                let now = SystemClock.now();
                 let id = uuid::Uuid::now_v7();
                 let write = async {
                     let mut tx = store.write().await?;
@@ -453,7 +454,7 @@ fn bench_audit(
 }
 
 fn tokenops_app_clock() -> tokenops_app::clock::ManualClock {
-    tokenops_app::clock::ManualClock::starting_at(tokenops_domain::Timestamp::system_now())
+    tokenops_app::clock::ManualClock::starting_at(SystemClock.now())
 }
 
 #[tokio::main]

@@ -20,7 +20,7 @@ use k256::ecdsa::SigningKey;
 use rand::rngs::OsRng;
 use secp256k1::{Message, Secp256k1, SignOnly};
 use std::sync::{Arc, LazyLock};
-use tokenops_domain::Timestamp;
+use tokenops_domain::Clock;
 use tokenops_secrets::Sealer;
 use tokenops_store::{CustodyKeyRecord, CustodyKeyStatus, Store, StoreError};
 use zeroize::Zeroizing;
@@ -42,8 +42,8 @@ pub struct EmbeddedKeystore {
     store: Arc<dyn Store>,
     /// Shared with the rest of the service: one master key seals every secret at rest.
     sealer: Arc<Sealer>,
-    /// Stamps `created_at` and `disabled_at`; the system clock unless replaced.
-    now: fn() -> Timestamp,
+    /// Stamps `created_at` and `disabled_at`: the service's clock.
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for EmbeddedKeystore {
@@ -57,14 +57,8 @@ fn store_unavailable(error: StoreError) -> CustodyError {
 }
 
 impl EmbeddedKeystore {
-    pub fn new(store: Arc<dyn Store>, sealer: Arc<Sealer>) -> Self {
-        Self { store, sealer, now: Timestamp::system_now }
-    }
-
-    /// Replaces the clock that stamps key records (tests).
-    pub fn with_clock(mut self, now: fn() -> Timestamp) -> Self {
-        self.now = now;
-        self
+    pub fn new(store: Arc<dyn Store>, sealer: Arc<Sealer>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, sealer, clock }
     }
 
     fn open(&self, record: &CustodyKeyRecord, address: Address) -> Result<secp256k1::SecretKey, CustodyError> {
@@ -97,7 +91,7 @@ impl Custody for EmbeddedKeystore {
             label: label.to_owned(),
             sealed_key,
             status: CustodyKeyStatus::Active,
-            created_at: (self.now)(),
+            created_at: self.clock.now(),
             disabled_at: None,
         };
         let mut tx = self.store.write().await.map_err(store_unavailable)?;
@@ -129,7 +123,8 @@ impl Custody for EmbeddedKeystore {
 
     async fn disable(&self, wallet: Address) -> Result<(), CustodyError> {
         let mut tx = self.store.write().await.map_err(store_unavailable)?;
-        let known = tx.custody_keys().disable(&address_text(wallet), (self.now)()).await.map_err(store_unavailable)?;
+        let known =
+            tx.custody_keys().disable(&address_text(wallet), self.clock.now()).await.map_err(store_unavailable)?;
         if !known {
             return Err(CustodyError::refused(wallet, Refusal::UnknownWallet, "custody holds no key for this wallet"));
         }

@@ -5,6 +5,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use std::sync::Arc;
 use tokenops_custody::{Address, B256, Custody, CustodyError, EmbeddedKeystore, Refusal};
+use tokenops_domain::{Clock, ManualClock, SystemClock, Timestamp};
 use tokenops_secrets::{SealError, Sealer};
 use tokenops_testkit::StoreFixture;
 use tokenops_testkit::{Backend, backends};
@@ -14,8 +15,15 @@ const MASTER: [u8; 32] = [7u8; 32];
 /// The purpose prefix of a sealed wallet key's associated data, as documented in the keystore.
 const WALLET_KEY: &[u8] = b"tokenops/wallet-key/";
 
+/// When the tests' keystores start their clock (µs since the epoch).
+const T0: i64 = 1_800_000_000_000_000;
+
 fn keystore(store: Arc<dyn tokenops_store::Store>) -> EmbeddedKeystore {
-    EmbeddedKeystore::new(store, Arc::new(Sealer::new(MASTER)))
+    keystore_on(store, ManualClock::starting_at(Timestamp::from_micros(T0)))
+}
+
+fn keystore_on(store: Arc<dyn tokenops_store::Store>, clock: impl Clock) -> EmbeddedKeystore {
+    EmbeddedKeystore::new(store, Arc::new(Sealer::new(MASTER)), Arc::new(clock))
 }
 
 fn hash(n: u8) -> B256 {
@@ -53,15 +61,24 @@ async fn signs_with_the_wallet_key(backend: Backend) {
 
 async fn disabled_and_unknown_wallets_are_refused(backend: Backend) {
     let fixture = StoreFixture::new(backend).await;
-    let custody = keystore(fixture.store.clone());
+    let clock = ManualClock::starting_at(Timestamp::from_micros(T0));
+    let custody = keystore_on(fixture.store.clone(), clock.clone());
     let wallet = custody.create_wallet("to be disabled").await.expect("create");
     custody.sign_hash(wallet, hash(1)).await.expect("sign while active");
 
+    // The key's record is stamped by the keystore's clock, not the system's.
+    clock.advance_millis(5_000);
     custody.disable(wallet).await.expect("disable");
+    clock.advance_millis(5_000);
     custody.disable(wallet).await.expect("disabling again is fine");
     assert_eq!(refusal(custody.sign_hash(wallet, hash(1)).await.expect_err("disabled")), Refusal::Disabled);
     let status = fixture.db.strings("SELECT status FROM custody_keys").await;
     assert_eq!(status, ["DISABLED"]);
+    let stamps = fixture
+        .db
+        .strings("SELECT CAST(created_at AS TEXT) || '|' || CAST(disabled_at AS TEXT) FROM custody_keys")
+        .await;
+    assert_eq!(stamps, [format!("{T0}|{}", T0 + 5_000_000)]);
 
     let unknown = Address::repeat_byte(0x42);
     assert_eq!(refusal(custody.sign_hash(unknown, hash(1)).await.expect_err("unknown")), Refusal::UnknownWallet);
@@ -109,7 +126,7 @@ async fn keys_at_rest_are_unreadable_without_the_master_key(backend: Backend) {
 
     // A keystore configured with another master key cannot sign: temporary (a configuration to
     // fix), not a refusal that would fail the operation for good.
-    let wrong = EmbeddedKeystore::new(fixture.store.clone(), Arc::new(Sealer::new([8u8; 32])));
+    let wrong = EmbeddedKeystore::new(fixture.store.clone(), Arc::new(Sealer::new([8u8; 32])), Arc::new(SystemClock));
     match wrong.sign_hash(wallet, hash(1)).await {
         Err(CustodyError::Unavailable { reason }) => assert!(reason.contains("master key"), "{reason}"),
         other => panic!("expected Unavailable, got {other:?}"),
@@ -132,11 +149,13 @@ async fn wallets_outlive_a_restart_on_the_development_master_key() {
     let key_file = data_dir.join("master.key");
     let fixture = StoreFixture::new(Backend::Sqlite).await;
     let sealer = Sealer::load_or_create_dev_key(&key_file).expect("create the development key");
-    let wallet =
-        EmbeddedKeystore::new(fixture.store.clone(), Arc::new(sealer)).create_wallet("dev").await.expect("create");
+    let wallet = EmbeddedKeystore::new(fixture.store.clone(), Arc::new(sealer), Arc::new(SystemClock))
+        .create_wallet("dev")
+        .await
+        .expect("create");
 
     let reloaded = Sealer::load_or_create_dev_key(&key_file).expect("reload the development key");
-    let restarted = EmbeddedKeystore::new(fixture.reopen().await, Arc::new(reloaded));
+    let restarted = EmbeddedKeystore::new(fixture.reopen().await, Arc::new(reloaded), Arc::new(SystemClock));
     let signature = restarted.sign_hash(wallet, hash(2)).await.expect("sign after restart");
     assert_eq!(signature.recover_address_from_prehash(&hash(2)).expect("recover"), wallet);
     std::fs::remove_dir_all(&data_dir).expect("clean up");

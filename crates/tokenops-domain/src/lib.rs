@@ -1,10 +1,12 @@
 //! Plain types and pure rules of tokenops: identifiers, the canonical timestamp, the customer
 //! state rules, events, audit vocabulary, paging primitives, the permission catalogue and the
-//! platform roles. Nothing here performs I/O.
+//! platform roles. Nothing here performs I/O, save that `SystemClock`, the real adapter of the
+//! `Clock` port every layer reads the time through, reads the system's time.
 
 pub mod account;
 pub mod asset;
 pub mod audit;
+pub mod clock;
 pub mod customer;
 pub mod event;
 pub mod ids;
@@ -14,5 +16,6 @@ pub mod permission;
 pub mod role;
 pub mod timestamp;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{TenantId, new_id};
 pub use timestamp::Timestamp;

@@ -24,9 +24,9 @@ impl Timestamp {
         self.0
     }
 
-    /// Reads the system clock. Only the `SystemClock` adapter should call this; everything else
-    /// asks the `Clock` port so that tests can move time.
-    pub fn system_now() -> Self {
+    /// Reads the system clock. Only the `SystemClock` adapter calls this (hence crate-private);
+    /// everything else asks the `Clock` port so that tests can move time.
+    pub(crate) fn system_now() -> Self {
         Self::from_datetime(OffsetDateTime::now_utc())
     }
 

@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let dir = std::env::temp_dir().join(format!("tokenops-ledger-bench-{}", std::process::id()));
                 std::fs::create_dir_all(&dir)?;
                 let sqlite = SqliteStore::open(&dir.join("bench.db")).await?;
-                sqlite.migrate().await?;
+                sqlite.migrate(&tokenops_domain::SystemClock).await?;
                 let result = bench("sqlite", Arc::new(sqlite.clone()), &options).await;
                 sqlite.close().await;
                 std::fs::remove_dir_all(&dir)?;
@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         continue;
                     }
                 };
-                postgres.migrate().await?;
+                postgres.migrate(&tokenops_domain::SystemClock).await?;
                 let result = bench("postgres", Arc::new(postgres.clone()), &options).await;
                 postgres.close().await;
                 let pool = sqlx::PgPool::connect(&url).await?;
@@ -124,7 +124,11 @@ async fn bench(name: &str, store: Arc<dyn Store>, options: &Options) -> Result<(
 
     // A fixed master key: the bench's wallets are dropped with its store, so no key needs keeping
     // secret, and sealing costs the same under any key.
-    let custody = Arc::new(EmbeddedKeystore::new(store.clone(), Arc::new(Sealer::new([9u8; 32]))));
+    let custody = Arc::new(EmbeddedKeystore::new(
+        store.clone(),
+        Arc::new(Sealer::new([9u8; 32])),
+        Arc::new(tokenops_domain::SystemClock),
+    ));
     let issuer = custody.create_wallet("issuer").await?;
     let ledger =
         Arc::new(EmbeddedLedger::open(store.clone(), issuer, custody.clone(), EmbeddedConfig::default()).await?);

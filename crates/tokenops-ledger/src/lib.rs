@@ -18,7 +18,7 @@ pub mod port;
 mod transaction;
 
 pub use alloy::primitives::{Address, U256};
-pub use embedded::{DEFAULT_CHAIN_ID, EmbeddedConfig, EmbeddedLedger, LedgerClock, system_clock};
+pub use embedded::{DEFAULT_CHAIN_ID, EmbeddedConfig, EmbeddedLedger};
 pub use evm::{EvmConfig, EvmLedger, FeeMode, GasFunding};
 pub use port::{
     Balances, Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, SignedTransaction, TokenInfo, TokenSpec, TxHash,

@@ -62,7 +62,11 @@ impl Setup {
         install_crypto_provider();
         let anvil = Anvil::start().await;
         let fixture = StoreFixture::new(Backend::Sqlite).await;
-        let custody = Arc::new(EmbeddedKeystore::new(fixture.store.clone(), Arc::new(Sealer::new([5u8; 32]))));
+        let custody = Arc::new(EmbeddedKeystore::new(
+            fixture.store.clone(),
+            Arc::new(Sealer::new([5u8; 32])),
+            Arc::new(tokenops_domain::SystemClock),
+        ));
         let issuer = custody.create_wallet("issuer").await.expect("issuer wallet");
         let mut config = EvmConfig::new(anvil.url.clone());
         config.gas_funding = GasFunding::DevSetBalance(U256::from(10u64).pow(U256::from(19u64)));

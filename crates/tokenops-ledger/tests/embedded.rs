@@ -7,10 +7,10 @@ mod suite;
 use alloy::primitives::{Address, B256, U256};
 use async_trait::async_trait;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use suite::{Network, included};
 use tokenops_custody::{Custody, EmbeddedKeystore};
+use tokenops_domain::{Clock, Timestamp};
 use tokenops_ledger::{
     EmbeddedConfig, EmbeddedLedger, Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, TokenSpec,
 };
@@ -22,29 +22,34 @@ use tokenops_testkit::{Backend, backends};
 /// The ledger's time at the start of every test (EVM seconds).
 const T0: u64 = 1_800_000_000;
 
-/// A manual clock: tests move it instead of sleeping.
-#[derive(Clone, Default)]
-struct ManualClock(Arc<AtomicU64>);
+/// The domain's manual clock, read in EVM seconds: tests move it instead of sleeping.
+#[derive(Clone)]
+struct ManualClock(tokenops_domain::ManualClock);
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self(tokenops_domain::ManualClock::starting_at(Timestamp::from_micros(T0 as i64 * 1_000_000)))
+    }
+}
 
 impl ManualClock {
     fn now(&self) -> u64 {
-        T0 + self.0.load(Ordering::SeqCst)
+        u64::try_from(self.0.now().as_micros() / 1_000_000).expect("after the epoch")
     }
     fn advance(&self, seconds: u64) {
-        self.0.fetch_add(seconds, Ordering::SeqCst);
+        self.0.advance_millis(i64::try_from(seconds).expect("seconds") * 1_000);
     }
     fn config(&self) -> EmbeddedConfig {
-        let clock = self.clone();
         EmbeddedConfig {
             block_interval: Duration::from_millis(10),
-            clock: Arc::new(move || clock.now()),
+            clock: Arc::new(self.0.clone()),
             ..EmbeddedConfig::default()
         }
     }
 }
 
 fn keystore(store: Arc<dyn Store>) -> Arc<EmbeddedKeystore> {
-    Arc::new(EmbeddedKeystore::new(store, Arc::new(Sealer::new([3u8; 32]))))
+    Arc::new(EmbeddedKeystore::new(store, Arc::new(Sealer::new([3u8; 32])), Arc::new(ManualClock::default().0)))
 }
 
 async fn deploy_euro(ledger: &EmbeddedLedger) -> Address {

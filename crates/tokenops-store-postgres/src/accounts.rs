@@ -5,6 +5,7 @@
 //! account never changes).
 
 use crate::codec::asset_key;
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -52,13 +53,11 @@ impl PostgresTx {
         lock: &str,
     ) -> StoreResult<Option<AccountRecord>> {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND account_ref = $2 {lock}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(account_ref.as_str())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_account).transpose()
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(account_ref.as_str()),
+            decode_account,
+        )
+        .await
     }
 }
 
@@ -69,23 +68,24 @@ impl AccountStore for PostgresTx {
             "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(account.id)
-            .bind(account.tenant_id.as_uuid())
-            .bind(account.account_ref.as_str())
-            .bind(account.customer_ref.as_str())
-            .bind(asset_key(&account.asset_id))
-            .bind(account.status.as_str())
-            .bind(account.wallet_address.as_deref())
-            .bind(account.failure_reason.as_deref())
-            .bind(i64::from(account.generation))
-            .bind(account.provisioned_at.map(Timestamp::as_micros))
-            .bind(account.created_at.as_micros())
-            .bind(account.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(account.id)
+                    .bind(account.tenant_id.as_uuid())
+                    .bind(account.account_ref.as_str())
+                    .bind(account.customer_ref.as_str())
+                    .bind(asset_key(&account.asset_id))
+                    .bind(account.status.as_str())
+                    .bind(account.wallet_address.as_deref())
+                    .bind(account.failure_reason.as_deref())
+                    .bind(i64::from(account.generation))
+                    .bind(account.provisioned_at.map(Timestamp::as_micros))
+                    .bind(account.created_at.as_micros())
+                    .bind(account.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("account id or reference"));
         }
         Ok(())
@@ -104,7 +104,7 @@ impl AccountStore for PostgresTx {
     }
 
     async fn update(&mut self, account: &AccountRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(sqlx::query(
             "UPDATE accounts SET customer_ref = $1, asset_id = $2, status = $3, wallet_address = $4, failure_reason = $5,
                                  generation = $6, provisioned_at = $7, updated_at = $8
              WHERE tenant_id = $9 AND id = $10",
@@ -118,10 +118,7 @@ impl AccountStore for PostgresTx {
         .bind(account.provisioned_at.map(Timestamp::as_micros))
         .bind(account.updated_at.as_micros())
         .bind(account.tenant_id.as_uuid())
-        .bind(account.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .bind(account.id)).await?;
         Ok(())
     }
 
@@ -134,30 +131,32 @@ impl AccountStore for PostgresTx {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
         let asset = filter.asset_id.as_deref().map(asset_key);
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}")))
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"
+                )))
                 .bind(tenant.as_uuid())
                 .bind(customer)
                 .bind(status)
-                .bind(asset.as_deref())
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+                .bind(asset.as_deref()),
+            )
+            .await?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT $5 OFFSET $6"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(customer)
-            .bind(status)
-            .bind(asset.as_deref())
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_account).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(tenant.as_uuid())
+                    .bind(customer)
+                    .bind(status)
+                    .bind(asset.as_deref())
+                    .bind_page(page),
+                decode_account,
+            )
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 
@@ -167,13 +166,7 @@ impl AccountStore for PostgresTx {
              WHERE status IN ('ACTIVE', 'INACTIVE') AND ($1 IS NULL OR id > $1)
              ORDER BY id LIMIT $2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(after)
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_account).collect()
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(after).bind(i64::from(limit)), decode_account).await
     }
 
     async fn for_customer_in_status(
@@ -186,13 +179,13 @@ impl AccountStore for PostgresTx {
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND customer_ref = $2 AND status = $3
              ORDER BY created_at ASC, id ASC FOR UPDATE"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(customer_ref.as_str())
-            .bind(status.as_str())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_account).collect()
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(customer_ref.as_str())
+                .bind(status.as_str()),
+            decode_account,
+        )
+        .await
     }
 }

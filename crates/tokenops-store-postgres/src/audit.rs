@@ -1,5 +1,6 @@
 //! Audit records on PostgreSQL.
 
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
@@ -131,7 +132,7 @@ fn bind_all<'q>(
 #[async_trait]
 impl AuditStore for PostgresTx {
     async fn record(&mut self, r: &AuditRecord) -> StoreResult<()> {
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
                                         resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
@@ -151,11 +152,8 @@ impl AuditStore for PostgresTx {
         .bind(r.request_id.as_deref())
         .bind(r.idempotency_key.as_deref())
         .bind(r.http_status.map(i32::from))
-        .bind(&r.detail)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        .bind(&r.detail)).await?;
+        if done == 0 {
             return Err(codec::conflict("audit record id"));
         }
         Ok(())
@@ -163,13 +161,7 @@ impl AuditStore for PostgresTx {
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
         let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
     async fn list(
@@ -182,11 +174,11 @@ impl AuditStore for PostgresTx {
         let mut binds = Vec::new();
         let clause = where_clause(filter, &mut binds);
         let count_sql = format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause}");
-        let total_row = bind_all(sqlx::query(sqlx::AssertSqlSafe(count_sql)), tenant.as_uuid(), &binds)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let total: i64 = codec::get(&total_row, "total")?;
+        let total: i64 = self
+            .fetch_one(bind_all(sqlx::query(sqlx::AssertSqlSafe(count_sql)), tenant.as_uuid(), &binds), |row| {
+                codec::get(row, "total")
+            })
+            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
         order.push("id DESC".to_owned());
@@ -196,13 +188,12 @@ impl AuditStore for PostgresTx {
             order.join(", "),
             n + 1
         );
-        let rows = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds)
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(
+                bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind_page(page),
+                decode,
+            )
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::clause::{Bind, Clause};
 use crate::codec::{asset_key, parsed};
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -34,19 +35,20 @@ impl BreakStore for PostgresTx {
             "INSERT INTO breaks ({BREAK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(record.id)
-            .bind(record.tenant_id.as_uuid())
-            .bind(record.transaction_id)
-            .bind(record.account_ref.as_str())
-            .bind(asset_key(&record.asset_id))
-            .bind(record.reason.as_str())
-            .bind(&record.detail)
-            .bind(record.detected_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(record.id)
+                    .bind(record.tenant_id.as_uuid())
+                    .bind(record.transaction_id)
+                    .bind(record.account_ref.as_str())
+                    .bind(asset_key(&record.asset_id))
+                    .bind(record.reason.as_str())
+                    .bind(&record.detail)
+                    .bind(record.detected_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("break id"));
         }
         Ok(())
@@ -84,14 +86,9 @@ impl BreakStore for PostgresTx {
             clause.sql,
             n + 1
         );
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_break).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_break)
+            .await?;
         Ok(Page { items, total })
     }
 }

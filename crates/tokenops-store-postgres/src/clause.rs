@@ -1,7 +1,7 @@
 //! The WHERE clause of a filtered list (operations, locks, breaks): built from the filters actually
 //! given, each a fixed fragment numbered after the tenant.
 
-use crate::codec;
+use crate::{codec, query};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
@@ -62,8 +62,7 @@ impl Clause {
 
     /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total.
     pub(crate) async fn count(&self, tenant: TenantId, sql: String, conn: &mut sqlx::PgConnection) -> StoreResult<u64> {
-        let row =
-            self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).fetch_one(conn).await.map_err(codec::backend)?;
-        Ok(codec::count(codec::get(&row, "total")?))
+        let query = self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
+        query::fetch_one(conn, query, |row| Ok(codec::count(codec::get(row, "total")?))).await
     }
 }

@@ -5,6 +5,7 @@
 //! contract never changes).
 
 use crate::codec::asset_key;
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -49,13 +50,11 @@ impl PostgresTx {
         lock: &str,
     ) -> StoreResult<Option<ContractRecord>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND asset_id = $2 {lock}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(asset_key(asset_id))
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_contract).transpose()
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset_key(asset_id)),
+            decode_contract,
+        )
+        .await
     }
 }
 
@@ -66,23 +65,24 @@ impl ContractStore for PostgresTx {
             "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(contract.id)
-            .bind(contract.tenant_id.as_uuid())
-            .bind(asset_key(&contract.asset_id))
-            .bind(&contract.name)
-            .bind(&contract.symbol)
-            .bind(i16::from(contract.decimals))
-            .bind(contract.status.as_str())
-            .bind(contract.address.as_deref())
-            .bind(contract.adopt_address.as_deref())
-            .bind(contract.failure_reason.as_deref())
-            .bind(contract.created_at.as_micros())
-            .bind(contract.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(contract.id)
+                    .bind(contract.tenant_id.as_uuid())
+                    .bind(asset_key(&contract.asset_id))
+                    .bind(&contract.name)
+                    .bind(&contract.symbol)
+                    .bind(i16::from(contract.decimals))
+                    .bind(contract.status.as_str())
+                    .bind(contract.address.as_deref())
+                    .bind(contract.adopt_address.as_deref())
+                    .bind(contract.failure_reason.as_deref())
+                    .bind(contract.created_at.as_micros())
+                    .bind(contract.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("contract id or asset"));
         }
         Ok(())
@@ -98,16 +98,11 @@ impl ContractStore for PostgresTx {
 
     async fn on_address(&mut self, address: &str) -> StoreResult<Vec<ContractRecord>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = $1 ORDER BY created_at, id");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(address.to_ascii_lowercase())
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_contract).collect()
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(address.to_ascii_lowercase()), decode_contract).await
     }
 
     async fn update(&mut self, contract: &ContractRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(sqlx::query(
             "UPDATE contracts SET name = $1, symbol = $2, decimals = $3, status = $4, address = $5, adopt_address = $6,
                                   failure_reason = $7, updated_at = $8
              WHERE tenant_id = $9 AND id = $10",
@@ -121,10 +116,7 @@ impl ContractStore for PostgresTx {
         .bind(contract.failure_reason.as_deref())
         .bind(contract.updated_at.as_micros())
         .bind(contract.tenant_id.as_uuid())
-        .bind(contract.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .bind(contract.id)).await?;
         Ok(())
     }
 
@@ -136,28 +128,30 @@ impl ContractStore for PostgresTx {
     ) -> StoreResult<Page<ContractRecord>> {
         let asset = filter.asset_id.as_deref().map(asset_key);
         let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}")))
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"
+                )))
                 .bind(tenant.as_uuid())
                 .bind(asset.as_deref())
-                .bind(status)
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+                .bind(status),
+            )
+            .await?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT $4 OFFSET $5"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(asset.as_deref())
-            .bind(status)
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_contract).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(tenant.as_uuid())
+                    .bind(asset.as_deref())
+                    .bind(status)
+                    .bind_page(page),
+                decode_contract,
+            )
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 }

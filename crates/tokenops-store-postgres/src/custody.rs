@@ -23,42 +23,35 @@ fn decode(row: &PgRow) -> StoreResult<CustodyKeyRecord> {
 #[async_trait]
 impl CustodyKeyStore for PostgresTx {
     async fn insert(&mut self, key: &CustodyKeyRecord) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO custody_keys (address, label, sealed_key, status, created_at, disabled_at)
+        self.execute(
+            sqlx::query(
+                "INSERT INTO custody_keys (address, label, sealed_key, status, created_at, disabled_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&key.address)
+            .bind(&key.label)
+            .bind(&key.sealed_key)
+            .bind(key.status.as_str())
+            .bind(key.created_at.as_micros())
+            .bind(key.disabled_at.map(Timestamp::as_micros)),
         )
-        .bind(&key.address)
-        .bind(&key.label)
-        .bind(&key.sealed_key)
-        .bind(key.status.as_str())
-        .bind(key.created_at.as_micros())
-        .bind(key.disabled_at.map(Timestamp::as_micros))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .await?;
         Ok(())
     }
 
     async fn get(&mut self, address: &str) -> StoreResult<Option<CustodyKeyRecord>> {
-        let row = sqlx::query(
+        self.fetch_optional(sqlx::query(
             "SELECT address, label, sealed_key, status, created_at, disabled_at FROM custody_keys WHERE address = $1",
         )
-        .bind(address)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        .bind(address), decode).await
     }
 
     async fn disable(&mut self, address: &str, now: Timestamp) -> StoreResult<bool> {
-        let updated = sqlx::query(
+        let updated = self.execute(sqlx::query(
             "UPDATE custody_keys SET status = 'DISABLED', disabled_at = COALESCE(disabled_at, $2) WHERE address = $1",
         )
         .bind(address)
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(updated.rows_affected() > 0)
+        .bind(now.as_micros())).await?;
+        Ok(updated > 0)
     }
 }

@@ -1,5 +1,6 @@
 //! Customers on PostgreSQL.
 
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -29,22 +30,23 @@ impl CustomerStore for PostgresTx {
     async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
         // ON CONFLICT keeps the transaction usable after a duplicate (a unique violation would
         // abort it), so callers can go on as they would on SQLite.
-        let done = sqlx::query(
-            "INSERT INTO customers (id, tenant_id, customer_ref, display_name, status, created_at, updated_at)
+        let done = self
+            .execute(
+                sqlx::query(
+                    "INSERT INTO customers (id, tenant_id, customer_ref, display_name, status, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(customer.id)
-        .bind(customer.tenant_id.as_uuid())
-        .bind(customer.customer_ref.as_str())
-        .bind(customer.display_name.as_deref())
-        .bind(customer.status.as_str())
-        .bind(customer.created_at.as_micros())
-        .bind(customer.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+                )
+                .bind(customer.id)
+                .bind(customer.tenant_id.as_uuid())
+                .bind(customer.customer_ref.as_str())
+                .bind(customer.display_name.as_deref())
+                .bind(customer.status.as_str())
+                .bind(customer.created_at.as_micros())
+                .bind(customer.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("customer reference"));
         }
         Ok(())
@@ -52,24 +54,20 @@ impl CustomerStore for PostgresTx {
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
         let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(customer_ref.as_str())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
+            decode,
+        )
+        .await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
         let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 FOR UPDATE");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(customer_ref.as_str())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
+            decode,
+        )
+        .await
     }
 
     async fn set_status(
@@ -79,14 +77,14 @@ impl CustomerStore for PostgresTx {
         status: CustomerStatus,
         now: Timestamp,
     ) -> StoreResult<()> {
-        sqlx::query("UPDATE customers SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND customer_ref = $4")
-            .bind(status.as_str())
-            .bind(now.as_micros())
-            .bind(tenant.as_uuid())
-            .bind(customer_ref.as_str())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(
+            sqlx::query("UPDATE customers SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND customer_ref = $4")
+                .bind(status.as_str())
+                .bind(now.as_micros())
+                .bind(tenant.as_uuid())
+                .bind(customer_ref.as_str()),
+        )
+        .await?;
         Ok(())
     }
 
@@ -97,27 +95,25 @@ impl CustomerStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<Customer>> {
         let status = filter.status.map(CustomerStatus::as_str);
-        let total: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
-        )
-        .bind(tenant.as_uuid())
-        .bind(status)
-        .fetch_one(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
+                )
+                .bind(tenant.as_uuid())
+                .bind(status),
+            )
+            .await?;
         let sql = format!(
             "SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
              ORDER BY created_at ASC, id ASC LIMIT $3 OFFSET $4"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(status)
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(status).bind_page(page),
+                decode,
+            )
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 }

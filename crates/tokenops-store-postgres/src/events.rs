@@ -28,26 +28,27 @@ fn decode(row: &PgRow) -> StoreResult<Event> {
 #[async_trait]
 impl EventStore for PostgresTx {
     async fn append(&mut self, event: &Event) -> StoreResult<()> {
-        let done = sqlx::query(
-            "INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
+        let done = self
+            .execute(
+                sqlx::query(
+                    "INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
                                  resource_type, resource_id, data, dispatched_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(event.id)
-        .bind(event.tenant_id.as_uuid())
-        .bind(&event.event_type)
-        .bind(event.occurred_at.as_micros())
-        .bind(event.correlation_id.as_deref())
-        .bind(event.idempotency_key.as_deref())
-        .bind(&event.resource.kind)
-        .bind(&event.resource.id)
-        .bind(&event.data)
-        .bind(event.dispatched_at.map(Timestamp::as_micros))
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+                )
+                .bind(event.id)
+                .bind(event.tenant_id.as_uuid())
+                .bind(&event.event_type)
+                .bind(event.occurred_at.as_micros())
+                .bind(event.correlation_id.as_deref())
+                .bind(event.idempotency_key.as_deref())
+                .bind(&event.resource.kind)
+                .bind(&event.resource.id)
+                .bind(&event.data)
+                .bind(event.dispatched_at.map(Timestamp::as_micros)),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("event id"));
         }
         Ok(())
@@ -55,13 +56,7 @@ impl EventStore for PostgresTx {
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {
         let sql = format!("SELECT {COLUMNS} FROM events WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>> {
@@ -75,27 +70,28 @@ impl EventStore for PostgresTx {
              ORDER BY occurred_at DESC, id DESC
              LIMIT $7"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(filter.event_type.as_deref())
-            .bind(filter.from.map(Timestamp::as_micros))
-            .bind(filter.to.map(Timestamp::as_micros))
-            .bind(window.after.map(|p| p.at_micros))
-            .bind(window.after.map(|p| p.id))
-            .bind(i64::from(window.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode).collect()
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(filter.event_type.as_deref())
+                .bind(filter.from.map(Timestamp::as_micros))
+                .bind(filter.to.map(Timestamp::as_micros))
+                .bind(window.after.map(|p| p.at_micros))
+                .bind(window.after.map(|p| p.id))
+                .bind(i64::from(window.limit)),
+            decode,
+        )
+        .await
     }
 
     async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE events SET dispatched_at = $1 WHERE id = $2 AND dispatched_at IS NULL")
-            .bind(now.as_micros())
-            .bind(id)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self
+            .execute(
+                sqlx::query("UPDATE events SET dispatched_at = $1 WHERE id = $2 AND dispatched_at IS NULL")
+                    .bind(now.as_micros())
+                    .bind(id),
+            )
+            .await?;
+        Ok(done == 1)
     }
 }

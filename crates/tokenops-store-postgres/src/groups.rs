@@ -4,6 +4,7 @@
 //! (`codec::folded`), which carries the uniqueness.
 
 use crate::codec::order_by;
+use crate::query::BindPage;
 use crate::users::{USER_COLUMNS, decode_user};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -55,20 +56,15 @@ impl PostgresTx {
         T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
     {
         let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE {condition}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(value)
-            .fetch_optional(&mut *self.tx)
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(value), decode_group)
             .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_group).transpose()
     }
 }
 
 #[async_trait]
 impl GroupStore for PostgresTx {
     async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING",
@@ -80,11 +76,8 @@ impl GroupStore for PostgresTx {
         .bind(&group.name)
         .bind(group.status.as_str())
         .bind(group.created_at.as_micros())
-        .bind(group.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        .bind(group.updated_at.as_micros())).await?;
+        if done == 0 {
             return Err(codec::conflict("group id or key"));
         }
         Ok(())
@@ -103,39 +96,34 @@ impl GroupStore for PostgresTx {
     }
 
     async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+        self.execute(
+            sqlx::query(
+                "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+            )
+            .bind(&group.name)
+            .bind(group.status.as_str())
+            .bind(group.updated_at.as_micros())
+            .bind(group.tenant_id.as_uuid())
+            .bind(group.id),
         )
-        .bind(&group.name)
-        .bind(group.status.as_str())
-        .bind(group.updated_at.as_micros())
-        .bind(group.tenant_id.as_uuid())
-        .bind(group.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .await?;
         Ok(())
     }
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1")
-            .bind(tenant.as_uuid())
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1").bind(tenant.as_uuid()),
+            )
+            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, GROUP_SORT)?;
         let sql = format!(
             "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_group).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_group)
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 
@@ -148,33 +136,36 @@ impl GroupStore for PostgresTx {
     ) -> StoreResult<bool> {
         // Only a group and a user of the organisation: anything else adds nothing, like a member
         // already there.
-        let done = sqlx::query(
-            "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
+        let done = self
+            .execute(
+                sqlx::query(
+                    "INSERT INTO approval_group_members (group_id, user_id, tenant_id, added_at)
              SELECT $1, $2, $3, $4
              WHERE EXISTS (SELECT 1 FROM approval_groups WHERE tenant_id = $3 AND id = $1)
                AND EXISTS (SELECT 1 FROM users WHERE tenant_id = $3 AND id = $2)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(group_id)
-        .bind(user_id)
-        .bind(tenant.as_uuid())
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+                )
+                .bind(group_id)
+                .bind(user_id)
+                .bind(tenant.as_uuid())
+                .bind(now.as_micros()),
+            )
+            .await?;
+        Ok(done == 1)
     }
 
     async fn remove_member(&mut self, tenant: TenantId, group_id: Uuid, user_id: Uuid) -> StoreResult<bool> {
-        let done =
-            sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
+        let done = self
+            .execute(
+                sqlx::query(
+                    "DELETE FROM approval_group_members WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3",
+                )
                 .bind(tenant.as_uuid())
                 .bind(group_id)
-                .bind(user_id)
-                .execute(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+                .bind(user_id),
+            )
+            .await?;
+        Ok(done == 1)
     }
 
     async fn list_members(
@@ -183,49 +174,46 @@ impl GroupStore for PostgresTx {
         group_id: Uuid,
         page: PageRequest,
     ) -> StoreResult<Page<UserRecord>> {
-        let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
-            .bind(tenant.as_uuid())
-            .bind(group_id)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
+                    .bind(tenant.as_uuid())
+                    .bind(group_id),
+            )
+            .await?;
         let sql = format!(
             "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
             member_columns()
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(group_id)
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(group_id).bind_page(page),
+                decode_user,
+            )
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 
     async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {
-        sqlx::query_scalar(
-            "SELECT g.id FROM approval_group_members m
+        self.scalars(
+            sqlx::query_scalar(
+                "SELECT g.id FROM approval_group_members m
              JOIN approval_groups g ON g.id = m.group_id AND g.tenant_id = m.tenant_id
              WHERE m.tenant_id = $1 AND m.user_id = $2
              ORDER BY g.group_key ASC, g.id ASC",
+            )
+            .bind(tenant.as_uuid())
+            .bind(user_id),
         )
-        .bind(tenant.as_uuid())
-        .bind(user_id)
-        .fetch_all(&mut *self.tx)
         .await
-        .map_err(codec::backend)
     }
 
     async fn remove_user(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND user_id = $2")
-            .bind(tenant.as_uuid())
-            .bind(user_id)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        self.execute(
+            sqlx::query("DELETE FROM approval_group_members WHERE tenant_id = $1 AND user_id = $2")
+                .bind(tenant.as_uuid())
+                .bind(user_id),
+        )
+        .await
     }
 }

@@ -11,30 +11,26 @@ use uuid::Uuid;
 #[async_trait]
 impl IdempotencyStore for PostgresTx {
     async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>> {
-        let row = sqlx::query(
+        self.fetch_optional(sqlx::query(
             "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, created_at
              FROM idempotency_records WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3",
         )
         .bind(codec::tenant_key(scope.tenant))
         .bind(&scope.operation)
-        .bind(&scope.key)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        let Some(row) = row else { return Ok(None) };
-        let state: String = codec::get(&row, "state")?;
+        .bind(&scope.key), |row| {
+        let state: String = codec::get(row, "state")?;
         let state = match state.as_str() {
             "IN_FLIGHT" => IdempotencyState::InFlight {
-                token: codec::get::<Option<Uuid>>(&row, "lease_token")?
+                token: codec::get::<Option<Uuid>>(row, "lease_token")?
                     .ok_or_else(|| StoreError::Corrupt("in-flight idempotency record without token".into()))?,
-                lease_until: codec::ts(codec::get::<Option<i64>>(&row, "lease_until")?.unwrap_or(0)),
+                lease_until: codec::ts(codec::get::<Option<i64>>(row, "lease_until")?.unwrap_or(0)),
             },
             "COMPLETED" => {
-                let status: i32 = codec::get::<Option<i32>>(&row, "response_status")?.unwrap_or(500);
+                let status: i32 = codec::get::<Option<i32>>(row, "response_status")?.unwrap_or(500);
                 // Text, not jsonb: a replay must return the bytes of the original response, and
                 // jsonb would reorder the keys.
-                let body: Option<String> = codec::get(&row, "response_body")?;
-                let headers: Option<serde_json::Value> = codec::get(&row, "response_headers")?;
+                let body: Option<String> = codec::get(row, "response_body")?;
+                let headers: Option<serde_json::Value> = codec::get(row, "response_headers")?;
                 IdempotencyState::Completed(StoredResponse {
                     status: u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status {status}")))?,
                     body: match body {
@@ -53,12 +49,13 @@ impl IdempotencyStore for PostgresTx {
             }
             other => return Err(StoreError::Corrupt(format!("idempotency state {other:?}"))),
         };
-        Ok(Some(IdempotencyRecord {
+        Ok(IdempotencyRecord {
             scope: scope.clone(),
-            request_hash: codec::get(&row, "request_hash")?,
+            request_hash: codec::get(row, "request_hash")?,
             state,
-            created_at: codec::ts(codec::get(&row, "created_at")?),
-        }))
+            created_at: codec::ts(codec::get(row, "created_at")?),
+        })
+}).await
     }
 
     async fn insert_claim(
@@ -71,7 +68,7 @@ impl IdempotencyStore for PostgresTx {
     ) -> StoreResult<()> {
         // ON CONFLICT keeps the transaction usable when the key exists (a unique violation would
         // abort it), so the caller can read the existing record in the same transaction.
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, request_hash, state, lease_token, lease_until, created_at)
              VALUES ($1, $2, $3, $4, 'IN_FLIGHT', $5, $6, $7)
              ON CONFLICT DO NOTHING",
@@ -82,11 +79,8 @@ impl IdempotencyStore for PostgresTx {
         .bind(request_hash)
         .bind(token)
         .bind(lease_until.as_micros())
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        .bind(now.as_micros())).await?;
+        if done == 0 {
             return Err(codec::conflict("idempotency key"));
         }
         Ok(())
@@ -100,7 +94,7 @@ impl IdempotencyStore for PostgresTx {
         now: Timestamp,
     ) -> StoreResult<bool> {
         let headers = serde_json::to_value(&response.headers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "UPDATE idempotency_records
              SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL,
                  response_status = $1, response_body = $2, response_headers = $3, completed_at = $4
@@ -113,37 +107,30 @@ impl IdempotencyStore for PostgresTx {
         .bind(codec::tenant_key(scope.tenant))
         .bind(&scope.operation)
         .bind(&scope.key)
-        .bind(token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        .bind(token)).await?;
+        Ok(done == 1)
     }
 
     async fn release(&mut self, scope: &IdempotencyScope, token: Uuid) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(sqlx::query(
             "DELETE FROM idempotency_records
              WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 AND state = 'IN_FLIGHT' AND lease_token = $4",
         )
         .bind(codec::tenant_key(scope.tenant))
         .bind(&scope.operation)
         .bind(&scope.key)
-        .bind(token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .bind(token)).await?;
         Ok(())
     }
 
     async fn prune(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "DELETE FROM idempotency_records
+        self.execute(
+            sqlx::query(
+                "DELETE FROM idempotency_records
              WHERE (state = 'COMPLETED' AND created_at < $1) OR (state = 'IN_FLIGHT' AND lease_until < $1)",
+            )
+            .bind(cutoff.as_micros()),
         )
-        .bind(cutoff.as_micros())
-        .execute(&mut *self.tx)
         .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected())
     }
 }

@@ -71,7 +71,7 @@ impl JobStore for PostgresTx {
         let id = new_id();
         // Without a conflict target, DO NOTHING also covers the partial unique index on the
         // dedupe key, and the transaction stays usable.
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, dedupe_key, created_at, updated_at)
              VALUES ($1, $2, $3, $4, 'queued', 0, $5, $6, $7, $8, $8)
              ON CONFLICT DO NOTHING",
@@ -83,11 +83,8 @@ impl JobStore for PostgresTx {
         .bind(i64::from(job.max_attempts))
         .bind(job.run_at.as_micros())
         .bind(job.dedupe_key.as_deref())
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        .bind(now.as_micros())).await?;
+        if done == 0 {
             return Ok(None);
         }
         // Its commit wakes the workers, here and (by NOTIFY) on the other nodes.
@@ -111,7 +108,7 @@ impl JobStore for PostgresTx {
         let payloads: Vec<&serde_json::Value> = jobs.iter().map(|job| &job.payload).collect();
         let attempts: Vec<i64> = jobs.iter().map(|job| i64::from(job.max_attempts)).collect();
         let run_at: Vec<i64> = jobs.iter().map(|job| job.run_at.as_micros()).collect();
-        sqlx::query(
+        self.execute(sqlx::query(
             "INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at)
              SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, $7, $7
              FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::bigint[], $6::bigint[])
@@ -123,24 +120,22 @@ impl JobStore for PostgresTx {
         .bind(&payloads)
         .bind(&attempts)
         .bind(&run_at)
-        .bind(now.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .bind(now.as_micros())).await?;
         self.enqueued = true;
         Ok(())
     }
 
     async fn claim(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> StoreResult<Vec<Job>> {
         let sql = format!("WITH {} {}", claim_due(), claim_update());
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(now.as_micros())
-            .bind(lease_until.as_micros())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let mut claimed = rows.iter().map(decode).collect::<StoreResult<Vec<_>>>()?;
+        let mut claimed = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(now.as_micros())
+                    .bind(lease_until.as_micros())
+                    .bind(i64::from(limit)),
+                decode,
+            )
+            .await?;
         // RETURNING has no order of its own.
         claimed.sort_by_key(|job| (job.run_at, job.id));
         Ok(claimed)
@@ -165,62 +160,62 @@ impl JobStore for PostgresTx {
             claim_due(),
             claim_update()
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(now.as_micros())
             .bind(lease_until.as_micros())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let next_due = match rows.first() {
-            Some(row) => codec::opt_ts(codec::get::<Option<i64>>(row, "next_due")?),
-            None => None,
-        };
-        let mut jobs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if codec::get::<Option<Uuid>>(row, "id")?.is_some() {
-                jobs.push(decode(row)?);
-            }
-        }
+            .bind(i64::from(limit));
+        // Each row carries the same next due time; a row without an id is the one of an empty claim.
+        let rows = self
+            .fetch_all(query, |row| {
+                let next_due = codec::opt_ts(codec::get::<Option<i64>>(row, "next_due")?);
+                let job = match codec::get::<Option<Uuid>>(row, "id")? {
+                    Some(_) => Some(decode(row)?),
+                    None => None,
+                };
+                Ok((next_due, job))
+            })
+            .await?;
+        let next_due = rows.first().and_then(|(next_due, _)| *next_due);
+        let mut jobs: Vec<Job> = rows.into_iter().filter_map(|(_, job)| job).collect();
         // RETURNING has no order of its own.
         jobs.sort_by_key(|job| (job.run_at, job.id));
         Ok(Claimed { jobs, next_due })
     }
 
     async fn extend_lease(&mut self, lease: Lease, lease_until: Timestamp, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND status = 'running' AND lease_token = $4",
         )
         .bind(lease_until.as_micros())
         .bind(now.as_micros())
         .bind(lease.job_id)
-        .bind(lease.token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        .bind(lease.token)).await?;
+        Ok(done == 1)
     }
 
     async fn complete(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
+        let done = self
+            .execute(
+                sqlx::query(
+                    "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
              WHERE id = $2 AND status = 'running' AND lease_token = $3",
-        )
-        .bind(now.as_micros())
-        .bind(lease.job_id)
-        .bind(lease.token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+                )
+                .bind(now.as_micros())
+                .bind(lease.job_id)
+                .bind(lease.token),
+            )
+            .await?;
+        Ok(done == 1)
     }
 
     async fn complete_all(&mut self, leases: &[Lease], now: Timestamp) -> StoreResult<usize> {
         let ids: Vec<Uuid> = leases.iter().map(|lease| lease.job_id).collect();
         let tokens: Vec<Uuid> = leases.iter().map(|lease| lease.token).collect();
-        let done = sqlx::query(
-            // Rows locked in id order, as the runner's heartbeat extends them.
-            "WITH held AS (
+        let done = self
+            .execute(
+                sqlx::query(
+                    // Rows locked in id order, as the runner's heartbeat extends them.
+                    "WITH held AS (
                  SELECT jobs.id FROM jobs JOIN UNNEST($2::uuid[], $3::uuid[]) AS l(id, token)
                      ON jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token
                  ORDER BY jobs.id
@@ -228,18 +223,17 @@ impl JobStore for PostgresTx {
              )
              UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
              FROM held WHERE jobs.id = held.id",
-        )
-        .bind(now.as_micros())
-        .bind(&ids)
-        .bind(&tokens)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+                )
+                .bind(now.as_micros())
+                .bind(&ids)
+                .bind(&tokens),
+            )
+            .await?;
+        Ok(usize::try_from(done).unwrap_or(usize::MAX))
     }
 
     async fn retry(&mut self, lease: Lease, run_at: Timestamp, error: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "UPDATE jobs SET status = 'queued', run_at = $1, last_error = $2, lease_token = NULL, lease_until = NULL, updated_at = $3
              WHERE id = $4 AND status = 'running' AND lease_token = $5",
         )
@@ -247,54 +241,40 @@ impl JobStore for PostgresTx {
         .bind(error)
         .bind(now.as_micros())
         .bind(lease.job_id)
-        .bind(lease.token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        .bind(lease.token)).await?;
+        Ok(done == 1)
     }
 
     async fn bury(&mut self, lease: Lease, error: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "UPDATE jobs SET status = 'dead', last_error = $1, lease_token = NULL, lease_until = NULL, updated_at = $2
              WHERE id = $3 AND status = 'running' AND lease_token = $4",
         )
         .bind(error)
         .bind(now.as_micros())
         .bind(lease.job_id)
-        .bind(lease.token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        .bind(lease.token)).await?;
+        Ok(done == 1)
     }
 
     async fn release(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "UPDATE jobs SET status = 'queued', attempts = attempts - 1, run_at = $1, lease_token = NULL, lease_until = NULL, updated_at = $1
              WHERE id = $2 AND status = 'running' AND lease_token = $3",
         )
         .bind(now.as_micros())
         .bind(lease.job_id)
-        .bind(lease.token)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        .bind(lease.token)).await?;
+        Ok(done == 1)
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<Job>> {
         let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode).await
     }
 
     async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats> {
-        let row = sqlx::query(
+        let query = sqlx::query(
             "SELECT
                 COUNT(*) FILTER (WHERE status = 'queued')::BIGINT AS queued,
                 COUNT(*) FILTER (WHERE status = 'running')::BIGINT AS running,
@@ -302,39 +282,39 @@ impl JobStore for PostgresTx {
                 MIN(run_at) FILTER (WHERE status = 'queued' AND run_at <= $1)::BIGINT AS oldest_due
              FROM jobs WHERE status <> 'done'",
         )
-        .bind(now.as_micros())
-        .fetch_one(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        let count = |name: &str| -> StoreResult<u64> { Ok(codec::count(codec::get(&row, name)?)) };
-        let oldest: Option<i64> = codec::get(&row, "oldest_due")?;
-        Ok(QueueStats {
-            queued: count("queued")?,
-            running: count("running")?,
-            dead: count("dead")?,
-            oldest_due_age_ms: oldest.map(|at| codec::ts(at).millis_until(now)).unwrap_or(0).try_into().unwrap_or(0),
+        .bind(now.as_micros());
+        self.fetch_one(query, |row| {
+            let count = |name: &str| -> StoreResult<u64> { Ok(codec::count(codec::get(row, name)?)) };
+            let oldest: Option<i64> = codec::get(row, "oldest_due")?;
+            Ok(QueueStats {
+                queued: count("queued")?,
+                running: count("running")?,
+                dead: count("dead")?,
+                oldest_due_age_ms: oldest
+                    .map(|at| codec::ts(at).millis_until(now))
+                    .unwrap_or(0)
+                    .try_into()
+                    .unwrap_or(0),
+            })
         })
+        .await
     }
 
     async fn prune_done(&mut self, cutoff: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM jobs WHERE status = 'done' AND updated_at < $1")
-            .bind(cutoff.as_micros())
-            .execute(&mut *self.tx)
+        self.execute(sqlx::query("DELETE FROM jobs WHERE status = 'done' AND updated_at < $1").bind(cutoff.as_micros()))
             .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
     }
 
     async fn live_payload_values(&mut self, kinds: &[&str], field: &str) -> StoreResult<Vec<String>> {
-        let rows = sqlx::query(
-            "SELECT payload->>$2 AS value FROM jobs
+        self.fetch_all(
+            sqlx::query(
+                "SELECT payload->>$2 AS value FROM jobs
              WHERE status IN ('queued', 'running') AND kind = ANY($1::text[]) AND payload->>$2 IS NOT NULL",
+            )
+            .bind(kinds)
+            .bind(field),
+            |row| codec::get::<String>(row, "value"),
         )
-        .bind(kinds)
-        .bind(field)
-        .fetch_all(&mut *self.tx)
         .await
-        .map_err(codec::backend)?;
-        rows.iter().map(|row| codec::get::<String>(row, "value")).collect()
     }
 }

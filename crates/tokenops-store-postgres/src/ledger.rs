@@ -82,19 +82,22 @@ fn decode_hold(row: &PgRow) -> StoreResult<LedgerHold> {
 
 impl PostgresTx {
     async fn insert_block(&mut self, block: &LedgerBlock) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
+        self.execute(
+            sqlx::query(
+                "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(int(block.number)?)
+            .bind(&block.hash)
+            .bind(&block.parent_hash)
+            .bind(int(block.timestamp)?)
+            .bind(
+                i32::try_from(block.transaction_count)
+                    .map_err(|_| StoreError::Backend("too many transactions".into()))?,
+            )
+            .bind(block.produced_at.as_micros()),
         )
-        .bind(int(block.number)?)
-        .bind(&block.hash)
-        .bind(&block.parent_hash)
-        .bind(int(block.timestamp)?)
-        .bind(i32::try_from(block.transaction_count).map_err(|_| StoreError::Backend("too many transactions".into()))?)
-        .bind(block.produced_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .await?;
         Ok(())
     }
 
@@ -131,26 +134,26 @@ impl PostgresTx {
             data.push(t.revert_data.as_deref());
             contract.push(t.contract_address.as_deref());
         }
-        sqlx::query(
-            "INSERT INTO ledger_transactions (hash, block_number, position, sender, nonce, recipient, raw, success,
+        self.execute(
+            sqlx::query(
+                "INSERT INTO ledger_transactions (hash, block_number, position, sender, nonce, recipient, raw, success,
                                               revert_reason, revert_data, contract_address)
              SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::int[], $4::text[], $5::bigint[], $6::text[],
                                   $7::bytea[], $8::boolean[], $9::text[], $10::bytea[], $11::text[])",
+            )
+            .bind(hash)
+            .bind(block)
+            .bind(position)
+            .bind(sender)
+            .bind(nonce)
+            .bind(to)
+            .bind(raw)
+            .bind(success)
+            .bind(reason)
+            .bind(data)
+            .bind(contract),
         )
-        .bind(hash)
-        .bind(block)
-        .bind(position)
-        .bind(sender)
-        .bind(nonce)
-        .bind(to)
-        .bind(raw)
-        .bind(success)
-        .bind(reason)
-        .bind(data)
-        .bind(contract)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .await?;
         Ok(())
     }
 }
@@ -158,36 +161,25 @@ impl PostgresTx {
 #[async_trait]
 impl LedgerStore for PostgresTx {
     async fn chain_id(&mut self) -> StoreResult<Option<u64>> {
-        let id: Option<i64> = sqlx::query_scalar("SELECT chain_id FROM ledger_chain WHERE id = 1")
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let id: Option<i64> =
+            self.scalar_optional(sqlx::query_scalar("SELECT chain_id FROM ledger_chain WHERE id = 1")).await?;
         id.map(|id| uint(id, "chain id")).transpose()
     }
 
     async fn init_chain(&mut self, chain_id: u64, genesis: &LedgerBlock) -> StoreResult<()> {
-        sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)")
-            .bind(int(chain_id)?)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        self.execute(sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)").bind(int(chain_id)?))
+            .await?;
         self.insert_block(genesis).await
     }
 
     async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_optional(&mut *self.tx).await.map_err(codec::backend)?;
-        row.as_ref().map(decode_block).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)), decode_block).await
     }
 
     async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(int(number)?)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_block).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(int(number)?), decode_block).await
     }
 
     async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
@@ -195,7 +187,7 @@ impl LedgerStore for PostgresTx {
         self.insert_transactions(changes.transactions).await?;
 
         for t in changes.tokens {
-            sqlx::query(
+            self.execute(sqlx::query(
                 "INSERT INTO ledger_tokens (address, name, symbol, decimals, issuer, total_supply, deploy_transaction,
                                             block_number)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -208,10 +200,7 @@ impl LedgerStore for PostgresTx {
             .bind(&t.issuer)
             .bind(&t.total_supply)
             .bind(&t.deploy_transaction)
-            .bind(int(t.block_number)?)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+            .bind(int(t.block_number)?)).await?;
         }
 
         if !changes.balances.is_empty() {
@@ -219,18 +208,18 @@ impl LedgerStore for PostgresTx {
             let wallet: Vec<&str> = changes.balances.iter().map(|b| b.wallet.as_str()).collect();
             let total: Vec<&str> = changes.balances.iter().map(|b| b.total.as_str()).collect();
             let held: Vec<&str> = changes.balances.iter().map(|b| b.held.as_str()).collect();
-            sqlx::query(
-                "INSERT INTO ledger_balances (token, wallet, total, held)
+            self.execute(
+                sqlx::query(
+                    "INSERT INTO ledger_balances (token, wallet, total, held)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
                  ON CONFLICT (token, wallet) DO UPDATE SET total = EXCLUDED.total, held = EXCLUDED.held",
+                )
+                .bind(token)
+                .bind(wallet)
+                .bind(total)
+                .bind(held),
             )
-            .bind(token)
-            .bind(wallet)
-            .bind(total)
-            .bind(held)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+            .await?;
         }
 
         if !changes.holds.is_empty() {
@@ -242,7 +231,7 @@ impl LedgerStore for PostgresTx {
             let amount: Vec<&str> = h.iter().map(|h| h.amount.as_str()).collect();
             let expires_at: Vec<String> = h.iter().map(|h| h.expires_at.to_string()).collect();
             let status: Vec<&str> = h.iter().map(|h| h.status.as_str()).collect();
-            sqlx::query(
+            self.execute(sqlx::query(
                 "INSERT INTO ledger_holds (token, id, owner, payee, amount, expires_at, status)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
                  ON CONFLICT (token, id) DO UPDATE SET status = EXCLUDED.status",
@@ -253,52 +242,45 @@ impl LedgerStore for PostgresTx {
             .bind(payee)
             .bind(amount)
             .bind(expires_at)
-            .bind(status)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+            .bind(status)).await?;
         }
 
         if !changes.nonces.is_empty() {
             let address: Vec<&str> = changes.nonces.iter().map(|n| n.address.as_str()).collect();
             let nonce = changes.nonces.iter().map(|n| int(n.nonce)).collect::<StoreResult<Vec<i64>>>()?;
-            sqlx::query(
-                "INSERT INTO ledger_nonces (address, nonce)
+            self.execute(
+                sqlx::query(
+                    "INSERT INTO ledger_nonces (address, nonce)
                  SELECT * FROM UNNEST($1::text[], $2::bigint[])
                  ON CONFLICT (address) DO UPDATE SET nonce = EXCLUDED.nonce",
+                )
+                .bind(address)
+                .bind(nonce),
             )
-            .bind(address)
-            .bind(nonce)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+            .await?;
         }
         Ok(())
     }
 
     async fn transaction(&mut self, hash: &str) -> StoreResult<Option<LedgerTransaction>> {
-        let row = sqlx::query(
+        self.fetch_optional(sqlx::query(
             "SELECT hash, block_number, position, sender, nonce, recipient, raw, success, revert_reason, revert_data,
                     contract_address
              FROM ledger_transactions WHERE hash = $1",
         )
-        .bind(hash)
-        .fetch_optional(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        row.as_ref().map(decode_transaction).transpose()
+        .bind(hash), decode_transaction).await
     }
 
     async fn token(&mut self, address: &str) -> StoreResult<Option<LedgerToken>> {
-        let row = sqlx::query(
-            "SELECT address, name, symbol, decimals, issuer, total_supply, deploy_transaction, block_number
+        self.fetch_optional(
+            sqlx::query(
+                "SELECT address, name, symbol, decimals, issuer, total_supply, deploy_transaction, block_number
              FROM ledger_tokens WHERE address = $1",
+            )
+            .bind(address),
+            decode_token,
         )
-        .bind(address)
-        .fetch_optional(&mut *self.tx)
         .await
-        .map_err(codec::backend)?;
-        row.as_ref().map(decode_token).transpose()
     }
 
     async fn balances(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerBalance>> {
@@ -307,26 +289,24 @@ impl LedgerStore for PostgresTx {
         }
         let token: Vec<&str> = keys.iter().map(|(t, _)| t.as_str()).collect();
         let wallet: Vec<&str> = keys.iter().map(|(_, w)| w.as_str()).collect();
-        let rows = sqlx::query(
-            "SELECT b.token, b.wallet, b.total, b.held
+        self.fetch_all(
+            sqlx::query(
+                "SELECT b.token, b.wallet, b.total, b.held
              FROM UNNEST($1::text[], $2::text[]) AS k (token, wallet)
              JOIN ledger_balances AS b ON b.token = k.token AND b.wallet = k.wallet",
-        )
-        .bind(token)
-        .bind(wallet)
-        .fetch_all(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        rows.iter()
-            .map(|row| {
+            )
+            .bind(token)
+            .bind(wallet),
+            |row| {
                 Ok(LedgerBalance {
                     token: codec::get(row, "token")?,
                     wallet: codec::get(row, "wallet")?,
                     total: codec::get(row, "total")?,
                     held: codec::get(row, "held")?,
                 })
-            })
-            .collect()
+            },
+        )
+        .await
     }
 
     async fn holds(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerHold>> {
@@ -335,35 +315,33 @@ impl LedgerStore for PostgresTx {
         }
         let token: Vec<&str> = keys.iter().map(|(t, _)| t.as_str()).collect();
         let id: Vec<&str> = keys.iter().map(|(_, i)| i.as_str()).collect();
-        let rows = sqlx::query(
-            "SELECT h.token, h.id, h.owner, h.payee, h.amount, h.expires_at, h.status
+        self.fetch_all(
+            sqlx::query(
+                "SELECT h.token, h.id, h.owner, h.payee, h.amount, h.expires_at, h.status
              FROM UNNEST($1::text[], $2::text[]) AS k (token, id)
              JOIN ledger_holds AS h ON h.token = k.token AND h.id = k.id",
+            )
+            .bind(token)
+            .bind(id),
+            decode_hold,
         )
-        .bind(token)
-        .bind(id)
-        .fetch_all(&mut *self.tx)
         .await
-        .map_err(codec::backend)?;
-        rows.iter().map(decode_hold).collect()
     }
 
     async fn nonces(&mut self, addresses: &[String]) -> StoreResult<Vec<LedgerNonce>> {
         if addresses.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query("SELECT n.address, n.nonce FROM ledger_nonces AS n WHERE n.address = ANY($1::text[])")
-            .bind(addresses)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter()
-            .map(|row| {
+        self.fetch_all(
+            sqlx::query("SELECT n.address, n.nonce FROM ledger_nonces AS n WHERE n.address = ANY($1::text[])")
+                .bind(addresses),
+            |row| {
                 Ok(LedgerNonce {
                     address: codec::get(row, "address")?,
                     nonce: uint(codec::get(row, "nonce")?, "nonce")?,
                 })
-            })
-            .collect()
+            },
+        )
+        .await
     }
 }

@@ -33,6 +33,7 @@ mod machine_clients;
 mod migrate;
 mod operations;
 mod positions;
+mod query;
 mod refresh_tokens;
 mod roles;
 mod secret_reveals;
@@ -188,9 +189,9 @@ impl PostgresStore {
     }
 
     /// Applies every migration not yet applied; returns how many ran. Safe to run from several
-    /// nodes at once: an advisory lock serialises them.
-    pub async fn migrate(&self) -> StoreResult<usize> {
-        migrate::apply(&self.pool).await
+    /// nodes at once: an advisory lock serialises them. `clock` stamps each one's `applied_at`.
+    pub async fn migrate(&self, clock: &dyn tokenops_domain::Clock) -> StoreResult<usize> {
+        migrate::apply(&self.pool, clock).await
     }
 
     fn tx(&self, tx: Transaction<'static, Postgres>) -> Box<dyn Tx> {
@@ -207,17 +208,11 @@ impl PostgresStore {
 /// `CREATE SCHEMA IF NOT EXISTS` can otherwise fail on the catalog's unique index.
 async fn create_schema(pool: &PgPool, schema: &str) -> StoreResult<()> {
     let mut tx = pool.begin().await.map_err(codec::backend)?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-        .bind(ADVISORY_LOCK_CLASS)
-        .bind(schema)
-        .execute(&mut *tx)
-        .await
-        .map_err(codec::backend)?;
+    let lock = sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))").bind(ADVISORY_LOCK_CLASS).bind(schema);
+    query::execute(&mut *tx, lock).await?;
     // The name is validated to [a-z0-9_], so quoting it is enough.
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")))
-        .execute(&mut *tx)
-        .await
-        .map_err(codec::backend)?;
+    let create = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")));
+    query::execute(&mut *tx, create).await?;
     tx.commit().await.map_err(codec::backend)
 }
 
@@ -370,7 +365,7 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(codec::backend)?;
+        query::execute(&self.pool, sqlx::query("SELECT 1")).await?;
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 
 use crate::clause::{Bind, Clause};
 use crate::codec::{asset_key, parsed};
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -35,13 +36,7 @@ impl PostgresTx {
     /// The organisation's lock, locked when `lock` is `FOR UPDATE`.
     async fn fetch_lock(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<LockRecord>> {
         let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = $1 AND id = $2 {lock}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_lock).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_lock).await
     }
 }
 
@@ -52,22 +47,23 @@ impl LockStore for PostgresTx {
             "INSERT INTO locks ({LOCK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
              ON CONFLICT DO NOTHING"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(lock.id)
-            .bind(lock.tenant_id.as_uuid())
-            .bind(lock.account_ref.as_str())
-            .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
-            .bind(asset_key(&lock.asset_id))
-            .bind(lock.amount)
-            .bind(lock.expires_at.map(Timestamp::as_micros))
-            .bind(lock.status.as_str())
-            .bind(lock.completed_by)
-            .bind(lock.created_at.as_micros())
-            .bind(lock.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(lock.id)
+                    .bind(lock.tenant_id.as_uuid())
+                    .bind(lock.account_ref.as_str())
+                    .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
+                    .bind(asset_key(&lock.asset_id))
+                    .bind(lock.amount)
+                    .bind(lock.expires_at.map(Timestamp::as_micros))
+                    .bind(lock.status.as_str())
+                    .bind(lock.completed_by)
+                    .bind(lock.created_at.as_micros())
+                    .bind(lock.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("lock id"));
         }
         Ok(())
@@ -82,18 +78,18 @@ impl LockStore for PostgresTx {
     }
 
     async fn update(&mut self, lock: &LockRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE locks SET status = $1, completed_by = $2, updated_at = $3
+        self.execute(
+            sqlx::query(
+                "UPDATE locks SET status = $1, completed_by = $2, updated_at = $3
              WHERE tenant_id = $4 AND id = $5",
+            )
+            .bind(lock.status.as_str())
+            .bind(lock.completed_by)
+            .bind(lock.updated_at.as_micros())
+            .bind(lock.tenant_id.as_uuid())
+            .bind(lock.id),
         )
-        .bind(lock.status.as_str())
-        .bind(lock.completed_by)
-        .bind(lock.updated_at.as_micros())
-        .bind(lock.tenant_id.as_uuid())
-        .bind(lock.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .await?;
         Ok(())
     }
 
@@ -120,14 +116,9 @@ impl LockStore for PostgresTx {
             clause.sql,
             n + 1
         );
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_lock).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_lock)
+            .await?;
         Ok(Page { items, total })
     }
 
@@ -138,12 +129,7 @@ impl LockStore for PostgresTx {
              WHERE status = 'ACTIVE' AND completed_by IS NULL AND expires_at IS NOT NULL AND expires_at <= $1
              ORDER BY expires_at ASC, id ASC LIMIT $2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(now.as_micros())
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_micros()).bind(i64::from(limit)), decode_lock)
             .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_lock).collect()
     }
 }

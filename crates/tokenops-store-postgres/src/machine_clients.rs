@@ -1,5 +1,6 @@
 //! Machine clients on PostgreSQL: `MachineClientStore`.
 
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -25,22 +26,23 @@ fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
 #[async_trait]
 impl MachineClientStore for PostgresTx {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
-        let done = sqlx::query(
-            "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
+        let done = self
+            .execute(
+                sqlx::query(
+                    "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(client.id)
-        .bind(client.tenant_id.map(TenantId::as_uuid))
-        .bind(&client.name)
-        .bind(client.role_id)
-        .bind(&client.secret_hash)
-        .bind(client.active)
-        .bind(client.created_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+                )
+                .bind(client.id)
+                .bind(client.tenant_id.map(TenantId::as_uuid))
+                .bind(&client.name)
+                .bind(client.role_id)
+                .bind(&client.secret_hash)
+                .bind(client.active)
+                .bind(client.created_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("machine client id"));
         }
         Ok(())
@@ -48,51 +50,41 @@ impl MachineClientStore for PostgresTx {
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
         let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_client).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode_client).await
     }
 
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
-        let row = sqlx::query("SELECT COUNT(*) AS total FROM machine_clients WHERE tenant_id IS NULL")
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(codec::count(codec::get(&row, "total")?))
+        self.fetch_one(sqlx::query("SELECT COUNT(*) AS total FROM machine_clients WHERE tenant_id IS NULL"), |row| {
+            Ok(codec::count(codec::get(row, "total")?))
+        })
+        .await
     }
 
     async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1")
-            .bind(tenant.as_uuid())
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1").bind(tenant.as_uuid()),
+            )
+            .await?;
         let sql = format!(
             "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
              ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_client).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_client)
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE machine_clients SET active = $1 WHERE tenant_id = $2 AND id = $3")
-            .bind(active)
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self
+            .execute(
+                sqlx::query("UPDATE machine_clients SET active = $1 WHERE tenant_id = $2 AND id = $3")
+                    .bind(active)
+                    .bind(tenant.as_uuid())
+                    .bind(id),
+            )
+            .await?;
+        Ok(done == 1)
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::{ADVISORY_LOCK_CLASS, codec};
 use sqlx::{Executor, PgPool, Postgres, Transaction};
-use tokenops_domain::Timestamp;
+use tokenops_domain::Clock;
 use tokenops_store::StoreResult;
 
 /// (version, name, SQL) in application order.
@@ -29,7 +29,8 @@ async fn begin_locked(pool: &PgPool) -> StoreResult<Transaction<'static, Postgre
     Ok(tx)
 }
 
-pub async fn apply(pool: &PgPool) -> StoreResult<usize> {
+/// Applies the migrations not yet applied, each recorded as applied at `clock`'s time.
+pub async fn apply(pool: &PgPool, clock: &dyn Clock) -> StoreResult<usize> {
     let mut tx = begin_locked(pool).await?;
     tx.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at BIGINT NOT NULL)",
@@ -60,7 +61,7 @@ pub async fn apply(pool: &PgPool) -> StoreResult<usize> {
             .bind(version)
             .bind(name)
             .bind(&checksum)
-            .bind(Timestamp::system_now().as_micros())
+            .bind(clock.now().as_micros())
             .execute(&mut *tx)
             .await
             .map_err(codec::backend)?;

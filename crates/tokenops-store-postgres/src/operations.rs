@@ -137,13 +137,8 @@ impl PostgresTx {
         lock: &str,
     ) -> StoreResult<Option<OperationRecord>> {
         let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = $1 AND id = $2 {lock}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_operation)
             .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_operation).transpose()
     }
 }
 
@@ -155,32 +150,33 @@ impl OperationStore for PostgresTx {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
              ON CONFLICT DO NOTHING"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(op.id)
-            .bind(op.tenant_id.as_uuid())
-            .bind(op.tx_type.as_str())
-            .bind(asset_key(&op.asset_id))
-            .bind(op.account_ref.as_str())
-            .bind(op.customer_ref.as_str())
-            .bind(op.counterparty_ref.as_ref().map(AccountRef::as_str))
-            .bind(op.amount)
-            .bind(&op.params)
-            .bind(op.lock_id)
-            .bind(op.state.as_str())
-            .bind(op.tx_hash.as_deref())
-            .bind(op.block_number.map(int).transpose()?)
-            .bind(op.failure_code.map(FailureCode::as_str))
-            .bind(op.reason_code.as_deref())
-            .bind(op.signed_transaction.as_deref())
-            .bind(&op.submitted_by)
-            .bind(op.idempotency_key.as_deref())
-            .bind(op.correlation_id.as_deref())
-            .bind(op.created_at.as_micros())
-            .bind(op.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(op.id)
+                    .bind(op.tenant_id.as_uuid())
+                    .bind(op.tx_type.as_str())
+                    .bind(asset_key(&op.asset_id))
+                    .bind(op.account_ref.as_str())
+                    .bind(op.customer_ref.as_str())
+                    .bind(op.counterparty_ref.as_ref().map(AccountRef::as_str))
+                    .bind(op.amount)
+                    .bind(&op.params)
+                    .bind(op.lock_id)
+                    .bind(op.state.as_str())
+                    .bind(op.tx_hash.as_deref())
+                    .bind(op.block_number.map(int).transpose()?)
+                    .bind(op.failure_code.map(FailureCode::as_str))
+                    .bind(op.reason_code.as_deref())
+                    .bind(op.signed_transaction.as_deref())
+                    .bind(&op.submitted_by)
+                    .bind(op.idempotency_key.as_deref())
+                    .bind(op.correlation_id.as_deref())
+                    .bind(op.created_at.as_micros())
+                    .bind(op.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("operation id"));
         }
         Ok(())
@@ -200,14 +196,9 @@ impl OperationStore for PostgresTx {
         let lock = if for_update { "ORDER BY id FOR UPDATE" } else { "" };
         let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = ANY($1) {lock}");
         let wanted: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&wanted)
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let mut found = std::collections::HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let operation = decode_operation(row)?;
+        let operations = self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&wanted), decode_operation).await?;
+        let mut found = std::collections::HashMap::with_capacity(operations.len());
+        for operation in operations {
             found.insert((operation.tenant_id, operation.id), operation);
         }
         Ok(ids.iter().map(|key| found.remove(key)).collect())
@@ -219,20 +210,16 @@ impl OperationStore for PostgresTx {
              WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
              ORDER BY created_at, id LIMIT $1"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(i64::from(limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_operation).collect()
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(limit)), decode_operation).await
     }
 
     async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<InFlight>> {
         // The organisations are walked by one index seek each (a loose index scan), and each
         // one's in-flight operations are a range of the (tenant, state) index (LATERAL lets it
         // be a lookup per organisation): the sweep never needs to read settled operations.
-        let rows = sqlx::query(
-            "WITH RECURSIVE tenant(id) AS (
+        self.fetch_all(
+            sqlx::query(
+                "WITH RECURSIVE tenant(id) AS (
                  SELECT (SELECT tenant_id FROM operations ORDER BY tenant_id LIMIT 1)
                  UNION ALL
                  SELECT (SELECT tenant_id FROM operations WHERE tenant_id > tenant.id ORDER BY tenant_id LIMIT 1)
@@ -245,14 +232,10 @@ impl OperationStore for PostgresTx {
                    AND updated_at < $1
              ) AS o
              ORDER BY o.updated_at, o.id LIMIT $2",
-        )
-        .bind(before.as_micros())
-        .bind(i64::from(limit))
-        .fetch_all(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        rows.iter()
-            .map(|row| {
+            )
+            .bind(before.as_micros())
+            .bind(i64::from(limit)),
+            |row| {
                 let state: String = codec::get(row, "state")?;
                 Ok(InFlight {
                     tenant_id: TenantId(codec::get(row, "tenant_id")?),
@@ -260,8 +243,9 @@ impl OperationStore for PostgresTx {
                     state: parsed(&state, "operation state", OperationState::parse)?,
                     updated_at: codec::ts(codec::get(row, "updated_at")?),
                 })
-            })
-            .collect()
+            },
+        )
+        .await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
@@ -269,7 +253,7 @@ impl OperationStore for PostgresTx {
     }
 
     async fn update(&mut self, op: &OperationRecord) -> StoreResult<()> {
-        sqlx::query(
+        self.execute(sqlx::query(
             "UPDATE operations SET state = $1, tx_hash = $2, block_number = $3, failure_code = $4, reason_code = $5,
                                    signed_transaction = $6, updated_at = $7
              WHERE tenant_id = $8 AND id = $9",
@@ -282,10 +266,7 @@ impl OperationStore for PostgresTx {
         .bind(op.signed_transaction.as_deref())
         .bind(op.updated_at.as_micros())
         .bind(op.tenant_id.as_uuid())
-        .bind(op.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .bind(op.id)).await?;
         Ok(())
     }
 
@@ -306,8 +287,7 @@ impl OperationStore for PostgresTx {
         if selection.account.is_some() {
             query = query.bind(offset.saturating_add(i64::from(page.size)));
         }
-        let rows = query.fetch_all(&mut *self.tx).await.map_err(codec::backend)?;
-        let items = rows.iter().map(decode_operation).collect::<StoreResult<Vec<_>>>()?;
+        let items = self.fetch_all(query, decode_operation).await?;
         Ok(Page { items, total })
     }
 
@@ -321,12 +301,10 @@ impl OperationStore for PostgresTx {
         let clause = &selection.clause;
         let limit = format!("${}", clause.next());
         let sql = selection.rows_sql(&format!("LIMIT {limit}"), &limit);
-        let rows = clause
-            .bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(i64::from(window.limit))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        rows.iter().map(decode_operation).collect()
+        self.fetch_all(
+            clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
+            decode_operation,
+        )
+        .await
     }
 }

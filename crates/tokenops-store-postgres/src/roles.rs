@@ -5,6 +5,7 @@
 //! violate a unique index, runs under a savepoint.
 
 use crate::codec::order_by;
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
@@ -51,26 +52,16 @@ impl PostgresTx {
         T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
     {
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {condition}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(value)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_role).transpose()
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(value), decode_role).await
     }
 
     /// Whether a role the organisation sees, other than `except`, has the folded name: platform
     /// names are taken in every organisation, which no unique index can say.
     async fn role_name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
         let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = $2 AND id <> $3");
-        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(name_folded)
-            .bind(except)
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
+        let count: i64 = self
+            .scalar(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(name_folded).bind(except))
+            .await?;
         Ok(count > 0)
     }
 }
@@ -85,7 +76,7 @@ impl RoleStore for PostgresTx {
         if self.role_name_taken(tenant, &name_folded, role.id).await? {
             return Err(codec::conflict("role name"));
         }
-        let done = sqlx::query(
+        let done = self.execute(sqlx::query(
             "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING",
@@ -97,11 +88,8 @@ impl RoleStore for PostgresTx {
         .bind(&role.description)
         .bind(&role.permissions)
         .bind(role.created_at.as_micros())
-        .bind(role.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        .bind(role.updated_at.as_micros())).await?;
+        if done == 0 {
             return Err(codec::conflict("role id or name"));
         }
         Ok(())
@@ -158,46 +146,39 @@ impl RoleStore for PostgresTx {
 
     async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
         // `tenant_id = $1` never matches a platform row (NULL).
-        let done = sqlx::query("DELETE FROM roles WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self
+            .execute(sqlx::query("DELETE FROM roles WHERE tenant_id = $1 AND id = $2").bind(tenant.as_uuid()).bind(id))
+            .await?;
+        Ok(done == 1)
     }
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
-        let total: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
-                .bind(tenant.as_uuid())
-                .fetch_one(&mut *self.tx)
-                .await
-                .map_err(codec::backend)?;
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
+                    .bind(tenant.as_uuid()),
+            )
+            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, ROLE_SORT)?;
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT $2 OFFSET $3");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_role).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_role)
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 
     async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role_id = $2)
+        let count: i64 = self
+            .scalar(
+                sqlx::query_scalar(
+                    "SELECT (SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role_id = $2)
                   + (SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1 AND role_id = $2 AND active)",
-        )
-        .bind(tenant.as_uuid())
-        .bind(role_id)
-        .fetch_one(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+                )
+                .bind(tenant.as_uuid())
+                .bind(role_id),
+            )
+            .await?;
         Ok(codec::count(count))
     }
 }

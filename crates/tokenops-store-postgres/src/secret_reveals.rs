@@ -23,16 +23,17 @@ impl SecretRevealStore for PostgresTx {
     async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
         let sql =
             format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING");
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&reveal.token_hash)
-            .bind(reveal.client_id)
-            .bind(&reveal.sealed_secret)
-            .bind(reveal.expires_at.as_micros())
-            .bind(reveal.created_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(&reveal.token_hash)
+                    .bind(reveal.client_id)
+                    .bind(&reveal.sealed_secret)
+                    .bind(reveal.expires_at.as_micros())
+                    .bind(reveal.created_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("secret reveal"));
         }
         Ok(())
@@ -42,21 +43,12 @@ impl SecretRevealStore for PostgresTx {
         // An expired reveal is deleted too: it can never be used again. Two concurrent takes of
         // one reveal: the second waits for the first's row lock and then deletes nothing.
         let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {REVEAL_COLUMNS}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(token_hash)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let Some(reveal) = row.as_ref().map(decode_reveal).transpose()? else { return Ok(None) };
+        let reveal = self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash), decode_reveal).await?;
+        let Some(reveal) = reveal else { return Ok(None) };
         Ok((now < reveal.expires_at).then_some(reveal))
     }
 
     async fn delete_expired(&mut self, now: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM secret_reveals WHERE expires_at < $1")
-            .bind(now.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected())
+        self.execute(sqlx::query("DELETE FROM secret_reveals WHERE expires_at < $1").bind(now.as_micros())).await
     }
 }

@@ -19,30 +19,31 @@ fn decode_tenant(row: &PgRow) -> StoreResult<TenantRecord> {
 #[async_trait]
 impl TenantStore for PostgresTx {
     async fn insert(&mut self, tenant: &TenantRecord) -> StoreResult<()> {
-        let done = sqlx::query(
-            "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
+        let done = self
+            .execute(
+                sqlx::query(
+                    "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT DO NOTHING",
-        )
-        .bind(tenant.id.as_uuid())
-        .bind(&tenant.name)
-        .bind(tenant.owner_user_id)
-        .bind(tenant.created_at.as_micros())
-        .bind(tenant.updated_at.as_micros())
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
+                )
+                .bind(tenant.id.as_uuid())
+                .bind(&tenant.name)
+                .bind(tenant.owner_user_id)
+                .bind(tenant.created_at.as_micros())
+                .bind(tenant.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
             return Err(codec::conflict("organisation id"));
         }
         Ok(())
     }
 
     async fn get(&mut self, id: TenantId) -> StoreResult<Option<TenantRecord>> {
-        let row = sqlx::query("SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = $1")
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_tenant).transpose()
+        self.fetch_optional(
+            sqlx::query("SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = $1")
+                .bind(id.as_uuid()),
+            decode_tenant,
+        )
+        .await
     }
 }

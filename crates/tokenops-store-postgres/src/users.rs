@@ -2,6 +2,7 @@
 
 use crate::audit::prefix_regex;
 use crate::codec::order_by;
+use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -61,10 +62,59 @@ impl UserStore for PostgresTx {
             "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              ON CONFLICT DO NOTHING"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(user.id)
-            .bind(user.tenant_id.as_uuid())
-            .bind(user.email.to_lowercase())
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(user.id)
+                    .bind(user.tenant_id.as_uuid())
+                    .bind(user.email.to_lowercase())
+                    .bind(&user.first_name)
+                    .bind(&user.last_name)
+                    .bind(user.status.as_str())
+                    .bind(user.role_id)
+                    .bind(user.password_hash.as_deref())
+                    .bind(user.temporary_password_hash.as_deref())
+                    .bind(i64::from(user.failed_sign_ins))
+                    .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
+                    .bind(user.locked_until.map(Timestamp::as_micros))
+                    .bind(user.created_at.as_micros())
+                    .bind(user.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("user id or email"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 FOR UPDATE");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+    }
+
+    async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode_user).await
+    }
+
+    async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(email.to_lowercase()), decode_user).await
+    }
+
+    async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE users SET first_name = $1, last_name = $2, status = $3, role_id = $4, password_hash = $5,
+                              temporary_password_hash = $6, failed_sign_ins = $7, first_failed_sign_in_at = $8,
+                              locked_until = $9, updated_at = $10
+             WHERE tenant_id = $11 AND id = $12",
+            )
             .bind(&user.first_name)
             .bind(&user.last_name)
             .bind(user.status.as_str())
@@ -74,92 +124,19 @@ impl UserStore for PostgresTx {
             .bind(i64::from(user.failed_sign_ins))
             .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
             .bind(user.locked_until.map(Timestamp::as_micros))
-            .bind(user.created_at.as_micros())
             .bind(user.updated_at.as_micros())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        if done.rows_affected() == 0 {
-            return Err(codec::conflict("user id or email"));
-        }
-        Ok(())
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_user).transpose()
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 FOR UPDATE");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_user).transpose()
-    }
-
-    async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_user).transpose()
-    }
-
-    async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(email.to_lowercase())
-            .fetch_optional(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        row.as_ref().map(decode_user).transpose()
-    }
-
-    async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE users SET first_name = $1, last_name = $2, status = $3, role_id = $4, password_hash = $5,
-                              temporary_password_hash = $6, failed_sign_ins = $7, first_failed_sign_in_at = $8,
-                              locked_until = $9, updated_at = $10
-             WHERE tenant_id = $11 AND id = $12",
+            .bind(user.tenant_id.as_uuid())
+            .bind(user.id),
         )
-        .bind(&user.first_name)
-        .bind(&user.last_name)
-        .bind(user.status.as_str())
-        .bind(user.role_id)
-        .bind(user.password_hash.as_deref())
-        .bind(user.temporary_password_hash.as_deref())
-        .bind(i64::from(user.failed_sign_ins))
-        .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-        .bind(user.locked_until.map(Timestamp::as_micros))
-        .bind(user.updated_at.as_micros())
-        .bind(user.tenant_id.as_uuid())
-        .bind(user.id)
-        .execute(&mut *self.tx)
-        .await
-        .map_err(codec::backend)?;
+        .await?;
         Ok(())
     }
 
     async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM users WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant.as_uuid())
-            .bind(id)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        Ok(done.rows_affected() == 1)
+        let done = self
+            .execute(sqlx::query("DELETE FROM users WHERE tenant_id = $1 AND id = $2").bind(tenant.as_uuid()).bind(id))
+            .await?;
+        Ok(done == 1)
     }
 
     async fn list(
@@ -172,29 +149,30 @@ impl UserStore for PostgresTx {
         let status = filter.status.map(UserStatus::as_str);
         let pattern = filter.search.as_deref().map(prefix_regex);
         let count_sql = format!("SELECT COUNT(*) AS total FROM users WHERE {USER_FILTER}");
-        let total_row = sqlx::query(sqlx::AssertSqlSafe(count_sql))
-            .bind(tenant.as_uuid())
-            .bind(status)
-            .bind(filter.role_id)
-            .bind(pattern.as_deref())
-            .fetch_one(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let total: i64 = codec::get(&total_row, "total")?;
+        let total: i64 = self
+            .fetch_one(
+                sqlx::query(sqlx::AssertSqlSafe(count_sql))
+                    .bind(tenant.as_uuid())
+                    .bind(status)
+                    .bind(filter.role_id)
+                    .bind(pattern.as_deref()),
+                |row| codec::get(row, "total"),
+            )
+            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, USER_SORT)?;
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(tenant.as_uuid())
-            .bind(status)
-            .bind(filter.role_id)
-            .bind(pattern.as_deref())
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()))
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(codec::backend)?;
-        let items = rows.iter().map(decode_user).collect::<StoreResult<Vec<_>>>()?;
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(tenant.as_uuid())
+                    .bind(status)
+                    .bind(filter.role_id)
+                    .bind(pattern.as_deref())
+                    .bind_page(page),
+                decode_user,
+            )
+            .await?;
         Ok(Page { items, total: codec::count(total) })
     }
 }

@@ -39,7 +39,7 @@ fn spin(delay: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_given_up_while_it_begins_leaves_its_connection_clean() {
     in_fresh_schema(|store, _schema| async move {
-        store.migrate().await.expect("migrate");
+        store.migrate(&tokenops_domain::SystemClock).await.expect("migrate");
         let mut given_up = 0;
         for n in 0..GIVEN_UP {
             let reader = store.clone();

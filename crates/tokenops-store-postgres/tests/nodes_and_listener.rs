@@ -49,10 +49,10 @@ async fn two_nodes_migrate_one_schema_together() {
     in_fresh_schema(|store, schema| async move {
         // Two nodes starting together: the advisory lock lets exactly one apply each migration.
         let other = connect(&schema).await;
-        let (a, b) = tokio::join!(store.migrate(), other.migrate());
+        let (a, b) = tokio::join!(store.migrate(&tokenops_domain::SystemClock), other.migrate(&tokenops_domain::SystemClock));
         assert_eq!(a.expect("migrate") + b.expect("migrate"), MIGRATIONS.len());
-        assert_eq!(store.migrate().await.expect("migrate again"), 0);
-        assert_eq!(other.migrate().await.expect("migrate again"), 0);
+        assert_eq!(store.migrate(&tokenops_domain::SystemClock).await.expect("migrate again"), 0);
+        assert_eq!(other.migrate(&tokenops_domain::SystemClock).await.expect("migrate again"), 0);
         other.close().await;
 
         // The tables live in the store's own schema, each migration recorded once.
@@ -82,8 +82,8 @@ async fn two_nodes_migrate_one_schema_together() {
 async fn stores_in_different_schemas_are_isolated() {
     in_fresh_schema(|store, _| async move {
         in_fresh_schema(|neighbour, _| async move {
-            store.migrate().await.expect("migrate");
-            neighbour.migrate().await.expect("migrate");
+            store.migrate(&tokenops_domain::SystemClock).await.expect("migrate");
+            neighbour.migrate(&tokenops_domain::SystemClock).await.expect("migrate");
 
             // The neighbour neither sees the job nor is woken by its enqueue (one channel per
             // schema).
@@ -133,7 +133,7 @@ async fn listener_pids(admin: &sqlx::PgPool, schema: &str) -> Vec<i32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listener_reconnects_after_its_connection_is_killed() {
     in_fresh_schema(|store, schema| async move {
-        store.migrate().await.expect("migrate");
+        store.migrate(&tokenops_domain::SystemClock).await.expect("migrate");
         let admin = sqlx::PgPool::connect(&common::url()).await.expect("connect");
         let before = listener_pids(&admin, &schema).await;
         assert_eq!(before.len(), 1, "exactly one listener connection for the schema");

@@ -88,9 +88,11 @@ impl SqliteStore {
         Ok(Self { group, readers, jobs_enqueued })
     }
 
-    pub async fn migrate(&self) -> StoreResult<usize> {
+    /// Applies every migration not yet applied; returns how many ran. `clock` stamps each one's
+    /// `applied_at`.
+    pub async fn migrate(&self, clock: &dyn tokenops_domain::Clock) -> StoreResult<usize> {
         // Migrations take the writer connection themselves: no group may hold it meanwhile.
-        self.group.exclusive(migrate::apply).await
+        self.group.exclusive(|conn| migrate::apply(conn, clock)).await
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::codec;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
-use tokenops_domain::Timestamp;
+use tokenops_domain::Clock;
 use tokenops_store::StoreResult;
 
 /// (version, name, SQL) in application order.
@@ -16,8 +16,9 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (6, "operations", include_str!("../migrations/0006_operations.sql")),
 ];
 
-/// Applies the migrations not yet applied, on the writer connection (outside any write group).
-pub fn apply(conn: &mut Connection) -> StoreResult<usize> {
+/// Applies the migrations not yet applied, on the writer connection (outside any write group),
+/// each recorded as applied at `clock`'s time.
+pub fn apply(conn: &mut Connection, clock: &dyn Clock) -> StoreResult<usize> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT",
     )
@@ -42,7 +43,7 @@ pub fn apply(conn: &mut Connection) -> StoreResult<usize> {
         tx.execute_batch(sql).map_err(codec::backend)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![version, name, &checksum, Timestamp::system_now().as_micros()],
+            rusqlite::params![version, name, &checksum, clock.now().as_micros()],
         )
         .map_err(codec::backend)?;
         tx.commit().map_err(codec::backend)?;

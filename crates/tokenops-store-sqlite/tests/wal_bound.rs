@@ -42,7 +42,7 @@ async fn the_wal_starts_over_past_its_bound_while_readers_keep_reading() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let db = dir.join("store.db");
     let store = SqliteStore::open_with_wal_bound(&db, BOUND).await.expect("open");
-    store.migrate().await.expect("migrate");
+    store.migrate(&tokenops_domain::SystemClock).await.expect("migrate");
 
     // Readers that never pause, as under a steady load.
     let stop = Arc::new(AtomicBool::new(false));

@@ -29,9 +29,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokenops::config::{Config, Sources};
 use tokenops_app::App;
-use tokenops_app::clock::ManualClock;
+use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_app::jobs::DrainReport;
-use tokenops_domain::{TenantId, Timestamp};
+use tokenops_domain::TenantId;
 use uuid::Uuid;
 
 pub const API_VERSION: &str = "1.0.0";
@@ -148,8 +148,8 @@ impl TestApp {
         }
         env.extend(extra);
         let config = Config::load(&Sources::from_parts(env).expect("config sources")).expect("test configuration");
-        let clock = ManualClock::starting_at(Timestamp::system_now());
-        let store = tokenops::wiring::open_store(&config).await.expect("open the test store");
+        let clock = ManualClock::starting_at(SystemClock.now());
+        let store = tokenops::wiring::open_store(&config, &clock).await.expect("open the test store");
         let service =
             tokenops::wiring::build(&config, store, Arc::new(clock.clone())).await.expect("build the service");
         tokenops::wiring::bootstrap_operator(&config, &service.app).await.expect("bootstrap the operator");

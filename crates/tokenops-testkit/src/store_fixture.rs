@@ -3,6 +3,7 @@
 
 use crate::{Backend, TestDb};
 use std::sync::Arc;
+use tokenops_domain::SystemClock;
 use tokenops_store::Store;
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;
@@ -31,13 +32,13 @@ pub async fn open(db: &TestDb) -> Arc<dyn Store> {
             let url = db.url();
             let path = url.strip_prefix("sqlite://").expect("a sqlite:// URL");
             let store = SqliteStore::open(path.as_ref()).await.expect("open the SQLite store");
-            store.migrate().await.expect("migrate");
+            store.migrate(&SystemClock).await.expect("migrate");
             Arc::new(store)
         }
         Backend::Postgres => {
             let store =
                 PostgresStore::connect(&db.url(), db.schema()).await.expect("connect to the test PostgreSQL server");
-            store.migrate().await.expect("migrate");
+            store.migrate(&SystemClock).await.expect("migrate");
             Arc::new(store)
         }
     }

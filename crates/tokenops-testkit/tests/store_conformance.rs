@@ -14,7 +14,7 @@ use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::event::{Event, ResourceRef};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest, SortDirection, SortKey};
-use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_domain::{ManualClock, TenantId, Timestamp, new_id};
 use tokenops_store::{
     AuditFilter, CustomerFilter, EventFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, Store,
     StoreError, StoreResult, StoredResponse,
@@ -54,8 +54,9 @@ impl Concrete {
 
     async fn migrate(&self) -> StoreResult<usize> {
         match self {
-            Concrete::Sqlite(store) => store.migrate().await,
-            Concrete::Postgres(store) => store.migrate().await,
+            // Migrations are stamped by the clock they are given, from the fixed instant `T0`.
+            Concrete::Sqlite(store) => store.migrate(&ManualClock::starting_at(T0)).await,
+            Concrete::Postgres(store) => store.migrate(&ManualClock::starting_at(T0)).await,
         }
     }
 
@@ -189,6 +190,9 @@ async fn migrating_twice_is_a_no_op(backend: Backend) {
     assert_eq!(recorded, expected);
     let names = fx.db.strings("SELECT name FROM schema_migrations ORDER BY version").await;
     assert_eq!(names, migrations.iter().map(|(_, name, _)| name.to_string()).collect::<Vec<_>>());
+    // ...applied at the migrating clock's time, not the system's.
+    let stamped = fx.db.count("schema_migrations", &format!("applied_at = {}", T0.as_micros())).await;
+    assert_eq!(usize::try_from(stamped).expect("a count"), migrations.len());
 
     fx.store.ping().await.expect("ping");
     let expected_backend = match backend {

@@ -406,7 +406,12 @@ impl Config {
         let mail = match r.text("TOKENOPS_MAIL_TRANSPORT").as_deref() {
             None | Some("file") => MailSettings::File,
             Some("smtp") => match smtp_url {
-                Some(url) => match tokenops_app::mail::SmtpTransport::new(&url, &mail_from) {
+                // Built only to check the URL and sender; it never sends, so its clock is unread.
+                Some(url) => match tokenops_app::mail::SmtpTransport::new(
+                    &url,
+                    &mail_from,
+                    std::sync::Arc::new(tokenops_app::clock::SystemClock),
+                ) {
                     Ok(_) => MailSettings::Smtp { url },
                     Err(problem) => {
                         r.problems

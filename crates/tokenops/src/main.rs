@@ -47,8 +47,9 @@ fn init_logging(config: &Config) {
 
 async fn create_operator_client(config: &Config, name: &str) -> anyhow::Result<()> {
     use std::io::Write;
-    let store = tokenops::wiring::open_store(config).await?;
-    let service = tokenops::wiring::build(config, store, std::sync::Arc::new(tokenops_app::clock::SystemClock)).await?;
+    let clock: std::sync::Arc<dyn tokenops_app::clock::Clock> = std::sync::Arc::new(tokenops_app::clock::SystemClock);
+    let store = tokenops::wiring::open_store(config, clock.as_ref()).await?;
+    let service = tokenops::wiring::build(config, store, clock).await?;
     let credentials = service.app.identity.create_operator_client(name).await?;
     // Standard output, not the log: the secret is the command's result and is shown once.
     let mut out = std::io::stdout().lock();
@@ -74,10 +75,12 @@ async fn main() -> ExitCode {
     init_logging(&config);
     let result = match cli.command {
         Command::Serve => tokenops::serve::run(config).await,
-        Command::Migrate => tokenops::wiring::open_store(&config).await.map(|store| {
-            tracing::info!("migrations applied");
-            drop(store);
-        }),
+        Command::Migrate => {
+            tokenops::wiring::open_store(&config, &tokenops_app::clock::SystemClock).await.map(|store| {
+                tracing::info!("migrations applied");
+                drop(store);
+            })
+        }
         Command::Operator(OperatorCommand::CreateClient { name }) => create_operator_client(&config, &name).await,
     };
     match result {

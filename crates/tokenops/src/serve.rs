@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use std::sync::Arc;
-use tokenops_app::clock::SystemClock;
+use tokenops_app::clock::{Clock, SystemClock};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -14,11 +14,12 @@ use crate::wiring;
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // Watched from the start: a node still waiting for its database must stop when told to.
     let signalled = watch_signals();
-    let Some(store) = wiring::open_store_when_reachable(&config, &signalled).await? else {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let Some(store) = wiring::open_store_when_reachable(&config, clock.as_ref(), &signalled).await? else {
         tracing::info!("stopped before the store could be opened");
         return Ok(());
     };
-    let service = wiring::build(&config, store.clone(), Arc::new(SystemClock)).await?;
+    let service = wiring::build(&config, store.clone(), clock).await?;
     wiring::bootstrap_operator(&config, &service.app).await?;
     let listener =
         tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;

@@ -21,8 +21,8 @@ use crate::config::{AuthProvider, Config, CustodySettings, DatabaseUrl, LedgerKi
 use tokenops_custody::{Address, Custody, EmbeddedKeystore, RemoteSigner, RemoteSignerConfig};
 use tokenops_ledger::{EmbeddedConfig, EmbeddedLedger, EvmConfig, EvmLedger, GasFunding, Ledger, U256};
 
-/// Opens the configured store and applies its pending migrations.
-pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the configured store and applies its pending migrations, stamped by `clock`.
+pub async fn open_store(config: &Config, clock: &dyn Clock) -> anyhow::Result<Arc<dyn Store>> {
     match &config.database {
         DatabaseUrl::Sqlite(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -30,7 +30,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
             }
             let store =
                 SqliteStore::open(path).await.with_context(|| format!("opening SQLite database {}", path.display()))?;
-            let applied = store.migrate().await.context("migrating the SQLite database")?;
+            let applied = store.migrate(clock).await.context("migrating the SQLite database")?;
             tracing::info!(path = %path.display(), applied, "SQLite store ready");
             Ok(Arc::new(store))
         }
@@ -38,7 +38,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
             let store = PostgresStore::connect(url, schema.as_deref())
                 .await
                 .with_context(|| format!("connecting to PostgreSQL at {}", redact_url(url)))?;
-            let applied = store.migrate().await.context("migrating the PostgreSQL database")?;
+            let applied = store.migrate(clock).await.context("migrating the PostgreSQL database")?;
             tracing::info!(url = %redact_url(url), applied, "PostgreSQL store ready");
             Ok(Arc::new(store))
         }
@@ -60,6 +60,7 @@ const OPEN_RETRY_LONGEST: Duration = Duration::from_secs(5);
 /// still ends it at once: waiting would not mend it.
 pub async fn open_store_when_reachable(
     config: &Config,
+    clock: &dyn Clock,
     stop: &CancellationToken,
 ) -> anyhow::Result<Option<Arc<dyn Store>>> {
     let mut pause = OPEN_RETRY_FIRST;
@@ -68,7 +69,7 @@ pub async fn open_store_when_reachable(
         attempt += 1;
         let opened = tokio::select! {
             () = stop.cancelled() => return Ok(None),
-            opened = open_store(config) => opened,
+            opened = open_store(config, clock) => opened,
         };
         let error = match opened {
             Ok(store) => {
@@ -152,7 +153,7 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
             .with_context(|| format!("creating the development master key in {}", config.data_dir.display()))?,
     });
     let custody: Arc<dyn Custody> = match &config.custody {
-        CustodySettings::Embedded => Arc::new(EmbeddedKeystore::new(store.clone(), sealer.clone())),
+        CustodySettings::Embedded => Arc::new(EmbeddedKeystore::new(store.clone(), sealer.clone(), clock.clone())),
         CustodySettings::Remote { url, token } => {
             let mut settings = RemoteSignerConfig::new(url.clone());
             settings.bearer_token = token.clone();
@@ -165,11 +166,13 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         ledger,
         sealer,
         mail: match &config.mail {
-            MailSettings::File => {
-                Arc::new(FileTransport { dir: config.data_dir.join("outbox"), from: config.mail_from.clone() })
-            }
+            MailSettings::File => Arc::new(FileTransport {
+                dir: config.data_dir.join("outbox"),
+                from: config.mail_from.clone(),
+                clock: clock.clone(),
+            }),
             MailSettings::Smtp { url } => Arc::new(
-                SmtpTransport::new(url, &config.mail_from)
+                SmtpTransport::new(url, &config.mail_from, clock.clone())
                     .map_err(|problem| anyhow::anyhow!("TOKENOPS_SMTP_URL: {problem}"))?,
             ),
         },
@@ -239,13 +242,9 @@ async fn open_ledger(
     Ok(match config.ledger {
         LedgerKind::Embedded => {
             // Hold expiry on the embedded ledger follows the service's clock.
-            let ledger_clock = {
-                let clock = clock.clone();
-                Arc::new(move || u64::try_from(clock.now().as_micros() / 1_000_000).unwrap_or(0))
-            };
             let settings = EmbeddedConfig {
                 block_interval: config.ledger_block_interval,
-                clock: ledger_clock,
+                clock: clock.clone(),
                 ..EmbeddedConfig::default()
             };
             let ledger = EmbeddedLedger::open(store.clone(), issuer, custody.clone(), settings)

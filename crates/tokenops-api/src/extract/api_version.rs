@@ -4,9 +4,8 @@
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokenops_app::Error;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, HttpCode};
 
 pub const HEADER: &str = "api-version";
 /// The API's version: the document's `info.version`, and the newest version served.
@@ -19,10 +18,10 @@ fn is_semver_triplet(text: &str) -> bool {
 }
 
 /// Checks one header value; `Ok` carries the version.
-pub fn check(value: Option<&str>) -> Result<&str, Error> {
+pub fn check(value: Option<&str>) -> Result<&str, ApiError> {
     let supported = SUPPORTED.join(", ");
     let refuse = |problem: String| {
-        Error::bad_request(format!("{problem}. Supported versions: {supported}")).with_code("UNSUPPORTED_API_VERSION")
+        ApiError::http(HttpCode::UnsupportedApiVersion, format!("{problem}. Supported versions: {supported}"))
     };
     let value = value.ok_or_else(|| refuse("The API-Version header is required".into()))?;
     if !is_semver_triplet(value) {
@@ -38,7 +37,7 @@ pub async fn require_api_version(request: Request, next: Next) -> Response {
     let value = request.headers().get(HEADER).map(|v| v.to_str().unwrap_or("\u{fffd}"));
     match check(value) {
         Ok(_) => next.run(request).await,
-        Err(e) => ApiError(e).into_response(),
+        Err(e) => e.into_response(),
     }
 }
 

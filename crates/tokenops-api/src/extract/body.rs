@@ -7,10 +7,10 @@ use axum::http::header::CONTENT_TYPE;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
-use tokenops_app::{Error, Kind};
+use tokenops_app::Error;
 
 use crate::ApiState;
-use crate::error::ApiError;
+use crate::error::{ApiError, HttpCode};
 
 #[derive(Debug, Clone)]
 pub struct JsonBody<T> {
@@ -31,19 +31,14 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
         let content_type = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
         if !is_json_content_type(content_type) {
-            return Err(Error::new(
-                Kind::UnsupportedMediaType,
-                "UNSUPPORTED_MEDIA_TYPE",
-                "Content-Type must be application/json",
-            )
-            .into());
+            return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
         }
         let limit = state.max_body_bytes;
         let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
-            Error::new(Kind::PayloadTooLarge, "PAYLOAD_TOO_LARGE", format!("The request body exceeds {limit} bytes"))
+            ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes"))
         })?;
-        let document: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| Error::bad_request("Malformed JSON request").with_code("MALFORMED_JSON"))?;
+        let document: Value =
+            serde_json::from_slice(&bytes).map_err(|_| ApiError::http_default(HttpCode::MalformedJson))?;
         if !document.is_object() {
             return Err(Error::bad_request("The request body must be a JSON object").into());
         }

@@ -19,7 +19,7 @@ use hmac::{Hmac, Mac};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokenops_app::Error;
+use tokenops_app::{Code, Error};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest, SortDirection, SortKey};
 use uuid::Uuid;
@@ -357,7 +357,7 @@ pub fn filters_fingerprint(filters: &[(&str, Option<String>)]) -> String {
 
 fn bad_cursor() -> Error {
     Error::invalid_field("cursor", "was not issued by this endpoint for these filters; restart without a cursor")
-        .with_code("INVALID_CURSOR")
+        .with_code(Code::InvalidCursor)
 }
 
 impl CursorCodec {

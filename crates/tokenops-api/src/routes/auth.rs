@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use tokenops_app::Error;
 use tokenops_app::identity::signin::{self, LoginOutcome, Tokens};
+use tokenops_app::{Code, Error};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -42,7 +42,7 @@ fn require_embedded(state: &ApiState) -> Result<(), ApiError> {
 /// A required text field, or `400 Invalid Request parameter. {field}`.
 fn field(body: &Map<String, Value>, name: &str, max: usize) -> Result<String, Error> {
     let invalid =
-        || Error::bad_request(format!("Invalid Request parameter. {name}")).with_code("INVALID_REQUEST_PARAMETER");
+        || Error::bad_request(format!("Invalid Request parameter. {name}")).with_code(Code::InvalidRequestParameter);
     let text = body.get(name).and_then(Value::as_str).ok_or_else(invalid)?;
     if text.trim().is_empty() || text.chars().count() > max {
         return Err(invalid());
@@ -53,7 +53,7 @@ fn field(body: &Map<String, Value>, name: &str, max: usize) -> Result<String, Er
 fn email(body: &Map<String, Value>) -> Result<String, Error> {
     let email = field(body, "email", EMAIL_MAX)?;
     if !email.contains('@') || email.chars().any(char::is_whitespace) {
-        return Err(Error::bad_request("Invalid Request parameter. email").with_code("INVALID_REQUEST_PARAMETER"));
+        return Err(Error::bad_request("Invalid Request parameter. email").with_code(Code::InvalidRequestParameter));
     }
     Ok(email)
 }
@@ -294,7 +294,7 @@ async fn reveal_client_secret(
 ) -> ApiResult<Response> {
     require_embedded(&state)?;
     let app = state.app.clone();
-    let gone = || Error::not_found("This secret link is unknown, used or expired").with_code("REVEAL_NOT_FOUND");
+    let gone = || Error::of(Code::RevealNotFound);
     // The reveal is recorded in the client's organisation's audit log.
     let tenant = app.clients.reveal_tenant(&token, app.clock.now()).await?.ok_or_else(gone)?;
     let scope = TenantScope {

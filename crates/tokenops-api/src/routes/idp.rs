@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
 
 use crate::ApiState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, HttpCode};
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -28,11 +28,7 @@ fn require_embedded(state: &ApiState) -> ApiResult<()> {
     if state.embedded_provider {
         Ok(())
     } else {
-        Err(ApiError(tokenops_app::Error::new(
-            tokenops_app::Kind::NotFound,
-            "ROUTE_NOT_FOUND",
-            "This deployment uses an external identity provider",
-        )))
+        Err(ApiError::http(HttpCode::RouteNotFound, "This deployment uses an external identity provider"))
     }
 }
 

@@ -16,13 +16,11 @@ pub mod transactions;
 pub mod users;
 pub mod webhook_events;
 
-use tokenops_app::{Error, Kind};
-
 use crate::ApiState;
-use crate::error::ApiError;
+use crate::error::{ApiError, HttpCode};
 
 /// 404 for an operation that belongs to the identity provider when the deployment trusts an
 /// external one (the bank's provider owns accounts, credentials and sign-in).
 pub(crate) fn embedded_provider_only(state: &ApiState, message: &'static str) -> Result<(), ApiError> {
-    if state.embedded_provider { Ok(()) } else { Err(ApiError(Error::new(Kind::NotFound, "ROUTE_NOT_FOUND", message))) }
+    if state.embedded_provider { Ok(()) } else { Err(ApiError::http(HttpCode::RouteNotFound, message)) }
 }

@@ -14,8 +14,8 @@ use utoipa_axum::routes;
 
 use super::fields::text;
 use crate::ApiState;
-use crate::error::ApiResult;
 use crate::error::TimestampStyle;
+use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, TenantScope};
 use crate::request_id::RequestId;
 use crate::write::{self, Reply, WriteRequest};
@@ -67,10 +67,9 @@ fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
 }
 
 /// Organisations are the embedded provider's: with the bank's own, these routes do not exist.
-fn no_organisation_routes() -> Error {
-    Error::new(
-        tokenops_app::Kind::NotFound,
-        "ROUTE_NOT_FOUND",
+fn no_organisation_routes() -> ApiError {
+    ApiError::http(
+        HttpCode::RouteNotFound,
         "Organisations are provisioned by the platform operator of the embedded identity provider",
     )
 }
@@ -90,7 +89,7 @@ fn no_organisation_routes() -> Error {
 )]
 async fn read_tenant(State(state): State<Arc<ApiState>>, PathId(id): PathId) -> ApiResult<Response> {
     if !state.embedded_provider {
-        return Err(no_organisation_routes().into());
+        return Err(no_organisation_routes());
     }
     let found = organisations::read(state.app.store.as_ref(), TenantId(id)).await?;
     let organisation = found.ok_or_else(|| Error::not_found(format!("Organisation {id} not found")))?;
@@ -119,7 +118,7 @@ async fn create_tenant(
     // With the bank's own provider a token merely lacking `tenant_id` proves nothing: only the
     // embedded provider's operator clients are known to be the platform operator.
     if !state.embedded_provider {
-        return Err(no_organisation_routes().into());
+        return Err(no_organisation_routes());
     }
     if caller.tenant.is_some() {
         return Err(Error::forbidden("Only the platform operator creates organisations").into());

@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::embedded_provider_only;
 use super::fields::{optional_text, text};
 use crate::ApiState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{Authenticated, IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams, TenantScope};
@@ -91,12 +91,7 @@ async fn get_user_by_id(
     PathId(id): PathId,
 ) -> ApiResult<Response> {
     if !is_json_content_type(headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok())) {
-        return Err(Error::new(
-            tokenops_app::Kind::UnsupportedMediaType,
-            "UNSUPPORTED_MEDIA_TYPE",
-            "Content-Type must be application/json",
-        )
-        .into());
+        return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
     }
     Ok(axum::Json(state.app.users.get_any(id).await?).into_response())
 }

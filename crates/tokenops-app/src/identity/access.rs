@@ -19,12 +19,10 @@ use uuid::Uuid;
 
 use crate::App;
 use crate::context::{Caller, Principal};
-use crate::error::{AppResult, Error};
-
-pub const ACCESS_REVOKED: &str = "Your access has been revoked.";
+use crate::error::{AppResult, Code, Error};
 
 pub fn access_revoked() -> Error {
-    Error::unauthorized(ACCESS_REVOKED).with_code("ACCESS_REVOKED")
+    Error::of(Code::AccessRevoked)
 }
 
 /// What a custom role's stored permission names grant; names no longer in the catalogue grant

@@ -13,7 +13,7 @@ use tokenops_store::{MachineClientRecord, SecretRevealRecord};
 use uuid::Uuid;
 
 use super::roles::{role_by_id, role_name_or_user, role_named, role_not_found};
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::write::{Operation, Write};
 
 pub const CREATE: Operation =
@@ -72,7 +72,7 @@ impl std::fmt::Debug for RevealedSecret {
 }
 
 fn not_found(id: Uuid) -> Error {
-    Error::not_found(format!("Machine client {id} not found")).with_code("CLIENT_NOT_FOUND")
+    Error::not_found(format!("Machine client {id} not found")).with_code(Code::ClientNotFound)
 }
 
 pub struct Clients {
@@ -204,7 +204,7 @@ impl Clients {
         token_url: &str,
         token: &str,
     ) -> AppResult<RevealedSecret> {
-        let gone = || Error::not_found("This secret link is unknown, used or expired").with_code("REVEAL_NOT_FOUND");
+        let gone = || Error::of(Code::RevealNotFound);
         if !opaque::is_opaque_token(token) {
             return Err(gone());
         }

@@ -12,7 +12,7 @@ use tokenops_store::{GroupRecord, GroupStatus, StoreError, Tx};
 use uuid::Uuid;
 
 use super::users::{UserSummary, user_not_found};
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::write::{Operation, Write};
 
 pub const CREATE: Operation = Operation { name: "group.create", category: "ORGANISATION", resource_type: "group" };
@@ -60,12 +60,12 @@ pub struct GroupChange {
 }
 
 fn not_found(id: Uuid) -> Error {
-    Error::not_found(format!("Group {id} not found")).with_code("GROUP_NOT_FOUND")
+    Error::not_found(format!("Group {id} not found")).with_code(Code::GroupNotFound)
 }
 
 /// 409: the group is deactivated and cannot be used.
 pub fn deactivated(group: &GroupRecord) -> Error {
-    Error::conflict(format!("Approval group {} is deactivated", group.key)).with_code("GROUP_DEACTIVATED")
+    Error::conflict(format!("Approval group {} is deactivated", group.key)).with_code(Code::GroupDeactivated)
 }
 
 /// The ACTIVE group with this key (case-insensitive): 404 when absent, 409 when deactivated.
@@ -74,7 +74,7 @@ pub async fn active_group_by_key(tx: &mut dyn Tx, tenant: TenantId, key: &str) -
         .groups()
         .find_by_key(tenant, key)
         .await?
-        .ok_or_else(|| Error::not_found(format!("Group {key} not found")).with_code("GROUP_NOT_FOUND"))?;
+        .ok_or_else(|| Error::not_found(format!("Group {key} not found")).with_code(Code::GroupNotFound))?;
     if group.status == GroupStatus::Inactive {
         return Err(deactivated(&group));
     }
@@ -125,7 +125,9 @@ impl Groups {
         match w.tx().groups().insert(&group).await {
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => {
-                return Err(Error::conflict(format!("Group key {} is in use", group.key)).with_code("GROUP_KEY_IN_USE"));
+                return Err(
+                    Error::conflict(format!("Group key {} is in use", group.key)).with_code(Code::GroupKeyInUse)
+                );
             }
             Err(e) => return Err(e.into()),
         }
@@ -177,7 +179,7 @@ impl Groups {
         let group = w.tx().groups().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         if !w.tx().groups().remove_member(tenant, id, user_id).await? {
             return Err(Error::not_found(format!("User {user_id} is not a member of group {}", group.key))
-                .with_code("MEMBER_NOT_FOUND"));
+                .with_code(Code::MemberNotFound));
         }
         w.set_audit_detail(serde_json::json!({ "userId": user_id }));
         Ok(())

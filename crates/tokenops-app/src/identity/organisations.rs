@@ -1,7 +1,7 @@
 //! Organisations: the platform operator creates one with its owner, who is invited as
 //! SUPER_ADMIN; the invitation mail (with a temporary password) commits with both.
 
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::mail::{self, MailMessage};
 use crate::write::{Operation, Write};
 use serde::Serialize;
@@ -122,9 +122,8 @@ pub async fn create(
     match w.tx().users().insert(&owner).await {
         Ok(()) => {}
         Err(StoreError::Conflict(_)) => {
-            return Err(
-                Error::conflict(format!("The email {} is already registered", owner.email)).with_code("EMAIL_EXISTS")
-            );
+            return Err(Error::conflict(format!("The email {} is already registered", owner.email))
+                .with_code(Code::EmailExists));
         }
         Err(e) => return Err(e.into()),
     }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::access::grants_of;
 use super::users::UserSummary;
 use crate::context::{Caller, missing_permission};
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::write::{Operation, Write};
 
 pub const CREATE: Operation = Operation { name: "role.create", category: "ORGANISATION", resource_type: "role" };
@@ -104,12 +104,12 @@ impl Role {
 
 fn cannot_grant(missing: PermissionSet) -> Error {
     Error::forbidden(format!("You cannot grant permissions you do not hold: {}", missing.names().join(", ")))
-        .with_code("PERMISSION_DENIED")
+        .with_code(Code::PermissionDenied)
 }
 
 /// `Role {name} not found` (404).
 pub fn role_not_found(name: &str) -> Error {
-    Error::not_found(format!("Role {name} not found")).with_code("ROLE_NOT_FOUND")
+    Error::not_found(format!("Role {name} not found")).with_code(Code::RoleNotFound)
 }
 
 /// The role name an invitation or a machine client gives: blank or absent means USER.
@@ -149,7 +149,7 @@ pub struct RoleChange {
 /// Parses permission names: 400 `Unknown permissions: {names}.` naming every unknown one.
 pub fn parse_permissions(names: &[String]) -> AppResult<PermissionSet> {
     PermissionSet::parse_names(names.iter().map(String::as_str)).map_err(|unknown| {
-        Error::bad_request(format!("Unknown permissions: {}.", unknown.join(", "))).with_code("UNKNOWN_PERMISSIONS")
+        Error::bad_request(format!("Unknown permissions: {}.", unknown.join(", "))).with_code(Code::UnknownPermissions)
     })
 }
 
@@ -160,19 +160,19 @@ fn check_grantable(caller: &Caller, grants: PermissionSet) -> AppResult<()> {
 }
 
 fn reserved(name: &str) -> Error {
-    Error::conflict(format!("Role name {name} is reserved for a platform role")).with_code("ROLE_NAME_RESERVED")
+    Error::conflict(format!("Role name {name} is reserved for a platform role")).with_code(Code::RoleNameReserved)
 }
 
 fn name_in_use(name: &str) -> Error {
-    Error::conflict(format!("Role name {name} is in use")).with_code("ROLE_NAME_IN_USE")
+    Error::conflict(format!("Role name {name} is in use")).with_code(Code::RoleNameInUse)
 }
 
 fn not_found(id: Uuid) -> Error {
-    Error::not_found(format!("Role {id} not found")).with_code("ROLE_NOT_FOUND")
+    Error::not_found(format!("Role {id} not found")).with_code(Code::RoleNotFound)
 }
 
 fn platform_read_only() -> Error {
-    Error::bad_request("Platform roles cannot be edited").with_code("PLATFORM_ROLE_READ_ONLY")
+    Error::of(Code::PlatformRoleReadOnly)
 }
 
 /// The roles of an organisation and its custom-role writes.
@@ -287,7 +287,7 @@ impl Roles {
                 "Role {} is in use by {holders} user(s) or client(s); assign them another role first",
                 role.record.name
             ))
-            .with_code("ROLE_IN_USE"));
+            .with_code(Code::RoleInUse));
         }
         w.tx().roles().delete(tenant, id).await?;
         w.set_audit_detail(serde_json::json!({ "before": role.out() }));

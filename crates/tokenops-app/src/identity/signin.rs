@@ -7,7 +7,7 @@
 
 use crate::App;
 use crate::context::{Caller, RequestContext};
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::write::{Admission, Operation, Write};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
@@ -22,9 +22,6 @@ pub const REFRESH: Operation = Operation { name: "auth.refresh", category: "IDEN
 
 /// How long a NEW_PASSWORD_REQUIRED session may be completed.
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1_000;
-
-pub const INVALID_CREDENTIALS: &str = "Invalid credentials.";
-pub const INVALID_REFRESH: &str = "Refresh token is invalid or expired";
 
 /// The tokens a successful sign-in returns. `Debug` hides them.
 #[derive(Clone, Serialize, utoipa::ToSchema)]
@@ -54,7 +51,7 @@ pub enum LoginOutcome {
 }
 
 fn invalid_credentials() -> Error {
-    Error::unauthorized(INVALID_CREDENTIALS).with_code("INVALID_CREDENTIALS")
+    Error::of(Code::InvalidCredentials)
 }
 
 fn lockout_state(user: &UserRecord) -> LockoutState {
@@ -254,7 +251,7 @@ pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> 
 fn policy_check(password: &str, email: &str) -> AppResult<()> {
     PasswordPolicy::default()
         .validate(password, email)
-        .map_err(|v| Error::bad_request(v.message).with_code("PASSWORD_POLICY"))
+        .map_err(|v| Error::bad_request(v.message).with_code(Code::PasswordPolicy))
 }
 
 /// How an invited user proves who they are before setting the first password.
@@ -362,7 +359,7 @@ pub async fn activate(
 /// `POST /api/auth/refresh`: a new access token, no new refresh token.
 pub async fn refresh(app: &App, request_id: &str, refresh_token: &str) -> AppResult<Tokens> {
     let now = app.clock.now();
-    let refused = || Error::unauthorized(INVALID_REFRESH).with_code("INVALID_REFRESH_TOKEN");
+    let refused = || Error::of(Code::InvalidRefreshToken);
     let record = {
         let mut tx = app.store.read().await?;
         tx.refresh_tokens().get(&opaque::hash_opaque(refresh_token)).await?

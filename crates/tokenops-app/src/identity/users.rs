@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::organisations::{TemporaryPassword, invitation};
 use super::roles::{Role, role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::context::Principal;
-use crate::error::{AppResult, Error};
+use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds::MAIL_SEND;
 use crate::mail;
 use crate::write::{Operation, Write};
@@ -107,7 +107,7 @@ async fn with_role_names(tx: &mut dyn Tx, users: &[UserRecord]) -> AppResult<Vec
 }
 
 pub fn user_not_found(id: Uuid) -> Error {
-    Error::not_found(format!("User {id} not found")).with_code("USER_NOT_FOUND")
+    Error::not_found(format!("User {id} not found")).with_code(Code::UserNotFound)
 }
 
 /// An invitation as the spec describes it; `tenantId` in the body is ignored.
@@ -214,7 +214,7 @@ impl Users {
             _ => Err(Error::not_found(
                 "The caller is not a user of the organisation (a machine client or an external subject)",
             )
-            .with_code("USER_NOT_FOUND")),
+            .with_code(Code::UserNotFound)),
         }
     }
 
@@ -272,7 +272,7 @@ impl Users {
                     return Err(Error::conflict(
                         "An invited user becomes ACTIVE by choosing a password (activate or new-password)",
                     )
-                    .with_code("USER_NOT_ACTIVATED"));
+                    .with_code(Code::UserNotActivated));
                 }
                 (_, UserStatus::Invited) => {
                     return Err(Error::invalid_field("status", "must be ACTIVE or SUSPENDED"));
@@ -306,13 +306,11 @@ impl Users {
         w.set_resource_id(id.to_string());
         let user = w.tx().users().get_for_update(tenant, id).await?.ok_or_else(|| user_not_found(id))?;
         if w.context().caller.user_id() == Some(id) {
-            return Err(Error::bad_request("You cannot change or remove yourself").with_code("SELF_CHANGE"));
+            return Err(Error::of(Code::SelfChange));
         }
         let owner = w.tx().tenants().get(tenant).await?.map(|t| t.owner_user_id);
         if owner == Some(id) {
-            return Err(
-                Error::bad_request("The organisation's owner cannot be changed or removed").with_code("OWNER_CHANGE")
-            );
+            return Err(Error::of(Code::OwnerChange));
         }
         let role = role_by_id(w.tx(), tenant, user.role_id)
             .await?
@@ -323,5 +321,5 @@ impl Users {
 }
 
 fn email_taken(email: &str) -> Error {
-    Error::conflict(format!("The email {email} is already registered")).with_code("EMAIL_EXISTS")
+    Error::conflict(format!("The email {email} is already registered")).with_code(Code::EmailExists)
 }

@@ -340,6 +340,8 @@ impl JobRunner {
         let mut backlog: VecDeque<Job> = VecDeque::new();
         // When the earliest job the last claim could not take yet falls due.
         let mut next_due: Option<Timestamp> = None;
+        // The periodic sweeps are paced by a monotonic timer: how often the worker looks is real
+        // time, not business time (what each sweep finds due is judged against the `Clock`).
         let start = tokio::time::Instant::now();
         let mut due: Vec<(&'static str, Duration, tokio::time::Instant)> =
             self.settings.periodic.iter().map(|(kind, every)| (*kind, *every, start)).collect();
@@ -608,6 +610,7 @@ impl JobRunner {
             return Outcome::Lost;
         }
         let lease_ms = u64::try_from(self.settings.lease_ms).unwrap_or(0);
+        // Monotonic: this bounds the real time spent waiting for the store, not business time.
         let give_up = tokio::time::Instant::now() + Duration::from_millis(lease_ms);
         let mut pause = Duration::from_millis(100);
         loop {

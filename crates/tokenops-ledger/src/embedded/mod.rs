@@ -11,8 +11,9 @@
 //!   rows they touch (`execute`). Then it writes the block, the transactions with their receipts,
 //!   and the changed balances, holds, supplies and nonces in **one store transaction**, so
 //!   throughput is bounded by block size, not by one commit per transfer.
-//! - **Time**: a block's timestamp comes from the ledger's clock (EVM seconds, injectable), and
-//!   never goes below its parent's. Hold expiry is judged against it, as the contract judges it
+//! - **Time**: a block's timestamp comes from the ledger's `Clock` (the service's, injectable;
+//!   whole EVM seconds), and never goes below its parent's. The block's `produced_at` is the same
+//!   clock's reading in microseconds. Hold expiry is judged against it, as the contract judges it
 //!   against `block.timestamp`.
 //! - **Hashes**: a transaction's hash is keccak-256 of its signed bytes, as on any EVM chain. A
 //!   block's hash is keccak-256 over its number, parent hash, timestamp and transaction hashes:
@@ -45,7 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 use tokenops_custody::Custody;
-use tokenops_domain::Timestamp;
+use tokenops_domain::{Clock, SystemClock};
 use tokenops_store::{
     LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerHoldStatus, LedgerNonce, LedgerToken,
     LedgerTransaction, Store, StoreError,
@@ -61,12 +62,9 @@ pub const DEFAULT_CHAIN_ID: u64 = 0x746f6b;
 const GAS_LIMIT: u64 = 1_000_000;
 const DEPLOY_GAS_LIMIT: u64 = 5_000_000;
 
-/// EVM seconds, from wherever the ledger's time comes from.
-pub type LedgerClock = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// The system clock in whole seconds.
-pub fn system_clock() -> LedgerClock {
-    Arc::new(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0))
+/// The clock's time in whole EVM seconds (a block's `timestamp`); 0 before the epoch.
+fn evm_seconds(clock: &dyn Clock) -> u64 {
+    u64::try_from(clock.now().as_micros() / 1_000_000).unwrap_or(0)
 }
 
 #[derive(Clone)]
@@ -82,7 +80,8 @@ pub struct EmbeddedConfig {
     pub max_pending: usize,
     /// How long `deploy_token` waits for its block.
     pub inclusion_timeout: Duration,
-    pub clock: LedgerClock,
+    /// Where blocks' time comes from: the service's clock, so that hold expiry follows it.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for EmbeddedConfig {
@@ -106,7 +105,7 @@ impl Default for EmbeddedConfig {
             max_block_transactions: 2_000,
             max_pending: 100_000,
             inclusion_timeout: Duration::from_secs(30),
-            clock: system_clock(),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -256,9 +255,9 @@ async fn load_or_init_chain(store: &dyn Store, config: &EmbeddedConfig) -> Resul
                 number: 0,
                 hash: text(keccak256(format!("tokenops embedded ledger {}", config.chain_id))),
                 parent_hash: text(B256::ZERO),
-                timestamp: (config.clock)(),
+                timestamp: evm_seconds(config.clock.as_ref()),
                 transaction_count: 0,
-                produced_at: Timestamp::system_now(),
+                produced_at: config.clock.now(),
             };
             ledger.init_chain(config.chain_id, &genesis).await.map_err(temporary)?;
             tracing::info!(chain_id = config.chain_id, "created the embedded ledger's chain");
@@ -469,7 +468,7 @@ impl Inner {
         }
         let parent = lock(&self.head).clone();
         let number = parent.number + 1;
-        let timestamp = (self.config.clock)().max(parent.timestamp);
+        let timestamp = evm_seconds(self.config.clock.as_ref()).max(parent.timestamp);
 
         let mut keys = Keys::default();
         for transaction in &batch {
@@ -528,7 +527,7 @@ impl Inner {
             parent_hash: text(parent.hash),
             timestamp,
             transaction_count: u32::try_from(batch.len()).map_err(|_| LedgerError::final_("block too large"))?,
-            produced_at: Timestamp::system_now(),
+            produced_at: self.config.clock.now(),
         };
         let (tokens, balances, holds) = changed_rows(&state);
         let nonces: Vec<LedgerNonce> =

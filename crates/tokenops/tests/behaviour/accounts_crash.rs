@@ -7,8 +7,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::ManualClock;
-use tokenops_domain::Timestamp;
+use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
@@ -100,7 +99,7 @@ async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backen
     tokenops_identity::install_crypto_provider();
     let issuer = TestIssuer::start().await;
     let db = TestDb::create(backend).await;
-    let clock = ManualClock::starting_at(Timestamp::system_now());
+    let clock = ManualClock::starting_at(SystemClock.now());
     let tenant = issuer.new_tenant(&clock);
 
     // The API node serves every request of the test; it runs no jobs.

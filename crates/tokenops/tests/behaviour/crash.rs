@@ -6,8 +6,7 @@ use reqwest::Method;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tokenops_app::clock::ManualClock;
-use tokenops_domain::Timestamp;
+use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
@@ -74,7 +73,7 @@ async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exact
     tokenops_identity::install_crypto_provider();
     let issuer = TestIssuer::start().await;
     let db = TestDb::create(backend).await;
-    let clock = ManualClock::starting_at(Timestamp::system_now());
+    let clock = ManualClock::starting_at(SystemClock.now());
     let tenant = issuer.new_tenant(&clock);
 
     // An API-only node accepts the writes; their dispatch jobs wait in the queue.

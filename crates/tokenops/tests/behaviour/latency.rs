@@ -104,7 +104,7 @@ async fn an_operation_on_an_idle_service_confirms_well_within_the_poll_interval(
     let issuer = TestIssuer::start().await;
     let db = TestDb::create(backend).await;
     let _schema = DropSchema(&db);
-    let tenant = issuer.new_tenant(&ManualClock::starting_at(Timestamp::system_now()));
+    let tenant = issuer.new_tenant(&ManualClock::starting_at(SystemClock.now()));
     let service = ServiceProcess::start(BINARY, &environment(&db, &issuer)).await;
     let api = Api {
         http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("http client"),
@@ -267,7 +267,7 @@ async fn an_idle_worker_wakes_when_a_later_job_and_its_retry_fall_due(backend: B
 async fn a_short_claim_tells_when_the_next_queued_job_falls_due(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let store = app.app.store.clone();
-    let now = Timestamp::system_now();
+    let now = SystemClock.now();
     let job = |run_at: Timestamp| NewJob {
         kind: "test.later".to_owned(),
         tenant_id: None,

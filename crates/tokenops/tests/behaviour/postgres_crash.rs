@@ -13,8 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::ManualClock;
-use tokenops_domain::Timestamp;
+use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::cluster::PgCluster;
 use tokenops_testkit::{ServiceProcess, TestIssuer};
 
@@ -603,7 +602,7 @@ async fn survive(scenario: Scenario) {
     let started = Instant::now();
     let cluster = PgCluster::start().await;
     let issuer = TestIssuer::start().await;
-    let clock = ManualClock::starting_at(Timestamp::system_now());
+    let clock = ManualClock::starting_at(SystemClock.now());
     let tenant = issuer.new_tenant(&clock);
     let env = environment(&cluster, &issuer);
     // Outside the cluster's directory, so that it outlives a failed run for a closer look.

@@ -11,8 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::ManualClock;
-use tokenops_domain::Timestamp;
+use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
@@ -486,7 +485,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     let issuer = TestIssuer::start().await;
     let db = TestDb::create(backend).await;
     let _schema = DropSchema(&db);
-    let clock = ManualClock::starting_at(Timestamp::system_now());
+    let clock = ManualClock::starting_at(SystemClock.now());
     let tenant = issuer.new_tenant(&clock);
     let env = environment(&db, &issuer);
 

@@ -1,0 +1,124 @@
+//! The shapes every statement takes: run a bound query, map the driver's error
+//! (`codec::backend`), decode the rows. Free functions take any executor (the pool, a
+//! connection); `PostgresTx` has the same as methods on its transaction. Queries are built and
+//! bound as sqlx builds them (`sqlx::query(..).bind(..)`) and handed over whole.
+
+use crate::{PostgresTx, codec};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::{Query, QueryScalar};
+use sqlx::{PgExecutor, Postgres};
+use tokenops_domain::paging::PageRequest;
+use tokenops_store::StoreResult;
+
+/// A statement with its parameters bound.
+pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+/// A statement whose rows are one column, of type `O`.
+pub(crate) type PgScalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
+
+/// A page's parameters on a list's query.
+pub(crate) trait BindPage {
+    /// Binds the page's size and offset, in that order (a list's `LIMIT $n OFFSET $n+1`).
+    fn bind_page(self, page: PageRequest) -> Self;
+}
+
+impl BindPage for PgQuery<'_> {
+    fn bind_page(self, page: PageRequest) -> Self {
+        self.bind(i64::from(page.size)).bind(codec::sql_i64(page.offset()))
+    }
+}
+
+/// Runs a statement; returns how many rows it affected.
+pub(crate) async fn execute<'c>(executor: impl PgExecutor<'c>, query: PgQuery<'_>) -> StoreResult<u64> {
+    Ok(query.execute(executor).await.map_err(codec::backend)?.rows_affected())
+}
+
+/// The rows of a query, each decoded.
+pub(crate) async fn fetch_all<'c, T>(
+    executor: impl PgExecutor<'c>,
+    query: PgQuery<'_>,
+    decode: impl FnMut(&PgRow) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let rows = query.fetch_all(executor).await.map_err(codec::backend)?;
+    rows.iter().map(decode).collect()
+}
+
+/// The first row of a query, decoded, if there is one.
+pub(crate) async fn fetch_optional<'c, T>(
+    executor: impl PgExecutor<'c>,
+    query: PgQuery<'_>,
+    decode: impl FnOnce(&PgRow) -> StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    let row = query.fetch_optional(executor).await.map_err(codec::backend)?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// The one row a query must return, decoded.
+pub(crate) async fn fetch_one<'c, T>(
+    executor: impl PgExecutor<'c>,
+    query: PgQuery<'_>,
+    decode: impl FnOnce(&PgRow) -> StoreResult<T>,
+) -> StoreResult<T> {
+    let row = query.fetch_one(executor).await.map_err(codec::backend)?;
+    decode(&row)
+}
+
+impl PostgresTx {
+    /// [`execute`] in this transaction.
+    pub(crate) async fn execute(&mut self, query: PgQuery<'_>) -> StoreResult<u64> {
+        execute(&mut *self.tx, query).await
+    }
+
+    /// [`fetch_all`] in this transaction.
+    pub(crate) async fn fetch_all<T>(
+        &mut self,
+        query: PgQuery<'_>,
+        decode: impl FnMut(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        fetch_all(&mut *self.tx, query, decode).await
+    }
+
+    /// [`fetch_optional`] in this transaction.
+    pub(crate) async fn fetch_optional<T>(
+        &mut self,
+        query: PgQuery<'_>,
+        decode: impl FnOnce(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        fetch_optional(&mut *self.tx, query, decode).await
+    }
+
+    /// [`fetch_one`] in this transaction.
+    pub(crate) async fn fetch_one<T>(
+        &mut self,
+        query: PgQuery<'_>,
+        decode: impl FnOnce(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        fetch_one(&mut *self.tx, query, decode).await
+    }
+
+    /// The value of the one row a one-column query returns.
+    pub(crate) async fn scalar<O>(&mut self, query: PgScalar<'_, O>) -> StoreResult<O>
+    where
+        O: Send + Unpin,
+        (O,): Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow>,
+    {
+        query.fetch_one(&mut *self.tx).await.map_err(codec::backend)
+    }
+
+    /// The value of the first row of a one-column query, if there is one.
+    pub(crate) async fn scalar_optional<O>(&mut self, query: PgScalar<'_, O>) -> StoreResult<Option<O>>
+    where
+        O: Send + Unpin,
+        (O,): Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow>,
+    {
+        query.fetch_optional(&mut *self.tx).await.map_err(codec::backend)
+    }
+
+    /// The values of a one-column query.
+    pub(crate) async fn scalars<O>(&mut self, query: PgScalar<'_, O>) -> StoreResult<Vec<O>>
+    where
+        O: Send + Unpin,
+        (O,): Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow>,
+    {
+        query.fetch_all(&mut *self.tx).await.map_err(codec::backend)
+    }
+}
