@@ -615,8 +615,16 @@ impl Ledger for EvmLedger {
         }
         let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to: Some(token), input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
+        // Sent under the slot's lock: a signature of the wallet that read the node's count
+        // before the filler is in its pool would take the same nonce. (`send` itself may
+        // forget the slot, which needs the lock: the node is asked directly here.)
+        let sent = self.provider.send_raw_transaction(&signed.raw).await.map(|pending| *pending.tx_hash());
         claim.filled();
-        self.send(&signed).await.map(Some)
+        match sent {
+            Ok(hash) => Ok(Some(hash)),
+            // A refusal or no answer: the gap may still be there, and the next sweep looks again.
+            Err(error) => Err(temporary("eth_sendRawTransaction", error)),
+        }
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {

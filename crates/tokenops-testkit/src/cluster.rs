@@ -82,7 +82,7 @@ impl PgCluster {
         let dir = std::env::temp_dir().join(format!("tokenops-pg-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         let as_nobody = running_as_root();
-        let cluster = Self { dir, port: free_port(), pg_ctl, as_nobody, pool: tokio::sync::OnceCell::new() };
+        let mut cluster = Self { dir, port: free_port(), pg_ctl, as_nobody, pool: tokio::sync::OnceCell::new() };
         if as_nobody {
             let chown = std::process::Command::new("chown")
                 .arg("nobody")
@@ -96,19 +96,32 @@ impl PgCluster {
         init.arg("-D").arg(&data).args(["-U", "postgres", "-A", "trust", "--no-sync"]);
         let output = init.output().await.unwrap_or_else(|e| panic!("running {:?}: {e}", init.as_std()));
         assert!(output.status.success(), "initdb failed: {}", describe(&output));
-        // The settings live in the cluster's own file, so every later start uses them unchanged.
-        let settings = format!(
-            "\n# tokenops test cluster\nport = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-             fsync = on\nsynchronous_commit = on\nfull_page_writes = on\nmax_connections = 100\n",
-            cluster.port,
-            cluster.dir.display()
-        );
         let conf = data.join("postgresql.conf");
-        let mut text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("reading {}: {e}", conf.display()));
-        text.push_str(&settings);
-        std::fs::write(&conf, text).unwrap_or_else(|e| panic!("writing {}: {e}", conf.display()));
-        cluster.restart().await;
-        cluster
+        let initial = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("reading {}: {e}", conf.display()));
+        // The free port was released before the server binds it: another test's process may
+        // take it meanwhile, so a start that fails is tried again on another port.
+        for attempt in 1..=3 {
+            // The settings live in the cluster's own file, so every later start uses them unchanged.
+            let settings = format!(
+                "\n# tokenops test cluster\nport = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+                 fsync = on\nsynchronous_commit = on\nfull_page_writes = on\nmax_connections = 100\n",
+                cluster.port,
+                cluster.dir.display()
+            );
+            std::fs::write(&conf, format!("{initial}{settings}"))
+                .unwrap_or_else(|e| panic!("writing {}: {e}", conf.display()));
+            match cluster.try_start().await {
+                Ok(()) => return cluster,
+                Err(problem) if attempt < 3 => {
+                    eprintln!("the test cluster did not start on port {}; another port: {problem}", cluster.port);
+                    // Whatever half started goes, so the next start owns the data directory.
+                    let _ = cluster.pg_ctl(&["-m", "immediate", "-w", "stop"]).await;
+                    cluster.port = free_port();
+                }
+                Err(problem) => panic!("{problem}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// The TOKENOPS_DATABASE_URL of this cluster.
@@ -160,25 +173,28 @@ impl PgCluster {
     /// Starts the server again on the same port and data directory, and waits until it
     /// accepts connections (after crash recovery).
     pub async fn restart(&self) {
+        if let Err(problem) = self.try_start().await {
+            panic!("{problem}");
+        }
+    }
+
+    async fn try_start(&self) -> Result<(), String> {
         let log = self.log_path();
         let timeout = READY_TIMEOUT.as_secs().to_string();
         let output = self.pg_ctl(&["-l", &log.display().to_string(), "-w", "-t", &timeout, "start"]).await;
-        assert!(
-            output.status.success(),
-            "pg_ctl start failed: {}; server log:\n{}",
-            describe(&output),
-            self.log_tail(30)
-        );
+        if !output.status.success() {
+            return Err(format!("pg_ctl start failed: {}; server log:\n{}", describe(&output), self.log_tail(30)));
+        }
         let deadline = Instant::now() + READY_TIMEOUT;
         let mut last = String::new();
         while Instant::now() < deadline {
             match self.probe().await {
-                Ok(()) => return,
+                Ok(()) => return Ok(()),
                 Err(e) => last = e.to_string(),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("the restarted cluster did not accept connections within {READY_TIMEOUT:?}: {last}");
+        Err(format!("the cluster did not accept connections within {READY_TIMEOUT:?}: {last}"))
     }
 
     async fn probe(&self) -> Result<(), sqlx::Error> {

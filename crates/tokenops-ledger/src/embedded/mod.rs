@@ -849,8 +849,11 @@ impl Ledger for EmbeddedLedger {
             fees: Fees::Eip1559 { max_fee_per_gas: 0, max_priority_fee_per_gas: 0 },
         };
         let signed = transaction::sign(unsigned, sender, custody).await?;
+        // Sent under the slot's lock: a signature of the wallet that read the ledger's count
+        // before the filler is in the pool would take the same nonce.
+        let sent = inner.send(&signed.raw).await;
         claim.filled();
-        inner.send(&signed.raw).await.map(Some)
+        sent.map(Some)
     }
 
     async fn receipt(&self, hash: TxHash) -> Result<ReceiptStatus, LedgerError> {
