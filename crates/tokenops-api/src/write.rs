@@ -3,13 +3,16 @@
 //! commits the effect with its response, stores a caller's mistake as the key's outcome, or
 //! abandons the write after an internal failure. Replays answer with the stored response.
 
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::extract::{FromRequestParts, MatchedPath};
+use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::fmt::Display;
 use std::future::Future;
-use tokenops_app::write::{Admission, IdempotencyRequest, Operation, Write};
+use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write};
 use tokenops_app::{AppResult, Error};
 use tokenops_store::StoredResponse;
 
@@ -33,6 +36,15 @@ impl Reply {
     pub fn created(body: &impl Serialize, location: String) -> AppResult<Self> {
         Ok(Self {
             status: StatusCode::CREATED,
+            body: serde_json::to_value(body).map_err(Error::internal)?,
+            location: Some(location),
+        })
+    }
+
+    /// 202: the write is accepted and goes on in the background; `location` is where to follow it.
+    pub fn accepted(body: &impl Serialize, location: String) -> AppResult<Self> {
+        Ok(Self {
+            status: StatusCode::ACCEPTED,
             body: serde_json::to_value(body).map_err(Error::internal)?,
             location: Some(location),
         })
@@ -133,15 +145,85 @@ fn respond(stored: &StoredResponse, replayed: bool) -> Response {
     response
 }
 
-/// What a write handler hands to [`run`].
+/// The write a request asks for, taken once from the request: its method and matched route
+/// (for example `PATCH /api/customers/{customerRef}`), the parts of its fingerprint that no
+/// handler spells out.
+#[derive(Debug, Clone)]
+pub struct WriteRoute {
+    method: Method,
+    route: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WriteRoute {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Every write route is matched by the router, so it has a matched path.
+        let route = parts.extensions.get::<MatchedPath>().map(|m| m.as_str().to_owned());
+        let route = route.ok_or_else(|| Error::internal("a write handler ran outside the router"))?;
+        Ok(Self { method: parts.method.clone(), route })
+    }
+}
+
+impl WriteRoute {
+    /// The request for [`run`]: `params` fill the route's `{…}` parameters in order, as the
+    /// handler has read them (a UUID in its canonical form), and with the body document they
+    /// make the fingerprint, so a retry written differently is still the same request.
+    pub fn request<'a>(
+        &self,
+        scope: &'a TenantScope,
+        action: &'static AuditAction,
+        key: Option<IdempotencyKey>,
+        params: &[&dyn Display],
+        document: &Value,
+    ) -> WriteRequest<'a> {
+        let fingerprint = fingerprint(self.method.as_str(), &self.path(params), document);
+        WriteRequest { scope, action, key, fingerprint, resource_id: None }
+    }
+
+    /// The route with its parameters filled in.
+    fn path(&self, params: &[&dyn Display]) -> String {
+        let mut path = String::with_capacity(self.route.len() + 64);
+        let mut params = params.iter();
+        let mut rest = self.route.as_str();
+        while let Some(open) = rest.find('{') {
+            let close = rest[open..].find('}').map_or(rest.len(), |c| open + c + 1);
+            path.push_str(&rest[..open]);
+            match params.next() {
+                Some(value) => path.push_str(&value.to_string()),
+                None => path.push_str(&rest[open..close]),
+            }
+            rest = &rest[close..];
+        }
+        path.push_str(rest);
+        debug_assert!(params.next().is_none(), "more parameters than {} has", self.route);
+        debug_assert!(!path.contains('{'), "{} needs more parameters", self.route);
+        path
+    }
+}
+
+/// What [`run`] admits: who writes, the audit action (also the Idempotency-Key's scope), the key
+/// with the request's fingerprint, and the resource the write is about. Made by
+/// [`WriteRoute::request`].
 pub struct WriteRequest<'a> {
-    pub scope: &'a TenantScope,
-    pub operation: &'static Operation,
-    pub key: Option<IdempotencyKey>,
-    /// From [`fingerprint`].
-    pub fingerprint: String,
-    /// The resource the write is about, when the request names it (for the audit record).
-    pub resource_id: Option<String>,
+    scope: &'a TenantScope,
+    action: &'static AuditAction,
+    key: Option<IdempotencyKey>,
+    fingerprint: String,
+    resource_id: Option<String>,
+}
+
+impl<'a> WriteRequest<'a> {
+    /// A write that takes no Idempotency-Key (so needs no fingerprint).
+    pub fn unkeyed(scope: &'a TenantScope, action: &'static AuditAction) -> Self {
+        Self { scope, action, key: None, fingerprint: String::new(), resource_id: None }
+    }
+
+    /// Names the resource the write is about, when the request names it (for the audit record).
+    pub fn about(mut self, resource_id: impl Into<String>) -> Self {
+        self.resource_id = Some(resource_id.into());
+        self
+    }
 }
 
 pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
@@ -149,10 +231,10 @@ where
     F: FnOnce(Write) -> Fut,
     Fut: Future<Output = (Write, AppResult<Reply>)>,
 {
-    let WriteRequest { scope, operation, key, fingerprint, resource_id } = request;
+    let WriteRequest { scope, action, key, fingerprint, resource_id } = request;
     let idempotency = key.map(|k| IdempotencyRequest { key: k.0, request_hash: fingerprint });
     let writes = &state.app.writes;
-    let write = match writes.begin(scope.context.clone(), operation, idempotency, resource_id).await? {
+    let write = match writes.begin(scope.context.clone(), action, idempotency, resource_id).await? {
         Admission::Replay(stored) => return Ok(respond(&stored, true)),
         Admission::Proceed(write) => write,
     };
@@ -203,6 +285,15 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, fingerprint("POST", "/api/customers", &json!({"a": 2, "b": {"y": [1, 2], "x": null}})));
         assert_ne!(a, fingerprint("PATCH", "/api/customers", &json!({"a": 1, "b": {"y": [1, 2], "x": null}})));
+    }
+
+    #[test]
+    fn a_route_is_filled_in_as_the_handler_read_it() {
+        let route = WriteRoute { method: Method::DELETE, route: "/api/tenants/{tenantId}/groups/{groupId}".to_owned() };
+        let (tenant, group) = (uuid::Uuid::nil(), "G1");
+        assert_eq!(route.path(&[&tenant, &group]), format!("/api/tenants/{tenant}/groups/G1"));
+        let route = WriteRoute { method: Method::POST, route: "/api/customers".to_owned() };
+        assert_eq!(route.path(&[]), "/api/customers");
     }
 
     #[test]

@@ -22,13 +22,14 @@ use tokenops_store::{AccountFilter, AccountRecord, Job, Store, StoreError, Tx};
 use crate::contracts::active_contract;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const REGISTER: Operation = Operation { name: "account.create", category: "ACCOUNTS", resource_type: "account" };
-pub const CHANGE_STATUS: Operation =
-    Operation { name: "account.update_status", category: "ACCOUNTS", resource_type: "account" };
-pub const PROVISIONED: Operation =
-    Operation { name: "account.provision", category: "ACCOUNTS", resource_type: "account" };
+pub const REGISTER: AuditAction =
+    AuditAction { name: "account.create", category: "ACCOUNTS", resource_type: "account" };
+pub const CHANGE_STATUS: AuditAction =
+    AuditAction { name: "account.update_status", category: "ACCOUNTS", resource_type: "account" };
+pub const PROVISIONED: AuditAction =
+    AuditAction { name: "account.provision", category: "ACCOUNTS", resource_type: "account" };
 
 /// An account as the API returns it, and as `account.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -9,11 +9,11 @@ use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{AuditFilter, Store};
 use uuid::Uuid;
 
-/// The audit record of something a job did (source WORKER, no actor): `operation` names the
-/// action as request writes do.
+/// The audit record of something a job did (source WORKER, no actor), under the same audit
+/// actions as request writes use.
 pub fn worker_record(
     tenant: TenantId,
-    operation: &crate::write::Operation,
+    action: &crate::write::AuditAction,
     resource_id: String,
     outcome: AuditOutcome,
     detail: serde_json::Value,
@@ -24,11 +24,11 @@ pub fn worker_record(
         tenant_id: Some(tenant),
         occurred_at: now,
         created_at: now,
-        action: operation.name.to_owned(),
-        category: operation.category.to_owned(),
+        action: action.name.to_owned(),
+        category: action.category.to_owned(),
         source: AuditSource::Worker,
         actor_id: None,
-        resource_type: operation.resource_type.to_owned(),
+        resource_type: action.resource_type.to_owned(),
         resource_id: Some(resource_id),
         outcome,
         request_id: None,

@@ -19,11 +19,14 @@ use tokenops_store::{ContractFilter, ContractRecord, Job, Store, StoreError, Tx}
 
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const REGISTER: Operation = Operation { name: "contract.create", category: "CONTRACTS", resource_type: "contract" };
-pub const UPDATE: Operation = Operation { name: "contract.update", category: "CONTRACTS", resource_type: "contract" };
-pub const DEPLOYED: Operation = Operation { name: "contract.deploy", category: "CONTRACTS", resource_type: "contract" };
+pub const REGISTER: AuditAction =
+    AuditAction { name: "contract.create", category: "CONTRACTS", resource_type: "contract" };
+pub const UPDATE: AuditAction =
+    AuditAction { name: "contract.update", category: "CONTRACTS", resource_type: "contract" };
+pub const DEPLOYED: AuditAction =
+    AuditAction { name: "contract.deploy", category: "CONTRACTS", resource_type: "contract" };
 
 /// A token contract as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -3,7 +3,7 @@
 //! The model slice: handler → this service → store, each thin.
 
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus, StatusChange};
@@ -12,9 +12,10 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{CustomerFilter, Store, StoreError};
 
-pub const REGISTER: Operation = Operation { name: "customer.create", category: "CUSTOMERS", resource_type: "customer" };
-pub const CHANGE_STATUS: Operation =
-    Operation { name: "customer.update_status", category: "CUSTOMERS", resource_type: "customer" };
+pub const REGISTER: AuditAction =
+    AuditAction { name: "customer.create", category: "CUSTOMERS", resource_type: "customer" };
+pub const CHANGE_STATUS: AuditAction =
+    AuditAction { name: "customer.update_status", category: "CUSTOMERS", resource_type: "customer" };
 
 /// A customer as the API returns it, and as `customer.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -18,10 +18,10 @@ use uuid::Uuid;
 use crate::contracts::active_contract;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds;
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const SUBMIT: Operation =
-    Operation { name: "transaction.submit", category: "TRANSACTIONS", resource_type: "transaction" };
+pub const SUBMIT: AuditAction =
+    AuditAction { name: "transaction.submit", category: "TRANSACTIONS", resource_type: "transaction" };
 
 /// A token operation as the API returns it, and as `transaction.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

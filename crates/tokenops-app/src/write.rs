@@ -17,10 +17,11 @@ use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{IdempotencyScope, IdempotencyState, NewJob, Store, StoreError, StoredResponse, Tx};
 use uuid::Uuid;
 
-/// What an API write is, for its audit record and its idempotency scope.
+/// The audit action a write records (what the audit log calls it), which is also the scope its
+/// Idempotency-Keys live in. Not a token operation (`operations`).
 #[derive(Debug)]
-pub struct Operation {
-    /// Audit action and idempotency scope, for example `customer.create`.
+pub struct AuditAction {
+    /// The action's name and the idempotency scope, for example `customer.create`.
     pub name: &'static str,
     /// The spec area, for example `CUSTOMERS`.
     pub category: &'static str,
@@ -71,7 +72,7 @@ impl Writes {
     pub async fn begin(
         &self,
         ctx: RequestContext,
-        operation: &'static Operation,
+        action: &'static AuditAction,
         idempotency: Option<IdempotencyRequest>,
         resource_id: Option<String>,
     ) -> AppResult<Admission> {
@@ -80,7 +81,7 @@ impl Writes {
         let mut tx = self.store.write().await?;
         let claim = match idempotency {
             None => None,
-            Some(request) => match self.claim(tx.as_mut(), &ctx, operation, request).await? {
+            Some(request) => match self.claim(tx.as_mut(), &ctx, action, request).await? {
                 Claimed::Mine(claim) => Some(claim),
                 Claimed::Replay(response) => return Ok(Admission::Replay(response)),
             },
@@ -89,7 +90,7 @@ impl Writes {
             tx,
             now: self.clock.now(),
             ctx,
-            operation,
+            action,
             claim,
             resource_id,
             detail: serde_json::Value::Null,
@@ -102,12 +103,12 @@ impl Writes {
         &self,
         tx: &mut dyn Tx,
         ctx: &RequestContext,
-        operation: &'static Operation,
+        action: &'static AuditAction,
         request: IdempotencyRequest,
     ) -> AppResult<Claimed> {
         let scope =
             // Keys belong to the caller's organisation (the platform's, for an operator).
-            IdempotencyScope { tenant: ctx.caller.tenant, operation: operation.name.to_owned(), key: request.key };
+            IdempotencyScope { tenant: ctx.caller.tenant, operation: action.name.to_owned(), key: request.key };
         let now = self.clock.now();
         let lease_until = now.plus_millis(self.settings.idempotency_lease_ms);
         let token = new_id();
@@ -156,13 +157,13 @@ impl Writes {
     /// recorded, the key is released (as after any internal failure) so that a retry runs anew
     /// instead of meeting an in-flight conflict until the lease expires.
     pub async fn refuse(&self, write: Write, response: &StoredResponse, reason: &str) -> AppResult<()> {
-        let Write { tx, ctx, operation, claim, resource_id, now, .. } = write;
+        let Write { tx, ctx, action, claim, resource_id, now, .. } = write;
         drop(tx);
         let result: AppResult<()> = async {
             let mut tx = self.store.write().await?;
             let record = audit_record(
                 &ctx,
-                operation,
+                action,
                 resource_id,
                 now,
                 self.clock.now(),
@@ -259,7 +260,7 @@ fn retry_after_seconds(now: Timestamp, held_until: Timestamp) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn audit_record(
     ctx: &RequestContext,
-    operation: &Operation,
+    action: &AuditAction,
     resource_id: Option<String>,
     occurred_at: Timestamp,
     created_at: Timestamp,
@@ -273,11 +274,11 @@ fn audit_record(
         tenant_id: ctx.tenant,
         occurred_at,
         created_at,
-        action: operation.name.to_owned(),
-        category: operation.category.to_owned(),
+        action: action.name.to_owned(),
+        category: action.category.to_owned(),
         source: AuditSource::Api,
         actor_id: Some(ctx.caller.subject.clone()),
-        resource_type: operation.resource_type.to_owned(),
+        resource_type: action.resource_type.to_owned(),
         resource_id,
         outcome,
         request_id: Some(ctx.request_id.clone()),
@@ -292,7 +293,7 @@ pub struct Write {
     tx: Box<dyn Tx>,
     now: Timestamp,
     ctx: RequestContext,
-    operation: &'static Operation,
+    action: &'static AuditAction,
     claim: Option<Claim>,
     resource_id: Option<String>,
     detail: serde_json::Value,
@@ -380,7 +381,7 @@ impl Write {
     async fn commit_inner(mut self, response: &StoredResponse) -> AppResult<()> {
         let record = audit_record(
             &self.ctx,
-            self.operation,
+            self.action,
             self.resource_id.take(),
             self.now,
             self.now,

@@ -19,7 +19,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -91,20 +91,14 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
 async fn register_account(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<AccountIn>,
 ) -> ApiResult<Response> {
-    let fingerprint = write::fingerprint("POST", "/api/accounts", &body.document);
+    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
     let new = parse_new_account(body.value)?;
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &REGISTER,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(new.account_ref.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(new.account_ref.to_string()), |mut w| async move {
         let result = app.accounts.register(&mut w, new).await;
         let reply =
             result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
@@ -135,10 +129,11 @@ async fn change_account_status(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
     PathText(account_ref): PathText,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<AccountPatch>,
 ) -> ApiResult<Response> {
-    let fingerprint = write::fingerprint("PATCH", &format!("/api/accounts/{account_ref}"), &body.document);
+    let request = route.request(&scope, &CHANGE_STATUS, Some(key), &[&account_ref], &body.document);
     let settable = || {
         Error::invalid_field("settableStatus", "status must be ACTIVE or INACTIVE")
             .with_extra("settableStatus", serde_json::json!(["ACTIVE", "INACTIVE"]))
@@ -147,14 +142,7 @@ async fn change_account_status(
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&account_ref)?;
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &CHANGE_STATUS,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(account_ref.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(account_ref.to_string()), |mut w| async move {
         let result = app.accounts.change_status(&mut w, &account_ref, status).await;
         (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
     })

@@ -308,13 +308,7 @@ async fn reveal_client_secret(
         style: TimestampStyle::SpacedUtc,
     };
     let token_url = app.identity.token_url();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &clients::REVEAL,
-        key: None,
-        fingerprint: String::new(),
-        resource_id: None,
-    };
+    let request = WriteRequest::unkeyed(&scope, &clients::REVEAL);
     let mut response = write::run(&state, request, |mut w| async move {
         let revealed = app.clients.reveal(&mut w, &app.sealer, &token_url, &token).await;
         (w, revealed.and_then(|r| Reply::ok(&r)))

@@ -16,7 +16,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 const NAME_MAX: usize = 100;
 
@@ -56,17 +56,17 @@ pub struct ClientIn {
 async fn create_client(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<ClientIn>,
 ) -> ApiResult<Response> {
     embedded_provider_only(&state, "Machine clients are registered at this deployment's external identity provider")?;
     let tenant = scope.tenant;
-    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/clients"), &body.document);
+    let request = route.request(&scope, &clients::CREATE, key, &[&tenant], &body.document);
     let name = text("name", body.value.name, NAME_MAX)?;
     let role_name = body.value.role_name;
     let app = state.app.clone();
     let reveal_base = format!("{}/api/auth/client-secrets", state.public_url);
-    let request = WriteRequest { scope: &scope, operation: &clients::CREATE, key, fingerprint, resource_id: None };
     write::run(&state, request, |mut w| async move {
         let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
         let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
@@ -144,19 +144,12 @@ async fn disable_client(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
-    let fingerprint =
-        write::fingerprint("DELETE", &format!("/api/tenants/{}/clients/{id}", scope.tenant), &serde_json::Value::Null);
+    let request = route.request(&scope, &clients::DISABLE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &clients::DISABLE,
-        key,
-        fingerprint,
-        resource_id: Some(id.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let disabled = app.clients.disable(&mut w, id).await;
         (w, disabled.map(|()| Reply::no_content()))
     })

@@ -19,7 +19,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 const NAME_MAX: usize = 100;
 
@@ -78,10 +78,11 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
 async fn register_contract(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<ContractIn>,
 ) -> ApiResult<Response> {
-    let fingerprint = write::fingerprint("POST", "/api/contracts", &body.document);
+    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
     let asset = body.value.asset_id.ok_or_else(|| Error::invalid_field("assetId", "is required"))?;
     let asset = asset_field("assetId", &asset)?;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
@@ -93,14 +94,7 @@ async fn register_contract(
         ),
     };
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &REGISTER,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(asset.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(asset.to_string()), |mut w| async move {
         let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
         (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
     })
@@ -129,11 +123,12 @@ async fn update_contract(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
     PathText(asset): PathText,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<ContractPatch>,
 ) -> ApiResult<Response> {
     let asset = asset.to_ascii_uppercase();
-    let fingerprint = write::fingerprint("PATCH", &format!("/api/contracts/{asset}"), &body.document);
+    let request = route.request(&scope, &UPDATE, Some(key), &[&asset], &body.document);
     let status = match body.value.status.as_deref() {
         None => None,
         Some(text @ ("ACTIVE" | "INACTIVE")) => ContractStatus::parse(text),
@@ -146,14 +141,7 @@ async fn update_contract(
         return Err(Error::bad_request("Nothing to change: send status and/or name").into());
     }
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &UPDATE,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(asset.clone()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(asset.clone()), |mut w| async move {
         let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
         (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
     })

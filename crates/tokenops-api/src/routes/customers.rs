@@ -1,7 +1,6 @@
 //! `/api/customers`: register, change status, read and list customers (style A, oldest first).
 
 use axum::extract::State;
-use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -93,20 +92,14 @@ fn path_ref(text: &str) -> Result<CustomerRef, Error> {
 async fn register_customer(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<CustomerIn>,
 ) -> ApiResult<Response> {
-    let fingerprint = write::fingerprint("POST", "/api/customers", &body.document);
+    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
     let new = parse_new_customer(body.value)?;
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &REGISTER,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(new.customer_ref.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(new.customer_ref.to_string()), |mut w| async move {
         let result = app.customers.register(&mut w, new).await;
         let reply =
             result.and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
@@ -135,23 +128,16 @@ async fn change_customer_status(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
     PathText(customer_ref): PathText,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<CustomerPatch>,
 ) -> ApiResult<Response> {
-    let fingerprint =
-        write::fingerprint(Method::PATCH.as_str(), &format!("/api/customers/{customer_ref}"), &body.document);
+    let request = route.request(&scope, &CHANGE_STATUS, Some(key), &[&customer_ref], &body.document);
     let status = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
     let status = parse_status("status", &status)?;
     let customer_ref = path_ref(&customer_ref)?;
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &CHANGE_STATUS,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(customer_ref.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(customer_ref.to_string()), |mut w| async move {
         let result = app.customers.change_status(&mut w, &customer_ref, status).await;
         (w, result.and_then(|c| Reply::ok(&CustomerOut::from(&c))))
     })

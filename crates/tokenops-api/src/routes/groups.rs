@@ -21,7 +21,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 const SORTABLE: &[(&str, &str)] = &[
     ("key", "key"),
@@ -156,15 +156,15 @@ pub struct GroupIn {
 async fn create_group(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<GroupIn>,
 ) -> ApiResult<Response> {
     let tenant = scope.tenant;
-    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/groups"), &body.document);
+    let request = route.request(&scope, &groups::CREATE, key, &[&tenant], &body.document);
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
     let app = state.app.clone();
-    let request = WriteRequest { scope: &scope, operation: &groups::CREATE, key, fingerprint, resource_id: None };
     write::run(&state, request, |mut w| async move {
         let created = app.groups.create(&mut w, group_key, name).await;
         let reply =
@@ -202,11 +202,11 @@ async fn update_group(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<GroupPatch>,
 ) -> ApiResult<Response> {
-    let fingerprint =
-        write::fingerprint("PATCH", &format!("/api/tenants/{}/groups/{id}", scope.tenant), &body.document);
+    let request = route.request(&scope, &groups::UPDATE, key, &[&scope.tenant, &id], &body.document);
     let name = optional_text("name", body.value.name, NAME_MAX)?;
     let status = match body.value.status.as_deref() {
         None => None,
@@ -219,9 +219,7 @@ async fn update_group(
         return Err(Error::bad_request("Nothing to change: send name and/or status").into());
     }
     let app = state.app.clone();
-    let request =
-        WriteRequest { scope: &scope, operation: &groups::UPDATE, key, fingerprint, resource_id: Some(id.to_string()) };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
         (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
     })
@@ -265,22 +263,16 @@ async fn add_member(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<MemberIn>,
 ) -> ApiResult<Response> {
     let tenant = scope.tenant;
-    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/groups/{id}/members"), &body.document);
+    let request = route.request(&scope, &groups::ADD_MEMBER, key, &[&tenant, &id], &body.document);
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &groups::ADD_MEMBER,
-        key,
-        fingerprint,
-        resource_id: Some(id.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let added = app.groups.add_member(&mut w, id, user_id).await;
         let reply = added.and_then(|(group, user, added)| {
             let body = MembershipOut { group_id: group.id, user };
@@ -314,26 +306,17 @@ async fn remove_member(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     path: axum::extract::Path<(String, String, String)>,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let (_, group, user) = path.0;
     let id = Uuid::parse_str(&group).map_err(|_| Error::invalid_field("groupId", "must be a UUID"))?;
     let user_id = Uuid::parse_str(&user).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
     let tenant = scope.tenant;
-    let fingerprint = write::fingerprint(
-        "DELETE",
-        &format!("/api/tenants/{tenant}/groups/{id}/members/{user_id}"),
-        &serde_json::Value::Null,
-    );
+    let request =
+        route.request(&scope, &groups::REMOVE_MEMBER, key, &[&tenant, &id, &user_id], &serde_json::Value::Null);
     let app = state.app.clone();
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &groups::REMOVE_MEMBER,
-        key,
-        fingerprint,
-        resource_id: Some(id.to_string()),
-    };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let removed = app.groups.remove_member(&mut w, id, user_id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

@@ -20,7 +20,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 /// Sortable properties (API name → store column).
 const SORTABLE: &[(&str, &str)] = &[
@@ -204,18 +204,18 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
 async fn create_role(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<RoleIn>,
 ) -> ApiResult<Response> {
     let tenant = scope.tenant;
-    let fingerprint = write::fingerprint("POST", &format!("/api/tenants/{tenant}/roles"), &body.document);
+    let request = route.request(&scope, &roles::CREATE, key, &[&tenant], &body.document);
     let new = NewRole {
         name: text("name", body.value.name, NAME_MAX)?,
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
     let app = state.app.clone();
-    let request = WriteRequest { scope: &scope, operation: &roles::CREATE, key, fingerprint, resource_id: None };
     write::run(&state, request, |mut w| async move {
         let created = app.roles.create(&mut w, new).await;
         let reply =
@@ -246,10 +246,11 @@ async fn update_role(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<RolePatch>,
 ) -> ApiResult<Response> {
-    let fingerprint = write::fingerprint("PATCH", &format!("/api/tenants/{}/roles/{id}", scope.tenant), &body.document);
+    let request = route.request(&scope, &roles::UPDATE, key, &[&scope.tenant, &id], &body.document);
     let change = RoleChange {
         name: optional_text("name", body.value.name, NAME_MAX)?,
         description: description(body.value.description)?,
@@ -259,9 +260,7 @@ async fn update_role(
         return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
     }
     let app = state.app.clone();
-    let request =
-        WriteRequest { scope: &scope, operation: &roles::UPDATE, key, fingerprint, resource_id: Some(id.to_string()) };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let updated = app.roles.update(&mut w, id, change).await;
         (w, updated.and_then(|r| Reply::ok(&r.out())))
     })
@@ -288,14 +287,12 @@ async fn delete_role(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
-    let fingerprint =
-        write::fingerprint("DELETE", &format!("/api/tenants/{}/roles/{id}", scope.tenant), &serde_json::Value::Null);
+    let request = route.request(&scope, &roles::DELETE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
     let app = state.app.clone();
-    let request =
-        WriteRequest { scope: &scope, operation: &roles::DELETE, key, fingerprint, resource_id: Some(id.to_string()) };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let deleted = app.roles.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })

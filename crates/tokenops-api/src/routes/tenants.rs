@@ -18,7 +18,7 @@ use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, TenantScope};
 use crate::request_id::RequestId;
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(create_tenant)).routes(routes!(read_tenant))
@@ -112,6 +112,7 @@ async fn create_tenant(
     State(state): State<Arc<ApiState>>,
     Authenticated(caller): Authenticated,
     request_id: axum::Extension<RequestId>,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<TenantIn>,
 ) -> ApiResult<Response> {
@@ -123,7 +124,6 @@ async fn create_tenant(
     if caller.tenant.is_some() {
         return Err(Error::forbidden("Only the platform operator creates organisations").into());
     }
-    let fingerprint = write::fingerprint("POST", "/api/tenants", &body.document);
     let new = parse(body.value)?;
     let temporary = organisations::temporary_password().await?;
     // The write acts on the new organisation (its audit log starts with its own creation);
@@ -140,13 +140,7 @@ async fn create_tenant(
     };
     let app = state.app.clone();
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
-    let request = WriteRequest {
-        scope: &scope,
-        operation: &CREATE,
-        key: Some(key),
-        fingerprint,
-        resource_id: Some(new.id.to_string()),
-    };
+    let request = route.request(&scope, &CREATE, Some(key), &[], &body.document).about(new.id.to_string());
     write::run(&state, request, |mut w| async move {
         let created = organisations::create(&mut w, &app.sealer, &sign_in_url, new, temporary).await;
         let reply = created.and_then(|o| Reply::created(&o, format!("/api/tenants/{}", o.id)));

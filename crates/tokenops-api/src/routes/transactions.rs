@@ -21,7 +21,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 const ENDPOINT: &str = "transactions.list";
 
@@ -108,10 +108,11 @@ fn accepted(operation: &OperationRecord) -> Response {
 async fn submit_transaction(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
+    route: WriteRoute,
     key: IdempotencyKey,
     body: JsonBody<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<Response> {
-    let fingerprint = write::fingerprint("POST", "/api/transactions", &body.document);
+    let request = route.request(&scope, &SUBMIT, Some(key), &[], &body.document);
     let mut fields = body.value;
     let known = ["txType", "assetId", "accountRef", "counterpartyRef", "amount", "params"];
     if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
@@ -126,14 +127,10 @@ async fn submit_transaction(
         params: fields.remove("params"),
     };
     let app = state.app.clone();
-    let request = WriteRequest { scope: &scope, operation: &SUBMIT, key: Some(key), fingerprint, resource_id: None };
     let response = write::run(&state, request, |mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
-        let reply = result.and_then(|o| {
-            let mut reply = Reply::created(&OperationOut::from(&o), format!("/api/transactions/{}", o.id))?;
-            reply.status = StatusCode::ACCEPTED;
-            Ok(reply)
-        });
+        let reply =
+            result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
         (w, reply)
     })
     .await?;

@@ -23,7 +23,7 @@ use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{Authenticated, IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRequest};
+use crate::write::{self, Reply, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -195,17 +195,16 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
 async fn invite_user(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<InvitationIn>,
 ) -> ApiResult<Response> {
     embedded_provider_only(&state, "Users are created at this deployment's external identity provider")?;
-    let path = format!("/api/tenants/{}/users", scope.tenant);
-    let fingerprint = write::fingerprint("POST", &path, &body.document);
+    let request = route.request(&scope, &users::INVITE, key, &[&scope.tenant], &body.document);
     let invitation = parse_invitation(body.value)?;
     let temporary = organisations::temporary_password().await?;
     let app = state.app.clone();
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
-    let request = WriteRequest { scope: &scope, operation: &users::INVITE, key, fingerprint, resource_id: None };
     write::run(&state, request, |mut w| async move {
         let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
         (w, invited.and_then(|u| Reply::ok(&u)))
@@ -263,11 +262,11 @@ async fn update_user(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
     body: JsonBody<UserPatch>,
 ) -> ApiResult<Response> {
-    let path = format!("/api/tenants/{}/users/{id}", scope.tenant);
-    let fingerprint = write::fingerprint("PATCH", &path, &body.document);
+    let request = route.request(&scope, &users::UPDATE, key, &[&scope.tenant, &id], &body.document);
     let role_name = optional_text("roleName", body.value.role_name, NAME_MAX)?;
     let status = match body.value.status.as_deref() {
         None => None,
@@ -280,9 +279,7 @@ async fn update_user(
         return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
     }
     let app = state.app.clone();
-    let request =
-        WriteRequest { scope: &scope, operation: &users::UPDATE, key, fingerprint, resource_id: Some(id.to_string()) };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
         (w, updated.and_then(|u| Reply::ok(&u)))
     })
@@ -308,14 +305,12 @@ async fn remove_user(
     State(state): State<Arc<ApiState>>,
     OwnTenantPath(scope): OwnTenantPath,
     PathId(id): PathId,
+    route: WriteRoute,
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
-    let path = format!("/api/tenants/{}/users/{id}", scope.tenant);
-    let fingerprint = write::fingerprint("DELETE", &path, &serde_json::Value::Null);
+    let request = route.request(&scope, &users::REMOVE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
     let app = state.app.clone();
-    let request =
-        WriteRequest { scope: &scope, operation: &users::REMOVE, key, fingerprint, resource_id: Some(id.to_string()) };
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |mut w| async move {
         let removed = app.users.remove(&mut w, id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

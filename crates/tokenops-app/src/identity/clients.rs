@@ -14,14 +14,14 @@ use uuid::Uuid;
 
 use super::roles::{role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const CREATE: Operation =
-    Operation { name: "client.create", category: "ORGANISATION", resource_type: "machine_client" };
-pub const DISABLE: Operation =
-    Operation { name: "client.disable", category: "ORGANISATION", resource_type: "machine_client" };
-pub const REVEAL: Operation =
-    Operation { name: "client.secret_reveal", category: "IDENTITY", resource_type: "machine_client" };
+pub const CREATE: AuditAction =
+    AuditAction { name: "client.create", category: "ORGANISATION", resource_type: "machine_client" };
+pub const DISABLE: AuditAction =
+    AuditAction { name: "client.disable", category: "ORGANISATION", resource_type: "machine_client" };
+pub const REVEAL: AuditAction =
+    AuditAction { name: "client.secret_reveal", category: "IDENTITY", resource_type: "machine_client" };
 
 /// How long a secret waits for its one reveal.
 pub const REVEAL_TTL_MS: i64 = 24 * 3_600_000;

@@ -13,14 +13,14 @@ use uuid::Uuid;
 
 use super::users::{UserSummary, user_not_found};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const CREATE: Operation = Operation { name: "group.create", category: "ORGANISATION", resource_type: "group" };
-pub const UPDATE: Operation = Operation { name: "group.update", category: "ORGANISATION", resource_type: "group" };
-pub const ADD_MEMBER: Operation =
-    Operation { name: "group.member.add", category: "ORGANISATION", resource_type: "group" };
-pub const REMOVE_MEMBER: Operation =
-    Operation { name: "group.member.remove", category: "ORGANISATION", resource_type: "group" };
+pub const CREATE: AuditAction = AuditAction { name: "group.create", category: "ORGANISATION", resource_type: "group" };
+pub const UPDATE: AuditAction = AuditAction { name: "group.update", category: "ORGANISATION", resource_type: "group" };
+pub const ADD_MEMBER: AuditAction =
+    AuditAction { name: "group.member.add", category: "ORGANISATION", resource_type: "group" };
+pub const REMOVE_MEMBER: AuditAction =
+    AuditAction { name: "group.member.remove", category: "ORGANISATION", resource_type: "group" };
 
 /// An approval group as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

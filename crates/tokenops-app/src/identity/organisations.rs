@@ -3,14 +3,15 @@
 
 use crate::error::{AppResult, Code, Error};
 use crate::mail::{self, MailMessage};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 use serde::Serialize;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_identity::passwords;
 use tokenops_store::{StoreError, TenantRecord, UserRecord, UserStatus};
 use uuid::Uuid;
 
-pub const CREATE: Operation = Operation { name: "tenant.create", category: "ORGANISATION", resource_type: "tenant" };
+pub const CREATE: AuditAction =
+    AuditAction { name: "tenant.create", category: "ORGANISATION", resource_type: "tenant" };
 
 /// A validated request to create an organisation.
 #[derive(Debug, Clone)]

@@ -16,11 +16,11 @@ use super::access::grants_of;
 use super::users::UserSummary;
 use crate::context::{Caller, missing_permission};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const CREATE: Operation = Operation { name: "role.create", category: "ORGANISATION", resource_type: "role" };
-pub const UPDATE: Operation = Operation { name: "role.update", category: "ORGANISATION", resource_type: "role" };
-pub const DELETE: Operation = Operation { name: "role.delete", category: "ORGANISATION", resource_type: "role" };
+pub const CREATE: AuditAction = AuditAction { name: "role.create", category: "ORGANISATION", resource_type: "role" };
+pub const UPDATE: AuditAction = AuditAction { name: "role.update", category: "ORGANISATION", resource_type: "role" };
+pub const DELETE: AuditAction = AuditAction { name: "role.delete", category: "ORGANISATION", resource_type: "role" };
 
 /// A role as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -8,17 +8,17 @@
 use crate::App;
 use crate::context::{Caller, RequestContext};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Admission, Operation, Write};
+use crate::write::{Admission, AuditAction, Write};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
 use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
 use tokenops_store::{ChallengeRecord, RefreshTokenRecord, StoredResponse, UserRecord, UserStatus};
 
-pub const LOGIN: Operation = Operation { name: "auth.login", category: "IDENTITY", resource_type: "user" };
-pub const NEW_PASSWORD: Operation =
-    Operation { name: "auth.new_password", category: "IDENTITY", resource_type: "user" };
-pub const ACTIVATE: Operation = Operation { name: "auth.activate", category: "IDENTITY", resource_type: "user" };
-pub const REFRESH: Operation = Operation { name: "auth.refresh", category: "IDENTITY", resource_type: "user" };
+pub const LOGIN: AuditAction = AuditAction { name: "auth.login", category: "IDENTITY", resource_type: "user" };
+pub const NEW_PASSWORD: AuditAction =
+    AuditAction { name: "auth.new_password", category: "IDENTITY", resource_type: "user" };
+pub const ACTIVATE: AuditAction = AuditAction { name: "auth.activate", category: "IDENTITY", resource_type: "user" };
+pub const REFRESH: AuditAction = AuditAction { name: "auth.refresh", category: "IDENTITY", resource_type: "user" };
 
 /// How long a NEW_PASSWORD_REQUIRED session may be completed.
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1_000;
@@ -112,10 +112,10 @@ async fn begin(
     app: &App,
     request_id: &str,
     user: Option<&UserRecord>,
-    operation: &'static Operation,
+    action: &'static AuditAction,
 ) -> AppResult<Write> {
     let resource = user.map(|u| u.id.to_string());
-    match app.writes.begin(context(request_id, user), operation, None, resource).await? {
+    match app.writes.begin(context(request_id, user), action, None, resource).await? {
         Admission::Proceed(w) => Ok(w),
         Admission::Replay(_) => Err(Error::internal("a sign-in has no idempotency key to replay")),
     }
@@ -131,11 +131,11 @@ async fn refuse(
     app: &App,
     request_id: &str,
     user: Option<UserRecord>,
-    operation: &'static Operation,
+    action: &'static AuditAction,
     error: Error,
     why: &str,
 ) -> AppResult<Error> {
-    let mut w = begin(app, request_id, user.as_ref(), operation).await?;
+    let mut w = begin(app, request_id, user.as_ref(), action).await?;
     if let Some(mut user) = user {
         // Re-read inside the write: concurrent failures each count.
         if let Some(fresh) = w.tx().users().get_for_update(user.tenant_id, user.id).await? {
@@ -270,10 +270,10 @@ async fn set_first_password(
     user: UserRecord,
     new_password: &str,
     proof: Proof,
-    operation: &'static Operation,
+    action: &'static AuditAction,
 ) -> AppResult<Tokens> {
     let password_hash = hash(new_password.to_owned()).await?;
-    let mut w = begin(app, request_id, Some(&user), operation).await?;
+    let mut w = begin(app, request_id, Some(&user), action).await?;
     let now = w.now();
     let fresh = w.tx().users().get_for_update(user.tenant_id, user.id).await?;
     let proven = match (&proof, &fresh) {
@@ -286,7 +286,7 @@ async fn set_first_password(
     let Some(mut fresh) = fresh.filter(|f| proven && f.status == UserStatus::Invited) else {
         drop(w);
         return Err(
-            refuse(app, request_id, Some(user), operation, invalid_credentials(), "invalid session or state").await?
+            refuse(app, request_id, Some(user), action, invalid_credentials(), "invalid session or state").await?
         );
     };
     fresh.password_hash = Some(password_hash);

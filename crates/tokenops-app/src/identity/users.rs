@@ -19,11 +19,11 @@ use crate::context::Principal;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds::MAIL_SEND;
 use crate::mail;
-use crate::write::{Operation, Write};
+use crate::write::{AuditAction, Write};
 
-pub const INVITE: Operation = Operation { name: "user.invite", category: "ORGANISATION", resource_type: "user" };
-pub const UPDATE: Operation = Operation { name: "user.update", category: "ORGANISATION", resource_type: "user" };
-pub const REMOVE: Operation = Operation { name: "user.remove", category: "ORGANISATION", resource_type: "user" };
+pub const INVITE: AuditAction = AuditAction { name: "user.invite", category: "ORGANISATION", resource_type: "user" };
+pub const UPDATE: AuditAction = AuditAction { name: "user.update", category: "ORGANISATION", resource_type: "user" };
+pub const REMOVE: AuditAction = AuditAction { name: "user.remove", category: "ORGANISATION", resource_type: "user" };
 
 /// A user as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -54,14 +54,14 @@ use tokenops_store::{Job, NewJob, OperationRecord, Store, Tx};
 use uuid::Uuid;
 
 use crate::jobs::JobError;
-use crate::write::Operation;
+use crate::write::AuditAction;
 
 /// The most jobs of one pipeline step run together: one read, one ledger round and one commit
 /// for all of them.
 const BATCH_LIMIT: usize = 128;
 
-pub const SETTLED: Operation =
-    Operation { name: "transaction.settle", category: "TRANSACTIONS", resource_type: "transaction" };
+pub const SETTLED: AuditAction =
+    AuditAction { name: "transaction.settle", category: "TRANSACTIONS", resource_type: "transaction" };
 
 /// Tunables of the pipeline.
 #[derive(Debug, Clone, Copy)]

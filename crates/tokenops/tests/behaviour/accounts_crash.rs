@@ -3,10 +3,11 @@
 //! holds `account.provision` leases; after a restart every account ends ACTIVE (or FAILED) with
 //! exactly one outcome event, and no two accounts share a wallet.
 
+use crate::crash_load::{job_crash_environment, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 
@@ -14,37 +15,13 @@ const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const ACCOUNTS: usize = 50;
 
 fn environment(db: &TestDb, issuer: &TestIssuer, role: &str) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
-    env.insert("TOKENOPS_ROLE".to_owned(), role.to_owned());
-    env.insert("TOKENOPS_JOB_LEASE_MS".to_owned(), "1500".to_owned());
-    env.insert("TOKENOPS_WORKER_CONCURRENCY".to_owned(), "4".to_owned());
-    env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "100".to_owned());
+    let mut env = job_crash_environment(db, issuer, role);
     env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "20".to_owned());
     env
 }
 
-/// Polls `check` until it holds or the deadline passes.
-async fn eventually<F, Fut>(deadline: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
+/// How often a wait polls.
+const POLL: Duration = Duration::from_millis(10);
 
 /// An integrator's client of one node.
 struct Client<'a> {
@@ -110,7 +87,7 @@ async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backen
     // stops cleanly, so that nothing provisions the accounts before the crash under test.
     client.post("/api/contracts", json!({ "assetId": "USD" })).await;
     let deployer = ServiceProcess::start(BINARY, &environment(&db, &issuer, "worker")).await;
-    eventually(Duration::from_secs(30), "the contract deployed", || async {
+    wait_until(Duration::from_secs(30), POLL, "the contract deployed", || async {
         client.get("/api/contracts/USD").await["status"] == "ACTIVE"
     })
     .await;
@@ -127,7 +104,7 @@ async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backen
 
     // A worker starts provisioning and is killed while it holds leases.
     let worker = ServiceProcess::start(BINARY, &environment(&db, &issuer, "worker")).await;
-    eventually(Duration::from_secs(20), "a leased account.provision job", || async {
+    wait_until(Duration::from_secs(20), POLL, "a leased account.provision job", || async {
         db.count("jobs", "kind = 'account.provision' AND status = 'running'").await > 0
     })
     .await;
@@ -155,11 +132,11 @@ async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backen
 
     // After a restart, every account reaches an outcome.
     let restarted = ServiceProcess::start(BINARY, &environment(&db, &issuer, "worker")).await;
-    eventually(Duration::from_secs(90), "every account ACTIVE or FAILED", || async {
+    wait_until(Duration::from_secs(90), POLL, "every account ACTIVE or FAILED", || async {
         db.count("accounts", "status IN ('ACTIVE', 'FAILED')").await == ACCOUNTS as i64
     })
     .await;
-    eventually(Duration::from_secs(30), "every provisioning job finished", || async {
+    wait_until(Duration::from_secs(30), POLL, "every provisioning job finished", || async {
         db.count("jobs", "kind = 'account.provision' AND status IN ('queued', 'running')").await == 0
     })
     .await;

@@ -2,47 +2,19 @@
 //! SIGKILL run to completion after a restart, exactly once in effect; SIGTERM finishes or
 //! releases leased jobs before exit.
 
+use crate::crash_load::{job_crash_environment, wait_until};
 use reqwest::Method;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const EVENTS: usize = 400;
 
-fn environment(db: &TestDb, issuer: &TestIssuer, role: &str) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
-    env.insert("TOKENOPS_ROLE".to_owned(), role.to_owned());
-    env.insert("TOKENOPS_JOB_LEASE_MS".to_owned(), "1500".to_owned());
-    env.insert("TOKENOPS_WORKER_CONCURRENCY".to_owned(), "4".to_owned());
-    env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "100".to_owned());
-    env
-}
-
-/// Polls `check` until it holds or the deadline passes.
-async fn eventually<F, Fut>(deadline: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
+/// How often a wait polls.
+const POLL: Duration = Duration::from_millis(20);
 
 async fn make_events(service: &ServiceProcess, token: &str) {
     let client = reqwest::Client::new();
@@ -77,15 +49,15 @@ async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exact
     let tenant = issuer.new_tenant(&clock);
 
     // An API-only node accepts the writes; their dispatch jobs wait in the queue.
-    let api = ServiceProcess::start(BINARY, &environment(&db, &issuer, "api")).await;
+    let api = ServiceProcess::start(BINARY, &job_crash_environment(&db, &issuer, "api")).await;
     make_events(&api, &tenant.token).await;
     assert!(api.terminate().await.success());
     assert_eq!(db.count("jobs", "kind = 'event.dispatch' AND status = 'queued'").await, EVENTS as i64);
 
     // A worker node starts on them and is killed while it holds leases.
-    let worker = ServiceProcess::start(BINARY, &environment(&db, &issuer, "all")).await;
+    let worker = ServiceProcess::start(BINARY, &job_crash_environment(&db, &issuer, "all")).await;
     // A dispatch job specifically: periodic jobs (maintenance, sweeps) also run at start.
-    eventually(Duration::from_secs(20), "a leased dispatch job", || async {
+    wait_until(Duration::from_secs(20), POLL, "a leased dispatch job", || async {
         db.count("jobs", "kind = 'event.dispatch' AND status = 'running'").await > 0
     })
     .await;
@@ -122,8 +94,8 @@ async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exact
     }
 
     // After a restart, expired leases are claimed again and everything completes.
-    let restarted = ServiceProcess::start(BINARY, &environment(&db, &issuer, "all")).await;
-    eventually(Duration::from_secs(60), "every job finished", || async {
+    let restarted = ServiceProcess::start(BINARY, &job_crash_environment(&db, &issuer, "all")).await;
+    wait_until(Duration::from_secs(60), POLL, "every job finished", || async {
         db.count("jobs", "status IN ('queued', 'running')").await == 0
     })
     .await;

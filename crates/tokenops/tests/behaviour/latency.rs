@@ -5,6 +5,7 @@
 //! any job enqueued for later, and for a retry's backoff, on the enqueuing node and (on
 //! PostgreSQL) another.
 
+use crate::crash_load::service_environment;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -28,15 +29,7 @@ const MEDIAN_BOUND: Duration = Duration::from_secs(1);
 /// Only what the service needs to run: every timing (worker poll, receipt poll, block interval)
 /// keeps its default, since the default is what this test pins.
 fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
-    env.insert("TOKENOPS_ROLE".to_owned(), "all".to_owned());
+    let mut env = service_environment(db, issuer, "all");
     env.insert("TOKENOPS_LEDGER".to_owned(), "embedded".to_owned());
     env.insert("TOKENOPS_LOG".to_owned(), "error".to_owned());
     env

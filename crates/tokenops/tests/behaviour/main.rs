@@ -6,6 +6,7 @@ mod accounts_crash;
 mod binary;
 mod conventions;
 mod crash;
+mod crash_load;
 mod custody;
 mod customers;
 mod idempotency;

@@ -6,12 +6,16 @@
 //! operations imply, and new requests settle. A second test also kills the service during an
 //! outage and starts it again while the database is still down.
 
-use reqwest::Method;
-use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use crate::crash_load::{
+    Answer, Balances, Client, Detail, Planned, Rng, Row, Submitted, amount_text, balances, body, by_type,
+    crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts, operations,
+    overdraft_violations, tx_hashes,
+};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::cluster::PgCluster;
@@ -26,10 +30,8 @@ const ACCOUNTS: usize = 6;
 const CRASHES: usize = 3;
 /// An amount no account ever holds: the operation must fail on the ledger.
 const OVERDRAFT: i64 = 999_999_999;
-/// How long one client keeps resending one submission: longer than an outage, a restart of
-/// the service, and a RELEASE's LOCK waiting behind a nonce gap until the gap sweep (10 s of
-/// grace, every 5 s) fills it.
-const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
+/// The wait before a client resends after no answer or a 5xx.
+const RESEND_PAUSE: Duration = Duration::from_millis(100);
 /// When every submission must have its answer, counted from the first: a run that strands
 /// operations (and so their RELEASEs and CANCELs) still ends in bounded time, reporting them.
 const SUBMISSIONS_DEADLINE: Duration = Duration::from_secs(90);
@@ -83,17 +85,7 @@ fn environment(cluster: &PgCluster, issuer: &TestIssuer) -> BTreeMap<String, Str
     env.insert("TOKENOPS_DATA_DIR".to_owned(), cluster.dir().join("service").display().to_string());
     env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
     env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
-    env.insert("TOKENOPS_ROLE".to_owned(), "all".to_owned());
-    env.insert("TOKENOPS_LEDGER".to_owned(), "embedded".to_owned());
-    env.insert("TOKENOPS_JOB_LEASE_MS".to_owned(), "1500".to_owned());
-    env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_WORKER_CONCURRENCY".to_owned(), "8".to_owned());
-    env.insert("TOKENOPS_JOB_BACKOFF_BASE_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_JOB_BACKOFF_CAP_MS".to_owned(), "500".to_owned());
-    env.insert("TOKENOPS_RECEIPT_POLL_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "50".to_owned());
-    // A request killed mid-flight blocks its key for one claim lease: keep it short.
-    env.insert("TOKENOPS_IDEMPOTENCY_LEASE_MS".to_owned(), "1000".to_owned());
+    crash_load_environment(&mut env);
     // The sweep that resumes an operation no job carries stays on, as in service, but fast
     // enough to act within the settlement bound; how often it had to is reported.
     env.insert("TOKENOPS_RESUME_SWEEP_SECS".to_owned(), "10".to_owned());
@@ -103,100 +95,12 @@ fn environment(cluster: &PgCluster, issuer: &TestIssuer) -> BTreeMap<String, Str
     env
 }
 
-/// Polls `check` until it holds or the deadline passes; `false` when it never held.
-async fn eventually<F, Fut>(deadline: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
-}
-
-/// Minor units of a two-decimal amount ("1234.50" is 123450).
-fn cents(text: &str) -> i64 {
-    let (units, fraction) = text.split_once('.').unwrap_or((text, "0"));
-    let units: i64 = units.parse().unwrap_or_else(|_| panic!("amount {text:?}"));
-    let fraction: i64 = format!("{fraction:0<2}").parse().unwrap_or_else(|_| panic!("amount {text:?}"));
-    units * 100 + fraction
-}
-
-fn amount_text(minor_units: i64) -> String {
-    format!("{}.{:02}", minor_units / 100, minor_units % 100)
-}
-
-fn account(i: usize) -> String {
-    format!("acc-{i}")
-}
-
-/// A deterministic generator (xorshift64), so every run submits the same plan and crashes at
-/// the same moments.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-
-    fn account(&mut self) -> usize {
-        self.below(ACCOUNTS as u64) as usize
-    }
-
-    fn two_accounts(&mut self) -> (usize, usize) {
-        let from = self.account();
-        let to = (from + 1 + self.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
-        (from, to)
-    }
-
-    fn cents(&mut self, from_units: u64, to_units: u64) -> i64 {
-        (from_units * 100 + self.below((to_units - from_units) * 100 + 1)) as i64
-    }
-}
-
-/// One step of a client's plan.
-#[derive(Debug, Clone)]
-enum Planned {
-    Single {
-        key: String,
-        body: Value,
-    },
-    /// A LOCK, then the RELEASE or CANCEL of its lock (submitted `COMPLETION_AFTER_STEPS` later).
-    Lock {
-        key: String,
-        body: Value,
-        completion_key: String,
-        completion: &'static str,
-    },
-}
-
-fn body(tx_type: &str, owner: usize, counterparty: Option<usize>, amount: i64) -> Value {
-    let mut body =
-        json!({ "txType": tx_type, "assetId": "USD", "accountRef": account(owner), "amount": amount_text(amount) });
-    if let Some(other) = counterparty {
-        body["counterpartyRef"] = json!(account(other));
-    }
-    body
-}
-
 /// Client `c`'s submissions: an opening mint into each account, then transfers (a few of them
 /// overdrafts that must fail on the ledger), mints, burns, and LOCKs each followed by a RELEASE
 /// or CANCEL. Every one is valid at the API, so every one must end 202 (a RELEASE or CANCEL
 /// only if its LOCK did not fail). Each has its own Idempotency-Key.
 fn plan(scenario: Scenario, c: usize) -> Vec<Planned> {
-    let mut rng = Rng::new(scenario.seed ^ ((c as u64 + 1) << 32));
+    let mut rng = Rng::seeded(scenario.seed ^ ((c as u64 + 1) << 32), ACCOUNTS);
     let quota = OPERATIONS / CLIENTS;
     let mut steps = Vec::new();
     let mut count = 0;
@@ -237,208 +141,6 @@ fn plan(scenario: Scenario, c: usize) -> Vec<Planned> {
     steps
 }
 
-/// What the clients saw, summed over all of them.
-#[derive(Default)]
-struct Counters {
-    /// Submissions with a final answer (anything but no answer, 5xx, 409 in flight, or 404
-    /// for a lock not visible yet).
-    answered: AtomicUsize,
-    /// Sends that got no answer (connection refused or reset, timeout).
-    unanswered: AtomicUsize,
-    server_errors: AtomicUsize,
-    in_flight_409: AtomicUsize,
-    lock_not_visible_404: AtomicUsize,
-    /// 202s marked `Idempotent-Replayed`: the first send's effect committed, its answer was lost.
-    replayed_202: AtomicUsize,
-    /// What the 5xx answers said, by status and code.
-    server_error_kinds: Mutex<BTreeMap<String, usize>>,
-}
-
-/// A final answer to one submission.
-#[derive(Debug, Clone)]
-enum Answer {
-    Accepted(String),
-    Refused(u16, Value),
-    GaveUp(String),
-}
-
-impl Answer {
-    fn describe(&self) -> String {
-        match self {
-            Answer::Accepted(id) => format!("202 {id}"),
-            Answer::Refused(status, reply) => format!("{status} {reply}"),
-            Answer::GaveUp(last) => format!("gave up (deadline passed), last: {last}"),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Submitted {
-    key: String,
-    tx_type: String,
-    answer: Answer,
-    /// For a RELEASE or CANCEL: the LOCK's transactionId.
-    lock_id: Option<String>,
-    /// What came before the final answer, in order (`no answer`, `500 SYSTEM_ERROR`, ...).
-    history: Vec<String>,
-}
-
-/// An integrator's client: resends a request that got no answer, a 5xx, or 409 while the same
-/// key is in flight, with the same key, reading the node's current address each time.
-#[derive(Clone)]
-struct Client {
-    http: reqwest::Client,
-    node: Arc<RwLock<String>>,
-    token: String,
-    counters: Arc<Counters>,
-    /// No submission is sent again past this moment.
-    give_up_at: Instant,
-}
-
-impl Client {
-    fn base(&self) -> String {
-        self.node.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        self.http
-            .request(method, format!("{}{path}", self.base()))
-            .header("API-Version", "1.0.0")
-            .bearer_auth(&self.token)
-    }
-
-    /// One request of the test's own (setup and checks), while the service is up.
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self.request(method, path);
-        if let Some(body) = body {
-            request = request.header("Idempotency-Key", uuid::Uuid::now_v7().to_string()).json(&body);
-        }
-        let response = request.send().await.unwrap_or_else(|e| panic!("{path}: {e}"));
-        let status = response.status().as_u16();
-        (status, response.json::<Value>().await.unwrap_or(Value::Null))
-    }
-
-    async fn submit(&self, key: &str, body: &Value) -> (Answer, Vec<String>) {
-        let completes_lock = matches!(body["txType"].as_str(), Some("RELEASE" | "CANCEL"));
-        let deadline = (Instant::now() + REQUEST_DEADLINE).min(self.give_up_at);
-        let mut history: Vec<String> = Vec::new();
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            let sent =
-                self.request(Method::POST, "/api/transactions").header("Idempotency-Key", key).json(body).send().await;
-            let response = match sent {
-                Ok(response) => response,
-                Err(e) => {
-                    last = format!("no answer: {e}");
-                    note(&mut history, "no answer".to_owned());
-                    self.counters.unanswered.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let status = response.status().as_u16();
-            let replayed = response.headers().contains_key("idempotent-replayed");
-            let reply: Value = match response.json().await {
-                Ok(reply) => reply,
-                Err(e) => {
-                    last = format!("{status} without a readable body: {e}");
-                    note(&mut history, format!("{status} unreadable"));
-                    self.counters.unanswered.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let code = reply["code"].as_str().unwrap_or("-").to_owned();
-            match status {
-                202 => {
-                    if replayed {
-                        self.counters.replayed_202.fetch_add(1, Ordering::Relaxed);
-                        note(&mut history, "202 replayed".to_owned());
-                    }
-                    let id = reply["transactionId"].as_str().unwrap_or_else(|| panic!("202 without an id: {reply}"));
-                    return (Answer::Accepted(id.to_owned()), history);
-                }
-                404 if completes_lock => {
-                    // Its LOCK is not on the ledger yet: again with the same key.
-                    self.counters.lock_not_visible_404.fetch_add(1, Ordering::Relaxed);
-                    note(&mut history, format!("404 {code}"));
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                409 => {
-                    self.counters.in_flight_409.fetch_add(1, Ordering::Relaxed);
-                    note(&mut history, format!("409 {code}"));
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                500..=599 => {
-                    self.counters.server_errors.fetch_add(1, Ordering::Relaxed);
-                    *self
-                        .counters
-                        .server_error_kinds
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .entry(format!("{status} {code}"))
-                        .or_default() += 1;
-                    note(&mut history, format!("{status} {code}"));
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                _ => return (Answer::Refused(status, reply), history),
-            }
-            last = format!("{status}: {reply}");
-        }
-        (Answer::GaveUp(last), history)
-    }
-
-    /// Runs one client's plan, in order; a LOCK's RELEASE or CANCEL goes out a few steps after
-    /// the LOCK's 202 (by then the LOCK is usually on the ledger; if not, 404 and again).
-    async fn run(self, steps: Vec<Planned>) -> Vec<Submitted> {
-        let mut out = Vec::new();
-        let mut completions: VecDeque<(usize, String, &'static str, Option<String>)> = VecDeque::new();
-        let total = steps.len();
-        for (index, step) in steps.into_iter().enumerate() {
-            let (key, body, completion) = match step {
-                Planned::Single { key, body } => (key, body, None),
-                Planned::Lock { key, body, completion_key, completion } => {
-                    (key, body, Some((completion_key, completion)))
-                }
-            };
-            let tx_type = body["txType"].as_str().unwrap_or_default().to_owned();
-            let (answer, history) = self.submit(&key, &body).await;
-            self.counters.answered.fetch_add(1, Ordering::Relaxed);
-            if let Some((completion_key, completion)) = completion {
-                let lock_id = match &answer {
-                    Answer::Accepted(id) => Some(id.clone()),
-                    _ => None,
-                };
-                completions.push_back((index + COMPLETION_AFTER_STEPS, completion_key, completion, lock_id));
-            }
-            out.push(Submitted { key, tx_type, answer, lock_id: None, history });
-            while completions.front().is_some_and(|(due, ..)| *due <= index || index + 1 == total) {
-                let Some((_, key, completion, lock_id)) = completions.pop_front() else { break };
-                let (answer, history) = match &lock_id {
-                    Some(lock_id) => {
-                        self.submit(&key, &json!({ "txType": completion, "params": { "lockId": lock_id } })).await
-                    }
-                    None => (Answer::GaveUp("its LOCK was not accepted".to_owned()), Vec::new()),
-                };
-                self.counters.answered.fetch_add(1, Ordering::Relaxed);
-                out.push(Submitted { key, tx_type: completion.to_owned(), answer, lock_id, history });
-            }
-        }
-        out
-    }
-}
-
-/// Adds one answer to a submission's history; a run of the same answer is one entry with a count.
-fn note(history: &mut Vec<String>, what: String) {
-    match history.last_mut() {
-        Some(last) if last.split(" x").next() == Some(what.as_str()) => {
-            let times: usize = last.rsplit(" x").next().and_then(|n| n.parse().ok()).unwrap_or(1);
-            *last = format!("{what} x{}", times + 1);
-        }
-        _ => history.push(what),
-    }
-}
-
 /// One outage: when it began, how long the database was down, and what was done meanwhile.
 #[derive(Debug)]
 struct Outage {
@@ -464,105 +166,6 @@ impl Outage {
             self.after_answers, self.at, self.signing_steps, self.down, self.recovery
         )
     }
-}
-
-/// An operation as the store holds it.
-#[derive(Debug, Clone)]
-struct Row {
-    id: String,
-    tx_type: String,
-    state: String,
-    amount: i64,
-    tx_hash: String,
-    failure_code: String,
-    reason_code: String,
-    key: String,
-    account: String,
-    counterparty: String,
-    lock_id: String,
-}
-
-async fn operations(db: &PgCluster) -> Vec<Row> {
-    let rows = db
-        .strings(
-            "SELECT CAST(id AS TEXT) || '|' || tx_type || '|' || state || '|' || CAST(amount AS TEXT) || '|' || \
-             COALESCE(tx_hash, '') || '|' || COALESCE(failure_code, '') || '|' || COALESCE(reason_code, '') || '|' || \
-             COALESCE(idempotency_key, '') || '|' || account_ref || '|' || COALESCE(counterparty_ref, '') || '|' || \
-             COALESCE(CAST(lock_id AS TEXT), '') FROM operations",
-        )
-        .await;
-    rows.iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            assert_eq!(f.len(), 11, "operation row {row}");
-            Row {
-                id: f[0].to_owned(),
-                tx_type: f[1].to_owned(),
-                state: f[2].to_owned(),
-                amount: f[3].parse().unwrap_or_else(|_| panic!("amount of {row}")),
-                tx_hash: f[4].to_owned(),
-                failure_code: f[5].to_owned(),
-                reason_code: f[6].to_owned(),
-                key: f[7].to_owned(),
-                account: f[8].to_owned(),
-                counterparty: f[9].to_owned(),
-                lock_id: f[10].to_owned(),
-            }
-        })
-        .collect()
-}
-
-/// Everything the store knows about one operation, its jobs and its signed transaction's
-/// nonce on the ledger, for a failure message.
-async fn evidence(db: &PgCluster, id: &str) -> String {
-    let operation = db
-        .strings(&format!(
-            "SELECT tx_type || ' ' || state || ' account=' || account_ref || ' amount=' || CAST(amount AS TEXT) || \
-             ' key=' || COALESCE(idempotency_key, '-') || ' txHash=' || COALESCE(tx_hash, '-') || \
-             ' failure=' || COALESCE(failure_code, '-') || '/' || COALESCE(reason_code, '-') || \
-             ' updated_at=' || CAST(updated_at AS TEXT) FROM operations WHERE CAST(id AS TEXT) = '{id}'"
-        ))
-        .await;
-    // Alike jobs are one line with their count: a tracked operation has one per receipt poll.
-    let jobs = db
-        .strings(&format!(
-            "SELECT CAST(COUNT(*) AS TEXT) || 'x ' || kind || ' ' || status || ' attempts=' || CAST(attempts AS TEXT) \
-             || '/' || CAST(max_attempts AS TEXT) || ' error=' || COALESCE(last_error, '-') FROM jobs \
-             WHERE CAST(payload ->> 'transactionId' AS TEXT) = '{id}' \
-             GROUP BY kind, status, attempts, max_attempts, last_error ORDER BY MIN(created_at)"
-        ))
-        .await;
-    let signed = db
-        .strings(&format!(
-            "SELECT CAST(signed_transaction AS TEXT) FROM operations WHERE CAST(id AS TEXT) = '{id}' \
-             AND signed_transaction IS NOT NULL"
-        ))
-        .await;
-    let mut nonce_use = String::from("not signed");
-    if let Some(signed) = signed.first().and_then(|s| serde_json::from_str::<Value>(s).ok()) {
-        let (sender, nonce) = (signed["sender"].as_str().unwrap_or_default(), signed["nonce"].as_u64().unwrap_or(0));
-        let holder = db
-            .strings(&format!(
-                "SELECT t.hash || ' in block ' || CAST(t.block_number AS TEXT) || ', operation ' || \
-                 COALESCE((SELECT CAST(o.id AS TEXT) || ' ' || o.tx_type || ' ' || o.state || ' key=' || \
-                 COALESCE(o.idempotency_key, '-') FROM operations o WHERE o.tx_hash = t.hash), 'none') \
-                 FROM ledger_transactions t WHERE t.sender = '{sender}' AND t.nonce = {nonce}"
-            ))
-            .await;
-        let highest = db
-            .strings(&format!(
-                "SELECT COALESCE(CAST(MAX(nonce) AS TEXT), 'none') FROM ledger_transactions WHERE sender = '{sender}'"
-            ))
-            .await;
-        nonce_use = format!(
-            "signed {} by {sender} with nonce {nonce}; the ledger's transaction with that nonce: {}; \
-             the sender's highest nonce on the ledger: {}",
-            signed["hash"].as_str().unwrap_or_default(),
-            holder.first().map_or("none", String::as_str),
-            highest.first().map_or("none", String::as_str)
-        );
-    }
-    format!("operation {id}: {}\n    {nonce_use}\n    jobs: {}", operation.join(""), jobs.join("\n          "))
 }
 
 /// The service's warnings and errors, counted by level, target and message, with the first
@@ -611,47 +214,17 @@ async fn survive(scenario: Scenario) {
 
     let mut service = ServiceProcess::spawn(BINARY, &env, Some(&log));
     service.wait_ready(Duration::from_secs(60)).await;
-    let node = Arc::new(RwLock::new(service.base_url.clone()));
-    let counters = Arc::new(Counters::default());
-    let client = Client {
-        http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("http client"),
-        node: node.clone(),
-        token: tenant.token.clone(),
-        counters: counters.clone(),
-        give_up_at: Instant::now() + Duration::from_secs(3_600),
-    };
+    let client = Client::new(&service.base_url, &tenant.token, RESEND_PAUSE, COMPLETION_AFTER_STEPS);
+    let (node, counters) = (client.node.clone(), client.counters.clone());
 
     // One contract, one customer, the accounts; all ACTIVE before the first operation.
-    let (status, reply) = client.call(Method::POST, "/api/contracts", Some(json!({ "assetId": "USD" }))).await;
-    assert_eq!(status, 201, "{reply}");
-    let (status, reply) =
-        client.call(Method::POST, "/api/customers", Some(json!({ "customerRef": "crash-bank" }))).await;
-    assert_eq!(status, 201, "{reply}");
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            client.call(Method::GET, "/api/contracts/USD", None).await.1["status"] == "ACTIVE"
-        })
-        .await,
-        "the contract never became ACTIVE"
-    );
-    for i in 0..ACCOUNTS {
-        let body = json!({ "accountRef": account(i), "customerRef": "crash-bank", "assetId": "USD" });
-        let (status, reply) = client.call(Method::POST, "/api/accounts", Some(body)).await;
-        assert_eq!(status, 201, "{reply}");
-    }
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            cluster.count("accounts", "status = 'ACTIVE'").await == ACCOUNTS as i64
-        })
-        .await,
-        "the accounts never became ACTIVE"
-    );
+    open_accounts(&client, &cluster, ACCOUNTS).await;
     let ready = started.elapsed();
     eprintln!("postgres_crash {name}: {ACCOUNTS} accounts ACTIVE after {ready:?}");
 
     // The clients, and a controller that crashes the database as they go, at moments and for
     // durations drawn from the scenario's seed.
-    let mut rng = Rng::new(scenario.seed);
+    let mut rng = Rng::seeded(scenario.seed, ACCOUNTS);
     let moments: Vec<(usize, Duration)> = (0..CRASHES)
         .map(|k| {
             let answers =
@@ -774,7 +347,7 @@ async fn survive(scenario: Scenario) {
             violations.push(format!(
                 "a request submitted after the last crash ({key}) is {state:?}, not CONFIRMED, {FRESH_BOUND:?} after \
                  the last answer: {}",
-                evidence(&cluster, id).await
+                evidence(&cluster, id, Detail::Full).await
             ));
         }
     }
@@ -804,11 +377,7 @@ async fn survive(scenario: Scenario) {
         for row in &open {
             *by_state.entry(row.state.as_str()).or_default() += 1;
         }
-        let mut report = String::new();
-        for row in open.iter().take(10) {
-            report.push_str(&evidence(&cluster, &row.id).await);
-            report.push('\n');
-        }
+        let report = evidence_report(&cluster, open.iter().map(|row| row.id.as_str()), Detail::Full).await;
         violations.push(format!(
             "{} operations are not CONFIRMED or FAILED {SETTLEMENT_BOUND:?} after the last answer (by state: \
              {by_state:?}); the first ten:\n{report}",
@@ -898,35 +467,8 @@ async fn survive(scenario: Scenario) {
     check!(unanswered.is_empty(), "operations no 202 answered: {unanswered:?}");
 
     // RELEASE and CANCEL completed their own lock; a LOCK holds a lock exactly when confirmed.
-    let locks: BTreeMap<String, (String, String)> = cluster
-        .strings(
-            "SELECT CAST(id AS TEXT) || '|' || status || '|' || COALESCE(CAST(completed_by AS TEXT), '') FROM locks",
-        )
-        .await
-        .into_iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            (f[0].to_owned(), (f[1].to_owned(), f.get(2).copied().unwrap_or_default().to_owned()))
-        })
-        .collect();
-    for row in rows.iter().filter(|r| r.tx_type == "LOCK") {
-        let lock = locks.get(&row.id);
-        match row.state.as_str() {
-            "CONFIRMED" => check!(lock.is_some(), "confirmed LOCK {} has no lock", row.id),
-            _ => check!(lock.is_none(), "{} LOCK {} has a lock {lock:?}", row.state, row.id),
-        }
-    }
-    for row in rows.iter().filter(|r| r.state == "CONFIRMED" && (r.tx_type == "RELEASE" || r.tx_type == "CANCEL")) {
-        let expected = if row.tx_type == "RELEASE" { "RELEASED" } else { "CANCELLED" };
-        let lock = locks.get(&row.lock_id).map(|(status, by)| (status.as_str(), by.as_str()));
-        check!(
-            lock == Some((expected, row.id.as_str())),
-            "confirmed {} {} leaves lock {} as {lock:?}",
-            row.tx_type,
-            row.id,
-            row.lock_id
-        );
-    }
+    let locks = locks(&cluster).await;
+    violations.extend(lock_violations(&rows, &locks));
 
     // Each operation that reached the ledger is there once, under its own hash; no crash
     // failed an operation (only the planned overdrafts fail, on the ledger). Besides them the
@@ -950,12 +492,8 @@ async fn survive(scenario: Scenario) {
             ledger.insert(f[0].to_owned(), f.get(1) == Some(&"1"));
         }
     }
-    let mut hashes: BTreeMap<&str, &str> = BTreeMap::new();
-    for row in rows.iter().filter(|r| !r.tx_hash.is_empty()) {
-        if let Some(other) = hashes.insert(row.tx_hash.as_str(), row.id.as_str()) {
-            violations.push(format!("operations {other} and {} share txHash {}", row.id, row.tx_hash));
-        }
-    }
+    let (hashes, shared_hashes) = tx_hashes(&rows);
+    violations.extend(shared_hashes);
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     let mut crash_failures = Vec::new();
     for row in &rows {
@@ -978,11 +516,7 @@ async fn survive(scenario: Scenario) {
         }
     }
     if !crash_failures.is_empty() {
-        let mut report = String::new();
-        for id in crash_failures.iter().take(10) {
-            report.push_str(&evidence(&cluster, id).await);
-            report.push('\n');
-        }
+        let report = evidence_report(&cluster, crash_failures.iter().map(String::as_str), Detail::Full).await;
         violations.push(format!(
             "{} operations failed for another reason than an overdraft (an outage must not fail an operation):\n{report}",
             crash_failures.len()
@@ -994,90 +528,14 @@ async fn survive(scenario: Scenario) {
         .map(|(hash, success)| format!("{hash} (success {success})"))
         .collect();
     check!(strays.is_empty(), "ledger transactions no operation accounts for: {strays:?}");
-    for row in rows.iter().filter(|r| r.amount == OVERDRAFT) {
-        check!(
-            (row.state.as_str(), row.failure_code.as_str()) == ("FAILED", "CHAIN_FAILED"),
-            "overdraft {} {} is {} {}",
-            row.tx_type,
-            row.id,
-            row.state,
-            row.failure_code
-        );
-    }
+    violations.extend(overdraft_violations(&rows, OVERDRAFT));
 
     // Balances: the ledger's per account (total, locked) equals what its confirmed operations
     // imply and the service's position; their sum and the token's supply are minted minus
     // burned.
-    let mut expected: BTreeMap<String, (i64, i64)> = (0..ACCOUNTS).map(|i| (account(i), (0, 0))).collect();
-    let (mut minted, mut burned) = (0i64, 0i64);
-    let lock_rows: HashMap<&str, &Row> =
-        rows.iter().filter(|r| r.tx_type == "LOCK").map(|r| (r.id.as_str(), r)).collect();
-    for row in rows.iter().filter(|r| r.state == "CONFIRMED") {
-        let mut apply = |account: &str, total: i64, held: i64| {
-            let entry = expected.entry(account.to_owned()).or_default();
-            entry.0 += total;
-            entry.1 += held;
-        };
-        match row.tx_type.as_str() {
-            "MINT" => {
-                minted += row.amount;
-                apply(&row.account, row.amount, 0);
-            }
-            "BURN" => {
-                burned += row.amount;
-                apply(&row.account, -row.amount, 0);
-            }
-            "TRANSFER" => {
-                apply(&row.account, -row.amount, 0);
-                apply(&row.counterparty, row.amount, 0);
-            }
-            "LOCK" => apply(&row.account, 0, row.amount),
-            "CANCEL" => apply(&row.account, 0, -row.amount),
-            "RELEASE" => {
-                let payee = lock_rows.get(row.lock_id.as_str()).map(|l| l.counterparty.as_str()).unwrap_or_default();
-                if payee.is_empty() {
-                    apply(&row.account, 0, -row.amount);
-                } else {
-                    apply(&row.account, -row.amount, -row.amount);
-                    apply(payee, row.amount, 0);
-                }
-            }
-            other => violations.push(format!("operation {} of unknown type {other}", row.id)),
-        }
-    }
-    let positions: BTreeMap<String, (i64, i64)> = cluster
-        .strings("SELECT account_ref || '|' || CAST(total AS TEXT) || '|' || CAST(held AS TEXT) FROM positions")
-        .await
-        .into_iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            (f[0].to_owned(), (f[1].parse().unwrap_or(-1), f.get(2).and_then(|h| h.parse().ok()).unwrap_or(-1)))
-        })
-        .collect();
-    let mut sum = 0;
-    let mut balances = Vec::new();
-    for i in 0..ACCOUNTS {
-        let reference = account(i);
-        let (status, reply) = client.call(Method::GET, &format!("/api/accounts/{reference}/balances"), None).await;
-        assert_eq!(status, 200, "{reply}");
-        let total = cents(reply["total"].as_str().expect("total"));
-        let locked = cents(reply["locked"].as_str().expect("locked"));
-        sum += total;
-        let position = positions.get(&reference).copied().unwrap_or((0, 0));
-        check!(
-            (total, locked) == expected[&reference],
-            "{reference}: ledger (total, locked) {:?} against its confirmed operations {:?}",
-            (total, locked),
-            expected[&reference]
-        );
-        check!(
-            (total, locked) == position,
-            "{reference}: ledger (total, locked) {:?} against the service's position {position:?}",
-            (total, locked)
-        );
-        balances.push(format!("{reference}={}", amount_text(total)));
-    }
-    check!(sum == minted - burned, "the sum of balances {sum} against minted {minted} minus burned {burned}");
+    let Balances { minted, burned, shown: balances, violations: found } =
+        balances(&client, &cluster, &rows, ACCOUNTS).await;
+    violations.extend(found);
     let supply = cluster.strings("SELECT CAST(total_supply AS TEXT) FROM ledger_tokens").await;
     check!(
         supply == vec![(minted - burned).to_string()],
@@ -1085,13 +543,7 @@ async fn survive(scenario: Scenario) {
         minted - burned
     );
 
-    let by_type = |state: &str| {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for row in rows.iter().filter(|r| r.state == state) {
-            *counts.entry(row.tx_type.as_str()).or_default() += 1;
-        }
-        counts
-    };
+    let by_type = |state: &str| by_type(&rows, state);
     let resent = submitted.iter().filter(|s| !s.history.is_empty()).count();
     let report = format!(
         "postgres_crash {name}: {} submissions ({} fresh after the last crash), {} accepted, {refused_completions} \

@@ -5,11 +5,15 @@
 //! balances equals minted minus burned (each account's ledger balance equals the service's
 //! position and the sum of its confirmed operations).
 
-use reqwest::Method;
+use crate::crash_load::{
+    Answer, Balances, Client, Detail, Planned, Rng, Row, Submitted, amount_text, balances, body, by_type,
+    crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts, operations,
+    overdraft_violations, service_environment, tx_hashes,
+};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
@@ -31,121 +35,20 @@ const OPEN: &str = "state NOT IN ('CONFIRMED', 'FAILED')";
 /// Open operations that no queued or running job will move any more (table alias `o`).
 const STUCK: &str = "o.state NOT IN ('CONFIRMED', 'FAILED') AND NOT EXISTS (SELECT 1 FROM jobs j \
      WHERE j.status IN ('queued', 'running') AND CAST(j.payload ->> 'transactionId' AS TEXT) = CAST(o.id AS TEXT))";
-/// How long one client keeps resending one request.
-/// (A RELEASE waits for its LOCK, which may queue behind a few hundred operations after a restart.)
-const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
+/// The wait before a client resends after no answer or a 5xx.
+const RESEND_PAUSE: Duration = Duration::from_millis(50);
 /// A LOCK's RELEASE or CANCEL is submitted this many of the client's steps after the LOCK.
 const COMPLETION_AFTER_STEPS: usize = 8;
 
 fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
-    env.insert("TOKENOPS_ROLE".to_owned(), "all".to_owned());
-    env.insert("TOKENOPS_LEDGER".to_owned(), "embedded".to_owned());
-    env.insert("TOKENOPS_JOB_LEASE_MS".to_owned(), "1500".to_owned());
-    env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_WORKER_CONCURRENCY".to_owned(), "8".to_owned());
-    env.insert("TOKENOPS_JOB_BACKOFF_BASE_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_JOB_BACKOFF_CAP_MS".to_owned(), "500".to_owned());
-    env.insert("TOKENOPS_RECEIPT_POLL_MS".to_owned(), "50".to_owned());
-    env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "50".to_owned());
-    // A request killed mid-flight blocks its key for one claim lease: keep it short.
-    env.insert("TOKENOPS_IDEMPOTENCY_LEASE_MS".to_owned(), "1000".to_owned());
+    let mut env = service_environment(db, issuer, "all");
+    crash_load_environment(&mut env);
     // The pipeline itself must hand every operation on: the sweep that would resume one no job
     // carries (after a minute unchanged) is kept out of this test, so such an operation shows.
     env.insert("TOKENOPS_RESUME_SWEEP_SECS".to_owned(), "86400".to_owned());
     // The test reports what it finds; the job runner's retry warnings would drown it.
     env.insert("TOKENOPS_LOG".to_owned(), "error".to_owned());
     env
-}
-
-/// Polls `check` until it holds or the deadline passes; `false` when it never held.
-async fn eventually<F, Fut>(deadline: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + deadline;
-    while Instant::now() < until {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
-}
-
-/// Minor units of a two-decimal amount ("1234.50" is 123450).
-fn cents(text: &str) -> i64 {
-    let (units, fraction) = text.split_once('.').unwrap_or((text, "0"));
-    let units: i64 = units.parse().unwrap_or_else(|_| panic!("amount {text:?}"));
-    let fraction: i64 = format!("{fraction:0<2}").parse().unwrap_or_else(|_| panic!("amount {text:?}"));
-    units * 100 + fraction
-}
-
-fn amount_text(minor_units: i64) -> String {
-    format!("{}.{:02}", minor_units / 100, minor_units % 100)
-}
-
-fn account(i: usize) -> String {
-    format!("acc-{i}")
-}
-
-/// A deterministic generator (xorshift64), so every run submits the same plan.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-
-    fn account(&mut self) -> usize {
-        self.below(ACCOUNTS as u64) as usize
-    }
-
-    fn two_accounts(&mut self) -> (usize, usize) {
-        let from = self.account();
-        let to = (from + 1 + self.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS;
-        (from, to)
-    }
-
-    fn cents(&mut self, from_units: u64, to_units: u64) -> i64 {
-        (from_units * 100 + self.below((to_units - from_units) * 100 + 1)) as i64
-    }
-}
-
-/// One step of a client's plan.
-#[derive(Debug, Clone)]
-enum Planned {
-    Single {
-        key: String,
-        body: Value,
-    },
-    /// A LOCK, then the RELEASE or CANCEL of its lock (submitted `COMPLETION_AFTER_STEPS` later).
-    Lock {
-        key: String,
-        body: Value,
-        completion_key: String,
-        completion: &'static str,
-    },
-}
-
-fn body(tx_type: &str, owner: usize, counterparty: Option<usize>, amount: i64) -> Value {
-    let mut body =
-        json!({ "txType": tx_type, "assetId": "USD", "accountRef": account(owner), "amount": amount_text(amount) });
-    if let Some(other) = counterparty {
-        body["counterpartyRef"] = json!(account(other));
-    }
-    body
 }
 
 fn single(key: String, tx_type: &str, owner: usize, counterparty: Option<usize>, amount: i64) -> Planned {
@@ -156,7 +59,7 @@ fn single(key: String, tx_type: &str, owner: usize, counterparty: Option<usize>,
 /// must fail), further mints, burns (a few overdrawn), and LOCKs each followed by a RELEASE or
 /// CANCEL. Each planned submission has its own Idempotency-Key.
 fn plan(c: usize) -> Vec<Planned> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) * 0x1000_0000_01B3));
+    let mut rng = Rng::from_state(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) * 0x1000_0000_01B3), ACCOUNTS);
     let quota = OPERATIONS / CLIENTS;
     let mut steps = Vec::new();
     let mut count = 0;
@@ -201,176 +104,6 @@ fn plan(c: usize) -> Vec<Planned> {
     steps
 }
 
-/// What the clients saw, summed over all of them.
-#[derive(Default)]
-struct Counters {
-    /// Submissions with a final answer (202, or an expected 400).
-    answered: AtomicUsize,
-    /// Sends that got no answer (connection refused or reset, timeout): resent.
-    unanswered: AtomicUsize,
-    server_errors: AtomicUsize,
-    in_flight_409: AtomicUsize,
-    lock_not_visible_404: AtomicUsize,
-    /// 202s marked `Idempotent-Replayed`: the first send's effect committed, its answer was lost.
-    replayed_202: AtomicUsize,
-    /// Keys sent more than once.
-    resent: Mutex<BTreeSet<String>>,
-}
-
-/// A final answer to one submission.
-#[derive(Debug, Clone)]
-enum Answer {
-    Accepted(String),
-    Refused(u16, Value),
-    GaveUp(String),
-}
-
-impl Answer {
-    fn describe(&self) -> String {
-        match self {
-            Answer::Accepted(id) => format!("202 {id}"),
-            Answer::Refused(status, reply) => format!("{status} {reply}"),
-            Answer::GaveUp(last) => format!("gave up after {REQUEST_DEADLINE:?}, last: {last}"),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Submitted {
-    key: String,
-    tx_type: String,
-    answer: Answer,
-    /// For a RELEASE or CANCEL: the LOCK's transactionId.
-    lock_id: Option<String>,
-}
-
-/// An integrator's client: resends a request that got no answer (or a 5xx, or 409 while the
-/// same key is in flight) with the same key, reading the node's current address each time.
-#[derive(Clone)]
-struct Client {
-    http: reqwest::Client,
-    node: Arc<RwLock<String>>,
-    token: String,
-    counters: Arc<Counters>,
-}
-
-impl Client {
-    fn base(&self) -> String {
-        self.node.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    async fn submit(&self, key: &str, body: &Value) -> Answer {
-        let mut sends = 0;
-        let answer = self.send_until_answered(key, body, &mut sends).await;
-        if sends > 1 {
-            self.counters.resent.lock().unwrap_or_else(PoisonError::into_inner).insert(key.to_owned());
-        }
-        answer
-    }
-
-    async fn send_until_answered(&self, key: &str, body: &Value, sends: &mut usize) -> Answer {
-        let completes_lock = matches!(body["txType"].as_str(), Some("RELEASE" | "CANCEL"));
-        let deadline = Instant::now() + REQUEST_DEADLINE;
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            *sends += 1;
-            let sent = self
-                .http
-                .post(format!("{}/api/transactions", self.base()))
-                .header("API-Version", "1.0.0")
-                .header("Idempotency-Key", key)
-                .bearer_auth(&self.token)
-                .json(body)
-                .send()
-                .await;
-            let response = match sent {
-                Ok(response) => response,
-                Err(e) => {
-                    last = format!("no answer: {e}");
-                    self.counters.unanswered.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let status = response.status().as_u16();
-            let replayed = response.headers().contains_key("idempotent-replayed");
-            let reply: Value = match response.json().await {
-                Ok(reply) => reply,
-                Err(e) => {
-                    last = format!("{status} without a readable body: {e}");
-                    self.counters.unanswered.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            match status {
-                202 => {
-                    if replayed {
-                        self.counters.replayed_202.fetch_add(1, Ordering::Relaxed);
-                    }
-                    let id = reply["transactionId"].as_str().unwrap_or_else(|| panic!("202 without an id: {reply}"));
-                    return Answer::Accepted(id.to_owned());
-                }
-                404 if completes_lock => {
-                    // Its LOCK is not processed yet: retry with the same key.
-                    self.counters.lock_not_visible_404.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                409 => {
-                    self.counters.in_flight_409.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                500..=599 => {
-                    self.counters.server_errors.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                _ => return Answer::Refused(status, reply),
-            }
-            last = format!("{status}: {reply}");
-        }
-        Answer::GaveUp(last)
-    }
-
-    /// Runs one client's plan, in order; a LOCK's RELEASE or CANCEL goes out a few steps
-    /// after the LOCK's 202 (by then the LOCK is usually on the ledger; if not, 404 and again).
-    async fn run(self, steps: Vec<Planned>) -> Vec<Submitted> {
-        let mut out = Vec::new();
-        let mut completions: VecDeque<(usize, String, &'static str, Option<String>)> = VecDeque::new();
-        let total = steps.len();
-        for (index, step) in steps.into_iter().enumerate() {
-            let (key, body, completion) = match step {
-                Planned::Single { key, body } => (key, body, None),
-                Planned::Lock { key, body, completion_key, completion } => {
-                    (key, body, Some((completion_key, completion)))
-                }
-            };
-            let tx_type = body["txType"].as_str().unwrap_or_default().to_owned();
-            let answer = self.submit(&key, &body).await;
-            self.counters.answered.fetch_add(1, Ordering::Relaxed);
-            if let Some((completion_key, completion)) = completion {
-                let lock_id = match &answer {
-                    Answer::Accepted(id) => Some(id.clone()),
-                    _ => None,
-                };
-                completions.push_back((index + COMPLETION_AFTER_STEPS, completion_key, completion, lock_id));
-            }
-            out.push(Submitted { key, tx_type, answer, lock_id: None });
-            while completions.front().is_some_and(|(due, ..)| *due <= index || index + 1 == total) {
-                let Some((_, key, completion, lock_id)) = completions.pop_front() else { break };
-                let answer = match &lock_id {
-                    Some(lock_id) => {
-                        self.submit(&key, &json!({ "txType": completion, "params": { "lockId": lock_id } })).await
-                    }
-                    None => Answer::GaveUp("its LOCK was not accepted".to_owned()),
-                };
-                self.counters.answered.fetch_add(1, Ordering::Relaxed);
-                out.push(Submitted { key, tx_type: completion.to_owned(), answer, lock_id });
-            }
-        }
-        out
-    }
-}
-
 /// One kill: when, and what the killed process had in flight.
 #[derive(Debug)]
 struct Kill {
@@ -390,95 +123,6 @@ impl Kill {
     }
 }
 
-/// An operation as the store holds it.
-#[derive(Debug, Clone)]
-struct Row {
-    id: String,
-    tx_type: String,
-    state: String,
-    amount: i64,
-    tx_hash: String,
-    failure_code: String,
-    reason_code: String,
-    key: String,
-    account: String,
-    counterparty: String,
-    lock_id: String,
-}
-
-async fn operations(db: &TestDb) -> Vec<Row> {
-    let rows = db
-        .strings(
-            "SELECT CAST(id AS TEXT) || '|' || tx_type || '|' || state || '|' || CAST(amount AS TEXT) || '|' || \
-             COALESCE(tx_hash, '') || '|' || COALESCE(failure_code, '') || '|' || COALESCE(reason_code, '') || '|' || \
-             COALESCE(idempotency_key, '') || '|' || account_ref || '|' || COALESCE(counterparty_ref, '') || '|' || \
-             COALESCE(CAST(lock_id AS TEXT), '') FROM operations",
-        )
-        .await;
-    rows.iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            assert_eq!(f.len(), 11, "operation row {row}");
-            Row {
-                id: f[0].to_owned(),
-                tx_type: f[1].to_owned(),
-                state: f[2].to_owned(),
-                amount: f[3].parse().unwrap_or_else(|_| panic!("amount of {row}")),
-                tx_hash: f[4].to_owned(),
-                failure_code: f[5].to_owned(),
-                reason_code: f[6].to_owned(),
-                key: f[7].to_owned(),
-                account: f[8].to_owned(),
-                counterparty: f[9].to_owned(),
-                lock_id: f[10].to_owned(),
-            }
-        })
-        .collect()
-}
-
-/// Everything the store knows about one operation, its jobs and its signed transaction's
-/// nonce on the ledger, for a failure message.
-async fn evidence(db: &TestDb, id: &str) -> String {
-    let operation = db
-        .strings(&format!(
-            "SELECT tx_type || ' ' || state || ' account=' || account_ref || ' amount=' || CAST(amount AS TEXT) || \
-             ' key=' || COALESCE(idempotency_key, '-') || ' txHash=' || COALESCE(tx_hash, '-') || \
-             ' failure=' || COALESCE(failure_code, '-') || '/' || COALESCE(reason_code, '-') \
-             FROM operations WHERE CAST(id AS TEXT) = '{id}'"
-        ))
-        .await;
-    let jobs = db
-        .strings(&format!(
-            "SELECT kind || ' ' || status || ' attempts=' || CAST(attempts AS TEXT) || '/' || \
-             CAST(max_attempts AS TEXT) || ' error=' || COALESCE(last_error, '-') FROM jobs \
-             WHERE CAST(payload ->> 'transactionId' AS TEXT) = '{id}' ORDER BY created_at"
-        ))
-        .await;
-    let signed = db
-        .strings(&format!(
-            "SELECT signed_transaction FROM operations WHERE CAST(id AS TEXT) = '{id}' AND signed_transaction IS NOT NULL"
-        ))
-        .await;
-    let mut nonce_use = String::from("not signed");
-    if let Some(signed) = signed.first().and_then(|s| serde_json::from_str::<Value>(s).ok()) {
-        let (sender, nonce) = (signed["sender"].as_str().unwrap_or_default(), signed["nonce"].as_u64().unwrap_or(0));
-        let holder = db
-            .strings(&format!(
-                "SELECT t.hash || ' in block ' || CAST(t.block_number AS TEXT) || ', operation ' || \
-                 COALESCE((SELECT CAST(o.id AS TEXT) || ' ' || o.tx_type || ' ' || o.state || ' key=' || \
-                 COALESCE(o.idempotency_key, '-') FROM operations o WHERE o.tx_hash = t.hash), 'none') \
-                 FROM ledger_transactions t WHERE t.sender = '{sender}' AND t.nonce = {nonce}"
-            ))
-            .await;
-        nonce_use = format!(
-            "signed {} by {sender} with nonce {nonce}; the ledger's transaction with that nonce: {}",
-            signed["hash"].as_str().unwrap_or_default(),
-            holder.first().map_or("none", String::as_str)
-        );
-    }
-    format!("operation {id}: {}\n    {nonce_use}\n    jobs: {}", operation.join(""), jobs.join("\n          "))
-}
-
 async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Backend) {
     tokenops_identity::install_crypto_provider();
     let started = Instant::now();
@@ -490,52 +134,11 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     let env = environment(&db, &issuer);
 
     let mut service = ServiceProcess::start(BINARY, &env).await;
-    let node = Arc::new(RwLock::new(service.base_url.clone()));
-    let counters = Arc::new(Counters::default());
-    let client = Client {
-        http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("http client"),
-        node: node.clone(),
-        token: tenant.token.clone(),
-        counters: counters.clone(),
-    };
+    let client = Client::new(&service.base_url, &tenant.token, RESEND_PAUSE, COMPLETION_AFTER_STEPS);
+    let (node, counters) = (client.node.clone(), client.counters.clone());
 
     // One contract, one customer, the accounts; all ACTIVE before the first operation.
-    let setup = |method: Method, path: &str, body: Option<Value>| {
-        let mut request = client
-            .http
-            .request(method, format!("{}{path}", client.base()))
-            .header("API-Version", "1.0.0")
-            .bearer_auth(&tenant.token);
-        if let Some(body) = body {
-            request = request.header("Idempotency-Key", uuid::Uuid::now_v7().to_string()).json(&body);
-        }
-        async move {
-            let response = request.send().await.expect("setup request");
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap_or(Value::Null))
-        }
-    };
-    assert_eq!(setup(Method::POST, "/api/contracts", Some(json!({ "assetId": "USD" }))).await.0, 201);
-    assert_eq!(setup(Method::POST, "/api/customers", Some(json!({ "customerRef": "crash-bank" }))).await.0, 201);
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            setup(Method::GET, "/api/contracts/USD", None).await.1["status"] == "ACTIVE"
-        })
-        .await,
-        "the contract never became ACTIVE"
-    );
-    for i in 0..ACCOUNTS {
-        let body = json!({ "accountRef": account(i), "customerRef": "crash-bank", "assetId": "USD" });
-        let (status, reply) = setup(Method::POST, "/api/accounts", Some(body)).await;
-        assert_eq!(status, 201, "{reply}");
-    }
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            db.count("accounts", "status = 'ACTIVE'").await == ACCOUNTS as i64
-        })
-        .await,
-        "the accounts never became ACTIVE"
-    );
+    open_accounts(&client, &db, ACCOUNTS).await;
     let ready = started.elapsed();
     eprintln!("transactions_crash ({backend:?}): {ACCOUNTS} accounts ACTIVE after {ready:?}");
 
@@ -613,11 +216,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     }
     let open = db.strings(&format!("SELECT CAST(id AS TEXT) FROM operations WHERE {OPEN}")).await;
     if !open.is_empty() {
-        let mut report = String::new();
-        for id in open.iter().take(10) {
-            report.push_str(&evidence(&db, id).await);
-            report.push('\n');
-        }
+        let report = evidence_report(&db, open.iter().map(String::as_str), Detail::Brief).await;
         violations.push(format!(
             "{} operations never reached CONFIRMED or FAILED ({} of them with no job left to move them):\n{report}",
             open.len(),
@@ -628,7 +227,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
         let mut report = unexpected.join("\n");
         for s in submitted.iter().filter(|s| matches!(s.answer, Answer::GaveUp(_))).take(5) {
             if let Some(lock_id) = &s.lock_id {
-                report.push_str(&format!("\n  the LOCK of {}: {}", s.key, evidence(&db, lock_id).await));
+                report.push_str(&format!("\n  the LOCK of {}: {}", s.key, evidence(&db, lock_id, Detail::Brief).await));
             }
         }
         violations.push(format!("{} unexpected answers:\n{report}", unexpected.len()));
@@ -671,35 +270,8 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
             ));
         }
     }
-    let locks: BTreeMap<String, (String, String)> = db
-        .strings(
-            "SELECT CAST(id AS TEXT) || '|' || status || '|' || COALESCE(CAST(completed_by AS TEXT), '') FROM locks",
-        )
-        .await
-        .into_iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            (f[0].to_owned(), (f[1].to_owned(), f[2].to_owned()))
-        })
-        .collect();
-    for row in rows.iter().filter(|r| r.tx_type == "LOCK") {
-        let lock = locks.get(&row.id);
-        match row.state.as_str() {
-            "CONFIRMED" => check!(lock.is_some(), "confirmed LOCK {} has no lock", row.id),
-            _ => check!(lock.is_none(), "{} LOCK {} has a lock {lock:?}", row.state, row.id),
-        }
-    }
-    for row in rows.iter().filter(|r| r.state == "CONFIRMED" && (r.tx_type == "RELEASE" || r.tx_type == "CANCEL")) {
-        let expected = if row.tx_type == "RELEASE" { "RELEASED" } else { "CANCELLED" };
-        let lock = locks.get(&row.lock_id).map(|(status, by)| (status.as_str(), by.as_str()));
-        check!(
-            lock == Some((expected, row.id.as_str())),
-            "confirmed {} {} leaves lock {} as {lock:?}",
-            row.tx_type,
-            row.id,
-            row.lock_id
-        );
-    }
+    let locks = locks(&db).await;
+    violations.extend(lock_violations(&rows, &locks));
 
     // No ledger transaction applied twice: each operation that reached the ledger has its own
     // hash, included once, and the ledger holds no transaction that no operation accounts for.
@@ -715,12 +287,8 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
             (f[0].to_owned(), (f[1] == "1", f[2].to_owned()))
         })
         .collect();
-    let mut hashes: BTreeMap<&str, &str> = BTreeMap::new();
-    for row in rows.iter().filter(|r| !r.tx_hash.is_empty()) {
-        if let Some(other) = hashes.insert(row.tx_hash.as_str(), row.id.as_str()) {
-            violations.push(format!("operations {other} and {} share txHash {}", row.id, row.tx_hash));
-        }
-    }
+    let (hashes, shared_hashes) = tx_hashes(&rows);
+    violations.extend(shared_hashes);
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     let mut crash_failures = Vec::new();
     for row in &rows {
@@ -758,11 +326,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
         }
     }
     if !crash_failures.is_empty() {
-        let mut report = String::new();
-        for id in crash_failures.iter().take(10) {
-            report.push_str(&evidence(&db, id).await);
-            report.push('\n');
-        }
+        let report = evidence_report(&db, crash_failures.iter().map(String::as_str), Detail::Brief).await;
         violations.push(format!(
             "{} operations failed for another reason than an overdraft (a crash must not fail an operation):\n{report}",
             crash_failures.len()
@@ -775,89 +339,12 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
         .collect();
     check!(strays.is_empty(), "ledger transactions no operation accounts for: {strays:?}");
     // The planned overdrafts failed on the ledger.
-    for row in rows.iter().filter(|r| r.amount == OVERDRAFT) {
-        check!(
-            (row.state.as_str(), row.failure_code.as_str()) == ("FAILED", "CHAIN_FAILED"),
-            "overdraft {} {} is {} {}",
-            row.tx_type,
-            row.id,
-            row.state,
-            row.failure_code
-        );
-    }
+    violations.extend(overdraft_violations(&rows, OVERDRAFT));
 
     // Balances: the ledger's per account equals the service's position and the sum of the
     // account's confirmed operations; their sum is minted minus burned.
-    let mut expected: BTreeMap<String, (i64, i64)> = (0..ACCOUNTS).map(|i| (account(i), (0, 0))).collect();
-    let (mut minted, mut burned) = (0i64, 0i64);
-    let lock_rows: HashMap<&str, &Row> =
-        rows.iter().filter(|r| r.tx_type == "LOCK").map(|r| (r.id.as_str(), r)).collect();
-    for row in rows.iter().filter(|r| r.state == "CONFIRMED") {
-        let mut apply = |account: &str, total: i64, held: i64| {
-            let entry = expected.entry(account.to_owned()).or_default();
-            entry.0 += total;
-            entry.1 += held;
-        };
-        match row.tx_type.as_str() {
-            "MINT" => {
-                minted += row.amount;
-                apply(&row.account, row.amount, 0);
-            }
-            "BURN" => {
-                burned += row.amount;
-                apply(&row.account, -row.amount, 0);
-            }
-            "TRANSFER" => {
-                apply(&row.account, -row.amount, 0);
-                apply(&row.counterparty, row.amount, 0);
-            }
-            "LOCK" => apply(&row.account, 0, row.amount),
-            "CANCEL" => apply(&row.account, 0, -row.amount),
-            "RELEASE" => {
-                let payee = lock_rows.get(row.lock_id.as_str()).map(|l| l.counterparty.as_str()).unwrap_or_default();
-                if payee.is_empty() {
-                    apply(&row.account, 0, -row.amount);
-                } else {
-                    apply(&row.account, -row.amount, -row.amount);
-                    apply(payee, row.amount, 0);
-                }
-            }
-            other => violations.push(format!("operation {} of unknown type {other}", row.id)),
-        }
-    }
-    let positions: BTreeMap<String, (i64, i64)> = db
-        .strings("SELECT account_ref || '|' || CAST(total AS TEXT) || '|' || CAST(held AS TEXT) FROM positions")
-        .await
-        .into_iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            (f[0].to_owned(), (f[1].parse().unwrap_or(-1), f[2].parse().unwrap_or(-1)))
-        })
-        .collect();
-    let mut sum = 0;
-    let mut balances = Vec::new();
-    for i in 0..ACCOUNTS {
-        let reference = account(i);
-        let (status, reply) = setup(Method::GET, &format!("/api/accounts/{reference}/balances"), None).await;
-        assert_eq!(status, 200, "{reply}");
-        let total = cents(reply["total"].as_str().expect("total"));
-        let locked = cents(reply["locked"].as_str().expect("locked"));
-        sum += total;
-        let position = positions.get(&reference).copied().unwrap_or((0, 0));
-        check!(
-            (total, locked) == position,
-            "{reference}: ledger (total, locked) {:?} against the service's position {position:?}",
-            (total, locked)
-        );
-        check!(
-            (total, locked) == expected[&reference],
-            "{reference}: ledger (total, locked) {:?} against its confirmed operations {:?}",
-            (total, locked),
-            expected[&reference]
-        );
-        balances.push(format!("{reference}={}", amount_text(total)));
-    }
-    check!(sum == minted - burned, "the sum of balances {sum} against minted {minted} minus burned {burned}");
+    let Balances { minted, burned, shown: balances, violations: found } = balances(&client, &db, &rows, ACCOUNTS).await;
+    violations.extend(found);
     let supply = db.strings("SELECT total_supply FROM ledger_tokens").await;
     check!(supply == vec![(minted - burned).to_string()], "the token's total supply {supply:?}");
 
@@ -880,7 +367,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
                     Some(lock_id) => json!({ "txType": original.tx_type, "params": { "lockId": lock_id } }),
                     None => plan_body(key),
                 };
-                match client.submit(key, &body).await {
+                match client.submit(key, &body).await.0 {
                     Answer::Accepted(again) if &again == id => {}
                     other => wrong.push(format!("{key}: {id} then {}", other.describe())),
                 }
@@ -892,13 +379,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     let wrong: Vec<String> = replays.into_iter().flatten().collect();
     check!(wrong.is_empty(), "replays that did not answer the original operation: {wrong:?}");
 
-    let by_type = |state: &str| {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for row in rows.iter().filter(|r| r.state == state) {
-            *counts.entry(row.tx_type.as_str()).or_default() += 1;
-        }
-        counts
-    };
+    let by_type = |state: &str| by_type(&rows, state);
     eprintln!(
         "transactions_crash ({backend:?}): {} submissions, {} accepted, {} completions refused (LOCK failed); \
          confirmed {:?}, failed {:?}, open {:?}; failures by code {failures:?}",
