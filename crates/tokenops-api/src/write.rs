@@ -57,7 +57,8 @@ impl Reply {
 
     fn stored(self) -> StoredResponse {
         let headers = self.location.map(|l| vec![("location".to_owned(), l)]).unwrap_or_default();
-        StoredResponse { status: self.status.as_u16(), body: self.body, headers }
+        // The write's resource id is filled in by `Writes::commit`.
+        StoredResponse { status: self.status.as_u16(), body: self.body, headers, resource_id: None }
     }
 }
 
@@ -226,7 +227,38 @@ impl<'a> WriteRequest<'a> {
     }
 }
 
+/// What [`run_or_replay`] hands back.
+pub enum Written {
+    /// The key had completed with the same request: its stored response, with the resource id
+    /// the write named (`None` for a record stored before the store kept it).
+    Replayed(StoredResponse),
+    /// The request ran: its response.
+    Ran(Response),
+}
+
+impl IntoResponse for Written {
+    /// A replay answers the stored response as it was first answered, with
+    /// `Idempotent-Replayed: true`.
+    fn into_response(self) -> Response {
+        match self {
+            Self::Replayed(stored) => respond(&stored, true),
+            Self::Ran(response) => response,
+        }
+    }
+}
+
+/// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
 pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
+where
+    F: FnOnce(Write) -> Fut,
+    Fut: Future<Output = (Write, AppResult<Reply>)>,
+{
+    Ok(run_or_replay(state, request, work).await?.into_response())
+}
+
+/// Admits the request and runs `work` on the admitted write, or hands back the stored response
+/// of a completed key, for a handler whose replay answers otherwise than as stored.
+pub async fn run_or_replay<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Written>
 where
     F: FnOnce(Write) -> Fut,
     Fut: Future<Output = (Write, AppResult<Reply>)>,
@@ -235,15 +267,14 @@ where
     let idempotency = key.map(|k| IdempotencyRequest { key: k.0, request_hash: fingerprint });
     let writes = &state.app.writes;
     let write = match writes.begin(scope.context.clone(), action, idempotency, resource_id).await? {
-        Admission::Replay(stored) => return Ok(respond(&stored, true)),
+        Admission::Replay(stored) => return Ok(Written::Replayed(stored)),
         Admission::Proceed(write) => write,
     };
     let (write, outcome) = work(write).await;
     match outcome {
         Ok(reply) => {
-            let stored = reply.stored();
-            writes.commit(write, &stored).await?;
-            Ok(respond(&stored, false))
+            let stored = writes.commit(write, reply.stored()).await?;
+            Ok(Written::Ran(respond(&stored, false)))
         }
         Err(error) if error.is_final_outcome() => {
             let reason = error.message.clone();
@@ -258,9 +289,9 @@ where
                 headers.push(("retry-after".to_owned(), seconds.to_string()));
             }
             let status = body["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
-            let stored = StoredResponse { status, body, headers };
-            writes.refuse(write, &stored, &reason).await?;
-            Ok(respond(&stored, false))
+            let stored = StoredResponse { status, body, headers, resource_id: None };
+            let stored = writes.refuse(write, stored, &reason).await?;
+            Ok(Written::Ran(respond(&stored, false)))
         }
         Err(error) => {
             writes.abandon(write).await;

@@ -155,10 +155,13 @@ impl Writes {
     /// dropped (rolled back); the failed attempt's audit record and, under its key, the error
     /// response commit together so that a retry with the same key replays it. If they cannot be
     /// recorded, the key is released (as after any internal failure) so that a retry runs anew
-    /// instead of meeting an in-flight conflict until the lease expires.
-    pub async fn refuse(&self, write: Write, response: &StoredResponse, reason: &str) -> AppResult<()> {
+    /// instead of meeting an in-flight conflict until the lease expires. Returns the response
+    /// as stored, with the write's resource id (see [`Writes::commit`]).
+    pub async fn refuse(&self, write: Write, response: StoredResponse, reason: &str) -> AppResult<StoredResponse> {
         let Write { tx, ctx, action, claim, resource_id, now, .. } = write;
         drop(tx);
+        let response = StoredResponse { resource_id: resource_id.clone(), ..response };
+        let response = &response;
         let result: AppResult<()> = async {
             let mut tx = self.store.write().await?;
             let record = audit_record(
@@ -198,15 +201,18 @@ impl Writes {
         {
             self.release(claim).await;
         }
-        result
+        result.map(|()| response.clone())
     }
 
     /// Commits the write (see [`Write::commit_inner`]); if the commit fails, the key is released
-    /// so that the same request can be retried.
-    pub async fn commit(&self, write: Write, response: &StoredResponse) -> AppResult<()> {
+    /// so that the same request can be retried. The response is stored with the write's
+    /// resource id (the one its audit record names, whatever `response` carried), so that a
+    /// replay hands it back; it is returned as stored.
+    pub async fn commit(&self, write: Write, response: StoredResponse) -> AppResult<StoredResponse> {
         let claim = write.claim.clone();
-        match write.commit_inner(response).await {
-            Ok(()) => Ok(()),
+        let response = StoredResponse { resource_id: write.resource_id.clone(), ..response };
+        match write.commit_inner(&response).await {
+            Ok(()) => Ok(response),
             Err(e) => {
                 if !e.is_final_outcome() {
                     self.release(claim).await;

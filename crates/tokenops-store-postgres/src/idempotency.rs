@@ -12,7 +12,7 @@ use uuid::Uuid;
 impl IdempotencyStore for PostgresTx {
     async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>> {
         self.fetch_optional(sqlx::query(
-            "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, created_at
+            "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, resource_id, created_at
              FROM idempotency_records WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3",
         )
         .bind(codec::tenant_key(scope.tenant))
@@ -45,6 +45,7 @@ impl IdempotencyStore for PostgresTx {
                         }
                         None => Vec::new(),
                     },
+                    resource_id: codec::get(row, "resource_id")?,
                 })
             }
             other => return Err(StoreError::Corrupt(format!("idempotency state {other:?}"))),
@@ -97,7 +98,7 @@ impl IdempotencyStore for PostgresTx {
         let done = self.execute(sqlx::query(
             "UPDATE idempotency_records
              SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL,
-                 response_status = $1, response_body = $2, response_headers = $3, completed_at = $4
+                 response_status = $1, response_body = $2, response_headers = $3, completed_at = $4, resource_id = $9
              WHERE tenant_id = $5 AND operation = $6 AND idempotency_key = $7 AND state = 'IN_FLIGHT' AND lease_token = $8",
         )
         .bind(i32::from(response.status))
@@ -107,7 +108,8 @@ impl IdempotencyStore for PostgresTx {
         .bind(codec::tenant_key(scope.tenant))
         .bind(&scope.operation)
         .bind(&scope.key)
-        .bind(token)).await?;
+        .bind(token)
+        .bind(response.resource_id.as_deref())).await?;
         Ok(done == 1)
     }
 

@@ -13,7 +13,7 @@ use uuid::Uuid;
 impl IdempotencyStore for SqliteTx {
     async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>> {
         self.fetch_optional(
-            "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, created_at
+            "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, resource_id, created_at
              FROM idempotency_records WHERE tenant_id = ?1 AND operation = ?2 AND idempotency_key = ?3",
             params![codec::tenant_text(scope.tenant), &scope.operation, &scope.key],
             |row| {
@@ -34,6 +34,7 @@ impl IdempotencyStore for SqliteTx {
                             body: codec::json(body.as_deref().unwrap_or("null"))?,
                             headers: serde_json::from_str(headers.as_deref().unwrap_or("[]"))
                                 .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?,
+                            resource_id: codec::get(row, "resource_id")?,
                         })
                     }
                     other => return Err(StoreError::Corrupt(format!("idempotency state {other:?}"))),
@@ -83,7 +84,7 @@ impl IdempotencyStore for SqliteTx {
         let done = self.execute(
             "UPDATE idempotency_records
              SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL,
-                 response_status = ?1, response_body = ?2, response_headers = ?3, completed_at = ?4
+                 response_status = ?1, response_body = ?2, response_headers = ?3, completed_at = ?4, resource_id = ?9
              WHERE tenant_id = ?5 AND operation = ?6 AND idempotency_key = ?7 AND state = 'IN_FLIGHT' AND lease_token = ?8",
             params![
                 i64::from(response.status),
@@ -94,6 +95,7 @@ impl IdempotencyStore for SqliteTx {
                 &scope.operation,
                 &scope.key,
                 codec::id_text(token),
+                response.resource_id.as_deref(),
             ],
         )?;
         Ok(done == 1)

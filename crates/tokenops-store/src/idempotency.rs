@@ -22,6 +22,10 @@ pub struct StoredResponse {
     pub body: serde_json::Value,
     /// Response headers worth replaying (for example `Location`).
     pub headers: Vec<(String, String)>,
+    /// The resource the write named (its audit record's resource id), handed back on a replay so
+    /// that no handler reads it out of a header. Not part of the replayed bytes. `None` when the
+    /// write named none, and for records completed before the store kept it.
+    pub resource_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1119,6 +1119,7 @@ fn response(id: &str) -> StoredResponse {
         status: 201,
         body: serde_json::json!({ "id": id, "list": [1, 2], "z": null, "a": "first" }),
         headers: vec![("Location".into(), format!("/tenants/{id}")), ("X-Other".into(), "1".into())],
+        resource_id: Some(id.into()),
     }
 }
 
@@ -1171,6 +1172,13 @@ async fn idempotency_keys_claim_complete_and_fence(backend: Backend) {
     // The body replays with its keys in their original order.
     let IdempotencyState::Completed(replayed) = &done.state else { unreachable!() };
     assert_eq!(replayed.body.to_string(), stored.body.to_string());
+    // The completed record hands back the resource id its write named.
+    assert_eq!(replayed.resource_id.as_deref(), Some("t-1"));
+    // A write that named no resource hands back none.
+    let unnamed = StoredResponse { resource_id: None, ..response("t-3") };
+    assert!(tx.idempotency().complete(&other_operation, token, &unnamed, T0).await.expect("complete"));
+    let done = tx.idempotency().get(&other_operation).await.expect("get").expect("completed");
+    assert_eq!(done.state, IdempotencyState::Completed(unnamed));
 
     tx.idempotency().release(&tenant, token).await.expect("release");
     assert_eq!(tx.idempotency().get(&tenant).await.expect("get"), None);

@@ -12,7 +12,7 @@ use tokenops_app::operations::{BreakOut, LockOut, OperationOut, SUBMIT, Submissi
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{BreakReason, LockStatus, OperationState, TxType};
 use tokenops_domain::paging::{KeysetPosition, Page};
-use tokenops_store::{BreakFilter, OperationFilter, OperationRecord};
+use tokenops_store::{BreakFilter, OperationFilter, OperationRecord, StoredResponse};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -21,7 +21,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, WriteRoute, Written};
 
 const ENDPOINT: &str = "transactions.list";
 
@@ -127,7 +127,7 @@ async fn submit_transaction(
         params: fields.remove("params"),
     };
     let app = state.app.clone();
-    let response = write::run(&state, request, |mut w| async move {
+    let written = write::run_or_replay(&state, request, |mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
         let reply =
             result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
@@ -135,16 +135,31 @@ async fn submit_transaction(
     })
     .await?;
     // A replay answers with the operation as it is now, not as it was accepted.
-    if response.status() == StatusCode::ACCEPTED && response.headers().contains_key("idempotent-replayed") {
-        let location = response.headers().get(axum::http::header::LOCATION).and_then(|v| v.to_str().ok());
-        if let Some(id) = location.and_then(|l| l.rsplit('/').next()).and_then(|id| uuid::Uuid::parse_str(id).ok()) {
-            let current = state.app.operations.get(scope.tenant, id).await?;
-            let mut fresh = accepted(&current);
-            fresh.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
-            return Ok(fresh);
+    if let Written::Replayed(stored) = &written
+        && stored.status == StatusCode::ACCEPTED.as_u16()
+        && let Some(id) = replayed_operation(stored)
+    {
+        let current = state.app.operations.get(scope.tenant, id).await?;
+        let mut fresh = accepted(&current);
+        fresh.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+        return Ok(fresh);
+    }
+    Ok(written.into_response())
+}
+
+/// The operation an accepted submission's stored response is about: the resource id the write
+/// stored with it. A record completed before the store kept resource ids (migration 0007) has
+/// none, and its stored `Location` names the operation instead: read from there, so that such a
+/// key keeps answering the operation as it is now until retention prunes it. (Answering its
+/// stored response as is would answer the operation as accepted, a behaviour change.)
+fn replayed_operation(stored: &StoredResponse) -> Option<uuid::Uuid> {
+    match &stored.resource_id {
+        Some(id) => uuid::Uuid::parse_str(id).ok(),
+        None => {
+            let location = stored.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("location"));
+            location.and_then(|(_, l)| l.rsplit('/').next()).and_then(|id| uuid::Uuid::parse_str(id).ok())
         }
     }
-    Ok(response)
 }
 
 /// Read one operation.

@@ -123,7 +123,8 @@ async fn begin(
 
 /// Commits a sign-in write, recording the HTTP status the caller gets.
 async fn finish(app: &App, w: Write, status: u16) -> AppResult<()> {
-    app.writes.commit(w, &StoredResponse { status, body: serde_json::Value::Null, headers: Vec::new() }).await
+    let response = StoredResponse { status, body: serde_json::Value::Null, headers: Vec::new(), resource_id: None };
+    app.writes.commit(w, response).await.map(drop)
 }
 
 /// Records a refused attempt (with the user's new lockout state, if any) and returns the refusal.

@@ -664,6 +664,22 @@ async fn the_same_key_returns_the_operation_as_it_is_now_failed_ones_included(ba
     overdraft.expect(202);
     settle(&app).await;
 
+    // The key's record keeps the operation's id: a replay reads the operation by it, not by the
+    // stored Location (dropped here to show it).
+    let stored_id = format!("idempotency_key = '{mint_key}' AND resource_id = '{}'", id_of(&minted));
+    assert_eq!(app.db.count("idempotency_records", &stored_id).await, 1);
+    app.db
+        .execute(&format!(
+            "UPDATE idempotency_records SET response_headers = '[]' WHERE idempotency_key = '{mint_key}'"
+        ))
+        .await;
+    // A record completed before the store kept resource ids: read from its stored Location.
+    app.db
+        .execute(&format!(
+            "UPDATE idempotency_records SET resource_id = NULL WHERE idempotency_key = '{overdraft_key}'"
+        ))
+        .await;
+
     let replay = with_key(&app, &mint_key, &mint("a", "100")).await;
     replay.expect(202);
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
