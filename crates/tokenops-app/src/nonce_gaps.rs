@@ -20,16 +20,20 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokenops_custody::Address;
 use tokenops_domain::TenantId;
-use tokenops_ledger::{LedgerError, SignedTransaction};
+use tokenops_domain::operation::OperationState;
+use tokenops_ledger::SignedTransaction;
 use tokenops_store::Job;
 
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::settlement::{Pipeline, decode_signed};
+use crate::settlement::{Pipeline, decode_signed, internal, parse_address};
 
 /// The most nonces one sweep sends or fills per wallet; the next sweep carries on.
 const STEPS_PER_WALLET: usize = 256;
 /// The most in-flight signed operations one sweep reads.
 const CANDIDATES: u32 = 100_000;
+/// How many long-unchanged in-flight operations the sweep looks at to decide whether to read
+/// the signatures at all (SUBMITTED ones, which hold no nonce, may come first).
+const STALE_PROBE: u32 = 1_000;
 
 pub struct HealNonceGaps {
     pub pipeline: Arc<Pipeline>,
@@ -47,10 +51,6 @@ struct Wallet {
     asset: Option<(TenantId, String)>,
 }
 
-fn ledger_error(e: LedgerError) -> JobError {
-    JobError::Retry(e.to_string())
-}
-
 impl HealNonceGaps {
     /// Sends or fills the wallet's next nonces while a recorded signature waits behind them.
     async fn heal(&self, sender: Address, wallet: &Wallet) -> Result<(), JobError> {
@@ -58,12 +58,12 @@ impl HealNonceGaps {
         let Some(&highest) = wallet.recorded.keys().next_back() else { return Ok(()) };
         let mut token = None;
         for _ in 0..STEPS_PER_WALLET {
-            let next = p.ledger.next_nonce(sender).await.map_err(ledger_error)?;
+            let next = p.ledger.next_nonce(sender).await.map_err(internal)?;
             if next > highest {
                 return Ok(());
             }
             if let Some(transaction) = wallet.recorded.get(&next) {
-                p.ledger.send(transaction).await.map_err(ledger_error)?;
+                p.ledger.send(transaction).await.map_err(internal)?;
                 tracing::warn!(%sender, nonce = next, hash = %transaction.hash, "sent again a recorded transaction the ledger did not hold");
                 metrics::counter!("tokenops_nonce_gaps_healed_total", "how" => "resent").increment(1);
             } else {
@@ -75,7 +75,7 @@ impl HealNonceGaps {
                     .ledger
                     .fill_nonce_gap(token, sender, next, p.custody.as_ref(), self.grace)
                     .await
-                    .map_err(ledger_error)?;
+                    .map_err(internal)?;
                 let Some(hash) = filled else {
                     // Handed out within the grace: its signature may still be recorded.
                     return Ok(());
@@ -83,7 +83,7 @@ impl HealNonceGaps {
                 tracing::warn!(%sender, nonce = next, %hash, "filled a nonce gap that held the wallet's transactions back");
                 metrics::counter!("tokenops_nonce_gaps_healed_total", "how" => "filled").increment(1);
             }
-            if p.ledger.next_nonce(sender).await.map_err(ledger_error)? <= next {
+            if p.ledger.next_nonce(sender).await.map_err(internal)? <= next {
                 return Ok(());
             }
         }
@@ -94,10 +94,7 @@ impl HealNonceGaps {
         let (tenant, asset) = wallet.asset.as_ref().ok_or_else(|| JobError::Retry("no asset".into()))?;
         let mut tx = self.pipeline.store.read().await?;
         let contract = tx.contracts().get(*tenant, asset).await?;
-        contract
-            .and_then(|c| c.address)
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| JobError::Retry(format!("the contract of {asset} has no address")))
+        parse_address(contract.as_ref().and_then(|c| c.address.as_deref()), "the contract").map_err(JobError::Retry)
     }
 }
 
@@ -113,6 +110,15 @@ impl JobHandler for HealNonceGaps {
         let before = ctx.clock().now().minus_millis(grace_ms);
         let unsettled = {
             let mut tx = p.store.read().await?;
+            // Nothing signed has waited past the grace (the common case, under load too): one
+            // indexed look, instead of reading every in-flight signature every few seconds.
+            let stale = tx.operations().in_flight_unchanged_since(before, STALE_PROBE).await?;
+            let signed_waiting =
+                stale.iter().any(|o| matches!(o.state, OperationState::PendingSettlement | OperationState::Settling));
+            // A full probe may have stopped short of them: then look anyway.
+            if !signed_waiting && stale.len() < STALE_PROBE as usize {
+                return ctx.finish(p.store.write().await?).await;
+            }
             tx.operations().unsettled_signed(CANDIDATES).await?
         };
         let mut wallets: BTreeMap<Address, Wallet> = BTreeMap::new();

@@ -174,7 +174,7 @@ impl Lookups {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> JobError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> JobError {
     JobError::Retry(e.to_string())
 }
 
