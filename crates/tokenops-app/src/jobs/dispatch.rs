@@ -1,7 +1,7 @@
 //! `event.dispatch`: hands one outbox event on to its subscribers. Until webhook registrations
 //! exist this marks the event dispatched; the webhooks area fans it out into deliveries here.
 
-use super::{BatchContext, BatchFinished, Finished, JobContext, JobError, JobHandler, kinds};
+use super::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_store::{Job, Store};
@@ -17,26 +17,20 @@ impl JobHandler for DispatchEvent {
         kinds::EVENT_DISPATCH
     }
 
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
-        let event_id = event_of(job).ok_or_else(|| JobError::Permanent("payload has no eventId".into()))?;
-        let mut tx = self.store.write().await?;
-        // Idempotent: a second run finds the event already dispatched and changes nothing.
-        tx.events().mark_dispatched(event_id, ctx.clock().now()).await?;
-        ctx.finish(tx).await
-    }
-
     fn batch_limit(&self) -> usize {
         256
     }
 
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         let now = ctx.clock().now();
-        let (events, rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| event_of(job).is_some());
+        let (events, bad): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| event_of(job).is_some());
+        let failed = bad.into_iter().map(|job| (job, JobError::Permanent("payload has no eventId".into()))).collect();
         let mut tx = self.store.write().await?;
+        // Idempotent: a second run finds the event already dispatched and changes nothing.
         for event_id in events.iter().filter_map(event_of) {
             tx.events().mark_dispatched(event_id, now).await?;
         }
-        ctx.finish(tx, events.iter().map(|job| job.id).collect(), rest).await
+        ctx.finish(tx, events.iter().map(|job| job.id).collect(), Vec::new(), failed).await
     }
 }
 

@@ -1,7 +1,8 @@
 //! Durable background jobs: the handler trait, the runner that leases and runs jobs (`worker`),
 //! the retry schedule (`backoff`) and the job kinds of the service (`kinds` and one module per
-//! handler). Job handlers must be idempotent: a job may run again after a crash. A handler may
-//! also take its jobs in batches (`JobHandler::batch_limit`), to pay one transaction for many.
+//! handler). Job handlers must be idempotent: a job may run again after a crash. A handler runs
+//! one job at a time (`JobHandler::run`) or only in batches (`JobHandler::run_batch`, one job
+//! being a batch of one), to pay one transaction for many.
 
 mod backoff;
 mod dispatch;
@@ -109,12 +110,14 @@ pub struct BatchContext {
     clock: Arc<dyn Clock>,
 }
 
-/// Proof that a batch ended through [`BatchContext`]: the jobs it finished are done, and
-/// `rest` are left to run one at a time through [`JobHandler::run`].
+/// Proof that a batch ended through [`BatchContext`]: the jobs it finished are done, `failed`
+/// failed each with its own error (recorded as a run of that job alone would be: retried with
+/// backoff, or dead), and `rest` are left to run alone, each as a batch of one.
 #[derive(Debug)]
 #[must_use]
 pub struct BatchFinished {
     rest: Vec<Job>,
+    failed: Vec<(Job, JobError)>,
 }
 
 impl BatchContext {
@@ -126,14 +129,15 @@ impl BatchContext {
         &*self.clock
     }
 
-    /// Marks `done` (ids of this batch's jobs) done inside `tx` and commits; `rest` will run one at
-    /// a time. A lost lease fails the whole commit ([`JobError::Fenced`]), so nothing lands for
-    /// a job another worker has taken over.
+    /// Marks `done` (ids of this batch's jobs) done inside `tx` and commits; `rest` will run
+    /// alone, and `failed` are recorded as failed. A lost lease fails the whole commit
+    /// ([`JobError::Fenced`]), so nothing lands for a job another worker has taken over.
     pub async fn finish(
         &self,
         mut tx: Box<dyn Tx>,
         done: Vec<uuid::Uuid>,
         rest: Vec<Job>,
+        failed: Vec<(Job, JobError)>,
     ) -> Result<BatchFinished, JobError> {
         let now = self.clock.now();
         let mut leases = Vec::with_capacity(done.len());
@@ -151,36 +155,53 @@ impl BatchContext {
             return Err(JobError::Fenced);
         }
         tx.commit().await?;
-        Ok(BatchFinished { rest })
+        Ok(BatchFinished { rest, failed })
     }
 
-    /// Finishes nothing: every job runs one at a time.
-    pub fn one_at_a_time(&self, rest: Vec<Job>) -> BatchFinished {
-        BatchFinished { rest }
+    /// Ends the batch with nothing to commit: every job failed, or is left to run alone.
+    pub fn end(&self, rest: Vec<Job>, failed: Vec<(Job, JobError)>) -> BatchFinished {
+        BatchFinished { rest, failed }
     }
 }
 
-/// One kind of job. Implementations write their effects in a transaction they hand to
-/// `JobContext::finish`, whose `Finished` they return.
+/// One kind of job. A handler implements one of two shapes:
+/// - `run`, one job at a time, writing its effects in a transaction it hands to
+///   [`JobContext::finish`], whose `Finished` it returns;
+/// - `batch_limit` (above 1) and `run_batch`, several jobs at once through [`BatchContext`]: the
+///   runner hands it up to that many claimed jobs of its kind, and one job alone runs as a batch
+///   of one (the default `run`), so that each rule has one code path.
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError>;
+
+    /// Runs one job; by default as a batch of one through [`JobHandler::run_batch`].
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let batch = BatchContext::new(vec![ctx.lease], ctx.clock.clone());
+        let BatchFinished { rest, mut failed } = self.run_batch(vec![job.clone()], &batch).await?;
+        if let Some((_, error)) = failed.pop() {
+            return Err(error);
+        }
+        if !rest.is_empty() {
+            // Only a second job for one operation is left alone, and a batch of one has none.
+            return Err(JobError::Retry("its batch of one left it".into()));
+        }
+        Ok(Finished(()))
+    }
 
     /// The most jobs of this kind [`JobHandler::run_batch`] takes at once; 1 (the default)
-    /// runs every job alone.
+    /// runs every job alone through [`JobHandler::run`].
     fn batch_limit(&self) -> usize {
         1
     }
 
-    /// Runs several jobs of this kind together: the common case in one transaction for all,
-    /// anything unusual left to `run`, one job at a time. On an error each of the batch's jobs
-    /// runs alone, so whatever the batch committed before failing must be a step `run` takes
-    /// up from (settlement's recorded signatures are: `run` sends the recorded bytes), and a
-    /// batch is only ever a faster way to the outcome `run` would reach. Side effects outside
-    /// the store must be as safe to repeat as they are for `run`.
-    async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
-        Ok(ctx.one_at_a_time(jobs))
+    /// Runs several jobs of this kind together, in as few transactions as it can, each job to
+    /// its own outcome: done in the commit, failed with its own error (which touches no other
+    /// job of the batch), or left to run alone. When the whole batch fails (its commit, a
+    /// lost lease), each of its jobs runs again alone, so whatever the batch committed before
+    /// failing must be a step the batch path takes up from (settlement's recorded signatures
+    /// are: it sends the recorded bytes). Side effects outside the store must be safe to repeat.
+    async fn run_batch(&self, _jobs: Vec<Job>, _ctx: &BatchContext) -> Result<BatchFinished, JobError> {
+        Err(JobError::Permanent(format!("{} runs one job at a time", self.kind())))
     }
 
     /// Called when the job dies (its attempts ran out, or it failed for good), inside the

@@ -85,6 +85,17 @@ enum Outcome {
     Lost,
 }
 
+impl Outcome {
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Retried => "retried",
+            Outcome::Dead => "dead",
+            Outcome::Lost => "lost",
+        }
+    }
+}
+
 impl JobRunner {
     pub fn new(
         store: Arc<dyn Store>,
@@ -444,7 +455,9 @@ impl JobRunner {
     }
 
     /// Runs jobs of one kind: together through the handler's `run_batch` when there are
-    /// several, then alone whatever the batch left (or all of them, if the batch failed).
+    /// several, recording the failure of each job the batch failed; then alone whatever the
+    /// batch left (or all of them, if the whole batch failed). A job alone of a batching kind
+    /// runs as a batch of one (`JobHandler::run`'s default).
     async fn run_batch(&self, mut jobs: Vec<Job>) -> Vec<Outcome> {
         let handler = match jobs.first().and_then(|job| self.handlers.get(job.kind.as_str())) {
             Some(handler) if jobs.len() > 1 => handler.clone(),
@@ -487,14 +500,24 @@ impl JobRunner {
             }
         }
         let left = match result {
-            Ok(BatchFinished { rest }) => {
-                let completed = batched.len() - rest.len().min(batched.len());
+            Ok(BatchFinished { rest, failed }) => {
+                let completed = batched.len() - (rest.len() + failed.len()).min(batched.len());
                 outcomes.extend((0..completed).map(|_| Outcome::Completed));
                 metrics::counter!("tokenops_jobs_finished_total", "kind" => kind, "outcome" => "completed")
                     .increment(completed as u64);
                 metrics::histogram!("tokenops_job_batch_size", "kind" => kind).record(completed as f64);
                 metrics::histogram!("tokenops_job_duration_seconds", "kind" => kind)
                     .record(started.elapsed().as_secs_f64());
+                // Each as a run of that job alone would have failed: retried with backoff, or dead.
+                for (job, error) in failed {
+                    let outcome = match lease_of(&job) {
+                        Some(lease) => self.record_failure(&job, lease, error).await,
+                        None => Outcome::Lost,
+                    };
+                    let label = outcome.label();
+                    metrics::counter!("tokenops_jobs_finished_total", "kind" => kind, "outcome" => label).increment(1);
+                    outcomes.push(outcome);
+                }
                 rest
             }
             Err(error) => {
@@ -542,12 +565,7 @@ impl JobRunner {
         if let Ok(mut running) = self.running.lock() {
             running.remove(&job.id);
         }
-        let label = match outcome {
-            Outcome::Completed => "completed",
-            Outcome::Retried => "retried",
-            Outcome::Dead => "dead",
-            Outcome::Lost => "lost",
-        };
+        let label = outcome.label();
         metrics::counter!("tokenops_jobs_finished_total", "kind" => job.kind.clone(), "outcome" => label).increment(1);
         metrics::histogram!("tokenops_job_duration_seconds", "kind" => job.kind.clone())
             .record(started.elapsed().as_secs_f64());

@@ -7,7 +7,6 @@ use tokenops_domain::event::EventType;
 use tokenops_domain::operation::{LockStatus, OperationState, TxType};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{LockRecord, OperationRecord, Tx};
-use uuid::Uuid;
 
 use super::{Pipeline, lock_expiry};
 use crate::jobs::JobError;
@@ -34,23 +33,9 @@ impl PositionDeltas {
     }
 }
 
-/// CONFIRMED: the operation, its effect on locks, its event and audit record; its effect on
-/// positions goes into `positions`, for the caller to apply before committing.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn confirm(
-    p: &Pipeline,
-    tx: &mut dyn Tx,
-    positions: &mut PositionDeltas,
-    tenant: TenantId,
-    id: Uuid,
-    block_number: u64,
-    now: Timestamp,
-) -> Result<(), JobError> {
-    let row = tx.operations().get_for_update(tenant, id).await?;
-    confirm_row(p, tx, positions, row, block_number, now).await
-}
-
-/// As `confirm`, on the operation's row as the caller read it for update.
+/// CONFIRMED: the operation (its row as the caller read it for update), its effect on locks,
+/// its event and audit record; its effect on positions goes into `positions`, for the caller to
+/// apply before committing.
 pub(super) async fn confirm_row(
     p: &Pipeline,
     tx: &mut dyn Tx,

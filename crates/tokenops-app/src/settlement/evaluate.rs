@@ -8,8 +8,8 @@ use tokenops_domain::operation::{FailureCode, OperationState};
 use tokenops_store::{Job, OperationRecord, Tx};
 
 use super::signatures::signed_hash_note;
-use super::{BATCH_LIMIT, Lookups, Pipeline, Settle, Sorted, sort_batch, target};
-use crate::jobs::{BatchContext, BatchFinished, Finished, JobContext, JobError, JobHandler, kinds};
+use super::{BATCH_LIMIT, Pipeline, sort_batch, target};
+use crate::jobs::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 
 pub struct Evaluate(pub Arc<Pipeline>);
 
@@ -20,15 +20,14 @@ enum Decision {
 }
 
 /// The policy step. No ACTIVE policy governs any action yet: every operation is approved. The
-/// policy engine plugs in here (raising approval requests or refusing), for `run` and
-/// `run_batch` alike.
+/// policy engine plugs in here (raising approval requests or refusing).
 fn decide(_operation: &OperationRecord) -> Decision {
     Decision::Approved
 }
 
-/// Approved and signed by an evaluation batch that stopped before sending: no settle job exists
-/// for it, so the evaluation job itself must see it settled.
-fn signed_unsent(operation: &OperationRecord) -> bool {
+/// Approved and signed by an evaluation that stopped before sending: no settle job exists for
+/// it, so the evaluation job itself must see it settled.
+pub(super) fn signed_unsent(operation: &OperationRecord) -> bool {
     operation.state == OperationState::PendingSettlement && operation.signed_transaction.is_some()
 }
 
@@ -38,89 +37,35 @@ impl JobHandler for Evaluate {
         kinds::OPERATION_EVALUATE
     }
 
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
-        let p = &self.0;
-        let (tenant, id) = target(job)?;
-        let now = ctx.clock().now();
-        let operation = match p.load(tenant, id).await? {
-            Some(operation) if operation.state == OperationState::Submitted => operation,
-            // A batch approved and signed it, then stopped before it was sent: settlement goes
-            // on from the recorded signature (`run_batch`).
-            Some(operation) if signed_unsent(&operation) => return Settle(p.clone()).run(job, ctx).await,
-            _ => return ctx.finish(p.store.write().await?).await,
-        };
-        // What settlement needs must still hold: ACTIVE accounts and contract, a valid expiry.
-        let unprocessable = p.ledger_call(&operation, now).await?.err();
-        let mut tx = p.store.write().await?;
-        // Decided on the row as it is now, not as it was read: an earlier claim of this very job
-        // (its lease expired under load) may have signed it in a batch since. Then this job,
-        // not a settle job, owes it its settlement, and finishing here would strand it.
-        let row = tx.operations().get_for_update(tenant, id).await?;
-        match &row {
-            Some(operation) if operation.state == OperationState::Submitted => {}
-            Some(operation) if signed_unsent(operation) => {
-                drop(tx);
-                return Settle(p.clone()).run(job, ctx).await;
-            }
-            _ => return ctx.finish(tx).await,
-        }
-        match unprocessable {
-            Some(reason) => {
-                p.fail_row(tx.as_mut(), row, OperationState::Submitted, FailureCode::Unprocessable, reason, None, now)
-                    .await?;
-            }
-            None => match decide(&operation) {
-                Decision::Approved => {
-                    let moved = p
-                        .advance_row(
-                            tx.as_mut(),
-                            row,
-                            OperationState::Submitted,
-                            |o| o.state = OperationState::PendingSettlement,
-                            now,
-                        )
-                        .await?;
-                    if moved.is_some() {
-                        tx.jobs().enqueue(&p.job(kinds::OPERATION_SETTLE, tenant, id, now), now).await?;
-                    }
-                }
-            },
-        }
-        ctx.finish(tx).await
-    }
-
     fn batch_limit(&self) -> usize {
         BATCH_LIMIT
     }
 
     /// The approved go straight on into settlement (`Pipeline::sign_and_send`): approval and
-    /// the signature commit together, and the batch finishes once the operations are sent, so
-    /// no `operation.settle` job runs for them. An operation that cannot be processed is left
-    /// to `run`, which records why; one that the batch leaves signed but unsent, `run` settles.
+    /// the signature commit together, and the job finishes once the operation is sent, so no
+    /// `operation.settle` job runs for it (only for one custody did not sign). An operation
+    /// that cannot be processed ends FAILED `UNPROCESSABLE`; one left signed but unsent (an
+    /// earlier run stopped after recording its signature) is sent, the recorded bytes.
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         let p = &self.0;
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
-        // Signed but unsent (an earlier batch stopped after its first commit): `run` settles it.
-        let Sorted { due, idle, mut rest } =
-            sort_batch(read.as_mut(), jobs, OperationState::Submitted, signed_unsent).await?;
-        let mut lookups = Lookups::default();
-        let mut calls = Vec::with_capacity(due.len());
-        for (job, operation) in due {
-            match decide(&operation) {
-                Decision::Approved => match p.ledger_call_in(read.as_mut(), &mut lookups, &operation, now).await? {
-                    Ok((token, call)) => calls.push((job, operation, token, call)),
-                    Err(_) => rest.push(job),
-                },
+        let wanted = |o: &OperationRecord| o.state == OperationState::Submitted || signed_unsent(o);
+        let mut sorted = sort_batch(read.as_mut(), jobs, wanted).await?;
+        let work = p.plan(read.as_mut(), &mut sorted, now).await?;
+        // The policy decision, on the operations that can be processed and are not signed yet.
+        for (_, operation, _, _) in &work.calls {
+            match decide(operation) {
+                Decision::Approved => {}
             }
         }
         drop(read);
-        p.sign_and_send(calls, OperationState::Submitted, idle, rest, ctx).await
+        p.sign_and_send(work, OperationState::Submitted, sorted, ctx).await
     }
 
-    /// An evaluation that ran out of attempts, before approval (SUBMITTED) or after a batch
-    /// signed its operation (PENDING_SETTLEMENT), fails the operation `RETRY_EXHAUSTED` with a
-    /// break: nothing waits for a job that will never run again.
+    /// An evaluation that ran out of attempts, before approval (SUBMITTED) or after it signed
+    /// its operation (PENDING_SETTLEMENT), fails the operation `RETRY_EXHAUSTED` with a break:
+    /// nothing waits for a job that will never run again.
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
         let Ok((tenant, id)) = target(job) else { return Ok(()) };
         let row = tx.operations().get_for_update(tenant, id).await?;

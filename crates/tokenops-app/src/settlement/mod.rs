@@ -91,45 +91,50 @@ fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {
 }
 
 /// A batch's jobs split by their operations, read in one transaction: those whose operation
-/// is in `state` (with it), those whose operation has moved on or is gone (finished with no
-/// effect, as `run` would), and those `run` must look at alone (no readable target, or an
-/// operation elsewhere that `alone` says `run` still has work on).
+/// the step has work on (`wanted`, with it), those whose operation has moved on or is gone
+/// (finished with no effect), those to run alone (a second job for one operation), and those
+/// that failed (no readable target).
 struct Sorted {
     due: Vec<(Job, OperationRecord)>,
     idle: Vec<Job>,
     rest: Vec<Job>,
+    failed: Vec<(Job, JobError)>,
 }
 
 async fn sort_batch(
     tx: &mut dyn Tx,
     jobs: Vec<Job>,
-    state: OperationState,
-    alone: impl Fn(&OperationRecord) -> bool + Send,
+    wanted: impl Fn(&OperationRecord) -> bool + Send,
 ) -> Result<Sorted, JobError> {
-    let mut sorted = Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new() };
+    let mut sorted =
+        Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new(), failed: Vec::new() };
     let mut targeted = Vec::with_capacity(jobs.len());
     let mut seen = std::collections::HashSet::with_capacity(jobs.len());
     for job in jobs {
         match target(&job) {
             // A second job for one operation (a stale claim beside a fresh one) runs alone.
             Ok(target) if seen.insert(target) => targeted.push((job, target)),
-            _ => sorted.rest.push(job),
+            Ok(_) => sorted.rest.push(job),
+            Err(error) => sorted.failed.push((job, error)),
         }
     }
     let ids: Vec<(TenantId, Uuid)> = targeted.iter().map(|(_, target)| *target).collect();
     let found = tx.operations().get_many(&ids, false).await?;
     for ((job, _), operation) in targeted.into_iter().zip(found) {
         match operation {
-            Some(operation) if operation.state == state => sorted.due.push((job, operation)),
-            Some(operation) if alone(&operation) => sorted.rest.push(job),
+            Some(operation) if wanted(&operation) => sorted.due.push((job, operation)),
             _ => sorted.idle.push(job),
         }
     }
     Ok(sorted)
 }
 
-/// Reads the operations for update in one go (where the store can), for `advance_row`.
+/// Reads the operations for update in one go (where the store can, in id order), for
+/// `advance_row`; none at all costs no round trip.
 async fn lock_rows(tx: &mut dyn Tx, operations: &[&OperationRecord]) -> Result<Vec<Option<OperationRecord>>, JobError> {
+    if operations.is_empty() {
+        return Ok(Vec::new());
+    }
     let ids: Vec<(TenantId, Uuid)> = operations.iter().map(|o| (o.tenant_id, o.id)).collect();
     Ok(tx.operations().get_many(&ids, true).await?)
 }
@@ -191,11 +196,6 @@ pub(crate) fn parse_address(text: Option<&str>, what: &str) -> Result<Address, S
 }
 
 impl Pipeline {
-    async fn load(&self, tenant: TenantId, id: Uuid) -> Result<Option<OperationRecord>, JobError> {
-        let mut tx = self.store.read().await?;
-        Ok(tx.operations().get(tenant, id).await?)
-    }
-
     pub(crate) fn job(&self, kind: &str, tenant: TenantId, id: Uuid, run_at: Timestamp) -> NewJob {
         NewJob {
             kind: kind.to_owned(),
@@ -207,22 +207,8 @@ impl Pipeline {
         }
     }
 
-    /// Moves the operation (read for update in `tx`) from `from` to `to` by `change`, with the
-    /// event the new state calls for; `false` when the operation is no longer in `from`.
-    async fn advance(
-        &self,
-        tx: &mut dyn Tx,
-        tenant: TenantId,
-        id: Uuid,
-        from: OperationState,
-        change: impl FnOnce(&mut OperationRecord),
-        now: Timestamp,
-    ) -> Result<Option<OperationRecord>, JobError> {
-        let row = tx.operations().get_for_update(tenant, id).await?;
-        self.advance_row(tx, row, from, change, now).await
-    }
-
-    /// As `advance`, on the operation's row as the caller read it for update.
+    /// Moves the operation (its row as the caller read it for update) from `from` by `change`;
+    /// `None` when the operation is gone or no longer in `from`.
     async fn advance_row(
         &self,
         tx: &mut dyn Tx,
@@ -244,18 +230,9 @@ impl Pipeline {
         Ok(Some(operation))
     }
 
-    /// The ledger call of an operation, with the token's address: every address it needs read
-    /// from the store. `Err` is a reason the operation cannot be processed (UNPROCESSABLE).
-    async fn ledger_call(
-        &self,
-        operation: &OperationRecord,
-        now: Timestamp,
-    ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
-        let mut tx = self.store.read().await?;
-        self.ledger_call_in(tx.as_mut(), &mut Lookups::default(), operation, now).await
-    }
-
-    /// As `ledger_call`, reading through `tx` what `lookups` does not hold yet.
+    /// The ledger call of an operation, with the token's address, reading through `tx` what
+    /// `lookups` does not hold yet. `Err` is a reason the operation cannot be processed
+    /// (UNPROCESSABLE).
     async fn ledger_call_in(
         &self,
         tx: &mut dyn Tx,

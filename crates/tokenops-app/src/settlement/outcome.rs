@@ -4,34 +4,17 @@
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::event::{Event, EventType, ResourceRef};
 use tokenops_domain::operation::{BreakReason, FailureCode, OperationState};
-use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_domain::{Timestamp, new_id};
 use tokenops_store::{BreakRecord, OperationRecord, Tx};
-use uuid::Uuid;
 
 use super::{Pipeline, SETTLED, internal};
 use crate::jobs::JobError;
 use crate::operations::OperationOut;
 
 impl Pipeline {
-    /// Ends the operation FAILED with `code` and `reason`: its event, its lock bookkeeping, a
-    /// break when it reached the ledger or ran out of retries, and the audit record.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn fail(
-        &self,
-        tx: &mut dyn Tx,
-        tenant: TenantId,
-        id: Uuid,
-        from: OperationState,
-        code: FailureCode,
-        reason: String,
-        block_number: Option<u64>,
-        now: Timestamp,
-    ) -> Result<(), JobError> {
-        let row = tx.operations().get_for_update(tenant, id).await?;
-        self.fail_row(tx, row, from, code, reason, block_number, now).await
-    }
-
-    /// As `fail`, on the operation's row as the caller read it for update.
+    /// Ends the operation (its row as the caller read it for update) FAILED with `code` and
+    /// `reason`, if it is still in `from`: its event, its lock bookkeeping, a break when it
+    /// reached the ledger or ran out of retries, and the audit record.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn fail_row(
         &self,

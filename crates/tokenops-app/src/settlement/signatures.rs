@@ -3,14 +3,15 @@
 //! operation keeps its signature in, and sending the stored ones again at start.
 
 use std::sync::Arc;
-use tokenops_custody::Address;
-use tokenops_domain::operation::OperationState;
+use tokenops_custody::{Address, CustodyError};
+use tokenops_domain::operation::{FailureCode, OperationState};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_ledger::{Ledger, LedgerCall, SignedTransaction};
-use tokenops_store::{Job, OperationRecord};
+use tokenops_ledger::{Ledger, LedgerCall, LedgerError, SignedTransaction};
+use tokenops_store::{Job, OperationRecord, Tx};
 use uuid::Uuid;
 
-use super::{Pipeline, internal, lock_rows};
+use super::evaluate::signed_unsent;
+use super::{Lookups, Pipeline, Sorted, internal, lock_rows};
 use crate::jobs::{BatchContext, BatchFinished, JobError, kinds};
 
 /// Signatures made but not yet handed to `record_signatures`: dropped armed (the run was
@@ -67,6 +68,16 @@ impl Pipeline {
             let rows = tx.operations().get_many(&ids, true).await?;
             let mut outcomes = Vec::with_capacity(signed.len());
             for (ours, row) in ours.iter().zip(rows) {
+                // Signed already, by another claim of this job or another job: only those bytes
+                // may be sent, whichever state this run expected.
+                if let Some(kept) = row
+                    .as_ref()
+                    .filter(|o| o.state == OperationState::PendingSettlement)
+                    .and_then(|o| o.signed_transaction.clone())
+                {
+                    outcomes.push(if kept == *ours { Recorded::Ours } else { Recorded::Other(kept) });
+                    continue;
+                }
                 let moved = self
                     .advance_row(
                         tx.as_mut(),
@@ -127,31 +138,47 @@ impl Pipeline {
             .collect())
     }
 
-    /// The common case of settling a batch: signs each operation's ledger call, records every
-    /// signature in one commit (moving each operation from `from` to PENDING_SETTLEMENT), sends
-    /// what was recorded, and moves the sent to SETTLING with their track jobs in the commit
-    /// that finishes the batch. A refusal, a signature recorded first by another run, or a
-    /// failed send is left to `run`, which then finds the recorded bytes and sends those.
+    /// Settles the operations of a batch (step 2, also run by step 1 for the approved): signs
+    /// each of `work.calls`, records every signature in one commit (moving each operation from
+    /// `from` to PENDING_SETTLEMENT), sends what was recorded and `work.signed`, and lands every
+    /// outcome in the commit that finishes the batch: the sent to SETTLING with their track
+    /// jobs, the failed FAILED. A job whose try may succeed later fails alone with `Retry`.
     pub(super) async fn sign_and_send(
         &self,
-        calls: Vec<(Job, OperationRecord, Address, LedgerCall)>,
+        work: Work,
         from: OperationState,
-        idle: Vec<Job>,
-        mut rest: Vec<Job>,
+        sorted: Sorted,
         ctx: &BatchContext,
     ) -> Result<BatchFinished, JobError> {
         let p = self;
-        let mut signed = Vec::with_capacity(calls.len());
+        let Sorted { idle, mut rest, mut failed, .. } = sorted;
+        let mut done: Vec<Uuid> = idle.iter().map(|job| job.id).collect();
+        let mut endings: Vec<(Job, OperationRecord, Ending)> = Vec::with_capacity(work.calls.len() + work.signed.len());
+        for (job, operation, reason) in work.unprocessable {
+            let from = operation.state;
+            endings.push((job, operation, Ending::Fail { from, code: FailureCode::Unprocessable, reason }));
+        }
+        let mut signed = Vec::with_capacity(work.calls.len());
         // Should the batch be stopped (its lease lost) before the signatures are recorded, their
         // nonces are given back rather than left as gaps.
         let mut unsent = Unrecorded { ledger: p.ledger.clone(), signed: Vec::new() };
-        for (job, operation, token, call) in calls {
+        for (job, operation, token, call) in work.calls {
             match p.ledger.sign(token, &call, p.custody.as_ref()).await {
                 Ok(transaction) => {
                     unsent.signed.push(transaction.clone());
                     signed.push((job, operation, transaction));
                 }
-                Err(_) => rest.push(job),
+                // Approved, not signed: the settle step signs it, with its own retries.
+                Err(_) if from == OperationState::Submitted => endings.push((job, operation, Ending::Approve)),
+                Err(LedgerError::Signing(CustodyError::Refused { reason, .. })) => {
+                    let reason = format!("custody refused to sign: {reason}");
+                    endings.push((job, operation, Ending::Fail { from, code: FailureCode::SigningRejected, reason }));
+                }
+                Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::Retry(e.to_string()))),
+                Err(e) => {
+                    let code = if e.is_temporary() { FailureCode::RetryExhausted } else { FailureCode::ChainFailed };
+                    endings.push((job, operation, Ending::Fail { from, code, reason: e.to_string() }));
+                }
             }
         }
         let records: Vec<(TenantId, Uuid, &SignedTransaction)> =
@@ -159,47 +186,133 @@ impl Pipeline {
         // From here `record_signatures` settles each nonce's fate itself. (Stopped while its
         // commit is in flight, the outcome is unknown and the nonces are kept.)
         unsent.disarm();
-        let recorded = p.record_signatures(&records, from, ctx.clock().now()).await?;
-        let mut sent = Vec::with_capacity(signed.len());
+        let recorded = if records.is_empty() {
+            Vec::new()
+        } else {
+            p.record_signatures(&records, from, ctx.clock().now()).await?
+        };
+        let mut to_send = work.signed;
         for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded) {
-            // Only our own recorded bytes go out from here; `run` sends another's.
-            if !matches!(recorded, Recorded::Ours) {
-                rest.push(job);
-                continue;
+            match recorded {
+                Recorded::Ours => to_send.push((job, operation, transaction)),
+                // Only the recorded bytes are ever sent.
+                Recorded::Other(text) => match decode_signed(&text) {
+                    Ok(theirs) => to_send.push((job, operation, theirs)),
+                    Err(error) => failed.push((job, error)),
+                },
+                Recorded::Gone => done.push(job.id),
             }
+        }
+        for (job, operation, transaction) in to_send {
             match p.ledger.send(&transaction).await {
-                Ok(hash) => sent.push((job, operation, hash)),
-                Err(_) => rest.push(job),
+                Ok(hash) => endings.push((job, operation, Ending::Sent(format!("{hash:#x}")))),
+                Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::Retry(e.to_string()))),
+                Err(e) => {
+                    // The outcome may be unknown: the break names the signed transaction's hash.
+                    let code = if e.is_temporary() { FailureCode::RetryExhausted } else { FailureCode::ChainFailed };
+                    let reason = format!("{e} (signed transaction {:#x})", transaction.hash);
+                    let from = OperationState::PendingSettlement;
+                    endings.push((job, operation, Ending::Fail { from, code, reason }));
+                }
             }
+        }
+        if done.is_empty() && endings.is_empty() {
+            return Ok(ctx.end(rest, failed));
         }
         let now = ctx.clock().now();
         // A transaction just sent is in no block yet: the first look waits one poll.
         let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
         let mut tx = p.store.write().await?;
-        let operations: Vec<&OperationRecord> = sent.iter().map(|(_, o, _)| o).collect();
+        let operations: Vec<&OperationRecord> = endings.iter().map(|(_, o, _)| o).collect();
         let rows = lock_rows(tx.as_mut(), &operations).await?;
         let mut next = Vec::with_capacity(rows.len());
-        for (row, (_, _, hash)) in rows.into_iter().zip(&sent) {
-            let moved = p
-                .advance_row(
-                    tx.as_mut(),
-                    row,
-                    OperationState::PendingSettlement,
-                    |o| {
+        for (row, (job, _, ending)) in rows.into_iter().zip(endings) {
+            match ending {
+                Ending::Sent(hash) => {
+                    let change = |o: &mut OperationRecord| {
                         o.state = OperationState::Settling;
-                        o.tx_hash = Some(format!("{hash:#x}"));
-                    },
-                    now,
-                )
-                .await?;
-            if let Some(o) = moved {
-                next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
+                        o.tx_hash = Some(hash);
+                    };
+                    let from = OperationState::PendingSettlement;
+                    if let Some(o) = p.advance_row(tx.as_mut(), row, from, change, now).await? {
+                        next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
+                    }
+                }
+                Ending::Approve => {
+                    let change = |o: &mut OperationRecord| o.state = OperationState::PendingSettlement;
+                    if let Some(o) = p.advance_row(tx.as_mut(), row, OperationState::Submitted, change, now).await? {
+                        next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
+                    }
+                }
+                // Signed meanwhile by an earlier claim of this very evaluation: this job, not a
+                // settle job, owes it its settlement, which it takes up when it runs alone.
+                Ending::Fail { from: OperationState::Submitted, .. } if row.as_ref().is_some_and(signed_unsent) => {
+                    rest.push(job);
+                    continue;
+                }
+                Ending::Fail { from, code, reason } => {
+                    p.fail_row(tx.as_mut(), row, from, code, reason, None, now).await?;
+                }
             }
+            done.push(job.id);
         }
         tx.jobs().enqueue_all(&next, now).await?;
-        let done = idle.iter().map(|job| job.id).chain(sent.iter().map(|(job, _, _)| job.id)).collect();
-        ctx.finish(tx, done, rest).await
+        ctx.finish(tx, done, rest, failed).await
     }
+}
+
+impl Pipeline {
+    /// The settle work of a batch's due operations (read through `read`): the recorded bytes of
+    /// those signed already, the ledger call of the others, or why one cannot be processed. A
+    /// stored signature that cannot be decoded fails its job for good.
+    pub(super) async fn plan(&self, read: &mut dyn Tx, sorted: &mut Sorted, now: Timestamp) -> Result<Work, JobError> {
+        let mut lookups = Lookups::default();
+        let mut work = Work::default();
+        for (job, operation) in std::mem::take(&mut sorted.due) {
+            if let Some(text) = operation.signed_transaction.as_deref() {
+                match decode_signed(text) {
+                    Ok(signed) => work.signed.push((job, operation, signed)),
+                    Err(error) => sorted.failed.push((job, error)),
+                }
+                continue;
+            }
+            // What settlement needs must still hold: ACTIVE accounts and contract, a valid expiry.
+            match self.ledger_call_in(read, &mut lookups, &operation, now).await? {
+                Ok((token, call)) => work.calls.push((job, operation, token, call)),
+                Err(reason) => work.unprocessable.push((job, operation, reason)),
+            }
+        }
+        Ok(work)
+    }
+}
+
+/// What the settle work of a batch starts from.
+#[derive(Default)]
+pub(super) struct Work {
+    /// To sign and send: each operation's ledger call, with the token's address.
+    pub calls: Vec<(Job, OperationRecord, Address, LedgerCall)>,
+    /// Signed already: the recorded bytes, sent again.
+    pub signed: Vec<(Job, OperationRecord, SignedTransaction)>,
+    /// Cannot be processed (why): FAILED `UNPROCESSABLE` from the state they are in.
+    pub unprocessable: Vec<(Job, OperationRecord, String)>,
+}
+
+/// How an operation's settle work ends in the batch's last commit.
+enum Ending {
+    /// Sent (its hash): SETTLING, and tracked.
+    Sent(String),
+    /// Approved but not signed (an evaluation): PENDING_SETTLEMENT, for a settle job.
+    Approve,
+    Fail {
+        from: OperationState,
+        code: FailureCode,
+        reason: String,
+    },
+}
+
+/// Whether a failure of this run is the job's last: then it ends the operation, not a retry.
+fn last_attempt(job: &Job) -> bool {
+    job.attempts >= job.max_attempts
 }
 
 /// After a restart, sends the stored signed transactions of every unsettled operation again,

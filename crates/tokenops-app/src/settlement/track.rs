@@ -9,10 +9,10 @@ use tokenops_domain::operation::{FailureCode, OperationState};
 use tokenops_ledger::{Outcome, ReceiptStatus};
 use tokenops_store::{Job, OperationRecord, Tx};
 
-use super::confirm::{PositionDeltas, confirm, confirm_row};
+use super::confirm::{PositionDeltas, confirm_row};
 use super::signatures::decode_signed;
 use super::{BATCH_LIMIT, Pipeline, Sorted, lock_rows, sort_batch, target};
-use crate::jobs::{BatchContext, BatchFinished, Finished, JobContext, JobError, JobHandler, kinds};
+use crate::jobs::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 
 pub struct Track(pub Arc<Pipeline>);
 
@@ -22,91 +22,52 @@ impl JobHandler for Track {
         kinds::OPERATION_TRACK
     }
 
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
-        let p = &self.0;
-        let (tenant, id) = target(job)?;
-        let from = OperationState::Settling;
-        let Some(operation) = p.load(tenant, id).await?.filter(|o| o.state == from) else {
-            return ctx.finish(p.store.write().await?).await;
-        };
-        let hash = operation
-            .tx_hash
-            .as_deref()
-            .and_then(|h| h.parse().ok())
-            .ok_or_else(|| JobError::Permanent("a SETTLING operation without a txHash".into()))?;
-        let receipt = match p.ledger.receipt(hash).await {
-            Ok(receipt) => receipt,
-            Err(e) => return Err(JobError::Retry(e.to_string())),
-        };
-        let now = ctx.clock().now();
-        let mut tx = p.store.write().await?;
-        match receipt {
-            ReceiptStatus::Pending => {
-                tx.jobs()
-                    .enqueue(
-                        &p.job(kinds::OPERATION_TRACK, tenant, id, now.plus_millis(p.settings.receipt_poll_ms)),
-                        now,
-                    )
-                    .await?;
-            }
-            ReceiptStatus::Unknown => {
-                // Dropped or never received: the same signed bytes again, never a new signature.
-                if let Some(text) = &operation.signed_transaction {
-                    p.ledger.send(&decode_signed(text)?).await.map_err(|e| JobError::Retry(e.to_string()))?;
-                }
-                tx.jobs()
-                    .enqueue(
-                        &p.job(kinds::OPERATION_TRACK, tenant, id, now.plus_millis(p.settings.receipt_poll_ms)),
-                        now,
-                    )
-                    .await?;
-            }
-            ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
-                let mut positions = PositionDeltas::default();
-                confirm(p, tx.as_mut(), &mut positions, tenant, id, block_number, now).await?;
-                positions.apply(tx.as_mut(), now).await?;
-            }
-            ReceiptStatus::Included { block_number, outcome: Outcome::Reverted { reason, .. } } => {
-                let reason = format!("{reason}: the ledger reverted the transaction");
-                p.fail(tx.as_mut(), tenant, id, from, FailureCode::ChainFailed, reason, Some(block_number), now)
-                    .await?;
-            }
-        }
-        ctx.finish(tx).await
-    }
-
     fn batch_limit(&self) -> usize {
         BATCH_LIMIT
     }
 
-    /// Reads every receipt at once and lands all the outcomes in one commit; a transaction the
-    /// ledger does not know is left to `run`, which sends its recorded bytes again.
+    /// Reads every receipt at once and lands all the outcomes in one commit: a pending one polls
+    /// again, one the ledger does not know is sent again (the recorded bytes) and polls again.
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         let p = &self.0;
         let from = OperationState::Settling;
-        let Sorted { due, idle, mut rest } = {
+        let Sorted { due, idle, rest, mut failed } = {
             let mut read = p.store.read().await?;
-            sort_batch(read.as_mut(), jobs, from, |_| false).await?
+            sort_batch(read.as_mut(), jobs, |o| o.state == from).await?
         };
         let mut tracked = Vec::with_capacity(due.len());
         for (job, operation) in due {
             match operation.tx_hash.as_deref().and_then(|h| h.parse().ok()) {
                 Some(hash) => tracked.push((job, operation, hash)),
-                None => rest.push(job),
+                None => failed.push((job, JobError::Permanent("a SETTLING operation without a txHash".into()))),
             }
         }
         let hashes: Vec<_> = tracked.iter().map(|(_, _, hash)| *hash).collect();
-        let receipts = p.ledger.receipts(&hashes).await.map_err(|e| JobError::Retry(e.to_string()))?;
+        let receipts = if hashes.is_empty() {
+            Vec::new()
+        } else {
+            p.ledger.receipts(&hashes).await.map_err(|e| JobError::Retry(e.to_string()))?
+        };
         let now = ctx.clock().now();
         let mut outcomes = Vec::with_capacity(tracked.len());
         let mut done = idle;
         for ((job, operation, _), receipt) in tracked.into_iter().zip(receipts) {
             if receipt == ReceiptStatus::Unknown {
-                rest.push(job);
-            } else {
-                outcomes.push((operation, receipt));
-                done.push(job);
+                // Dropped or never received: the same signed bytes again, never a new signature.
+                let resent = match operation.signed_transaction.as_deref().map(decode_signed) {
+                    Some(Ok(signed)) => {
+                        p.ledger.send(&signed).await.map(|_| ()).map_err(|e| JobError::Retry(e.to_string()))
+                    }
+                    Some(Err(error)) => Err(error),
+                    None => Ok(()),
+                };
+                if let Err(error) = resent {
+                    failed.push((job, error));
+                    continue;
+                }
             }
+            outcomes.push((operation, receipt));
+            done.push(job);
         }
         let mut tx = p.store.write().await?;
         let settled: Vec<&OperationRecord> = outcomes
@@ -119,8 +80,7 @@ impl JobHandler for Track {
         let mut polls = Vec::new();
         for (operation, receipt) in outcomes {
             match receipt {
-                ReceiptStatus::Unknown => {}
-                ReceiptStatus::Pending => {
+                ReceiptStatus::Pending | ReceiptStatus::Unknown => {
                     let next = now.plus_millis(p.settings.receipt_poll_ms);
                     polls.push(p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, next));
                 }
@@ -139,7 +99,7 @@ impl JobHandler for Track {
         tx.jobs().enqueue_all(&polls, now).await?;
         positions.apply(tx.as_mut(), now).await?;
         let done = done.iter().map(|job| job.id).collect();
-        ctx.finish(tx, done, rest).await
+        ctx.finish(tx, done, rest, failed).await
     }
 
     /// Receipts that could not be followed to the end (the ledger unreachable for the whole
@@ -147,7 +107,8 @@ impl JobHandler for Track {
     /// `RETRY_EXHAUSTED` with a break naming its txHash: its ledger outcome must be verified.
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
         let Ok((tenant, id)) = target(job) else { return Ok(()) };
+        let row = tx.operations().get_for_update(tenant, id).await?;
         let reason = format!("the receipt could not be followed: {reason}");
-        self.0.fail(tx, tenant, id, OperationState::Settling, FailureCode::RetryExhausted, reason, None, now).await
+        self.0.fail_row(tx, row, OperationState::Settling, FailureCode::RetryExhausted, reason, None, now).await
     }
 }
