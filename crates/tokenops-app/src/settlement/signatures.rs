@@ -187,13 +187,22 @@ impl Pipeline {
         // commit is in flight, the outcome is unknown and the nonces are kept.)
         unsent.disarm();
         let recorded = if records.is_empty() {
-            Vec::new()
+            Ok(Vec::new())
         } else {
-            p.record_signatures(&records, from, ctx.clock().now()).await?
+            p.record_signatures(&records, from, ctx.clock().now()).await
+        };
+        let recorded = match recorded {
+            Ok(recorded) => recorded,
+            // An evaluation whose signatures could not be recorded still lands its approvals: a
+            // settle job signs them again, with its own retries.
+            Err(_) if from == OperationState::Submitted => records.iter().map(|_| Recorded::Gone).collect(),
+            Err(e) => return Err(e),
         };
         let mut to_send = work.signed;
         for ((job, operation, transaction), recorded) in signed.into_iter().zip(recorded) {
             match recorded {
+                // Not recorded: approved, for a settle job, if still SUBMITTED when it commits.
+                Recorded::Gone if from == OperationState::Submitted => endings.push((job, operation, Ending::Approve)),
                 Recorded::Ours => to_send.push((job, operation, transaction)),
                 // Only the recorded bytes are ever sent.
                 Recorded::Other(text) => match decode_signed(&text) {
@@ -228,6 +237,15 @@ impl Pipeline {
         let mut next = Vec::with_capacity(rows.len());
         for (row, (job, _, ending)) in rows.into_iter().zip(endings) {
             match ending {
+                // Signed meanwhile (by an earlier claim of this very evaluation, or a commit that
+                // landed though it reported a failure): this job, not a settle job, owes it its
+                // settlement, which it takes up when it runs alone.
+                Ending::Approve | Ending::Fail { from: OperationState::Submitted, .. }
+                    if row.as_ref().is_some_and(signed_unsent) =>
+                {
+                    rest.push(job);
+                    continue;
+                }
                 Ending::Sent(hash) => {
                     let change = |o: &mut OperationRecord| {
                         o.state = OperationState::Settling;
@@ -243,12 +261,6 @@ impl Pipeline {
                     if let Some(o) = p.advance_row(tx.as_mut(), row, OperationState::Submitted, change, now).await? {
                         next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
-                }
-                // Signed meanwhile by an earlier claim of this very evaluation: this job, not a
-                // settle job, owes it its settlement, which it takes up when it runs alone.
-                Ending::Fail { from: OperationState::Submitted, .. } if row.as_ref().is_some_and(signed_unsent) => {
-                    rest.push(job);
-                    continue;
                 }
                 Ending::Fail { from, code, reason } => {
                     p.fail_row(tx.as_mut(), row, from, code, reason, None, now).await?;
