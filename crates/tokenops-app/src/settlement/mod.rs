@@ -16,18 +16,33 @@
 //! States only move forward (`OperationState::may_become`); a job that finds its operation
 //! elsewhere than it expects does nothing.
 //!
-//! Each step also runs in batches (`run_batch`): the common case of up to `BATCH_LIMIT`
-//! operations with one read, one ledger round and one commit (two for signing: the signatures
-//! are committed before anything is sent); anything unusual is left to `run`. A batch of
-//! evaluations goes straight on into step 2's work for the approved (approval and signature
-//! in one commit), so that no `operation.settle` job is needed for them; an evaluation job
-//! that finds its operation signed but unsent settles it.
+//! Every step has one code path, the batch (`JobHandler::run_batch`; one job alone is a batch
+//! of one), over one skeleton:
+//!
+//! 1. sort the claimed jobs by their operations, read in one go (`sort_batch`): due, moved on
+//!    (done with no effect), a second job for one operation (left to run alone), unreadable
+//!    (failed);
+//! 2. decide per row outside any transaction (the policy, the ledger call, signing, sending,
+//!    receipts), each job to its outcome or to a failure of its own (`JobError::Retry` is
+//!    retried with backoff by the runner, touching no other job of the batch);
+//! 3. lock the rows of the outcomes in id order (`lock_rows`) and move each from the state it
+//!    was decided in (`Pipeline::advance_row`, `fail_row`, `confirm_row`: a row that moved on
+//!    meanwhile is left alone);
+//! 4. in the same commit, enqueue the next steps' jobs and finish the batch's done jobs
+//!    (`BatchContext::finish`).
+//!
+//! Up to `BATCH_LIMIT` operations take one read, one ledger round and one commit (two for
+//! signing: the signatures are committed before anything is sent). Evaluation goes straight on
+//! into step 2's work for the approved (approval and signature in one commit), so that no
+//! `operation.settle` job is needed for them (only for one custody did not sign, or whose
+//! signature could not be recorded); an evaluation job that finds its operation signed but
+//! unsent sends it.
 //!
 //! The files follow the pipeline: `evaluate` (step 1, with the policy decision `decide`),
 //! `settle` (step 2), `track` (step 3) with `confirm` (what CONFIRMED moves with it); shared by
-//! them: `signatures` (recording, sending and the stored form of signed transactions) and
-//! `outcome` (FAILED, events and audit records); the pipeline itself, its batch sorting and the
-//! ledger call of an operation are here. The sweeps beside the pipeline live in modules of their
+//! them: `signatures` (the settle work of evaluate and settle, recording, sending and the
+//! stored form of signed transactions) and `outcome` (FAILED, events and audit records); the
+//! pipeline itself, its batch sorting and the ledger call of an operation are here. The sweeps beside the pipeline live in modules of their
 //! own: `lock_expiry`, `reconciliation`, `resume` and `nonce_gaps`.
 
 mod confirm;
