@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod chain;
 pub mod clock;
 pub mod codes;
 pub mod context;

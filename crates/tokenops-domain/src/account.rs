@@ -1,4 +1,5 @@
-//! Accounts: the client-chosen reference, the status set and the whole transition table.
+//! Accounts: the entity, its list criteria, the client-chosen reference, the status set and the
+//! whole transition table.
 //!
 //! | from \ to | ACTIVE | INACTIVE | PENDING | FAILED |
 //! |---|---|---|---|---|
@@ -10,9 +11,44 @@
 //!
 //! PATCH sets only ACTIVE or INACTIVE (400 otherwise); any other move by PATCH is 422.
 
-use crate::customer::{CustomerStatus, ReferenceError, validate_reference};
+use crate::asset::AssetId;
+use crate::chain::Address;
+use crate::customer::{CustomerRef, CustomerStatus, ReferenceError, validate_reference};
+use crate::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use uuid::Uuid;
+
+/// An account: one wallet, once provisioned, holding one asset for one customer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// Unique per organisation.
+    pub account_ref: AccountRef,
+    pub customer_ref: CustomerRef,
+    pub asset_id: AssetId,
+    pub status: AccountStatus,
+    /// The custody wallet. Recorded as soon as custody creates it (while still PENDING, so a
+    /// retried provisioning reuses it); shown only once the account is provisioned.
+    pub wallet_address: Option<Address>,
+    /// Why provisioning failed (FAILED only).
+    pub failure_reason: Option<String>,
+    /// Bumped on every registration of the reference (a FAILED one registered again), so that
+    /// a provisioning job of an earlier registration recognises it is stale.
+    pub generation: u32,
+    pub provisioned_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Which accounts a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct AccountFilter {
+    pub customer_ref: Option<CustomerRef>,
+    pub status: Option<AccountStatus>,
+    pub asset_id: Option<AssetId>,
+}
 
 /// A client-chosen account reference, under the same rule as customer references.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

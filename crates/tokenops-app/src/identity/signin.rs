@@ -11,8 +11,9 @@ use crate::error::{AppResult, Code, Error};
 use crate::write::{Admission, AuditAction, Write};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
+use tokenops_domain::identity::UserStatus;
 use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
-use tokenops_store::{ChallengeRecord, RefreshTokenRecord, StoredResponse, UserRecord, UserStatus};
+use tokenops_store::{ChallengeRecord, RefreshTokenRecord, StoredResponse, UserRecord};
 
 pub const LOGIN: AuditAction = AuditAction { name: "auth.login", category: "IDENTITY", resource_type: "user" };
 pub const NEW_PASSWORD: AuditAction =

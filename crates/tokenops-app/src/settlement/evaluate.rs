@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::Timestamp;
-use tokenops_domain::operation::{FailureCode, OperationState};
-use tokenops_store::{Job, OperationRecord, Tx};
+use tokenops_domain::operation::{FailureCode, Operation, OperationState};
+use tokenops_store::{Job, Tx};
 
 use super::signatures::signed_hash_note;
 use super::{BATCH_LIMIT, Lookups, Pipeline, Settle, Sorted, sort_batch, target};
@@ -22,13 +22,13 @@ enum Decision {
 /// The policy step. No ACTIVE policy governs any action yet: every operation is approved. The
 /// policy engine plugs in here (raising approval requests or refusing), for `run` and
 /// `run_batch` alike.
-fn decide(_operation: &OperationRecord) -> Decision {
+fn decide(_operation: &Operation) -> Decision {
     Decision::Approved
 }
 
 /// Approved and signed by an evaluation batch that stopped before sending: no settle job exists
 /// for it, so the evaluation job itself must see it settled.
-fn signed_unsent(operation: &OperationRecord) -> bool {
+fn signed_unsent(operation: &Operation) -> bool {
     operation.state == OperationState::PendingSettlement && operation.signed_transaction.is_some()
 }
 

@@ -99,7 +99,7 @@ impl JobHandler for Settle {
                         from,
                         |o| {
                             o.state = OperationState::Settling;
-                            o.tx_hash = Some(format!("{hash:#x}"));
+                            o.tx_hash = Some(crate::chain::domain_hash(hash));
                         },
                         now,
                     )

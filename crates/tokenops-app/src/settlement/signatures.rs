@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 use tokenops_custody::Address;
-use tokenops_domain::operation::OperationState;
+use tokenops_domain::operation::{Operation, OperationState};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_ledger::{Ledger, LedgerCall, SignedTransaction};
-use tokenops_store::{Job, OperationRecord};
+use tokenops_store::Job;
 use uuid::Uuid;
 
 use super::{Pipeline, internal, lock_rows};
@@ -134,7 +134,7 @@ impl Pipeline {
     /// failed send is left to `run`, which then finds the recorded bytes and sends those.
     pub(super) async fn sign_and_send(
         &self,
-        calls: Vec<(Job, OperationRecord, Address, LedgerCall)>,
+        calls: Vec<(Job, Operation, Address, LedgerCall)>,
         from: OperationState,
         idle: Vec<Job>,
         mut rest: Vec<Job>,
@@ -176,7 +176,7 @@ impl Pipeline {
         // A transaction just sent is in no block yet: the first look waits one poll.
         let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
         let mut tx = p.store.write().await?;
-        let operations: Vec<&OperationRecord> = sent.iter().map(|(_, o, _)| o).collect();
+        let operations: Vec<&Operation> = sent.iter().map(|(_, o, _)| o).collect();
         let rows = lock_rows(tx.as_mut(), &operations).await?;
         let mut next = Vec::with_capacity(rows.len());
         for (row, (_, _, hash)) in rows.into_iter().zip(&sent) {
@@ -187,7 +187,7 @@ impl Pipeline {
                     OperationState::PendingSettlement,
                     |o| {
                         o.state = OperationState::Settling;
-                        o.tx_hash = Some(format!("{hash:#x}"));
+                        o.tx_hash = Some(crate::chain::domain_hash(*hash));
                     },
                     now,
                 )
@@ -239,7 +239,7 @@ pub async fn resend_unsettled(p: &Pipeline) -> Result<usize, JobError> {
 
 /// For a break's detail: the hash of the operation's recorded signed transaction, which may
 /// have reached the ledger even though the operation never got to SETTLING.
-pub(super) fn signed_hash_note(operation: &OperationRecord) -> String {
+pub(super) fn signed_hash_note(operation: &Operation) -> String {
     match operation.signed_transaction.as_deref().map(decode_signed) {
         Some(Ok(signed)) => format!(" (signed transaction {:#x})", signed.hash),
         _ => String::new(),
