@@ -9,12 +9,12 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::operations::{BreakOut, LockOut, OperationOut, SUBMIT, Submission};
+use tokenops_app::write::WriteResponse;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{
     BreakFilter, BreakReason, LockStatus, Operation, OperationFilter, OperationState, TxType,
 };
 use tokenops_domain::paging::{KeysetPosition, Page};
-use tokenops_store::StoredResponse;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -154,7 +154,7 @@ async fn submit_transaction(
 /// none, and its stored `Location` names the operation instead: read from there, so that such a
 /// key keeps answering the operation as it is now until retention prunes it. (Answering its
 /// stored response as is would answer the operation as accepted, a behaviour change.)
-fn replayed_operation(stored: &StoredResponse) -> Option<uuid::Uuid> {
+fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
     match &stored.resource_id {
         Some(id) => uuid::Uuid::parse_str(id).ok(),
         None => {
