@@ -7,11 +7,10 @@
 use async_trait::async_trait;
 use serde::Serialize;
 use std::sync::Arc;
-use tokenops_domain::account::ContractStatus;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::chain::Address;
-use tokenops_domain::contract::{Contract, ContractFilter};
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_ledger::{Ledger, LedgerError, TokenSpec};

@@ -44,7 +44,7 @@ impl JobHandler for ExpireLocks {
                 .contracts()
                 .get(tenant, lock.asset_id)
                 .await?
-                .is_some_and(|c| c.status == tokenops_domain::account::ContractStatus::Active);
+                .is_some_and(|c| c.status == tokenops_domain::contract::ContractStatus::Active);
             let Some(owner) =
                 tx.accounts().get(tenant, &lock.account_ref).await?.filter(|_| still_due && contract_active)
             else {

@@ -164,35 +164,6 @@ impl AccountStatus {
     }
 }
 
-/// A token contract's status: PENDING while it is deployed (or adopted), then ACTIVE; INACTIVE
-/// switched off by the bank; FAILED when deployment failed (the asset may be registered again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ContractStatus {
-    Pending,
-    Active,
-    Inactive,
-    Failed,
-}
-
-impl ContractStatus {
-    pub const ALL: [ContractStatus; 4] =
-        [ContractStatus::Pending, ContractStatus::Active, ContractStatus::Inactive, ContractStatus::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContractStatus::Pending => "PENDING",
-            ContractStatus::Active => "ACTIVE",
-            ContractStatus::Inactive => "INACTIVE",
-            ContractStatus::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,7 +190,6 @@ mod tests {
     fn statuses_parse_exactly() {
         assert_eq!(AccountStatus::parse("PENDING"), Some(Pending));
         assert_eq!(AccountStatus::parse("pending"), None);
-        assert_eq!(ContractStatus::parse("ACTIVE"), Some(ContractStatus::Active));
         assert!(Active.is_provisioned() && Inactive.is_provisioned() && !Pending.is_provisioned());
     }
 }

@@ -10,10 +10,9 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::account::ContractStatus;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
-use tokenops_domain::contract::{Contract, ContractFilter};
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::{ContractStore, StoreError, StoreResult};
 

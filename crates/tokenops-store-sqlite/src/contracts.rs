@@ -5,10 +5,9 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
-use tokenops_domain::account::ContractStatus;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
-use tokenops_domain::contract::{Contract, ContractFilter};
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::{ContractStore, StoreError, StoreResult};
 

@@ -9,10 +9,10 @@
 //! The store never reads the clock: tests pass time in, from the fixed instant `T0`.
 
 use std::time::{Duration, Instant};
-use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus, ContractStatus};
+use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
-use tokenops_domain::contract::{Contract, ContractFilter};
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::{TenantId, Timestamp, new_id};

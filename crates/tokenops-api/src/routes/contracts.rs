@@ -7,9 +7,8 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::contracts::{ContractChange, ContractOut, NewContract, REGISTER, UPDATE, parse_address};
-use tokenops_domain::account::ContractStatus;
 use tokenops_domain::asset::AssetId;
-use tokenops_domain::contract::ContractFilter;
+use tokenops_domain::contract::{ContractFilter, ContractStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

@@ -267,7 +267,7 @@ impl Pipeline {
         let Some(contract) = lookups
             .contract(tx, tenant, operation.asset_id)
             .await?
-            .filter(|c| c.status == tokenops_domain::account::ContractStatus::Active)
+            .filter(|c| c.status == tokenops_domain::contract::ContractStatus::Active)
         else {
             return Ok(Err(format!("{} has no ACTIVE contract", operation.asset_id)));
         };
