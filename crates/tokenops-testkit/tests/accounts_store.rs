@@ -381,12 +381,34 @@ async fn contracts_are_listed_oldest_first_with_filters_and_totals(backend: Back
 
 backends!(
     accounts_round_trip_every_field,
+    a_stored_address_or_asset_that_does_not_parse_is_a_corrupt_row,
     a_second_account_with_a_reference_is_a_conflict,
     accounts_are_invisible_to_other_tenants,
     an_account_update_replaces_every_mutable_field,
     accounts_are_listed_oldest_first_with_filters_and_totals,
     a_customers_accounts_in_a_status_are_selected_oldest_first,
 );
+
+async fn a_stored_address_or_asset_that_does_not_parse_is_a_corrupt_row(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let t = tenant();
+    let usd = contract(t, "USD", at(1));
+    insert_contracts(&*fx.store, std::slice::from_ref(&usd)).await;
+    for (n, (column, value)) in
+        [("wallet_address", "'0x12'"), ("wallet_address", "'12'"), ("asset_id", "'XYZ'")].into_iter().enumerate()
+    {
+        let record = account(t, &format!("acc-{n}"), "cust-1", "USD", at(1));
+        insert_accounts(&*fx.store, std::slice::from_ref(&record)).await;
+        fx.db.execute(&format!("UPDATE accounts SET {column} = {value} WHERE id = '{}'", record.id)).await;
+        let mut tx = fx.store.read().await.expect("begin read");
+        let read = tx.accounts().get(t, &record.account_ref).await;
+        assert!(matches!(read, Err(StoreError::Corrupt(_))), "{column} = {value}: {read:?}");
+    }
+    fx.db.execute(&format!("UPDATE contracts SET address = '0xnot-an-address' WHERE id = '{}'", usd.id)).await;
+    let mut tx = fx.store.read().await.expect("begin read");
+    let read = tx.contracts().get(t, currency("USD")).await;
+    assert!(matches!(read, Err(StoreError::Corrupt(_))), "contract address: {read:?}");
+}
 
 async fn accounts_round_trip_every_field(backend: Backend) {
     let fx = Fixture::new(backend).await;
