@@ -7,7 +7,7 @@ use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 use std::time::Instant;
-use tokenops_store::QueueStats;
+use tokenops_app::queue::QueueStats;
 
 /// The process-wide recorder, installed once (several apps may run in one test process).
 pub fn handle() -> PrometheusHandle {

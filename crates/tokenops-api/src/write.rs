@@ -12,9 +12,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt::Display;
 use std::future::Future;
-use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write};
+use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write, WriteResponse};
 use tokenops_app::{AppResult, Error};
-use tokenops_store::StoredResponse;
 
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
@@ -55,10 +54,10 @@ impl Reply {
         Self { status: StatusCode::NO_CONTENT, body: Value::Null, location: None }
     }
 
-    fn stored(self) -> StoredResponse {
+    fn stored(self) -> WriteResponse {
         let headers = self.location.map(|l| vec![("location".to_owned(), l)]).unwrap_or_default();
         // The write's resource id is filled in by `Writes::commit`.
-        StoredResponse { status: self.status.as_u16(), body: self.body, headers, resource_id: None }
+        WriteResponse { status: self.status.as_u16(), body: self.body, headers, resource_id: None }
     }
 }
 
@@ -117,7 +116,7 @@ pub fn fingerprint(method: &str, path: &str, body: &Value) -> String {
     hex
 }
 
-fn respond(stored: &StoredResponse, replayed: bool) -> Response {
+fn respond(stored: &WriteResponse, replayed: bool) -> Response {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if status == StatusCode::NO_CONTENT {
         let mut response = status.into_response();
@@ -231,7 +230,7 @@ impl<'a> WriteRequest<'a> {
 pub enum Written {
     /// The key had completed with the same request: its stored response, with the resource id
     /// the write named (`None` for a record stored before the store kept it).
-    Replayed(StoredResponse),
+    Replayed(WriteResponse),
     /// The request ran: its response.
     Ran(Response),
 }
@@ -289,7 +288,7 @@ where
                 headers.push(("retry-after".to_owned(), seconds.to_string()));
             }
             let status = body["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
-            let stored = StoredResponse { status, body, headers, resource_id: None };
+            let stored = WriteResponse { status, body, headers, resource_id: None };
             let stored = writes.refuse(write, stored, &reason).await?;
             Ok(Written::Ran(respond(&stored, false)))
         }

@@ -6,10 +6,9 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
-use std::str::FromStr;
 use std::sync::Arc;
 use tokenops_custody::{Address, Custody};
-use tokenops_domain::account::{AccountChange, AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountChange, AccountFilter, AccountRef, AccountStatus};
 use tokenops_domain::asset::{AssetId, format_minor_units};
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::customer::{CustomerRef, CustomerStatus};
@@ -17,8 +16,9 @@ use tokenops_domain::event::{Event, EventType, ResourceRef};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_ledger::{Ledger, LedgerError, U256};
-use tokenops_store::{AccountFilter, AccountRecord, Job, Store, StoreError, Tx};
+use tokenops_store::{Job, Store, StoreError, Tx};
 
+use crate::chain::{domain_address, ledger_address};
 use crate::contracts::active_contract;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
@@ -57,14 +57,14 @@ pub struct AccountOut {
     pub updated_at: Timestamp,
 }
 
-impl From<&AccountRecord> for AccountOut {
-    fn from(a: &AccountRecord) -> Self {
+impl From<&Account> for AccountOut {
+    fn from(a: &Account) -> Self {
         Self {
             account_ref: a.account_ref.to_string(),
             customer_ref: a.customer_ref.to_string(),
-            asset_id: a.asset_id.clone(),
+            asset_id: a.asset_id.to_string(),
             status: a.status,
-            wallet_address: a.wallet_address.clone().filter(|_| a.status.is_provisioned()),
+            wallet_address: a.wallet_address.filter(|_| a.status.is_provisioned()).map(|w| w.to_string()),
             failure_reason: a.failure_reason.clone().filter(|_| a.status == AccountStatus::Failed),
             provisioned_at: a.provisioned_at,
             created_at: a.created_at,
@@ -105,11 +105,11 @@ pub fn account_not_found(account_ref: &str) -> Error {
 }
 
 /// Accounts and balances need the asset's contract ACTIVE: 404 without one.
-fn no_active_contract(asset: &str) -> Error {
+fn no_active_contract(asset: AssetId) -> Error {
     Error::not_found(format!("Asset {asset} has no ACTIVE contract")).with_code(Code::NoActiveContract)
 }
 
-fn already_exists(existing: &AccountRecord) -> Error {
+fn already_exists(existing: &Account) -> Error {
     Error::conflict(format!("Account {} already exists", existing.account_ref))
         .with_code(Code::AccountExists)
         .with_extra("accountRef", existing.account_ref.as_str())
@@ -121,7 +121,7 @@ fn already_exists(existing: &AccountRecord) -> Error {
 async fn publish_account_event(
     tx: &mut dyn Tx,
     event_type: EventType,
-    account: &AccountRecord,
+    account: &Account,
     data: serde_json::Value,
     correlation_id: Option<String>,
     idempotency_key: Option<String>,
@@ -155,7 +155,7 @@ impl Accounts {
     /// Registers an account (PENDING) and queues its provisioning. 404 when the customer is
     /// missing or the asset has no ACTIVE contract; 422 when the customer is INACTIVE; 409 for
     /// an existing reference unless it FAILED, which is registered again.
-    pub async fn register(&self, w: &mut Write, new: NewAccount) -> AppResult<AccountRecord> {
+    pub async fn register(&self, w: &mut Write, new: NewAccount) -> AppResult<Account> {
         let tenant = w.tenant()?;
         w.set_resource_id(new.account_ref.as_str());
         // An existing reference answers 409 whatever else is wrong with the request, so that a
@@ -167,20 +167,20 @@ impl Accounts {
         let customer = w.tx().customers().get(tenant, &new.customer_ref).await?.ok_or_else(|| {
             Error::not_found(format!("Customer {} not found", new.customer_ref)).with_code(Code::CustomerNotFound)
         })?;
-        if active_contract(w.tx(), tenant, new.asset.code()).await?.is_none() {
-            return Err(no_active_contract(new.asset.code()));
+        if active_contract(w.tx(), tenant, new.asset).await?.is_none() {
+            return Err(no_active_contract(new.asset));
         }
         if customer.status != CustomerStatus::Active {
             return Err(Error::unprocessable(format!("Customer {} is INACTIVE", customer.customer_ref))
                 .with_code(Code::CustomerInactive));
         }
         let now = w.now();
-        let mut account = AccountRecord {
+        let mut account = Account {
             id: new_id(),
             tenant_id: tenant,
             account_ref: new.account_ref,
             customer_ref: new.customer_ref,
-            asset_id: new.asset.code().to_owned(),
+            asset_id: new.asset,
             status: AccountStatus::Pending,
             wallet_address: None,
             failure_reason: None,
@@ -224,7 +224,7 @@ impl Accounts {
         w: &mut Write,
         account_ref: &AccountRef,
         target: AccountStatus,
-    ) -> AppResult<AccountRecord> {
+    ) -> AppResult<Account> {
         let tenant = w.tenant()?;
         w.set_resource_id(account_ref.as_str());
         // Locks in the cascade's order, customer then account, so that a concurrent customer
@@ -260,19 +260,14 @@ impl Accounts {
         }
     }
 
-    pub async fn get(&self, tenant: TenantId, account_ref: &str) -> AppResult<AccountRecord> {
+    pub async fn get(&self, tenant: TenantId, account_ref: &str) -> AppResult<Account> {
         let parsed = AccountRef::parse(account_ref).map_err(|_| account_not_found(account_ref))?;
         let mut tx = self.store.read().await?;
         tx.accounts().get(tenant, &parsed).await?.ok_or_else(|| account_not_found(account_ref))
     }
 
     /// Oldest first.
-    pub async fn list(
-        &self,
-        tenant: TenantId,
-        filter: &AccountFilter,
-        page: PageRequest,
-    ) -> AppResult<Page<AccountRecord>> {
+    pub async fn list(&self, tenant: TenantId, filter: &AccountFilter, page: PageRequest) -> AppResult<Page<Account>> {
         let mut tx = self.store.read().await?;
         Ok(tx.accounts().list(tenant, filter, page).await?)
     }
@@ -285,13 +280,13 @@ impl Accounts {
         let (account, contract) = {
             let mut tx = self.store.read().await?;
             let account = tx.accounts().get(tenant, &parsed).await?.ok_or_else(|| account_not_found(account_ref))?;
-            let contract = active_contract(tx.as_mut(), tenant, &account.asset_id)
+            let contract = active_contract(tx.as_mut(), tenant, account.asset_id)
                 .await?
-                .ok_or_else(|| no_active_contract(&account.asset_id))?;
+                .ok_or_else(|| no_active_contract(account.asset_id))?;
             (account, contract)
         };
         let wallet = match (&account.wallet_address, account.status.is_provisioned()) {
-            (Some(wallet), true) => wallet.clone(),
+            (Some(wallet), true) => ledger_address(*wallet),
             _ => {
                 return Err(Error::unprocessable(format!(
                     "Account {} has no wallet yet: it is {}",
@@ -301,10 +296,11 @@ impl Accounts {
                 .with_code(Code::AccountNotProvisioned));
             }
         };
-        let parse =
-            |text: &str| Address::from_str(text).map_err(|_| Error::internal(format!("stored address {text:?}")));
-        let token = parse(contract.address.as_deref().unwrap_or_default())?;
-        let balances = self.ledger.balances(token, parse(&wallet)?).await.map_err(|e| {
+        let token = contract
+            .address
+            .map(ledger_address)
+            .ok_or_else(|| Error::internal("an ACTIVE contract without an address"))?;
+        let balances = self.ledger.balances(token, wallet).await.map_err(|e| {
             Error::internal(format!("reading balances from the ledger: {e}")).with_code(Code::LedgerUnavailable)
         })?;
         let amount = |value: U256| -> AppResult<String> {
@@ -314,7 +310,7 @@ impl Accounts {
         Ok(BalanceOut {
             account_ref: account.account_ref.to_string(),
             customer_ref: account.customer_ref.to_string(),
-            asset_id: account.asset_id.clone(),
+            asset_id: account.asset_id.to_string(),
             total: amount(balances.total)?,
             available: amount(balances.available)?,
             locked: amount(balances.held)?,
@@ -327,7 +323,7 @@ impl Accounts {
 /// `account.status_changed` with the account as the API shows it (and, for a cascade, why).
 async fn emit_status_changed(
     w: &mut Write,
-    account: &AccountRecord,
+    account: &Account,
     from: AccountStatus,
     cause: Option<&str>,
 ) -> AppResult<()> {
@@ -391,7 +387,7 @@ impl ProvisionAccount {
         account_ref: &AccountRef,
         generation: u32,
         lock: bool,
-    ) -> Result<Option<AccountRecord>, JobError> {
+    ) -> Result<Option<Account>, JobError> {
         let account = if lock {
             tx.accounts().get_for_update(tenant, account_ref).await?
         } else {
@@ -401,16 +397,9 @@ impl ProvisionAccount {
     }
 
     /// Creates and records the wallet, or returns the one recorded by an earlier attempt.
-    async fn wallet(
-        &self,
-        job: &Job,
-        account: &AccountRecord,
-        generation: u32,
-    ) -> Result<Result<Address, Step>, JobError> {
-        if let Some(text) = &account.wallet_address {
-            return Ok(
-                Address::from_str(text).map_err(|_| Step::Fail(format!("stored wallet address {text:?} is invalid")))
-            );
+    async fn wallet(&self, job: &Job, account: &Account, generation: u32) -> Result<Result<Address, Step>, JobError> {
+        if let Some(recorded) = account.wallet_address {
+            return Ok(Ok(ledger_address(recorded)));
         }
         let label = format!("{}/{}", account.tenant_id, account.account_ref);
         let wallet = match self.custody.create_wallet(&label).await {
@@ -423,11 +412,11 @@ impl ProvisionAccount {
         else {
             return Ok(Err(Step::Fail("the account is no longer waiting for provisioning".into())));
         };
-        if let Some(recorded) = &pending.wallet_address {
+        if let Some(recorded) = pending.wallet_address {
             // Another run recorded one first (a lease taken over): use that, drop ours.
-            return Ok(Address::from_str(recorded).map_err(|_| Step::Fail("stored wallet address is invalid".into())));
+            return Ok(Ok(ledger_address(recorded)));
         }
-        pending.wallet_address = Some(format!("{wallet:#x}"));
+        pending.wallet_address = Some(domain_address(wallet));
         tx.accounts().update(&pending).await?;
         tx.commit().await?;
         Ok(Ok(wallet))

@@ -3,10 +3,10 @@
 
 use crate::error::{AppResult, Error};
 use std::sync::Arc;
-use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{AuditFilter, Store};
+use tokenops_store::Store;
 use uuid::Uuid;
 
 /// The audit record of something a job did (source WORKER, no actor), under the same audit

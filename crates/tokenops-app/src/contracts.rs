@@ -6,17 +6,17 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
-use std::str::FromStr;
 use std::sync::Arc;
-use tokenops_custody::Address;
-use tokenops_domain::account::ContractStatus;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::audit::AuditOutcome;
+use tokenops_domain::chain::Address;
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_ledger::{Ledger, LedgerError, TokenSpec};
-use tokenops_store::{ContractFilter, ContractRecord, Job, Store, StoreError, Tx};
+use tokenops_store::{Job, Store, StoreError, Tx};
 
+use crate::chain::{domain_address, ledger_address};
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 use crate::write::{AuditAction, Write};
@@ -52,15 +52,15 @@ pub struct ContractOut {
     pub updated_at: Timestamp,
 }
 
-impl From<&ContractRecord> for ContractOut {
-    fn from(c: &ContractRecord) -> Self {
+impl From<&Contract> for ContractOut {
+    fn from(c: &Contract) -> Self {
         Self {
-            asset_id: c.asset_id.clone(),
+            asset_id: c.asset_id.to_string(),
             name: c.name.clone(),
             symbol: c.symbol.clone(),
             decimals: c.decimals,
             status: c.status,
-            contract_address: c.address.clone(),
+            contract_address: c.address.map(|a| a.to_string()),
             failure_reason: c.failure_reason.clone(),
             created_at: c.created_at,
             updated_at: c.updated_at,
@@ -95,18 +95,20 @@ pub fn contract_not_found(asset: &str) -> Error {
 /// terms; an `Err` is only ever the store failing, so that no caller can mistake a database
 /// outage for the caller's mistake (and store it under the request's Idempotency-Key).
 #[must_use = "`None` means the asset has no ACTIVE contract: answer it"]
-pub async fn active_contract(tx: &mut dyn Tx, tenant: TenantId, asset: &str) -> AppResult<Option<ContractRecord>> {
+pub async fn active_contract(tx: &mut dyn Tx, tenant: TenantId, asset: AssetId) -> AppResult<Option<Contract>> {
     Ok(tx.contracts().get(tenant, asset).await?.filter(|c| c.status == ContractStatus::Active))
 }
 
-/// An EVM address: `0x` and 40 hex digits (any case; a mixed-case one is not checksum-checked).
+/// An EVM address as a request gives it: `0x` and 40 hex digits, any case, blanks around it
+/// ignored.
 pub fn parse_address(text: &str) -> Option<Address> {
-    let text = text.trim();
-    (text.len() == 42 && text.starts_with("0x")).then(|| Address::from_str(text).ok()).flatten()
+    Address::parse(text.trim()).ok()
 }
 
-fn address_text(address: Address) -> String {
-    format!("{address:#x}")
+/// The asset a path names, compared as the stores compare codes (ignoring the case of its
+/// letters, nothing else): `None` for a code no contract can have.
+fn named_asset(text: &str) -> Option<AssetId> {
+    AssetId::parse(text).ok().filter(|a| a.code().eq_ignore_ascii_case(text))
 }
 
 pub struct Contracts {
@@ -120,21 +122,21 @@ impl Contracts {
 
     /// Registers the asset's contract (PENDING) and queues its deployment. An asset whose
     /// contract FAILED may be registered again; any other existing one is a 409.
-    pub async fn register(&self, w: &mut Write, new: NewContract) -> AppResult<ContractRecord> {
+    pub async fn register(&self, w: &mut Write, new: NewContract) -> AppResult<Contract> {
         let tenant = w.tenant()?;
         let now = w.now();
         let code = new.asset.code();
-        let existing = w.tx().contracts().get_for_update(tenant, code).await?;
-        let mut contract = ContractRecord {
+        let existing = w.tx().contracts().get_for_update(tenant, new.asset).await?;
+        let mut contract = Contract {
             id: new_id(),
             tenant_id: tenant,
-            asset_id: code.to_owned(),
+            asset_id: new.asset,
             name: new.name.unwrap_or_else(|| new.asset.name()),
             symbol: code.to_owned(),
             decimals: new.asset.minor_unit(),
             status: ContractStatus::Pending,
             address: None,
-            adopt_address: new.adopt.map(address_text),
+            adopt_address: new.adopt,
             failure_reason: None,
             created_at: now,
             updated_at: now,
@@ -149,7 +151,7 @@ impl Contracts {
             None => match w.tx().contracts().insert(&contract).await {
                 Ok(()) => {}
                 Err(StoreError::Conflict(_)) => {
-                    let raced = w.tx().contracts().get(tenant, code).await?;
+                    let raced = w.tx().contracts().get(tenant, new.asset).await?;
                     return Err(raced.map(|c| already_exists(&c)).unwrap_or_else(|| {
                         Error::conflict(format!("A contract for {code} was registered concurrently"))
                     }));
@@ -165,11 +167,14 @@ impl Contracts {
 
     /// Switches a contract between ACTIVE and INACTIVE, or renames it. A PENDING or FAILED
     /// contract cannot be switched (422).
-    pub async fn update(&self, w: &mut Write, asset: &str, change: ContractChange) -> AppResult<ContractRecord> {
+    pub async fn update(&self, w: &mut Write, asset: &str, change: ContractChange) -> AppResult<Contract> {
         let tenant = w.tenant()?;
-        let mut contract =
-            w.tx().contracts().get_for_update(tenant, asset).await?.ok_or_else(|| contract_not_found(asset))?;
-        w.set_resource_id(contract.asset_id.clone());
+        let found = match named_asset(asset) {
+            Some(asset_id) => w.tx().contracts().get_for_update(tenant, asset_id).await?,
+            None => None,
+        };
+        let mut contract = found.ok_or_else(|| contract_not_found(asset))?;
+        w.set_resource_id(contract.asset_id.to_string());
         let before = ContractOut::from(&contract);
         if let Some(target) = change.status
             && target != contract.status
@@ -198,9 +203,12 @@ impl Contracts {
         Ok(contract)
     }
 
-    pub async fn get(&self, tenant: TenantId, asset: &str) -> AppResult<ContractRecord> {
+    pub async fn get(&self, tenant: TenantId, asset: &str) -> AppResult<Contract> {
+        let Some(asset_id) = named_asset(asset) else {
+            return Err(contract_not_found(asset));
+        };
         let mut tx = self.store.read().await?;
-        tx.contracts().get(tenant, asset).await?.ok_or_else(|| contract_not_found(asset))
+        tx.contracts().get(tenant, asset_id).await?.ok_or_else(|| contract_not_found(asset))
     }
 
     /// Oldest first.
@@ -209,16 +217,16 @@ impl Contracts {
         tenant: TenantId,
         filter: &ContractFilter,
         page: PageRequest,
-    ) -> AppResult<Page<ContractRecord>> {
+    ) -> AppResult<Page<Contract>> {
         let mut tx = self.store.read().await?;
         Ok(tx.contracts().list(tenant, filter, page).await?)
     }
 }
 
-fn already_exists(existing: &ContractRecord) -> Error {
+fn already_exists(existing: &Contract) -> Error {
     Error::conflict(format!("A contract for {} already exists", existing.asset_id))
         .with_code(Code::ContractExists)
-        .with_extra("assetId", existing.asset_id.as_str())
+        .with_extra("assetId", existing.asset_id.code())
         .with_extra("existingStatus", existing.status.as_str())
 }
 
@@ -234,7 +242,7 @@ pub struct DeployContract {
 /// The job's target: the organisation, the asset, and the registration it deploys for.
 struct Target {
     tenant: TenantId,
-    asset: String,
+    asset: AssetId,
     contract_id: Option<String>,
 }
 
@@ -245,14 +253,14 @@ impl Target {
             .payload
             .get("assetId")
             .and_then(|v| v.as_str())
-            .ok_or_else(|| JobError::Permanent("payload has no assetId".into()))?
-            .to_owned();
+            .ok_or_else(|| JobError::Permanent("payload has no assetId".into()))?;
+        let asset = AssetId::parse(asset).map_err(|e| JobError::Permanent(format!("payload assetId: {e}")))?;
         let contract_id = job.payload.get("contractId").and_then(|v| v.as_str()).map(str::to_owned);
         Ok(Target { tenant, asset, contract_id })
     }
 
     /// The contract, when it still waits for this job.
-    fn waiting(&self, contract: Option<ContractRecord>) -> Option<ContractRecord> {
+    fn waiting(&self, contract: Option<Contract>) -> Option<Contract> {
         contract.filter(|c| {
             c.status == ContractStatus::Pending && self.contract_id.as_deref().is_none_or(|id| id == c.id.to_string())
         })
@@ -263,15 +271,15 @@ impl DeployContract {
     /// Deploys the token, or checks that the one to adopt is ours to use: the token contract
     /// of this installation's issuer (so it can mint and burn), for this currency, with its
     /// decimals, and used by no other contract.
-    async fn deploy(&self, tx_store: &Arc<dyn Store>, contract: &ContractRecord) -> Result<String, LedgerError> {
-        let Some(text) = &contract.adopt_address else {
+    async fn deploy(&self, tx_store: &Arc<dyn Store>, contract: &Contract) -> Result<Address, LedgerError> {
+        let Some(requested) = contract.adopt_address else {
             let spec =
                 TokenSpec { name: contract.name.clone(), symbol: contract.symbol.clone(), decimals: contract.decimals };
-            return self.ledger.deploy_token(&spec).await.map(address_text);
+            return self.ledger.deploy_token(&spec).await.map(domain_address);
         };
-        let address = Address::from_str(text).map_err(|_| LedgerError::final_(format!("invalid address {text}")))?;
-        let token = self.ledger.adopt_token(address).await?;
-        let refuse = |why: String| Err(LedgerError::final_(format!("the token at {text} cannot be adopted: {why}")));
+        let token = self.ledger.adopt_token(ledger_address(requested)).await?;
+        let refuse =
+            |why: String| Err(LedgerError::final_(format!("the token at {requested} cannot be adopted: {why}")));
         if token.issuer != self.ledger.issuer() {
             return refuse(format!("its issuer {:#x} is not this service's issuer", token.issuer));
         }
@@ -286,15 +294,12 @@ impl DeployContract {
         }
         let users = {
             let mut tx = tx_store.read().await.map_err(|e| LedgerError::temporary(e.to_string()))?;
-            tx.contracts()
-                .on_address(&address_text(address))
-                .await
-                .map_err(|e| LedgerError::temporary(e.to_string()))?
+            tx.contracts().on_address(requested).await.map_err(|e| LedgerError::temporary(e.to_string()))?
         };
         if users.iter().any(|c| c.id != contract.id) {
             return refuse("another contract uses it".into());
         }
-        Ok(address_text(address))
+        Ok(requested)
     }
 
     /// Records the outcome on the contract, with its audit record, in `tx`.
@@ -302,17 +307,17 @@ impl DeployContract {
         &self,
         tx: &mut dyn Tx,
         target: &Target,
-        outcome: Result<String, String>,
+        outcome: Result<Address, String>,
         now: Timestamp,
     ) -> Result<(), JobError> {
-        let Some(mut contract) = target.waiting(tx.contracts().get_for_update(target.tenant, &target.asset).await?)
+        let Some(mut contract) = target.waiting(tx.contracts().get_for_update(target.tenant, target.asset).await?)
         else {
             return Ok(());
         };
         // The address may have been taken by another contract meanwhile (the unique index is
         // the last word; this read keeps PostgreSQL's transaction usable in the common case).
         let outcome = match outcome {
-            Ok(address) if tx.contracts().on_address(&address).await?.iter().any(|c| c.id != contract.id) => {
+            Ok(address) if tx.contracts().on_address(address).await?.iter().any(|c| c.id != contract.id) => {
                 Err(format!("the token at {address} cannot be adopted: another contract uses it"))
             }
             other => other,
@@ -334,7 +339,7 @@ impl DeployContract {
         let record = crate::audit::worker_record(
             target.tenant,
             &DEPLOYED,
-            contract.asset_id.clone(),
+            contract.asset_id.to_string(),
             audit_outcome,
             serde_json::json!({ "after": ContractOut::from(&contract) }),
             now,
@@ -354,7 +359,7 @@ impl JobHandler for DeployContract {
         let target = Target::of(job)?;
         let pending = {
             let mut tx = self.store.read().await?;
-            target.waiting(tx.contracts().get(target.tenant, &target.asset).await?)
+            target.waiting(tx.contracts().get(target.tenant, target.asset).await?)
         };
         let Some(contract) = pending else {
             return ctx.finish(self.store.write().await?).await;

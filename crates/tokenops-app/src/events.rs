@@ -5,10 +5,10 @@
 use crate::error::{AppResult, Error};
 use crate::jobs::kinds;
 use std::sync::Arc;
-use tokenops_domain::event::Event;
+use tokenops_domain::event::{Event, EventFilter};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{EventFilter, NewJob, Store, Tx};
+use tokenops_store::{NewJob, Store, Tx};
 use uuid::Uuid;
 
 /// Appends `event` to the outbox with its `event.dispatch` job, in `tx`: the event exists

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod chain;
 pub mod clock;
 pub mod codes;
 pub mod context;
@@ -17,6 +18,7 @@ pub mod lock_expiry;
 pub mod mail;
 pub mod nonce_gaps;
 pub mod operations;
+pub mod queue;
 pub mod reconciliation;
 pub mod resume;
 pub mod settlement;

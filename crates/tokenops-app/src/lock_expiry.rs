@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::new_id;
-use tokenops_domain::operation::{LockStatus, OperationState, TxType};
-use tokenops_store::{Job, OperationRecord};
+use tokenops_domain::operation::{LockStatus, Operation, OperationState, TxType};
+use tokenops_store::Job;
 
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 use crate::settlement::Pipeline;
@@ -42,19 +42,19 @@ impl JobHandler for ExpireLocks {
             // would only fail UNPROCESSABLE, sweep after sweep.
             let contract_active = tx
                 .contracts()
-                .get(tenant, &lock.asset_id)
+                .get(tenant, lock.asset_id)
                 .await?
-                .is_some_and(|c| c.status == tokenops_domain::account::ContractStatus::Active);
+                .is_some_and(|c| c.status == tokenops_domain::contract::ContractStatus::Active);
             let Some(owner) =
                 tx.accounts().get(tenant, &lock.account_ref).await?.filter(|_| still_due && contract_active)
             else {
                 continue;
             };
-            let cancel = OperationRecord {
+            let cancel = Operation {
                 id: new_id(),
                 tenant_id: tenant,
                 tx_type: TxType::Cancel,
-                asset_id: lock.asset_id.clone(),
+                asset_id: lock.asset_id,
                 account_ref: lock.account_ref.clone(),
                 customer_ref: owner.customer_ref,
                 counterparty_ref: None,

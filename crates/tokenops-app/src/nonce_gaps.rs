@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokenops_custody::Address;
 use tokenops_domain::TenantId;
+use tokenops_domain::asset::AssetId;
 use tokenops_domain::operation::OperationState;
 use tokenops_ledger::SignedTransaction;
 use tokenops_store::Job;
@@ -48,7 +49,7 @@ pub struct HealNonceGaps {
 struct Wallet {
     recorded: BTreeMap<u64, SignedTransaction>,
     waiting_long: bool,
-    asset: Option<(TenantId, String)>,
+    asset: Option<(TenantId, AssetId)>,
 }
 
 impl HealNonceGaps {
@@ -93,8 +94,8 @@ impl HealNonceGaps {
     async fn token_of(&self, wallet: &Wallet) -> Result<Address, JobError> {
         let (tenant, asset) = wallet.asset.as_ref().ok_or_else(|| JobError::Retry("no asset".into()))?;
         let mut tx = self.pipeline.store.read().await?;
-        let contract = tx.contracts().get(*tenant, asset).await?;
-        parse_address(contract.as_ref().and_then(|c| c.address.as_deref()), "the contract").map_err(JobError::Retry)
+        let contract = tx.contracts().get(*tenant, *asset).await?;
+        parse_address(contract.as_ref().and_then(|c| c.address), "the contract").map_err(JobError::Retry)
     }
 }
 
@@ -126,7 +127,7 @@ impl JobHandler for HealNonceGaps {
             let Some(Ok(transaction)) = operation.signed_transaction.as_deref().map(decode_signed) else { continue };
             let wallet = wallets.entry(transaction.sender).or_default();
             wallet.waiting_long |= operation.updated_at < before;
-            wallet.asset.get_or_insert_with(|| (operation.tenant_id, operation.asset_id.clone()));
+            wallet.asset.get_or_insert((operation.tenant_id, operation.asset_id));
             wallet.recorded.insert(transaction.nonce, transaction);
         }
         // A wallet whose signatures all moved lately is flowing: nothing to ask the ledger.

@@ -4,15 +4,16 @@
 
 use serde::Serialize;
 use std::sync::Arc;
-use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountRef, AccountStatus};
 use tokenops_domain::asset::{Amount, AssetId, format_minor_units};
-use tokenops_domain::operation::{BreakReason, Counterparty, FailureCode, LockStatus, OperationState, TxType};
+use tokenops_domain::operation::{
+    Break, BreakFilter, BreakReason, Counterparty, FailureCode, Lock, LockStatus, Operation, OperationFilter,
+    OperationState, TxType,
+};
 use tokenops_domain::paging::{KeysetRequest, Page, PageRequest};
 use tokenops_domain::permission::Permission;
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{
-    AccountRecord, BreakFilter, BreakRecord, LockRecord, OperationFilter, OperationRecord, Store, Tx,
-};
+use tokenops_store::{Store, Tx};
 use uuid::Uuid;
 
 use crate::contracts::active_contract;
@@ -57,28 +58,23 @@ pub struct OperationOut {
     pub updated_at: Timestamp,
 }
 
-/// The decimals of an asset code the store holds (always a valid one).
-pub fn decimals_of(asset: &str) -> u8 {
-    AssetId::parse(asset).map(AssetId::minor_unit).unwrap_or(0)
+fn amount_text(amount: Amount, asset: AssetId) -> String {
+    format_minor_units(amount.minor_units(), asset.minor_unit())
 }
 
-fn amount_text(minor_units: i64, asset: &str) -> String {
-    format_minor_units(u128::try_from(minor_units).unwrap_or(0), decimals_of(asset))
-}
-
-impl From<&OperationRecord> for OperationOut {
-    fn from(o: &OperationRecord) -> Self {
+impl From<&Operation> for OperationOut {
+    fn from(o: &Operation) -> Self {
         Self {
             transaction_id: o.id,
             tx_type: o.tx_type,
-            asset_id: o.asset_id.clone(),
+            asset_id: o.asset_id.to_string(),
             account_ref: o.account_ref.to_string(),
             customer_ref: o.customer_ref.to_string(),
             counterparty_ref: o.counterparty_ref.as_ref().map(ToString::to_string),
-            amount: amount_text(o.amount, &o.asset_id),
+            amount: amount_text(o.amount, o.asset_id),
             params: o.params.clone(),
             state: o.state,
-            tx_hash: o.tx_hash.clone(),
+            tx_hash: o.tx_hash.map(|h| h.to_string()),
             block_number: o.block_number,
             failure_code: o.failure_code,
             reason_code: o.reason_code.clone(),
@@ -112,14 +108,14 @@ pub struct LockOut {
     pub updated_at: Timestamp,
 }
 
-impl From<&LockRecord> for LockOut {
-    fn from(l: &LockRecord) -> Self {
+impl From<&Lock> for LockOut {
+    fn from(l: &Lock) -> Self {
         Self {
             lock_id: l.id,
             account_ref: l.account_ref.to_string(),
             counterparty_ref: l.counterparty_ref.as_ref().map(ToString::to_string),
-            asset_id: l.asset_id.clone(),
-            amount: amount_text(l.amount, &l.asset_id),
+            asset_id: l.asset_id.to_string(),
+            amount: amount_text(l.amount, l.asset_id),
             status: l.status,
             expires_at: l.expires_at,
             completed_by: l.completed_by,
@@ -144,13 +140,13 @@ pub struct BreakOut {
     pub detected_at: Timestamp,
 }
 
-impl From<&BreakRecord> for BreakOut {
-    fn from(b: &BreakRecord) -> Self {
+impl From<&Break> for BreakOut {
+    fn from(b: &Break) -> Self {
         Self {
             id: b.id,
             transaction_id: b.transaction_id,
             account_ref: b.account_ref.to_string(),
-            asset_id: b.asset_id.clone(),
+            asset_id: b.asset_id.to_string(),
             reason: b.reason,
             detail: b.detail.clone(),
             detected_at: b.detected_at,
@@ -227,8 +223,8 @@ async fn usable_account(
     tenant: TenantId,
     field: &str,
     text: &str,
-    asset: &str,
-) -> AppResult<AccountRecord> {
+    asset: AssetId,
+) -> AppResult<Account> {
     let reference = AccountRef::parse(text).map_err(|e| invalid(field, e))?;
     let account = tx
         .accounts()
@@ -255,7 +251,7 @@ impl Operations {
 
     /// Accepts an operation (SUBMITTED, with its `operation.evaluate` job) once every rule of
     /// the submission holds; balances are not checked (a shortfall fails in settlement).
-    pub async fn submit(&self, w: &mut Write, submission: Submission) -> AppResult<OperationRecord> {
+    pub async fn submit(&self, w: &mut Write, submission: Submission) -> AppResult<Operation> {
         let tenant = w.tenant()?;
         let (tx_type, params) = check_shape(&submission)?;
         if matches!(tx_type, TxType::Mint | TxType::Burn) {
@@ -272,21 +268,21 @@ impl Operations {
                 .await?
                 .ok_or_else(|| Error::internal(format!("lock {} names an account that does not exist", lock.id)))?;
             let counterparty = if tx_type == TxType::Release { lock.counterparty_ref.clone() } else { None };
-            (lock.asset_id.clone(), owner, counterparty, lock.amount, Some(lock.id))
+            (lock.asset_id, owner, counterparty, lock.amount, Some(lock.id))
         } else {
             let asset_text = submission.asset_id.as_deref().ok_or_else(|| invalid("assetId", "is required"))?;
             let asset = AssetId::parse(asset_text).map_err(|e| invalid("assetId", e))?;
-            if active_contract(w.tx(), tenant, asset.code()).await?.is_none() {
+            if active_contract(w.tx(), tenant, asset).await?.is_none() {
                 return Err(invalid("assetId", format!("{} has no ACTIVE contract", asset.code())));
             }
             let amount_text = submission.amount.as_deref().ok_or_else(|| invalid("amount", "is required"))?;
             let amount = Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
             let account_text = submission.account_ref.as_deref().ok_or_else(|| invalid("accountRef", "is required"))?;
-            let account = usable_account(w.tx(), tenant, "accountRef", account_text, asset.code()).await?;
+            let account = usable_account(w.tx(), tenant, "accountRef", account_text, asset).await?;
             let counterparty = match submission.counterparty_ref.as_deref() {
                 None => None,
                 Some(text) => {
-                    let other = usable_account(w.tx(), tenant, "counterpartyRef", text, asset.code()).await?;
+                    let other = usable_account(w.tx(), tenant, "counterpartyRef", text, asset).await?;
                     if other.account_ref == account.account_ref {
                         return Err(invalid("counterpartyRef", "must name another account than accountRef"));
                     }
@@ -294,9 +290,9 @@ impl Operations {
                 }
             };
             let lock_id = (tx_type == TxType::Lock).then_some(id);
-            (asset.code().to_owned(), account, counterparty, amount.as_i64(), lock_id)
+            (asset, account, counterparty, amount, lock_id)
         };
-        let operation = OperationRecord {
+        let operation = Operation {
             id,
             tenant_id: tenant,
             tx_type,
@@ -334,7 +330,7 @@ impl Operations {
         tx_type: TxType,
         params: &serde_json::Map<String, serde_json::Value>,
         by: Uuid,
-    ) -> AppResult<LockRecord> {
+    ) -> AppResult<Lock> {
         let lock_id =
             params.get("lockId").and_then(|v| v.as_str()).and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| {
                 invalid("params.lockId", format!("a {} needs the lock's id (a UUID)", tx_type.as_str()))
@@ -371,7 +367,7 @@ impl Operations {
         Ok(lock)
     }
 
-    pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<OperationRecord> {
+    pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<Operation> {
         let mut tx = self.store.read().await?;
         tx.operations().get(tenant, id).await?.ok_or_else(|| operation_not_found(id))
     }
@@ -382,7 +378,7 @@ impl Operations {
         tenant: TenantId,
         filter: &OperationFilter,
         page: PageRequest,
-    ) -> AppResult<Page<OperationRecord>> {
+    ) -> AppResult<Page<Operation>> {
         let mut tx = self.store.read().await?;
         Ok(tx.operations().list(tenant, filter, page).await?)
     }
@@ -393,13 +389,13 @@ impl Operations {
         tenant: TenantId,
         filter: &OperationFilter,
         window: KeysetRequest,
-    ) -> AppResult<Vec<OperationRecord>> {
+    ) -> AppResult<Vec<Operation>> {
         let mut tx = self.store.read().await?;
         Ok(tx.operations().list_after(tenant, filter, window).await?)
     }
 
     /// A lock, once its LOCK is on the ledger.
-    pub async fn lock(&self, tenant: TenantId, id: Uuid) -> AppResult<LockRecord> {
+    pub async fn lock(&self, tenant: TenantId, id: Uuid) -> AppResult<Lock> {
         let mut tx = self.store.read().await?;
         tx.locks()
             .get(tenant, id)
@@ -414,7 +410,7 @@ impl Operations {
         account_ref: &str,
         status: Option<LockStatus>,
         page: PageRequest,
-    ) -> AppResult<Page<LockRecord>> {
+    ) -> AppResult<Page<Lock>> {
         let not_found = || crate::accounts::account_not_found(account_ref);
         let reference = AccountRef::parse(account_ref).map_err(|_| not_found())?;
         let mut tx = self.store.read().await?;
@@ -423,12 +419,7 @@ impl Operations {
     }
 
     /// Newest first.
-    pub async fn breaks(
-        &self,
-        tenant: TenantId,
-        filter: &BreakFilter,
-        page: PageRequest,
-    ) -> AppResult<Page<BreakRecord>> {
+    pub async fn breaks(&self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> AppResult<Page<Break>> {
         let mut tx = self.store.read().await?;
         Ok(tx.breaks().list(tenant, filter, page).await?)
     }

@@ -3,10 +3,10 @@
 
 use async_trait::async_trait;
 use std::sync::Arc;
-use tokenops_domain::operation::{BreakReason, OperationState};
+use tokenops_domain::operation::{Break, BreakFilter, BreakReason, OperationFilter, OperationState};
 use tokenops_domain::{TenantId, new_id};
 use tokenops_ledger::U256;
-use tokenops_store::{BreakRecord, Job};
+use tokenops_store::Job;
 
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 use crate::settlement::{Pipeline, parse_address};
@@ -25,11 +25,7 @@ impl Reconcile {
     ) -> Result<bool, JobError> {
         let mut tx = self.0.store.read().await?;
         for state in [OperationState::PendingSettlement, OperationState::Settling] {
-            let filter = tokenops_store::OperationFilter {
-                state: Some(state),
-                account_ref: Some(account.clone()),
-                tx_type: None,
-            };
+            let filter = OperationFilter { state: Some(state), account_ref: Some(account.clone()), tx_type: None };
             let page = tx
                 .operations()
                 .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
@@ -66,13 +62,13 @@ impl JobHandler for Reconcile {
                 let (contract, expected) = {
                     let mut tx = p.store.read().await?;
                     (
-                        tx.contracts().get(tenant, &account.asset_id).await?,
+                        tx.contracts().get(tenant, account.asset_id).await?,
                         tx.positions().get(tenant, &account.account_ref).await?,
                     )
                 };
                 let (Ok(token), Ok(wallet)) = (
-                    parse_address(contract.as_ref().and_then(|c| c.address.as_deref()), "the contract"),
-                    parse_address(account.wallet_address.as_deref(), "the account"),
+                    parse_address(contract.as_ref().and_then(|c| c.address), "the contract"),
+                    parse_address(account.wallet_address, "the account"),
                 ) else {
                     continue;
                 };
@@ -98,7 +94,7 @@ impl JobHandler for Reconcile {
                 );
                 let now = ctx.clock().now();
                 let mut tx = p.store.write().await?;
-                let filter = tokenops_store::BreakFilter {
+                let filter = BreakFilter {
                     reason: Some(BreakReason::BalanceMismatch),
                     account_ref: Some(account.account_ref.clone()),
                     from: None,
@@ -111,12 +107,12 @@ impl JobHandler for Reconcile {
                 let same = latest.items.first().is_some_and(|b| same_difference(&b.detail, &detail));
                 if !same {
                     tx.breaks()
-                        .insert(&BreakRecord {
+                        .insert(&Break {
                             id: new_id(),
                             tenant_id: tenant,
                             transaction_id: None,
                             account_ref: account.account_ref.clone(),
-                            asset_id: account.asset_id.clone(),
+                            asset_id: account.asset_id,
                             reason: BreakReason::BalanceMismatch,
                             detail,
                             detected_at: now,

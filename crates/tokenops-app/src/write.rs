@@ -54,7 +54,35 @@ pub struct WriteSettings {
 pub enum Admission {
     Proceed(Write),
     /// The key already completed with the same payload: answer with the stored response.
-    Replay(StoredResponse),
+    Replay(WriteResponse),
+}
+
+/// A write's response as recorded under its Idempotency-Key and replayed to a repeat of the
+/// request: what the API answered, and the resource the write named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteResponse {
+    pub status: u16,
+    pub body: serde_json::Value,
+    /// Response headers worth replaying (for example `Location`).
+    pub headers: Vec<(String, String)>,
+    /// The resource the write named (its audit record's resource id), handed back on a replay so
+    /// that no handler reads it out of a header. Not part of the replayed bytes. `None` when the
+    /// write named none, and for records completed before the store kept it.
+    pub resource_id: Option<String>,
+}
+
+impl From<StoredResponse> for WriteResponse {
+    fn from(stored: StoredResponse) -> Self {
+        let StoredResponse { status, body, headers, resource_id } = stored;
+        Self { status, body, headers, resource_id }
+    }
+}
+
+impl From<WriteResponse> for StoredResponse {
+    fn from(response: WriteResponse) -> Self {
+        let WriteResponse { status, body, headers, resource_id } = response;
+        Self { status, body, headers, resource_id }
+    }
 }
 
 pub struct Writes {
@@ -83,7 +111,7 @@ impl Writes {
             None => None,
             Some(request) => match self.claim(tx.as_mut(), &ctx, action, request).await? {
                 Claimed::Mine(claim) => Some(claim),
-                Claimed::Replay(response) => return Ok(Admission::Replay(response)),
+                Claimed::Replay(response) => return Ok(Admission::Replay(response.into())),
             },
         };
         Ok(Admission::Proceed(Write {
@@ -157,10 +185,10 @@ impl Writes {
     /// recorded, the key is released (as after any internal failure) so that a retry runs anew
     /// instead of meeting an in-flight conflict until the lease expires. Returns the response
     /// as stored, with the write's resource id (see [`Writes::commit`]).
-    pub async fn refuse(&self, write: Write, response: StoredResponse, reason: &str) -> AppResult<StoredResponse> {
+    pub async fn refuse(&self, write: Write, response: WriteResponse, reason: &str) -> AppResult<WriteResponse> {
         let Write { tx, ctx, action, claim, resource_id, now, .. } = write;
         drop(tx);
-        let response = StoredResponse { resource_id: resource_id.clone(), ..response };
+        let response = StoredResponse::from(WriteResponse { resource_id: resource_id.clone(), ..response });
         let response = &response;
         let result: AppResult<()> = async {
             let mut tx = self.store.write().await?;
@@ -201,18 +229,18 @@ impl Writes {
         {
             self.release(claim).await;
         }
-        result.map(|()| response.clone())
+        result.map(|()| response.clone().into())
     }
 
     /// Commits the write (see [`Write::commit_inner`]); if the commit fails, the key is released
     /// so that the same request can be retried. The response is stored with the write's
     /// resource id (the one its audit record names, whatever `response` carried), so that a
     /// replay hands it back; it is returned as stored.
-    pub async fn commit(&self, write: Write, response: StoredResponse) -> AppResult<StoredResponse> {
+    pub async fn commit(&self, write: Write, response: WriteResponse) -> AppResult<WriteResponse> {
         let claim = write.claim.clone();
-        let response = StoredResponse { resource_id: write.resource_id.clone(), ..response };
+        let response = StoredResponse::from(WriteResponse { resource_id: write.resource_id.clone(), ..response });
         match write.commit_inner(&response).await {
-            Ok(()) => Ok(response),
+            Ok(()) => Ok(response.into()),
             Err(e) => {
                 if !e.is_final_outcome() {
                     self.release(claim).await;

@@ -1,4 +1,5 @@
-//! Accounts: the client-chosen reference, the status set and the whole transition table.
+//! Accounts: the entity, its list criteria, the client-chosen reference, the status set and the
+//! whole transition table.
 //!
 //! | from \ to | ACTIVE | INACTIVE | PENDING | FAILED |
 //! |---|---|---|---|---|
@@ -10,9 +11,44 @@
 //!
 //! PATCH sets only ACTIVE or INACTIVE (400 otherwise); any other move by PATCH is 422.
 
-use crate::customer::{CustomerStatus, ReferenceError, validate_reference};
+use crate::asset::AssetId;
+use crate::chain::Address;
+use crate::customer::{CustomerRef, CustomerStatus, ReferenceError, validate_reference};
+use crate::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use uuid::Uuid;
+
+/// An account: one wallet, once provisioned, holding one asset for one customer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// Unique per organisation.
+    pub account_ref: AccountRef,
+    pub customer_ref: CustomerRef,
+    pub asset_id: AssetId,
+    pub status: AccountStatus,
+    /// The custody wallet. Recorded as soon as custody creates it (while still PENDING, so a
+    /// retried provisioning reuses it); shown only once the account is provisioned.
+    pub wallet_address: Option<Address>,
+    /// Why provisioning failed (FAILED only).
+    pub failure_reason: Option<String>,
+    /// Bumped on every registration of the reference (a FAILED one registered again), so that
+    /// a provisioning job of an earlier registration recognises it is stale.
+    pub generation: u32,
+    pub provisioned_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Which accounts a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct AccountFilter {
+    pub customer_ref: Option<CustomerRef>,
+    pub status: Option<AccountStatus>,
+    pub asset_id: Option<AssetId>,
+}
 
 /// A client-chosen account reference, under the same rule as customer references.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -128,35 +164,6 @@ impl AccountStatus {
     }
 }
 
-/// A token contract's status: PENDING while it is deployed (or adopted), then ACTIVE; INACTIVE
-/// switched off by the bank; FAILED when deployment failed (the asset may be registered again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ContractStatus {
-    Pending,
-    Active,
-    Inactive,
-    Failed,
-}
-
-impl ContractStatus {
-    pub const ALL: [ContractStatus; 4] =
-        [ContractStatus::Pending, ContractStatus::Active, ContractStatus::Inactive, ContractStatus::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContractStatus::Pending => "PENDING",
-            ContractStatus::Active => "ACTIVE",
-            ContractStatus::Inactive => "INACTIVE",
-            ContractStatus::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,7 +190,6 @@ mod tests {
     fn statuses_parse_exactly() {
         assert_eq!(AccountStatus::parse("PENDING"), Some(Pending));
         assert_eq!(AccountStatus::parse("pending"), None);
-        assert_eq!(ContractStatus::parse("ACTIVE"), Some(ContractStatus::Active));
         assert!(Active.is_provisioned() && Inactive.is_provisioned() && !Pending.is_provisioned());
     }
 }

@@ -1,5 +1,5 @@
 //! The audit vocabulary: an audit record per write attempt, with the spec's audit fields plus
-//! the idempotency key, the HTTP outcome and a free-form detail.
+//! the idempotency key, the HTTP outcome and a free-form detail; the criteria of the trail's list.
 
 use crate::{TenantId, Timestamp};
 use uuid::Uuid;
@@ -79,4 +79,19 @@ pub struct AuditRecord {
     pub http_status: Option<u16>,
     /// What changed, or why the attempt failed.
     pub detail: serde_json::Value,
+}
+
+/// Which audit records a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub occurred_from: Option<Timestamp>,
+    pub occurred_to: Option<Timestamp>,
+    pub actor_ids: Vec<String>,
+    pub request_id: Option<String>,
+    pub action: Option<String>,
+    pub source: Option<String>,
+    pub resource_type: Option<String>,
+    pub resource_id: Option<String>,
+    /// Case-insensitive prefix match on the identifier fields.
+    pub query: Option<String>,
 }

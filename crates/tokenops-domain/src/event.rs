@@ -1,5 +1,5 @@
 //! Outbox events: the spec's event types and the event record every write emits through the
-//! outbox.
+//! outbox, and the criteria of the event list.
 
 use crate::{TenantId, Timestamp};
 use serde::Serialize;
@@ -93,4 +93,12 @@ pub struct Event {
     pub data: serde_json::Value,
     /// When the dispatcher handed the event on to its subscribers; `None` while waiting.
     pub dispatched_at: Option<Timestamp>,
+}
+
+/// Which events a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub event_type: Option<String>,
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
 }

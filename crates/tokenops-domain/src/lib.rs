@@ -6,9 +6,12 @@
 pub mod account;
 pub mod asset;
 pub mod audit;
+pub mod chain;
 pub mod clock;
+pub mod contract;
 pub mod customer;
 pub mod event;
+pub mod identity;
 pub mod ids;
 pub mod operation;
 pub mod paging;

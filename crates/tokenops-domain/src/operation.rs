@@ -1,5 +1,5 @@
-//! Token operations: their types, the state machine (states only move forward; terminal states
-//! never change), failure codes, locks and break reasons.
+//! Token operations, their locks and breaks: the entities, their list criteria, the types, the
+//! state machine (states only move forward; terminal states never change), failure codes.
 //!
 //! ```text
 //! SUBMITTED ──evaluate──► PENDING_SETTLEMENT ──sign + send──► SETTLING ──receipt──► CONFIRMED
@@ -9,7 +9,98 @@
 //!                   PENDING_SETTLEMENT ──► FAILED (SIGNING_REJECTED, RETRY_EXHAUSTED)
 //! ```
 
+use crate::account::AccountRef;
+use crate::asset::{Amount, AssetId};
+use crate::chain::TxHash;
+use crate::customer::CustomerRef;
+use crate::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A token operation (the spec's transaction).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operation {
+    /// The `transactionId`.
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub tx_type: TxType,
+    pub asset_id: AssetId,
+    /// The originating account (for RELEASE and CANCEL: the lock's owner).
+    pub account_ref: AccountRef,
+    pub customer_ref: CustomerRef,
+    /// TRANSFER and LOCK (and a RELEASE, from its lock): the other account.
+    pub counterparty_ref: Option<AccountRef>,
+    pub amount: Amount,
+    /// The submitted `params` object (scalars only).
+    pub params: serde_json::Value,
+    /// RELEASE and CANCEL: the lock they complete; LOCK: its own id.
+    pub lock_id: Option<Uuid>,
+    pub state: OperationState,
+    pub tx_hash: Option<TxHash>,
+    pub block_number: Option<u64>,
+    pub failure_code: Option<FailureCode>,
+    pub reason_code: Option<String>,
+    /// The signed ledger transaction (hex), kept between signing and sending so that after an
+    /// unknown outcome the same bytes are sent again, never a new signature.
+    pub signed_transaction: Option<String>,
+    /// The caller's `sub`.
+    pub submitted_by: String,
+    pub idempotency_key: Option<String>,
+    pub correlation_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Which operations a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct OperationFilter {
+    pub state: Option<OperationState>,
+    /// Operations where the account is the originating account or the counterparty.
+    pub account_ref: Option<AccountRef>,
+    pub tx_type: Option<TxType>,
+}
+
+/// Funds a LOCK holds on its account until a RELEASE, a CANCEL or its expiry completes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    /// The LOCK operation's `transactionId`.
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub account_ref: AccountRef,
+    pub counterparty_ref: Option<AccountRef>,
+    pub asset_id: AssetId,
+    pub amount: Amount,
+    pub expires_at: Option<Timestamp>,
+    pub status: LockStatus,
+    /// The RELEASE or CANCEL (or expiry) completing it, while that is in flight or once done.
+    pub completed_by: Option<Uuid>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A break: something about an operation or an account's balance that needs a person's look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Break {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub transaction_id: Option<Uuid>,
+    pub account_ref: AccountRef,
+    pub asset_id: AssetId,
+    pub reason: BreakReason,
+    pub detail: String,
+    pub detected_at: Timestamp,
+}
+
+/// Which breaks a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct BreakFilter {
+    pub reason: Option<BreakReason>,
+    pub account_ref: Option<AccountRef>,
+    /// Inclusive.
+    pub from: Option<Timestamp>,
+    /// Exclusive.
+    pub to: Option<Timestamp>,
+}
 
 /// What an operation does. TRANSFER, LOCK, RELEASE and CANCEL are the spec's; MINT and BURN
 /// (supplement §5) fund and defund accounts.

@@ -1,19 +1,20 @@
-//! Accounts on PostgreSQL: `AccountStore`. Assets are stored upper-cased (`codec::asset_key`).
+//! Accounts on PostgreSQL: `AccountStore`, mapping rows to and from the domain's `Account` (by
+//! parsing: a value that does not parse is a corrupt row).
 //!
 //! Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from the
 //! row count (see `codec::conflict`). No update can violate a unique index (the reference of an
 //! account never changes).
 
-use crate::codec::asset_key;
+use crate::codec::asset_text;
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{AccountFilter, AccountRecord, AccountStore, StoreError, StoreResult};
+use tokenops_store::{AccountStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
@@ -23,18 +24,18 @@ const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_i
 const ACCOUNT_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR customer_ref = $2)
      AND ($3::text IS NULL OR status = $3) AND ($4::text IS NULL OR asset_id = $4)";
 
-fn decode_account(row: &PgRow) -> StoreResult<AccountRecord> {
+fn decode_account(row: &PgRow) -> StoreResult<Account> {
     let status: String = codec::get(row, "status")?;
     let generation: i64 = codec::get(row, "generation")?;
-    Ok(AccountRecord {
+    Ok(Account {
         id: codec::get(row, "id")?,
         tenant_id: TenantId(codec::get(row, "tenant_id")?),
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
         customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         status: AccountStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("account status {status:?}")))?,
-        wallet_address: codec::get(row, "wallet_address")?,
+        wallet_address: codec::opt_address(codec::get(row, "wallet_address")?)?,
         failure_reason: codec::get(row, "failure_reason")?,
         generation: u32::try_from(generation)
             .map_err(|_| StoreError::Corrupt(format!("account generation {generation}")))?,
@@ -51,7 +52,7 @@ impl PostgresTx {
         tenant: TenantId,
         account_ref: &AccountRef,
         lock: &str,
-    ) -> StoreResult<Option<AccountRecord>> {
+    ) -> StoreResult<Option<Account>> {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND account_ref = $2 {lock}");
         self.fetch_optional(
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(account_ref.as_str()),
@@ -63,7 +64,7 @@ impl PostgresTx {
 
 #[async_trait]
 impl AccountStore for PostgresTx {
-    async fn insert(&mut self, account: &AccountRecord) -> StoreResult<()> {
+    async fn insert(&mut self, account: &Account) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
@@ -75,9 +76,9 @@ impl AccountStore for PostgresTx {
                     .bind(account.tenant_id.as_uuid())
                     .bind(account.account_ref.as_str())
                     .bind(account.customer_ref.as_str())
-                    .bind(asset_key(&account.asset_id))
+                    .bind(asset_text(account.asset_id))
                     .bind(account.status.as_str())
-                    .bind(account.wallet_address.as_deref())
+                    .bind(account.wallet_address.map(|a| a.to_string()))
                     .bind(account.failure_reason.as_deref())
                     .bind(i64::from(account.generation))
                     .bind(account.provisioned_at.map(Timestamp::as_micros))
@@ -91,28 +92,24 @@ impl AccountStore for PostgresTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<AccountRecord>> {
+    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
         self.fetch_account(tenant, account_ref, "").await
     }
 
-    async fn get_for_update(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-    ) -> StoreResult<Option<AccountRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
         self.fetch_account(tenant, account_ref, "FOR UPDATE").await
     }
 
-    async fn update(&mut self, account: &AccountRecord) -> StoreResult<()> {
+    async fn update(&mut self, account: &Account) -> StoreResult<()> {
         self.execute(sqlx::query(
             "UPDATE accounts SET customer_ref = $1, asset_id = $2, status = $3, wallet_address = $4, failure_reason = $5,
                                  generation = $6, provisioned_at = $7, updated_at = $8
              WHERE tenant_id = $9 AND id = $10",
         )
         .bind(account.customer_ref.as_str())
-        .bind(asset_key(&account.asset_id))
+        .bind(asset_text(account.asset_id))
         .bind(account.status.as_str())
-        .bind(account.wallet_address.as_deref())
+        .bind(account.wallet_address.map(|a| a.to_string()))
         .bind(account.failure_reason.as_deref())
         .bind(i64::from(account.generation))
         .bind(account.provisioned_at.map(Timestamp::as_micros))
@@ -127,10 +124,10 @@ impl AccountStore for PostgresTx {
         tenant: TenantId,
         filter: &AccountFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<AccountRecord>> {
+    ) -> StoreResult<Page<Account>> {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
-        let asset = filter.asset_id.as_deref().map(asset_key);
+        let asset = filter.asset_id.map(asset_text);
         let total: i64 = self
             .scalar(
                 sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -139,7 +136,7 @@ impl AccountStore for PostgresTx {
                 .bind(tenant.as_uuid())
                 .bind(customer)
                 .bind(status)
-                .bind(asset.as_deref()),
+                .bind(asset),
             )
             .await?;
         let sql = format!(
@@ -152,7 +149,7 @@ impl AccountStore for PostgresTx {
                     .bind(tenant.as_uuid())
                     .bind(customer)
                     .bind(status)
-                    .bind(asset.as_deref())
+                    .bind(asset)
                     .bind_page(page),
                 decode_account,
             )
@@ -160,7 +157,7 @@ impl AccountStore for PostgresTx {
         Ok(Page { items, total: codec::count(total) })
     }
 
-    async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AccountRecord>> {
+    async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts
              WHERE status IN ('ACTIVE', 'INACTIVE') AND ($1 IS NULL OR id > $1)
@@ -174,7 +171,7 @@ impl AccountStore for PostgresTx {
         tenant: TenantId,
         customer_ref: &CustomerRef,
         status: AccountStatus,
-    ) -> StoreResult<Vec<AccountRecord>> {
+    ) -> StoreResult<Vec<Account>> {
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND customer_ref = $2 AND status = $3
              ORDER BY created_at ASC, id ASC FOR UPDATE"

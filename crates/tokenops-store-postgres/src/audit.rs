@@ -7,9 +7,9 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
-use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::{AuditFilter, AuditStore, StoreError, StoreResult, case_forms};
+use tokenops_store::{AuditStore, StoreError, StoreResult, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";

@@ -1,27 +1,27 @@
 //! Breaks on PostgreSQL: `BreakStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
 use crate::clause::{Bind, Clause};
-use crate::codec::{asset_key, parsed};
+use crate::codec::{asset_text, parsed};
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::BreakReason;
+use tokenops_domain::operation::{Break, BreakFilter, BreakReason};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::{BreakFilter, BreakRecord, BreakStore, StoreResult};
+use tokenops_store::{BreakStore, StoreResult};
 
 const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
-fn decode_break(row: &PgRow) -> StoreResult<BreakRecord> {
+fn decode_break(row: &PgRow) -> StoreResult<Break> {
     let reason: String = codec::get(row, "reason")?;
-    Ok(BreakRecord {
+    Ok(Break {
         id: codec::get(row, "id")?,
         tenant_id: TenantId(codec::get(row, "tenant_id")?),
         transaction_id: codec::get(row, "transaction_id")?,
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         reason: parsed(&reason, "break reason", BreakReason::parse)?,
         detail: codec::get(row, "detail")?,
         detected_at: codec::ts(codec::get(row, "detected_at")?),
@@ -30,7 +30,7 @@ fn decode_break(row: &PgRow) -> StoreResult<BreakRecord> {
 
 #[async_trait]
 impl BreakStore for PostgresTx {
-    async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()> {
+    async fn insert(&mut self, record: &Break) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO breaks ({BREAK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
@@ -42,7 +42,7 @@ impl BreakStore for PostgresTx {
                     .bind(record.tenant_id.as_uuid())
                     .bind(record.transaction_id)
                     .bind(record.account_ref.as_str())
-                    .bind(asset_key(&record.asset_id))
+                    .bind(asset_text(record.asset_id))
                     .bind(record.reason.as_str())
                     .bind(&record.detail)
                     .bind(record.detected_at.as_micros()),
@@ -54,12 +54,7 @@ impl BreakStore for PostgresTx {
         Ok(())
     }
 
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &BreakFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<BreakRecord>> {
+    async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
             let p = clause.param(Bind::Text(reason.as_str().to_owned()));

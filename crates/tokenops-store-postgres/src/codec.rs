@@ -2,6 +2,8 @@
 
 use sqlx::postgres::PgRow;
 use sqlx::{Decode, Postgres, Row, Type};
+use tokenops_domain::asset::{Amount, AssetId};
+use tokenops_domain::chain::{Address, TxHash};
 use tokenops_domain::paging::SortKey;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{StoreError, StoreResult};
@@ -107,11 +109,32 @@ pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<Strin
     Ok(order.join(", "))
 }
 
-/// An asset code as stored and compared: its ASCII letters upper-cased. The store upper-cases
-/// the code it is given, and every code it looks up or filters by, so that asset lookups ignore
-/// case (ISO 4217 codes are ASCII letters) and the unique index sees one spelling.
-pub fn asset_key(asset_id: &str) -> String {
-    asset_id.to_ascii_uppercase()
+/// An asset as stored: its upper-case ISO 4217 code, one spelling for the unique index.
+pub fn asset_text(asset_id: AssetId) -> &'static str {
+    asset_id.code()
+}
+
+/// A stored asset code; one that is not a tokenisable currency's upper-case code (as
+/// `asset_text` stores it) is a corrupt row.
+pub fn asset(text: &str) -> StoreResult<AssetId> {
+    AssetId::parse(text).ok().filter(|a| a.code() == text).ok_or_else(|| StoreError::Corrupt(format!("asset {text:?}")))
+}
+
+/// A stored amount in minor units; zero, negative or beyond the largest amount is a corrupt row.
+pub fn amount(units: i64) -> StoreResult<Amount> {
+    u128::try_from(units)
+        .ok()
+        .and_then(Amount::from_minor_units)
+        .ok_or_else(|| StoreError::Corrupt(format!("amount {units}")))
+}
+
+/// A stored address (`0x` and 40 lower-case hex digits, as `Address` displays).
+pub fn opt_address(text: Option<String>) -> StoreResult<Option<Address>> {
+    text.map(|t| Address::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+}
+
+pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
+    text.map(|t| TxHash::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
 }
 
 /// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.

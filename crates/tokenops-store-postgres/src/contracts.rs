@@ -1,18 +1,20 @@
-//! Token contracts on PostgreSQL: `ContractStore`. Assets are stored upper-cased (`codec::asset_key`).
+//! Token contracts on PostgreSQL: `ContractStore`, mapping rows to and from the domain's `Contract`.
 //!
 //! Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from the
 //! row count (see `codec::conflict`). No update can violate a unique index (the asset of a
 //! contract never changes).
 
-use crate::codec::asset_key;
+use crate::codec::asset_text;
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::account::ContractStatus;
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::chain::Address;
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::{ContractFilter, ContractRecord, ContractStore, StoreError, StoreResult};
+use tokenops_store::{ContractStore, StoreError, StoreResult};
 
 const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
@@ -21,20 +23,20 @@ const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals,
 const CONTRACT_FILTER: &str =
     "tenant_id = $1 AND ($2::text IS NULL OR asset_id = $2) AND ($3::text IS NULL OR status = $3)";
 
-fn decode_contract(row: &PgRow) -> StoreResult<ContractRecord> {
+fn decode_contract(row: &PgRow) -> StoreResult<Contract> {
     let status: String = codec::get(row, "status")?;
     let decimals: i16 = codec::get(row, "decimals")?;
-    Ok(ContractRecord {
+    Ok(Contract {
         id: codec::get(row, "id")?,
         tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         name: codec::get(row, "name")?,
         symbol: codec::get(row, "symbol")?,
         decimals: u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("contract decimals {decimals}")))?,
         status: ContractStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("contract status {status:?}")))?,
-        address: codec::get(row, "address")?,
-        adopt_address: codec::get(row, "adopt_address")?,
+        address: codec::opt_address(codec::get(row, "address")?)?,
+        adopt_address: codec::opt_address(codec::get(row, "adopt_address")?)?,
         failure_reason: codec::get(row, "failure_reason")?,
         created_at: codec::ts(codec::get(row, "created_at")?),
         updated_at: codec::ts(codec::get(row, "updated_at")?),
@@ -46,12 +48,12 @@ impl PostgresTx {
     async fn fetch_contract(
         &mut self,
         tenant: TenantId,
-        asset_id: &str,
+        asset_id: AssetId,
         lock: &str,
-    ) -> StoreResult<Option<ContractRecord>> {
+    ) -> StoreResult<Option<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND asset_id = $2 {lock}");
         self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset_key(asset_id)),
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset_text(asset_id)),
             decode_contract,
         )
         .await
@@ -60,7 +62,7 @@ impl PostgresTx {
 
 #[async_trait]
 impl ContractStore for PostgresTx {
-    async fn insert(&mut self, contract: &ContractRecord) -> StoreResult<()> {
+    async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
@@ -70,13 +72,13 @@ impl ContractStore for PostgresTx {
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(contract.id)
                     .bind(contract.tenant_id.as_uuid())
-                    .bind(asset_key(&contract.asset_id))
+                    .bind(asset_text(contract.asset_id))
                     .bind(&contract.name)
                     .bind(&contract.symbol)
                     .bind(i16::from(contract.decimals))
                     .bind(contract.status.as_str())
-                    .bind(contract.address.as_deref())
-                    .bind(contract.adopt_address.as_deref())
+                    .bind(contract.address.map(|a| a.to_string()))
+                    .bind(contract.adopt_address.map(|a| a.to_string()))
                     .bind(contract.failure_reason.as_deref())
                     .bind(contract.created_at.as_micros())
                     .bind(contract.updated_at.as_micros()),
@@ -88,20 +90,20 @@ impl ContractStore for PostgresTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
+    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
         self.fetch_contract(tenant, asset_id, "").await
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
         self.fetch_contract(tenant, asset_id, "FOR UPDATE").await
     }
 
-    async fn on_address(&mut self, address: &str) -> StoreResult<Vec<ContractRecord>> {
+    async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = $1 ORDER BY created_at, id");
-        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(address.to_ascii_lowercase()), decode_contract).await
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(address.to_string()), decode_contract).await
     }
 
-    async fn update(&mut self, contract: &ContractRecord) -> StoreResult<()> {
+    async fn update(&mut self, contract: &Contract) -> StoreResult<()> {
         self.execute(sqlx::query(
             "UPDATE contracts SET name = $1, symbol = $2, decimals = $3, status = $4, address = $5, adopt_address = $6,
                                   failure_reason = $7, updated_at = $8
@@ -111,8 +113,8 @@ impl ContractStore for PostgresTx {
         .bind(&contract.symbol)
         .bind(i16::from(contract.decimals))
         .bind(contract.status.as_str())
-        .bind(contract.address.as_deref())
-        .bind(contract.adopt_address.as_deref())
+        .bind(contract.address.map(|a| a.to_string()))
+        .bind(contract.adopt_address.map(|a| a.to_string()))
         .bind(contract.failure_reason.as_deref())
         .bind(contract.updated_at.as_micros())
         .bind(contract.tenant_id.as_uuid())
@@ -125,8 +127,8 @@ impl ContractStore for PostgresTx {
         tenant: TenantId,
         filter: &ContractFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<ContractRecord>> {
-        let asset = filter.asset_id.as_deref().map(asset_key);
+    ) -> StoreResult<Page<Contract>> {
+        let asset = filter.asset_id.map(asset_text);
         let status = filter.status.map(ContractStatus::as_str);
         let total: i64 = self
             .scalar(
@@ -134,7 +136,7 @@ impl ContractStore for PostgresTx {
                     "SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"
                 )))
                 .bind(tenant.as_uuid())
-                .bind(asset.as_deref())
+                .bind(asset)
                 .bind(status),
             )
             .await?;
@@ -144,11 +146,7 @@ impl ContractStore for PostgresTx {
         );
         let items = self
             .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(asset.as_deref())
-                    .bind(status)
-                    .bind_page(page),
+                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset).bind(status).bind_page(page),
                 decode_contract,
             )
             .await?;

@@ -10,9 +10,10 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::PgRow;
+use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{GroupRecord, GroupStatus, GroupStore, StoreError, StoreResult, UserRecord};
+use tokenops_store::{GroupRecord, GroupStore, StoreError, StoreResult, UserRecord};
 use uuid::Uuid;
 
 const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";

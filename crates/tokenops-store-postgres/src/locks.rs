@@ -1,29 +1,29 @@
 //! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
 use crate::clause::{Bind, Clause};
-use crate::codec::{asset_key, parsed};
+use crate::codec::{asset_text, parsed};
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::LockStatus;
+use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{LockRecord, LockStore, StoreResult};
+use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
 
 const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
-fn decode_lock(row: &PgRow) -> StoreResult<LockRecord> {
+fn decode_lock(row: &PgRow) -> StoreResult<Lock> {
     let status: String = codec::get(row, "status")?;
-    Ok(LockRecord {
+    Ok(Lock {
         id: codec::get(row, "id")?,
         tenant_id: TenantId(codec::get(row, "tenant_id")?),
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
         counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        asset_id: codec::get(row, "asset_id")?,
-        amount: codec::get(row, "amount")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
+        amount: codec::amount(codec::get(row, "amount")?)?,
         expires_at: codec::opt_ts(codec::get(row, "expires_at")?),
         status: parsed(&status, "lock status", LockStatus::parse)?,
         completed_by: codec::get(row, "completed_by")?,
@@ -34,7 +34,7 @@ fn decode_lock(row: &PgRow) -> StoreResult<LockRecord> {
 
 impl PostgresTx {
     /// The organisation's lock, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_lock(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<LockRecord>> {
+    async fn fetch_lock(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Lock>> {
         let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = $1 AND id = $2 {lock}");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_lock).await
     }
@@ -42,7 +42,7 @@ impl PostgresTx {
 
 #[async_trait]
 impl LockStore for PostgresTx {
-    async fn insert(&mut self, lock: &LockRecord) -> StoreResult<()> {
+    async fn insert(&mut self, lock: &Lock) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO locks ({LOCK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
              ON CONFLICT DO NOTHING"
@@ -54,8 +54,8 @@ impl LockStore for PostgresTx {
                     .bind(lock.tenant_id.as_uuid())
                     .bind(lock.account_ref.as_str())
                     .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
-                    .bind(asset_key(&lock.asset_id))
-                    .bind(lock.amount)
+                    .bind(asset_text(lock.asset_id))
+                    .bind(lock.amount.as_i64())
                     .bind(lock.expires_at.map(Timestamp::as_micros))
                     .bind(lock.status.as_str())
                     .bind(lock.completed_by)
@@ -69,15 +69,15 @@ impl LockStore for PostgresTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
         self.fetch_lock(tenant, id, "").await
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
         self.fetch_lock(tenant, id, "FOR UPDATE").await
     }
 
-    async fn update(&mut self, lock: &LockRecord) -> StoreResult<()> {
+    async fn update(&mut self, lock: &Lock) -> StoreResult<()> {
         self.execute(
             sqlx::query(
                 "UPDATE locks SET status = $1, completed_by = $2, updated_at = $3
@@ -99,7 +99,7 @@ impl LockStore for PostgresTx {
         account_ref: &AccountRef,
         status: Option<LockStatus>,
         page: PageRequest,
-    ) -> StoreResult<Page<LockRecord>> {
+    ) -> StoreResult<Page<Lock>> {
         let mut clause = Clause::new();
         let p = clause.param(Bind::Text(account_ref.as_str().to_owned()));
         clause.and(&format!("account_ref = {p}"));
@@ -122,7 +122,7 @@ impl LockStore for PostgresTx {
         Ok(Page { items, total })
     }
 
-    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<LockRecord>> {
+    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {
         // The predicate of the partial index `locks_expiring`, spelled as it is there.
         let sql = format!(
             "SELECT {LOCK_COLUMNS} FROM locks

@@ -6,19 +6,19 @@
 //! Lists are built from the filters actually given (each a fixed fragment, numbered after the
 //! tenant; `clause`), so that every combination, prepared once and planned generically, is a
 //! plain indexed statement rather than one with `$n IS NULL OR …` terms. No request text reaches
-//! the SQL. Assets are stored as their upper-case code (`codec::asset_key`).
+//! the SQL.
 
 use crate::clause::{Bind, Clause};
-use crate::codec::{asset_key, parsed};
+use crate::codec::{asset_text, parsed};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::operation::{FailureCode, OperationState, TxType};
+use tokenops_domain::operation::{FailureCode, Operation, OperationFilter, OperationState, TxType};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{InFlight, OperationFilter, OperationRecord, OperationStore, StoreError, StoreResult};
+use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 fn int(value: u64) -> StoreResult<i64> {
@@ -31,23 +31,23 @@ fn uint(value: i64, what: &str) -> StoreResult<u64> {
 
 const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
-fn decode_operation(row: &PgRow) -> StoreResult<OperationRecord> {
+fn decode_operation(row: &PgRow) -> StoreResult<Operation> {
     let tx_type: String = codec::get(row, "tx_type")?;
     let state: String = codec::get(row, "state")?;
     let failure_code: Option<String> = codec::get(row, "failure_code")?;
-    Ok(OperationRecord {
+    Ok(Operation {
         id: codec::get(row, "id")?,
         tenant_id: TenantId(codec::get(row, "tenant_id")?),
         tx_type: parsed(&tx_type, "operation type", TxType::parse)?,
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
         customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
         counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        amount: codec::get(row, "amount")?,
+        amount: codec::amount(codec::get(row, "amount")?)?,
         params: codec::get(row, "params")?,
         lock_id: codec::get(row, "lock_id")?,
         state: parsed(&state, "operation state", OperationState::parse)?,
-        tx_hash: codec::get(row, "tx_hash")?,
+        tx_hash: codec::opt_tx_hash(codec::get(row, "tx_hash")?)?,
         block_number: codec::get::<Option<i64>>(row, "block_number")?.map(|n| uint(n, "block number")).transpose()?,
         failure_code: failure_code.as_deref().map(|c| parsed(c, "failure code", FailureCode::parse)).transpose()?,
         reason_code: codec::get(row, "reason_code")?,
@@ -130,12 +130,7 @@ impl OperationSelection {
 
 impl PostgresTx {
     /// The organisation's operation, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_operation(
-        &mut self,
-        tenant: TenantId,
-        id: Uuid,
-        lock: &str,
-    ) -> StoreResult<Option<OperationRecord>> {
+    async fn fetch_operation(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Operation>> {
         let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = $1 AND id = $2 {lock}");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_operation)
             .await
@@ -144,7 +139,7 @@ impl PostgresTx {
 
 #[async_trait]
 impl OperationStore for PostgresTx {
-    async fn insert(&mut self, op: &OperationRecord) -> StoreResult<()> {
+    async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO operations ({OPERATION_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
@@ -156,15 +151,15 @@ impl OperationStore for PostgresTx {
                     .bind(op.id)
                     .bind(op.tenant_id.as_uuid())
                     .bind(op.tx_type.as_str())
-                    .bind(asset_key(&op.asset_id))
+                    .bind(asset_text(op.asset_id))
                     .bind(op.account_ref.as_str())
                     .bind(op.customer_ref.as_str())
                     .bind(op.counterparty_ref.as_ref().map(AccountRef::as_str))
-                    .bind(op.amount)
+                    .bind(op.amount.as_i64())
                     .bind(&op.params)
                     .bind(op.lock_id)
                     .bind(op.state.as_str())
-                    .bind(op.tx_hash.as_deref())
+                    .bind(op.tx_hash.map(|h| h.to_string()))
                     .bind(op.block_number.map(int).transpose()?)
                     .bind(op.failure_code.map(FailureCode::as_str))
                     .bind(op.reason_code.as_deref())
@@ -182,15 +177,11 @@ impl OperationStore for PostgresTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
         self.fetch_operation(tenant, id, "").await
     }
 
-    async fn get_many(
-        &mut self,
-        ids: &[(TenantId, Uuid)],
-        for_update: bool,
-    ) -> StoreResult<Vec<Option<OperationRecord>>> {
+    async fn get_many(&mut self, ids: &[(TenantId, Uuid)], for_update: bool) -> StoreResult<Vec<Option<Operation>>> {
         // Locked in id order, as every batch locks them, so two batches never wait on each other
         // in opposite orders.
         let lock = if for_update { "ORDER BY id FOR UPDATE" } else { "" };
@@ -204,7 +195,7 @@ impl OperationStore for PostgresTx {
         Ok(ids.iter().map(|key| found.remove(key)).collect())
     }
 
-    async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+    async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<Operation>> {
         let sql = format!(
             "SELECT {OPERATION_COLUMNS} FROM operations
              WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
@@ -248,18 +239,18 @@ impl OperationStore for PostgresTx {
         .await
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
         self.fetch_operation(tenant, id, "FOR UPDATE").await
     }
 
-    async fn update(&mut self, op: &OperationRecord) -> StoreResult<()> {
+    async fn update(&mut self, op: &Operation) -> StoreResult<()> {
         self.execute(sqlx::query(
             "UPDATE operations SET state = $1, tx_hash = $2, block_number = $3, failure_code = $4, reason_code = $5,
                                    signed_transaction = $6, updated_at = $7
              WHERE tenant_id = $8 AND id = $9",
         )
         .bind(op.state.as_str())
-        .bind(op.tx_hash.as_deref())
+        .bind(op.tx_hash.map(|h| h.to_string()))
         .bind(op.block_number.map(int).transpose()?)
         .bind(op.failure_code.map(FailureCode::as_str))
         .bind(op.reason_code.as_deref())
@@ -275,7 +266,7 @@ impl OperationStore for PostgresTx {
         tenant: TenantId,
         filter: &OperationFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<OperationRecord>> {
+    ) -> StoreResult<Page<Operation>> {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
         let total = clause.count(tenant, selection.count_sql(), &mut self.tx).await?;
@@ -296,7 +287,7 @@ impl OperationStore for PostgresTx {
         tenant: TenantId,
         filter: &OperationFilter,
         window: KeysetRequest,
-    ) -> StoreResult<Vec<OperationRecord>> {
+    ) -> StoreResult<Vec<Operation>> {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
         let limit = format!("${}", clause.next());

@@ -6,9 +6,10 @@ use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
+use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{StoreError, StoreResult, UserFilter, UserRecord, UserStatus, UserStore};
+use tokenops_store::{StoreError, StoreResult, UserFilter, UserRecord, UserStore};
 use uuid::Uuid;
 
 pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";

@@ -1,14 +1,15 @@
-//! Accounts on SQLite: `AccountStore`. Assets are stored upper-cased (`codec::asset_key`).
+//! Accounts on SQLite: `AccountStore`, mapping rows to and from the domain's `Account` (by parsing:
+//! a value that does not parse is a corrupt row).
 
-use crate::codec::{asset_key, page_limits};
+use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{AccountFilter, AccountRecord, AccountStore, StoreError, StoreResult};
+use tokenops_store::{AccountStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
@@ -18,18 +19,18 @@ const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_i
 const ACCOUNT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR customer_ref = ?2) AND (?3 IS NULL OR status = ?3)
      AND (?4 IS NULL OR asset_id = ?4)";
 
-fn decode_account(row: &Row<'_>) -> StoreResult<AccountRecord> {
+fn decode_account(row: &Row<'_>) -> StoreResult<Account> {
     let status: String = codec::get(row, "status")?;
     let generation: i64 = codec::get(row, "generation")?;
-    Ok(AccountRecord {
+    Ok(Account {
         id: codec::uuid(&codec::get::<String>(row, "id")?)?,
         tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
         customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         status: AccountStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("account status {status:?}")))?,
-        wallet_address: codec::get(row, "wallet_address")?,
+        wallet_address: codec::opt_address(codec::get(row, "wallet_address")?)?,
         failure_reason: codec::get(row, "failure_reason")?,
         generation: u32::try_from(generation)
             .map_err(|_| StoreError::Corrupt(format!("account generation {generation}")))?,
@@ -41,7 +42,7 @@ fn decode_account(row: &Row<'_>) -> StoreResult<AccountRecord> {
 
 #[async_trait]
 impl AccountStore for SqliteTx {
-    async fn insert(&mut self, account: &AccountRecord) -> StoreResult<()> {
+    async fn insert(&mut self, account: &Account) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         );
@@ -52,9 +53,9 @@ impl AccountStore for SqliteTx {
                 codec::id_text(account.tenant_id.as_uuid()),
                 account.account_ref.as_str(),
                 account.customer_ref.as_str(),
-                asset_key(&account.asset_id),
+                asset_text(account.asset_id),
                 account.status.as_str(),
-                account.wallet_address.as_deref(),
+                account.wallet_address.map(|a| a.to_string()),
                 account.failure_reason.as_deref(),
                 i64::from(account.generation),
                 account.provisioned_at.map(Timestamp::as_micros),
@@ -65,31 +66,27 @@ impl AccountStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<AccountRecord>> {
+    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = ?1 AND account_ref = ?2");
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), account_ref.as_str()], decode_account)
     }
 
-    async fn get_for_update(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-    ) -> StoreResult<Option<AccountRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
         // Write transactions run one at a time on the single writer: the read is already held.
         self.require_write("reading an account for update")?;
         AccountStore::get(self, tenant, account_ref).await
     }
 
-    async fn update(&mut self, account: &AccountRecord) -> StoreResult<()> {
+    async fn update(&mut self, account: &Account) -> StoreResult<()> {
         self.execute(
             "UPDATE accounts SET customer_ref = ?1, asset_id = ?2, status = ?3, wallet_address = ?4, failure_reason = ?5,
                                  generation = ?6, provisioned_at = ?7, updated_at = ?8
              WHERE tenant_id = ?9 AND id = ?10",
             params![
                 account.customer_ref.as_str(),
-                asset_key(&account.asset_id),
+                asset_text(account.asset_id),
                 account.status.as_str(),
-                account.wallet_address.as_deref(),
+                account.wallet_address.map(|a| a.to_string()),
                 account.failure_reason.as_deref(),
                 i64::from(account.generation),
                 account.provisioned_at.map(Timestamp::as_micros),
@@ -106,29 +103,26 @@ impl AccountStore for SqliteTx {
         tenant: TenantId,
         filter: &AccountFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<AccountRecord>> {
+    ) -> StoreResult<Page<Account>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
-        let asset = filter.asset_id.as_deref().map(asset_key);
+        let asset = filter.asset_id.map(asset_text);
         let total: i64 = self.scalar(
             &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
-            params![&tenant_text, customer, status, asset.as_deref()],
+            params![&tenant_text, customer, status, asset],
         )?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT ?5 OFFSET ?6"
         );
         let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(
-            &sql,
-            params![&tenant_text, customer, status, asset.as_deref(), limit, offset],
-            decode_account,
-        )?;
+        let items =
+            self.fetch_all(&sql, params![&tenant_text, customer, status, asset, limit, offset], decode_account)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
-    async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AccountRecord>> {
+    async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts
              WHERE status IN ('ACTIVE', 'INACTIVE') AND (?1 IS NULL OR id > ?1)
@@ -142,7 +136,7 @@ impl AccountStore for SqliteTx {
         tenant: TenantId,
         customer_ref: &CustomerRef,
         status: AccountStatus,
-    ) -> StoreResult<Vec<AccountRecord>> {
+    ) -> StoreResult<Vec<Account>> {
         // Write transactions run one at a time on the single writer: the rows are already held.
         self.require_write("reading a customer's accounts for update")?;
         let sql = format!(

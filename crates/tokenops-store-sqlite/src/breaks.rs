@@ -1,27 +1,27 @@
 //! Breaks on SQLite: `BreakStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_key, page_limits, parsed};
+use crate::codec::{asset_text, page_limits, parsed};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::BreakReason;
+use tokenops_domain::operation::{Break, BreakFilter, BreakReason};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::{BreakFilter, BreakRecord, BreakStore, StoreResult};
+use tokenops_store::{BreakStore, StoreResult};
 
 const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
-fn decode_break(row: &Row<'_>) -> StoreResult<BreakRecord> {
+fn decode_break(row: &Row<'_>) -> StoreResult<Break> {
     let reason: String = codec::get(row, "reason")?;
-    Ok(BreakRecord {
+    Ok(Break {
         id: codec::uuid(&codec::get::<String>(row, "id")?)?,
         tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
         transaction_id: codec::opt_uuid(codec::get(row, "transaction_id")?)?,
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         reason: parsed(&reason, "break reason", BreakReason::parse)?,
         detail: codec::get(row, "detail")?,
         detected_at: codec::ts(codec::get(row, "detected_at")?),
@@ -30,7 +30,7 @@ fn decode_break(row: &Row<'_>) -> StoreResult<BreakRecord> {
 
 #[async_trait]
 impl BreakStore for SqliteTx {
-    async fn insert(&mut self, record: &BreakRecord) -> StoreResult<()> {
+    async fn insert(&mut self, record: &Break) -> StoreResult<()> {
         let sql = format!("INSERT INTO breaks ({BREAK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
         self.execute(
             &sql,
@@ -39,7 +39,7 @@ impl BreakStore for SqliteTx {
                 codec::id_text(record.tenant_id.as_uuid()),
                 record.transaction_id.map(codec::id_text),
                 record.account_ref.as_str(),
-                asset_key(&record.asset_id),
+                asset_text(record.asset_id),
                 record.reason.as_str(),
                 &record.detail,
                 record.detected_at.as_micros(),
@@ -48,12 +48,7 @@ impl BreakStore for SqliteTx {
         Ok(())
     }
 
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &BreakFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<BreakRecord>> {
+    async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
             let p = clause.param(Value::Text(reason.as_str().to_owned()));

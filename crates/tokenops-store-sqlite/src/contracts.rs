@@ -1,13 +1,15 @@
-//! Token contracts on SQLite: `ContractStore`. Assets are stored upper-cased (`codec::asset_key`).
+//! Token contracts on SQLite: `ContractStore`, mapping rows to and from the domain's `Contract`.
 
-use crate::codec::{asset_key, page_limits};
+use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
-use tokenops_domain::account::ContractStatus;
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::chain::Address;
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::{ContractFilter, ContractRecord, ContractStore, StoreError, StoreResult};
+use tokenops_store::{ContractStore, StoreError, StoreResult};
 
 const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
@@ -15,20 +17,20 @@ const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals,
 /// (each NULL when not filtered on).
 const CONTRACT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR asset_id = ?2) AND (?3 IS NULL OR status = ?3)";
 
-fn decode_contract(row: &Row<'_>) -> StoreResult<ContractRecord> {
+fn decode_contract(row: &Row<'_>) -> StoreResult<Contract> {
     let status: String = codec::get(row, "status")?;
     let decimals: i64 = codec::get(row, "decimals")?;
-    Ok(ContractRecord {
+    Ok(Contract {
         id: codec::uuid(&codec::get::<String>(row, "id")?)?,
         tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         name: codec::get(row, "name")?,
         symbol: codec::get(row, "symbol")?,
         decimals: u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("contract decimals {decimals}")))?,
         status: ContractStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("contract status {status:?}")))?,
-        address: codec::get(row, "address")?,
-        adopt_address: codec::get(row, "adopt_address")?,
+        address: codec::opt_address(codec::get(row, "address")?)?,
+        adopt_address: codec::opt_address(codec::get(row, "adopt_address")?)?,
         failure_reason: codec::get(row, "failure_reason")?,
         created_at: codec::ts(codec::get(row, "created_at")?),
         updated_at: codec::ts(codec::get(row, "updated_at")?),
@@ -37,7 +39,7 @@ fn decode_contract(row: &Row<'_>) -> StoreResult<ContractRecord> {
 
 #[async_trait]
 impl ContractStore for SqliteTx {
-    async fn insert(&mut self, contract: &ContractRecord) -> StoreResult<()> {
+    async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         );
@@ -46,13 +48,13 @@ impl ContractStore for SqliteTx {
             params![
                 codec::id_text(contract.id),
                 codec::id_text(contract.tenant_id.as_uuid()),
-                asset_key(&contract.asset_id),
+                asset_text(contract.asset_id),
                 &contract.name,
                 &contract.symbol,
                 i64::from(contract.decimals),
                 contract.status.as_str(),
-                contract.address.as_deref(),
-                contract.adopt_address.as_deref(),
+                contract.address.map(|a| a.to_string()),
+                contract.adopt_address.map(|a| a.to_string()),
                 contract.failure_reason.as_deref(),
                 contract.created_at.as_micros(),
                 contract.updated_at.as_micros(),
@@ -61,23 +63,23 @@ impl ContractStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
+    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = ?1 AND asset_id = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), asset_key(asset_id)], decode_contract)
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), asset_text(asset_id)], decode_contract)
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: &str) -> StoreResult<Option<ContractRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
         // Write transactions run one at a time on the single writer: the read is already held.
         self.require_write("reading a contract for update")?;
         ContractStore::get(self, tenant, asset_id).await
     }
 
-    async fn on_address(&mut self, address: &str) -> StoreResult<Vec<ContractRecord>> {
+    async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = ?1 ORDER BY created_at, id");
-        self.fetch_all(&sql, params![address.to_ascii_lowercase()], decode_contract)
+        self.fetch_all(&sql, params![address.to_string()], decode_contract)
     }
 
-    async fn update(&mut self, contract: &ContractRecord) -> StoreResult<()> {
+    async fn update(&mut self, contract: &Contract) -> StoreResult<()> {
         self.execute(
             "UPDATE contracts SET name = ?1, symbol = ?2, decimals = ?3, status = ?4, address = ?5, adopt_address = ?6,
                                   failure_reason = ?7, updated_at = ?8
@@ -87,8 +89,8 @@ impl ContractStore for SqliteTx {
                 &contract.symbol,
                 i64::from(contract.decimals),
                 contract.status.as_str(),
-                contract.address.as_deref(),
-                contract.adopt_address.as_deref(),
+                contract.address.map(|a| a.to_string()),
+                contract.adopt_address.map(|a| a.to_string()),
                 contract.failure_reason.as_deref(),
                 contract.updated_at.as_micros(),
                 codec::id_text(contract.tenant_id.as_uuid()),
@@ -103,21 +105,20 @@ impl ContractStore for SqliteTx {
         tenant: TenantId,
         filter: &ContractFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<ContractRecord>> {
+    ) -> StoreResult<Page<Contract>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let asset = filter.asset_id.as_deref().map(asset_key);
+        let asset = filter.asset_id.map(asset_text);
         let status = filter.status.map(ContractStatus::as_str);
         let total: i64 = self.scalar(
             &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
-            params![&tenant_text, asset.as_deref(), status],
+            params![&tenant_text, asset, status],
         )?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT ?4 OFFSET ?5"
         );
         let (limit, offset) = page_limits(page);
-        let items =
-            self.fetch_all(&sql, params![&tenant_text, asset.as_deref(), status, limit, offset], decode_contract)?;
+        let items = self.fetch_all(&sql, params![&tenant_text, asset, status, limit, offset], decode_contract)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 }

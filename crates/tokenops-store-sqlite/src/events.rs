@@ -3,10 +3,10 @@
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use tokenops_domain::event::{Event, ResourceRef};
+use tokenops_domain::event::{Event, EventFilter, ResourceRef};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{EventFilter, EventStore, StoreResult};
+use tokenops_store::{EventStore, StoreResult};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";

@@ -8,9 +8,10 @@ use crate::users::{USER_COLUMNS, decode_user};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
+use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{GroupRecord, GroupStatus, GroupStore, StoreError, StoreResult, UserRecord};
+use tokenops_store::{GroupRecord, GroupStore, StoreError, StoreResult, UserRecord};
 use uuid::Uuid;
 
 const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";

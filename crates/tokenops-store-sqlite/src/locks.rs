@@ -1,29 +1,29 @@
 //! Locks on SQLite: `LockStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_key, page_limits, parsed};
+use crate::codec::{asset_text, page_limits, parsed};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::LockStatus;
+use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{LockRecord, LockStore, StoreResult};
+use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
 
 const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
-fn decode_lock(row: &Row<'_>) -> StoreResult<LockRecord> {
+fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
     let status: String = codec::get(row, "status")?;
-    Ok(LockRecord {
+    Ok(Lock {
         id: codec::uuid(&codec::get::<String>(row, "id")?)?,
         tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
         counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        asset_id: codec::get(row, "asset_id")?,
-        amount: codec::get(row, "amount")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
+        amount: codec::amount(codec::get(row, "amount")?)?,
         expires_at: codec::get::<Option<i64>>(row, "expires_at")?.map(codec::ts),
         status: parsed(&status, "lock status", LockStatus::parse)?,
         completed_by: codec::opt_uuid(codec::get(row, "completed_by")?)?,
@@ -34,7 +34,7 @@ fn decode_lock(row: &Row<'_>) -> StoreResult<LockRecord> {
 
 #[async_trait]
 impl LockStore for SqliteTx {
-    async fn insert(&mut self, lock: &LockRecord) -> StoreResult<()> {
+    async fn insert(&mut self, lock: &Lock) -> StoreResult<()> {
         let sql = format!("INSERT INTO locks ({LOCK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
         self.execute(
             &sql,
@@ -43,8 +43,8 @@ impl LockStore for SqliteTx {
                 codec::id_text(lock.tenant_id.as_uuid()),
                 lock.account_ref.as_str(),
                 lock.counterparty_ref.as_ref().map(AccountRef::as_str),
-                asset_key(&lock.asset_id),
-                lock.amount,
+                asset_text(lock.asset_id),
+                lock.amount.as_i64(),
                 lock.expires_at.map(Timestamp::as_micros),
                 lock.status.as_str(),
                 lock.completed_by.map(codec::id_text),
@@ -55,18 +55,18 @@ impl LockStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
         let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = ?1 AND id = ?2");
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode_lock)
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<LockRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
         // Write transactions run one at a time on the single writer: the read is already held.
         self.require_write("reading a lock for update")?;
         LockStore::get(self, tenant, id).await
     }
 
-    async fn update(&mut self, lock: &LockRecord) -> StoreResult<()> {
+    async fn update(&mut self, lock: &Lock) -> StoreResult<()> {
         self.execute(
             "UPDATE locks SET status = ?1, completed_by = ?2, updated_at = ?3
              WHERE tenant_id = ?4 AND id = ?5",
@@ -87,7 +87,7 @@ impl LockStore for SqliteTx {
         account_ref: &AccountRef,
         status: Option<LockStatus>,
         page: PageRequest,
-    ) -> StoreResult<Page<LockRecord>> {
+    ) -> StoreResult<Page<Lock>> {
         let mut clause = Clause::new();
         let p = clause.param(Value::Text(account_ref.as_str().to_owned()));
         clause.and(&format!("account_ref = {p}"));
@@ -112,7 +112,7 @@ impl LockStore for SqliteTx {
         Ok(Page { items, total })
     }
 
-    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<LockRecord>> {
+    async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {
         // The predicate of the partial index `locks_expiring`, spelled as it is there.
         let sql = format!(
             "SELECT {LOCK_COLUMNS} FROM locks

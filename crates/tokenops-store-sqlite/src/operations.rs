@@ -3,20 +3,20 @@
 //! Lists are built from the filters actually given (each a fixed fragment, numbered after the
 //! tenant; `clause`), so that every combination is a plain indexed statement rather than one
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
-//! SQL. Assets are stored as their upper-case code (`codec::asset_key`).
+//! SQL.
 
 use crate::clause::Clause;
-use crate::codec::{asset_key, page_limits, parsed};
+use crate::codec::{asset_text, page_limits, parsed};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::operation::{FailureCode, OperationState, TxType};
+use tokenops_domain::operation::{FailureCode, Operation, OperationFilter, OperationState, TxType};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{InFlight, OperationFilter, OperationRecord, OperationStore, StoreError, StoreResult};
+use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 fn int(value: u64) -> StoreResult<i64> {
@@ -29,24 +29,24 @@ fn uint(value: i64, what: &str) -> StoreResult<u64> {
 
 const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
-fn decode_operation(row: &Row<'_>) -> StoreResult<OperationRecord> {
+fn decode_operation(row: &Row<'_>) -> StoreResult<Operation> {
     let tx_type: String = codec::get(row, "tx_type")?;
     let state: String = codec::get(row, "state")?;
     let failure_code: Option<String> = codec::get(row, "failure_code")?;
     let params: String = codec::get(row, "params")?;
-    Ok(OperationRecord {
+    Ok(Operation {
         id: codec::uuid(&codec::get::<String>(row, "id")?)?,
         tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
         tx_type: parsed(&tx_type, "operation type", TxType::parse)?,
-        asset_id: codec::get(row, "asset_id")?,
+        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
         account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
         customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
         counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        amount: codec::get(row, "amount")?,
+        amount: codec::amount(codec::get(row, "amount")?)?,
         params: codec::json(&params)?,
         lock_id: codec::opt_uuid(codec::get(row, "lock_id")?)?,
         state: parsed(&state, "operation state", OperationState::parse)?,
-        tx_hash: codec::get(row, "tx_hash")?,
+        tx_hash: codec::opt_tx_hash(codec::get(row, "tx_hash")?)?,
         block_number: codec::get::<Option<i64>>(row, "block_number")?.map(|n| uint(n, "block number")).transpose()?,
         failure_code: failure_code.as_deref().map(|c| parsed(c, "failure code", FailureCode::parse)).transpose()?,
         reason_code: codec::get(row, "reason_code")?,
@@ -121,7 +121,7 @@ impl OperationSelection {
 
 #[async_trait]
 impl OperationStore for SqliteTx {
-    async fn insert(&mut self, op: &OperationRecord) -> StoreResult<()> {
+    async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO operations ({OPERATION_COLUMNS})
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
@@ -132,15 +132,15 @@ impl OperationStore for SqliteTx {
                 codec::id_text(op.id),
                 codec::id_text(op.tenant_id.as_uuid()),
                 op.tx_type.as_str(),
-                asset_key(&op.asset_id),
+                asset_text(op.asset_id),
                 op.account_ref.as_str(),
                 op.customer_ref.as_str(),
                 op.counterparty_ref.as_ref().map(AccountRef::as_str),
-                op.amount,
+                op.amount.as_i64(),
                 codec::json_text(&op.params),
                 op.lock_id.map(codec::id_text),
                 op.state.as_str(),
-                op.tx_hash.as_deref(),
+                op.tx_hash.map(|h| h.to_string()),
                 op.block_number.map(int).transpose()?,
                 op.failure_code.map(FailureCode::as_str),
                 op.reason_code.as_deref(),
@@ -155,12 +155,12 @@ impl OperationStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
         let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = ?1 AND id = ?2");
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode_operation)
     }
 
-    async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<OperationRecord>> {
+    async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<Operation>> {
         let sql = format!(
             "SELECT {OPERATION_COLUMNS} FROM operations
              WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
@@ -199,20 +199,20 @@ impl OperationStore for SqliteTx {
         )
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<OperationRecord>> {
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
         // Write transactions run one at a time on the single writer: the read is already held.
         self.require_write("reading an operation for update")?;
         OperationStore::get(self, tenant, id).await
     }
 
-    async fn update(&mut self, op: &OperationRecord) -> StoreResult<()> {
+    async fn update(&mut self, op: &Operation) -> StoreResult<()> {
         self.execute(
             "UPDATE operations SET state = ?1, tx_hash = ?2, block_number = ?3, failure_code = ?4, reason_code = ?5,
                                    signed_transaction = ?6, updated_at = ?7
              WHERE tenant_id = ?8 AND id = ?9",
             params![
                 op.state.as_str(),
-                op.tx_hash.as_deref(),
+                op.tx_hash.map(|h| h.to_string()),
                 op.block_number.map(int).transpose()?,
                 op.failure_code.map(FailureCode::as_str),
                 op.reason_code.as_deref(),
@@ -230,7 +230,7 @@ impl OperationStore for SqliteTx {
         tenant: TenantId,
         filter: &OperationFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<OperationRecord>> {
+    ) -> StoreResult<Page<Operation>> {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
         let total = clause.count(tenant, &selection.count_sql(), self)?;
@@ -249,7 +249,7 @@ impl OperationStore for SqliteTx {
         tenant: TenantId,
         filter: &OperationFilter,
         window: KeysetRequest,
-    ) -> StoreResult<Vec<OperationRecord>> {
+    ) -> StoreResult<Vec<Operation>> {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
         let sql = selection.rows_sql(&format!("LIMIT ?{}", clause.next()));

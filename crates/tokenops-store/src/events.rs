@@ -1,19 +1,12 @@
-//! Events (the outbox): `EventFilter` and `EventStore`.
+//! Events (the outbox): `EventStore`.
 
 use async_trait::async_trait;
-use tokenops_domain::event::Event;
+use tokenops_domain::event::{Event, EventFilter};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
-
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub event_type: Option<String>,
-    pub from: Option<Timestamp>,
-    pub to: Option<Timestamp>,
-}
 
 #[async_trait]
 pub trait EventStore: Send {

@@ -1,34 +1,12 @@
-//! Approval groups and their members: `GroupStatus`, `GroupRecord` and `GroupStore`.
+//! Approval groups and their members: `GroupRecord` and `GroupStore`.
 
 use async_trait::async_trait;
+use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::{StoreResult, UserRecord};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GroupStatus {
-    Active,
-    Inactive,
-}
-
-impl GroupStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GroupStatus::Active => "ACTIVE",
-            GroupStatus::Inactive => "INACTIVE",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "ACTIVE" => Some(GroupStatus::Active),
-            "INACTIVE" => Some(GroupStatus::Inactive),
-            _ => None,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRecord {

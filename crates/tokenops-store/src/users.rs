@@ -1,38 +1,12 @@
-//! Users of an organisation: `UserStatus`, `UserRecord`, `UserFilter` and `UserStore`.
+//! Users of an organisation: `UserRecord`, `UserFilter` and `UserStore`.
 
 use async_trait::async_trait;
+use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
-
-/// INVITED until the first password is set; ACTIVE; SUSPENDED by an administrator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UserStatus {
-    Invited,
-    Active,
-    Suspended,
-}
-
-impl UserStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UserStatus::Invited => "INVITED",
-            UserStatus::Active => "ACTIVE",
-            UserStatus::Suspended => "SUSPENDED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "INVITED" => Some(UserStatus::Invited),
-            "ACTIVE" => Some(UserStatus::Active),
-            "SUSPENDED" => Some(UserStatus::Suspended),
-            _ => None,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserRecord {

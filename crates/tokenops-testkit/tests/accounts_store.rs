@@ -9,11 +9,14 @@
 //! The store never reads the clock: tests pass time in, from the fixed instant `T0`.
 
 use std::time::{Duration, Instant};
-use tokenops_domain::account::{AccountRef, AccountStatus, ContractStatus};
+use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::chain::Address;
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{AccountFilter, AccountRecord, ContractFilter, ContractRecord, Store, StoreError};
+use tokenops_store::{Store, StoreError};
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
@@ -38,8 +41,12 @@ fn page(page: u64, size: u32) -> PageRequest {
     PageRequest { page, size }
 }
 
-fn address(n: u8) -> String {
-    format!("0x{}", format!("{n:02x}").repeat(20))
+fn address(n: u8) -> Address {
+    Address::from_bytes([n; 20])
+}
+
+fn currency(code: &str) -> AssetId {
+    AssetId::parse(code).expect("a currency")
 }
 
 fn account_ref(text: &str) -> AccountRef {
@@ -51,11 +58,11 @@ fn customer_ref(text: &str) -> CustomerRef {
 }
 
 /// A PENDING contract being deployed: no address, nothing to adopt, no failure.
-fn contract(tenant: TenantId, asset_id: &str, created_at: Timestamp) -> ContractRecord {
-    ContractRecord {
+fn contract(tenant: TenantId, asset_id: &str, created_at: Timestamp) -> Contract {
+    Contract {
         id: new_id(),
         tenant_id: tenant,
-        asset_id: asset_id.to_owned(),
+        asset_id: currency(asset_id),
         name: format!("{asset_id} token"),
         symbol: format!("t{asset_id}"),
         decimals: 2,
@@ -69,13 +76,13 @@ fn contract(tenant: TenantId, asset_id: &str, created_at: Timestamp) -> Contract
 }
 
 /// A PENDING account: no wallet yet, no failure, first registration.
-fn account(tenant: TenantId, reference: &str, customer: &str, asset_id: &str, created_at: Timestamp) -> AccountRecord {
-    AccountRecord {
+fn account(tenant: TenantId, reference: &str, customer: &str, asset_id: &str, created_at: Timestamp) -> Account {
+    Account {
         id: new_id(),
         tenant_id: tenant,
         account_ref: account_ref(reference),
         customer_ref: customer_ref(customer),
-        asset_id: asset_id.to_owned(),
+        asset_id: currency(asset_id),
         status: AccountStatus::Pending,
         wallet_address: None,
         failure_reason: None,
@@ -86,7 +93,7 @@ fn account(tenant: TenantId, reference: &str, customer: &str, asset_id: &str, cr
     }
 }
 
-async fn insert_contracts(store: &dyn Store, contracts: &[ContractRecord]) {
+async fn insert_contracts(store: &dyn Store, contracts: &[Contract]) {
     let mut tx = store.write().await.expect("begin");
     for c in contracts {
         tx.contracts().insert(c).await.expect("insert contract");
@@ -94,7 +101,7 @@ async fn insert_contracts(store: &dyn Store, contracts: &[ContractRecord]) {
     tx.commit().await.expect("commit");
 }
 
-async fn insert_accounts(store: &dyn Store, accounts: &[AccountRecord]) {
+async fn insert_accounts(store: &dyn Store, accounts: &[Account]) {
     let mut tx = store.write().await.expect("begin");
     for a in accounts {
         tx.accounts().insert(a).await.expect("insert account");
@@ -102,12 +109,12 @@ async fn insert_accounts(store: &dyn Store, accounts: &[AccountRecord]) {
     tx.commit().await.expect("commit");
 }
 
-async fn get_contract(store: &dyn Store, tenant: TenantId, asset_id: &str) -> Option<ContractRecord> {
+async fn get_contract(store: &dyn Store, tenant: TenantId, asset_id: &str) -> Option<Contract> {
     let mut tx = store.read().await.expect("begin read");
-    tx.contracts().get(tenant, asset_id).await.expect("get contract")
+    tx.contracts().get(tenant, currency(asset_id)).await.expect("get contract")
 }
 
-async fn get_account(store: &dyn Store, tenant: TenantId, reference: &str) -> Option<AccountRecord> {
+async fn get_account(store: &dyn Store, tenant: TenantId, reference: &str) -> Option<Account> {
     let mut tx = store.read().await.expect("begin read");
     tx.accounts().get(tenant, &account_ref(reference)).await.expect("get account")
 }
@@ -136,7 +143,7 @@ async fn list_accounts(
     (found.items.into_iter().map(|a| a.id).collect(), found.total)
 }
 
-fn account_ids<'a>(records: impl IntoIterator<Item = &'a AccountRecord>) -> Vec<Uuid> {
+fn account_ids<'a>(records: impl IntoIterator<Item = &'a Account>) -> Vec<Uuid> {
     records.into_iter().map(|a| a.id).collect()
 }
 
@@ -169,8 +176,8 @@ async fn contracts_round_trip_every_field(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
     // Every optional field empty, and every one set (with the extreme decimals).
-    let pending = ContractRecord { decimals: 0, ..contract(t, "JPY", at(1)) };
-    let failed = ContractRecord {
+    let pending = Contract { decimals: 0, ..contract(t, "JPY", at(1)) };
+    let failed = Contract {
         name: "Euro — tokenised".into(),
         symbol: "tEUR".into(),
         decimals: u8::MAX,
@@ -189,16 +196,17 @@ async fn contracts_round_trip_every_field(backend: Backend) {
         }
         let mut tx = fx.store.write().await.expect("begin");
         for asset in spellings {
-            let got = tx.contracts().get_for_update(t, asset).await.expect("get for update");
+            let got = tx.contracts().get_for_update(t, currency(asset)).await.expect("get for update");
             assert_eq!(got.as_ref(), Some(record), "get_for_update {asset}");
         }
         tx.commit().await.expect("commit");
     }
     assert_eq!(get_contract(&*fx.store, t, "USD").await, None, "unknown asset");
-    assert_eq!(get_contract(&*fx.store, t, "EU").await, None, "not a prefix");
-    assert_eq!(get_contract(&*fx.store, t, "").await, None);
+    // Nothing that is not a currency can be asked for: not a prefix, not nothing.
+    assert!(AssetId::parse("EU").is_err(), "not a prefix");
+    assert!(AssetId::parse("").is_err());
     let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.contracts().get_for_update(t, "usd").await.expect("get for update"), None);
+    assert_eq!(tx.contracts().get_for_update(t, currency("usd")).await.expect("get for update"), None);
     tx.commit().await.expect("commit");
 }
 
@@ -215,7 +223,7 @@ async fn a_second_contract_for_an_asset_is_a_conflict(backend: Backend) {
     let lower = contract(a, "usd", at(3));
     let outcome = tx.contracts().insert(&lower).await;
     assert!(matches!(outcome, Err(StoreError::Conflict(_))), "the asset is taken in any case: {outcome:?}");
-    let same_id = ContractRecord { id: usd.id, ..contract(a, "GBP", at(4)) };
+    let same_id = Contract { id: usd.id, ..contract(a, "GBP", at(4)) };
     let outcome = tx.contracts().insert(&same_id).await;
     assert!(matches!(outcome, Err(StoreError::Conflict(_))), "the id is taken: {outcome:?}");
     // The conflicts left the transaction usable; another organisation may have the asset.
@@ -236,7 +244,7 @@ async fn a_second_contract_for_an_asset_is_a_conflict(backend: Backend) {
     tx.contracts().insert(&chf).await.expect("insert a lower-case code");
     tx.commit().await.expect("commit");
     let stored = get_contract(&*fx.store, b, "Chf").await.expect("found ignoring case");
-    assert_eq!(stored, ContractRecord { asset_id: "CHF".into(), ..chf });
+    assert_eq!(stored, Contract { asset_id: currency("CHF"), ..chf });
 }
 
 async fn contracts_are_invisible_to_other_tenants(backend: Backend) {
@@ -247,9 +255,9 @@ async fn contracts_are_invisible_to_other_tenants(backend: Backend) {
 
     assert_eq!(get_contract(&*fx.store, b, "USD").await, None);
     let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.contracts().get_for_update(b, "USD").await.expect("get for update"), None);
+    assert_eq!(tx.contracts().get_for_update(b, currency("USD")).await.expect("get for update"), None);
     // Another organisation's update of the same id reaches nothing.
-    let mallory = ContractRecord {
+    let mallory = Contract {
         tenant_id: b,
         name: "Mallory".into(),
         status: ContractStatus::Inactive,
@@ -272,7 +280,7 @@ async fn a_contract_update_replaces_every_mutable_field(backend: Backend) {
     insert_contracts(&*fx.store, &[original.clone(), other.clone()]).await;
 
     // Every mutable field, the optional ones from None to Some.
-    let changed = ContractRecord {
+    let changed = Contract {
         name: "US Dollar token".into(),
         symbol: "USDT".into(),
         decimals: 6,
@@ -284,21 +292,21 @@ async fn a_contract_update_replaces_every_mutable_field(backend: Backend) {
         ..original.clone()
     };
     let mut tx = fx.store.write().await.expect("begin");
-    let locked = tx.contracts().get_for_update(t, "usd").await.expect("get for update");
+    let locked = tx.contracts().get_for_update(t, currency("usd")).await.expect("get for update");
     assert_eq!(locked.as_ref(), Some(&original));
     tx.contracts().update(&changed).await.expect("update");
     // Read back inside the transaction that changed it.
-    assert_eq!(tx.contracts().get(t, "USD").await.expect("get"), Some(changed.clone()));
+    assert_eq!(tx.contracts().get(t, currency("USD")).await.expect("get"), Some(changed.clone()));
     tx.commit().await.expect("commit");
     assert_eq!(get_contract(&*fx.store, t, "USD").await, Some(changed.clone()));
     assert_eq!(get_contract(&*fx.store, t, "EUR").await, Some(other.clone()), "only the contract with the id");
 
     // And back: the optional fields are cleared again. What is not mutable (the asset, the
     // creation time) stays as inserted whatever the record says.
-    let reverted = ContractRecord { updated_at: at(120), ..original.clone() };
+    let reverted = Contract { updated_at: at(120), ..original.clone() };
     let mut tx = fx.store.write().await.expect("begin");
     tx.contracts()
-        .update(&ContractRecord { asset_id: "GBP".into(), created_at: at(999), ..reverted.clone() })
+        .update(&Contract { asset_id: currency("GBP"), created_at: at(999), ..reverted.clone() })
         .await
         .expect("update");
     tx.commit().await.expect("commit");
@@ -315,7 +323,7 @@ async fn a_contract_update_replaces_every_mutable_field(backend: Backend) {
 async fn contracts_are_listed_oldest_first_with_filters_and_totals(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (t, other) = (tenant(), tenant());
-    let with = |c: ContractRecord, status: ContractStatus| ContractRecord { status, ..c };
+    let with = |c: Contract, status: ContractStatus| Contract { status, ..c };
     // Inserted out of order; two created at the same instant (the id breaks the tie).
     let mut twins = [contract(t, "CHF", at(20)), contract(t, "SEK", at(20))];
     twins.sort_by_key(|c| c.id);
@@ -328,7 +336,7 @@ async fn contracts_are_listed_oldest_first_with_filters_and_totals(backend: Back
     ];
     insert_contracts(&*fx.store, &contracts).await;
     insert_contracts(&*fx.store, &[with(contract(other, "USD", at(1)), ContractStatus::Active)]).await;
-    let by_asset = |code: &str| contracts.iter().find(|c| c.asset_id == code).expect("inserted");
+    let by_asset = |code: &str| contracts.iter().find(|c| c.asset_id.code() == code).expect("inserted");
     let oldest_first = vec![by_asset("USD").id, twins[0].id, twins[1].id, by_asset("EUR").id, by_asset("JPY").id];
 
     let all = ContractFilter::default();
@@ -341,10 +349,10 @@ async fn contracts_are_listed_oldest_first_with_filters_and_totals(backend: Back
 
     // By asset, in any case.
     for asset in ["EUR", "eur", "Eur"] {
-        let filter = ContractFilter { asset_id: Some(asset.into()), ..ContractFilter::default() };
+        let filter = ContractFilter { asset_id: Some(currency(asset)), ..ContractFilter::default() };
         assert_eq!(list_contracts(&*fx.store, t, filter, page(0, 50)).await, (vec![by_asset("EUR").id], 1), "{asset}");
     }
-    let unknown = ContractFilter { asset_id: Some("GBP".into()), ..ContractFilter::default() };
+    let unknown = ContractFilter { asset_id: Some(currency("GBP")), ..ContractFilter::default() };
     assert_eq!(list_contracts(&*fx.store, t, unknown, page(0, 50)).await, (vec![], 0));
 
     // By status.
@@ -358,9 +366,9 @@ async fn contracts_are_listed_oldest_first_with_filters_and_totals(backend: Back
     }
 
     // Both filters.
-    let both = ContractFilter { asset_id: Some("jpy".into()), status: Some(ContractStatus::Active) };
+    let both = ContractFilter { asset_id: Some(currency("jpy")), status: Some(ContractStatus::Active) };
     assert_eq!(list_contracts(&*fx.store, t, both, page(0, 50)).await, (vec![by_asset("JPY").id], 1));
-    let neither = ContractFilter { asset_id: Some("jpy".into()), status: Some(ContractStatus::Pending) };
+    let neither = ContractFilter { asset_id: Some(currency("jpy")), status: Some(ContractStatus::Pending) };
     assert_eq!(list_contracts(&*fx.store, t, neither, page(0, 50)).await, (vec![], 0));
 
     // The other organisation sees only its own.
@@ -373,6 +381,7 @@ async fn contracts_are_listed_oldest_first_with_filters_and_totals(backend: Back
 
 backends!(
     accounts_round_trip_every_field,
+    a_stored_address_or_asset_that_does_not_parse_is_a_corrupt_row,
     a_second_account_with_a_reference_is_a_conflict,
     accounts_are_invisible_to_other_tenants,
     an_account_update_replaces_every_mutable_field,
@@ -380,12 +389,33 @@ backends!(
     a_customers_accounts_in_a_status_are_selected_oldest_first,
 );
 
+async fn a_stored_address_or_asset_that_does_not_parse_is_a_corrupt_row(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let t = tenant();
+    let usd = contract(t, "USD", at(1));
+    insert_contracts(&*fx.store, std::slice::from_ref(&usd)).await;
+    for (n, (column, value)) in
+        [("wallet_address", "'0x12'"), ("wallet_address", "'12'"), ("asset_id", "'XYZ'")].into_iter().enumerate()
+    {
+        let record = account(t, &format!("acc-{n}"), "cust-1", "USD", at(1));
+        insert_accounts(&*fx.store, std::slice::from_ref(&record)).await;
+        fx.db.execute(&format!("UPDATE accounts SET {column} = {value} WHERE id = '{}'", record.id)).await;
+        let mut tx = fx.store.read().await.expect("begin read");
+        let read = tx.accounts().get(t, &record.account_ref).await;
+        assert!(matches!(read, Err(StoreError::Corrupt(_))), "{column} = {value}: {read:?}");
+    }
+    fx.db.execute(&format!("UPDATE contracts SET address = '0xnot-an-address' WHERE id = '{}'", usd.id)).await;
+    let mut tx = fx.store.read().await.expect("begin read");
+    let read = tx.contracts().get(t, currency("USD")).await;
+    assert!(matches!(read, Err(StoreError::Corrupt(_))), "contract address: {read:?}");
+}
+
 async fn accounts_round_trip_every_field(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
     // Every optional field empty, and every one set (with the largest generation).
     let pending = account(t, "acc-1", "cust-1", "USD", at(1));
-    let provisioned = AccountRecord {
+    let provisioned = Account {
         status: AccountStatus::Inactive,
         wallet_address: Some(address(0x5a)),
         failure_reason: Some("a previous registration failed".into()),
@@ -423,7 +453,7 @@ async fn a_second_account_with_a_reference_is_a_conflict(backend: Backend) {
     let again = account(a, "acc-1", "cust-2", "EUR", at(2));
     let outcome = tx.accounts().insert(&again).await;
     assert!(matches!(outcome, Err(StoreError::Conflict(_))), "the reference is taken: {outcome:?}");
-    let same_id = AccountRecord { id: first.id, ..account(a, "acc-2", "cust-1", "USD", at(3)) };
+    let same_id = Account { id: first.id, ..account(a, "acc-2", "cust-1", "USD", at(3)) };
     let outcome = tx.accounts().insert(&same_id).await;
     assert!(matches!(outcome, Err(StoreError::Conflict(_))), "the id is taken: {outcome:?}");
     // The conflicts left the transaction usable; references are case-sensitive; another
@@ -439,11 +469,11 @@ async fn a_second_account_with_a_reference_is_a_conflict(backend: Backend) {
     assert_eq!(get_account(&*fx.store, b, "acc-1").await, Some(elsewhere));
     assert_eq!(fx.db.count("accounts", "").await, 3);
 
-    // The asset is stored upper-case.
+    // An asset given in lower case is stored and read back as its upper-case code.
     let lower = account(b, "acc-2", "cust-1", "chf", at(6));
     insert_accounts(&*fx.store, std::slice::from_ref(&lower)).await;
     let stored = get_account(&*fx.store, b, "acc-2").await.expect("stored");
-    assert_eq!(stored, AccountRecord { asset_id: "CHF".into(), ..lower });
+    assert_eq!(stored, Account { asset_id: currency("CHF"), ..lower });
 }
 
 async fn accounts_are_invisible_to_other_tenants(backend: Backend) {
@@ -462,7 +492,7 @@ async fn accounts_are_invisible_to_other_tenants(backend: Backend) {
         .expect("for customer in status");
     assert_eq!(theirs, vec![]);
     // Another organisation's update of the same id reaches nothing.
-    let mallory = AccountRecord {
+    let mallory = Account {
         tenant_id: b,
         status: AccountStatus::Active,
         wallet_address: Some(address(0xee)),
@@ -487,9 +517,9 @@ async fn an_account_update_replaces_every_mutable_field(backend: Backend) {
     insert_accounts(&*fx.store, &[original.clone(), other.clone()]).await;
 
     // Every mutable field, the optional ones from None to Some.
-    let changed = AccountRecord {
+    let changed = Account {
         customer_ref: customer_ref("cust-9"),
-        asset_id: "EUR".into(),
+        asset_id: currency("EUR"),
         status: AccountStatus::Active,
         wallet_address: Some(address(0x77)),
         failure_reason: Some("kept from an earlier attempt".into()),
@@ -511,19 +541,19 @@ async fn an_account_update_replaces_every_mutable_field(backend: Backend) {
     // The new customer and asset are what the lists filter by.
     let by_new = AccountFilter {
         customer_ref: Some(customer_ref("cust-9")),
-        asset_id: Some("eur".into()),
+        asset_id: Some(currency("eur")),
         status: Some(AccountStatus::Active),
     };
     assert_eq!(list_accounts(&*fx.store, t, by_new, page(0, 50)).await, (vec![original.id], 1));
 
     // And back: the optional fields are cleared again. What is not mutable (the reference, the
     // creation time) stays as inserted whatever the record says; the asset is stored upper-case.
-    let reverted = AccountRecord { updated_at: at(120), ..original.clone() };
+    let reverted = Account { updated_at: at(120), ..original.clone() };
     let mut tx = fx.store.write().await.expect("begin");
     tx.accounts()
-        .update(&AccountRecord {
+        .update(&Account {
             account_ref: account_ref("acc-renamed"),
-            asset_id: "usd".into(),
+            asset_id: currency("usd"),
             created_at: at(999),
             ..reverted.clone()
         })
@@ -535,7 +565,7 @@ async fn an_account_update_replaces_every_mutable_field(backend: Backend) {
 
     // An update of an unknown id changes nothing.
     let mut tx = fx.store.write().await.expect("begin");
-    let unknown = AccountRecord { generation: 5, ..account(t, "acc-2", "cust-2", "JPY", at(3)) };
+    let unknown = Account { generation: 5, ..account(t, "acc-2", "cust-2", "JPY", at(3)) };
     tx.accounts().update(&unknown).await.expect("update of an unknown id");
     tx.commit().await.expect("commit");
     assert_eq!(get_account(&*fx.store, t, "acc-2").await, Some(other));
@@ -544,7 +574,7 @@ async fn an_account_update_replaces_every_mutable_field(backend: Backend) {
 async fn accounts_are_listed_oldest_first_with_filters_and_totals(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (t, other) = (tenant(), tenant());
-    let with = |a: AccountRecord, status: AccountStatus| AccountRecord { status, ..a };
+    let with = |a: Account, status: AccountStatus| Account { status, ..a };
     // Two created at the same instant: the id breaks the tie.
     let mut twins = [account(t, "twin-a", "alice", "EUR", at(20)), account(t, "twin-b", "alice", "EUR", at(20))];
     twins.sort_by_key(|a| a.id);
@@ -594,7 +624,7 @@ async fn accounts_are_listed_oldest_first_with_filters_and_totals(backend: Backe
     assert_eq!(list_accounts(&*fx.store, t, status(AccountStatus::Failed), page(0, 50)).await, (vec![], 0));
 
     // By asset, in any case.
-    let asset = |code: &str| AccountFilter { asset_id: Some(code.into()), ..AccountFilter::default() };
+    let asset = |code: &str| AccountFilter { asset_id: Some(currency(code)), ..AccountFilter::default() };
     let usd = account_ids([&a1, &b1, &upper_bob]);
     for code in ["USD", "usd", "uSd"] {
         assert_eq!(list_accounts(&*fx.store, t, asset(code), page(0, 50)).await, (usd.clone(), 3), "{code}");
@@ -606,13 +636,13 @@ async fn accounts_are_listed_oldest_first_with_filters_and_totals(backend: Backe
     let combined = AccountFilter {
         customer_ref: Some(customer_ref("alice")),
         status: Some(AccountStatus::Active),
-        asset_id: Some("Eur".into()),
+        asset_id: Some(currency("Eur")),
     };
     assert_eq!(list_accounts(&*fx.store, t, combined, page(0, 50)).await, (vec![low.id], 1));
     let none = AccountFilter {
         customer_ref: Some(customer_ref("bob")),
         status: Some(AccountStatus::Active),
-        asset_id: Some("JPY".into()),
+        asset_id: Some(currency("JPY")),
     };
     assert_eq!(list_accounts(&*fx.store, t, none, page(0, 50)).await, (vec![], 0));
 
@@ -624,7 +654,7 @@ async fn accounts_are_listed_oldest_first_with_filters_and_totals(backend: Backe
 async fn a_customers_accounts_in_a_status_are_selected_oldest_first(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (t, other) = (tenant(), tenant());
-    let with = |a: AccountRecord, status: AccountStatus| AccountRecord { status, ..a };
+    let with = |a: Account, status: AccountStatus| Account { status, ..a };
     let mut twins = [account(t, "twin-a", "alice", "EUR", at(20)), account(t, "twin-b", "alice", "GBP", at(20))];
     twins.sort_by_key(|a| a.id);
     let [low, high] = twins.map(|a| with(a, AccountStatus::Active));
@@ -662,7 +692,7 @@ async fn a_customers_accounts_in_a_status_are_selected_oldest_first(backend: Bac
     // The cascade: the customer is deactivated, so each of its ACTIVE accounts becomes INACTIVE,
     // in the same transaction.
     for (i, a) in active.iter().enumerate() {
-        let off = AccountRecord {
+        let off = Account {
             status: AccountStatus::Inactive,
             updated_at: at(100 + i64::try_from(i).expect("small")),
             ..a.clone()
@@ -702,7 +732,7 @@ async fn reads_for_update_need_a_write_transaction(backend: Backend) {
 
     // Each in its own read transaction: a refused statement ends a PostgreSQL transaction.
     let mut tx = fx.store.read().await.expect("begin read");
-    tx.contracts().get_for_update(t, "USD").await.expect_err("a contract for update in a read transaction");
+    tx.contracts().get_for_update(t, currency("USD")).await.expect_err("a contract for update in a read transaction");
     drop(tx);
     let mut tx = fx.store.read().await.expect("begin read");
     tx.accounts().get_for_update(t, &acc.account_ref).await.expect_err("an account for update in a read transaction");
@@ -730,16 +760,12 @@ async fn get_for_update_serialises_changes_of_one_contract(backend: Backend) {
         let store = fx.store.clone();
         tokio::spawn(async move {
             let mut tx = store.write().await.expect("begin");
-            let got = tx.contracts().get_for_update(t, "usd").await.expect("get").expect("exists");
+            let got = tx.contracts().get_for_update(t, currency("usd")).await.expect("get").expect("exists");
             assert_eq!(got.status, ContractStatus::Pending);
             held.send(()).expect("signal");
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let deployed = ContractRecord {
-                status: ContractStatus::Active,
-                address: Some(address(0x01)),
-                updated_at: at(1),
-                ..got
-            };
+            let deployed =
+                Contract { status: ContractStatus::Active, address: Some(address(0x01)), updated_at: at(1), ..got };
             tx.contracts().update(&deployed).await.expect("update");
             tx.commit().await.expect("commit");
         })
@@ -749,16 +775,16 @@ async fn get_for_update_serialises_changes_of_one_contract(backend: Backend) {
     // ...so the second reads it only once the first committed, and sees its outcome.
     let start = Instant::now();
     let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.contracts().get_for_update(t, "USD").await.expect("get").expect("exists");
+    let got = tx.contracts().get_for_update(t, currency("USD")).await.expect("get").expect("exists");
     assert_eq!((got.status, got.updated_at), (ContractStatus::Active, at(1)), "the second sees the first's outcome");
     assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let switched_off = ContractRecord { status: ContractStatus::Inactive, updated_at: at(2), ..got };
+    let switched_off = Contract { status: ContractStatus::Inactive, updated_at: at(2), ..got };
     tx.contracts().update(&switched_off).await.expect("update");
     tx.commit().await.expect("commit");
     first.await.expect("first change");
 
     let got = get_contract(&*fx.store, t, "USD").await.expect("exists");
-    assert_eq!(got, ContractRecord { address: Some(address(0x01)), ..switched_off });
+    assert_eq!(got, Contract { address: Some(address(0x01)), ..switched_off });
 }
 
 async fn get_for_update_serialises_changes_of_one_account(backend: Backend) {
@@ -778,7 +804,7 @@ async fn get_for_update_serialises_changes_of_one_account(backend: Backend) {
             assert_eq!(got.generation, 0);
             held.send(()).expect("signal");
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let next = AccountRecord { generation: got.generation + 1, updated_at: at(1), ..got };
+            let next = Account { generation: got.generation + 1, updated_at: at(1), ..got };
             tx.accounts().update(&next).await.expect("update");
             tx.commit().await.expect("commit");
         })
@@ -791,7 +817,7 @@ async fn get_for_update_serialises_changes_of_one_account(backend: Backend) {
     let got = tx.accounts().get_for_update(t, &acc.account_ref).await.expect("get").expect("exists");
     assert_eq!((got.generation, got.updated_at), (1, at(1)), "the second change sees the first one's outcome");
     assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let next = AccountRecord { generation: got.generation + 1, updated_at: at(2), ..got };
+    let next = Account { generation: got.generation + 1, updated_at: at(2), ..got };
     tx.accounts().update(&next).await.expect("update");
     tx.commit().await.expect("commit");
     first.await.expect("first change");
@@ -803,8 +829,8 @@ async fn get_for_update_serialises_changes_of_one_account(backend: Backend) {
 async fn a_customers_accounts_are_held_until_the_cascade_commits(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
-    let one = AccountRecord { status: AccountStatus::Active, ..account(t, "acc-1", "cust-1", "USD", at(0)) };
-    let two = AccountRecord { status: AccountStatus::Active, ..account(t, "acc-2", "cust-1", "EUR", at(1)) };
+    let one = Account { status: AccountStatus::Active, ..account(t, "acc-1", "cust-1", "USD", at(0)) };
+    let two = Account { status: AccountStatus::Active, ..account(t, "acc-2", "cust-1", "EUR", at(1)) };
     insert_accounts(&*fx.store, &[one.clone(), two.clone()]).await;
 
     // The customer is deactivated: the cascade holds its ACTIVE accounts while it works...
@@ -820,7 +846,7 @@ async fn a_customers_accounts_are_held_until_the_cascade_commits(backend: Backen
             held.send(()).expect("signal");
             tokio::time::sleep(Duration::from_millis(300)).await;
             for a in active {
-                let off = AccountRecord { status: AccountStatus::Inactive, updated_at: at(10), ..a };
+                let off = Account { status: AccountStatus::Inactive, updated_at: at(10), ..a };
                 tx.accounts().update(&off).await.expect("deactivate");
             }
             tx.commit().await.expect("commit");

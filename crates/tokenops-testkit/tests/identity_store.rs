@@ -9,11 +9,12 @@
 //! The store never reads the clock: tests pass time in, from the fixed instant `T0`.
 
 use std::time::{Duration, Instant};
+use tokenops_domain::identity::{GroupStatus, UserStatus};
 use tokenops_domain::paging::{PageRequest, SortDirection, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{
-    ChallengeRecord, GroupRecord, GroupStatus, MachineClientRecord, RefreshTokenRecord, RoleRecord, SecretRevealRecord,
-    SigningKeyRecord, Store, StoreError, TenantRecord, UserFilter, UserRecord, UserStatus,
+    ChallengeRecord, GroupRecord, MachineClientRecord, RefreshTokenRecord, RoleRecord, SecretRevealRecord,
+    SigningKeyRecord, Store, StoreError, TenantRecord, UserFilter, UserRecord,
 };
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;

@@ -12,13 +12,15 @@
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokenops_domain::account::AccountRef;
+use tokenops_domain::asset::{Amount, AssetId};
+use tokenops_domain::chain::TxHash;
 use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::operation::{BreakReason, FailureCode, LockStatus, OperationState, TxType};
+use tokenops_domain::operation::{
+    Break, BreakFilter, BreakReason, FailureCode, Lock, LockStatus, Operation, OperationFilter, OperationState, TxType,
+};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{
-    BreakFilter, BreakRecord, InFlight, LockRecord, OperationFilter, OperationRecord, Position, Store, StoreError,
-};
+use tokenops_store::{InFlight, Position, Store, StoreError};
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
@@ -51,21 +53,34 @@ fn customer_ref(text: &str) -> CustomerRef {
     CustomerRef::parse(text).expect("valid customer reference")
 }
 
+fn asset(code: &str) -> AssetId {
+    AssetId::parse(code).expect("a currency")
+}
+
+fn units(minor_units: u128) -> Amount {
+    Amount::from_minor_units(minor_units).expect("a positive amount")
+}
+
+/// A transaction hash of 32 `byte`s.
+fn hash(byte: u8) -> TxHash {
+    TxHash::from_bytes([byte; 32])
+}
+
 fn small(n: usize) -> i64 {
     i64::try_from(n).expect("small")
 }
 
 /// A SUBMITTED transfer-shaped operation with every optional field empty.
-fn operation(tenant: TenantId, account: &str, created_at: Timestamp) -> OperationRecord {
-    OperationRecord {
+fn operation(tenant: TenantId, account: &str, created_at: Timestamp) -> Operation {
+    Operation {
         id: new_id(),
         tenant_id: tenant,
         tx_type: TxType::Mint,
-        asset_id: "USD".into(),
+        asset_id: asset("USD"),
         account_ref: account_ref(account),
         customer_ref: customer_ref("cust-1"),
         counterparty_ref: None,
-        amount: 100,
+        amount: units(100),
         params: json!({}),
         lock_id: None,
         state: OperationState::Submitted,
@@ -83,14 +98,14 @@ fn operation(tenant: TenantId, account: &str, created_at: Timestamp) -> Operatio
 }
 
 /// A PENDING lock with no counterparty, no expiry and nothing completing it.
-fn lock(tenant: TenantId, account: &str, created_at: Timestamp) -> LockRecord {
-    LockRecord {
+fn lock(tenant: TenantId, account: &str, created_at: Timestamp) -> Lock {
+    Lock {
         id: new_id(),
         tenant_id: tenant,
         account_ref: account_ref(account),
         counterparty_ref: None,
-        asset_id: "USD".into(),
-        amount: 50,
+        asset_id: asset("USD"),
+        amount: units(50),
         expires_at: None,
         status: LockStatus::Pending,
         completed_by: None,
@@ -99,20 +114,20 @@ fn lock(tenant: TenantId, account: &str, created_at: Timestamp) -> LockRecord {
     }
 }
 
-fn a_break(tenant: TenantId, account: &str, reason: BreakReason, detected_at: Timestamp) -> BreakRecord {
-    BreakRecord {
+fn a_break(tenant: TenantId, account: &str, reason: BreakReason, detected_at: Timestamp) -> Break {
+    Break {
         id: new_id(),
         tenant_id: tenant,
         transaction_id: None,
         account_ref: account_ref(account),
-        asset_id: "USD".into(),
+        asset_id: asset("USD"),
         reason,
         detail: format!("{} on {account}", reason.as_str()),
         detected_at,
     }
 }
 
-async fn insert_operations(store: &dyn Store, operations: &[OperationRecord]) {
+async fn insert_operations(store: &dyn Store, operations: &[Operation]) {
     let mut tx = store.write().await.expect("begin");
     for o in operations {
         tx.operations().insert(o).await.expect("insert operation");
@@ -120,7 +135,7 @@ async fn insert_operations(store: &dyn Store, operations: &[OperationRecord]) {
     tx.commit().await.expect("commit");
 }
 
-async fn insert_locks(store: &dyn Store, locks: &[LockRecord]) {
+async fn insert_locks(store: &dyn Store, locks: &[Lock]) {
     let mut tx = store.write().await.expect("begin");
     for l in locks {
         tx.locks().insert(l).await.expect("insert lock");
@@ -128,7 +143,7 @@ async fn insert_locks(store: &dyn Store, locks: &[LockRecord]) {
     tx.commit().await.expect("commit");
 }
 
-async fn insert_breaks(store: &dyn Store, breaks: &[BreakRecord]) {
+async fn insert_breaks(store: &dyn Store, breaks: &[Break]) {
     let mut tx = store.write().await.expect("begin");
     for b in breaks {
         tx.breaks().insert(b).await.expect("insert break");
@@ -136,12 +151,12 @@ async fn insert_breaks(store: &dyn Store, breaks: &[BreakRecord]) {
     tx.commit().await.expect("commit");
 }
 
-async fn get_operation(store: &dyn Store, tenant: TenantId, id: Uuid) -> Option<OperationRecord> {
+async fn get_operation(store: &dyn Store, tenant: TenantId, id: Uuid) -> Option<Operation> {
     let mut tx = store.read().await.expect("begin read");
     tx.operations().get(tenant, id).await.expect("get operation")
 }
 
-async fn get_lock(store: &dyn Store, tenant: TenantId, id: Uuid) -> Option<LockRecord> {
+async fn get_lock(store: &dyn Store, tenant: TenantId, id: Uuid) -> Option<Lock> {
     let mut tx = store.read().await.expect("begin read");
     tx.locks().get(tenant, id).await.expect("get lock")
 }
@@ -204,7 +219,7 @@ async fn list_locks(
     (found.items.into_iter().map(|l| l.id).collect(), found.total)
 }
 
-async fn expired(store: &dyn Store, now: Timestamp, limit: u32) -> Vec<LockRecord> {
+async fn expired(store: &dyn Store, now: Timestamp, limit: u32) -> Vec<Lock> {
     let mut tx = store.read().await.expect("begin read");
     tx.locks().expired(now, limit).await.expect("expired locks")
 }
@@ -228,15 +243,15 @@ fn newest_first<'a, T: 'a>(items: impl IntoIterator<Item = &'a T>, key: impl Fn(
     keys.into_iter().map(|(_, id)| id).collect()
 }
 
-fn operation_key(o: &OperationRecord) -> (Timestamp, Uuid) {
+fn operation_key(o: &Operation) -> (Timestamp, Uuid) {
     (o.created_at, o.id)
 }
 
-fn lock_key(l: &LockRecord) -> (Timestamp, Uuid) {
+fn lock_key(l: &Lock) -> (Timestamp, Uuid) {
     (l.created_at, l.id)
 }
 
-fn break_key(b: &BreakRecord) -> (Timestamp, Uuid) {
+fn break_key(b: &Break) -> (Timestamp, Uuid) {
     (b.detected_at, b.id)
 }
 
@@ -263,6 +278,7 @@ async fn the_tables_exist_and_start_empty(backend: Backend) {
 
 backends!(
     operations_round_trip_every_field,
+    a_stored_value_that_does_not_parse_is_a_corrupt_row,
     every_type_state_and_failure_code_is_stored,
     a_duplicate_operation_id_is_a_conflict,
     operations_are_invisible_to_other_tenants,
@@ -279,7 +295,7 @@ backends!(
 /// (walked one by one), least recently changed first, up to the limit.
 async fn the_resume_sweep_selects_unchanged_in_flight_operations_of_every_organisation(backend: Backend) {
     let fx = Fixture::new(backend).await;
-    let in_state = |tenant: TenantId, state: OperationState, changed: i64| OperationRecord {
+    let in_state = |tenant: TenantId, state: OperationState, changed: i64| Operation {
         state,
         updated_at: at(changed),
         ..operation(tenant, "acc-1", at(0))
@@ -333,12 +349,12 @@ async fn operations_round_trip_every_field(backend: Backend) {
     let t = tenant();
     // Every optional field empty, and every one set (with the extreme amount and block number).
     let bare = operation(t, "acc-1", at(1));
-    let full = OperationRecord {
+    let full = Operation {
         tx_type: TxType::Transfer,
-        asset_id: "EUR".into(),
+        asset_id: asset("EUR"),
         customer_ref: customer_ref("Cust.2:x_y-Z"),
         counterparty_ref: Some(account_ref("Acc.9:x_y-Z")),
-        amount: i64::MAX,
+        amount: units(i64::MAX as u128),
         params: json!({
             "reference": "invoice 42 — ünïcode",
             "count": 7,
@@ -351,7 +367,7 @@ async fn operations_round_trip_every_field(backend: Backend) {
         }),
         lock_id: Some(new_id()),
         state: OperationState::Failed,
-        tx_hash: Some(format!("0x{}", "ab".repeat(32))),
+        tx_hash: Some(hash(0xab)),
         block_number: Some(i64::MAX as u64),
         failure_code: Some(FailureCode::ChainFailed),
         reason_code: Some("INSUFFICIENT_FUNDS".into()),
@@ -362,7 +378,7 @@ async fn operations_round_trip_every_field(backend: Backend) {
         updated_at: at(9),
         ..operation(t, "Acc.2:x_y-Z", at(2))
     };
-    let smallest = OperationRecord { amount: 1, block_number: Some(0), ..operation(t, "acc-3", at(3)) };
+    let smallest = Operation { amount: units(1), block_number: Some(0), ..operation(t, "acc-3", at(3)) };
     insert_operations(&*fx.store, &[bare.clone(), full.clone(), smallest.clone()]).await;
 
     for record in [&bare, &full, &smallest] {
@@ -386,11 +402,11 @@ async fn operations_round_trip_every_field(backend: Backend) {
     assert_eq!(stored.params["big"], json!(u64::MAX));
     assert_eq!(stored.params["reference"], json!("invoice 42 — ünïcode"));
 
-    // Assets are stored upper-case.
-    let lower = OperationRecord { asset_id: "chf".into(), ..operation(t, "acc-4", at(4)) };
+    // An asset given in lower case is stored and read back as its upper-case code.
+    let lower = Operation { asset_id: asset("chf"), ..operation(t, "acc-4", at(4)) };
     insert_operations(&*fx.store, std::slice::from_ref(&lower)).await;
     let stored = get_operation(&*fx.store, t, lower.id).await.expect("stored");
-    assert_eq!(stored, OperationRecord { asset_id: "CHF".into(), ..lower });
+    assert_eq!(stored, Operation { asset_id: asset("CHF"), ..lower });
 
     // Unknown ids are none.
     assert_eq!(get_operation(&*fx.store, t, new_id()).await, None);
@@ -404,13 +420,13 @@ async fn every_type_state_and_failure_code_is_stored(backend: Backend) {
     let t = tenant();
     let mut records = Vec::new();
     for (i, tx_type) in TxType::ALL.into_iter().enumerate() {
-        records.push(OperationRecord { tx_type, ..operation(t, "acc-1", at(small(i))) });
+        records.push(Operation { tx_type, ..operation(t, "acc-1", at(small(i))) });
     }
     for (i, state) in OperationState::ALL.into_iter().enumerate() {
-        records.push(OperationRecord { state, ..operation(t, "acc-2", at(small(i))) });
+        records.push(Operation { state, ..operation(t, "acc-2", at(small(i))) });
     }
     for (i, code) in FailureCode::ALL.into_iter().enumerate() {
-        records.push(OperationRecord {
+        records.push(Operation {
             state: OperationState::Failed,
             failure_code: Some(code),
             ..operation(t, "acc-3", at(small(i)))
@@ -439,10 +455,10 @@ async fn a_duplicate_operation_id_is_a_conflict(backend: Backend) {
     let first = operation(a, "acc-1", at(1));
     let mut tx = fx.store.write().await.expect("begin");
     tx.operations().insert(&first).await.expect("insert");
-    let again = OperationRecord { id: first.id, ..operation(a, "acc-2", at(2)) };
+    let again = Operation { id: first.id, ..operation(a, "acc-2", at(2)) };
     let outcome = tx.operations().insert(&again).await;
     assert!(is_conflict(&outcome), "the id is taken: {outcome:?}");
-    let elsewhere = OperationRecord { id: first.id, ..operation(b, "acc-1", at(3)) };
+    let elsewhere = Operation { id: first.id, ..operation(b, "acc-1", at(3)) };
     let outcome = tx.operations().insert(&elsewhere).await;
     assert!(is_conflict(&outcome), "the id is taken in every organisation: {outcome:?}");
     // The conflicts left the transaction usable.
@@ -478,20 +494,33 @@ async fn get_many_reads_several_operations_in_the_order_asked(backend: Backend) 
     assert!(tx.operations().get_many(&[], false).await.expect("none asked").is_empty());
 }
 
+async fn a_stored_value_that_does_not_parse_is_a_corrupt_row(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let t = tenant();
+    for (column, value) in [("asset_id", "'XYZ'"), ("asset_id", "'usd'"), ("amount", "0"), ("tx_hash", "'0xbad'")] {
+        let record = operation(t, "acc-1", at(1));
+        insert_operations(&*fx.store, std::slice::from_ref(&record)).await;
+        fx.db.execute(&format!("UPDATE operations SET {column} = {value} WHERE id = '{}'", record.id)).await;
+        let mut tx = fx.store.read().await.expect("begin read");
+        let read = tx.operations().get(t, record.id).await;
+        assert!(matches!(read, Err(StoreError::Corrupt(_))), "{column} = {value}: {read:?}");
+    }
+}
+
 async fn operations_are_invisible_to_other_tenants(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (a, b) = (tenant(), tenant());
-    let mine = OperationRecord { counterparty_ref: Some(account_ref("acc-2")), ..operation(a, "acc-1", at(1)) };
+    let mine = Operation { counterparty_ref: Some(account_ref("acc-2")), ..operation(a, "acc-1", at(1)) };
     insert_operations(&*fx.store, std::slice::from_ref(&mine)).await;
 
     assert_eq!(get_operation(&*fx.store, b, mine.id).await, None);
     let mut tx = fx.store.write().await.expect("begin");
     assert_eq!(tx.operations().get_for_update(b, mine.id).await.expect("get for update"), None);
     // Another organisation's update of the same id reaches nothing.
-    let mallory = OperationRecord {
+    let mallory = Operation {
         tenant_id: b,
         state: OperationState::Confirmed,
-        tx_hash: Some("0xbad".into()),
+        tx_hash: Some(hash(0xba)),
         updated_at: at(60),
         ..mine.clone()
     };
@@ -510,7 +539,7 @@ async fn operations_are_invisible_to_other_tenants(backend: Backend) {
 async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
-    let original = OperationRecord {
+    let original = Operation {
         tx_type: TxType::Lock,
         counterparty_ref: Some(account_ref("acc-2")),
         params: json!({ "note": "original" }),
@@ -522,9 +551,9 @@ async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backen
     insert_operations(&*fx.store, &[original.clone(), other.clone()]).await;
 
     // Every mutable field, the optional ones from None to Some.
-    let settled = OperationRecord {
+    let settled = Operation {
         state: OperationState::Failed,
-        tx_hash: Some("0x1234".into()),
+        tx_hash: Some(hash(0x12)),
         block_number: Some(u64::try_from(i64::MAX).expect("fits")),
         failure_code: Some(FailureCode::RetryExhausted),
         reason_code: Some("TIMEOUT".into()),
@@ -533,13 +562,13 @@ async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backen
         ..original.clone()
     };
     // What is not mutable stays as inserted whatever the record says.
-    let attempt = OperationRecord {
+    let attempt = Operation {
         tx_type: TxType::Burn,
-        asset_id: "JPY".into(),
+        asset_id: asset("JPY"),
         account_ref: account_ref("acc-renamed"),
         customer_ref: customer_ref("cust-9"),
         counterparty_ref: None,
-        amount: 999,
+        amount: units(999),
         params: json!({ "note": "changed" }),
         lock_id: Some(new_id()),
         submitted_by: "someone-else".into(),
@@ -565,7 +594,7 @@ async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backen
     assert_eq!(list_operations(&*fx.store, t, &submitted, page(0, 50)).await, (vec![other.id], 1));
 
     // And back: the optional fields are cleared again.
-    let cleared = OperationRecord { state: OperationState::Cancelled, updated_at: at(120), ..original.clone() };
+    let cleared = Operation { state: OperationState::Cancelled, updated_at: at(120), ..original.clone() };
     let mut tx = fx.store.write().await.expect("begin");
     tx.operations().update(&cleared).await.expect("update");
     tx.commit().await.expect("commit");
@@ -573,7 +602,7 @@ async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backen
 
     // An update of an unknown id changes nothing.
     let mut tx = fx.store.write().await.expect("begin");
-    let unknown = OperationRecord { state: OperationState::Confirmed, ..operation(t, "acc-1", at(3)) };
+    let unknown = Operation { state: OperationState::Confirmed, ..operation(t, "acc-1", at(3)) };
     tx.operations().update(&unknown).await.expect("update of an unknown id");
     tx.commit().await.expect("commit");
     assert_eq!(get_operation(&*fx.store, t, unknown.id).await, None);
@@ -584,13 +613,12 @@ async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backen
 async fn operations_are_listed_newest_first_with_filters_and_totals(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (t, other) = (tenant(), tenant());
-    let op =
-        |account: &str, counterparty: Option<&str>, tx_type: TxType, state: OperationState, s: i64| OperationRecord {
-            tx_type,
-            state,
-            counterparty_ref: counterparty.map(account_ref),
-            ..operation(t, account, at(s))
-        };
+    let op = |account: &str, counterparty: Option<&str>, tx_type: TxType, state: OperationState, s: i64| Operation {
+        tx_type,
+        state,
+        counterparty_ref: counterparty.map(account_ref),
+        ..operation(t, account, at(s))
+    };
     use OperationState::{Confirmed, Settling, Submitted};
     // Two created at the same instant: the greater id is listed first.
     let mut twins = [
@@ -611,9 +639,9 @@ async fn operations_are_listed_newest_first_with_filters_and_totals(backend: Bac
     let all =
         [b2.clone(), high.clone(), a1.clone(), upper.clone(), selfish.clone(), b1.clone(), low.clone(), c1.clone()];
     insert_operations(&*fx.store, &all).await;
-    let theirs = OperationRecord { counterparty_ref: Some(account_ref("alice")), ..operation(other, "alice", at(1)) };
+    let theirs = Operation { counterparty_ref: Some(account_ref("alice")), ..operation(other, "alice", at(1)) };
     insert_operations(&*fx.store, &[theirs]).await;
-    let ids = |records: &[&OperationRecord]| records.iter().map(|o| o.id).collect::<Vec<_>>();
+    let ids = |records: &[&Operation]| records.iter().map(|o| o.id).collect::<Vec<_>>();
 
     let everything = OperationFilter::default();
     let newest = ids(&[&upper, &selfish, &b2, &b1, &high, &low, &a1, &c1]);
@@ -693,7 +721,7 @@ async fn every_filter_combination_lists_and_walks_alike(backend: Backend) {
             3 => Some("dave"),
             _ => Some(account),
         };
-        records.push(OperationRecord {
+        records.push(Operation {
             id: ids[(i * 7) % N],
             tx_type: TxType::ALL[i % 6],
             state: OperationState::ALL[i % 7],
@@ -707,8 +735,8 @@ async fn every_filter_combination_lists_and_walks_alike(backend: Backend) {
     shuffled.reverse();
     insert_operations(&*fx.store, &shuffled[..N / 2]).await;
     insert_operations(&*fx.store, &shuffled[N / 2..]).await;
-    let decoys: Vec<OperationRecord> =
-        records.iter().map(|o| OperationRecord { id: new_id(), tenant_id: other, ..o.clone() }).collect();
+    let decoys: Vec<Operation> =
+        records.iter().map(|o| Operation { id: new_id(), tenant_id: other, ..o.clone() }).collect();
     insert_operations(&*fx.store, &decoys).await;
 
     let states = [None, Some(OperationState::Submitted), Some(OperationState::Confirmed)];
@@ -770,11 +798,11 @@ async fn keyset_walks_cross_equal_timestamps_without_gaps_or_duplicates(backend:
     for i in 0..10 {
         let counterparty = (i % 2 == 0).then(|| account_ref("alice"));
         let account = if i % 2 == 0 { "bob" } else { "alice" };
-        records.push(OperationRecord { counterparty_ref: counterparty, ..operation(t, account, at(5)) });
+        records.push(Operation { counterparty_ref: counterparty, ..operation(t, account, at(5)) });
     }
     records.push(operation(t, "alice", at(4)));
     records.push(operation(t, "alice", at(6)));
-    records.push(OperationRecord { counterparty_ref: Some(account_ref("alice")), ..operation(t, "bob", at(6)) });
+    records.push(Operation { counterparty_ref: Some(account_ref("alice")), ..operation(t, "bob", at(6)) });
     insert_operations(&*fx.store, &records).await;
 
     let everything = OperationFilter::default();
@@ -826,10 +854,10 @@ async fn locks_round_trip_every_field(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
     let bare = lock(t, "acc-1", at(1));
-    let full = LockRecord {
+    let full = Lock {
         counterparty_ref: Some(account_ref("Acc.9:x_y-Z")),
-        asset_id: "EUR".into(),
-        amount: i64::MAX,
+        asset_id: asset("EUR"),
+        amount: units(i64::MAX as u128),
         expires_at: Some(at(3600)),
         status: LockStatus::Active,
         completed_by: Some(new_id()),
@@ -838,7 +866,7 @@ async fn locks_round_trip_every_field(backend: Backend) {
     };
     let mut records = vec![bare, full];
     for (i, status) in LockStatus::ALL.into_iter().enumerate() {
-        records.push(LockRecord { status, ..lock(t, "acc-3", at(small(10 + i))) });
+        records.push(Lock { status, ..lock(t, "acc-3", at(small(10 + i))) });
     }
     insert_locks(&*fx.store, &records).await;
     for record in &records {
@@ -848,9 +876,9 @@ async fn locks_round_trip_every_field(backend: Backend) {
         assert_eq!(got.as_ref(), Some(record), "get_for_update");
         tx.commit().await.expect("commit");
     }
-    let lower = LockRecord { asset_id: "chf".into(), ..lock(t, "acc-4", at(4)) };
+    let lower = Lock { asset_id: asset("chf"), ..lock(t, "acc-4", at(4)) };
     insert_locks(&*fx.store, std::slice::from_ref(&lower)).await;
-    assert_eq!(get_lock(&*fx.store, t, lower.id).await, Some(LockRecord { asset_id: "CHF".into(), ..lower }));
+    assert_eq!(get_lock(&*fx.store, t, lower.id).await, Some(Lock { asset_id: asset("CHF"), ..lower }));
     assert_eq!(get_lock(&*fx.store, t, new_id()).await, None);
 }
 
@@ -860,9 +888,9 @@ async fn a_duplicate_lock_id_is_a_conflict(backend: Backend) {
     let first = lock(a, "acc-1", at(1));
     let mut tx = fx.store.write().await.expect("begin");
     tx.locks().insert(&first).await.expect("insert");
-    let outcome = tx.locks().insert(&LockRecord { id: first.id, ..lock(a, "acc-2", at(2)) }).await;
+    let outcome = tx.locks().insert(&Lock { id: first.id, ..lock(a, "acc-2", at(2)) }).await;
     assert!(is_conflict(&outcome), "the id is taken: {outcome:?}");
-    let outcome = tx.locks().insert(&LockRecord { id: first.id, ..lock(b, "acc-1", at(3)) }).await;
+    let outcome = tx.locks().insert(&Lock { id: first.id, ..lock(b, "acc-1", at(3)) }).await;
     assert!(is_conflict(&outcome), "the id is taken in every organisation: {outcome:?}");
     // The conflicts left the transaction usable.
     let second = lock(a, "acc-1", at(4));
@@ -881,8 +909,7 @@ async fn locks_are_invisible_to_other_tenants(backend: Backend) {
     assert_eq!(get_lock(&*fx.store, b, mine.id).await, None);
     let mut tx = fx.store.write().await.expect("begin");
     assert_eq!(tx.locks().get_for_update(b, mine.id).await.expect("get for update"), None);
-    let mallory =
-        LockRecord { tenant_id: b, status: LockStatus::Released, completed_by: Some(new_id()), ..mine.clone() };
+    let mallory = Lock { tenant_id: b, status: LockStatus::Released, completed_by: Some(new_id()), ..mine.clone() };
     tx.locks().update(&mallory).await.expect("update from another tenant");
     tx.commit().await.expect("commit");
     assert_eq!(get_lock(&*fx.store, a, mine.id).await, Some(mine.clone()), "unchanged");
@@ -893,7 +920,7 @@ async fn locks_are_invisible_to_other_tenants(backend: Backend) {
 async fn a_lock_update_replaces_exactly_the_mutable_fields(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
-    let original = LockRecord {
+    let original = Lock {
         counterparty_ref: Some(account_ref("acc-2")),
         expires_at: Some(at(100)),
         status: LockStatus::Active,
@@ -902,17 +929,13 @@ async fn a_lock_update_replaces_exactly_the_mutable_fields(backend: Backend) {
     let other = lock(t, "acc-1", at(2));
     insert_locks(&*fx.store, &[original.clone(), other.clone()]).await;
 
-    let completing = LockRecord {
-        status: LockStatus::Released,
-        completed_by: Some(new_id()),
-        updated_at: at(50),
-        ..original.clone()
-    };
-    let attempt = LockRecord {
+    let completing =
+        Lock { status: LockStatus::Released, completed_by: Some(new_id()), updated_at: at(50), ..original.clone() };
+    let attempt = Lock {
         account_ref: account_ref("acc-9"),
         counterparty_ref: None,
-        asset_id: "JPY".into(),
-        amount: 1,
+        asset_id: asset("JPY"),
+        amount: units(1),
         expires_at: None,
         created_at: at(999),
         ..completing.clone()
@@ -930,7 +953,7 @@ async fn a_lock_update_replaces_exactly_the_mutable_fields(backend: Backend) {
     );
 
     // And back: completed_by is cleared again.
-    let reverted = LockRecord { updated_at: at(60), ..original.clone() };
+    let reverted = Lock { updated_at: at(60), ..original.clone() };
     let mut tx = fx.store.write().await.expect("begin");
     tx.locks().update(&reverted).await.expect("update");
     tx.commit().await.expect("commit");
@@ -938,7 +961,7 @@ async fn a_lock_update_replaces_exactly_the_mutable_fields(backend: Backend) {
 
     // An update of an unknown id changes nothing.
     let mut tx = fx.store.write().await.expect("begin");
-    tx.locks().update(&LockRecord { status: LockStatus::Failed, ..lock(t, "acc-1", at(3)) }).await.expect("update");
+    tx.locks().update(&Lock { status: LockStatus::Failed, ..lock(t, "acc-1", at(3)) }).await.expect("update");
     tx.commit().await.expect("commit");
     assert_eq!(fx.db.count("locks", "").await, 2);
     assert_eq!(get_lock(&*fx.store, t, other.id).await, Some(other));
@@ -947,7 +970,7 @@ async fn a_lock_update_replaces_exactly_the_mutable_fields(backend: Backend) {
 async fn an_accounts_locks_are_listed_newest_first_by_status(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (t, other) = (tenant(), tenant());
-    let with = |l: LockRecord, status: LockStatus| LockRecord { status, ..l };
+    let with = |l: Lock, status: LockStatus| Lock { status, ..l };
     let mut twins = [lock(t, "alice", at(20)), lock(t, "alice", at(20))];
     twins.sort_by_key(|l| l.id);
     let [low, high] = twins;
@@ -958,7 +981,7 @@ async fn an_accounts_locks_are_listed_newest_first_by_status(backend: Backend) {
     let a3 = with(lock(t, "alice", at(40)), LockStatus::Active);
     // Alice as the counterparty of bob's lock: not hers.
     let bobs =
-        LockRecord { counterparty_ref: Some(account_ref("alice")), ..with(lock(t, "bob", at(50)), LockStatus::Active) };
+        Lock { counterparty_ref: Some(account_ref("alice")), ..with(lock(t, "bob", at(50)), LockStatus::Active) };
     let upper = with(lock(t, "ALICE", at(60)), LockStatus::Active);
     insert_locks(
         &*fx.store,
@@ -998,7 +1021,7 @@ async fn an_accounts_locks_are_listed_newest_first_by_status(backend: Backend) {
 async fn the_expiry_sweep_selects_active_uncompleted_expired_locks_soonest_first(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (a, b) = (tenant(), tenant());
-    let active = |tenant: TenantId, expires: Option<i64>| LockRecord {
+    let active = |tenant: TenantId, expires: Option<i64>| Lock {
         status: LockStatus::Active,
         expires_at: expires.map(at),
         ..lock(tenant, "acc-1", at(0))
@@ -1010,10 +1033,10 @@ async fn the_expiry_sweep_selects_active_uncompleted_expired_locks_soonest_first
     let elsewhere = active(b, Some(3));
     let not_yet = active(a, Some(11));
     let no_expiry = active(a, None);
-    let completing = LockRecord { completed_by: Some(new_id()), ..active(a, Some(1)) };
+    let completing = Lock { completed_by: Some(new_id()), ..active(a, Some(1)) };
     let mut others = Vec::new();
     for status in LockStatus::ALL.into_iter().filter(|s| *s != LockStatus::Active) {
-        others.push(LockRecord { status, ..active(a, Some(2)) });
+        others.push(Lock { status, ..active(a, Some(2)) });
     }
     let mut records =
         vec![due_now.clone(), twin_high.clone(), not_yet.clone(), elsewhere.clone(), no_expiry, completing];
@@ -1021,7 +1044,7 @@ async fn the_expiry_sweep_selects_active_uncompleted_expired_locks_soonest_first
     records.extend(others);
     insert_locks(&*fx.store, &records).await;
 
-    let ids = |found: &[LockRecord]| found.iter().map(|l| l.id).collect::<Vec<_>>();
+    let ids = |found: &[Lock]| found.iter().map(|l| l.id).collect::<Vec<_>>();
     let due = vec![elsewhere.id, twin_low.id, twin_high.id, due_now.id];
     // The expiry is inclusive; any organisation; soonest first, then by id.
     assert_eq!(ids(&expired(&*fx.store, at(10), 100).await), due);
@@ -1041,9 +1064,9 @@ async fn the_expiry_sweep_selects_active_uncompleted_expired_locks_soonest_first
 
     // Once something completes a lock, or it is no longer ACTIVE, the sweep leaves it.
     let mut tx = fx.store.write().await.expect("begin");
-    let claimed = LockRecord { completed_by: Some(new_id()), updated_at: at(10), ..elsewhere.clone() };
+    let claimed = Lock { completed_by: Some(new_id()), updated_at: at(10), ..elsewhere.clone() };
     tx.locks().update(&claimed).await.expect("claim");
-    let released = LockRecord { status: LockStatus::Expired, updated_at: at(10), ..twin_low.clone() };
+    let released = Lock { status: LockStatus::Expired, updated_at: at(10), ..twin_low.clone() };
     tx.locks().update(&released).await.expect("expire");
     // The sweep reads in the write transaction too.
     assert_eq!(ids(&tx.locks().expired(at(10), 100).await.expect("expired")), vec![twin_high.id, due_now.id]);
@@ -1060,9 +1083,9 @@ async fn breaks_round_trip_and_conflict(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let (a, b) = (tenant(), tenant());
     let bare = a_break(a, "acc-1", BreakReason::BalanceMismatch, at(1));
-    let full = BreakRecord {
+    let full = Break {
         transaction_id: Some(new_id()),
-        asset_id: "eur".into(),
+        asset_id: asset("eur"),
         detail: "expected 100, ledger says 90 — ünïcode".into(),
         ..a_break(a, "Acc.2:x_y-Z", BreakReason::ChainFailed, at(2))
     };
@@ -1076,8 +1099,8 @@ async fn breaks_round_trip_and_conflict(backend: Backend) {
     let mut tx = fx.store.read().await.expect("begin read");
     let listed = tx.breaks().list(a, &BreakFilter::default(), page(0, 50)).await.expect("list");
     drop(tx);
-    let stored_full = BreakRecord { asset_id: "EUR".into(), ..full.clone() };
-    let mut expected: Vec<BreakRecord> = records.iter().rev().cloned().collect();
+    let stored_full = Break { asset_id: asset("EUR"), ..full.clone() };
+    let mut expected: Vec<Break> = records.iter().rev().cloned().collect();
     expected.push(stored_full);
     expected.push(bare.clone());
     assert_eq!(listed.items, expected, "whole records, newest first");
@@ -1085,7 +1108,7 @@ async fn breaks_round_trip_and_conflict(backend: Backend) {
     // Ids are unique in every organisation; a conflict leaves the transaction usable.
     let mut tx = fx.store.write().await.expect("begin");
     let outcome =
-        tx.breaks().insert(&BreakRecord { id: bare.id, ..a_break(b, "acc-1", BreakReason::ChainFailed, at(3)) }).await;
+        tx.breaks().insert(&Break { id: bare.id, ..a_break(b, "acc-1", BreakReason::ChainFailed, at(3)) }).await;
     assert!(is_conflict(&outcome), "the id is taken: {outcome:?}");
     let later = a_break(b, "acc-1", BreakReason::RetryExhausted, at(4));
     tx.breaks().insert(&later).await.expect("insert after a conflict");
@@ -1274,7 +1297,7 @@ async fn get_for_update_serialises_changes_of_one_operation(backend: Backend) {
             assert_eq!(got.state, OperationState::Submitted);
             held.send(()).expect("signal");
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let next = OperationRecord { state: OperationState::PendingSettlement, updated_at: at(1), ..got };
+            let next = Operation { state: OperationState::PendingSettlement, updated_at: at(1), ..got };
             tx.operations().update(&next).await.expect("update");
             tx.commit().await.expect("commit");
         })
@@ -1287,8 +1310,7 @@ async fn get_for_update_serialises_changes_of_one_operation(backend: Backend) {
     let got = tx.operations().get_for_update(t, op.id).await.expect("get").expect("exists");
     assert_eq!((got.state, got.updated_at), (OperationState::PendingSettlement, at(1)), "sees the first's outcome");
     assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let next =
-        OperationRecord { state: OperationState::Settling, tx_hash: Some("0xabc".into()), updated_at: at(2), ..got };
+    let next = Operation { state: OperationState::Settling, tx_hash: Some(hash(0xac)), updated_at: at(2), ..got };
     tx.operations().update(&next).await.expect("update");
     tx.commit().await.expect("commit");
     first.await.expect("first change");
@@ -1298,7 +1320,7 @@ async fn get_for_update_serialises_changes_of_one_operation(backend: Backend) {
 async fn get_for_update_serialises_changes_of_one_lock(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
-    let held = LockRecord { status: LockStatus::Active, expires_at: Some(at(5)), ..lock(t, "acc-1", at(0)) };
+    let held = Lock { status: LockStatus::Active, expires_at: Some(at(5)), ..lock(t, "acc-1", at(0)) };
     insert_locks(&*fx.store, std::slice::from_ref(&held)).await;
 
     // A RELEASE claims the lock while it works...
@@ -1313,7 +1335,7 @@ async fn get_for_update_serialises_changes_of_one_lock(backend: Backend) {
             assert_eq!(got.completed_by, None);
             claimed.send(()).expect("signal");
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let next = LockRecord { completed_by: Some(release), updated_at: at(1), ..got };
+            let next = Lock { completed_by: Some(release), updated_at: at(1), ..got };
             tx.locks().update(&next).await.expect("update");
             tx.commit().await.expect("commit");
         })

@@ -10,14 +10,14 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
-use tokenops_domain::event::{Event, ResourceRef};
+use tokenops_domain::event::{Event, EventFilter, ResourceRef};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest, SortDirection, SortKey};
 use tokenops_domain::{ManualClock, TenantId, Timestamp, new_id};
 use tokenops_store::{
-    AuditFilter, CustomerFilter, EventFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, Store,
-    StoreError, StoreResult, StoredResponse,
+    CustomerFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, Store, StoreError, StoreResult,
+    StoredResponse,
 };
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;

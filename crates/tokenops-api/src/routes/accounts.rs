@@ -7,9 +7,9 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::accounts::{AccountOut, BalanceOut, CHANGE_STATUS, NewAccount, REGISTER, account_not_found};
-use tokenops_domain::account::{AccountRef, AccountStatus};
+use tokenops_domain::account::{AccountFilter, AccountRef, AccountStatus};
+use tokenops_domain::asset::AssetId;
 use tokenops_domain::customer::CustomerRef;
-use tokenops_store::AccountFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -192,20 +192,15 @@ async fn list_accounts(
     params: QueryParams,
 ) -> ApiResult<Response> {
     let status = params.choice("status", AccountStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
-    let asset_id = params.one("assetId")?.map(|a| a.trim().to_ascii_uppercase()).filter(|a| !a.is_empty());
-    // A reference that cannot exist matches nothing: an empty page, not an error.
-    let customer_ref = match params.one("customerRef")?.map(str::trim).filter(|r| !r.is_empty()) {
-        None => None,
-        Some(text) => match CustomerRef::parse(text) {
-            Ok(r) => Some(r),
-            Err(_) => {
-                let page = paging::page_request(&params, STRICT_SIZE)?;
-                let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
-                return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
-            }
-        },
-    };
+    let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
+    let customer_ref =
+        params.one("customerRef")?.map(str::trim).filter(|r| !r.is_empty()).map(CustomerRef::parse).transpose();
     let page = paging::page_request(&params, STRICT_SIZE)?;
+    // A reference or an asset that cannot exist matches nothing: an empty page, not an error.
+    let (Ok(customer_ref), Ok(asset_id)) = (customer_ref, asset_id) else {
+        let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
+        return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
+    };
     let accounts =
         state.app.accounts.list(scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page).await?;
     let view = accounts.map(|a| AccountOut::from(&a));

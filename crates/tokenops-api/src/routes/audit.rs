@@ -6,9 +6,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_app::Error;
-use tokenops_domain::audit::{AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSource};
 use tokenops_domain::paging::{SortDirection, SortKey};
-use tokenops_store::AuditFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

@@ -7,9 +7,8 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::contracts::{ContractChange, ContractOut, NewContract, REGISTER, UPDATE, parse_address};
-use tokenops_domain::account::ContractStatus;
 use tokenops_domain::asset::AssetId;
-use tokenops_store::ContractFilter;
+use tokenops_domain::contract::{ContractFilter, ContractStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -190,8 +189,13 @@ async fn list_contracts(
     params: QueryParams,
 ) -> ApiResult<Response> {
     let status = params.choice("status", ContractStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
-    let asset_id = params.one("assetId")?.map(|a| a.trim().to_ascii_uppercase()).filter(|a| !a.is_empty());
+    let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
     let page = paging::page_request(&params, STRICT_SIZE)?;
+    // An asset that cannot exist matches nothing: an empty page, not an error.
+    let Ok(asset_id) = asset_id else {
+        let empty = tokenops_domain::paging::Page::<ContractOut> { items: Vec::new(), total: 0 };
+        return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
+    };
     let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
     let view = contracts.map(|c| ContractOut::from(&c));
     Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())

@@ -51,7 +51,7 @@ async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
-    match state.app.jobs.stats().await {
+    match state.app.queue_stats().await {
         Ok(stats) => crate::metrics::record_queue(stats),
         Err(e) => tracing::warn!(error = %e, "metrics: could not read job queue statistics"),
     }

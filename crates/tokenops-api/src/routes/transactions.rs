@@ -9,10 +9,12 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::operations::{BreakOut, LockOut, OperationOut, SUBMIT, Submission};
+use tokenops_app::write::WriteResponse;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{BreakReason, LockStatus, OperationState, TxType};
+use tokenops_domain::operation::{
+    BreakFilter, BreakReason, LockStatus, Operation, OperationFilter, OperationState, TxType,
+};
 use tokenops_domain::paging::{KeysetPosition, Page};
-use tokenops_store::{BreakFilter, OperationFilter, OperationRecord, StoredResponse};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -82,7 +84,7 @@ fn text_field(name: &str, value: Option<serde_json::Value>) -> Result<Option<Str
 
 /// The operation's response: 202 and `Location`, always with the operation as it is now (a
 /// replayed key answers the original operation in its current state, failed ones included).
-fn accepted(operation: &OperationRecord) -> Response {
+fn accepted(operation: &Operation) -> Response {
     let mut response = (StatusCode::ACCEPTED, axum::Json(OperationOut::from(operation))).into_response();
     if let Ok(location) = HeaderValue::from_str(&format!("/api/transactions/{}", operation.id)) {
         response.headers_mut().insert(axum::http::header::LOCATION, location);
@@ -152,7 +154,7 @@ async fn submit_transaction(
 /// none, and its stored `Location` names the operation instead: read from there, so that such a
 /// key keeps answering the operation as it is now until retention prunes it. (Answering its
 /// stored response as is would answer the operation as accepted, a behaviour change.)
-fn replayed_operation(stored: &StoredResponse) -> Option<uuid::Uuid> {
+fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
     match &stored.resource_id {
         Some(id) => uuid::Uuid::parse_str(id).ok(),
         None => {
@@ -240,8 +242,8 @@ async fn list_transactions(
     let operations = state.app.operations.list_after(scope.tenant, &filter, request.window()).await?;
     let body = request.envelope(
         operations,
-        |o: &OperationRecord| KeysetPosition { at_micros: o.created_at.as_micros(), id: o.id },
-        |o: &OperationRecord| OperationOut::from(o),
+        |o: &Operation| KeysetPosition { at_micros: o.created_at.as_micros(), id: o.id },
+        |o: &Operation| OperationOut::from(o),
         &state.cursors,
     );
     Ok(axum::Json(OperationList::Keyset(body)).into_response())

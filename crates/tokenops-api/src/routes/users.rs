@@ -11,8 +11,8 @@ use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::organisations;
 use tokenops_app::identity::users::{self, Invitation, UserChange, UserOut, UserQuery};
+use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{SortDirection, SortKey};
-use tokenops_store::UserStatus;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

@@ -7,9 +7,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_app::Error;
-use tokenops_domain::event::{Event, EventType, ResourceRef};
+use tokenops_domain::event::{Event, EventFilter, EventType, ResourceRef};
 use tokenops_domain::paging::KeysetPosition;
-use tokenops_store::EventFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

@@ -5,10 +5,11 @@
 
 use serde::Serialize;
 use std::sync::Arc;
+use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
-use tokenops_store::{GroupRecord, GroupStatus, StoreError, Tx};
+use tokenops_store::{GroupRecord, StoreError, Tx};
 use uuid::Uuid;
 
 use super::users::{UserSummary, user_not_found};

@@ -5,9 +5,10 @@ use crate::error::{AppResult, Code, Error};
 use crate::mail::{self, MailMessage};
 use crate::write::{AuditAction, Write};
 use serde::Serialize;
+use tokenops_domain::identity::UserStatus;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_identity::passwords;
-use tokenops_store::{StoreError, TenantRecord, UserRecord, UserStatus};
+use tokenops_store::{StoreError, TenantRecord, UserRecord};
 use uuid::Uuid;
 
 pub const CREATE: AuditAction =

@@ -8,11 +8,12 @@
 use crate::App;
 use crate::context::{Caller, RequestContext};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Admission, AuditAction, Write};
+use crate::write::{Admission, AuditAction, Write, WriteResponse};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
+use tokenops_domain::identity::UserStatus;
 use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
-use tokenops_store::{ChallengeRecord, RefreshTokenRecord, StoredResponse, UserRecord, UserStatus};
+use tokenops_store::{ChallengeRecord, RefreshTokenRecord, UserRecord};
 
 pub const LOGIN: AuditAction = AuditAction { name: "auth.login", category: "IDENTITY", resource_type: "user" };
 pub const NEW_PASSWORD: AuditAction =
@@ -123,7 +124,7 @@ async fn begin(
 
 /// Commits a sign-in write, recording the HTTP status the caller gets.
 async fn finish(app: &App, w: Write, status: u16) -> AppResult<()> {
-    let response = StoredResponse { status, body: serde_json::Value::Null, headers: Vec::new(), resource_id: None };
+    let response = WriteResponse { status, body: serde_json::Value::Null, headers: Vec::new(), resource_id: None };
     app.writes.commit(w, response).await.map(drop)
 }
 

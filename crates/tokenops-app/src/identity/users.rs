@@ -7,10 +7,11 @@
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
+use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
-use tokenops_store::{StoreError, Tx, UserFilter, UserRecord, UserStatus};
+use tokenops_store::{StoreError, Tx, UserFilter, UserRecord};
 use uuid::Uuid;
 
 use super::organisations::{TemporaryPassword, invitation};

@@ -4,9 +4,9 @@
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::event::EventType;
-use tokenops_domain::operation::{LockStatus, OperationState, TxType};
+use tokenops_domain::operation::{Lock, LockStatus, Operation, OperationState, TxType};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{LockRecord, OperationRecord, Tx};
+use tokenops_store::Tx;
 
 use super::{Pipeline, lock_expiry};
 use crate::jobs::JobError;
@@ -40,7 +40,7 @@ pub(super) async fn confirm_row(
     p: &Pipeline,
     tx: &mut dyn Tx,
     positions: &mut PositionDeltas,
-    row: Option<OperationRecord>,
+    row: Option<Operation>,
     block_number: u64,
     now: Timestamp,
 ) -> Result<(), JobError> {
@@ -60,7 +60,7 @@ pub(super) async fn confirm_row(
         return Ok(());
     };
     let tenant = operation.tenant_id;
-    let amount = operation.amount;
+    let amount = operation.amount.as_i64();
     let owner = &operation.account_ref;
     match operation.tx_type {
         TxType::Mint => positions.add(tenant, owner, amount, 0),
@@ -75,13 +75,13 @@ pub(super) async fn confirm_row(
             positions.add(tenant, owner, 0, amount);
             let expires_at = lock_expiry(&operation, operation.created_at).ok().flatten();
             tx.locks()
-                .insert(&LockRecord {
+                .insert(&Lock {
                     id: operation.id,
                     tenant_id: tenant,
                     account_ref: owner.clone(),
                     counterparty_ref: operation.counterparty_ref.clone(),
-                    asset_id: operation.asset_id.clone(),
-                    amount,
+                    asset_id: operation.asset_id,
+                    amount: operation.amount,
                     expires_at,
                     status: LockStatus::Active,
                     completed_by: None,
@@ -94,14 +94,15 @@ pub(super) async fn confirm_row(
             let lock_id = operation.lock_id.unwrap_or(operation.id);
             if let Some(mut lock) = tx.locks().get_for_update(tenant, lock_id).await? {
                 let payee = if operation.tx_type == TxType::Release { lock.counterparty_ref.clone() } else { None };
+                let held = lock.amount.as_i64();
                 match payee {
                     // Paid out: held and total leave the owner, the payee's total grows.
                     Some(payee) if payee != lock.account_ref => {
-                        positions.add(tenant, &lock.account_ref, -lock.amount, -lock.amount);
-                        positions.add(tenant, &payee, lock.amount, 0);
+                        positions.add(tenant, &lock.account_ref, -held, -held);
+                        positions.add(tenant, &payee, held, 0);
                     }
                     // Back to the owner's available balance.
-                    _ => positions.add(tenant, &lock.account_ref, 0, -lock.amount),
+                    _ => positions.add(tenant, &lock.account_ref, 0, -held),
                 }
                 // Only the sweep's own CANCEL (no Idempotency-Key: it never came through the
                 // API) expires a lock; a client's `params.expired` is just a parameter.

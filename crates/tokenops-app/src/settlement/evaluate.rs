@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::Timestamp;
-use tokenops_domain::operation::{FailureCode, OperationState};
-use tokenops_store::{Job, OperationRecord, Tx};
+use tokenops_domain::operation::{FailureCode, Operation, OperationState};
+use tokenops_store::{Job, Tx};
 
 use super::signatures::signed_hash_note;
 use super::{BATCH_LIMIT, Pipeline, sort_batch, target};
@@ -21,13 +21,13 @@ enum Decision {
 
 /// The policy step. No ACTIVE policy governs any action yet: every operation is approved. The
 /// policy engine plugs in here (raising approval requests or refusing).
-fn decide(_operation: &OperationRecord) -> Decision {
+fn decide(_operation: &Operation) -> Decision {
     Decision::Approved
 }
 
 /// Approved and signed by an evaluation that stopped before sending: no settle job exists for
 /// it, so the evaluation job itself must see it settled.
-pub(super) fn signed_unsent(operation: &OperationRecord) -> bool {
+pub(super) fn signed_unsent(operation: &Operation) -> bool {
     operation.state == OperationState::PendingSettlement && operation.signed_transaction.is_some()
 }
 
@@ -50,7 +50,7 @@ impl JobHandler for Evaluate {
         let p = &self.0;
         let now = ctx.clock().now();
         let mut read = p.store.read().await?;
-        let wanted = |o: &OperationRecord| o.state == OperationState::Submitted || signed_unsent(o);
+        let wanted = |o: &Operation| o.state == OperationState::Submitted || signed_unsent(o);
         let mut sorted = sort_batch(read.as_mut(), jobs, wanted).await?;
         let work = p.plan(read.as_mut(), &mut sorted, now).await?;
         // The policy decision, on the operations that can be processed and are not signed yet.

@@ -58,14 +58,15 @@ pub(crate) use signatures::decode_signed;
 pub use signatures::resend_unsettled;
 pub use track::Track;
 
-use std::str::FromStr;
 use std::sync::Arc;
 use tokenops_custody::{Address, B256, Custody};
-use tokenops_domain::account::{AccountRef, AccountStatus};
-use tokenops_domain::operation::{OperationState, TxType};
+use tokenops_domain::account::{Account, AccountRef, AccountStatus};
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::contract::Contract;
+use tokenops_domain::operation::{Operation, OperationState, TxType};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_ledger::{Ledger, LedgerCall, U256};
-use tokenops_store::{Job, NewJob, OperationRecord, Store, Tx};
+use tokenops_store::{Job, NewJob, Store, Tx};
 use uuid::Uuid;
 
 use crate::jobs::JobError;
@@ -110,7 +111,7 @@ fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {
 /// (finished with no effect), those to run alone (a second job for one operation), and those
 /// that failed (no readable target).
 struct Sorted {
-    due: Vec<(Job, OperationRecord)>,
+    due: Vec<(Job, Operation)>,
     idle: Vec<Job>,
     rest: Vec<Job>,
     failed: Vec<(Job, JobError)>,
@@ -119,7 +120,7 @@ struct Sorted {
 async fn sort_batch(
     tx: &mut dyn Tx,
     jobs: Vec<Job>,
-    wanted: impl Fn(&OperationRecord) -> bool + Send,
+    wanted: impl Fn(&Operation) -> bool + Send,
 ) -> Result<Sorted, JobError> {
     let mut sorted =
         Sorted { due: Vec::with_capacity(jobs.len()), idle: Vec::new(), rest: Vec::new(), failed: Vec::new() };
@@ -146,7 +147,7 @@ async fn sort_batch(
 
 /// Reads the operations for update in one go (where the store can, in id order), for
 /// `advance_row`; none at all costs no round trip.
-async fn lock_rows(tx: &mut dyn Tx, operations: &[&OperationRecord]) -> Result<Vec<Option<OperationRecord>>, JobError> {
+async fn lock_rows(tx: &mut dyn Tx, operations: &[&Operation]) -> Result<Vec<Option<Operation>>, JobError> {
     if operations.is_empty() {
         return Ok(Vec::new());
     }
@@ -158,8 +159,8 @@ async fn lock_rows(tx: &mut dyn Tx, operations: &[&OperationRecord]) -> Result<V
 /// operations mostly name the same few.
 #[derive(Default)]
 struct Lookups {
-    contracts: std::collections::HashMap<(TenantId, String), Option<tokenops_store::ContractRecord>>,
-    accounts: std::collections::HashMap<(TenantId, AccountRef), Option<tokenops_store::AccountRecord>>,
+    contracts: std::collections::HashMap<(TenantId, AssetId), Option<Contract>>,
+    accounts: std::collections::HashMap<(TenantId, AccountRef), Option<Account>>,
 }
 
 impl Lookups {
@@ -167,9 +168,9 @@ impl Lookups {
         &mut self,
         tx: &mut dyn Tx,
         tenant: TenantId,
-        asset: &str,
-    ) -> Result<Option<tokenops_store::ContractRecord>, JobError> {
-        let key = (tenant, asset.to_owned());
+        asset: AssetId,
+    ) -> Result<Option<Contract>, JobError> {
+        let key = (tenant, asset);
         if let Some(found) = self.contracts.get(&key) {
             return Ok(found.clone());
         }
@@ -183,7 +184,7 @@ impl Lookups {
         tx: &mut dyn Tx,
         tenant: TenantId,
         reference: &AccountRef,
-    ) -> Result<Option<tokenops_store::AccountRecord>, JobError> {
+    ) -> Result<Option<Account>, JobError> {
         let key = (tenant, reference.clone());
         if let Some(found) = self.accounts.get(&key) {
             return Ok(found.clone());
@@ -205,9 +206,8 @@ pub fn hold_id(lock_id: Uuid) -> B256 {
     B256::from(bytes)
 }
 
-pub(crate) fn parse_address(text: Option<&str>, what: &str) -> Result<Address, String> {
-    let text = text.ok_or_else(|| format!("{what} has no address"))?;
-    Address::from_str(text).map_err(|_| format!("{what} has an invalid address {text:?}"))
+pub(crate) fn parse_address(address: Option<tokenops_domain::chain::Address>, what: &str) -> Result<Address, String> {
+    address.map(crate::chain::ledger_address).ok_or_else(|| format!("{what} has no address"))
 }
 
 impl Pipeline {
@@ -227,11 +227,11 @@ impl Pipeline {
     async fn advance_row(
         &self,
         tx: &mut dyn Tx,
-        row: Option<OperationRecord>,
+        row: Option<Operation>,
         from: OperationState,
-        change: impl FnOnce(&mut OperationRecord),
+        change: impl FnOnce(&mut Operation),
         now: Timestamp,
-    ) -> Result<Option<OperationRecord>, JobError> {
+    ) -> Result<Option<Operation>, JobError> {
         let Some(mut operation) = row else {
             return Ok(None);
         };
@@ -252,36 +252,36 @@ impl Pipeline {
         &self,
         tx: &mut dyn Tx,
         lookups: &mut Lookups,
-        operation: &OperationRecord,
+        operation: &Operation,
         now: Timestamp,
     ) -> Result<Result<(Address, LedgerCall), String>, JobError> {
         let tenant = operation.tenant_id;
         let Some(contract) = lookups
-            .contract(tx, tenant, &operation.asset_id)
+            .contract(tx, tenant, operation.asset_id)
             .await?
-            .filter(|c| c.status == tokenops_domain::account::ContractStatus::Active)
+            .filter(|c| c.status == tokenops_domain::contract::ContractStatus::Active)
         else {
             return Ok(Err(format!("{} has no ACTIVE contract", operation.asset_id)));
         };
         // Completing a lock is allowed on an INACTIVE account: the funds are already committed.
         let needs_active = !operation.tx_type.completes_lock();
-        let token = match parse_address(contract.address.as_deref(), "the contract") {
+        let token = match parse_address(contract.address, "the contract") {
             Ok(token) => token,
             Err(reason) => return Ok(Err(reason)),
         };
-        let wallet_of = |account: Option<tokenops_store::AccountRecord>, what: &str| -> Result<Address, String> {
+        let wallet_of = |account: Option<Account>, what: &str| -> Result<Address, String> {
             let account = account.ok_or_else(|| format!("{what} no longer exists"))?;
             if needs_active && account.status != AccountStatus::Active {
                 return Err(format!("{what} {} is not ACTIVE", account.account_ref));
             }
-            parse_address(account.wallet_address.as_deref(), what)
+            parse_address(account.wallet_address, what)
         };
         let owner = wallet_of(lookups.account(tx, tenant, &operation.account_ref).await?, "the account");
         let counterparty = match &operation.counterparty_ref {
             Some(reference) => Some(wallet_of(lookups.account(tx, tenant, reference).await?, "the counterparty")),
             None => None,
         };
-        let amount = U256::from(u64::try_from(operation.amount).unwrap_or(0));
+        let amount = U256::from(operation.amount.minor_units());
         let call = (|| -> Result<LedgerCall, String> {
             let owner = owner?;
             let counterparty = counterparty.transpose()?;
@@ -314,7 +314,7 @@ impl Pipeline {
 }
 
 /// A LOCK's `params.expiresAt`: absent, or an ISO 8601 instant after `now`.
-fn lock_expiry(operation: &OperationRecord, now: Timestamp) -> Result<Option<Timestamp>, String> {
+fn lock_expiry(operation: &Operation, now: Timestamp) -> Result<Option<Timestamp>, String> {
     match operation.params.get("expiresAt") {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(text)) => {

@@ -3,9 +3,10 @@
 
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::event::{Event, EventType, ResourceRef};
+use tokenops_domain::operation::{Break, Operation};
 use tokenops_domain::operation::{BreakReason, FailureCode, OperationState};
 use tokenops_domain::{Timestamp, new_id};
-use tokenops_store::{BreakRecord, OperationRecord, Tx};
+use tokenops_store::Tx;
 
 use super::{Pipeline, SETTLED, internal};
 use crate::jobs::JobError;
@@ -19,7 +20,7 @@ impl Pipeline {
     pub(super) async fn fail_row(
         &self,
         tx: &mut dyn Tx,
-        row: Option<OperationRecord>,
+        row: Option<Operation>,
         from: OperationState,
         code: FailureCode,
         reason: String,
@@ -67,12 +68,12 @@ impl Pipeline {
                 None => reason.clone(),
             };
             tx.breaks()
-                .insert(&BreakRecord {
+                .insert(&Break {
                     id: new_id(),
                     tenant_id: tenant,
                     transaction_id: Some(operation.id),
                     account_ref: operation.account_ref.clone(),
-                    asset_id: operation.asset_id.clone(),
+                    asset_id: operation.asset_id,
                     reason: break_reason,
                     detail,
                     detected_at: now,
@@ -92,7 +93,7 @@ impl Pipeline {
         &self,
         tx: &mut dyn Tx,
         event_type: EventType,
-        operation: &OperationRecord,
+        operation: &Operation,
         now: Timestamp,
     ) -> Result<(), JobError> {
         let data = serde_json::to_value(OperationOut::from(operation)).map_err(internal)?;
@@ -113,7 +114,7 @@ impl Pipeline {
     pub(super) async fn audit(
         &self,
         tx: &mut dyn Tx,
-        operation: &OperationRecord,
+        operation: &Operation,
         outcome: AuditOutcome,
         now: Timestamp,
     ) -> Result<(), JobError> {

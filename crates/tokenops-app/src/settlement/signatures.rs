@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 use tokenops_custody::{Address, CustodyError};
+use tokenops_domain::operation::Operation;
 use tokenops_domain::operation::{FailureCode, OperationState};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_ledger::{Ledger, LedgerCall, LedgerError, SignedTransaction};
-use tokenops_store::{Job, OperationRecord, Tx};
+use tokenops_store::{Job, Tx};
 use uuid::Uuid;
 
 use super::evaluate::signed_unsent;
@@ -153,7 +154,7 @@ impl Pipeline {
         let p = self;
         let Sorted { idle, mut rest, mut failed, .. } = sorted;
         let mut done: Vec<Uuid> = idle.iter().map(|job| job.id).collect();
-        let mut endings: Vec<(Job, OperationRecord, Ending)> = Vec::with_capacity(work.calls.len() + work.signed.len());
+        let mut endings: Vec<(Job, Operation, Ending)> = Vec::with_capacity(work.calls.len() + work.signed.len());
         for (job, operation, reason) in work.unprocessable {
             let from = operation.state;
             endings.push((job, operation, Ending::Fail { from, code: FailureCode::Unprocessable, reason }));
@@ -214,7 +215,7 @@ impl Pipeline {
         }
         for (job, operation, transaction) in to_send {
             match p.ledger.send(&transaction).await {
-                Ok(hash) => endings.push((job, operation, Ending::Sent(format!("{hash:#x}")))),
+                Ok(hash) => endings.push((job, operation, Ending::Sent(crate::chain::domain_hash(hash)))),
                 Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::Retry(e.to_string()))),
                 Err(e) => {
                     // The outcome may be unknown: the break names the signed transaction's hash.
@@ -232,7 +233,7 @@ impl Pipeline {
         // A transaction just sent is in no block yet: the first look waits one poll.
         let first_poll = now.plus_millis(p.settings.receipt_poll_ms);
         let mut tx = p.store.write().await?;
-        let operations: Vec<&OperationRecord> = endings.iter().map(|(_, o, _)| o).collect();
+        let operations: Vec<&Operation> = endings.iter().map(|(_, o, _)| o).collect();
         let rows = lock_rows(tx.as_mut(), &operations).await?;
         let mut next = Vec::with_capacity(rows.len());
         for (row, (job, _, ending)) in rows.into_iter().zip(endings) {
@@ -247,7 +248,7 @@ impl Pipeline {
                     continue;
                 }
                 Ending::Sent(hash) => {
-                    let change = |o: &mut OperationRecord| {
+                    let change = |o: &mut Operation| {
                         o.state = OperationState::Settling;
                         o.tx_hash = Some(hash);
                     };
@@ -257,7 +258,7 @@ impl Pipeline {
                     }
                 }
                 Ending::Approve => {
-                    let change = |o: &mut OperationRecord| o.state = OperationState::PendingSettlement;
+                    let change = |o: &mut Operation| o.state = OperationState::PendingSettlement;
                     if let Some(o) = p.advance_row(tx.as_mut(), row, OperationState::Submitted, change, now).await? {
                         next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
@@ -302,17 +303,17 @@ impl Pipeline {
 #[derive(Default)]
 pub(super) struct Work {
     /// To sign and send: each operation's ledger call, with the token's address.
-    pub calls: Vec<(Job, OperationRecord, Address, LedgerCall)>,
+    pub calls: Vec<(Job, Operation, Address, LedgerCall)>,
     /// Signed already: the recorded bytes, sent again.
-    pub signed: Vec<(Job, OperationRecord, SignedTransaction)>,
+    pub signed: Vec<(Job, Operation, SignedTransaction)>,
     /// Cannot be processed (why): FAILED `UNPROCESSABLE` from the state they are in.
-    pub unprocessable: Vec<(Job, OperationRecord, String)>,
+    pub unprocessable: Vec<(Job, Operation, String)>,
 }
 
 /// How an operation's settle work ends in the batch's last commit.
 enum Ending {
     /// Sent (its hash): SETTLING, and tracked.
-    Sent(String),
+    Sent(tokenops_domain::chain::TxHash),
     /// Approved but not signed (an evaluation): PENDING_SETTLEMENT, for a settle job.
     Approve,
     Fail {
@@ -364,7 +365,7 @@ pub async fn resend_unsettled(p: &Pipeline) -> Result<usize, JobError> {
 
 /// For a break's detail: the hash of the operation's recorded signed transaction, which may
 /// have reached the ledger even though the operation never got to SETTLING.
-pub(super) fn signed_hash_note(operation: &OperationRecord) -> String {
+pub(super) fn signed_hash_note(operation: &Operation) -> String {
     match operation.signed_transaction.as_deref().map(decode_signed) {
         Some(Ok(signed)) => format!(" (signed transaction {:#x})", signed.hash),
         _ => String::new(),

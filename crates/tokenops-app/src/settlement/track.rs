@@ -5,9 +5,9 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::Timestamp;
-use tokenops_domain::operation::{FailureCode, OperationState};
+use tokenops_domain::operation::{FailureCode, Operation, OperationState};
 use tokenops_ledger::{Outcome, ReceiptStatus};
-use tokenops_store::{Job, OperationRecord, Tx};
+use tokenops_store::{Job, Tx};
 
 use super::confirm::{PositionDeltas, confirm_row};
 use super::signatures::decode_signed;
@@ -37,7 +37,7 @@ impl JobHandler for Track {
         };
         let mut tracked = Vec::with_capacity(due.len());
         for (job, operation) in due {
-            match operation.tx_hash.as_deref().and_then(|h| h.parse().ok()) {
+            match operation.tx_hash.map(crate::chain::ledger_hash) {
                 Some(hash) => tracked.push((job, operation, hash)),
                 None => failed.push((job, JobError::Permanent("a SETTLING operation without a txHash".into()))),
             }
@@ -70,7 +70,7 @@ impl JobHandler for Track {
             done.push(job);
         }
         let mut tx = p.store.write().await?;
-        let settled: Vec<&OperationRecord> = outcomes
+        let settled: Vec<&Operation> = outcomes
             .iter()
             .filter(|(_, receipt)| matches!(receipt, ReceiptStatus::Included { .. }))
             .map(|(o, _)| o)

@@ -1,0 +1,77 @@
+//! Token contracts: one per asset per organisation, deployed or adopted on the ledger; their
+//! status and the criteria of their list.
+
+use crate::asset::AssetId;
+use crate::chain::Address;
+use crate::{TenantId, Timestamp};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contract {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// Unique per organisation.
+    pub asset_id: AssetId,
+    pub name: String,
+    pub symbol: String,
+    /// The currency's minor unit: the token's `decimals`.
+    pub decimals: u8,
+    pub status: ContractStatus,
+    /// The token's address: set once deployed or adopted (`None` while PENDING, and when a
+    /// deployment FAILED).
+    pub address: Option<Address>,
+    /// An existing token to adopt instead of deploying one (as requested).
+    pub adopt_address: Option<Address>,
+    /// Why deployment failed (FAILED only).
+    pub failure_reason: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Which contracts a list shows.
+#[derive(Debug, Clone, Default)]
+pub struct ContractFilter {
+    pub asset_id: Option<AssetId>,
+    pub status: Option<ContractStatus>,
+}
+
+/// A token contract's status: PENDING while it is deployed (or adopted), then ACTIVE; INACTIVE
+/// switched off by the bank; FAILED when deployment failed (the asset may be registered again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ContractStatus {
+    Pending,
+    Active,
+    Inactive,
+    Failed,
+}
+
+impl ContractStatus {
+    pub const ALL: [ContractStatus; 4] =
+        [ContractStatus::Pending, ContractStatus::Active, ContractStatus::Inactive, ContractStatus::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContractStatus::Pending => "PENDING",
+            ContractStatus::Active => "ACTIVE",
+            ContractStatus::Inactive => "INACTIVE",
+            ContractStatus::Failed => "FAILED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_parse_exactly() {
+        assert_eq!(ContractStatus::parse("ACTIVE"), Some(ContractStatus::Active));
+        assert_eq!(ContractStatus::parse("active"), None);
+    }
+}
