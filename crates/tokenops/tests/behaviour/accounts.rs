@@ -10,37 +10,15 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokenops_app::clock::Clock;
-use tokenops_store::IdempotencyScope;
 use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
 use uuid::Uuid;
 
+use crate::support::{assert_error, assert_iso_utc, key};
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
-
-/// `2026-01-31T12:00:00.123Z`: ISO 8601 UTC with a trailing Z.
-#[track_caller]
-fn assert_iso_utc(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
-    assert!(text.ends_with('Z'), "timestamp {text:?} lacks the trailing Z");
-    assert_eq!(text.as_bytes().get(10), Some(&b'T'), "timestamp {text:?} is not ISO 8601");
-    assert!(tokenops_domain::Timestamp::parse_iso8601(text).is_ok(), "timestamp {text:?} does not parse");
-}
-
-/// The error envelope: timestamp, status, error, message.
-#[track_caller]
-fn assert_error(reply: &Reply, status: u16) {
-    reply.expect(status);
-    assert_eq!(reply.body["status"], status, "envelope status; body: {}", reply.body);
-    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
-    assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
-    assert_iso_utc(&reply.body["timestamp"]);
-}
 
 /// `0x` and 40 lower-case hex digits.
 #[track_caller]
@@ -67,10 +45,6 @@ async fn send_as(app: &TestApp, tenant: &Tenant, method: Method, path: &str, bod
     Reply::read(request.send().await.expect("request")).await
 }
 
-async fn get_as(app: &TestApp, tenant: &Tenant, path: &str) -> Reply {
-    send_as(app, tenant, Method::GET, path, None).await
-}
-
 async fn post_as(app: &TestApp, tenant: &Tenant, path: &str, body: &Value) -> Reply {
     send_as(app, tenant, Method::POST, path, Some(body)).await
 }
@@ -81,7 +55,7 @@ async fn patch_as(app: &TestApp, tenant: &Tenant, path: &str, body: &Value) -> R
 
 /// The contract of `asset` as `tenant` reads it.
 async fn contract_as(app: &TestApp, tenant: &Tenant, asset: &str) -> Value {
-    let reply = get_as(app, tenant, &format!("/api/contracts/{asset}")).await;
+    let reply = app.get_as(tenant, &format!("/api/contracts/{asset}")).await;
     reply.expect(200);
     reply.body
 }
@@ -149,7 +123,7 @@ async fn pending_account(app: &TestApp, account_ref: &str, customer_ref: &str, a
 }
 
 async fn account_as(app: &TestApp, tenant: &Tenant, account_ref: &str) -> Value {
-    let reply = get_as(app, tenant, &format!("/api/accounts/{account_ref}")).await;
+    let reply = app.get_as(tenant, &format!("/api/accounts/{account_ref}")).await;
     reply.expect(200);
     reply.body
 }
@@ -221,7 +195,7 @@ async fn events(app: &TestApp, event_type: &str) -> Vec<Value> {
 }
 
 async fn events_as(app: &TestApp, tenant: &Tenant, event_type: &str) -> Vec<Value> {
-    let reply = get_as(app, tenant, &format!("/api/webhook-events?type={event_type}&limit=100")).await;
+    let reply = app.get_as(tenant, &format!("/api/webhook-events?type={event_type}&limit=100")).await;
     reply.expect(200);
     reply.body["items"].as_array().expect("style D items").clone()
 }
@@ -239,22 +213,6 @@ fn listed(reply: &Reply, field: &str) -> Vec<String> {
         .iter()
         .map(|item| item[field].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-/// Seeds an in-flight claim on `key` for `operation`, as a concurrent request holding it would.
-async fn seed_claim(app: &TestApp, operation: &str, key: &str, method: &str, path: &str, body: &Value) {
-    let mut tx = app.app.store.write().await.expect("write transaction");
-    tx.idempotency()
-        .insert_claim(
-            &IdempotencyScope { tenant: Some(app.tenant.id), operation: operation.into(), key: key.into() },
-            &tokenops_api::write::fingerprint(method, path, body),
-            Uuid::now_v7(),
-            app.clock.now().plus_millis(30_000),
-            app.clock.now(),
-        )
-        .await
-        .expect("seed the claim");
-    tx.commit().await.expect("commit the claim");
 }
 
 #[track_caller]
@@ -443,7 +401,7 @@ async fn an_existing_token_is_adopted_and_serves_one_contract_only(backend: Back
     // The adopting organisation uses it like a deployed one.
     customer_as(&app, &app.tenant, "c-1").await;
     active_account_as(&app, &app.tenant, "a-1", "c-1", "USD").await;
-    let balance = get_as(&app, &app.tenant, "/api/accounts/a-1/balances").await;
+    let balance = app.get_as(&app.tenant, "/api/accounts/a-1/balances").await;
     balance.expect(200);
     assert_eq!(balance.body["total"], "0.00");
 }
@@ -572,8 +530,8 @@ async fn contract_patch_without_a_contract_for_the_asset_is_404(backend: Backend
     // Another organisation's contract is not found either.
     let other = app.new_tenant();
     assert_error(&patch_as(&app, &other, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 404);
-    assert_error(&get_as(&app, &other, "/api/contracts/USD").await, 404);
-    assert_eq!(get_as(&app, &other, "/api/contracts").await.body["totalElements"], 0);
+    assert_error(&app.get_as(&other, "/api/contracts/USD").await, 404);
+    assert_eq!(app.get_as(&other, "/api/contracts").await.body["totalElements"], 0);
     assert_eq!(contract(&app, "USD").await["status"], "ACTIVE");
     assert_eq!(app.db.count("contracts", "").await, 1, "a PATCH never creates a contract");
     assert_error(&app.get("/api/contracts/EUR").await, 404);
@@ -910,7 +868,7 @@ async fn account_writes_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let body = account_body("a-2", "c-1", "USD");
     let post_key = key();
-    seed_claim(&app, "account.create", &post_key, "POST", "/api/accounts", &body).await;
+    app.seed_claim("account.create", &post_key, "POST", "/api/accounts", &body).await;
     let reply = app.write(Method::POST, "/api/accounts", &post_key, &body).await;
     assert_error(&reply, 409);
     assert_retry_after(&reply);
@@ -918,7 +876,7 @@ async fn account_writes_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let patch = json!({ "status": "INACTIVE" });
     let patch_key = key();
-    seed_claim(&app, "account.update_status", &patch_key, "PATCH", "/api/accounts/a-1", &patch).await;
+    app.seed_claim("account.update_status", &patch_key, "PATCH", "/api/accounts/a-1", &patch).await;
     let reply = app.write(Method::PATCH, "/api/accounts/a-1", &patch_key, &patch).await;
     assert_error(&reply, 409);
     assert_retry_after(&reply);
@@ -1466,8 +1424,8 @@ async fn another_organisations_account_is_404_and_not_listed(backend: Backend) {
     assert_error(&set_account_status(&app, "a-theirs", "INACTIVE").await, 404);
     assert_eq!(account_as(&app, &other, "a-theirs").await["status"], "ACTIVE", "untouched");
     assert_eq!(listed(&app.get("/api/accounts").await, "accountRef"), ["a-1"]);
-    assert_eq!(listed(&get_as(&app, &other, "/api/accounts").await, "accountRef"), ["a-theirs"]);
-    assert_error(&get_as(&app, &other, "/api/accounts/a-1").await, 404);
+    assert_eq!(listed(&app.get_as(&other, "/api/accounts").await, "accountRef"), ["a-theirs"]);
+    assert_error(&app.get_as(&other, "/api/accounts/a-1").await, 404);
     assert!(events_as(&app, &other, "account.provisioned").await.iter().all(|e| e["resource"]["id"] == "a-theirs"));
 
     // The same reference in both organisations: two accounts, two wallets.
@@ -1621,7 +1579,7 @@ async fn each_endpoint_needs_its_permission(backend: Backend) {
     for path in
         ["/api/contracts", "/api/contracts/USD", "/api/accounts", "/api/accounts/a-1", "/api/accounts/a-1/balances"]
     {
-        get_as(&app, &readers, path).await.expect(200);
+        app.get_as(&readers, path).await.expect(200);
     }
     assert_error(&post_as(&app, &readers, "/api/contracts", &json!({ "assetId": "EUR" })).await, 403);
     assert_error(&patch_as(&app, &readers, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 403);
@@ -1632,15 +1590,15 @@ async fn each_endpoint_needs_its_permission(backend: Backend) {
     for path in
         ["/api/contracts", "/api/contracts/USD", "/api/accounts", "/api/accounts/a-1", "/api/accounts/a-1/balances"]
     {
-        assert_error(&get_as(&app, &writers, path).await, 403);
+        assert_error(&app.get_as(&writers, path).await, 403);
     }
     post_as(&app, &writers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await.expect(201);
     patch_as(&app, &writers, "/api/contracts/USD", &json!({ "name": "Dollar" })).await.expect(200);
 
     // Reading accounts is not reading balances.
     let account_reader = with_scope("account:read");
-    get_as(&app, &account_reader, "/api/accounts/a-1").await.expect(200);
-    assert_error(&get_as(&app, &account_reader, "/api/accounts/a-1/balances").await, 403);
+    app.get_as(&account_reader, "/api/accounts/a-1").await.expect(200);
+    assert_error(&app.get_as(&account_reader, "/api/accounts/a-1/balances").await, 403);
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE");
 }
 
@@ -1700,18 +1658,10 @@ backends!(
 // On anvil: a real EVM node, which can go away
 // ---------------------------------------------------------------------------------------------
 
-fn evm_settings(anvil: &Anvil) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("TOKENOPS_LEDGER".to_owned(), "evm".to_owned()),
-        ("TOKENOPS_EVM_RPC_URL".to_owned(), anvil.url.clone()),
-        ("TOKENOPS_EVM_GAS_FUNDING".to_owned(), "dev".to_owned()),
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil_accounts_are_provisioned_and_balances_are_500_when_the_ledger_is_gone() {
     let anvil = Anvil::start().await;
-    let app = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
 
     let deployed = active_contract(&app, "USD").await;
     let address = deployed["contractAddress"].as_str().expect("address");
@@ -1755,11 +1705,11 @@ async fn on_anvil_accounts_are_provisioned_and_balances_are_500_when_the_ledger_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil_adopting_a_token_of_another_issuer_fails() {
     let anvil = Anvil::start().await;
-    let elsewhere = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let elsewhere = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
     let foreign = active_contract(&elsewhere, "USD").await;
     let address = foreign["contractAddress"].as_str().expect("address");
 
-    let app = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
     let adopted = adopted_contract_as(&app, &app.tenant, "USD", address).await;
     assert_eq!(adopted["status"], "FAILED", "a token of another issuer must not become ACTIVE: {adopted}");
 }

@@ -4,36 +4,14 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokenops_app::clock::Clock;
-use tokenops_store::IdempotencyScope;
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
+
+use crate::support::{assert_error, assert_iso_utc, key};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
-
-/// `2026-01-31T12:00:00.123Z`: ISO 8601 UTC with a trailing Z.
-#[track_caller]
-fn assert_iso_utc(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
-    assert!(text.ends_with('Z'), "timestamp {text:?} lacks the trailing Z");
-    assert_eq!(text.as_bytes().get(10), Some(&b'T'), "timestamp {text:?} is not ISO 8601");
-    assert!(tokenops_domain::Timestamp::parse_iso8601(text).is_ok(), "timestamp {text:?} does not parse");
-}
-
-/// The error envelope: timestamp, status, error, message.
-#[track_caller]
-fn assert_error(reply: &Reply, status: u16) {
-    reply.expect(status);
-    assert_eq!(reply.body["status"], status, "envelope status; body: {}", reply.body);
-    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
-    assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
-    assert_iso_utc(&reply.body["timestamp"]);
-}
 
 async fn create(app: &TestApp, customer_ref: &str) -> Reply {
     let reply = app.post("/api/customers", &json!({ "customerRef": customer_ref })).await;
@@ -43,22 +21,6 @@ async fn create(app: &TestApp, customer_ref: &str) -> Reply {
 
 async fn customer_rows(app: &TestApp) -> i64 {
     app.db.count("customers", "").await
-}
-
-/// Seeds an in-flight claim on `key` for `operation`, as a concurrent request holding it would.
-async fn seed_claim(app: &TestApp, operation: &str, key: &str, method: &str, path: &str, body: &Value) {
-    let mut tx = app.app.store.write().await.expect("write transaction");
-    tx.idempotency()
-        .insert_claim(
-            &IdempotencyScope { tenant: Some(app.tenant.id), operation: operation.into(), key: key.into() },
-            &tokenops_api::write::fingerprint(method, path, body),
-            Uuid::now_v7(),
-            app.clock.now().plus_millis(30_000),
-            app.clock.now(),
-        )
-        .await
-        .expect("seed the claim");
-    tx.commit().await.expect("commit the claim");
 }
 
 async fn status_changed_events(app: &TestApp) -> Vec<Value> {
@@ -264,7 +226,7 @@ async fn post_and_patch_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let body = json!({ "customerRef": "c-1" });
     let post_key = key();
-    seed_claim(&app, "customer.create", &post_key, "POST", "/api/customers", &body).await;
+    app.seed_claim("customer.create", &post_key, "POST", "/api/customers", &body).await;
     let reply = app.write(Method::POST, "/api/customers", &post_key, &body).await;
     assert_error(&reply, 409);
     let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
@@ -273,7 +235,7 @@ async fn post_and_patch_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let patch = json!({ "status": "INACTIVE" });
     let patch_key = key();
-    seed_claim(&app, "customer.update_status", &patch_key, "PATCH", "/api/customers/c-0", &patch).await;
+    app.seed_claim("customer.update_status", &patch_key, "PATCH", "/api/customers/c-0", &patch).await;
     let reply = app.write(Method::PATCH, "/api/customers/c-0", &patch_key, &patch).await;
     assert_error(&reply, 409);
     let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");

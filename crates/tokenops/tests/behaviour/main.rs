@@ -22,6 +22,7 @@ mod postgres_crash;
 mod sign_in;
 mod smoke;
 mod store_failures;
+mod support;
 mod token_attacks;
 mod token_verification;
 mod transactions;

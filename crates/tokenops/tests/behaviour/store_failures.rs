@@ -11,15 +11,12 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokenops_testkit::organisation::{NEW_PASSWORD, call, create_organisation, login};
 use tokenops_testkit::{API_VERSION, Backend, Reply, TestApp, backends};
-use uuid::Uuid;
+
+use crate::support::key;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
 
 /// An internal failure's envelope with `code`, answered afresh (a 500 is never stored).
 #[track_caller]
