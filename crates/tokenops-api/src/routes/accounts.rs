@@ -76,12 +76,12 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
 /// Register an account; its wallet is provisioned in the background.
 #[utoipa::path(
     post, path = "/api/accounts", tag = "accounts", operation_id = "accounts.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = AccountIn,
     responses(
         (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
@@ -112,13 +112,13 @@ async fn register_account(
     patch, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.update",
     params(
         ("accountRef" = String, Path),
-        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+        crate::openapi::RequiredIdempotencyKey,
     ),
     request_body = AccountPatch,
     responses(
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
         (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
@@ -155,7 +155,7 @@ async fn change_account_status(
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The account", body = AccountOut),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -176,13 +176,12 @@ async fn get_account(
         ("customerRef" = Option<String>, Query),
         ("status" = Option<AccountStatus>, Query),
         ("assetId" = Option<String>, Query, description = "Case-insensitive"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -218,7 +217,7 @@ async fn list_accounts(
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission balance:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 422, description = "The account has no wallet yet (PENDING or FAILED)", body = crate::openapi::ErrorBody),

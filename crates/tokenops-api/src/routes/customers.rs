@@ -80,7 +80,7 @@ fn path_ref(text: &str) -> Result<CustomerRef, Error> {
 /// Register a customer.
 #[utoipa::path(
     post, path = "/api/customers", tag = "customers", operation_id = "customers.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = CustomerIn,
     responses(
         (status = 201, description = "Registered", body = CustomerOut, headers(("Location" = String))),
@@ -113,7 +113,7 @@ async fn register_customer(
     patch, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.update",
     params(
         ("customerRef" = String, Path),
-        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+        crate::openapi::RequiredIdempotencyKey,
     ),
     request_body = CustomerPatch,
     responses(
@@ -168,8 +168,7 @@ async fn get_customer(
     get, path = "/api/customers", tag = "customers", operation_id = "customers.list",
     params(
         ("status" = Option<CustomerStatus>, Query),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of customers, oldest first", body = CustomerPage),

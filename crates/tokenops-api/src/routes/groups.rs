@@ -77,13 +77,12 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
     params(
         ("tenantId" = Uuid, Path, description = "Must be the caller's organisation"),
         ("sort" = Option<Vec<String>>, Query, description = "key, name, status, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -110,7 +109,7 @@ async fn list_groups(
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
@@ -142,13 +141,13 @@ pub struct GroupIn {
     post, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.create",
     params(
         ("tenantId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = GroupIn,
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
         (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
@@ -187,13 +186,13 @@ pub struct GroupPatch {
     patch, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.update",
     params(
         ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = GroupPatch,
     responses(
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
@@ -246,14 +245,14 @@ pub struct MembershipOut {
     post, path = "/api/tenants/{tenantId}/groups/{groupId}/members", tag = "groups", operation_id = "groups.members.add",
     params(
         ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = MemberIn,
     responses(
         (status = 201, description = "Added", body = MembershipOut),
         (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
         (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
@@ -292,12 +291,12 @@ async fn add_member(
     delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
     params(
         ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path), ("userId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 204, description = "Removed"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )

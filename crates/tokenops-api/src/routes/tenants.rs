@@ -99,7 +99,7 @@ async fn read_tenant(State(state): State<Arc<ApiState>>, PathId(id): PathId) -> 
 /// Create an organisation (platform operator only).
 #[utoipa::path(
     post, path = "/api/tenants", tag = "organisation", operation_id = "tenants.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = TenantIn,
     responses(
         (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut),

@@ -78,7 +78,7 @@ async fn get_own_profile(State(state): State<Arc<ApiState>>, scope: TenantScope)
     responses(
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "id not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Missing permission user:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
@@ -105,13 +105,12 @@ async fn get_user_by_id(
         ("status" = Option<String>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
         ("role" = Option<String>, Query, description = "A role name (platform names case-insensitive)"),
         ("sort" = Option<Vec<String>>, Query, description = "firstName, lastName, email, status, createdAt, updatedAt, id or role.name, optionally ,asc|desc; repeatable; default firstName,asc then lastName,asc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style C page of users. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = UserPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -180,13 +179,13 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     post, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.invite",
     params(
         ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
         (status = 400, description = "Missing, blank or too long field. The spec says the body is not validated up front; this service checks email, firstName and lastName (present, not blank, at most 254/100/100 characters, an @ in the email) before anything else", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
         (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
@@ -219,7 +218,7 @@ async fn invite_user(
     responses(
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -246,13 +245,13 @@ pub struct UserPatch {
     patch, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.update",
     params(
         ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = UserPatch,
     responses(
         (status = 200, description = "The user after the change. Reactivating a user who never chose a password makes them INVITED again", body = UserOut),
         (status = 400, description = "Nothing to change, unknown status, blank role name, or changing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing user:update, or missing the permission the user's current or new role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user, or Role {name} not found", body = crate::openapi::ErrorBody),
         (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password", body = crate::openapi::ErrorBody),
@@ -291,12 +290,12 @@ async fn update_user(
     delete, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.remove",
     params(
         ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 204, description = "Removed: the user's tokens are refused from now on"),
         (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing member:remove, or missing the permission the user's role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
     )
