@@ -12,8 +12,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt::Display;
 use std::future::Future;
+use std::sync::Arc;
 use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write};
-use tokenops_app::{AppResult, Error};
+use tokenops_app::{App, AppResult, Error};
 use tokenops_store::StoredResponse;
 
 use crate::ApiState;
@@ -250,17 +251,18 @@ impl IntoResponse for Written {
 /// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
 pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
 where
-    F: FnOnce(Write) -> Fut,
+    F: FnOnce(Arc<App>, Write) -> Fut,
     Fut: Future<Output = (Write, AppResult<Reply>)>,
 {
     Ok(run_or_replay(state, request, work).await?.into_response())
 }
 
 /// Admits the request and runs `work` on the admitted write, or hands back the stored response
-/// of a completed key, for a handler whose replay answers otherwise than as stored.
+/// of a completed key, for a handler whose replay answers otherwise than as stored. `work` is
+/// handed the app with the write, as it runs after the handler has lent out the state.
 pub async fn run_or_replay<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Written>
 where
-    F: FnOnce(Write) -> Fut,
+    F: FnOnce(Arc<App>, Write) -> Fut,
     Fut: Future<Output = (Write, AppResult<Reply>)>,
 {
     let WriteRequest { scope, action, key, fingerprint, resource_id } = request;
@@ -270,7 +272,7 @@ where
         Admission::Replay(stored) => return Ok(Written::Replayed(stored)),
         Admission::Proceed(write) => write,
     };
-    let (write, outcome) = work(write).await;
+    let (write, outcome) = work(state.app.clone(), write).await;
     match outcome {
         Ok(reply) => {
             let stored = writes.commit(write, reply.stored()).await?;

@@ -97,8 +97,7 @@ async fn register_account(
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
     let new = parse_new_account(body.value)?;
-    let app = state.app.clone();
-    write::run(&state, request.about(new.account_ref.to_string()), |mut w| async move {
+    write::run(&state, request.about(new.account_ref.to_string()), |app, mut w| async move {
         let result = app.accounts.register(&mut w, new).await;
         let reply =
             result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
@@ -141,8 +140,7 @@ async fn change_account_status(
     let status = body.value.status.as_deref().ok_or_else(settable)?;
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&account_ref)?;
-    let app = state.app.clone();
-    write::run(&state, request.about(account_ref.to_string()), |mut w| async move {
+    write::run(&state, request.about(account_ref.to_string()), |app, mut w| async move {
         let result = app.accounts.change_status(&mut w, &account_ref, status).await;
         (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
     })
@@ -200,7 +198,7 @@ async fn list_accounts(
             Err(_) => {
                 let page = paging::page_request(&params, STRICT_SIZE)?;
                 let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
-                return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
+                return Ok(paging::respond(Style::A, &empty, page));
             }
         },
     };
@@ -208,7 +206,7 @@ async fn list_accounts(
     let accounts =
         state.app.accounts.list(scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page).await?;
     let view = accounts.map(|a| AccountOut::from(&a));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }
 
 /// An account's balances, read from the ledger.

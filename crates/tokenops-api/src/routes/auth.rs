@@ -5,9 +5,10 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use tokenops_app::identity::signin::{self, LoginOutcome, Tokens};
+use tokenops_app::identity::signin::{self, LoginOutcome};
 use tokenops_app::{Code, Error};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -170,8 +171,9 @@ pub enum LoginOut {
     Challenged(PasswordChallenge),
 }
 
-fn tokens_response(tokens: &Tokens) -> Response {
-    let mut response = axum::Json(tokens).into_response();
+/// Tokens and sign-in sessions work like credentials: never cached.
+fn no_store(body: &impl Serialize) -> Response {
+    let mut response = axum::Json(body).into_response();
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
     response
 }
@@ -197,15 +199,9 @@ async fn login(
     let password = field(&body.value, "password", PASSWORD_MAX)?;
     let outcome = signin::login(&state.app, &request_id.0.0, &email, &password).await?;
     Ok(match outcome {
-        LoginOutcome::Tokens(tokens) => tokens_response(&tokens),
+        LoginOutcome::Tokens(tokens) => no_store(&tokens),
         LoginOutcome::NewPasswordRequired { session } => {
-            // The session works like a credential: never cached.
-            let mut response =
-                axum::Json(PasswordChallenge { challenge: Challenge::NewPasswordRequired, session }).into_response();
-            response
-                .headers_mut()
-                .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
-            response
+            no_store(&PasswordChallenge { challenge: Challenge::NewPasswordRequired, session })
         }
     })
 }
@@ -228,7 +224,7 @@ async fn refresh(
 ) -> ApiResult<Response> {
     require_embedded(&state)?;
     let token = field(&body.value, "refreshToken", 256)?;
-    Ok(tokens_response(&signin::refresh(&state.app, &request_id.0.0, &token).await?))
+    Ok(no_store(&signin::refresh(&state.app, &request_id.0.0, &token).await?))
 }
 
 /// Complete the NEW_PASSWORD_REQUIRED challenge.
@@ -251,7 +247,7 @@ async fn new_password(
     let email = email(&body.value)?;
     let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
     let session = field(&body.value, "session", 256)?;
-    Ok(tokens_response(&signin::new_password(&state.app, &request_id.0.0, &email, &new_password, &session).await?))
+    Ok(no_store(&signin::new_password(&state.app, &request_id.0.0, &email, &new_password, &session).await?))
 }
 
 /// Activate an invited user with the temporary password and a new one.
@@ -274,7 +270,7 @@ async fn activate(
     let email = email(&body.value)?;
     let temporary = field(&body.value, "temporaryPassword", PASSWORD_MAX)?;
     let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
-    Ok(tokens_response(&signin::activate(&state.app, &request_id.0.0, &email, &temporary, &new_password).await?))
+    Ok(no_store(&signin::activate(&state.app, &request_id.0.0, &email, &temporary, &new_password).await?))
 }
 
 /// Reveal a machine client's secret, once.
@@ -293,10 +289,9 @@ async fn reveal_client_secret(
     PathText(token): PathText,
 ) -> ApiResult<Response> {
     require_embedded(&state)?;
-    let app = state.app.clone();
     let gone = || Error::of(Code::RevealNotFound);
     // The reveal is recorded in the client's organisation's audit log.
-    let tenant = app.clients.reveal_tenant(&token, app.clock.now()).await?.ok_or_else(gone)?;
+    let tenant = state.app.clients.reveal_tenant(&token, state.app.clock.now()).await?.ok_or_else(gone)?;
     let scope = TenantScope {
         tenant,
         context: RequestContext {
@@ -307,9 +302,9 @@ async fn reveal_client_secret(
         },
         style: TimestampStyle::SpacedUtc,
     };
-    let token_url = app.identity.token_url();
+    let token_url = state.app.identity.token_url();
     let request = WriteRequest::unkeyed(&scope, &clients::REVEAL);
-    let mut response = write::run(&state, request, |mut w| async move {
+    let mut response = write::run(&state, request, |app, mut w| async move {
         let revealed = app.clients.reveal(&mut w, &app.sealer, &token_url, &token).await;
         (w, revealed.and_then(|r| Reply::ok(&r)))
     })
@@ -322,6 +317,7 @@ async fn reveal_client_secret(
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+    use tokenops_app::identity::signin::Tokens;
     use utoipa::PartialSchema;
     use utoipa::openapi::RefOr;
     use utoipa::openapi::schema::Schema;

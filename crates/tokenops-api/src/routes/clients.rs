@@ -65,9 +65,8 @@ async fn create_client(
     let request = route.request(&scope, &clients::CREATE, key, &[&tenant], &body.document);
     let name = text("name", body.value.name, NAME_MAX)?;
     let role_name = body.value.role_name;
-    let app = state.app.clone();
     let reveal_base = format!("{}/api/auth/client-secrets", state.public_url);
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
         let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
         (w, reply)
@@ -101,7 +100,7 @@ async fn list_clients(
     }
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let clients = state.app.clients.list(scope.tenant, page).await?;
-    Ok(axum::Json(paging::envelope(Style::C, &clients, page)).into_response())
+    Ok(paging::respond(Style::C, &clients, page))
 }
 
 /// One of the organisation's machine clients (never its secret).
@@ -147,8 +146,7 @@ async fn disable_client(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &clients::DISABLE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let disabled = app.clients.disable(&mut w, id).await;
         (w, disabled.map(|()| Reply::no_content()))
     })

@@ -93,8 +93,7 @@ async fn register_contract(
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    let app = state.app.clone();
-    write::run(&state, request.about(asset.to_string()), |mut w| async move {
+    write::run(&state, request.about(asset.to_string()), |app, mut w| async move {
         let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
         (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
     })
@@ -140,8 +139,7 @@ async fn update_contract(
     if status.is_none() && name.is_none() {
         return Err(Error::bad_request("Nothing to change: send status and/or name").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(asset.clone()), |mut w| async move {
+    write::run(&state, request.about(asset.clone()), |app, mut w| async move {
         let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
         (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
     })
@@ -193,5 +191,5 @@ async fn list_contracts(
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
     let view = contracts.map(|c| ContractOut::from(&c));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }

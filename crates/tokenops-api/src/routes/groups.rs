@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::groups::{self, GroupChange, GroupOut};
 use tokenops_app::identity::users::UserSummary;
-use tokenops_domain::paging::{Page, SortDirection, SortKey};
+use tokenops_domain::paging::{SortDirection, SortKey};
 use tokenops_store::GroupStatus;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -94,8 +94,8 @@ async fn list_groups(
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let groups = state.app.groups.list(scope.tenant, &sort, page).await?;
-    let groups = Page { items: groups.items.iter().map(GroupOut::from).collect(), total: groups.total };
-    Ok(axum::Json(paging::envelope(Style::C, &groups, page)).into_response())
+    let groups = groups.map(|g| GroupOut::from(&g));
+    Ok(paging::respond(Style::C, &groups, page))
 }
 
 /// An approval group with one page of its members, ordered by first name then last name.
@@ -163,8 +163,7 @@ async fn create_group(
     let request = route.request(&scope, &groups::CREATE, key, &[&tenant], &body.document);
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
-    let app = state.app.clone();
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = app.groups.create(&mut w, group_key, name).await;
         let reply =
             created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
@@ -217,8 +216,7 @@ async fn update_group(
     if name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or status").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
         (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
     })
@@ -270,8 +268,7 @@ async fn add_member(
     let request = route.request(&scope, &groups::ADD_MEMBER, key, &[&tenant, &id], &body.document);
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let added = app.groups.add_member(&mut w, id, user_id).await;
         let reply = added.and_then(|(group, user, added)| {
             let body = MembershipOut { group_id: group.id, user };
@@ -314,8 +311,7 @@ async fn remove_member(
     let tenant = scope.tenant;
     let request =
         route.request(&scope, &groups::REMOVE_MEMBER, key, &[&tenant, &id, &user_id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let removed = app.groups.remove_member(&mut w, id, user_id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

@@ -122,9 +122,8 @@ async fn list_roles(
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let roles = state.app.roles.list(scope.tenant, &sort, page).await?;
-    let roles =
-        tokenops_domain::paging::Page { items: roles.items.iter().map(|r| r.out()).collect(), total: roles.total };
-    Ok(axum::Json(paging::envelope(Style::C, &roles, page)).into_response())
+    let roles = roles.map(|r| r.out());
+    Ok(paging::respond(Style::C, &roles, page))
 }
 
 /// A role with one page of its holders, ordered by first name then last name.
@@ -214,8 +213,7 @@ async fn create_role(
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
-    let app = state.app.clone();
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = app.roles.create(&mut w, new).await;
         let reply =
             created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
@@ -258,8 +256,7 @@ async fn update_role(
     if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let updated = app.roles.update(&mut w, id, change).await;
         (w, updated.and_then(|r| Reply::ok(&r.out())))
     })
@@ -290,8 +287,7 @@ async fn delete_role(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &roles::DELETE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let deleted = app.roles.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })

@@ -126,8 +126,7 @@ async fn submit_transaction(
         amount: text_field("amount", fields.remove("amount"))?,
         params: fields.remove("params"),
     };
-    let app = state.app.clone();
-    let written = write::run_or_replay(&state, request, |mut w| async move {
+    let written = write::run_or_replay(&state, request, |app, mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
         let reply =
             result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
@@ -271,9 +270,7 @@ async fn list_breaks(
 ) -> ApiResult<Response> {
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (from, to) = params.window("from", "to")?;
-    let empty = || {
-        axum::Json(paging::envelope(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page)).into_response()
-    };
+    let empty = || paging::respond(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page);
     let reason = match params.one("reason")?.map(str::trim).filter(|r| !r.is_empty()) {
         None => None,
         Some(text) => match BreakReason::parse(text) {
@@ -291,7 +288,7 @@ async fn list_breaks(
     let breaks =
         state.app.operations.breaks(scope.tenant, &BreakFilter { reason, account_ref, from, to }, page).await?;
     let view = breaks.map(|b| BreakOut::from(&b));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }
 
 /// Read a lock (visible once its LOCK is on the ledger).
@@ -338,5 +335,5 @@ async fn list_account_locks(
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let locks = state.app.operations.locks_of(scope.tenant, &account_ref, status, page).await?;
     let view = locks.map(|l| LockOut::from(&l));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }

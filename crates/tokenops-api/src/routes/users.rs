@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{optional_text, text};
+use super::fields::{email, optional_text, text};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
@@ -49,7 +49,6 @@ const SORTABLE: &[(&str, &str)] = &[
 ];
 
 const NAME_MAX: usize = 100;
-const EMAIL_MAX: usize = 254;
 const SEARCH_MAX: usize = 100;
 
 fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
@@ -132,7 +131,7 @@ async fn list_users(
     let status = params.one("status")?.map(|s| user_status("status", s)).transpose()?;
     let role_name = params.one("role")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
     let users = state.app.users.list(scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
-    Ok(axum::Json(paging::envelope(Style::C, &users, page)).into_response())
+    Ok(paging::respond(Style::C, &users, page))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -156,10 +155,7 @@ pub struct InvitationIn {
 }
 
 fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
-    let email = text("email", body.email, EMAIL_MAX)?;
-    if !email.contains('@') || email.chars().any(char::is_whitespace) {
-        return Err(Error::invalid_field("email", "is not an email address"));
-    }
+    let email = email("email", body.email)?;
     let role_name = match body.role_name {
         Some(name) if name.chars().count() > NAME_MAX => {
             return Err(Error::invalid_field("roleName", format!("must be at most {NAME_MAX} characters")));
@@ -202,9 +198,8 @@ async fn invite_user(
     let request = route.request(&scope, &users::INVITE, key, &[&scope.tenant], &body.document);
     let invitation = parse_invitation(body.value)?;
     let temporary = organisations::temporary_password().await?;
-    let app = state.app.clone();
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
         (w, invited.and_then(|u| Reply::ok(&u)))
     })
@@ -277,8 +272,7 @@ async fn update_user(
     if role_name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
         (w, updated.and_then(|u| Reply::ok(&u)))
     })
@@ -308,8 +302,7 @@ async fn remove_user(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &users::REMOVE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let removed = app.users.remove(&mut w, id).await;
         (w, removed.map(|()| Reply::no_content()))
     })
