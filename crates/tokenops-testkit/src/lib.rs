@@ -236,16 +236,31 @@ impl TestApp {
 
     /// A JSON write with an Idempotency-Key.
     pub async fn write(&self, method: Method, path: &str, key: &str, body: &Value) -> Reply {
-        Reply::read(self.request(method, path).header("Idempotency-Key", key).json(body).send().await.expect("write"))
-            .await
+        self.write_as(&self.tenant, method, path, key, body).await
     }
 
+    /// A JSON write with an Idempotency-Key, as `tenant`.
+    pub async fn write_as(&self, tenant: &Tenant, method: Method, path: &str, key: &str, body: &Value) -> Reply {
+        let request = self.request_as(tenant, method, path).header("Idempotency-Key", key).json(body);
+        Reply::read(request.send().await.expect("write")).await
+    }
+
+    /// A POST with a fresh Idempotency-Key.
     pub async fn post(&self, path: &str, body: &Value) -> Reply {
-        self.write(Method::POST, path, &Uuid::now_v7().to_string(), body).await
+        self.post_as(&self.tenant, path, body).await
     }
 
+    pub async fn post_as(&self, tenant: &Tenant, path: &str, body: &Value) -> Reply {
+        self.write_as(tenant, Method::POST, path, &Uuid::now_v7().to_string(), body).await
+    }
+
+    /// A PATCH with a fresh Idempotency-Key.
     pub async fn patch(&self, path: &str, body: &Value) -> Reply {
-        self.write(Method::PATCH, path, &Uuid::now_v7().to_string(), body).await
+        self.patch_as(&self.tenant, path, body).await
+    }
+
+    pub async fn patch_as(&self, tenant: &Tenant, path: &str, body: &Value) -> Reply {
+        self.write_as(tenant, Method::PATCH, path, &Uuid::now_v7().to_string(), body).await
     }
 
     /// Seeds an in-flight claim on `key` for `operation` of the default tenant, as a concurrent

@@ -14,43 +14,18 @@ use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
 use uuid::Uuid;
 
-use crate::support::{assert_error, assert_iso_utc, key};
+use crate::fixtures::{
+    active_account, active_account_as, active_contract, active_contract_as, assert_address, customer, customer_as,
+};
+use crate::support::{assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// `0x` and 40 lower-case hex digits.
-#[track_caller]
-fn assert_address(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("address is not a string: {value}"));
-    assert!(
-        text.len() == 42
-            && text.starts_with("0x")
-            && text[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
-        "{text:?} is not an address"
-    );
-}
-
 /// The settings of an app whose jobs give up after three attempts (provisioning failures).
 fn three_attempts() -> BTreeMap<String, String> {
     BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())])
-}
-
-async fn send_as(app: &TestApp, tenant: &Tenant, method: Method, path: &str, body: Option<&Value>) -> Reply {
-    let mut request = app.request_as(tenant, method.clone(), path);
-    if let Some(body) = body {
-        request = request.header("Idempotency-Key", key()).json(body);
-    }
-    Reply::read(request.send().await.expect("request")).await
-}
-
-async fn post_as(app: &TestApp, tenant: &Tenant, path: &str, body: &Value) -> Reply {
-    send_as(app, tenant, Method::POST, path, Some(body)).await
-}
-
-async fn patch_as(app: &TestApp, tenant: &Tenant, path: &str, body: &Value) -> Reply {
-    send_as(app, tenant, Method::PATCH, path, Some(body)).await
 }
 
 /// The contract of `asset` as `tenant` reads it.
@@ -64,36 +39,13 @@ async fn contract(app: &TestApp, asset: &str) -> Value {
     contract_as(app, &app.tenant, asset).await
 }
 
-/// Registers `asset`'s contract as `tenant` and runs its deployment: ACTIVE, with an address.
-async fn active_contract_as(app: &TestApp, tenant: &Tenant, asset: &str) -> Value {
-    post_as(app, tenant, "/api/contracts", &json!({ "assetId": asset })).await.expect(201);
-    app.drain_jobs().await;
-    let contract = contract_as(app, tenant, asset).await;
-    assert_eq!(contract["status"], "ACTIVE", "{contract}");
-    assert_address(&contract["contractAddress"]);
-    contract
-}
-
-async fn active_contract(app: &TestApp, asset: &str) -> Value {
-    active_contract_as(app, &app.tenant, asset).await
-}
-
 /// Registers a contract that adopts `address` and runs the adoption.
 async fn adopted_contract_as(app: &TestApp, tenant: &Tenant, asset: &str, address: &str) -> Value {
-    let created =
-        post_as(app, tenant, "/api/contracts", &json!({ "assetId": asset, "contractAddress": address })).await;
+    let created = app.post_as(tenant, "/api/contracts", &json!({ "assetId": asset, "contractAddress": address })).await;
     created.expect(201);
     assert_eq!(created.body["status"], "PENDING");
     app.drain_jobs().await;
     contract_as(app, tenant, asset).await
-}
-
-async fn customer_as(app: &TestApp, tenant: &Tenant, customer_ref: &str) {
-    post_as(app, tenant, "/api/customers", &json!({ "customerRef": customer_ref })).await.expect(201);
-}
-
-async fn customer(app: &TestApp, customer_ref: &str) {
-    customer_as(app, &app.tenant, customer_ref).await;
 }
 
 async fn set_customer_status(app: &TestApp, customer_ref: &str, status: &str) -> Reply {
@@ -107,7 +59,7 @@ fn account_body(account_ref: &str, customer_ref: &str, asset: &str) -> Value {
 }
 
 async fn register_as(app: &TestApp, tenant: &Tenant, account_ref: &str, customer_ref: &str, asset: &str) -> Reply {
-    post_as(app, tenant, "/api/accounts", &account_body(account_ref, customer_ref, asset)).await
+    app.post_as(tenant, "/api/accounts", &account_body(account_ref, customer_ref, asset)).await
 }
 
 async fn register(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) -> Reply {
@@ -130,26 +82,6 @@ async fn account_as(app: &TestApp, tenant: &Tenant, account_ref: &str) -> Value 
 
 async fn account(app: &TestApp, account_ref: &str) -> Value {
     account_as(app, &app.tenant, account_ref).await
-}
-
-/// Registers an account as `tenant` and runs its provisioning: ACTIVE, with a wallet.
-async fn active_account_as(
-    app: &TestApp,
-    tenant: &Tenant,
-    account_ref: &str,
-    customer_ref: &str,
-    asset: &str,
-) -> Value {
-    register_as(app, tenant, account_ref, customer_ref, asset).await.expect(201);
-    app.drain_jobs().await;
-    let account = account_as(app, tenant, account_ref).await;
-    assert_eq!(account["status"], "ACTIVE", "{account}");
-    assert_address(&account["walletAddress"]);
-    account
-}
-
-async fn active_account(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) -> Value {
-    active_account_as(app, &app.tenant, account_ref, customer_ref, asset).await
 }
 
 /// A USD contract, customer `c-1` and its ACTIVE account `a-1`.
@@ -285,8 +217,7 @@ async fn contract_registration_with_a_missing_or_invalid_asset_id_is_400(backend
         json!({ "assetId": "USD", "decimals": 2 }),
     ] {
         let reply = app.post("/api/contracts", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     let gold = app.post("/api/contracts", &json!({ "assetId": "XAU" })).await;
     assert!(gold.body["message"].as_str().unwrap_or_default().contains("assetId"), "{}", gold.body);
@@ -310,8 +241,7 @@ async fn contract_registration_with_an_invalid_contract_address_or_name_is_400(b
         json!({ "assetId": "USD", "name": "n".repeat(101) }),
     ] {
         let reply = app.post("/api/contracts", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(app.db.count("contracts", "").await, 0);
 }
@@ -513,8 +443,7 @@ async fn contract_patch_with_an_unknown_status_or_nothing_to_change_is_400(backe
         json!({ "status": "INACTIVE", "contractAddress": "0x000000000000000000000000000000000000dead" }),
     ] {
         let reply = app.patch("/api/contracts/USD", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(contract(&app, "USD").await["status"], "ACTIVE");
 }
@@ -524,12 +453,11 @@ async fn contract_patch_without_a_contract_for_the_asset_is_404(backend: Backend
     active_contract(&app, "USD").await;
     for path in ["/api/contracts/EUR", "/api/contracts/eur", "/api/contracts/ZZZ", "/api/contracts/U%20SD"] {
         let reply = app.patch(path, &json!({ "status": "INACTIVE" })).await;
-        assert_eq!(reply.status, 404, "PATCH {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_refused(&reply, 404, &format!("PATCH {path}"));
     }
     // Another organisation's contract is not found either.
     let other = app.new_tenant();
-    assert_error(&patch_as(&app, &other, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 404);
+    assert_error(&app.patch_as(&other, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 404);
     assert_error(&app.get_as(&other, "/api/contracts/USD").await, 404);
     assert_eq!(app.get_as(&other, "/api/contracts").await.body["totalElements"], 0);
     assert_eq!(contract(&app, "USD").await["status"], "ACTIVE");
@@ -542,8 +470,7 @@ async fn contract_patch_of_a_pending_contract_is_422(backend: Backend) {
     app.post("/api/contracts", &json!({ "assetId": "USD" })).await.expect(201);
     for status in ["ACTIVE", "INACTIVE"] {
         let reply = app.patch("/api/contracts/USD", &json!({ "status": status })).await;
-        assert_eq!(reply.status, 422, "PENDING → {status}; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("PENDING → {status}"));
     }
     assert_eq!(contract(&app, "USD").await["status"], "PENDING");
     app.drain_jobs().await;
@@ -557,9 +484,7 @@ async fn contract_patch_of_a_pending_contract_is_422(backend: Backend) {
 
 async fn contract_list_is_style_a_oldest_first_with_asset_and_status_filters(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let empty = app.get("/api/contracts").await;
-    empty.expect(200);
-    assert_eq!(empty.body, json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }));
+    assert_empty_style_a(&app, "/api/contracts").await;
 
     let assets = ["JPY", "USD", "EUR", "GBP", "CHF"];
     for asset in assets {
@@ -605,9 +530,7 @@ async fn contract_list_refuses_an_unknown_status_and_invalid_paging(backend: Bac
     for query in
         ["status=CLOSED", "status=active", "status=", "page=-1", "page=x", "size=0", "size=101", "size=-5", "size=ten"]
     {
-        let reply = app.get(&format!("/api/contracts?{query}")).await;
-        assert_eq!(reply.status, 400, "?{query}; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_get_refused(&app, &format!("/api/contracts?{query}"), 400).await;
     }
     app.get("/api/contracts?size=100&page=7").await.expect(200);
 }
@@ -747,8 +670,7 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
         json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD", "walletAddress": "0x00" }),
     ] {
         let reply = app.post("/api/accounts", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     for text in [r#"["a-1"]"#, "42", "null", r#"{"accountRef": "a-1""#, ""] {
         let response = app
@@ -760,8 +682,7 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
             .await
             .expect("POST");
         let reply = Reply::read(response).await;
-        assert_eq!(reply.status, 400, "body {text:?} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("body {text:?} should be refused"));
     }
     assert_eq!(app.db.count("accounts", "").await, 0, "no refused registration created an account");
     assert_eq!(app.db.count("jobs", "kind = 'account.provision'").await, 0);
@@ -907,8 +828,7 @@ async fn account_writes_reusing_a_key_with_a_different_payload_are_422(backend: 
     app.write(Method::POST, "/api/accounts", &k, &account_body("a-2", "c-1", "USD")).await.expect(201);
     for other in [account_body("a-3", "c-1", "USD"), account_body("a-2", "c-2", "USD")] {
         let reply = app.write(Method::POST, "/api/accounts", &k, &other).await;
-        assert_eq!(reply.status, 422, "{other} under a used key; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("{other} under a used key"));
     }
     assert_eq!(app.db.count("accounts", "").await, 2);
     assert_error(&app.get("/api/accounts/a-3").await, 404);
@@ -1146,8 +1066,7 @@ async fn patch_of_a_pending_account_is_422(backend: Backend) {
     pending_account(&app, "a-1", "c-1", "USD").await;
     for status in ["ACTIVE", "INACTIVE"] {
         let reply = set_account_status(&app, "a-1", status).await;
-        assert_eq!(reply.status, 422, "PENDING → {status}; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("PENDING → {status}"));
     }
     assert_eq!(account(&app, "a-1").await["status"], "PENDING");
     assert!(events(&app, "account.status_changed").await.is_empty());
@@ -1190,8 +1109,7 @@ async fn patch_with_a_missing_or_unsettable_status_is_400_against_settable_statu
         json!({ "status": 0 }),
     ] {
         let reply = set_account_status_body(&app, "a-1", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
         if body["status"].is_string() || body.get("status").is_none_or(Value::is_null) {
             assert_eq!(reply.body["details"][0]["field"], "settableStatus", "{body}: {}", reply.body);
             assert_eq!(reply.body["settableStatus"], json!(["ACTIVE", "INACTIVE"]), "{}", reply.body);
@@ -1215,8 +1133,7 @@ async fn patch_of_an_unknown_account_is_404(backend: Backend) {
         ["/api/accounts/a-404", "/api/accounts/A-1", "/api/accounts/bad%20ref", &format!("/api/accounts/{long}")]
     {
         let reply = app.patch(path, &json!({ "status": "INACTIVE" })).await;
-        assert_eq!(reply.status, 404, "PATCH {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_refused(&reply, 404, &format!("PATCH {path}"));
     }
     assert_eq!(app.db.count("accounts", "").await, 1, "a PATCH never creates an account");
     assert!(events(&app, "account.status_changed").await.is_empty());
@@ -1334,9 +1251,7 @@ async fn account_provisioned_carries_the_account_as_the_api_returns_it(backend: 
 
 async fn account_list_is_style_a_oldest_first_with_filters(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let empty = app.get("/api/accounts").await;
-    empty.expect(200);
-    assert_eq!(empty.body, json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }));
+    assert_empty_style_a(&app, "/api/accounts").await;
 
     active_contract(&app, "USD").await;
     active_contract(&app, "EUR").await;
@@ -1394,9 +1309,7 @@ async fn account_list_refuses_an_unknown_status_and_invalid_paging(backend: Back
     for query in
         ["status=CLOSED", "status=active", "status=", "page=-1", "page=x", "size=0", "size=101", "size=-1", "size=x"]
     {
-        let reply = app.get(&format!("/api/accounts?{query}")).await;
-        assert_eq!(reply.status, 400, "?{query}; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_get_refused(&app, &format!("/api/accounts?{query}"), 400).await;
     }
     app.get("/api/accounts?size=100").await.expect(200);
 }
@@ -1405,9 +1318,7 @@ async fn get_of_an_unknown_account_is_404(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     one_active_account(&app).await;
     for path in ["/api/accounts/a-2", "/api/accounts/A-1", "/api/accounts/bad%20ref", "/api/accounts/a%2Fb"] {
-        let reply = app.get(path).await;
-        assert_eq!(reply.status, 404, "GET {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_get_refused(&app, path, 404).await;
     }
 }
 
@@ -1433,7 +1344,7 @@ async fn another_organisations_account_is_404_and_not_listed(backend: Backend) {
     let theirs = active_account_as(&app, &other, "a-1", "c-1", "USD").await;
     let mine = account(&app, "a-1").await;
     assert_ne!(theirs["walletAddress"], mine["walletAddress"]);
-    patch_as(&app, &other, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await.expect(200);
+    app.patch_as(&other, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await.expect(200);
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE", "a change in one leaves the other alone");
 }
 
@@ -1473,9 +1384,7 @@ async fn balances_are_404_without_the_account_or_an_active_contract(backend: Bac
     let app = TestApp::spawn(backend).await;
     one_active_account(&app).await;
     for path in ["/api/accounts/a-404/balances", "/api/accounts/bad%20ref/balances", "/api/accounts/A-1/balances"] {
-        let reply = app.get(path).await;
-        assert_eq!(reply.status, 404, "GET {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_get_refused(&app, path, 404).await;
     }
     app.patch("/api/contracts/USD", &json!({ "status": "INACTIVE" })).await.expect(200);
     let inactive = app.get("/api/accounts/a-1/balances").await;
@@ -1581,10 +1490,10 @@ async fn each_endpoint_needs_its_permission(backend: Backend) {
     {
         app.get_as(&readers, path).await.expect(200);
     }
-    assert_error(&post_as(&app, &readers, "/api/contracts", &json!({ "assetId": "EUR" })).await, 403);
-    assert_error(&patch_as(&app, &readers, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 403);
-    assert_error(&post_as(&app, &readers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await, 403);
-    assert_error(&patch_as(&app, &readers, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await, 403);
+    assert_error(&app.post_as(&readers, "/api/contracts", &json!({ "assetId": "EUR" })).await, 403);
+    assert_error(&app.patch_as(&readers, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 403);
+    assert_error(&app.post_as(&readers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await, 403);
+    assert_error(&app.patch_as(&readers, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await, 403);
 
     let writers = with_scope("contract:manage account:write");
     for path in
@@ -1592,8 +1501,8 @@ async fn each_endpoint_needs_its_permission(backend: Backend) {
     {
         assert_error(&app.get_as(&writers, path).await, 403);
     }
-    post_as(&app, &writers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await.expect(201);
-    patch_as(&app, &writers, "/api/contracts/USD", &json!({ "name": "Dollar" })).await.expect(200);
+    app.post_as(&writers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await.expect(201);
+    app.patch_as(&writers, "/api/contracts/USD", &json!({ "name": "Dollar" })).await.expect(200);
 
     // Reading accounts is not reading balances.
     let account_reader = with_scope("account:read");

@@ -9,6 +9,7 @@ mod crash;
 mod crash_load;
 mod custody;
 mod customers;
+mod fixtures;
 mod idempotency;
 mod identity_provider;
 mod jobs;

@@ -1,8 +1,9 @@
 //! What several areas of the suite check the same way: a fresh Idempotency-Key, the ISO 8601
-//! timestamp and the error envelope of the resource areas (customers, accounts, transactions).
+//! timestamp, the error envelope and the empty style A list of the resource areas (customers,
+//! contracts, accounts, transactions).
 
-use serde_json::Value;
-use tokenops_testkit::Reply;
+use serde_json::{Value, json};
+use tokenops_testkit::{Reply, TestApp};
 use uuid::Uuid;
 
 /// A fresh Idempotency-Key: time-ordered, so that no two writes of a test share one.
@@ -27,4 +28,27 @@ pub fn assert_error(reply: &Reply, status: u16) {
     assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
     assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
     assert_iso_utc(&reply.body["timestamp"]);
+}
+
+/// The error envelope with `status`, naming the `case` when the status is another.
+#[track_caller]
+pub fn assert_refused(reply: &Reply, status: u16, case: &str) {
+    assert_eq!(reply.status, status, "{case}; got {}", reply.body);
+    assert_error(reply, status);
+}
+
+/// A style A list with nothing in it yet: the first page, of the default size, and no pages.
+pub async fn assert_empty_style_a(app: &TestApp, path: &str) {
+    let empty = app.get(path).await;
+    empty.expect(200);
+    assert_eq!(
+        empty.body,
+        json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }),
+        "{path}"
+    );
+}
+
+/// A GET of `path` refused with the error envelope and `status`.
+pub async fn assert_get_refused(app: &TestApp, path: &str, status: u16) {
+    assert_refused(&app.get(path).await, status, &format!("GET {path}"));
 }

@@ -18,6 +18,7 @@ use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, TestSigner, backends};
 use uuid::Uuid;
 
+use crate::fixtures::{active_account, active_contract, customer};
 use crate::support::{assert_error, assert_iso_utc, key};
 
 // ---------------------------------------------------------------------------------------------
@@ -44,29 +45,10 @@ async fn settle_within(app: &TestApp, limit: Duration) {
     }
 }
 
-/// Registers `asset`'s contract and runs its deployment: ACTIVE.
-async fn active_contract(app: &TestApp, asset: &str) {
-    app.post("/api/contracts", &json!({ "assetId": asset })).await.expect(201);
-    app.drain_jobs().await;
-    let contract = app.get(&format!("/api/contracts/{asset}")).await;
-    assert_eq!(contract.body["status"], "ACTIVE", "{}", contract.body);
-}
-
-/// Registers an account and runs its provisioning: ACTIVE, with a wallet.
-async fn active_account(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) -> Value {
-    app.post("/api/accounts", &json!({ "accountRef": account_ref, "customerRef": customer_ref, "assetId": asset }))
-        .await
-        .expect(201);
-    app.drain_jobs().await;
-    let account = app.get(&format!("/api/accounts/{account_ref}")).await;
-    assert_eq!(account.body["status"], "ACTIVE", "{}", account.body);
-    account.body
-}
-
 /// A USD contract, customer `c-1` and its ACTIVE USD accounts `a` and `b`.
 async fn setup(app: &TestApp) {
     active_contract(app, "USD").await;
-    app.post("/api/customers", &json!({ "customerRef": "c-1" })).await.expect(201);
+    customer(app, "c-1").await;
     for account in ["a", "b"] {
         active_account(app, account, "c-1", "USD").await;
     }
@@ -209,11 +191,6 @@ fn with_scope(app: &TestApp, scope: &str) -> Tenant {
     let subject = Uuid::now_v7().to_string();
     let claims = app.issuer.claims_with_scope(&app.clock, &subject, Some(app.tenant.id), 3_600, Some(scope));
     Tenant { id: app.tenant.id, subject, token: app.issuer.sign(&claims) }
-}
-
-async fn post_as(app: &TestApp, tenant: &Tenant, body: &Value) -> Reply {
-    let request = app.request_as(tenant, Method::POST, "/api/transactions").header("Idempotency-Key", key());
-    Reply::read(request.json(body).send().await.expect("POST")).await
 }
 
 async fn with_key(app: &TestApp, key: &str, body: &Value) -> Reply {
@@ -561,7 +538,7 @@ async fn a_release_before_its_lock_is_processed_is_404_and_the_same_key_succeeds
     // Another organisation's lock is no lock of this one.
     let other = app.new_tenant();
     settle(&app).await;
-    assert_error(&post_as(&app, &other, &complete("RELEASE", &lock_id)).await, 404);
+    assert_error(&app.post_as(&other, "/api/transactions", &complete("RELEASE", &lock_id)).await, 404);
     app.get(&format!("/api/locks/{lock_id}")).await.expect(200);
 
     // The same key, now that the lock is visible: accepted, not a replay of the 404.
@@ -707,21 +684,21 @@ async fn submitting_needs_transaction_submit_and_mint_and_burn_need_transaction_
     let before = app.db.count("operations", "").await;
 
     let reader = with_scope(&app, "transaction:read");
-    assert_error(&post_as(&app, &reader, &transfer("a", "b", "1")).await, 403);
+    assert_error(&app.post_as(&reader, "/api/transactions", &transfer("a", "b", "1")).await, 403);
     app.get_as(&reader, "/api/transactions").await.expect(200);
 
     let submitter = with_scope(&app, "transaction:submit transaction:read");
-    post_as(&app, &submitter, &transfer("a", "b", "1")).await.expect(202);
-    post_as(&app, &submitter, &lock("a", None, "1", None)).await.expect(202);
-    assert_error(&post_as(&app, &submitter, &mint("a", "1")).await, 403);
-    assert_error(&post_as(&app, &submitter, &burn("a", "1")).await, 403);
+    app.post_as(&submitter, "/api/transactions", &transfer("a", "b", "1")).await.expect(202);
+    app.post_as(&submitter, "/api/transactions", &lock("a", None, "1", None)).await.expect(202);
+    assert_error(&app.post_as(&submitter, "/api/transactions", &mint("a", "1")).await, 403);
+    assert_error(&app.post_as(&submitter, "/api/transactions", &burn("a", "1")).await, 403);
 
     let mint_only = with_scope(&app, "transaction:mint");
-    assert_error(&post_as(&app, &mint_only, &mint("a", "1")).await, 403);
+    assert_error(&app.post_as(&mint_only, "/api/transactions", &mint("a", "1")).await, 403);
 
     let minter = with_scope(&app, "transaction:submit transaction:mint");
-    post_as(&app, &minter, &mint("a", "1")).await.expect(202);
-    post_as(&app, &minter, &burn("a", "1")).await.expect(202);
+    app.post_as(&minter, "/api/transactions", &mint("a", "1")).await.expect(202);
+    app.post_as(&minter, "/api/transactions", &burn("a", "1")).await.expect(202);
     assert_eq!(app.db.count("operations", "").await, before + 4, "only the permitted submissions were accepted");
 
     // Reading needs transaction:read.
