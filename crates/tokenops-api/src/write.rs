@@ -70,29 +70,34 @@ fn canonical(value: &Value, out: &mut Vec<u8>) {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            separated(out, b'{', b'}', keys, |key, out| {
                 write_json(key, out);
                 out.push(b':');
                 canonical(&map[key], out);
-            }
-            out.push(b'}');
+            });
         }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => separated(out, b'[', b']', items, canonical),
         other => write_json(other, out),
     }
+}
+
+/// `open`, the items written by `each` with commas between them, `close`: JSON's shape of a
+/// list and of an object alike.
+fn separated<T>(
+    out: &mut Vec<u8>,
+    open: u8,
+    close: u8,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(item, out);
+    }
+    out.push(close);
 }
 
 fn write_json(value: &impl Serialize, out: &mut Vec<u8>) {
