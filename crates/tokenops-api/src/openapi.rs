@@ -55,6 +55,50 @@ pub struct ErrorBody {
     request_id: String,
 }
 
+/// The 401 row of the organisation, role and group operations: the token is unusable, or its
+/// user is no longer ACTIVE (the access is then refused with the spec's own message).
+#[derive(utoipa::IntoResponses)]
+#[response(status = 401, description = "No usable token, or Your access has been revoked.")]
+#[allow(dead_code)]
+pub struct RevokedAccess(ErrorBody);
+
+/// The 401 row of the resource operations (contracts, accounts, transactions).
+#[derive(utoipa::IntoResponses)]
+#[response(status = 401, description = "No usable token")]
+#[allow(dead_code)]
+pub struct NoUsableToken(ErrorBody);
+
+/// The paging query of a style C list, as the organisation's lists take it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct PageQuery {
+    /// Zero-based, default 0
+    page: Option<u64>,
+    /// 1 to 100, default 20
+    size: Option<u32>,
+}
+
+/// The Idempotency-Key header of an organisation write, where the key is optional.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+pub struct OptionalIdempotencyKey {
+    /// Optional; 1-255 characters
+    #[param(rename = "Idempotency-Key")]
+    key: Option<String>,
+}
+
+/// The Idempotency-Key header of a resource write, where the key is required.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+pub struct RequiredIdempotencyKey {
+    /// Required; 1-255 characters
+    #[param(rename = "Idempotency-Key")]
+    key: String,
+}
+
 /// The `code` property: a string enumerating every code of the tables, so the document cannot
 /// list a code the server does not have.
 fn error_code_schema() -> utoipa::openapi::schema::Object {

@@ -12,8 +12,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt::Display;
 use std::future::Future;
+use std::sync::Arc;
 use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write, WriteResponse};
-use tokenops_app::{AppResult, Error};
+use tokenops_app::{App, AppResult, Error};
 
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
@@ -68,29 +69,34 @@ fn canonical(value: &Value, out: &mut Vec<u8>) {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push(b'{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            separated(out, b'{', b'}', keys, |key, out| {
                 write_json(key, out);
                 out.push(b':');
                 canonical(&map[key], out);
-            }
-            out.push(b'}');
+            });
         }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical(item, out);
-            }
-            out.push(b']');
-        }
+        Value::Array(items) => separated(out, b'[', b']', items, canonical),
         other => write_json(other, out),
     }
+}
+
+/// `open`, the items written by `each` with commas between them, `close`: JSON's shape of a
+/// list and of an object alike.
+fn separated<T>(
+    out: &mut Vec<u8>,
+    open: u8,
+    close: u8,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(item, out);
+    }
+    out.push(close);
 }
 
 fn write_json(value: &impl Serialize, out: &mut Vec<u8>) {
@@ -249,17 +255,18 @@ impl IntoResponse for Written {
 /// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
 pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
 where
-    F: FnOnce(Write) -> Fut,
+    F: FnOnce(Arc<App>, Write) -> Fut,
     Fut: Future<Output = (Write, AppResult<Reply>)>,
 {
     Ok(run_or_replay(state, request, work).await?.into_response())
 }
 
 /// Admits the request and runs `work` on the admitted write, or hands back the stored response
-/// of a completed key, for a handler whose replay answers otherwise than as stored.
+/// of a completed key, for a handler whose replay answers otherwise than as stored. `work` is
+/// handed the app with the write, as it runs after the handler has lent out the state.
 pub async fn run_or_replay<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Written>
 where
-    F: FnOnce(Write) -> Fut,
+    F: FnOnce(Arc<App>, Write) -> Fut,
     Fut: Future<Output = (Write, AppResult<Reply>)>,
 {
     let WriteRequest { scope, action, key, fingerprint, resource_id } = request;
@@ -269,7 +276,7 @@ where
         Admission::Replay(stored) => return Ok(Written::Replayed(stored)),
         Admission::Proceed(write) => write,
     };
-    let (write, outcome) = work(write).await;
+    let (write, outcome) = work(state.app.clone(), write).await;
     match outcome {
         Ok(reply) => {
             let stored = writes.commit(write, reply.stored()).await?;

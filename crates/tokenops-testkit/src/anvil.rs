@@ -4,6 +4,7 @@
 //! when needed). Without it, starting fails: a test that passes without a node proves nothing.
 
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -54,6 +55,15 @@ impl Anvil {
     }
 
     /// Calls a JSON-RPC method and returns its `result`; panics on an error answer.
+    /// The app settings that put its ledger on this node, with gas funded by anvil's dev accounts.
+    pub fn ledger_settings(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("TOKENOPS_LEDGER".to_owned(), "evm".to_owned()),
+            ("TOKENOPS_EVM_RPC_URL".to_owned(), self.url.clone()),
+            ("TOKENOPS_EVM_GAS_FUNDING".to_owned(), "dev".to_owned()),
+        ])
+    }
+
     pub async fn rpc(&self, method: &str, params: Value) -> Value {
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
         let response: Value = reqwest::Client::new()

@@ -32,6 +32,7 @@ use tokenops_app::App;
 use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_app::jobs::DrainReport;
 use tokenops_domain::TenantId;
+use tokenops_store::IdempotencyScope;
 use uuid::Uuid;
 
 pub const API_VERSION: &str = "1.0.0";
@@ -226,21 +227,57 @@ impl TestApp {
     }
 
     pub async fn get(&self, path: &str) -> Reply {
-        Reply::read(self.request(Method::GET, path).send().await.expect("GET")).await
+        self.get_as(&self.tenant, path).await
+    }
+
+    pub async fn get_as(&self, tenant: &Tenant, path: &str) -> Reply {
+        Reply::read(self.request_as(tenant, Method::GET, path).send().await.expect("GET")).await
     }
 
     /// A JSON write with an Idempotency-Key.
     pub async fn write(&self, method: Method, path: &str, key: &str, body: &Value) -> Reply {
-        Reply::read(self.request(method, path).header("Idempotency-Key", key).json(body).send().await.expect("write"))
-            .await
+        self.write_as(&self.tenant, method, path, key, body).await
     }
 
+    /// A JSON write with an Idempotency-Key, as `tenant`.
+    pub async fn write_as(&self, tenant: &Tenant, method: Method, path: &str, key: &str, body: &Value) -> Reply {
+        let request = self.request_as(tenant, method, path).header("Idempotency-Key", key).json(body);
+        Reply::read(request.send().await.expect("write")).await
+    }
+
+    /// A POST with a fresh Idempotency-Key.
     pub async fn post(&self, path: &str, body: &Value) -> Reply {
-        self.write(Method::POST, path, &Uuid::now_v7().to_string(), body).await
+        self.post_as(&self.tenant, path, body).await
     }
 
+    pub async fn post_as(&self, tenant: &Tenant, path: &str, body: &Value) -> Reply {
+        self.write_as(tenant, Method::POST, path, &Uuid::now_v7().to_string(), body).await
+    }
+
+    /// A PATCH with a fresh Idempotency-Key.
     pub async fn patch(&self, path: &str, body: &Value) -> Reply {
-        self.write(Method::PATCH, path, &Uuid::now_v7().to_string(), body).await
+        self.patch_as(&self.tenant, path, body).await
+    }
+
+    pub async fn patch_as(&self, tenant: &Tenant, path: &str, body: &Value) -> Reply {
+        self.write_as(tenant, Method::PATCH, path, &Uuid::now_v7().to_string(), body).await
+    }
+
+    /// Seeds an in-flight claim on `key` for `operation` of the default tenant, as a concurrent
+    /// request holding it would (it expires 30 s of the app's clock from now).
+    pub async fn seed_claim(&self, operation: &str, key: &str, method: &str, path: &str, body: &Value) {
+        let mut tx = self.app.store.write().await.expect("write transaction");
+        tx.idempotency()
+            .insert_claim(
+                &IdempotencyScope { tenant: Some(self.tenant.id), operation: operation.into(), key: key.into() },
+                &tokenops_api::write::fingerprint(method, path, body),
+                Uuid::now_v7(),
+                self.clock.now().plus_millis(30_000),
+                self.clock.now(),
+            )
+            .await
+            .expect("seed the claim");
+        tx.commit().await.expect("commit the claim");
     }
 
     /// Runs every due job to completion, as the workers would.

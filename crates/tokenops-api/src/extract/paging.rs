@@ -13,6 +13,7 @@
 //! endpoint, the organisation and a hash of the filters), so an edited cursor, one from another
 //! endpoint or organisation, or one reused with other filters is refused with 400.
 
+use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
@@ -143,6 +144,11 @@ pub fn envelope<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest
     };
     // The envelopes hold plain structs, lists and numbers: serializing them cannot fail.
     value.unwrap_or(Value::Null)
+}
+
+/// The 200 answer of an offset-paged list: the page in the endpoint's envelope.
+pub fn respond<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest) -> Response {
+    axum::Json(envelope(style, page, request)).into_response()
 }
 
 /// Style A: `content`, `page`, `size`, `totalElements`, `totalPages`. The same struct is

@@ -76,12 +76,12 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
 /// Register an account; its wallet is provisioned in the background.
 #[utoipa::path(
     post, path = "/api/accounts", tag = "accounts", operation_id = "accounts.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = AccountIn,
     responses(
         (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
@@ -97,8 +97,7 @@ async fn register_account(
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
     let new = parse_new_account(body.value)?;
-    let app = state.app.clone();
-    write::run(&state, request.about(new.account_ref.to_string()), |mut w| async move {
+    write::run(&state, request.about(new.account_ref.to_string()), |app, mut w| async move {
         let result = app.accounts.register(&mut w, new).await;
         let reply =
             result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
@@ -112,13 +111,13 @@ async fn register_account(
     patch, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.update",
     params(
         ("accountRef" = String, Path),
-        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+        crate::openapi::RequiredIdempotencyKey,
     ),
     request_body = AccountPatch,
     responses(
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
         (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
@@ -141,8 +140,7 @@ async fn change_account_status(
     let status = body.value.status.as_deref().ok_or_else(settable)?;
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&account_ref)?;
-    let app = state.app.clone();
-    write::run(&state, request.about(account_ref.to_string()), |mut w| async move {
+    write::run(&state, request.about(account_ref.to_string()), |app, mut w| async move {
         let result = app.accounts.change_status(&mut w, &account_ref, status).await;
         (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
     })
@@ -155,7 +153,7 @@ async fn change_account_status(
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The account", body = AccountOut),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -176,13 +174,12 @@ async fn get_account(
         ("customerRef" = Option<String>, Query),
         ("status" = Option<AccountStatus>, Query),
         ("assetId" = Option<String>, Query, description = "Case-insensitive"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -199,12 +196,12 @@ async fn list_accounts(
     // A reference or an asset that cannot exist matches nothing: an empty page, not an error.
     let (Ok(customer_ref), Ok(asset_id)) = (customer_ref, asset_id) else {
         let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
-        return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
+        return Ok(paging::respond(Style::A, &empty, page));
     };
     let accounts =
         state.app.accounts.list(scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page).await?;
     let view = accounts.map(|a| AccountOut::from(&a));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }
 
 /// An account's balances, read from the ledger.
@@ -213,7 +210,7 @@ async fn list_accounts(
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission balance:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 422, description = "The account has no wallet yet (PENDING or FAILED)", body = crate::openapi::ErrorBody),

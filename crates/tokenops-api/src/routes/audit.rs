@@ -135,7 +135,7 @@ async fn list_audit_events(
     let page = paging::page_request(&params, AUDIT_SIZE)?;
     let records = state.app.audit.list(scope.tenant, &filter, &sort, page).await?;
     let view = records.map(|r| AuditEventOut::from(&r));
-    Ok(axum::Json(paging::envelope(Style::B, &view, page)).into_response())
+    Ok(paging::respond(Style::B, &view, page))
 }
 
 /// Read one audit record.

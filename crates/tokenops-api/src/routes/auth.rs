@@ -3,11 +3,12 @@
 //! parameter. {field}`; every credential failure is `401 Invalid credentials.`. These errors use
 //! the spec's `yyyy-MM-dd HH:mm:ss.SSS` timestamps ("some identity errors").
 
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use tokenops_app::identity::signin::{self, LoginOutcome, Tokens};
+use tokenops_app::identity::signin::{self, LoginOutcome};
 use tokenops_app::{Code, Error};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -37,6 +38,26 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
 
 fn require_embedded(state: &ApiState) -> Result<(), ApiError> {
     super::embedded_provider_only(state, "Sign-in is done at this deployment's external identity provider")
+}
+
+/// What each sign-in operation starts from, checked in the order its errors are answered: the
+/// JSON body, then the deployment's provider (sign-in is the embedded provider's only).
+struct SignInForm {
+    request_id: String,
+    fields: Map<String, Value>,
+}
+
+impl FromRequest<Arc<ApiState>> for SignInForm {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        // The request-id layer wraps every route, so the id is always there.
+        let request_id = request.extensions().get::<RequestId>().map(|id| id.0.clone());
+        let request_id = request_id.ok_or_else(|| Error::internal("a sign-in ran outside the request-id layer"))?;
+        let body = JsonBody::<Map<String, Value>>::from_request(request, state).await?;
+        require_embedded(state)?;
+        Ok(Self { request_id, fields: body.value })
+    }
 }
 
 /// A required text field, or `400 Invalid Request parameter. {field}`.
@@ -170,8 +191,9 @@ pub enum LoginOut {
     Challenged(PasswordChallenge),
 }
 
-fn tokens_response(tokens: &Tokens) -> Response {
-    let mut response = axum::Json(tokens).into_response();
+/// Tokens and sign-in sessions work like credentials: never cached.
+fn no_store(body: &impl Serialize) -> Response {
+    let mut response = axum::Json(body).into_response();
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
     response
 }
@@ -187,25 +209,14 @@ fn tokens_response(tokens: &Tokens) -> Response {
         (status = 401, description = "Invalid credentials. (whatever the cause)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn login(
-    State(state): State<Arc<ApiState>>,
-    request_id: axum::Extension<RequestId>,
-    body: JsonBody<Map<String, Value>>,
-) -> ApiResult<Response> {
-    require_embedded(&state)?;
-    let email = email(&body.value)?;
-    let password = field(&body.value, "password", PASSWORD_MAX)?;
-    let outcome = signin::login(&state.app, &request_id.0.0, &email, &password).await?;
+async fn login(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
+    let email = email(&form.fields)?;
+    let password = field(&form.fields, "password", PASSWORD_MAX)?;
+    let outcome = signin::login(&state.app, &form.request_id, &email, &password).await?;
     Ok(match outcome {
-        LoginOutcome::Tokens(tokens) => tokens_response(&tokens),
+        LoginOutcome::Tokens(tokens) => no_store(&tokens),
         LoginOutcome::NewPasswordRequired { session } => {
-            // The session works like a credential: never cached.
-            let mut response =
-                axum::Json(PasswordChallenge { challenge: Challenge::NewPasswordRequired, session }).into_response();
-            response
-                .headers_mut()
-                .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
-            response
+            no_store(&PasswordChallenge { challenge: Challenge::NewPasswordRequired, session })
         }
     })
 }
@@ -221,14 +232,9 @@ async fn login(
         (status = 401, description = "Refresh token is invalid or expired (expired, revoked, or account disabled)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn refresh(
-    State(state): State<Arc<ApiState>>,
-    request_id: axum::Extension<RequestId>,
-    body: JsonBody<Map<String, Value>>,
-) -> ApiResult<Response> {
-    require_embedded(&state)?;
-    let token = field(&body.value, "refreshToken", 256)?;
-    Ok(tokens_response(&signin::refresh(&state.app, &request_id.0.0, &token).await?))
+async fn refresh(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
+    let token = field(&form.fields, "refreshToken", 256)?;
+    Ok(no_store(&signin::refresh(&state.app, &form.request_id, &token).await?))
 }
 
 /// Complete the NEW_PASSWORD_REQUIRED challenge.
@@ -242,16 +248,11 @@ async fn refresh(
         (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
     )
 )]
-async fn new_password(
-    State(state): State<Arc<ApiState>>,
-    request_id: axum::Extension<RequestId>,
-    body: JsonBody<Map<String, Value>>,
-) -> ApiResult<Response> {
-    require_embedded(&state)?;
-    let email = email(&body.value)?;
-    let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
-    let session = field(&body.value, "session", 256)?;
-    Ok(tokens_response(&signin::new_password(&state.app, &request_id.0.0, &email, &new_password, &session).await?))
+async fn new_password(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
+    let email = email(&form.fields)?;
+    let new_password = field(&form.fields, "newPassword", PASSWORD_MAX)?;
+    let session = field(&form.fields, "session", 256)?;
+    Ok(no_store(&signin::new_password(&state.app, &form.request_id, &email, &new_password, &session).await?))
 }
 
 /// Activate an invited user with the temporary password and a new one.
@@ -265,16 +266,11 @@ async fn new_password(
         (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
     )
 )]
-async fn activate(
-    State(state): State<Arc<ApiState>>,
-    request_id: axum::Extension<RequestId>,
-    body: JsonBody<Map<String, Value>>,
-) -> ApiResult<Response> {
-    require_embedded(&state)?;
-    let email = email(&body.value)?;
-    let temporary = field(&body.value, "temporaryPassword", PASSWORD_MAX)?;
-    let new_password = field(&body.value, "newPassword", PASSWORD_MAX)?;
-    Ok(tokens_response(&signin::activate(&state.app, &request_id.0.0, &email, &temporary, &new_password).await?))
+async fn activate(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
+    let email = email(&form.fields)?;
+    let temporary = field(&form.fields, "temporaryPassword", PASSWORD_MAX)?;
+    let new_password = field(&form.fields, "newPassword", PASSWORD_MAX)?;
+    Ok(no_store(&signin::activate(&state.app, &form.request_id, &email, &temporary, &new_password).await?))
 }
 
 /// Reveal a machine client's secret, once.
@@ -293,10 +289,9 @@ async fn reveal_client_secret(
     PathText(token): PathText,
 ) -> ApiResult<Response> {
     require_embedded(&state)?;
-    let app = state.app.clone();
     let gone = || Error::of(Code::RevealNotFound);
     // The reveal is recorded in the client's organisation's audit log.
-    let tenant = app.clients.reveal_tenant(&token, app.clock.now()).await?.ok_or_else(gone)?;
+    let tenant = state.app.clients.reveal_tenant(&token, state.app.clock.now()).await?.ok_or_else(gone)?;
     let scope = TenantScope {
         tenant,
         context: RequestContext {
@@ -307,9 +302,9 @@ async fn reveal_client_secret(
         },
         style: TimestampStyle::SpacedUtc,
     };
-    let token_url = app.identity.token_url();
+    let token_url = state.app.identity.token_url();
     let request = WriteRequest::unkeyed(&scope, &clients::REVEAL);
-    let mut response = write::run(&state, request, |mut w| async move {
+    let mut response = write::run(&state, request, |app, mut w| async move {
         let revealed = app.clients.reveal(&mut w, &app.sealer, &token_url, &token).await;
         (w, revealed.and_then(|r| Reply::ok(&r)))
     })
@@ -322,6 +317,7 @@ async fn reveal_client_secret(
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+    use tokenops_app::identity::signin::Tokens;
     use utoipa::PartialSchema;
     use utoipa::openapi::RefOr;
     use utoipa::openapi::schema::Schema;

@@ -48,7 +48,7 @@ pub struct ClientIn {
     responses(
         (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient),
         (status = 400, description = "Blank or too long name", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing client:manage, or missing the permission handing out the role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
     )
@@ -65,9 +65,8 @@ async fn create_client(
     let request = route.request(&scope, &clients::CREATE, key, &[&tenant], &body.document);
     let name = text("name", body.value.name, NAME_MAX)?;
     let role_name = body.value.role_name;
-    let app = state.app.clone();
     let reveal_base = format!("{}/api/auth/client-secrets", state.public_url);
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
         let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
         (w, reply)
@@ -80,13 +79,12 @@ async fn create_client(
     get, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.list",
     params(
         ("tenantId" = uuid::Uuid, Path),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -102,7 +100,7 @@ async fn list_clients(
     }
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let clients = state.app.clients.list(scope.tenant, page).await?;
-    Ok(axum::Json(paging::envelope(Style::C, &clients, page)).into_response())
+    Ok(paging::respond(Style::C, &clients, page))
 }
 
 /// One of the organisation's machine clients (never its secret).
@@ -112,7 +110,7 @@ async fn list_clients(
     responses(
         (status = 200, description = "The client", body = ClientOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -130,12 +128,12 @@ async fn get_client(
     delete, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.disable",
     params(
         ("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 204, description = "Disabled"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing client:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -148,8 +146,7 @@ async fn disable_client(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &clients::DISABLE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let disabled = app.clients.disable(&mut w, id).await;
         (w, disabled.map(|()| Reply::no_content()))
     })

@@ -63,12 +63,12 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
 /// Register the token contract of an asset.
 #[utoipa::path(
     post, path = "/api/contracts", tag = "contracts", operation_id = "contracts.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = ContractIn,
     responses(
         (status = 201, description = "Registered PENDING; deployment (or adoption) runs in the background, then the contract is ACTIVE, or FAILED with failureReason", body = ContractOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field (assetId not a recognised ISO 4217 code with a minor unit, contractAddress not an address), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission contract:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -92,8 +92,7 @@ async fn register_contract(
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    let app = state.app.clone();
-    write::run(&state, request.about(asset.to_string()), |mut w| async move {
+    write::run(&state, request.about(asset.to_string()), |app, mut w| async move {
         let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
         (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
     })
@@ -105,13 +104,13 @@ async fn register_contract(
     patch, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.update",
     params(
         ("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)"),
-        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+        crate::openapi::RequiredIdempotencyKey,
     ),
     request_body = ContractPatch,
     responses(
         (status = 200, description = "The contract after the change", body = ContractOut),
         (status = 400, description = "Nothing to change, unknown status, blank or too long name, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission contract:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight", body = crate::openapi::ErrorBody),
@@ -139,8 +138,7 @@ async fn update_contract(
     if status.is_none() && name.is_none() {
         return Err(Error::bad_request("Nothing to change: send status and/or name").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(asset.clone()), |mut w| async move {
+    write::run(&state, request.about(asset.clone()), |app, mut w| async move {
         let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
         (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
     })
@@ -153,7 +151,7 @@ async fn update_contract(
     params(("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)")),
     responses(
         (status = 200, description = "The asset's contract", body = ContractOut),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
     )
@@ -173,13 +171,12 @@ async fn get_contract(
     params(
         ("assetId" = Option<String>, Query, description = "Case-insensitive"),
         ("status" = Option<ContractStatus>, Query),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of contracts, oldest first", body = ContractPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -198,5 +195,5 @@ async fn list_contracts(
     };
     let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
     let view = contracts.map(|c| ContractOut::from(&c));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }

@@ -80,7 +80,7 @@ fn path_ref(text: &str) -> Result<CustomerRef, Error> {
 /// Register a customer.
 #[utoipa::path(
     post, path = "/api/customers", tag = "customers", operation_id = "customers.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = CustomerIn,
     responses(
         (status = 201, description = "Registered", body = CustomerOut, headers(("Location" = String))),
@@ -98,8 +98,7 @@ async fn register_customer(
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
     let new = parse_new_customer(body.value)?;
-    let app = state.app.clone();
-    write::run(&state, request.about(new.customer_ref.to_string()), |mut w| async move {
+    write::run(&state, request.about(new.customer_ref.to_string()), |app, mut w| async move {
         let result = app.customers.register(&mut w, new).await;
         let reply =
             result.and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
@@ -113,7 +112,7 @@ async fn register_customer(
     patch, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.update",
     params(
         ("customerRef" = String, Path),
-        ("Idempotency-Key" = String, Header, description = "Required; 1-255 characters"),
+        crate::openapi::RequiredIdempotencyKey,
     ),
     request_body = CustomerPatch,
     responses(
@@ -136,8 +135,7 @@ async fn change_customer_status(
     let status = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
     let status = parse_status("status", &status)?;
     let customer_ref = path_ref(&customer_ref)?;
-    let app = state.app.clone();
-    write::run(&state, request.about(customer_ref.to_string()), |mut w| async move {
+    write::run(&state, request.about(customer_ref.to_string()), |app, mut w| async move {
         let result = app.customers.change_status(&mut w, &customer_ref, status).await;
         (w, result.and_then(|c| Reply::ok(&CustomerOut::from(&c))))
     })
@@ -168,8 +166,7 @@ async fn get_customer(
     get, path = "/api/customers", tag = "customers", operation_id = "customers.list",
     params(
         ("status" = Option<CustomerStatus>, Query),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of customers, oldest first", body = CustomerPage),
@@ -185,5 +182,5 @@ async fn list_customers(
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let customers = state.app.customers.list(scope.tenant, status, page).await?;
     let view = customers.map(|c| CustomerOut::from(&c));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }

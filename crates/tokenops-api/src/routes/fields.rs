@@ -1,5 +1,5 @@
 //! Text fields of request bodies, checked the same way on every route: trimmed, required or
-//! optional, never blank, bounded in length.
+//! optional, never blank, bounded in length; an email address as a user's or an owner's.
 
 use tokenops_app::Error;
 
@@ -20,4 +20,16 @@ pub fn optional_text(field: &str, value: Option<String>, max: usize) -> Result<O
         return Err(Error::invalid_field(field, format!("must be at most {max} characters")));
     }
     Ok(Some(value))
+}
+
+/// The longest email address this service takes (the SMTP path limit).
+const EMAIL_MAX: usize = 254;
+
+/// A required email address: text of at most 254 characters with an `@` and no white space.
+pub fn email(field: &str, value: Option<String>) -> Result<String, Error> {
+    let email = text(field, value, EMAIL_MAX)?;
+    if !email.contains('@') || email.chars().any(char::is_whitespace) {
+        return Err(Error::invalid_field(field, "is not an email address"));
+    }
+    Ok(email)
 }

@@ -10,7 +10,7 @@ use tokenops_app::Error;
 use tokenops_app::identity::groups::{self, GroupChange, GroupOut};
 use tokenops_app::identity::users::UserSummary;
 use tokenops_domain::identity::GroupStatus;
-use tokenops_domain::paging::{Page, SortDirection, SortKey};
+use tokenops_domain::paging::{SortDirection, SortKey};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -77,13 +77,12 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
     params(
         ("tenantId" = Uuid, Path, description = "Must be the caller's organisation"),
         ("sort" = Option<Vec<String>>, Query, description = "key, name, status, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -95,8 +94,8 @@ async fn list_groups(
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let groups = state.app.groups.list(scope.tenant, &sort, page).await?;
-    let groups = Page { items: groups.items.iter().map(GroupOut::from).collect(), total: groups.total };
-    Ok(axum::Json(paging::envelope(Style::C, &groups, page)).into_response())
+    let groups = groups.map(|g| GroupOut::from(&g));
+    Ok(paging::respond(Style::C, &groups, page))
 }
 
 /// An approval group with one page of its members, ordered by first name then last name.
@@ -110,7 +109,7 @@ async fn list_groups(
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
@@ -142,13 +141,13 @@ pub struct GroupIn {
     post, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.create",
     params(
         ("tenantId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = GroupIn,
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
         (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
@@ -164,8 +163,7 @@ async fn create_group(
     let request = route.request(&scope, &groups::CREATE, key, &[&tenant], &body.document);
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
-    let app = state.app.clone();
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = app.groups.create(&mut w, group_key, name).await;
         let reply =
             created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
@@ -187,13 +185,13 @@ pub struct GroupPatch {
     patch, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.update",
     params(
         ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = GroupPatch,
     responses(
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
@@ -218,8 +216,7 @@ async fn update_group(
     if name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or status").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
         (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
     })
@@ -246,14 +243,14 @@ pub struct MembershipOut {
     post, path = "/api/tenants/{tenantId}/groups/{groupId}/members", tag = "groups", operation_id = "groups.members.add",
     params(
         ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = MemberIn,
     responses(
         (status = 201, description = "Added", body = MembershipOut),
         (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
         (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
@@ -271,8 +268,7 @@ async fn add_member(
     let request = route.request(&scope, &groups::ADD_MEMBER, key, &[&tenant, &id], &body.document);
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let added = app.groups.add_member(&mut w, id, user_id).await;
         let reply = added.and_then(|(group, user, added)| {
             let body = MembershipOut { group_id: group.id, user };
@@ -292,12 +288,12 @@ async fn add_member(
     delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
     params(
         ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path), ("userId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 204, description = "Removed"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
@@ -315,8 +311,7 @@ async fn remove_member(
     let tenant = scope.tenant;
     let request =
         route.request(&scope, &groups::REMOVE_MEMBER, key, &[&tenant, &id, &user_id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let removed = app.groups.remove_member(&mut w, id, user_id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

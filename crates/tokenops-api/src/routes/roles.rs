@@ -79,7 +79,7 @@ pub struct PermissionCatalogue {
     get, path = "/api/permissions", tag = "roles", operation_id = "permissions.list",
     responses(
         (status = 200, description = "Every permission with the platform roles that grant it. The spec does not show the catalogue: this service publishes it here", body = PermissionCatalogue),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Missing permission role:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -105,13 +105,12 @@ async fn list_permissions() -> ApiResult<Response> {
     params(
         ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
         ("sort" = Option<Vec<String>>, Query, description = "name, description, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style C page of roles, platform and custom. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = RolePage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -123,9 +122,8 @@ async fn list_roles(
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let roles = state.app.roles.list(scope.tenant, &sort, page).await?;
-    let roles =
-        tokenops_domain::paging::Page { items: roles.items.iter().map(|r| r.out()).collect(), total: roles.total };
-    Ok(axum::Json(paging::envelope(Style::C, &roles, page)).into_response())
+    let roles = roles.map(|r| r.out());
+    Ok(paging::respond(Style::C, &roles, page))
 }
 
 /// A role with one page of its holders, ordered by first name then last name.
@@ -139,7 +137,7 @@ async fn list_roles(
     responses(
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing role:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -190,13 +188,13 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
     post, path = "/api/tenants/{tenantId}/roles", tag = "roles", operation_id = "roles.create",
     params(
         ("tenantId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = RoleIn,
     responses(
         (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
         (status = 400, description = "Blank or too long name or description, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing role:create, or granting a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
     )
@@ -215,8 +213,7 @@ async fn create_role(
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
-    let app = state.app.clone();
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = app.roles.create(&mut w, new).await;
         let reply =
             created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
@@ -230,13 +227,13 @@ async fn create_role(
     patch, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.update",
     params(
         ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = RolePatch,
     responses(
         (status = 200, description = "The role after the change", body = RoleOut),
         (status = 400, description = "Editing a platform role, nothing to change, blank or too long name, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing role:update, or adding a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
@@ -259,8 +256,7 @@ async fn update_role(
     if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let updated = app.roles.update(&mut w, id, change).await;
         (w, updated.and_then(|r| Reply::ok(&r.out())))
     })
@@ -272,12 +268,12 @@ async fn update_role(
     delete, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.delete",
     params(
         ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing role:delete", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
@@ -291,8 +287,7 @@ async fn delete_role(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &roles::DELETE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let deleted = app.roles.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })

@@ -12,7 +12,7 @@ use tokenops_domain::TenantId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::text;
+use super::fields::{email, text};
 use crate::ApiState;
 use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult, HttpCode};
@@ -53,10 +53,7 @@ pub struct TenantIn {
 fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
     let name = text("name", body.name, 200)?;
     let owner = body.owner.ok_or_else(|| Error::invalid_field("owner", "is required"))?;
-    let email = text("owner.email", owner.email, 254)?;
-    if !email.contains('@') || email.chars().any(char::is_whitespace) {
-        return Err(Error::invalid_field("owner.email", "is not an email address"));
-    }
+    let email = email("owner.email", owner.email)?;
     Ok(NewOrganisation {
         id: TenantId(tokenops_domain::new_id()),
         name,
@@ -99,7 +96,7 @@ async fn read_tenant(State(state): State<Arc<ApiState>>, PathId(id): PathId) -> 
 /// Create an organisation (platform operator only).
 #[utoipa::path(
     post, path = "/api/tenants", tag = "organisation", operation_id = "tenants.create",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = TenantIn,
     responses(
         (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut),
@@ -138,10 +135,9 @@ async fn create_tenant(
         },
         style: TimestampStyle::Iso8601,
     };
-    let app = state.app.clone();
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
     let request = route.request(&scope, &CREATE, Some(key), &[], &body.document).about(new.id.to_string());
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let created = organisations::create(&mut w, &app.sealer, &sign_in_url, new, temporary).await;
         let reply = created.and_then(|o| Reply::created(&o, format!("/api/tenants/{}", o.id)));
         (w, reply)

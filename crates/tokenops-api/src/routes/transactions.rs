@@ -95,12 +95,12 @@ fn accepted(operation: &Operation) -> Response {
 /// Submit a token operation.
 #[utoipa::path(
     post, path = "/api/transactions", tag = "transactions", operation_id = "transactions.submit",
-    params(("Idempotency-Key" = String, Header, description = "Required; 1-255 characters")),
+    params(crate::openapi::RequiredIdempotencyKey),
     request_body = TransactionIn,
     responses(
         (status = 202, description = "Accepted: the operation (SUBMITTED) with Location; its outcome is reported on it and by events, never as an HTTP error. The same key returns the original operation in its current state. The spec does not show this body: this service answers the operation as GET /api/transactions/{transactionId} does", body = OperationOut, headers(("Location" = String))),
         (status = 400, description = "Any rule of the submission: key missing, blank or over 255; counterpartyRef on a type other than TRANSFER or LOCK, or missing on a TRANSFER; assetId not a recognised ISO 4217 code or without an ACTIVE contract; amount not positive or finer than the minor unit; a named account missing, holding another asset or not ACTIVE; a non-scalar params value; params.lockId on a LOCK; RELEASE or CANCEL without a valid lockId, with a lock not ACTIVE or being completed, or with assetId, accountRef or amount", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:submit (transaction:mint for MINT and BURN)", body = crate::openapi::ErrorBody),
         (status = 404, description = "RELEASE or CANCEL whose lock is not visible yet: retry with the same key", body = crate::openapi::ErrorBody),
         (status = 409, description = "The same key is still being processed (Retry-After)", body = crate::openapi::ErrorBody),
@@ -128,8 +128,7 @@ async fn submit_transaction(
         amount: text_field("amount", fields.remove("amount"))?,
         params: fields.remove("params"),
     };
-    let app = state.app.clone();
-    let written = write::run_or_replay(&state, request, |mut w| async move {
+    let written = write::run_or_replay(&state, request, |app, mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
         let reply =
             result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
@@ -171,7 +170,7 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
     responses(
         (status = 200, description = "The operation in its current state", body = OperationOut),
         (status = 400, description = "transactionId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
     )
@@ -213,7 +212,7 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
     responses(
         (status = 200, description = "Style A page (content, page, size, totalElements, totalPages), or style D (items, nextCursor, limit) when limit or cursor is given", body = OperationList),
         (status = 400, description = "Negative page, size or limit outside 1 to 100, unknown state or txType, mixed paging styles, a foreign cursor", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -262,7 +261,7 @@ async fn list_transactions(
     responses(
         (status = 200, description = "Style A page of breaks, newest first. The spec shows a break's reason and detail only; this service adds id, transactionId (when an operation broke), accountRef, assetId and detectedAt", body = BreakPage),
         (status = 400, description = "from not before to, negative page, size outside 1 to 100", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -273,9 +272,7 @@ async fn list_breaks(
 ) -> ApiResult<Response> {
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (from, to) = params.window("from", "to")?;
-    let empty = || {
-        axum::Json(paging::envelope(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page)).into_response()
-    };
+    let empty = || paging::respond(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page);
     let reason = match params.one("reason")?.map(str::trim).filter(|r| !r.is_empty()) {
         None => None,
         Some(text) => match BreakReason::parse(text) {
@@ -293,7 +290,7 @@ async fn list_breaks(
     let breaks =
         state.app.operations.breaks(scope.tenant, &BreakFilter { reason, account_ref, from, to }, page).await?;
     let view = breaks.map(|b| BreakOut::from(&b));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }
 
 /// Read a lock (visible once its LOCK is on the ledger).
@@ -303,7 +300,7 @@ async fn list_breaks(
     responses(
         (status = 200, description = "The lock", body = LockOut),
         (status = 400, description = "lockId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
     )
@@ -324,7 +321,7 @@ async fn get_lock(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId
     responses(
         (status = 200, description = "Style A page of the account's locks, newest first", body = LockPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
     )
@@ -340,5 +337,5 @@ async fn list_account_locks(
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let locks = state.app.operations.locks_of(scope.tenant, &account_ref, status, page).await?;
     let view = locks.map(|l| LockOut::from(&l));
-    Ok(axum::Json(paging::envelope(Style::A, &view, page)).into_response())
+    Ok(paging::respond(Style::A, &view, page))
 }

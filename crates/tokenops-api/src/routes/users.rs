@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{optional_text, text};
+use super::fields::{email, optional_text, text};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
@@ -49,7 +49,6 @@ const SORTABLE: &[(&str, &str)] = &[
 ];
 
 const NAME_MAX: usize = 100;
-const EMAIL_MAX: usize = 254;
 const SEARCH_MAX: usize = 100;
 
 fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
@@ -78,7 +77,7 @@ async fn get_own_profile(State(state): State<Arc<ApiState>>, scope: TenantScope)
     responses(
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "id not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Missing permission user:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
@@ -105,13 +104,12 @@ async fn get_user_by_id(
         ("status" = Option<String>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
         ("role" = Option<String>, Query, description = "A role name (platform names case-insensitive)"),
         ("sort" = Option<Vec<String>>, Query, description = "firstName, lastName, email, status, createdAt, updatedAt, id or role.name, optionally ,asc|desc; repeatable; default firstName,asc then lastName,asc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style C page of users. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = UserPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -133,7 +131,7 @@ async fn list_users(
     let status = params.one("status")?.map(|s| user_status("status", s)).transpose()?;
     let role_name = params.one("role")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
     let users = state.app.users.list(scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
-    Ok(axum::Json(paging::envelope(Style::C, &users, page)).into_response())
+    Ok(paging::respond(Style::C, &users, page))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -157,10 +155,7 @@ pub struct InvitationIn {
 }
 
 fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
-    let email = text("email", body.email, EMAIL_MAX)?;
-    if !email.contains('@') || email.chars().any(char::is_whitespace) {
-        return Err(Error::invalid_field("email", "is not an email address"));
-    }
+    let email = email("email", body.email)?;
     let role_name = match body.role_name {
         Some(name) if name.chars().count() > NAME_MAX => {
             return Err(Error::invalid_field("roleName", format!("must be at most {NAME_MAX} characters")));
@@ -180,13 +175,13 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     post, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.invite",
     params(
         ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
         (status = 400, description = "Missing, blank or too long field. The spec says the body is not validated up front; this service checks email, firstName and lastName (present, not blank, at most 254/100/100 characters, an @ in the email) before anything else", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
         (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
@@ -203,9 +198,8 @@ async fn invite_user(
     let request = route.request(&scope, &users::INVITE, key, &[&scope.tenant], &body.document);
     let invitation = parse_invitation(body.value)?;
     let temporary = organisations::temporary_password().await?;
-    let app = state.app.clone();
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
-    write::run(&state, request, |mut w| async move {
+    write::run(&state, request, |app, mut w| async move {
         let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
         (w, invited.and_then(|u| Reply::ok(&u)))
     })
@@ -219,7 +213,7 @@ async fn invite_user(
     responses(
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -246,13 +240,13 @@ pub struct UserPatch {
     patch, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.update",
     params(
         ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = UserPatch,
     responses(
         (status = 200, description = "The user after the change. Reactivating a user who never chose a password makes them INVITED again", body = UserOut),
         (status = 400, description = "Nothing to change, unknown status, blank role name, or changing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing user:update, or missing the permission the user's current or new role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user, or Role {name} not found", body = crate::openapi::ErrorBody),
         (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password", body = crate::openapi::ErrorBody),
@@ -278,8 +272,7 @@ async fn update_user(
     if role_name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
     }
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
         (w, updated.and_then(|u| Reply::ok(&u)))
     })
@@ -291,12 +284,12 @@ async fn update_user(
     delete, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.remove",
     params(
         ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 204, description = "Removed: the user's tokens are refused from now on"),
         (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing member:remove, or missing the permission the user's role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
     )
@@ -309,8 +302,7 @@ async fn remove_user(
     key: Option<IdempotencyKey>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &users::REMOVE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    let app = state.app.clone();
-    write::run(&state, request.about(id.to_string()), |mut w| async move {
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
         let removed = app.users.remove(&mut w, id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

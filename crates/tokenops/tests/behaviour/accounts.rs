@@ -10,78 +10,27 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokenops_app::clock::Clock;
-use tokenops_store::IdempotencyScope;
 use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
 use uuid::Uuid;
 
+use crate::fixtures::{
+    active_account, active_account_as, active_contract, active_contract_as, assert_address, customer, customer_as,
+};
+use crate::support::{assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key};
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
-
-/// `2026-01-31T12:00:00.123Z`: ISO 8601 UTC with a trailing Z.
-#[track_caller]
-fn assert_iso_utc(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
-    assert!(text.ends_with('Z'), "timestamp {text:?} lacks the trailing Z");
-    assert_eq!(text.as_bytes().get(10), Some(&b'T'), "timestamp {text:?} is not ISO 8601");
-    assert!(tokenops_domain::Timestamp::parse_iso8601(text).is_ok(), "timestamp {text:?} does not parse");
-}
-
-/// The error envelope: timestamp, status, error, message.
-#[track_caller]
-fn assert_error(reply: &Reply, status: u16) {
-    reply.expect(status);
-    assert_eq!(reply.body["status"], status, "envelope status; body: {}", reply.body);
-    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
-    assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
-    assert_iso_utc(&reply.body["timestamp"]);
-}
-
-/// `0x` and 40 lower-case hex digits.
-#[track_caller]
-fn assert_address(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("address is not a string: {value}"));
-    assert!(
-        text.len() == 42
-            && text.starts_with("0x")
-            && text[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
-        "{text:?} is not an address"
-    );
-}
 
 /// The settings of an app whose jobs give up after three attempts (provisioning failures).
 fn three_attempts() -> BTreeMap<String, String> {
     BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())])
 }
 
-async fn send_as(app: &TestApp, tenant: &Tenant, method: Method, path: &str, body: Option<&Value>) -> Reply {
-    let mut request = app.request_as(tenant, method.clone(), path);
-    if let Some(body) = body {
-        request = request.header("Idempotency-Key", key()).json(body);
-    }
-    Reply::read(request.send().await.expect("request")).await
-}
-
-async fn get_as(app: &TestApp, tenant: &Tenant, path: &str) -> Reply {
-    send_as(app, tenant, Method::GET, path, None).await
-}
-
-async fn post_as(app: &TestApp, tenant: &Tenant, path: &str, body: &Value) -> Reply {
-    send_as(app, tenant, Method::POST, path, Some(body)).await
-}
-
-async fn patch_as(app: &TestApp, tenant: &Tenant, path: &str, body: &Value) -> Reply {
-    send_as(app, tenant, Method::PATCH, path, Some(body)).await
-}
-
 /// The contract of `asset` as `tenant` reads it.
 async fn contract_as(app: &TestApp, tenant: &Tenant, asset: &str) -> Value {
-    let reply = get_as(app, tenant, &format!("/api/contracts/{asset}")).await;
+    let reply = app.get_as(tenant, &format!("/api/contracts/{asset}")).await;
     reply.expect(200);
     reply.body
 }
@@ -90,36 +39,13 @@ async fn contract(app: &TestApp, asset: &str) -> Value {
     contract_as(app, &app.tenant, asset).await
 }
 
-/// Registers `asset`'s contract as `tenant` and runs its deployment: ACTIVE, with an address.
-async fn active_contract_as(app: &TestApp, tenant: &Tenant, asset: &str) -> Value {
-    post_as(app, tenant, "/api/contracts", &json!({ "assetId": asset })).await.expect(201);
-    app.drain_jobs().await;
-    let contract = contract_as(app, tenant, asset).await;
-    assert_eq!(contract["status"], "ACTIVE", "{contract}");
-    assert_address(&contract["contractAddress"]);
-    contract
-}
-
-async fn active_contract(app: &TestApp, asset: &str) -> Value {
-    active_contract_as(app, &app.tenant, asset).await
-}
-
 /// Registers a contract that adopts `address` and runs the adoption.
 async fn adopted_contract_as(app: &TestApp, tenant: &Tenant, asset: &str, address: &str) -> Value {
-    let created =
-        post_as(app, tenant, "/api/contracts", &json!({ "assetId": asset, "contractAddress": address })).await;
+    let created = app.post_as(tenant, "/api/contracts", &json!({ "assetId": asset, "contractAddress": address })).await;
     created.expect(201);
     assert_eq!(created.body["status"], "PENDING");
     app.drain_jobs().await;
     contract_as(app, tenant, asset).await
-}
-
-async fn customer_as(app: &TestApp, tenant: &Tenant, customer_ref: &str) {
-    post_as(app, tenant, "/api/customers", &json!({ "customerRef": customer_ref })).await.expect(201);
-}
-
-async fn customer(app: &TestApp, customer_ref: &str) {
-    customer_as(app, &app.tenant, customer_ref).await;
 }
 
 async fn set_customer_status(app: &TestApp, customer_ref: &str, status: &str) -> Reply {
@@ -133,7 +59,7 @@ fn account_body(account_ref: &str, customer_ref: &str, asset: &str) -> Value {
 }
 
 async fn register_as(app: &TestApp, tenant: &Tenant, account_ref: &str, customer_ref: &str, asset: &str) -> Reply {
-    post_as(app, tenant, "/api/accounts", &account_body(account_ref, customer_ref, asset)).await
+    app.post_as(tenant, "/api/accounts", &account_body(account_ref, customer_ref, asset)).await
 }
 
 async fn register(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) -> Reply {
@@ -149,33 +75,13 @@ async fn pending_account(app: &TestApp, account_ref: &str, customer_ref: &str, a
 }
 
 async fn account_as(app: &TestApp, tenant: &Tenant, account_ref: &str) -> Value {
-    let reply = get_as(app, tenant, &format!("/api/accounts/{account_ref}")).await;
+    let reply = app.get_as(tenant, &format!("/api/accounts/{account_ref}")).await;
     reply.expect(200);
     reply.body
 }
 
 async fn account(app: &TestApp, account_ref: &str) -> Value {
     account_as(app, &app.tenant, account_ref).await
-}
-
-/// Registers an account as `tenant` and runs its provisioning: ACTIVE, with a wallet.
-async fn active_account_as(
-    app: &TestApp,
-    tenant: &Tenant,
-    account_ref: &str,
-    customer_ref: &str,
-    asset: &str,
-) -> Value {
-    register_as(app, tenant, account_ref, customer_ref, asset).await.expect(201);
-    app.drain_jobs().await;
-    let account = account_as(app, tenant, account_ref).await;
-    assert_eq!(account["status"], "ACTIVE", "{account}");
-    assert_address(&account["walletAddress"]);
-    account
-}
-
-async fn active_account(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) -> Value {
-    active_account_as(app, &app.tenant, account_ref, customer_ref, asset).await
 }
 
 /// A USD contract, customer `c-1` and its ACTIVE account `a-1`.
@@ -221,7 +127,7 @@ async fn events(app: &TestApp, event_type: &str) -> Vec<Value> {
 }
 
 async fn events_as(app: &TestApp, tenant: &Tenant, event_type: &str) -> Vec<Value> {
-    let reply = get_as(app, tenant, &format!("/api/webhook-events?type={event_type}&limit=100")).await;
+    let reply = app.get_as(tenant, &format!("/api/webhook-events?type={event_type}&limit=100")).await;
     reply.expect(200);
     reply.body["items"].as_array().expect("style D items").clone()
 }
@@ -239,22 +145,6 @@ fn listed(reply: &Reply, field: &str) -> Vec<String> {
         .iter()
         .map(|item| item[field].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-/// Seeds an in-flight claim on `key` for `operation`, as a concurrent request holding it would.
-async fn seed_claim(app: &TestApp, operation: &str, key: &str, method: &str, path: &str, body: &Value) {
-    let mut tx = app.app.store.write().await.expect("write transaction");
-    tx.idempotency()
-        .insert_claim(
-            &IdempotencyScope { tenant: Some(app.tenant.id), operation: operation.into(), key: key.into() },
-            &tokenops_api::write::fingerprint(method, path, body),
-            Uuid::now_v7(),
-            app.clock.now().plus_millis(30_000),
-            app.clock.now(),
-        )
-        .await
-        .expect("seed the claim");
-    tx.commit().await.expect("commit the claim");
 }
 
 #[track_caller]
@@ -327,8 +217,7 @@ async fn contract_registration_with_a_missing_or_invalid_asset_id_is_400(backend
         json!({ "assetId": "USD", "decimals": 2 }),
     ] {
         let reply = app.post("/api/contracts", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     let gold = app.post("/api/contracts", &json!({ "assetId": "XAU" })).await;
     assert!(gold.body["message"].as_str().unwrap_or_default().contains("assetId"), "{}", gold.body);
@@ -352,8 +241,7 @@ async fn contract_registration_with_an_invalid_contract_address_or_name_is_400(b
         json!({ "assetId": "USD", "name": "n".repeat(101) }),
     ] {
         let reply = app.post("/api/contracts", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(app.db.count("contracts", "").await, 0);
 }
@@ -443,7 +331,7 @@ async fn an_existing_token_is_adopted_and_serves_one_contract_only(backend: Back
     // The adopting organisation uses it like a deployed one.
     customer_as(&app, &app.tenant, "c-1").await;
     active_account_as(&app, &app.tenant, "a-1", "c-1", "USD").await;
-    let balance = get_as(&app, &app.tenant, "/api/accounts/a-1/balances").await;
+    let balance = app.get_as(&app.tenant, "/api/accounts/a-1/balances").await;
     balance.expect(200);
     assert_eq!(balance.body["total"], "0.00");
 }
@@ -555,8 +443,7 @@ async fn contract_patch_with_an_unknown_status_or_nothing_to_change_is_400(backe
         json!({ "status": "INACTIVE", "contractAddress": "0x000000000000000000000000000000000000dead" }),
     ] {
         let reply = app.patch("/api/contracts/USD", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(contract(&app, "USD").await["status"], "ACTIVE");
 }
@@ -566,14 +453,13 @@ async fn contract_patch_without_a_contract_for_the_asset_is_404(backend: Backend
     active_contract(&app, "USD").await;
     for path in ["/api/contracts/EUR", "/api/contracts/eur", "/api/contracts/ZZZ", "/api/contracts/U%20SD"] {
         let reply = app.patch(path, &json!({ "status": "INACTIVE" })).await;
-        assert_eq!(reply.status, 404, "PATCH {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_refused(&reply, 404, &format!("PATCH {path}"));
     }
     // Another organisation's contract is not found either.
     let other = app.new_tenant();
-    assert_error(&patch_as(&app, &other, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 404);
-    assert_error(&get_as(&app, &other, "/api/contracts/USD").await, 404);
-    assert_eq!(get_as(&app, &other, "/api/contracts").await.body["totalElements"], 0);
+    assert_error(&app.patch_as(&other, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 404);
+    assert_error(&app.get_as(&other, "/api/contracts/USD").await, 404);
+    assert_eq!(app.get_as(&other, "/api/contracts").await.body["totalElements"], 0);
     assert_eq!(contract(&app, "USD").await["status"], "ACTIVE");
     assert_eq!(app.db.count("contracts", "").await, 1, "a PATCH never creates a contract");
     assert_error(&app.get("/api/contracts/EUR").await, 404);
@@ -584,8 +470,7 @@ async fn contract_patch_of_a_pending_contract_is_422(backend: Backend) {
     app.post("/api/contracts", &json!({ "assetId": "USD" })).await.expect(201);
     for status in ["ACTIVE", "INACTIVE"] {
         let reply = app.patch("/api/contracts/USD", &json!({ "status": status })).await;
-        assert_eq!(reply.status, 422, "PENDING → {status}; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("PENDING → {status}"));
     }
     assert_eq!(contract(&app, "USD").await["status"], "PENDING");
     app.drain_jobs().await;
@@ -599,9 +484,7 @@ async fn contract_patch_of_a_pending_contract_is_422(backend: Backend) {
 
 async fn contract_list_is_style_a_oldest_first_with_asset_and_status_filters(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let empty = app.get("/api/contracts").await;
-    empty.expect(200);
-    assert_eq!(empty.body, json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }));
+    assert_empty_style_a(&app, "/api/contracts").await;
 
     let assets = ["JPY", "USD", "EUR", "GBP", "CHF"];
     for asset in assets {
@@ -647,9 +530,7 @@ async fn contract_list_refuses_an_unknown_status_and_invalid_paging(backend: Bac
     for query in
         ["status=CLOSED", "status=active", "status=", "page=-1", "page=x", "size=0", "size=101", "size=-5", "size=ten"]
     {
-        let reply = app.get(&format!("/api/contracts?{query}")).await;
-        assert_eq!(reply.status, 400, "?{query}; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_get_refused(&app, &format!("/api/contracts?{query}"), 400).await;
     }
     app.get("/api/contracts?size=100&page=7").await.expect(200);
 }
@@ -789,8 +670,7 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
         json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD", "walletAddress": "0x00" }),
     ] {
         let reply = app.post("/api/accounts", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     for text in [r#"["a-1"]"#, "42", "null", r#"{"accountRef": "a-1""#, ""] {
         let response = app
@@ -802,8 +682,7 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
             .await
             .expect("POST");
         let reply = Reply::read(response).await;
-        assert_eq!(reply.status, 400, "body {text:?} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("body {text:?} should be refused"));
     }
     assert_eq!(app.db.count("accounts", "").await, 0, "no refused registration created an account");
     assert_eq!(app.db.count("jobs", "kind = 'account.provision'").await, 0);
@@ -910,7 +789,7 @@ async fn account_writes_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let body = account_body("a-2", "c-1", "USD");
     let post_key = key();
-    seed_claim(&app, "account.create", &post_key, "POST", "/api/accounts", &body).await;
+    app.seed_claim("account.create", &post_key, "POST", "/api/accounts", &body).await;
     let reply = app.write(Method::POST, "/api/accounts", &post_key, &body).await;
     assert_error(&reply, 409);
     assert_retry_after(&reply);
@@ -918,7 +797,7 @@ async fn account_writes_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let patch = json!({ "status": "INACTIVE" });
     let patch_key = key();
-    seed_claim(&app, "account.update_status", &patch_key, "PATCH", "/api/accounts/a-1", &patch).await;
+    app.seed_claim("account.update_status", &patch_key, "PATCH", "/api/accounts/a-1", &patch).await;
     let reply = app.write(Method::PATCH, "/api/accounts/a-1", &patch_key, &patch).await;
     assert_error(&reply, 409);
     assert_retry_after(&reply);
@@ -949,8 +828,7 @@ async fn account_writes_reusing_a_key_with_a_different_payload_are_422(backend: 
     app.write(Method::POST, "/api/accounts", &k, &account_body("a-2", "c-1", "USD")).await.expect(201);
     for other in [account_body("a-3", "c-1", "USD"), account_body("a-2", "c-2", "USD")] {
         let reply = app.write(Method::POST, "/api/accounts", &k, &other).await;
-        assert_eq!(reply.status, 422, "{other} under a used key; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("{other} under a used key"));
     }
     assert_eq!(app.db.count("accounts", "").await, 2);
     assert_error(&app.get("/api/accounts/a-3").await, 404);
@@ -1188,8 +1066,7 @@ async fn patch_of_a_pending_account_is_422(backend: Backend) {
     pending_account(&app, "a-1", "c-1", "USD").await;
     for status in ["ACTIVE", "INACTIVE"] {
         let reply = set_account_status(&app, "a-1", status).await;
-        assert_eq!(reply.status, 422, "PENDING → {status}; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("PENDING → {status}"));
     }
     assert_eq!(account(&app, "a-1").await["status"], "PENDING");
     assert!(events(&app, "account.status_changed").await.is_empty());
@@ -1232,8 +1109,7 @@ async fn patch_with_a_missing_or_unsettable_status_is_400_against_settable_statu
         json!({ "status": 0 }),
     ] {
         let reply = set_account_status_body(&app, "a-1", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
         if body["status"].is_string() || body.get("status").is_none_or(Value::is_null) {
             assert_eq!(reply.body["details"][0]["field"], "settableStatus", "{body}: {}", reply.body);
             assert_eq!(reply.body["settableStatus"], json!(["ACTIVE", "INACTIVE"]), "{}", reply.body);
@@ -1257,8 +1133,7 @@ async fn patch_of_an_unknown_account_is_404(backend: Backend) {
         ["/api/accounts/a-404", "/api/accounts/A-1", "/api/accounts/bad%20ref", &format!("/api/accounts/{long}")]
     {
         let reply = app.patch(path, &json!({ "status": "INACTIVE" })).await;
-        assert_eq!(reply.status, 404, "PATCH {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_refused(&reply, 404, &format!("PATCH {path}"));
     }
     assert_eq!(app.db.count("accounts", "").await, 1, "a PATCH never creates an account");
     assert!(events(&app, "account.status_changed").await.is_empty());
@@ -1376,9 +1251,7 @@ async fn account_provisioned_carries_the_account_as_the_api_returns_it(backend: 
 
 async fn account_list_is_style_a_oldest_first_with_filters(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let empty = app.get("/api/accounts").await;
-    empty.expect(200);
-    assert_eq!(empty.body, json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }));
+    assert_empty_style_a(&app, "/api/accounts").await;
 
     active_contract(&app, "USD").await;
     active_contract(&app, "EUR").await;
@@ -1436,9 +1309,7 @@ async fn account_list_refuses_an_unknown_status_and_invalid_paging(backend: Back
     for query in
         ["status=CLOSED", "status=active", "status=", "page=-1", "page=x", "size=0", "size=101", "size=-1", "size=x"]
     {
-        let reply = app.get(&format!("/api/accounts?{query}")).await;
-        assert_eq!(reply.status, 400, "?{query}; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_get_refused(&app, &format!("/api/accounts?{query}"), 400).await;
     }
     app.get("/api/accounts?size=100").await.expect(200);
 }
@@ -1447,9 +1318,7 @@ async fn get_of_an_unknown_account_is_404(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     one_active_account(&app).await;
     for path in ["/api/accounts/a-2", "/api/accounts/A-1", "/api/accounts/bad%20ref", "/api/accounts/a%2Fb"] {
-        let reply = app.get(path).await;
-        assert_eq!(reply.status, 404, "GET {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_get_refused(&app, path, 404).await;
     }
 }
 
@@ -1466,8 +1335,8 @@ async fn another_organisations_account_is_404_and_not_listed(backend: Backend) {
     assert_error(&set_account_status(&app, "a-theirs", "INACTIVE").await, 404);
     assert_eq!(account_as(&app, &other, "a-theirs").await["status"], "ACTIVE", "untouched");
     assert_eq!(listed(&app.get("/api/accounts").await, "accountRef"), ["a-1"]);
-    assert_eq!(listed(&get_as(&app, &other, "/api/accounts").await, "accountRef"), ["a-theirs"]);
-    assert_error(&get_as(&app, &other, "/api/accounts/a-1").await, 404);
+    assert_eq!(listed(&app.get_as(&other, "/api/accounts").await, "accountRef"), ["a-theirs"]);
+    assert_error(&app.get_as(&other, "/api/accounts/a-1").await, 404);
     assert!(events_as(&app, &other, "account.provisioned").await.iter().all(|e| e["resource"]["id"] == "a-theirs"));
 
     // The same reference in both organisations: two accounts, two wallets.
@@ -1475,7 +1344,7 @@ async fn another_organisations_account_is_404_and_not_listed(backend: Backend) {
     let theirs = active_account_as(&app, &other, "a-1", "c-1", "USD").await;
     let mine = account(&app, "a-1").await;
     assert_ne!(theirs["walletAddress"], mine["walletAddress"]);
-    patch_as(&app, &other, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await.expect(200);
+    app.patch_as(&other, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await.expect(200);
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE", "a change in one leaves the other alone");
 }
 
@@ -1515,9 +1384,7 @@ async fn balances_are_404_without_the_account_or_an_active_contract(backend: Bac
     let app = TestApp::spawn(backend).await;
     one_active_account(&app).await;
     for path in ["/api/accounts/a-404/balances", "/api/accounts/bad%20ref/balances", "/api/accounts/A-1/balances"] {
-        let reply = app.get(path).await;
-        assert_eq!(reply.status, 404, "GET {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_get_refused(&app, path, 404).await;
     }
     app.patch("/api/contracts/USD", &json!({ "status": "INACTIVE" })).await.expect(200);
     let inactive = app.get("/api/accounts/a-1/balances").await;
@@ -1621,26 +1488,26 @@ async fn each_endpoint_needs_its_permission(backend: Backend) {
     for path in
         ["/api/contracts", "/api/contracts/USD", "/api/accounts", "/api/accounts/a-1", "/api/accounts/a-1/balances"]
     {
-        get_as(&app, &readers, path).await.expect(200);
+        app.get_as(&readers, path).await.expect(200);
     }
-    assert_error(&post_as(&app, &readers, "/api/contracts", &json!({ "assetId": "EUR" })).await, 403);
-    assert_error(&patch_as(&app, &readers, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 403);
-    assert_error(&post_as(&app, &readers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await, 403);
-    assert_error(&patch_as(&app, &readers, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await, 403);
+    assert_error(&app.post_as(&readers, "/api/contracts", &json!({ "assetId": "EUR" })).await, 403);
+    assert_error(&app.patch_as(&readers, "/api/contracts/USD", &json!({ "status": "INACTIVE" })).await, 403);
+    assert_error(&app.post_as(&readers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await, 403);
+    assert_error(&app.patch_as(&readers, "/api/accounts/a-1", &json!({ "status": "INACTIVE" })).await, 403);
 
     let writers = with_scope("contract:manage account:write");
     for path in
         ["/api/contracts", "/api/contracts/USD", "/api/accounts", "/api/accounts/a-1", "/api/accounts/a-1/balances"]
     {
-        assert_error(&get_as(&app, &writers, path).await, 403);
+        assert_error(&app.get_as(&writers, path).await, 403);
     }
-    post_as(&app, &writers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await.expect(201);
-    patch_as(&app, &writers, "/api/contracts/USD", &json!({ "name": "Dollar" })).await.expect(200);
+    app.post_as(&writers, "/api/accounts", &account_body("a-2", "c-1", "USD")).await.expect(201);
+    app.patch_as(&writers, "/api/contracts/USD", &json!({ "name": "Dollar" })).await.expect(200);
 
     // Reading accounts is not reading balances.
     let account_reader = with_scope("account:read");
-    get_as(&app, &account_reader, "/api/accounts/a-1").await.expect(200);
-    assert_error(&get_as(&app, &account_reader, "/api/accounts/a-1/balances").await, 403);
+    app.get_as(&account_reader, "/api/accounts/a-1").await.expect(200);
+    assert_error(&app.get_as(&account_reader, "/api/accounts/a-1/balances").await, 403);
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE");
 }
 
@@ -1700,18 +1567,10 @@ backends!(
 // On anvil: a real EVM node, which can go away
 // ---------------------------------------------------------------------------------------------
 
-fn evm_settings(anvil: &Anvil) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("TOKENOPS_LEDGER".to_owned(), "evm".to_owned()),
-        ("TOKENOPS_EVM_RPC_URL".to_owned(), anvil.url.clone()),
-        ("TOKENOPS_EVM_GAS_FUNDING".to_owned(), "dev".to_owned()),
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil_accounts_are_provisioned_and_balances_are_500_when_the_ledger_is_gone() {
     let anvil = Anvil::start().await;
-    let app = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
 
     let deployed = active_contract(&app, "USD").await;
     let address = deployed["contractAddress"].as_str().expect("address");
@@ -1755,11 +1614,11 @@ async fn on_anvil_accounts_are_provisioned_and_balances_are_500_when_the_ledger_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil_adopting_a_token_of_another_issuer_fails() {
     let anvil = Anvil::start().await;
-    let elsewhere = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let elsewhere = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
     let foreign = active_contract(&elsewhere, "USD").await;
     let address = foreign["contractAddress"].as_str().expect("address");
 
-    let app = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
     let adopted = adopted_contract_as(&app, &app.tenant, "USD", address).await;
     assert_eq!(adopted["status"], "FAILED", "a token of another issuer must not become ACTIVE: {adopted}");
 }

@@ -4,36 +4,14 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokenops_app::clock::Clock;
-use tokenops_store::IdempotencyScope;
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
+
+use crate::support::{assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
-
-/// `2026-01-31T12:00:00.123Z`: ISO 8601 UTC with a trailing Z.
-#[track_caller]
-fn assert_iso_utc(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
-    assert!(text.ends_with('Z'), "timestamp {text:?} lacks the trailing Z");
-    assert_eq!(text.as_bytes().get(10), Some(&b'T'), "timestamp {text:?} is not ISO 8601");
-    assert!(tokenops_domain::Timestamp::parse_iso8601(text).is_ok(), "timestamp {text:?} does not parse");
-}
-
-/// The error envelope: timestamp, status, error, message.
-#[track_caller]
-fn assert_error(reply: &Reply, status: u16) {
-    reply.expect(status);
-    assert_eq!(reply.body["status"], status, "envelope status; body: {}", reply.body);
-    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
-    assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
-    assert_iso_utc(&reply.body["timestamp"]);
-}
 
 async fn create(app: &TestApp, customer_ref: &str) -> Reply {
     let reply = app.post("/api/customers", &json!({ "customerRef": customer_ref })).await;
@@ -43,22 +21,6 @@ async fn create(app: &TestApp, customer_ref: &str) -> Reply {
 
 async fn customer_rows(app: &TestApp) -> i64 {
     app.db.count("customers", "").await
-}
-
-/// Seeds an in-flight claim on `key` for `operation`, as a concurrent request holding it would.
-async fn seed_claim(app: &TestApp, operation: &str, key: &str, method: &str, path: &str, body: &Value) {
-    let mut tx = app.app.store.write().await.expect("write transaction");
-    tx.idempotency()
-        .insert_claim(
-            &IdempotencyScope { tenant: Some(app.tenant.id), operation: operation.into(), key: key.into() },
-            &tokenops_api::write::fingerprint(method, path, body),
-            Uuid::now_v7(),
-            app.clock.now().plus_millis(30_000),
-            app.clock.now(),
-        )
-        .await
-        .expect("seed the claim");
-    tx.commit().await.expect("commit the claim");
 }
 
 async fn status_changed_events(app: &TestApp) -> Vec<Value> {
@@ -129,8 +91,7 @@ async fn registration_with_missing_or_invalid_customer_ref_is_400(backend: Backe
     ];
     for body in &bad {
         let reply = app.post("/api/customers", body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(customer_rows(&app).await, 0, "no refused registration created a customer");
 
@@ -147,8 +108,7 @@ async fn registration_with_unknown_status_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     for status in [json!("CLOSED"), json!("active"), json!("PENDING"), json!(""), json!(1)] {
         let reply = app.post("/api/customers", &json!({ "customerRef": "c-1", "status": status })).await;
-        assert_eq!(reply.status, 400, "status {status} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("status {status} should be refused"));
     }
     assert_eq!(customer_rows(&app).await, 0);
 }
@@ -161,8 +121,7 @@ async fn registration_with_an_unknown_body_field_is_400(backend: Backend) {
         json!({ "customerRef": "c-1", "createdAt": "2026-01-01T00:00:00Z" }),
     ] {
         let reply = app.post("/api/customers", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(customer_rows(&app).await, 0);
 }
@@ -171,8 +130,7 @@ async fn registration_with_blank_or_too_long_display_name_is_400(backend: Backen
     let app = TestApp::spawn(backend).await;
     for name in [json!(""), json!("   "), json!("n".repeat(201)), json!(7)] {
         let reply = app.post("/api/customers", &json!({ "customerRef": "c-1", "displayName": name })).await;
-        assert_eq!(reply.status, 400, "displayName {name} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("displayName {name} should be refused"));
     }
     assert_eq!(customer_rows(&app).await, 0);
     let longest = "n".repeat(200);
@@ -193,8 +151,7 @@ async fn registration_body_that_is_not_a_json_object_is_400(backend: Backend) {
             .await
             .expect("POST");
         let reply = Reply::read(response).await;
-        assert_eq!(reply.status, 400, "body {text:?} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("body {text:?} should be refused"));
     }
     assert_eq!(customer_rows(&app).await, 0);
 }
@@ -264,7 +221,7 @@ async fn post_and_patch_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let body = json!({ "customerRef": "c-1" });
     let post_key = key();
-    seed_claim(&app, "customer.create", &post_key, "POST", "/api/customers", &body).await;
+    app.seed_claim("customer.create", &post_key, "POST", "/api/customers", &body).await;
     let reply = app.write(Method::POST, "/api/customers", &post_key, &body).await;
     assert_error(&reply, 409);
     let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
@@ -273,7 +230,7 @@ async fn post_and_patch_with_a_key_in_flight_are_409_with_retry_after(backend: B
 
     let patch = json!({ "status": "INACTIVE" });
     let patch_key = key();
-    seed_claim(&app, "customer.update_status", &patch_key, "PATCH", "/api/customers/c-0", &patch).await;
+    app.seed_claim("customer.update_status", &patch_key, "PATCH", "/api/customers/c-0", &patch).await;
     let reply = app.write(Method::PATCH, "/api/customers/c-0", &patch_key, &patch).await;
     assert_error(&reply, 409);
     let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
@@ -291,8 +248,7 @@ async fn registration_reusing_a_key_with_a_different_payload_is_422(backend: Bac
         json!({ "customerRef": "c-1", "status": "ACTIVE" }),
     ] {
         let reply = app.write(Method::POST, "/api/customers", &k, &other).await;
-        assert_eq!(reply.status, 422, "{other} under a used key; got {}", reply.body);
-        assert_error(&reply, 422);
+        assert_refused(&reply, 422, &format!("{other} under a used key"));
     }
     assert_eq!(customer_rows(&app).await, 1);
     assert_eq!(app.get("/api/customers/c-2").await.status, 404);
@@ -336,8 +292,7 @@ async fn patch_with_missing_or_unknown_status_is_400(backend: Backend) {
         json!({ "status": "INACTIVE", "displayName": "x" }),
     ] {
         let reply = app.patch("/api/customers/c-1", &body).await;
-        assert_eq!(reply.status, 400, "{body} should be refused; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
     }
     assert_eq!(app.get("/api/customers/c-1").await.body["status"], "ACTIVE");
     assert!(status_changed_events(&app).await.is_empty());
@@ -351,8 +306,7 @@ async fn patch_of_an_unknown_customer_is_404(backend: Backend) {
     let long = "x".repeat(65);
     for path in ["/api/customers/bad%20ref", "/api/customers/k%C3%A4se", &format!("/api/customers/{long}")] {
         let reply = app.patch(path, &json!({ "status": "INACTIVE" })).await;
-        assert_eq!(reply.status, 404, "PATCH {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_refused(&reply, 404, &format!("PATCH {path}"));
     }
     assert_eq!(customer_rows(&app).await, 1, "a PATCH never creates a customer");
     assert_eq!(app.get("/api/customers/c-1").await.body["status"], "ACTIVE");
@@ -460,9 +414,7 @@ async fn a_status_change_writes_one_success_audit_record_for_the_caller_and_requ
 
 async fn customer_list_is_style_a_oldest_first(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let empty = app.get("/api/customers").await;
-    empty.expect(200);
-    assert_eq!(empty.body, json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }));
+    assert_empty_style_a(&app, "/api/customers").await;
 
     // Created in an order that is neither alphabetical nor reverse alphabetical.
     let refs = ["c-mid", "c-zeta", "c-alpha", "c-omega", "c-beta"];
@@ -531,8 +483,7 @@ async fn customer_list_filters_by_status_and_refuses_an_unknown_status(backend: 
 
     for status in ["CLOSED", "active", ""] {
         let reply = app.get(&format!("/api/customers?status={status}")).await;
-        assert_eq!(reply.status, 400, "status={status:?}; got {}", reply.body);
-        assert_error(&reply, 400);
+        assert_refused(&reply, 400, &format!("status={status:?}"));
     }
 }
 
@@ -540,9 +491,7 @@ async fn get_of_an_unknown_customer_is_404(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     create(&app, "c-1").await;
     for path in ["/api/customers/c-2", "/api/customers/C-1", "/api/customers/bad%20ref", "/api/customers/a%2Fb"] {
-        let reply = app.get(path).await;
-        assert_eq!(reply.status, 404, "GET {path}; got {}", reply.body);
-        assert_error(&reply, 404);
+        assert_get_refused(&app, path, 404).await;
     }
 }
 
@@ -554,15 +503,7 @@ async fn another_organisations_customer_is_404_and_not_listed(backend: Backend) 
     let app = TestApp::spawn(backend).await;
     create(&app, "c-mine").await;
     let other = app.new_tenant();
-    let theirs = Reply::read(
-        app.request_as(&other, Method::POST, "/api/customers")
-            .header("Idempotency-Key", key())
-            .json(&json!({ "customerRef": "c-theirs" }))
-            .send()
-            .await
-            .expect("POST"),
-    )
-    .await;
+    let theirs = app.post_as(&other, "/api/customers", &json!({ "customerRef": "c-theirs" })).await;
     theirs.expect(201);
 
     let read = app.get("/api/customers/c-theirs").await;
@@ -594,15 +535,7 @@ async fn the_same_customer_ref_can_exist_in_two_organisations(backend: Backend) 
     let app = TestApp::spawn(backend).await;
     create(&app, "c-1").await;
     let other = app.new_tenant();
-    let theirs = Reply::read(
-        app.request_as(&other, Method::POST, "/api/customers")
-            .header("Idempotency-Key", key())
-            .json(&json!({ "customerRef": "c-1", "status": "INACTIVE" }))
-            .send()
-            .await
-            .expect("POST"),
-    )
-    .await;
+    let theirs = app.post_as(&other, "/api/customers", &json!({ "customerRef": "c-1", "status": "INACTIVE" })).await;
     theirs.expect(201);
     assert_eq!(theirs.body["status"], "INACTIVE");
     assert_eq!(customer_rows(&app).await, 2);
@@ -614,15 +547,7 @@ async fn the_same_customer_ref_can_exist_in_two_organisations(backend: Backend) 
 
     // A status change in one leaves the other alone.
     app.patch("/api/customers/c-1", &json!({ "status": "INACTIVE" })).await.expect(200);
-    let patched = Reply::read(
-        app.request_as(&other, Method::PATCH, "/api/customers/c-1")
-            .header("Idempotency-Key", key())
-            .json(&json!({ "status": "ACTIVE" }))
-            .send()
-            .await
-            .expect("PATCH"),
-    )
-    .await;
+    let patched = app.patch_as(&other, "/api/customers/c-1", &json!({ "status": "ACTIVE" })).await;
     patched.expect(200);
     assert_eq!(app.get("/api/customers/c-1").await.body["status"], "INACTIVE");
     let theirs_now =

@@ -4,16 +4,11 @@
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use tokenops_app::clock::Clock;
-use tokenops_store::IdempotencyScope;
 use tokenops_testkit::{Backend, Tenant, TestApp, backends};
-use uuid::Uuid;
+
+use crate::support::key;
 
 const HOUR_MS: i64 = 3_600_000;
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
 
 /// A response with its body as the exact text sent.
 struct Raw {
@@ -61,21 +56,6 @@ async fn send(app: &TestApp, method: Method, path: &str, key: &str, body: &Value
 fn fresh_token(app: &TestApp) -> Tenant {
     let claims = app.issuer.claims(&app.clock, &app.tenant.subject, Some(app.tenant.id), 3_600);
     Tenant { token: app.issuer.sign(&claims), ..app.tenant.clone() }
-}
-
-async fn seed_claim(app: &TestApp, operation: &str, key: &str, method: &str, path: &str, body: &Value) {
-    let mut tx = app.app.store.write().await.expect("write transaction");
-    tx.idempotency()
-        .insert_claim(
-            &IdempotencyScope { tenant: Some(app.tenant.id), operation: operation.into(), key: key.into() },
-            &tokenops_api::write::fingerprint(method, path, body),
-            Uuid::now_v7(),
-            app.clock.now().plus_millis(30_000),
-            app.clock.now(),
-        )
-        .await
-        .expect("seed the claim");
-    tx.commit().await.expect("commit the claim");
 }
 
 async fn count(app: &TestApp, table: &str, condition: &str) -> i64 {
@@ -298,7 +278,7 @@ async fn a_key_in_flight_is_409_with_retry_after_until_its_lease_expires_then_ta
     let app = TestApp::spawn(backend).await;
     let k = key();
     let body = json!({ "customerRef": "c-1" });
-    seed_claim(&app, "customer.create", &k, "POST", "/api/customers", &body).await;
+    app.seed_claim("customer.create", &k, "POST", "/api/customers", &body).await;
 
     let busy = send(&app, Method::POST, "/api/customers", &k, &body).await;
     assert_eq!(busy.status, 409, "{}", busy.text);
@@ -369,7 +349,7 @@ async fn concurrent_take_overs_of_an_expired_claim_run_the_request_once(backend:
     let app = TestApp::spawn(backend).await;
     let k = key();
     let body = json!({ "customerRef": "c-1" });
-    seed_claim(&app, "customer.create", &k, "POST", "/api/customers", &body).await;
+    app.seed_claim("customer.create", &k, "POST", "/api/customers", &body).await;
     app.clock.advance_millis(31_000);
 
     let replies =
@@ -542,7 +522,7 @@ async fn a_key_completed_after_a_late_take_over_is_kept_for_24_hours_from_then(b
     let k = key();
     let body = json!({ "customerRef": "c-1" });
     // A holder claimed the key and crashed; the client comes back 23 hours later.
-    seed_claim(&app, "customer.create", &k, "POST", "/api/customers", &body).await;
+    app.seed_claim("customer.create", &k, "POST", "/api/customers", &body).await;
     app.clock.advance_millis(23 * HOUR_MS);
     let tenant = fresh_token(&app);
     let taken = send_as(&app, &tenant, Method::POST, "/api/customers", &k, &body.to_string()).await;
@@ -570,7 +550,7 @@ async fn a_key_completed_after_a_late_take_over_is_kept_for_24_hours_from_then(b
 async fn an_abandoned_in_flight_claim_is_pruned_after_the_retention(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let body = json!({ "customerRef": "abandoned-1" });
-    seed_claim(&app, "customer.create", "abandoned", "POST", "/api/customers", &body).await;
+    app.seed_claim("customer.create", "abandoned", "POST", "/api/customers", &body).await;
     app.app.jobs.schedule_maintenance().await.expect("schedule");
     app.drain_jobs().await;
     assert_eq!(count(&app, "idempotency_records", "idempotency_key = 'abandoned'").await, 1, "a live claim is kept");

@@ -150,9 +150,7 @@ async fn on_the_embedded_ledger(backend: Backend) {
 async fn on_anvil() {
     let anvil = Anvil::start().await;
     let mut settings = settings();
-    settings.insert("TOKENOPS_LEDGER".to_owned(), "evm".to_owned());
-    settings.insert("TOKENOPS_EVM_RPC_URL".to_owned(), anvil.url.clone());
-    settings.insert("TOKENOPS_EVM_GAS_FUNDING".to_owned(), "dev".to_owned());
+    settings.extend(anvil.ledger_settings());
     let app = TestApp::spawn_with(Backend::Sqlite, settings).await;
     a_nonce_gap_heals_without_a_restart(&app, Duration::from_secs(60)).await;
 }

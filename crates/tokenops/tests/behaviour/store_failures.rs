@@ -11,15 +11,13 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use tokenops_testkit::organisation::{NEW_PASSWORD, call, create_organisation, login};
 use tokenops_testkit::{API_VERSION, Backend, Reply, TestApp, backends};
-use uuid::Uuid;
+
+use crate::fixtures::{active_account, active_contract, customer};
+use crate::support::key;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
 
 /// An internal failure's envelope with `code`, answered afresh (a 500 is never stored).
 #[track_caller]
@@ -60,28 +58,6 @@ async fn send(app: &TestApp, token: &str, method: Method, path: &str, key: &str,
         .header("Idempotency-Key", key)
         .json(body);
     Reply::read(request.send().await.expect("request")).await
-}
-
-/// Registers `asset`'s contract and runs its deployment: ACTIVE.
-async fn active_contract(app: &TestApp, asset: &str) {
-    app.post("/api/contracts", &json!({ "assetId": asset })).await.expect(201);
-    app.drain_jobs().await;
-    let contract = app.get(&format!("/api/contracts/{asset}")).await;
-    assert_eq!(contract.body["status"], "ACTIVE", "{}", contract.body);
-}
-
-async fn customer(app: &TestApp, customer_ref: &str) {
-    app.post("/api/customers", &json!({ "customerRef": customer_ref })).await.expect(201);
-}
-
-/// Registers an account and runs its provisioning: ACTIVE, with a wallet.
-async fn active_account(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) {
-    app.post("/api/accounts", &json!({ "accountRef": account_ref, "customerRef": customer_ref, "assetId": asset }))
-        .await
-        .expect(201);
-    app.drain_jobs().await;
-    let account = app.get(&format!("/api/accounts/{account_ref}")).await;
-    assert_eq!(account.body["status"], "ACTIVE", "{}", account.body);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,18 +13,17 @@ use std::time::{Duration, Instant};
 use tokenops_app::clock::Clock;
 use tokenops_app::jobs::kinds;
 use tokenops_domain::Timestamp;
-use tokenops_store::{IdempotencyScope, NewJob};
+use tokenops_store::NewJob;
 use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, TestSigner, backends};
 use uuid::Uuid;
 
+use crate::fixtures::{active_account, active_contract, customer};
+use crate::support::{assert_error, assert_iso_utc, key};
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn key() -> String {
-    Uuid::now_v7().to_string()
-}
 
 /// Runs the pipeline until every operation is terminal: drains the jobs, moving the manual
 /// clock past each receipt poll, with a real-time deadline.
@@ -46,29 +45,10 @@ async fn settle_within(app: &TestApp, limit: Duration) {
     }
 }
 
-/// Registers `asset`'s contract and runs its deployment: ACTIVE.
-async fn active_contract(app: &TestApp, asset: &str) {
-    app.post("/api/contracts", &json!({ "assetId": asset })).await.expect(201);
-    app.drain_jobs().await;
-    let contract = app.get(&format!("/api/contracts/{asset}")).await;
-    assert_eq!(contract.body["status"], "ACTIVE", "{}", contract.body);
-}
-
-/// Registers an account and runs its provisioning: ACTIVE, with a wallet.
-async fn active_account(app: &TestApp, account_ref: &str, customer_ref: &str, asset: &str) -> Value {
-    app.post("/api/accounts", &json!({ "accountRef": account_ref, "customerRef": customer_ref, "assetId": asset }))
-        .await
-        .expect(201);
-    app.drain_jobs().await;
-    let account = app.get(&format!("/api/accounts/{account_ref}")).await;
-    assert_eq!(account.body["status"], "ACTIVE", "{}", account.body);
-    account.body
-}
-
 /// A USD contract, customer `c-1` and its ACTIVE USD accounts `a` and `b`.
 async fn setup(app: &TestApp) {
     active_contract(app, "USD").await;
-    app.post("/api/customers", &json!({ "customerRef": "c-1" })).await.expect(201);
+    customer(app, "c-1").await;
     for account in ["a", "b"] {
         active_account(app, account, "c-1", "USD").await;
     }
@@ -161,24 +141,6 @@ fn assert_hash(value: &Value) {
     );
 }
 
-/// `2026-01-31T12:00:00.123Z`: ISO 8601 UTC with a trailing Z.
-#[track_caller]
-fn assert_iso_utc(value: &Value) {
-    let text = value.as_str().unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
-    assert!(text.ends_with('Z') && text.as_bytes().get(10) == Some(&b'T'), "{text:?} is not ISO 8601 UTC");
-    assert!(Timestamp::parse_iso8601(text).is_ok(), "timestamp {text:?} does not parse");
-}
-
-/// The error envelope with `status`.
-#[track_caller]
-fn assert_error(reply: &Reply, status: u16) {
-    reply.expect(status);
-    assert_eq!(reply.body["status"], status, "envelope status; body: {}", reply.body);
-    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
-    assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
-    assert_iso_utc(&reply.body["timestamp"]);
-}
-
 /// 400 whose message names `field`.
 #[track_caller]
 fn assert_invalid(reply: &Reply, field: &str, case: &str) {
@@ -229,15 +191,6 @@ fn with_scope(app: &TestApp, scope: &str) -> Tenant {
     let subject = Uuid::now_v7().to_string();
     let claims = app.issuer.claims_with_scope(&app.clock, &subject, Some(app.tenant.id), 3_600, Some(scope));
     Tenant { id: app.tenant.id, subject, token: app.issuer.sign(&claims) }
-}
-
-async fn post_as(app: &TestApp, tenant: &Tenant, body: &Value) -> Reply {
-    let request = app.request_as(tenant, Method::POST, "/api/transactions").header("Idempotency-Key", key());
-    Reply::read(request.json(body).send().await.expect("POST")).await
-}
-
-async fn get_as(app: &TestApp, tenant: &Tenant, path: &str) -> Reply {
-    Reply::read(app.request_as(tenant, Method::GET, path).send().await.expect("GET")).await
 }
 
 async fn with_key(app: &TestApp, key: &str, body: &Value) -> Reply {
@@ -585,7 +538,7 @@ async fn a_release_before_its_lock_is_processed_is_404_and_the_same_key_succeeds
     // Another organisation's lock is no lock of this one.
     let other = app.new_tenant();
     settle(&app).await;
-    assert_error(&post_as(&app, &other, &complete("RELEASE", &lock_id)).await, 404);
+    assert_error(&app.post_as(&other, "/api/transactions", &complete("RELEASE", &lock_id)).await, 404);
     app.get(&format!("/api/locks/{lock_id}")).await.expect(200);
 
     // The same key, now that the lock is visible: accepted, not a replay of the 404.
@@ -700,28 +653,12 @@ async fn the_same_key_returns_the_operation_as_it_is_now_failed_ones_included(ba
     assert_eq!(amounts(&app, "a").await, triple("100.00", "100.00", "0.00"), "minted once");
 }
 
-/// Seeds an in-flight claim on `key`, as a concurrent request holding it would.
-async fn seed_claim(app: &TestApp, key: &str, body: &Value) {
-    let mut tx = app.app.store.write().await.expect("write transaction");
-    tx.idempotency()
-        .insert_claim(
-            &IdempotencyScope { tenant: Some(app.tenant.id), operation: "transaction.submit".into(), key: key.into() },
-            &tokenops_api::write::fingerprint("POST", "/api/transactions", body),
-            Uuid::now_v7(),
-            app.clock.now().plus_millis(30_000),
-            app.clock.now(),
-        )
-        .await
-        .expect("seed the claim");
-    tx.commit().await.expect("commit the claim");
-}
-
 async fn a_key_in_flight_is_409_and_a_key_reused_with_another_payload_is_422(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     setup(&app).await;
     let body = mint("a", "5");
     let busy = key();
-    seed_claim(&app, &busy, &body).await;
+    app.seed_claim("transaction.submit", &busy, "POST", "/api/transactions", &body).await;
     let reply = with_key(&app, &busy, &body).await;
     assert_error(&reply, 409);
     let seconds: u64 = reply.header("retry-after").and_then(|s| s.parse().ok()).expect("Retry-After in seconds");
@@ -747,21 +684,21 @@ async fn submitting_needs_transaction_submit_and_mint_and_burn_need_transaction_
     let before = app.db.count("operations", "").await;
 
     let reader = with_scope(&app, "transaction:read");
-    assert_error(&post_as(&app, &reader, &transfer("a", "b", "1")).await, 403);
-    get_as(&app, &reader, "/api/transactions").await.expect(200);
+    assert_error(&app.post_as(&reader, "/api/transactions", &transfer("a", "b", "1")).await, 403);
+    app.get_as(&reader, "/api/transactions").await.expect(200);
 
     let submitter = with_scope(&app, "transaction:submit transaction:read");
-    post_as(&app, &submitter, &transfer("a", "b", "1")).await.expect(202);
-    post_as(&app, &submitter, &lock("a", None, "1", None)).await.expect(202);
-    assert_error(&post_as(&app, &submitter, &mint("a", "1")).await, 403);
-    assert_error(&post_as(&app, &submitter, &burn("a", "1")).await, 403);
+    app.post_as(&submitter, "/api/transactions", &transfer("a", "b", "1")).await.expect(202);
+    app.post_as(&submitter, "/api/transactions", &lock("a", None, "1", None)).await.expect(202);
+    assert_error(&app.post_as(&submitter, "/api/transactions", &mint("a", "1")).await, 403);
+    assert_error(&app.post_as(&submitter, "/api/transactions", &burn("a", "1")).await, 403);
 
     let mint_only = with_scope(&app, "transaction:mint");
-    assert_error(&post_as(&app, &mint_only, &mint("a", "1")).await, 403);
+    assert_error(&app.post_as(&mint_only, "/api/transactions", &mint("a", "1")).await, 403);
 
     let minter = with_scope(&app, "transaction:submit transaction:mint");
-    post_as(&app, &minter, &mint("a", "1")).await.expect(202);
-    post_as(&app, &minter, &burn("a", "1")).await.expect(202);
+    app.post_as(&minter, "/api/transactions", &mint("a", "1")).await.expect(202);
+    app.post_as(&minter, "/api/transactions", &burn("a", "1")).await.expect(202);
     assert_eq!(app.db.count("operations", "").await, before + 4, "only the permitted submissions were accepted");
 
     // Reading needs transaction:read.
@@ -775,8 +712,8 @@ async fn submitting_needs_transaction_submit_and_mint_and_burn_need_transaction_
         format!("/api/locks/{lock_id}"),
         "/api/accounts/a/locks".to_owned(),
     ] {
-        assert_error(&get_as(&app, &minter, &path).await, 403);
-        get_as(&app, &reader, &path).await.expect(200);
+        assert_error(&app.get_as(&minter, &path).await, 403);
+        app.get_as(&reader, &path).await.expect(200);
     }
 }
 
@@ -1194,7 +1131,7 @@ async fn locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled(back
     app.get("/api/locks/not-a-uuid").await.expect(400);
     app.get(&format!("/api/locks/{}", Uuid::now_v7())).await.expect(404);
     let other = app.new_tenant();
-    get_as(&app, &other, &format!("/api/locks/{for_b}")).await.expect(404);
+    app.get_as(&other, &format!("/api/locks/{for_b}")).await.expect(404);
 
     // RELEASE pays the counterparty; without one, back to the owner. CANCEL returns to the owner.
     let release_b = submit(&app, complete("RELEASE", &for_b)).await;
@@ -1247,7 +1184,7 @@ async fn locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled(back
     assert_invalid(&app.get("/api/accounts/a/locks?size=0").await, "size", "lock list size 0");
     assert_invalid(&app.get("/api/accounts/a/locks?page=-1").await, "page", "lock list page -1");
     assert_error(&app.get("/api/accounts/nobody/locks").await, 404);
-    assert_error(&get_as(&app, &other, "/api/accounts/a/locks").await, 404);
+    assert_error(&app.get_as(&other, "/api/accounts/a/locks").await, 404);
 
     let confirmations = event_count(&app, "transaction.confirmed").await;
     assert_eq!(confirmations, 7, "mint, three LOCKs, two RELEASEs, one CANCEL");
@@ -1492,7 +1429,7 @@ async fn transactions_are_walked_by_cursor_in_style_d_without_gaps(backend: Back
     }
     // Another organisation cannot use this one's cursor.
     let other = app.new_tenant();
-    assert_error(&get_as(&app, &other, &format!("/api/transactions?limit=3&cursor={cursor}")).await, 400);
+    assert_error(&app.get_as(&other, &format!("/api/transactions?limit=3&cursor={cursor}")).await, 400);
 
     // Mixing the styles is 400; limit outside 1 to 100 is 400.
     for query in [
@@ -1520,12 +1457,12 @@ async fn get_by_id_is_400_for_a_non_uuid_and_404_for_an_unknown_or_foreign_opera
     assert_error(&app.get("/api/transactions/12345").await, 400);
     assert_error(&app.get(&format!("/api/transactions/{}", Uuid::now_v7())).await, 404);
     let other = app.new_tenant();
-    assert_error(&get_as(&app, &other, &format!("/api/transactions/{id}")).await, 404);
-    let theirs = get_as(&app, &other, "/api/transactions").await;
+    assert_error(&app.get_as(&other, &format!("/api/transactions/{id}")).await, 404);
+    let theirs = app.get_as(&other, "/api/transactions").await;
     assert_eq!(theirs.body["totalElements"], 0, "{}", theirs.body);
-    let theirs = get_as(&app, &other, "/api/transactions?limit=10").await;
+    let theirs = app.get_as(&other, "/api/transactions?limit=10").await;
     assert!(items(&theirs).is_empty());
-    assert_eq!(get_as(&app, &other, "/api/transactions/breaks").await.body["totalElements"], 0);
+    assert_eq!(app.get_as(&other, "/api/transactions/breaks").await.body["totalElements"], 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1657,18 +1594,10 @@ backends!(
 // On anvil
 // ---------------------------------------------------------------------------------------------
 
-fn evm_settings(anvil: &Anvil) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("TOKENOPS_LEDGER".to_owned(), "evm".to_owned()),
-        ("TOKENOPS_EVM_RPC_URL".to_owned(), anvil.url.clone()),
-        ("TOKENOPS_EVM_GAS_FUNDING".to_owned(), "dev".to_owned()),
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil_transfers_reverts_and_locks_settle() {
     let anvil = Anvil::start().await;
-    let app = TestApp::spawn_with(Backend::Sqlite, evm_settings(&anvil)).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
     setup(&app).await;
     let on_node = Duration::from_secs(60);
     submit(&app, mint("a", "100")).await;
@@ -1728,7 +1657,7 @@ async fn on_anvil_transfers_reverts_and_locks_settle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil_an_unreachable_node_fails_retry_exhausted_with_a_break() {
     let anvil = Anvil::start().await;
-    let mut settings = evm_settings(&anvil);
+    let mut settings = anvil.ledger_settings();
     settings.insert("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned());
     let app = TestApp::spawn_with(Backend::Sqlite, settings).await;
     setup(&app).await;

@@ -1,0 +1,54 @@
+//! What several areas of the suite check the same way: a fresh Idempotency-Key, the ISO 8601
+//! timestamp, the error envelope and the empty style A list of the resource areas (customers,
+//! contracts, accounts, transactions).
+
+use serde_json::{Value, json};
+use tokenops_testkit::{Reply, TestApp};
+use uuid::Uuid;
+
+/// A fresh Idempotency-Key: time-ordered, so that no two writes of a test share one.
+pub fn key() -> String {
+    Uuid::now_v7().to_string()
+}
+
+/// `2026-01-31T12:00:00.123Z`: ISO 8601 UTC with a trailing Z.
+#[track_caller]
+pub fn assert_iso_utc(value: &Value) {
+    let text = value.as_str().unwrap_or_else(|| panic!("timestamp is not a string: {value}"));
+    assert!(text.ends_with('Z'), "timestamp {text:?} lacks the trailing Z");
+    assert_eq!(text.as_bytes().get(10), Some(&b'T'), "timestamp {text:?} is not ISO 8601");
+    assert!(tokenops_domain::Timestamp::parse_iso8601(text).is_ok(), "timestamp {text:?} does not parse");
+}
+
+/// The error envelope with `status`: timestamp, status, error, message.
+#[track_caller]
+pub fn assert_error(reply: &Reply, status: u16) {
+    reply.expect(status);
+    assert_eq!(reply.body["status"], status, "envelope status; body: {}", reply.body);
+    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()), "envelope error; body: {}", reply.body);
+    assert!(reply.body["message"].as_str().is_some_and(|m| !m.is_empty()), "envelope message; body: {}", reply.body);
+    assert_iso_utc(&reply.body["timestamp"]);
+}
+
+/// The error envelope with `status`, naming the `case` when the status is another.
+#[track_caller]
+pub fn assert_refused(reply: &Reply, status: u16, case: &str) {
+    assert_eq!(reply.status, status, "{case}; got {}", reply.body);
+    assert_error(reply, status);
+}
+
+/// A style A list with nothing in it yet: the first page, of the default size, and no pages.
+pub async fn assert_empty_style_a(app: &TestApp, path: &str) {
+    let empty = app.get(path).await;
+    empty.expect(200);
+    assert_eq!(
+        empty.body,
+        json!({ "content": [], "page": 0, "size": 20, "totalElements": 0, "totalPages": 0 }),
+        "{path}"
+    );
+}
+
+/// A GET of `path` refused with the error envelope and `status`.
+pub async fn assert_get_refused(app: &TestApp, path: &str, status: u16) {
+    assert_refused(&app.get(path).await, status, &format!("GET {path}"));
+}
