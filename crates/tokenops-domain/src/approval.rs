@@ -91,6 +91,13 @@ impl serde::Serialize for ApproverExpr {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ApproverExpr {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<ApproverExpr, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        ApproverExpr::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 vocabulary! {
     /// An approval request's status: PENDING until resolved, then one of the others for good.
     ApprovalRequestStatus {
@@ -110,6 +117,17 @@ impl ApprovalRequestStatus {
     /// Cancel is allowed only while PENDING (409 otherwise).
     pub fn may_cancel(self) -> bool {
         self == ApprovalRequestStatus::Pending
+    }
+
+    /// What the request's still-PENDING tasks become once it reaches this status, so that no
+    /// approver is left a task nobody can act on. A rejected request's other tasks are
+    /// CANCELLED; an approved one has none left.
+    pub fn pending_tasks_become(self) -> Option<ApprovalTaskState> {
+        match self {
+            ApprovalRequestStatus::Pending | ApprovalRequestStatus::Approved => None,
+            ApprovalRequestStatus::Rejected | ApprovalRequestStatus::Cancelled => Some(ApprovalTaskState::Cancelled),
+            ApprovalRequestStatus::Expired => Some(ApprovalTaskState::Expired),
+        }
     }
 }
 
@@ -148,7 +166,58 @@ pub struct TaskStep {
     pub state: ApprovalTaskState,
 }
 
-/// Why a task cannot be acted on now; all three are 409 Conflict.
+/// Why a caller may not decide a task: 403 Forbidden (separation of duties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ActorError {
+    #[error("the initiator of an approval request cannot approve or reject it")]
+    Initiator,
+    #[error("the caller is not an eligible approver of this task")]
+    NotEligible,
+}
+
+/// Whether `caller` may decide a task of a request `initiator` raised; `eligible` is whether
+/// the task's approver set (resolved by the app) holds the caller. The initiator is refused
+/// even when eligible: nobody approves their own operation.
+pub fn check_actor(caller: Uuid, initiator: Uuid, eligible: bool) -> Result<(), ActorError> {
+    if caller == initiator {
+        return Err(ActorError::Initiator);
+    }
+    if !eligible {
+        return Err(ActorError::NotEligible);
+    }
+    Ok(())
+}
+
+/// Why a task cannot be reassigned to a new approver expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReassignError {
+    /// 400: the expression names nobody but the initiator.
+    #[error("the approver expression resolves only to the initiator")]
+    OnlyInitiator,
+    /// 409: reassigning must change who may approve.
+    #[error("the approver set is unchanged")]
+    Unchanged,
+}
+
+/// The eligible approvers after reassigning a task from `current` to `resolved` (the new
+/// expression's users): the initiator is never among them, and the set must change.
+pub fn reassigned_approvers(
+    current: &std::collections::BTreeSet<Uuid>,
+    resolved: &std::collections::BTreeSet<Uuid>,
+    initiator: Uuid,
+) -> Result<std::collections::BTreeSet<Uuid>, ReassignError> {
+    let mut approvers = resolved.clone();
+    approvers.remove(&initiator);
+    if approvers.is_empty() {
+        return Err(ReassignError::OnlyInitiator);
+    }
+    if &approvers == current {
+        return Err(ReassignError::Unchanged);
+    }
+    Ok(approvers)
+}
+
+/// Why a task cannot be acted on now; all are 409 Conflict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ActError {
     #[error("the approval request is no longer pending")]
@@ -157,6 +226,9 @@ pub enum ActError {
     AlreadyActedOn,
     #[error("an earlier step of the approval request is still pending")]
     EarlierStepPending,
+    /// The index given to `act` names no task of the request (a caller's bug).
+    #[error("the approval request has no such task")]
+    NoSuchTask,
 }
 
 /// Whether step `step` is open: every task of every earlier step is APPROVED, so that step 0
@@ -201,7 +273,7 @@ pub fn act(
     index: usize,
     decision: TaskDecision,
 ) -> Result<ApprovalRequestStatus, ActError> {
-    let task = *tasks.get(index).ok_or(ActError::AlreadyActedOn)?;
+    let task = *tasks.get(index).ok_or(ActError::NoSuchTask)?;
     may_act(request, tasks, task)?;
     if let Some(t) = tasks.get_mut(index) {
         t.state = decision.task_state();
@@ -319,6 +391,55 @@ mod tests {
             Err(ActError::EarlierStepPending)
         );
         assert_eq!(tasks, [t(0, Pending), t(1, Pending)]);
+    }
+
+    #[test]
+    fn the_initiator_cannot_approve_or_reject() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        assert_eq!(check_actor(a, a, true), Err(ActorError::Initiator));
+        assert_eq!(check_actor(b, a, true), Ok(()));
+    }
+
+    #[test]
+    fn a_user_who_is_not_an_eligible_approver_cannot_act() {
+        assert_eq!(check_actor(Uuid::from_u128(2), Uuid::from_u128(1), false), Err(ActorError::NotEligible));
+    }
+
+    #[test]
+    fn reassigning_must_change_the_approver_set_and_not_name_only_the_initiator() {
+        let (initiator, x, y) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let current = std::collections::BTreeSet::from([x]);
+        assert_eq!(reassigned_approvers(&current, &[initiator].into(), initiator), Err(ReassignError::OnlyInitiator));
+        assert_eq!(reassigned_approvers(&current, &[x, initiator].into(), initiator), Err(ReassignError::Unchanged));
+        assert_eq!(reassigned_approvers(&current, &[y, initiator].into(), initiator), Ok([y].into()));
+    }
+
+    #[test]
+    fn acting_on_a_task_the_request_lacks_is_refused() {
+        let mut tasks = [t(0, Pending)];
+        assert_eq!(
+            act(ApprovalRequestStatus::Pending, &mut tasks, 3, TaskDecision::Approve),
+            Err(ActError::NoSuchTask)
+        );
+    }
+
+    #[test]
+    fn pending_tasks_close_with_their_request() {
+        use ApprovalRequestStatus as R;
+        assert_eq!(R::Pending.pending_tasks_become(), None);
+        assert_eq!(R::Approved.pending_tasks_become(), None);
+        assert_eq!(R::Rejected.pending_tasks_become(), Some(ApprovalTaskState::Cancelled));
+        assert_eq!(R::Cancelled.pending_tasks_become(), Some(ApprovalTaskState::Cancelled));
+        assert_eq!(R::Expired.pending_tasks_become(), Some(ApprovalTaskState::Expired));
+    }
+
+    #[test]
+    fn approver_expressions_serialise_as_their_text() {
+        let e = ApproverExpr::Group("risk".into());
+        assert_eq!(serde_json::to_value(&e).ok(), Some(serde_json::json!("#risk")));
+        let back: Result<ApproverExpr, _> = serde_json::from_value(serde_json::json!("#risk"));
+        assert_eq!(back.ok(), Some(e));
+        assert!(serde_json::from_value::<ApproverExpr>(serde_json::json!("risk")).is_err());
     }
 
     #[test]

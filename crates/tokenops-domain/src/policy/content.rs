@@ -66,25 +66,15 @@ impl Violation {
     }
 }
 
-/// What a policy does with an event none of its rules matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Unmatched {
-    /// The event waits for a manual review (the default: an unforeseen case is a person's call).
-    #[default]
-    RequireManualReview,
-    AutoApprove,
-}
-
-impl Unmatched {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unmatched::RequireManualReview => "REQUIRE_MANUAL_REVIEW",
-            Unmatched::AutoApprove => "AUTO_APPROVE",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Unmatched> {
-        [Unmatched::RequireManualReview, Unmatched::AutoApprove].into_iter().find(|u| u.as_str() == text)
+super::vocabulary! {
+    /// What a policy does with an event none of its rules matches (`defaults.unmatched`).
+    #[derive(Default)]
+    Unmatched {
+        /// The event waits for a manual review (the default: an unforeseen case is a person's
+        /// call).
+        #[default]
+        RequireManualReview => "REQUIRE_MANUAL_REVIEW",
+        AutoApprove => "AUTO_APPROVE",
     }
 }
 

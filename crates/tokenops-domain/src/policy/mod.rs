@@ -54,3 +54,5 @@ pub use condition::{Condition, ConditionError, FieldValue};
 pub use content::{Effect, PolicyContent, Rule, Unmatched, Violation};
 pub use decimal::Decimal;
 pub use engine::{Decision, EvaluationError, PolicyEvent, Reason, evaluate};
+pub use lifecycle::Activation;
+pub use templates::{SystemTemplate, system_template, system_templates};
