@@ -14,7 +14,7 @@ use super::condition::FieldValue;
 use super::content::{Effect, PolicyContent, Unmatched};
 use super::decimal::Decimal;
 use crate::approval::ApproverExpr;
-use crate::asset::AssetId;
+use crate::asset::{Amount, AssetId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The values an event supplies for the context catalogue.
@@ -32,6 +32,12 @@ pub struct PolicyEvent {
 impl PolicyEvent {
     pub fn new(action: PolicyAction, amount: Decimal, asset_id: AssetId) -> PolicyEvent {
         PolicyEvent { action, amount, asset_id, target_asset_id: None }
+    }
+
+    /// The event of an operation moving `amount` of `asset_id` (amounts are held in minor units).
+    pub fn for_amount(action: PolicyAction, amount: Amount, asset_id: AssetId) -> PolicyEvent {
+        let amount = Decimal::from_minor_units(amount.minor_units(), asset_id.minor_unit());
+        PolicyEvent::new(action, amount, asset_id)
     }
 
     pub fn with_target_asset(mut self, target: AssetId) -> PolicyEvent {

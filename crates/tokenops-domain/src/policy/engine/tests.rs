@@ -51,6 +51,24 @@ fn big_eur(id: &str, emit: Value) -> Value {
 }
 
 #[test]
+fn an_operations_amount_in_minor_units_is_its_decimal_value() {
+    let jpy = asset("JPY");
+    let bhd = asset("BHD");
+    let e = PolicyEvent::for_amount(
+        PolicyAction::Transfer,
+        crate::asset::Amount::parse("1500", 0).unwrap_or_else(|e| panic!("{e}")),
+        jpy,
+    );
+    assert_eq!(e.amount, dec("1500"));
+    let e = PolicyEvent::for_amount(
+        PolicyAction::Mint,
+        crate::asset::Amount::parse("1.5", 3).unwrap_or_else(|e| panic!("{e}")),
+        bhd,
+    );
+    assert_eq!(e.amount, dec("1.500"));
+}
+
+#[test]
 fn an_action_no_active_policy_governs_is_approved() {
     assert_eq!(decide(&[], &event("1000000", "EUR")), Decision::Approved);
 }
