@@ -458,3 +458,34 @@ async fn each_policy_permission_is_required(backend: Backend) {
     assert_eq!(read.body["status"], "DRAFT");
     assert_eq!(read.body["version"], 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// What the pipeline reads
+// ---------------------------------------------------------------------------------------------
+
+backends!(the_pipeline_reads_the_active_policies_of_an_action_with_their_current_content);
+async fn the_pipeline_reads_the_active_policies_of_an_action_with_their_current_content(backend: Backend) {
+    use tokenops_domain::policy::PolicyAction;
+    let app = TestApp::spawn(backend).await;
+    let active = async || {
+        let mut tx = app.app.store.read().await.expect("read transaction");
+        app.app.policies.active_for_action(&mut *tx, app.tenant.id, PolicyAction::Transfer).await.expect("read")
+    };
+    let id = id_of(&create(&app, TRANSFER_TEMPLATE, &content("100")).await);
+    assert!(active().await.is_empty(), "a DRAFT affects no operation");
+    action(&app, &id, "activate").await.expect(200);
+    app.post(&format!("/api/policies/{id}/versions"), &json!({"content": content("500")})).await.expect(201);
+    let found = active().await;
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].policy.id.to_string(), id);
+    assert_eq!(found[0].content.document(), &content("100"), "the current version, not the newest");
+    put_current(&app, &id, json!(2)).await.expect(200);
+    assert_eq!(active().await[0].content.document(), &content("500"));
+    // Another action's policies and another organisation's are not read.
+    let mint = json!({"appliesTo": {"action": "MINT"}, "rules": []});
+    let m = id_of(&create(&app, "system.mint.approval", &mint).await);
+    action(&app, &m, "activate").await.expect(200);
+    assert_eq!(active().await.len(), 1);
+    action(&app, &id, "archive").await.expect(200);
+    assert!(active().await.is_empty(), "an archived policy stops being selected");
+}
