@@ -254,7 +254,7 @@ pub struct VersionIn {
     params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
     request_body = VersionIn,
     responses(
-        (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version", body = VersionOut, headers(("Location" = String))),
+        (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing policy:version:create", body = crate::openapi::ErrorBody),
@@ -277,9 +277,8 @@ async fn create_version(
     let app = state.app.clone();
     write::run(&state, request.about(id.to_string()), |mut w| async move {
         let added = app.policies.add_version(&mut w, id, change_summary, content).await;
-        let reply = added.and_then(|v| {
-            Reply::created(&v, format!("/api/policies/{}/versions?versionNumber={}", v.policy_id, v.version_number))
-        });
+        // No endpoint reads one version: Location names the list that holds it.
+        let reply = added.and_then(|v| Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id)));
         (w, reply)
     })
     .await

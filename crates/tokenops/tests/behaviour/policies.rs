@@ -285,6 +285,7 @@ async fn versions_are_added_listed_newest_first_and_chosen_as_current(backend: B
     let added = app.post(&path, &json!({"changeSummary": "Raise the bar", "content": second})).await;
     added.expect(201);
     assert_eq!(added.body["versionNumber"], 2);
+    assert_eq!(added.header("Location"), Some(path.as_str()));
     assert_eq!(added.body["policyId"], id.as_str());
     assert_eq!(added.body["changeSummary"], "Raise the bar");
     assert_eq!(added.body["content"], second);
