@@ -95,6 +95,9 @@ error_codes! {
         LockNotYetVisible = "LOCK_NOT_YET_VISIBLE", 404;
         MemberNotFound = "MEMBER_NOT_FOUND", 404;
         NoActiveContract = "NO_ACTIVE_CONTRACT", 404;
+        PolicyNotFound = "POLICY_NOT_FOUND", 404;
+        PolicyVersionNotFound = "POLICY_VERSION_NOT_FOUND", 404;
+        TemplateNotFound = "TEMPLATE_NOT_FOUND", 404;
         RevealNotFound = "REVEAL_NOT_FOUND", 404, "This secret link is unknown, used or expired";
         RoleNotFound = "ROLE_NOT_FOUND", 404;
         TransactionNotFound = "TRANSACTION_NOT_FOUND", 404;
@@ -109,9 +112,14 @@ error_codes! {
         GroupKeyInUse = "GROUP_KEY_IN_USE", 409;
         /// The same Idempotency-Key while its first request is still running (with `Retry-After`).
         IdempotencyConflict = "IDEMPOTENCY_CONFLICT", 409;
+        /// Another non-archived policy holds the (ruleType, action, templateKey) slot.
+        PolicySlotTaken = "POLICY_SLOT_TAKEN", 409;
+        /// An archived policy cannot be activated, nor take versions.
+        PolicyArchived = "POLICY_ARCHIVED", 409;
         RoleInUse = "ROLE_IN_USE", 409;
         RoleNameInUse = "ROLE_NAME_IN_USE", 409;
         RoleNameReserved = "ROLE_NAME_RESERVED", 409;
+        TemplateKeyExists = "TEMPLATE_KEY_EXISTS", 409;
         UserNotActivated = "USER_NOT_ACTIVATED", 409;
 
         // 422

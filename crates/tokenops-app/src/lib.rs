@@ -18,6 +18,7 @@ pub mod lock_expiry;
 pub mod mail;
 pub mod nonce_gaps;
 pub mod operations;
+pub mod policies;
 pub mod queue;
 pub mod reconciliation;
 pub mod resume;
@@ -116,6 +117,8 @@ pub struct App {
     pub roles: identity::roles::Roles,
     pub groups: identity::groups::Groups,
     pub clients: identity::clients::Clients,
+    pub templates: policies::templates::Templates,
+    pub policies: policies::Policies,
     pub identity: Arc<identity::IdentityProvider>,
     /// The ledger the organisations' tokens live on.
     pub ledger: Arc<dyn tokenops_ledger::Ledger>,
@@ -211,6 +214,8 @@ impl App {
             roles: identity::roles::Roles::new(store.clone()),
             groups: identity::groups::Groups::new(store.clone()),
             clients: identity::clients::Clients::new(store.clone()),
+            templates: policies::templates::Templates::new(store.clone()),
+            policies: policies::Policies::new(store.clone()),
             identity: Arc::new(identity::IdentityProvider::new(
                 store.clone(),
                 clock.clone(),

@@ -2,8 +2,10 @@
 //! state rules, events, audit vocabulary, paging primitives, the permission catalogue and the
 //! platform roles. Nothing here performs I/O, save that `SystemClock`, the real adapter of the
 //! `Clock` port every layer reads the time through, reads the system's time.
+//! The policy catalogue and decision-table engine are `policy`; the approval step rules `approval`.
 
 pub mod account;
+pub mod approval;
 pub mod asset;
 pub mod audit;
 pub mod chain;
@@ -16,6 +18,7 @@ pub mod ids;
 pub mod operation;
 pub mod paging;
 pub mod permission;
+pub mod policy;
 pub mod role;
 pub mod timestamp;
 

@@ -32,6 +32,8 @@ mod locks;
 mod machine_clients;
 mod migrate;
 mod operations;
+mod policies;
+mod policy_templates;
 mod positions;
 mod query;
 mod refresh_tokens;
@@ -56,7 +58,7 @@ use tokenops_store::{
 use tokenops_store::{BreakStore, LockStore, OperationStore, PositionStore};
 use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
 use tokenops_store::{CustodyKeyStore, LedgerStore};
-use tokenops_store::{GroupStore, RoleStore, SecretRevealStore};
+use tokenops_store::{GroupStore, PolicyStore, PolicyTemplateStore, RoleStore, SecretRevealStore};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -464,6 +466,12 @@ impl Tx for PostgresTx {
         self
     }
     fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore {
+        self
+    }
+    fn policy_templates(&mut self) -> &mut dyn PolicyTemplateStore {
+        self
+    }
+    fn policies(&mut self) -> &mut dyn PolicyStore {
         self
     }
 

@@ -25,6 +25,8 @@ mod locks;
 mod machine_clients;
 mod migrate;
 mod operations;
+mod policies;
+mod policy_templates;
 mod positions;
 mod refresh_tokens;
 mod roles;
@@ -50,7 +52,7 @@ use tokenops_store::{
 use tokenops_store::{BreakStore, LockStore, OperationStore, PositionStore};
 use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
 use tokenops_store::{CustodyKeyStore, LedgerStore};
-use tokenops_store::{GroupStore, RoleStore, SecretRevealStore, SubjectStanding};
+use tokenops_store::{GroupStore, PolicyStore, PolicyTemplateStore, RoleStore, SecretRevealStore, SubjectStanding};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -310,6 +312,12 @@ impl Tx for SqliteTx {
         self
     }
     fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore {
+        self
+    }
+    fn policy_templates(&mut self) -> &mut dyn PolicyTemplateStore {
+        self
+    }
+    fn policies(&mut self) -> &mut dyn PolicyStore {
         self
     }
 

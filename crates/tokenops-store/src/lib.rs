@@ -25,6 +25,8 @@ mod ledger;
 mod locks;
 mod machine_clients;
 mod operations;
+mod policies;
+mod policy_templates;
 mod positions;
 mod priority;
 mod refresh_tokens;
@@ -52,6 +54,8 @@ pub use ledger::*;
 pub use locks::*;
 pub use machine_clients::*;
 pub use operations::*;
+pub use policies::*;
+pub use policy_templates::*;
 pub use positions::*;
 pub use priority::{in_background, is_background};
 pub use refresh_tokens::*;
@@ -164,6 +168,8 @@ pub trait Tx: Send {
     fn roles(&mut self) -> &mut dyn RoleStore;
     fn groups(&mut self) -> &mut dyn GroupStore;
     fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore;
+    fn policy_templates(&mut self) -> &mut dyn PolicyTemplateStore;
+    fn policies(&mut self) -> &mut dyn PolicyStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

@@ -191,7 +191,7 @@ async fn list_contracts(
     // An asset that cannot exist matches nothing: an empty page, not an error.
     let Ok(asset_id) = asset_id else {
         let empty = tokenops_domain::paging::Page::<ContractOut> { items: Vec::new(), total: 0 };
-        return Ok(axum::Json(paging::envelope(Style::A, &empty, page)).into_response());
+        return Ok(paging::respond(Style::A, &empty, page));
     };
     let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
     let view = contracts.map(|c| ContractOut::from(&c));

@@ -19,6 +19,8 @@ mod nonce_gaps;
 mod openapi_client;
 mod organisation;
 mod paging;
+mod policies;
+mod policy_templates;
 mod postgres_crash;
 mod sign_in;
 mod smoke;

@@ -1,0 +1,272 @@
+//! `/api/templates`: the policy templates the organisation sees (SYSTEM first, then its own,
+//! each by key; paging style B, or every template in one page with `ignorePaging=true`), and
+//! the organisation's own templates created, changed and deprecated.
+
+use axum::extract::State;
+use axum::response::Response;
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::policies::templates::{self, NewTemplate, SYSTEM_PREFIX, TemplateChange, TemplateOut};
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::policy::PolicyAction;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::fields::{optional_text, text};
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
+use crate::extract::path::PathText;
+use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRoute};
+
+const KEY_MAX: usize = 100;
+const NAME_MAX: usize = 200;
+const DESCRIPTION_MAX: usize = 2000;
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_templates, create_template))
+        .routes(routes!(update_template))
+        .routes(routes!(deprecate_template))
+}
+
+/// A page of policy templates (style B).
+pub type TemplatePage = PageB<TemplateOut>;
+
+/// `true` or `false` (absent: `false`).
+fn flag(params: &QueryParams, name: &str) -> Result<bool, Error> {
+    match params.one(name)? {
+        None => Ok(false),
+        Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(other) => Err(Error::invalid_field(name, format!("{other:?} must be true or false"))),
+    }
+}
+
+/// A tenant template key: 1–100 letters, digits, `_`, `-` or `.`, starting with a letter or
+/// digit; `system.` starts only the SYSTEM keys.
+fn template_key(value: Option<String>) -> Result<String, Error> {
+    let key = text("key", value, KEY_MAX)?;
+    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return Err(Error::invalid_field(
+            "key",
+            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
+        ));
+    }
+    Ok(key)
+}
+
+fn action(value: Option<String>) -> Result<PolicyAction, Error> {
+    let text = value.ok_or_else(|| Error::invalid_field("action", "is required"))?;
+    PolicyAction::parse(&text).ok_or_else(|| {
+        let names: Vec<&str> = PolicyAction::ALL.iter().map(|a| a.as_str()).collect();
+        Error::invalid_field("action", format!("{text:?} is not a policy action; one of {}", names.join(", ")))
+    })
+}
+
+/// A default content document: any JSON object (its rules are checked when a policy is made).
+fn default_content(value: Option<serde_json::Value>, required: bool) -> Result<Option<serde_json::Value>, Error> {
+    match value {
+        None if required => Err(Error::invalid_field("defaultContent", "is required")),
+        None => Ok(None),
+        Some(v) if v.is_object() => Ok(Some(v)),
+        Some(_) => Err(Error::invalid_field("defaultContent", "must be a JSON object")),
+    }
+}
+
+/// List the policy templates the organisation sees (paging style B).
+#[utoipa::path(
+    get, path = "/api/templates", tag = "policies", operation_id = "templates.list",
+    params(
+        ("includeDeprecated" = Option<bool>, Query, description = "true shows DEPRECATED templates too; default false"),
+        ("ignorePaging" = Option<bool>, Query, description = "true answers every template in one page (page and size are then ignored)"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style B page: SYSTEM templates first, then the organisation's own (TENANT), each by key ascending. The spec does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = TemplatePage),
+        (status = 400, description = "Invalid paging, or includeDeprecated/ignorePaging not true or false", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_templates(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let include_deprecated = flag(&params, "includeDeprecated")?;
+    let ignore_paging = flag(&params, "ignorePaging")?;
+    let all = state.app.templates.list(scope.tenant, include_deprecated).await?;
+    let total = all.len() as u64;
+    let (items, page) = if ignore_paging {
+        let size = u32::try_from(all.len()).unwrap_or(u32::MAX).max(1);
+        (all, PageRequest { page: 0, size })
+    } else {
+        let page = paging::page_request(&params, STRICT_SIZE)?;
+        let skip = usize::try_from(page.offset()).unwrap_or(usize::MAX);
+        (all.into_iter().skip(skip).take(page.size as usize).collect(), page)
+    };
+    Ok(paging::respond(Style::B, &Page { items, total }, page))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TemplateIn {
+    /// 1 to 100 letters, digits, `_`, `-`, `.`, starting with a letter or digit; unique in the
+    /// organisation; the `system.` keys are the platform's.
+    #[schema(required = true, value_type = String)]
+    pub key: Option<String>,
+    /// 1 to 200 characters.
+    #[schema(required = true, value_type = String)]
+    pub name: Option<String>,
+    /// 1 to 2000 characters.
+    #[schema(required = true, value_type = String)]
+    pub description: Option<String>,
+    /// The policy action policies from this template govern.
+    #[schema(required = true, value_type = PolicyAction)]
+    pub action: Option<String>,
+    /// A suggested rule document (a JSON object), stored as sent and not validated.
+    #[schema(required = true, value_type = Object)]
+    pub default_content: Option<serde_json::Value>,
+}
+
+/// Create one of the organisation's own (TENANT) templates.
+#[utoipa::path(
+    post, path = "/api/templates", tag = "policies", operation_id = "templates.create",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    request_body = TemplateIn,
+    responses(
+        (status = 201, description = "Created, ACTIVE, templateVersion 1. defaultContent is not validated against the context catalogue: invalid rules are refused when a policy is created with them", body = TemplateOut, headers(("Location" = String))),
+        (status = 400, description = "VALIDATION_FAILED: a field missing, blank or too long, a malformed key, a key starting with system., an unknown action, or defaultContent not an object", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing template:create", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_template(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<TemplateIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &templates::CREATE, key, &[], &body.document);
+    let value = body.value;
+    let template_key = template_key(value.key)?;
+    let is_system_key = tokenops_domain::policy::system_templates().iter().any(|t| t.key == template_key);
+    if template_key.starts_with(SYSTEM_PREFIX) && !is_system_key {
+        return Err(Error::invalid_field(
+            "key",
+            format!("the prefix {SYSTEM_PREFIX} is reserved for SYSTEM templates"),
+        )
+        .into());
+    }
+    let new = NewTemplate {
+        key: template_key,
+        name: text("name", value.name, NAME_MAX)?,
+        description: text("description", value.description, DESCRIPTION_MAX)?,
+        action: action(value.action)?,
+        default_content: default_content(value.default_content, true)?.unwrap_or_default(),
+    };
+    write::run(&state, request.about(new.key.clone()), |app, mut w| async move {
+        let created = app.templates.create(&mut w, new).await;
+        let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
+        (w, reply)
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TemplatePatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// A JSON object, stored as sent and not validated.
+    #[schema(value_type = Option<Object>)]
+    pub default_content: Option<serde_json::Value>,
+}
+
+/// Change one of the organisation's own templates.
+///
+/// The spec names the operation but not its method and path. Changes name, description and/or
+/// defaultContent and adds one to templateVersion. Policies created from the template do not
+/// change: a policy is a copy. SYSTEM templates belong to the platform and are not in an
+/// organisation's scope (404).
+#[utoipa::path(
+    patch, path = "/api/templates/{key}", tag = "policies", operation_id = "templates.update",
+    params(
+        ("key" = String, Path, description = "The template's key"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = TemplatePatch,
+    responses(
+        (status = 200, description = "The template after the change, templateVersion one up", body = TemplateOut),
+        (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long field, or defaultContent not an object", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing template:create", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_template(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(template_key): PathText,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<TemplatePatch>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &templates::UPDATE, key, &[&template_key], &body.document);
+    let value = body.value;
+    let change = TemplateChange {
+        name: optional_text("name", value.name, NAME_MAX)?,
+        description: optional_text("description", value.description, DESCRIPTION_MAX)?,
+        default_content: default_content(value.default_content, false)?,
+    };
+    if change.name.is_none() && change.description.is_none() && change.default_content.is_none() {
+        return Err(Error::bad_request("Nothing to change: send name, description and/or defaultContent").into());
+    }
+    write::run(&state, request.about(template_key.clone()), |app, mut w| async move {
+        let updated = app.templates.update(&mut w, &template_key, change).await;
+        (w, updated.and_then(|t| Reply::ok(&t)))
+    })
+    .await
+}
+
+/// Deprecate one of the organisation's own templates.
+///
+/// The spec names the operation but not its method and path. A DEPRECATED template is hidden
+/// from listings unless includeDeprecated=true and no new policy can be created from it (404);
+/// policies created from it are unchanged. Deprecating it again changes nothing (200).
+#[utoipa::path(
+    post, path = "/api/templates/{key}/deprecate", tag = "policies", operation_id = "templates.deprecate",
+    params(
+        ("key" = String, Path, description = "The template's key"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    responses(
+        (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
+        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing template:create", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn deprecate_template(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathText(template_key): PathText,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &templates::DEPRECATE, key, &[&template_key], &serde_json::Value::Null);
+    write::run(&state, request.about(template_key.clone()), |app, mut w| async move {
+        let deprecated = app.templates.deprecate(&mut w, &template_key).await;
+        (w, deprecated.and_then(|t| Reply::ok(&t)))
+    })
+    .await
+}

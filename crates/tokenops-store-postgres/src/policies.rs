@@ -1,0 +1,302 @@
+//! Policies and their versions on PostgreSQL: `PolicyStore`. Activation locks the slot's
+//! candidate rows (`lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
+//! apply one after the other.
+
+use crate::codec::parsed;
+use crate::query::BindPage;
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyStatus, PolicyVersion, RuleType};
+use tokenops_store::{PolicyStore, StoreError, StoreResult};
+use uuid::Uuid;
+
+const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
+const VERSION_COLUMNS: &str =
+    "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
+
+fn number(row: &PgRow, name: &str) -> StoreResult<u32> {
+    let value: i32 = codec::get(row, name)?;
+    u32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{name} {value}")))
+}
+
+fn to_i32(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+fn decode_policy(row: &PgRow) -> StoreResult<Policy> {
+    let status: String = codec::get(row, "status")?;
+    let rule_type: String = codec::get(row, "rule_type")?;
+    let action: String = codec::get(row, "action")?;
+    Ok(Policy {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        status: parsed(&status, "policy status", PolicyStatus::parse)?,
+        rule_type: parsed(&rule_type, "policy rule type", RuleType::parse)?,
+        action: parsed(&action, "policy action", PolicyAction::parse)?,
+        template_key: codec::get(row, "template_key")?,
+        version: number(row, "version")?,
+        name: codec::get(row, "name")?,
+        description: codec::get(row, "description")?,
+        created_by: codec::get(row, "created_by")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+/// A version's columns, named with `prefix` (empty, or `v_` in a join).
+fn decode_version_prefixed(row: &PgRow, prefix: &str) -> StoreResult<PolicyVersion> {
+    let col = |name: &str| format!("{prefix}{name}");
+    Ok(PolicyVersion {
+        id: codec::get(row, &col("id"))?,
+        tenant_id: TenantId(codec::get(row, &col("tenant_id"))?),
+        policy_id: codec::get(row, &col("policy_id"))?,
+        version_number: number(row, &col("version_number"))?,
+        content: codec::get(row, &col("content"))?,
+        change_summary: codec::get(row, &col("change_summary"))?,
+        created_by: codec::get(row, &col("created_by"))?,
+        created_at: codec::ts(codec::get(row, &col("created_at"))?),
+    })
+}
+
+fn decode_version(row: &PgRow) -> StoreResult<PolicyVersion> {
+    decode_version_prefixed(row, "")
+}
+
+fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
+    Ok((decode_policy(row)?, decode_version_prefixed(row, "v_")?))
+}
+
+/// Joins each policy `p` with its current version `v`.
+const CURRENT_VERSION: &str = "JOIN policy_versions v ON v.policy_id = p.id AND v.version_number = p.version";
+
+/// The policy columns of a join with `policies p`, then the version columns of
+/// `policy_versions v` prefixed `v_`.
+fn joined_columns() -> String {
+    let p = POLICY_COLUMNS.split(", ").map(|c| format!("p.{c} AS {c}"));
+    let v = VERSION_COLUMNS.split(", ").map(|c| format!("v.{c} AS v_{c}"));
+    p.chain(v).collect::<Vec<_>>().join(", ")
+}
+
+impl PostgresTx {
+    async fn fetch_policy(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Policy>> {
+        let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_policy).await
+    }
+
+    async fn insert_policy_version(&mut self, v: &PolicyVersion) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO policy_versions ({VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(v.id)
+                    .bind(v.tenant_id.as_uuid())
+                    .bind(v.policy_id)
+                    .bind(to_i32(v.version_number))
+                    .bind(&v.content)
+                    .bind(&v.change_summary)
+                    .bind(&v.created_by)
+                    .bind(v.created_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("policy version"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl PolicyStore for PostgresTx {
+    async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO policies ({POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(p.id)
+                    .bind(p.tenant_id.as_uuid())
+                    .bind(p.status.as_str())
+                    .bind(p.rule_type.as_str())
+                    .bind(p.action.as_str())
+                    .bind(&p.template_key)
+                    .bind(to_i32(p.version))
+                    .bind(&p.name)
+                    .bind(&p.description)
+                    .bind(&p.created_by)
+                    .bind(p.created_at.as_micros())
+                    .bind(p.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("policy id"));
+        }
+        self.insert_policy_version(first).await
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
+        self.fetch_policy(tenant, id, "").await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
+        self.fetch_policy(tenant, id, "FOR UPDATE").await
+    }
+
+    async fn update(&mut self, p: &Policy) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE policies SET status = $1, version = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+            )
+            .bind(p.status.as_str())
+            .bind(to_i32(p.version))
+            .bind(p.updated_at.as_micros())
+            .bind(p.tenant_id.as_uuid())
+            .bind(p.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: PolicyFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<(Policy, PolicyVersion)>> {
+        let status = filter.status.map(|s| s.as_str().to_owned());
+        let rule_type = filter.rule_type.map(|r| r.as_str().to_owned());
+        let condition =
+            "p.tenant_id = $1 AND ($2::text IS NULL OR p.status = $2) AND ($3::text IS NULL OR p.rule_type = $3)";
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM policies p WHERE {condition}")))
+                    .bind(tenant.as_uuid())
+                    .bind(status.clone())
+                    .bind(rule_type.clone()),
+            )
+            .await?;
+        let sql = format!(
+            "SELECT {} FROM policies p {CURRENT_VERSION} WHERE {condition}
+             ORDER BY p.created_at DESC, p.id DESC LIMIT $4 OFFSET $5",
+            joined_columns()
+        );
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(tenant.as_uuid())
+                    .bind(status)
+                    .bind(rule_type)
+                    .bind_page(page),
+                decode_joined,
+            )
+            .await?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn lock_slot(
+        &mut self,
+        tenant: TenantId,
+        rule_type: RuleType,
+        action: PolicyAction,
+        template_key: &str,
+    ) -> StoreResult<Vec<Policy>> {
+        let sql = format!(
+            "SELECT {POLICY_COLUMNS} FROM policies
+             WHERE tenant_id = $1 AND rule_type = $2 AND action = $3 AND template_key = $4 AND status <> 'ARCHIVED'
+             ORDER BY id ASC FOR UPDATE"
+        );
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(rule_type.as_str())
+                .bind(action.as_str())
+                .bind(template_key.to_owned()),
+            decode_policy,
+        )
+        .await
+    }
+
+    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()> {
+        self.insert_policy_version(version).await
+    }
+
+    async fn latest_version_number(&mut self, tenant: TenantId, policy_id: Uuid) -> StoreResult<u32> {
+        let latest: i32 = self
+            .scalar(
+                sqlx::query_scalar(
+                    "SELECT COALESCE(MAX(version_number), 0) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2",
+                )
+                .bind(tenant.as_uuid())
+                .bind(policy_id),
+            )
+            .await?;
+        u32::try_from(latest).map_err(|_| StoreError::Corrupt(format!("version number {latest}")))
+    }
+
+    async fn get_version(
+        &mut self,
+        tenant: TenantId,
+        policy_id: Uuid,
+        version_number: u32,
+    ) -> StoreResult<Option<PolicyVersion>> {
+        let sql = format!(
+            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2 AND version_number = $3"
+        );
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind(to_i32(version_number)),
+            decode_version,
+        )
+        .await
+    }
+
+    async fn list_versions(
+        &mut self,
+        tenant: TenantId,
+        policy_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<PolicyVersion>> {
+        let total: i64 = self
+            .scalar(
+                sqlx::query_scalar("SELECT COUNT(*) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2")
+                    .bind(tenant.as_uuid())
+                    .bind(policy_id),
+            )
+            .await?;
+        let sql = format!(
+            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
+             ORDER BY version_number DESC LIMIT $3 OFFSET $4"
+        );
+        let items = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind_page(page),
+                decode_version,
+            )
+            .await?;
+        Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn active_for_action(
+        &mut self,
+        tenant: TenantId,
+        action: PolicyAction,
+    ) -> StoreResult<Vec<(Policy, PolicyVersion)>> {
+        let sql = format!(
+            "SELECT {} FROM policies p {CURRENT_VERSION}
+             WHERE p.tenant_id = $1 AND p.action = $2 AND p.status = 'ACTIVE'
+             ORDER BY p.created_at ASC, p.id ASC",
+            joined_columns()
+        );
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(action.as_str()),
+            decode_joined,
+        )
+        .await
+    }
+}

@@ -1,0 +1,119 @@
+//! The organisations' own policy templates on PostgreSQL: `PolicyTemplateStore`.
+
+use crate::codec::parsed;
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::TenantId;
+use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
+use tokenops_store::{PolicyTemplateStore, StoreError, StoreResult};
+
+const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
+     default_content, created_by, created_at, updated_at";
+
+fn decode_template(row: &PgRow) -> StoreResult<TenantTemplate> {
+    let version: i32 = codec::get(row, "template_version")?;
+    let action: String = codec::get(row, "action")?;
+    let status: String = codec::get(row, "status")?;
+    Ok(TenantTemplate {
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        key: codec::get(row, "template_key")?,
+        template_version: u32::try_from(version)
+            .map_err(|_| StoreError::Corrupt(format!("template version {version}")))?,
+        name: codec::get(row, "name")?,
+        description: codec::get(row, "description")?,
+        action: parsed(&action, "template action", PolicyAction::parse)?,
+        status: parsed(&status, "template status", TemplateStatus::parse)?,
+        default_content: codec::get(row, "default_content")?,
+        created_by: codec::get(row, "created_by")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+fn version_i32(version: u32) -> i32 {
+    i32::try_from(version).unwrap_or(i32::MAX)
+}
+
+impl PostgresTx {
+    async fn fetch_template(&mut self, tenant: TenantId, key: &str, lock: &str) -> StoreResult<Option<TenantTemplate>> {
+        let sql = format!(
+            "SELECT {TEMPLATE_COLUMNS} FROM policy_templates WHERE tenant_id = $1 AND template_key = $2 {lock}"
+        );
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(key.to_owned()),
+            decode_template,
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl PolicyTemplateStore for PostgresTx {
+    async fn insert(&mut self, t: &TenantTemplate) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO policy_templates ({TEMPLATE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(t.tenant_id.as_uuid())
+                    .bind(&t.key)
+                    .bind(version_i32(t.template_version))
+                    .bind(&t.name)
+                    .bind(&t.description)
+                    .bind(t.action.as_str())
+                    .bind(t.status.as_str())
+                    .bind(&t.default_content)
+                    .bind(&t.created_by)
+                    .bind(t.created_at.as_micros())
+                    .bind(t.updated_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("template key"));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
+        self.fetch_template(tenant, key, "").await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
+        self.fetch_template(tenant, key, "FOR UPDATE").await
+    }
+
+    async fn update(&mut self, t: &TenantTemplate) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE policy_templates SET template_version = $1, name = $2, description = $3, status = $4,
+                     default_content = $5, updated_at = $6
+                 WHERE tenant_id = $7 AND template_key = $8",
+            )
+            .bind(version_i32(t.template_version))
+            .bind(&t.name)
+            .bind(&t.description)
+            .bind(t.status.as_str())
+            .bind(&t.default_content)
+            .bind(t.updated_at.as_micros())
+            .bind(t.tenant_id.as_uuid())
+            .bind(&t.key),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list(&mut self, tenant: TenantId, include_deprecated: bool) -> StoreResult<Vec<TenantTemplate>> {
+        let sql = format!(
+            "SELECT {TEMPLATE_COLUMNS} FROM policy_templates WHERE tenant_id = $1 AND ($2 OR status = 'ACTIVE')
+             ORDER BY template_key ASC"
+        );
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(include_deprecated),
+            decode_template,
+        )
+        .await
+    }
+}

@@ -1,0 +1,265 @@
+//! Policies and their versions on SQLite: `PolicyStore`.
+
+use crate::codec::{int, opt_text, page_limits, parsed, text};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::{Row, params};
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyStatus, PolicyVersion, RuleType};
+use tokenops_store::{PolicyStore, StoreResult};
+use uuid::Uuid;
+
+const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
+const VERSION_COLUMNS: &str =
+    "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
+
+fn number(row: &Row<'_>, name: &str) -> StoreResult<u32> {
+    let value = int(row, name)?;
+    u32::try_from(value).map_err(|_| tokenops_store::StoreError::Corrupt(format!("{name} {value}")))
+}
+
+fn decode_policy(row: &Row<'_>) -> StoreResult<Policy> {
+    Ok(Policy {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        status: parsed(&text(row, "status")?, "policy status", PolicyStatus::parse)?,
+        rule_type: parsed(&text(row, "rule_type")?, "policy rule type", RuleType::parse)?,
+        action: parsed(&text(row, "action")?, "policy action", PolicyAction::parse)?,
+        template_key: text(row, "template_key")?,
+        version: number(row, "version")?,
+        name: opt_text(row, "name")?,
+        description: opt_text(row, "description")?,
+        created_by: text(row, "created_by")?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+fn decode_version(row: &Row<'_>) -> StoreResult<PolicyVersion> {
+    Ok(PolicyVersion {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        policy_id: codec::uuid(&text(row, "policy_id")?)?,
+        version_number: number(row, "version_number")?,
+        content: text(row, "content")?,
+        change_summary: opt_text(row, "change_summary")?,
+        created_by: text(row, "created_by")?,
+        created_at: codec::ts(int(row, "created_at")?),
+    })
+}
+
+/// Joins each policy `p` with its current version `v`.
+const CURRENT_VERSION: &str = "JOIN policy_versions v ON v.policy_id = p.id AND v.version_number = p.version";
+
+/// The policy columns of a join with `policies p`, then the version columns of
+/// `policy_versions v` prefixed `v_`.
+fn joined_columns() -> String {
+    let p = POLICY_COLUMNS.split(", ").map(|c| format!("p.{c} AS {c}"));
+    let v = VERSION_COLUMNS.split(", ").map(|c| format!("v.{c} AS v_{c}"));
+    p.chain(v).collect::<Vec<_>>().join(", ")
+}
+
+fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
+    let version = PolicyVersion {
+        id: codec::uuid(&text(row, "v_id")?)?,
+        tenant_id: codec::tenant(&text(row, "v_tenant_id")?)?,
+        policy_id: codec::uuid(&text(row, "v_policy_id")?)?,
+        version_number: number(row, "v_version_number")?,
+        content: text(row, "v_content")?,
+        change_summary: opt_text(row, "v_change_summary")?,
+        created_by: text(row, "v_created_by")?,
+        created_at: codec::ts(int(row, "v_created_at")?),
+    };
+    Ok((decode_policy(row)?, version))
+}
+
+impl SqliteTx {
+    fn insert_policy_version(&self, v: &PolicyVersion) -> StoreResult<()> {
+        self.execute(
+            &format!("INSERT INTO policy_versions ({VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+            params![
+                codec::id_text(v.id),
+                codec::id_text(v.tenant_id.as_uuid()),
+                codec::id_text(v.policy_id),
+                i64::from(v.version_number),
+                &v.content,
+                &v.change_summary,
+                &v.created_by,
+                v.created_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl PolicyStore for SqliteTx {
+    async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
+        self.execute(
+            &format!(
+                "INSERT INTO policies ({POLICY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+            ),
+            params![
+                codec::id_text(p.id),
+                codec::id_text(p.tenant_id.as_uuid()),
+                p.status.as_str(),
+                p.rule_type.as_str(),
+                p.action.as_str(),
+                &p.template_key,
+                i64::from(p.version),
+                &p.name,
+                &p.description,
+                &p.created_by,
+                p.created_at.as_micros(),
+                p.updated_at.as_micros(),
+            ],
+        )?;
+        self.insert_policy_version(first)
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
+        self.fetch_optional(
+            &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode_policy,
+        )
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a policy for update")?;
+        PolicyStore::get(self, tenant, id).await
+    }
+
+    async fn update(&mut self, p: &Policy) -> StoreResult<()> {
+        self.execute(
+            "UPDATE policies SET status = ?1, version = ?2, updated_at = ?3 WHERE tenant_id = ?4 AND id = ?5",
+            params![
+                p.status.as_str(),
+                i64::from(p.version),
+                p.updated_at.as_micros(),
+                codec::id_text(p.tenant_id.as_uuid()),
+                codec::id_text(p.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: PolicyFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<(Policy, PolicyVersion)>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let status = filter.status.map(PolicyStatus::as_str);
+        let rule_type = filter.rule_type.map(RuleType::as_str);
+        let condition = "p.tenant_id = ?1 AND (?2 IS NULL OR p.status = ?2) AND (?3 IS NULL OR p.rule_type = ?3)";
+        let total: i64 = self.scalar(
+            &format!("SELECT COUNT(*) FROM policies p WHERE {condition}"),
+            params![&tenant_text, status, rule_type],
+        )?;
+        let (limit, offset) = page_limits(page);
+        let items = self.fetch_all(
+            &format!(
+                "SELECT {} FROM policies p {CURRENT_VERSION} WHERE {condition}
+                 ORDER BY p.created_at DESC, p.id DESC LIMIT ?4 OFFSET ?5",
+                joined_columns()
+            ),
+            params![&tenant_text, status, rule_type, limit, offset],
+            decode_joined,
+        )?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn lock_slot(
+        &mut self,
+        tenant: TenantId,
+        rule_type: RuleType,
+        action: PolicyAction,
+        template_key: &str,
+    ) -> StoreResult<Vec<Policy>> {
+        // The single writer serialises write transactions: reading is locking here.
+        self.require_write("locking a policy slot")?;
+        self.fetch_all(
+            &format!(
+                "SELECT {POLICY_COLUMNS} FROM policies
+                 WHERE tenant_id = ?1 AND rule_type = ?2 AND action = ?3 AND template_key = ?4
+                   AND status <> 'ARCHIVED'
+                 ORDER BY id ASC"
+            ),
+            params![codec::id_text(tenant.as_uuid()), rule_type.as_str(), action.as_str(), template_key],
+            decode_policy,
+        )
+    }
+
+    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()> {
+        self.insert_policy_version(version)
+    }
+
+    async fn latest_version_number(&mut self, tenant: TenantId, policy_id: Uuid) -> StoreResult<u32> {
+        let latest: i64 = self.scalar(
+            "SELECT COALESCE(MAX(version_number), 0) FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(policy_id)],
+        )?;
+        u32::try_from(latest).map_err(|_| tokenops_store::StoreError::Corrupt(format!("version number {latest}")))
+    }
+
+    async fn get_version(
+        &mut self,
+        tenant: TenantId,
+        policy_id: Uuid,
+        version_number: u32,
+    ) -> StoreResult<Option<PolicyVersion>> {
+        self.fetch_optional(
+            &format!(
+                "SELECT {VERSION_COLUMNS} FROM policy_versions
+                 WHERE tenant_id = ?1 AND policy_id = ?2 AND version_number = ?3"
+            ),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(policy_id), i64::from(version_number)],
+            decode_version,
+        )
+    }
+
+    async fn list_versions(
+        &mut self,
+        tenant: TenantId,
+        policy_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<PolicyVersion>> {
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let policy_text = codec::id_text(policy_id);
+        let total: i64 = self.scalar(
+            "SELECT COUNT(*) FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2",
+            params![&tenant_text, &policy_text],
+        )?;
+        let (limit, offset) = page_limits(page);
+        let items = self.fetch_all(
+            &format!(
+                "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2
+                 ORDER BY version_number DESC LIMIT ?3 OFFSET ?4"
+            ),
+            params![&tenant_text, &policy_text, limit, offset],
+            decode_version,
+        )?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn active_for_action(
+        &mut self,
+        tenant: TenantId,
+        action: PolicyAction,
+    ) -> StoreResult<Vec<(Policy, PolicyVersion)>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {} FROM policies p {CURRENT_VERSION}
+                 WHERE p.tenant_id = ?1 AND p.action = ?2 AND p.status = 'ACTIVE'
+                 ORDER BY p.created_at ASC, p.id ASC",
+                joined_columns()
+            ),
+            params![codec::id_text(tenant.as_uuid()), action.as_str()],
+            decode_joined,
+        )
+    }
+}

@@ -1,0 +1,98 @@
+//! The organisations' own policy templates on SQLite: `PolicyTemplateStore`.
+
+use crate::codec::{int, parsed, text};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::{Row, params};
+use tokenops_domain::TenantId;
+use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
+use tokenops_store::{PolicyTemplateStore, StoreError, StoreResult};
+
+const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
+     default_content, created_by, created_at, updated_at";
+
+fn decode_template(row: &Row<'_>) -> StoreResult<TenantTemplate> {
+    Ok(TenantTemplate {
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        key: text(row, "template_key")?,
+        template_version: {
+            let v = int(row, "template_version")?;
+            u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("template version {v}")))?
+        },
+        name: text(row, "name")?,
+        description: text(row, "description")?,
+        action: parsed(&text(row, "action")?, "template action", PolicyAction::parse)?,
+        status: parsed(&text(row, "status")?, "template status", TemplateStatus::parse)?,
+        default_content: text(row, "default_content")?,
+        created_by: text(row, "created_by")?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+#[async_trait]
+impl PolicyTemplateStore for SqliteTx {
+    async fn insert(&mut self, t: &TenantTemplate) -> StoreResult<()> {
+        self.execute(
+            &format!("INSERT INTO policy_templates ({TEMPLATE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+            params![
+                codec::id_text(t.tenant_id.as_uuid()),
+                &t.key,
+                i64::from(t.template_version),
+                &t.name,
+                &t.description,
+                t.action.as_str(),
+                t.status.as_str(),
+                &t.default_content,
+                &t.created_by,
+                t.created_at.as_micros(),
+                t.updated_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
+        self.fetch_optional(
+            &format!("SELECT {TEMPLATE_COLUMNS} FROM policy_templates WHERE tenant_id = ?1 AND template_key = ?2"),
+            params![codec::id_text(tenant.as_uuid()), key],
+            decode_template,
+        )
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a template for update")?;
+        PolicyTemplateStore::get(self, tenant, key).await
+    }
+
+    async fn update(&mut self, t: &TenantTemplate) -> StoreResult<()> {
+        self.execute(
+            "UPDATE policy_templates SET template_version = ?1, name = ?2, description = ?3, status = ?4,
+                 default_content = ?5, updated_at = ?6
+             WHERE tenant_id = ?7 AND template_key = ?8",
+            params![
+                i64::from(t.template_version),
+                &t.name,
+                &t.description,
+                t.status.as_str(),
+                &t.default_content,
+                t.updated_at.as_micros(),
+                codec::id_text(t.tenant_id.as_uuid()),
+                &t.key,
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn list(&mut self, tenant: TenantId, include_deprecated: bool) -> StoreResult<Vec<TenantTemplate>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {TEMPLATE_COLUMNS} FROM policy_templates WHERE tenant_id = ?1 AND (?2 OR status = 'ACTIVE')
+                 ORDER BY template_key ASC"
+            ),
+            params![codec::id_text(tenant.as_uuid()), include_deprecated],
+            decode_template,
+        )
+    }
+}

@@ -1,0 +1,62 @@
+//! Policies and their versions: `Policy`, `PolicyVersion`, `PolicyFilter` and
+//! `PolicyStore`. A version is written once and never changed.
+
+use async_trait::async_trait;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion, RuleType};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[async_trait]
+pub trait PolicyStore: Send {
+    /// The policy with its first version.
+    async fn insert(&mut self, policy: &Policy, first: &PolicyVersion) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>>;
+    /// As `get`, locking the row for the rest of the transaction.
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>>;
+    /// Replaces status, version and updated_at.
+    async fn update(&mut self, policy: &Policy) -> StoreResult<()>;
+    /// Newest first (created_at, then id, descending), each with its current version.
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: PolicyFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<(Policy, PolicyVersion)>>;
+    /// The non-archived policies holding the (ruleType, action, templateKey) slot, locked for
+    /// the rest of the transaction in id order (so two activations lock alike and never
+    /// deadlock).
+    async fn lock_slot(
+        &mut self,
+        tenant: TenantId,
+        rule_type: RuleType,
+        action: PolicyAction,
+        template_key: &str,
+    ) -> StoreResult<Vec<Policy>>;
+    /// `StoreError::Conflict` when the policy has a version with that number.
+    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()>;
+    /// The highest version number of the policy (0 when it has none).
+    async fn latest_version_number(&mut self, tenant: TenantId, policy_id: Uuid) -> StoreResult<u32>;
+    async fn get_version(
+        &mut self,
+        tenant: TenantId,
+        policy_id: Uuid,
+        version_number: u32,
+    ) -> StoreResult<Option<PolicyVersion>>;
+    /// Newest first (by version number).
+    async fn list_versions(
+        &mut self,
+        tenant: TenantId,
+        policy_id: Uuid,
+        page: PageRequest,
+    ) -> StoreResult<Page<PolicyVersion>>;
+    /// The ACTIVE policies of the organisation governing `action`, each with its current
+    /// version, in one statement (what the settlement pipeline evaluates), oldest first.
+    async fn active_for_action(
+        &mut self,
+        tenant: TenantId,
+        action: PolicyAction,
+    ) -> StoreResult<Vec<(Policy, PolicyVersion)>>;
+}

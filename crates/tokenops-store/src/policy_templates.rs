@@ -1,0 +1,22 @@
+//! An organisation's own (TENANT) policy templates: `TenantTemplate` and
+//! `PolicyTemplateStore`. SYSTEM templates ship in code (`tokenops_domain::policy::templates`).
+
+use async_trait::async_trait;
+use tokenops_domain::TenantId;
+use tokenops_domain::policy::TenantTemplate;
+
+use crate::StoreResult;
+
+#[async_trait]
+pub trait PolicyTemplateStore: Send {
+    /// `StoreError::Conflict` when the organisation has a template with that key.
+    async fn insert(&mut self, template: &TenantTemplate) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>>;
+    /// As `get`, locking the row for the rest of the transaction.
+    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>>;
+    /// Replaces version, name, description, status, default content and updated_at.
+    async fn update(&mut self, template: &TenantTemplate) -> StoreResult<()>;
+    /// Every template of the organisation by key (an organisation keeps a handful), deprecated
+    /// ones only when asked.
+    async fn list(&mut self, tenant: TenantId, include_deprecated: bool) -> StoreResult<Vec<TenantTemplate>>;
+}
