@@ -47,6 +47,7 @@ fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
         (routes::audit::router(), TimestampStyle::Iso8601),
         (routes::roles::router(), TimestampStyle::Iso8601),
         (routes::groups::router(), TimestampStyle::Iso8601),
+        (routes::approvals::router(), TimestampStyle::Iso8601),
         (routes::clients::router(), TimestampStyle::Iso8601),
         (routes::tenants::router(), TimestampStyle::Iso8601),
         (routes::users::router(), TimestampStyle::Iso8601),

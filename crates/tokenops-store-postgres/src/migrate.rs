@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "accounts", include_str!("../migrations/0005_accounts.sql")),
     (6, "operations", include_str!("../migrations/0006_operations.sql")),
     (7, "idempotency_resource", include_str!("../migrations/0007_idempotency_resource.sql")),
+    (9, "approvals", include_str!("../migrations/0009_approvals.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

@@ -6,6 +6,7 @@
 //! Statements run inline on the calling task (`connection`).
 
 mod accounts;
+mod approvals;
 mod audit;
 mod breaks;
 mod challenges;
@@ -42,6 +43,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
+use tokenops_store::ApprovalStore;
 use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
@@ -310,6 +312,9 @@ impl Tx for SqliteTx {
         self
     }
     fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore {
+        self
+    }
+    fn approvals(&mut self) -> &mut dyn ApprovalStore {
         self
     }
 

@@ -15,6 +15,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "accounts", include_str!("../migrations/0005_accounts.sql")),
     (6, "operations", include_str!("../migrations/0006_operations.sql")),
     (7, "idempotency_resource", include_str!("../migrations/0007_idempotency_resource.sql")),
+    (9, "approvals", include_str!("../migrations/0009_approvals.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),

@@ -10,6 +10,7 @@
 //! reached by construction.
 
 mod accounts;
+mod approvals;
 mod audit;
 mod breaks;
 mod challenges;
@@ -37,6 +38,7 @@ mod tenants;
 mod users;
 
 pub use accounts::*;
+pub use approvals::*;
 pub use audit::*;
 pub use breaks::*;
 pub use challenges::*;
@@ -164,6 +166,7 @@ pub trait Tx: Send {
     fn roles(&mut self) -> &mut dyn RoleStore;
     fn groups(&mut self) -> &mut dyn GroupStore;
     fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore;
+    fn approvals(&mut self) -> &mut dyn ApprovalStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
