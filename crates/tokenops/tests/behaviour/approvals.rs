@@ -387,7 +387,7 @@ async fn refusals_by_status(backend: Backend) {
         (Method::POST, format!("/api/approvals/tasks/{}/reject", tasks[0]), "approval:decide"),
         (Method::POST, format!("/api/approvals/tasks/{}/reassign", tasks[0]), "approval:decide"),
     ] {
-        let body = (method == Method::POST).then(|| four_eyes());
+        let body = (method == Method::POST).then(four_eyes);
         let reply = call(&app, method, &path, Some(&viewer), body.as_ref()).await;
         reply.expect(403);
         assert!(reply.body["message"].as_str().unwrap_or("").contains(permission), "{path}: {}", reply.body);
