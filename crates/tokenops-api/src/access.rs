@@ -87,6 +87,16 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/policies/{policyId}/versions", needs(P::PolicyRead)),
     ("POST", "/api/policies/{policyId}/versions", needs(P::PolicyVersionCreate)),
     ("PUT", "/api/policies/{policyId}/current-version", needs(P::PolicyUpdate)),
+    // Approvals
+    ("GET", "/api/approvals/tasks", needs(P::ApprovalRead)),
+    ("GET", "/api/approvals/tasks/{taskId}", needs(P::ApprovalRead)),
+    ("POST", "/api/approvals/tasks/{taskId}/approve", needs(P::ApprovalDecide)),
+    ("POST", "/api/approvals/tasks/{taskId}/reject", needs(P::ApprovalDecide)),
+    ("POST", "/api/approvals/tasks/{taskId}/reassign", needs(P::ApprovalDecide)),
+    ("GET", "/api/approvals/requests", needs(P::ApprovalRead)),
+    ("POST", "/api/approvals/requests", needs(P::ApprovalRequest)),
+    ("GET", "/api/approvals/requests/{requestId}", needs(P::ApprovalRead)),
+    ("POST", "/api/approvals/requests/{requestId}/cancel", needs(P::ApprovalRequest)),
     // Customers
     ("POST", "/api/customers", needs(P::CustomerWrite)),
     ("GET", "/api/customers", needs(P::CustomerRead)),

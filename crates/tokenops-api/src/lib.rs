@@ -49,6 +49,7 @@ fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
         (routes::groups::router(), TimestampStyle::Iso8601),
         (routes::templates::router(), TimestampStyle::Iso8601),
         (routes::policies::router(), TimestampStyle::Iso8601),
+        (routes::approvals::router(), TimestampStyle::Iso8601),
         (routes::clients::router(), TimestampStyle::Iso8601),
         (routes::tenants::router(), TimestampStyle::Iso8601),
         (routes::users::router(), TimestampStyle::Iso8601),

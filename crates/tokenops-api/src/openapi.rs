@@ -28,6 +28,7 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         (name = "transactions", description = "Token operations, their locks and breaks"),
         (name = "groups", description = "Approval groups of the organisation"),
         (name = "policies", description = "Policy templates, policies and their versions"),
+        (name = "approvals", description = "Approval requests and their tasks: four-eyes sign-off by step, with separation of duties"),
         (name = "idp", description = "The embedded identity provider's OAuth 2.0 token endpoint"),
         (name = "audit", description = "The audit log"),
         (name = "roles", description = "Roles of the organisation"),

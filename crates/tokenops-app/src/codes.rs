@@ -130,6 +130,15 @@ error_codes! {
 
         // 500
         LedgerUnavailable = "LEDGER_UNAVAILABLE", 500;
+
+        // Approvals
+        SeparationOfDuties = "SEPARATION_OF_DUTIES", 403;
+        ApprovalRequestNotFound = "APPROVAL_REQUEST_NOT_FOUND", 404;
+        ApprovalTaskNotFound = "APPROVAL_TASK_NOT_FOUND", 404;
+        ApprovalNotPending = "APPROVAL_NOT_PENDING", 409, "The approval request is no longer pending";
+        TaskAlreadyActedOn = "TASK_ALREADY_ACTED_ON", 409, "The task has already been acted on";
+        EarlierStepPending = "EARLIER_STEP_PENDING", 409, "An earlier step of the approval request is still pending";
+        ApproversUnchanged = "APPROVERS_UNCHANGED", 409, "The approver set is unchanged";
     }
 }
 

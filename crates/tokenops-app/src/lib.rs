@@ -3,6 +3,7 @@
 //! rules and state machines live here, named in the spec's words.
 
 pub mod accounts;
+pub mod approvals;
 pub mod audit;
 pub mod chain;
 pub mod clock;
@@ -63,6 +64,8 @@ pub struct AppSettings {
     pub shutdown_grace: Duration,
     /// How long settlement waits between receipt polls.
     pub receipt_poll_ms: i64,
+    /// How long an approval request stays PENDING before it expires.
+    pub approval_lifetime_ms: i64,
 }
 
 impl Default for AppSettings {
@@ -85,6 +88,7 @@ impl Default for AppSettings {
             nonce_gap_grace: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             receipt_poll_ms: 200,
+            approval_lifetime_ms: 72 * 3_600_000,
         }
     }
 }
@@ -116,6 +120,7 @@ pub struct App {
     pub users: identity::users::Users,
     pub roles: identity::roles::Roles,
     pub groups: identity::groups::Groups,
+    pub approvals: approvals::Approvals,
     pub clients: identity::clients::Clients,
     pub templates: policies::templates::Templates,
     pub policies: policies::Policies,
@@ -143,7 +148,18 @@ impl App {
                 job_max_attempts: settings.job_max_attempts,
             },
         });
+        let approval_settings = approvals::ApprovalSettings {
+            lifetime_ms: settings.approval_lifetime_ms,
+            job_max_attempts: settings.job_max_attempts,
+        };
+        // The settlement pipeline's effect replaces NoEffect once policies raise requests.
+        let approval_effect: Arc<dyn approvals::ResolutionEffect> = Arc::new(approvals::NoEffect);
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(approvals::ExpireApprovals {
+                store: store.clone(),
+                settings: approval_settings,
+                effect: approval_effect.clone(),
+            }),
             Arc::new(settlement::Evaluate(pipeline.clone())),
             Arc::new(settlement::Settle(pipeline.clone())),
             Arc::new(settlement::Track(pipeline.clone())),
@@ -213,6 +229,7 @@ impl App {
             users: identity::users::Users::new(store.clone()),
             roles: identity::roles::Roles::new(store.clone()),
             groups: identity::groups::Groups::new(store.clone()),
+            approvals: approvals::Approvals::new(store.clone(), approval_settings, approval_effect),
             clients: identity::clients::Clients::new(store.clone()),
             templates: policies::templates::Templates::new(store.clone()),
             policies: policies::Policies::new(store.clone()),

@@ -15,6 +15,7 @@
 //! schema per test; production uses the default (`public`).
 
 mod accounts;
+mod approvals;
 mod audit;
 mod breaks;
 mod challenges;
@@ -50,6 +51,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokenops_store::ApprovalStore;
 use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
@@ -472,6 +474,9 @@ impl Tx for PostgresTx {
         self
     }
     fn policies(&mut self) -> &mut dyn PolicyStore {
+        self
+    }
+    fn approvals(&mut self) -> &mut dyn ApprovalStore {
         self
     }
 

@@ -6,6 +6,7 @@
 //! Statements run inline on the calling task (`connection`).
 
 mod accounts;
+mod approvals;
 mod audit;
 mod breaks;
 mod challenges;
@@ -44,6 +45,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
+use tokenops_store::ApprovalStore;
 use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
@@ -318,6 +320,9 @@ impl Tx for SqliteTx {
         self
     }
     fn policies(&mut self) -> &mut dyn PolicyStore {
+        self
+    }
+    fn approvals(&mut self) -> &mut dyn ApprovalStore {
         self
     }
 

@@ -10,6 +10,7 @@
 //! reached by construction.
 
 mod accounts;
+mod approvals;
 mod audit;
 mod breaks;
 mod challenges;
@@ -39,6 +40,7 @@ mod tenants;
 mod users;
 
 pub use accounts::*;
+pub use approvals::*;
 pub use audit::*;
 pub use breaks::*;
 pub use challenges::*;
@@ -170,6 +172,7 @@ pub trait Tx: Send {
     fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore;
     fn policy_templates(&mut self) -> &mut dyn PolicyTemplateStore;
     fn policies(&mut self) -> &mut dyn PolicyStore;
+    fn approvals(&mut self) -> &mut dyn ApprovalStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

@@ -488,6 +488,13 @@ impl Config {
             nonce_gap_grace: Duration::from_millis(
                 r.integer("TOKENOPS_NONCE_GAP_GRACE_MS", 10_000, 10, 3_600_000).unsigned_abs(),
             ),
+            // From a second (tests) to a year.
+            approval_lifetime_ms: r.integer(
+                "TOKENOPS_APPROVAL_LIFETIME_MS",
+                defaults.approval_lifetime_ms,
+                1_000,
+                365 * 86_400_000,
+            ),
         };
         if r.problems.is_empty() {
             Ok(Config {

@@ -1,6 +1,7 @@
 //! One router per area of the spec.
 
 pub mod accounts;
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod clients;

@@ -48,6 +48,9 @@ pub mod kinds {
     /// Sends again, or fills, the nonce a wallet's waiting transactions are held back by
     /// (periodic; see `nonce_gaps`).
     pub const NONCE_GAPS_HEAL: &str = "nonce_gaps.heal";
+    /// Expires the PENDING approval requests past their deadline (one enqueued per request,
+    /// for its deadline).
+    pub const APPROVALS_EXPIRE: &str = "approvals.expire";
 }
 
 /// Why a run did not finish the job.

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod accounts_crash;
+mod approvals;
 mod binary;
 mod conventions;
 mod crash;

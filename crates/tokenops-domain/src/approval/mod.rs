@@ -7,6 +7,9 @@ use std::fmt;
 use std::str::FromStr;
 use uuid::Uuid;
 
+mod entities;
+pub use entities::{ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter};
+
 /// The longest group key, as the group endpoints accept it.
 pub const GROUP_KEY_MAX_LEN: usize = 64;
 

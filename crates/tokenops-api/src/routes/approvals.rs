@@ -1,0 +1,490 @@
+//! Approvals under `/api/approvals`: tasks (list, style B, newest first, one state per call,
+//! PENDING by default; read; approve, reject, reassign) and requests (list, style B, unresolved
+//! first then resolvedAt descending; read with tasks; raise by hand; cancel while PENDING).
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::approvals::{self, ApprovalRequestOut, ApprovalTaskOut, Raise, StepApprover};
+use tokenops_app::error::FieldError;
+use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalSource, ApprovalTaskFilter};
+use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState, ApproverExpr, TaskDecision};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRoute};
+
+const ACTION_MAX: usize = 100;
+const RESOURCE_TYPE_MAX: usize = 64;
+const RESOURCE_ID_MAX: usize = 200;
+const TITLE_MAX: usize = 200;
+const DESCRIPTION_MAX: usize = 2000;
+const COMMENT_MAX: usize = 1000;
+const APPROVERS_MAX: usize = 20;
+const STEP_MAX: i64 = 9;
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_tasks))
+        .routes(routes!(get_task))
+        .routes(routes!(approve_task))
+        .routes(routes!(reject_task))
+        .routes(routes!(reassign_task))
+        .routes(routes!(list_requests, raise_request))
+        .routes(routes!(get_request))
+        .routes(routes!(cancel_request))
+}
+
+/// A page of approval tasks (style B).
+pub type ApprovalTaskPage = PageB<ApprovalTaskOut>;
+/// A page of approval requests (style B), without their tasks.
+pub type ApprovalRequestPage = PageB<ApprovalRequestOut>;
+
+const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "EXPIRED"];
+
+/// List approval tasks (paging style B, newest first).
+#[utoipa::path(
+    get, path = "/api/approvals/tasks", tag = "approvals", operation_id = "approvals.tasks.list",
+    params(
+        ("status" = Option<String>, Query, description = "One task state per call: PENDING (default), APPROVED, REJECTED, CANCELLED or EXPIRED"),
+        ("requestId" = Option<Uuid>, Query, description = "Only the tasks of this request"),
+        ("approver" = Option<String>, Query, description = "Only tasks whose approvers include this expression (#groupKey or user:<uuid>), as written"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style B page of tasks, newest first by createdAt. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = ApprovalTaskPage),
+        (status = 400, description = "Unknown task state, status given twice, requestId not a UUID, malformed approver expression, invalid paging", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_tasks(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let state_filter =
+        params.choice("status", ApprovalTaskState::parse, TASK_STATES)?.unwrap_or(ApprovalTaskState::Pending);
+    let request_id = params
+        .one("requestId")?
+        .map(|v| Uuid::parse_str(v).map_err(|_| Error::invalid_field("requestId", "must be a UUID")))
+        .transpose()?;
+    let approver = params
+        .one("approver")?
+        .map(|v| ApproverExpr::parse(v).map(|e| e.to_string()).map_err(|e| Error::invalid_field("approver", e)))
+        .transpose()?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let filter = ApprovalTaskFilter { state: state_filter, request_id, approver };
+    let tasks = state.app.approvals.list_tasks(scope.tenant, &filter, page).await?;
+    Ok(paging::respond(Style::B, &tasks, page))
+}
+
+/// Read one approval task.
+#[utoipa::path(
+    get, path = "/api/approvals/tasks/{taskId}", tag = "approvals", operation_id = "approvals.tasks.get",
+    params(("taskId" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The task", body = ApprovalTaskOut),
+        (status = 400, description = "taskId is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_task(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.approvals.get_task(scope.tenant, id).await?).into_response())
+}
+
+/// A decision's body: an object, which may be empty.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DecisionIn {
+    /// Optional, at most 1000 characters; kept on the task.
+    pub comment: Option<String>,
+}
+
+fn comment(value: Option<String>) -> Result<Option<String>, Error> {
+    let value = value.map(|c| c.trim().to_owned()).filter(|c| !c.is_empty());
+    if value.as_ref().is_some_and(|c| c.chars().count() > COMMENT_MAX) {
+        return Err(Error::invalid_field("comment", format!("must be at most {COMMENT_MAX} characters")));
+    }
+    Ok(value)
+}
+
+async fn decide(
+    state: Arc<ApiState>,
+    scope: TenantScope,
+    id: Uuid,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<DecisionIn>,
+    decision: TaskDecision,
+) -> ApiResult<Response> {
+    let action = match decision {
+        TaskDecision::Approve => &approvals::APPROVE,
+        TaskDecision::Reject => &approvals::REJECT,
+    };
+    let request = route.request(&scope, action, key, &[&id], &body.document);
+    let comment = comment(body.value.comment)?;
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let decided = app.approvals.decide(&mut w, id, decision, comment).await;
+        (w, decided.and_then(|r| Reply::ok(&r)))
+    })
+    .await
+}
+
+/// Approve a task. The last approval of the last step grants the request (approval.granted).
+#[utoipa::path(
+    post, path = "/api/approvals/tasks/{taskId}/approve", tag = "approvals", operation_id = "approvals.tasks.approve",
+    params(
+        ("taskId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = DecisionIn,
+    responses(
+        (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
+        (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:decide; or separation of duties (SEPARATION_OF_DUTIES): the caller is the request's initiator, or not among the users the task's approvers name now (a group's ACTIVE members, or the named user). Machine clients are never approvers", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn approve_task(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<DecisionIn>,
+) -> ApiResult<Response> {
+    decide(state, scope, id, route, key, body, TaskDecision::Approve).await
+}
+
+/// Reject a task: the request is REJECTED (approval.rejected) and its other pending tasks
+/// CANCELLED.
+#[utoipa::path(
+    post, path = "/api/approvals/tasks/{taskId}/reject", tag = "approvals", operation_id = "approvals.tasks.reject",
+    params(
+        ("taskId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = DecisionIn,
+    responses(
+        (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
+        (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:decide; or separation of duties: the initiator, or a caller the task's approvers do not name", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The task was acted on already, an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn reject_task(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<DecisionIn>,
+) -> ApiResult<Response> {
+    decide(state, scope, id, route, key, body, TaskDecision::Reject).await
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReassignIn {
+    /// The task's new approver expression: `#groupKey` or `user:<uuid>`; it replaces the
+    /// task's approvers.
+    #[schema(required = true, value_type = String, example = "#treasury")]
+    pub approver: Option<String>,
+    /// Optional, at most 1000 characters; recorded in the audit log.
+    pub comment: Option<String>,
+}
+
+/// Give a PENDING task a new approver expression.
+#[utoipa::path(
+    post, path = "/api/approvals/tasks/{taskId}/reassign", tag = "approvals", operation_id = "approvals.tasks.reassign",
+    params(
+        ("taskId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    request_body = ReassignIn,
+    responses(
+        (status = 200, description = "The task with its new approvers", body = ApprovalTaskOut),
+        (status = 400, description = "approver missing or malformed, names no ACTIVE group or user of the organisation, or names no ACTIVE user but the initiator", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:decide; or the caller is the request's initiator (the spec does not say who may reassign: this service lets any holder of approval:decide but the initiator)", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn reassign_task(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<ReassignIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &approvals::REASSIGN, key, &[&id], &body.document);
+    let text = body.value.approver.ok_or_else(|| Error::invalid_field("approver", "is required"))?;
+    let approver = ApproverExpr::parse(text.trim()).map_err(|e| Error::invalid_field("approver", e))?;
+    let comment = comment(body.value.comment)?;
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let reassigned = app.approvals.reassign(&mut w, id, approver, comment).await;
+        (w, reassigned.and_then(|t| Reply::ok(&t)))
+    })
+    .await
+}
+
+const REQUEST_STATUSES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "EXPIRED"];
+
+fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> {
+    let (resolved_from, resolved_to) = params.window("resolvedFrom", "resolvedTo")?;
+    let text = |name: &str| params.one(name).map(|v| v.map(str::to_owned));
+    Ok(ApprovalRequestFilter {
+        status: params.choice("status", ApprovalRequestStatus::parse, REQUEST_STATUSES)?,
+        acted_by: text("actedBy")?,
+        resolved_from,
+        resolved_to,
+        action: text("action")?,
+        resource_id: text("resourceId")?,
+    })
+}
+
+/// List approval requests (paging style B).
+#[utoipa::path(
+    get, path = "/api/approvals/requests", tag = "approvals", operation_id = "approvals.requests.list",
+    params(
+        ("status" = Option<String>, Query, description = "PENDING, APPROVED, REJECTED, CANCELLED or EXPIRED"),
+        ("actedBy" = Option<String>, Query, description = "Token subject that resolved the request"),
+        ("resolvedFrom" = Option<String>, Query, description = "ISO 8601, inclusive; excludes unresolved requests"),
+        ("resolvedTo" = Option<String>, Query, description = "ISO 8601, exclusive; excludes unresolved requests"),
+        ("action" = Option<String>, Query, description = "Exact action"),
+        ("resourceId" = Option<String>, Query, description = "Exact resource id"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses(
+        (status = 200, description = "Style B page of requests (without tasks), resolvedAt descending; the spec does not place unresolved requests: they come first, newest first", body = ApprovalRequestPage),
+        (status = 400, description = "Unknown status, unparseable instant, resolvedFrom not before resolvedTo, a filter given twice, invalid paging", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_requests(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let filter = request_filter(&params)?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let requests = state.app.approvals.list_requests(scope.tenant, &filter, page).await?;
+    Ok(paging::respond(Style::B, &requests, page))
+}
+
+/// Read one approval request with its tasks.
+#[utoipa::path(
+    get, path = "/api/approvals/requests/{requestId}", tag = "approvals", operation_id = "approvals.requests.get",
+    params(("requestId" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The request with its tasks", body = ApprovalRequestOut),
+        (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_request(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.approvals.get_request(scope.tenant, id).await?).into_response())
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StepApproverIn {
+    /// 0 to 9. Steps open in ascending order: every task of the earlier steps must be APPROVED.
+    #[schema(required = true, value_type = u32)]
+    pub step: Option<i64>,
+    /// `#groupKey` (an ACTIVE group; its ACTIVE members when acting) or `user:<uuid>` (an
+    /// ACTIVE user of the organisation).
+    #[schema(required = true, value_type = String, example = "#checkers")]
+    pub approver: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalRequestIn {
+    /// What is to be approved: 1 to 100 characters of the caller's choosing (policy-raised
+    /// requests carry the policy action).
+    #[schema(required = true, value_type = String, example = "LARGE_PAYMENT_RELEASE")]
+    pub action: Option<String>,
+    /// At most 64 characters.
+    pub resource_type: Option<String>,
+    /// At most 200 characters.
+    pub resource_id: Option<String>,
+    /// At most 200 characters.
+    pub title: Option<String>,
+    /// At most 2000 characters.
+    pub description: Option<String>,
+    /// 1 to 20 (step, approver) pairs, each a task of its own; a pair may not repeat.
+    #[schema(required = true)]
+    pub approvers: Option<Vec<StepApproverIn>>,
+}
+
+/// Collects every violation of a body, to answer them all at once.
+#[derive(Default)]
+struct Violations(Vec<FieldError>);
+
+impl Violations {
+    fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError { field: field.into(), message: message.into() });
+    }
+
+    fn text(&mut self, field: &str, value: Option<String>, max: usize, required: bool) -> Option<String> {
+        let value = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        match value {
+            None if required => self.add(field, "is required"),
+            Some(v) if v.chars().count() > max => self.add(field, format!("must be at most {max} characters")),
+            other => return other,
+        }
+        None
+    }
+}
+
+fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
+    let mut v = Violations::default();
+    let action = v.text("action", body.action, ACTION_MAX, true);
+    let resource_type = v.text("resourceType", body.resource_type, RESOURCE_TYPE_MAX, false);
+    let resource_id = v.text("resourceId", body.resource_id, RESOURCE_ID_MAX, false);
+    let title = v.text("title", body.title, TITLE_MAX, false);
+    let description = v.text("description", body.description, DESCRIPTION_MAX, false);
+    let mut approvers = Vec::new();
+    match body.approvers {
+        None => v.add("approvers", "is required"),
+        Some(list) if list.is_empty() || list.len() > APPROVERS_MAX => {
+            v.add("approvers", format!("must hold 1 to {APPROVERS_MAX} approvers"))
+        }
+        Some(list) => {
+            for (i, a) in list.into_iter().enumerate() {
+                let step = match a.step {
+                    None => {
+                        v.add(format!("approvers[{i}].step"), "is required");
+                        None
+                    }
+                    Some(s) if !(0..=STEP_MAX).contains(&s) => {
+                        v.add(format!("approvers[{i}].step"), format!("must be between 0 and {STEP_MAX}"));
+                        None
+                    }
+                    Some(s) => u32::try_from(s).ok(),
+                };
+                let approver = match a.approver.map(|t| ApproverExpr::parse(t.trim())) {
+                    None => {
+                        v.add(format!("approvers[{i}].approver"), "is required");
+                        None
+                    }
+                    Some(Err(e)) => {
+                        v.add(format!("approvers[{i}].approver"), e.to_string());
+                        None
+                    }
+                    Some(Ok(e)) => Some(e),
+                };
+                if let (Some(step), Some(approver)) = (step, approver) {
+                    let pair = StepApprover { step, approver };
+                    if approvers.contains(&pair) {
+                        v.add(format!("approvers[{i}]"), "repeats an earlier (step, approver) pair");
+                    } else {
+                        approvers.push(pair);
+                    }
+                }
+            }
+        }
+    }
+    if !v.0.is_empty() {
+        let summary = v.0.iter().map(|f| format!("{}: {}", f.field, f.message)).collect::<Vec<_>>().join("; ");
+        return Err(Error::bad_request(format!("Validation failed: {summary}")).with_details(v.0));
+    }
+    Ok(Raise {
+        source: ApprovalSource::Manual,
+        action: action.unwrap_or_default(),
+        resource_type,
+        resource_id,
+        initiator: String::new(),
+        title,
+        description,
+        approvers,
+    })
+}
+
+/// Raise an approval request by hand; the caller is its initiator.
+#[utoipa::path(
+    post, path = "/api/approvals/requests", tag = "approvals", operation_id = "approvals.requests.create",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    request_body = ApprovalRequestIn,
+    responses(
+        (status = 201, description = "Raised: PENDING, source MANUAL, one PENDING task per (step, approver), expiring after the configured lifetime (TOKENOPS_APPROVAL_LIFETIME_MS, default 72 h); approval.requested is published", body = ApprovalRequestOut, headers(("Location" = String))),
+        (status = 400, description = "VALIDATION_FAILED with details (every field's problem): missing or too long fields, malformed or repeated approvers, an expression naming no ACTIVE group or user of the organisation, or naming nobody but the caller", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:request", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The same Idempotency-Key is still being processed (IDEMPOTENCY_CONFLICT)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "The Idempotency-Key was used with another body", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn raise_request(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    body: JsonBody<ApprovalRequestIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &approvals::RAISE, key, &[], &body.document);
+    let raise = validate(body.value)?;
+    write::run(&state, request, |app, mut w| async move {
+        let raised = app.approvals.raise_manual(&mut w, raise).await;
+        let reply = raised.and_then(|r| Reply::created(&r, format!("/api/approvals/requests/{}", r.id)));
+        (w, reply)
+    })
+    .await
+}
+
+/// Cancel a PENDING request; its pending tasks are CANCELLED.
+#[utoipa::path(
+    post, path = "/api/approvals/requests/{requestId}/cancel", tag = "approvals", operation_id = "approvals.requests.cancel",
+    params(
+        ("requestId" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+    ),
+    responses(
+        (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
+        (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
+        (status = 401, description = "No usable token, or Your access has been revoked.", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:request", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn cancel_request(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &approvals::CANCEL, key, &[&id], &serde_json::Value::Null);
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let cancelled = app.approvals.cancel(&mut w, id).await;
+        (w, cancelled.and_then(|r| Reply::ok(&r)))
+    })
+    .await
+}

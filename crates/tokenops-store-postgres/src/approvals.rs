@@ -1,0 +1,309 @@
+//! Approval requests and their tasks on PostgreSQL: `ApprovalStore`. A task's approvers are a
+//! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
+
+use crate::clause::{Bind, Clause};
+use crate::codec::parsed;
+use crate::query::BindPage;
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::approval::{
+    ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter,
+};
+use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{ApprovalStore, StoreError, StoreResult};
+use uuid::Uuid;
+
+const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
+     description, expires_at, resolved_at, acted_by, created_at, updated_at";
+
+const TASK_COLUMNS: &str =
+    "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
+
+fn decode_request(row: &PgRow) -> StoreResult<ApprovalRequest> {
+    let status: String = codec::get(row, "status")?;
+    let source: String = codec::get(row, "source")?;
+    Ok(ApprovalRequest {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        status: parsed(&status, "approval request status", ApprovalRequestStatus::parse)?,
+        source: parsed(&source, "approval source", ApprovalSource::parse)?,
+        action: codec::get(row, "action")?,
+        resource_type: codec::get(row, "resource_type")?,
+        resource_id: codec::get(row, "resource_id")?,
+        initiator: codec::get(row, "initiator")?,
+        title: codec::get(row, "title")?,
+        description: codec::get(row, "description")?,
+        expires_at: codec::ts(codec::get(row, "expires_at")?),
+        resolved_at: codec::opt_ts(codec::get(row, "resolved_at")?),
+        acted_by: codec::get(row, "acted_by")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+fn decode_task(row: &PgRow) -> StoreResult<ApprovalTask> {
+    let step: i32 = codec::get(row, "step")?;
+    let state: String = codec::get(row, "state")?;
+    let approvers: String = codec::get(row, "approvers")?;
+    Ok(ApprovalTask {
+        id: codec::get(row, "id")?,
+        tenant_id: TenantId(codec::get(row, "tenant_id")?),
+        request_id: codec::get(row, "request_id")?,
+        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
+        approvers: serde_json::from_str(&approvers)
+            .map_err(|e| StoreError::Corrupt(format!("approval task approvers: {e}")))?,
+        state: parsed(&state, "approval task state", ApprovalTaskState::parse)?,
+        acted_by: codec::get(row, "acted_by")?,
+        acted_at: codec::opt_ts(codec::get(row, "acted_at")?),
+        comment: codec::get(row, "comment")?,
+        created_at: codec::ts(codec::get(row, "created_at")?),
+        updated_at: codec::ts(codec::get(row, "updated_at")?),
+    })
+}
+
+fn approvers_text(approvers: &[String]) -> String {
+    serde_json::Value::from(approvers.to_vec()).to_string()
+}
+
+fn step_value(step: u32) -> StoreResult<i32> {
+    i32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step} out of range")))
+}
+
+fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
+    at.map(Timestamp::as_micros)
+}
+
+#[async_trait]
+impl ApprovalStore for PostgresTx {
+    async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO approval_requests ({REQUEST_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+            )))
+            .bind(r.id)
+            .bind(r.tenant_id.as_uuid())
+            .bind(r.status.as_str())
+            .bind(r.source.as_str())
+            .bind(r.action.clone())
+            .bind(r.resource_type.clone())
+            .bind(r.resource_id.clone())
+            .bind(r.initiator.clone())
+            .bind(r.title.clone())
+            .bind(r.description.clone())
+            .bind(r.expires_at.as_micros())
+            .bind(opt_micros(r.resolved_at))
+            .bind(r.acted_by.clone())
+            .bind(r.created_at.as_micros())
+            .bind(r.updated_at.as_micros()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE approval_requests SET status = $1, resolved_at = $2, acted_by = $3, updated_at = $4
+                 WHERE tenant_id = $5 AND id = $6",
+            )
+            .bind(r.status.as_str())
+            .bind(opt_micros(r.resolved_at))
+            .bind(r.acted_by.clone())
+            .bind(r.updated_at.as_micros())
+            .bind(r.tenant_id.as_uuid())
+            .bind(r.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode_request,
+        )
+        .await
+    }
+
+    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode_request,
+        )
+        .await
+    }
+
+    async fn list_requests(
+        &mut self,
+        tenant: TenantId,
+        filter: &ApprovalRequestFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ApprovalRequest>> {
+        let mut clause = Clause::new();
+        if let Some(status) = filter.status {
+            let p = clause.param(Bind::Text(status.as_str().to_owned()));
+            clause.and(&format!("status = {p}"));
+        }
+        if let Some(acted_by) = &filter.acted_by {
+            let p = clause.param(Bind::Text(acted_by.clone()));
+            clause.and(&format!("acted_by = {p}"));
+        }
+        if let Some(from) = filter.resolved_from {
+            let p = clause.param(Bind::Int(from.as_micros()));
+            clause.and(&format!("resolved_at >= {p}"));
+        }
+        if let Some(to) = filter.resolved_to {
+            let p = clause.param(Bind::Int(to.as_micros()));
+            clause.and(&format!("resolved_at < {p}"));
+        }
+        if let Some(action) = &filter.action {
+            let p = clause.param(Bind::Text(action.clone()));
+            clause.and(&format!("action = {p}"));
+        }
+        if let Some(resource_id) = &filter.resource_id {
+            let p = clause.param(Bind::Text(resource_id.clone()));
+            clause.and(&format!("resource_id = {p}"));
+        }
+        let count_sql = format!("SELECT COUNT(*) AS total FROM approval_requests WHERE {}", clause.sql);
+        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE {}
+             ORDER BY (resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
+            clause.sql,
+            n + 1
+        );
+        let items = self
+            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_request)
+            .await?;
+        Ok(Page { items, total })
+    }
+
+    async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= $1
+                 ORDER BY expires_at ASC, id ASC LIMIT $2"
+            )))
+            .bind(now.as_micros())
+            .bind(i64::from(limit)),
+            decode_request,
+        )
+        .await
+    }
+
+    async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO approval_tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            )))
+            .bind(t.id)
+            .bind(t.tenant_id.as_uuid())
+            .bind(t.request_id)
+            .bind(step_value(t.step)?)
+            .bind(approvers_text(&t.approvers))
+            .bind(t.state.as_str())
+            .bind(t.acted_by.clone())
+            .bind(opt_micros(t.acted_at))
+            .bind(t.comment.clone())
+            .bind(t.created_at.as_micros())
+            .bind(t.updated_at.as_micros()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE approval_tasks SET approvers = $1, state = $2, acted_by = $3, acted_at = $4, comment = $5,
+                 updated_at = $6 WHERE tenant_id = $7 AND id = $8",
+            )
+            .bind(approvers_text(&t.approvers))
+            .bind(t.state.as_str())
+            .bind(t.acted_by.clone())
+            .bind(opt_micros(t.acted_at))
+            .bind(t.comment.clone())
+            .bind(t.updated_at.as_micros())
+            .bind(t.tenant_id.as_uuid())
+            .bind(t.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND id = $2"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode_task,
+        )
+        .await
+    }
+
+    async fn tasks_of(
+        &mut self,
+        tenant: TenantId,
+        request_id: Uuid,
+        for_update: bool,
+    ) -> StoreResult<Vec<ApprovalTask>> {
+        let lock = if for_update { " FOR UPDATE" } else { "" };
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND request_id = $2
+                 ORDER BY step ASC, created_at ASC, id ASC{lock}"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(request_id),
+            decode_task,
+        )
+        .await
+    }
+
+    async fn list_tasks(
+        &mut self,
+        tenant: TenantId,
+        filter: &ApprovalTaskFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ApprovalTask>> {
+        let mut clause = Clause::new();
+        let p = clause.param(Bind::Text(filter.state.as_str().to_owned()));
+        clause.and(&format!("state = {p}"));
+        if let Some(request_id) = filter.request_id {
+            let p = clause.param(Bind::Id(request_id));
+            clause.and(&format!("request_id = {p}"));
+        }
+        if let Some(approver) = &filter.approver {
+            let p = clause.param(Bind::Text(approver.clone()));
+            clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
+        }
+        let count_sql = format!("SELECT COUNT(*) AS total FROM approval_tasks WHERE {}", clause.sql);
+        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE {}
+             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
+            clause.sql,
+            n + 1
+        );
+        let items = self
+            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_task)
+            .await?;
+        Ok(Page { items, total })
+    }
+}

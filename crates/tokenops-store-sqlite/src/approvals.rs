@@ -1,0 +1,284 @@
+//! Approval requests and their tasks on SQLite: `ApprovalStore`. A task's approvers are a JSON
+//! array of expressions, matched by the approver filter through `json_each`.
+
+use crate::clause::Clause;
+use crate::codec::{int, opt_text, opt_ts, page_limits, parsed, text};
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::types::Value;
+use rusqlite::{Row, params, params_from_iter};
+use tokenops_domain::approval::{
+    ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter,
+};
+use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{ApprovalStore, StoreError, StoreResult};
+use uuid::Uuid;
+
+const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
+     description, expires_at, resolved_at, acted_by, created_at, updated_at";
+
+const TASK_COLUMNS: &str =
+    "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
+
+fn decode_request(row: &Row<'_>) -> StoreResult<ApprovalRequest> {
+    Ok(ApprovalRequest {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        status: parsed(&text(row, "status")?, "approval request status", ApprovalRequestStatus::parse)?,
+        source: parsed(&text(row, "source")?, "approval source", ApprovalSource::parse)?,
+        action: text(row, "action")?,
+        resource_type: opt_text(row, "resource_type")?,
+        resource_id: opt_text(row, "resource_id")?,
+        initiator: text(row, "initiator")?,
+        title: opt_text(row, "title")?,
+        description: opt_text(row, "description")?,
+        expires_at: codec::ts(int(row, "expires_at")?),
+        resolved_at: opt_ts(row, "resolved_at")?,
+        acted_by: opt_text(row, "acted_by")?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+fn decode_task(row: &Row<'_>) -> StoreResult<ApprovalTask> {
+    let step = int(row, "step")?;
+    Ok(ApprovalTask {
+        id: codec::uuid(&text(row, "id")?)?,
+        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
+        request_id: codec::uuid(&text(row, "request_id")?)?,
+        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
+        approvers: codec::names(&text(row, "approvers")?)?,
+        state: parsed(&text(row, "state")?, "approval task state", ApprovalTaskState::parse)?,
+        acted_by: opt_text(row, "acted_by")?,
+        acted_at: opt_ts(row, "acted_at")?,
+        comment: opt_text(row, "comment")?,
+        created_at: codec::ts(int(row, "created_at")?),
+        updated_at: codec::ts(int(row, "updated_at")?),
+    })
+}
+
+fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
+    at.map(Timestamp::as_micros)
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteTx {
+    async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
+        self.execute(
+            &format!(
+                "INSERT INTO approval_requests ({REQUEST_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+            ),
+            params![
+                codec::id_text(r.id),
+                codec::id_text(r.tenant_id.as_uuid()),
+                r.status.as_str(),
+                r.source.as_str(),
+                &r.action,
+                &r.resource_type,
+                &r.resource_id,
+                &r.initiator,
+                &r.title,
+                &r.description,
+                r.expires_at.as_micros(),
+                opt_micros(r.resolved_at),
+                &r.acted_by,
+                r.created_at.as_micros(),
+                r.updated_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
+        self.execute(
+            "UPDATE approval_requests SET status = ?1, resolved_at = ?2, acted_by = ?3, updated_at = ?4
+             WHERE tenant_id = ?5 AND id = ?6",
+            params![
+                r.status.as_str(),
+                opt_micros(r.resolved_at),
+                &r.acted_by,
+                r.updated_at.as_micros(),
+                codec::id_text(r.tenant_id.as_uuid()),
+                codec::id_text(r.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.fetch_optional(
+            &format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode_request,
+        )
+    }
+
+    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading an approval request for update")?;
+        self.get_request(tenant, id).await
+    }
+
+    async fn list_requests(
+        &mut self,
+        tenant: TenantId,
+        filter: &ApprovalRequestFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ApprovalRequest>> {
+        let mut clause = Clause::new();
+        if let Some(status) = filter.status {
+            let p = clause.param(Value::Text(status.as_str().to_owned()));
+            clause.and(&format!("status = {p}"));
+        }
+        if let Some(acted_by) = &filter.acted_by {
+            let p = clause.param(Value::Text(acted_by.clone()));
+            clause.and(&format!("acted_by = {p}"));
+        }
+        if let Some(from) = filter.resolved_from {
+            let p = clause.param(Value::Integer(from.as_micros()));
+            clause.and(&format!("resolved_at >= {p}"));
+        }
+        if let Some(to) = filter.resolved_to {
+            let p = clause.param(Value::Integer(to.as_micros()));
+            clause.and(&format!("resolved_at < {p}"));
+        }
+        if let Some(action) = &filter.action {
+            let p = clause.param(Value::Text(action.clone()));
+            clause.and(&format!("action = {p}"));
+        }
+        if let Some(resource_id) = &filter.resource_id {
+            let p = clause.param(Value::Text(resource_id.clone()));
+            clause.and(&format!("resource_id = {p}"));
+        }
+        let total =
+            clause.count(tenant, &format!("SELECT COUNT(*) FROM approval_requests WHERE {}", clause.sql), self)?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE {}
+             ORDER BY (resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
+            clause.sql,
+            n + 1
+        );
+        let (limit, offset) = page_limits(page);
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode_request)?;
+        Ok(Page { items, total })
+    }
+
+    async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= ?1
+                 ORDER BY expires_at ASC, id ASC LIMIT ?2"
+            ),
+            params![now.as_micros(), i64::from(limit)],
+            decode_request,
+        )
+    }
+
+    async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
+        self.execute(
+            &format!(
+                "INSERT INTO approval_tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ),
+            params![
+                codec::id_text(t.id),
+                codec::id_text(t.tenant_id.as_uuid()),
+                codec::id_text(t.request_id),
+                i64::from(t.step),
+                codec::names_text(&t.approvers),
+                t.state.as_str(),
+                &t.acted_by,
+                opt_micros(t.acted_at),
+                &t.comment,
+                t.created_at.as_micros(),
+                t.updated_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
+        self.execute(
+            "UPDATE approval_tasks SET approvers = ?1, state = ?2, acted_by = ?3, acted_at = ?4, comment = ?5,
+             updated_at = ?6 WHERE tenant_id = ?7 AND id = ?8",
+            params![
+                codec::names_text(&t.approvers),
+                t.state.as_str(),
+                &t.acted_by,
+                opt_micros(t.acted_at),
+                &t.comment,
+                t.updated_at.as_micros(),
+                codec::id_text(t.tenant_id.as_uuid()),
+                codec::id_text(t.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
+        self.fetch_optional(
+            &format!("SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode_task,
+        )
+    }
+
+    async fn tasks_of(
+        &mut self,
+        tenant: TenantId,
+        request_id: Uuid,
+        for_update: bool,
+    ) -> StoreResult<Vec<ApprovalTask>> {
+        if for_update {
+            // The single writer already holds them.
+            self.require_write("reading approval tasks for update")?;
+        }
+        self.fetch_all(
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND request_id = ?2
+                 ORDER BY step ASC, created_at ASC, id ASC"
+            ),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(request_id)],
+            decode_task,
+        )
+    }
+
+    async fn list_tasks(
+        &mut self,
+        tenant: TenantId,
+        filter: &ApprovalTaskFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ApprovalTask>> {
+        let mut clause = Clause::new();
+        let p = clause.param(Value::Text(filter.state.as_str().to_owned()));
+        clause.and(&format!("state = {p}"));
+        if let Some(request_id) = filter.request_id {
+            let p = clause.param(Value::Text(codec::id_text(request_id)));
+            clause.and(&format!("request_id = {p}"));
+        }
+        if let Some(approver) = &filter.approver {
+            let p = clause.param(Value::Text(approver.clone()));
+            clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
+        }
+        let total = clause.count(tenant, &format!("SELECT COUNT(*) FROM approval_tasks WHERE {}", clause.sql), self)?;
+        let n = clause.next();
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE {}
+             ORDER BY created_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
+            clause.sql,
+            n + 1
+        );
+        let (limit, offset) = page_limits(page);
+        let mut values = clause.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = self.fetch_all(&sql, params_from_iter(values), decode_task)?;
+        Ok(Page { items, total })
+    }
+}

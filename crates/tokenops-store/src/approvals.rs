@@ -1,0 +1,51 @@
+//! Approval requests and their tasks: `ApprovalRequest`, `ApprovalTask`, their list
+//! filters and `ApprovalStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
+use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[async_trait]
+pub trait ApprovalStore: Send {
+    async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
+    /// Replaces status, resolved_at, acted_by and updated_at.
+    async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
+    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>>;
+    /// As `get_request`, locking the row for the rest of the transaction: every change of a
+    /// request or its tasks takes this lock first, so they apply one after the other.
+    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>>;
+    /// Unresolved requests first (newest first), then by resolved_at descending; id breaks ties.
+    async fn list_requests(
+        &mut self,
+        tenant: TenantId,
+        filter: &ApprovalRequestFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ApprovalRequest>>;
+    /// PENDING requests of any organisation whose deadline is at or before `now`, oldest
+    /// deadline first: the expiry sweep.
+    async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>>;
+
+    async fn insert_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
+    /// Replaces approvers, state, acted_by, acted_at, comment and updated_at.
+    async fn update_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
+    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>>;
+    /// A request's tasks by step, then creation; locked for the rest of the transaction when
+    /// `for_update`.
+    async fn tasks_of(
+        &mut self,
+        tenant: TenantId,
+        request_id: Uuid,
+        for_update: bool,
+    ) -> StoreResult<Vec<ApprovalTask>>;
+    /// Newest first by created_at, id breaking ties.
+    async fn list_tasks(
+        &mut self,
+        tenant: TenantId,
+        filter: &ApprovalTaskFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<ApprovalTask>>;
+}
