@@ -46,9 +46,22 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
             // PostgreSQL cannot store it and no field of the API has a use for it.
             return Err(Error::bad_request("Text in the request body must not contain NUL (\\u0000) characters").into());
         }
-        let value = T::deserialize(&document).map_err(|e| Error::bad_request(format!("Invalid request body: {e}")))?;
+        let value = serde_path_to_error::deserialize(&document).map_err(shape_error)?;
         Ok(JsonBody { value, document })
     }
+}
+
+/// A body of the wrong shape: a 400 whose `details` name the field (its JSON path, `params.x`,
+/// `approvers[2].step`), so a client need not parse the message to find what to fix.
+fn shape_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = error.path().to_string();
+    let problem = error.inner().to_string();
+    // The path ends at the offending field, an unknown one included.
+    let field = match path.as_str() {
+        "" | "." => return Error::bad_request(format!("Invalid request body: {problem}")).into(),
+        path => path.to_owned(),
+    };
+    Error::invalid_field(&field, problem).into()
 }
 
 fn contains_nul(value: &Value) -> bool {

@@ -53,7 +53,9 @@ pub enum OperationList {
     Keyset(OperationPageD),
 }
 
-/// Body of `POST /api/transactions`.
+/// Body of `POST /api/transactions`: the parser of a submission's shape (each field a string
+/// when present, `params` any JSON value, nothing else). Which fields a type needs, and what
+/// their values must be, are the operation rules of `app::operations`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TransactionIn {
@@ -74,11 +76,16 @@ pub struct TransactionIn {
     pub params: Option<serde_json::Value>,
 }
 
-fn text_field(name: &str, value: Option<serde_json::Value>) -> Result<Option<String>, Error> {
-    match value {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(Error::invalid_field(name, "must be a string")),
+impl From<TransactionIn> for Submission {
+    fn from(body: TransactionIn) -> Self {
+        Submission {
+            tx_type: body.tx_type,
+            asset_id: body.asset_id,
+            account_ref: body.account_ref,
+            counterparty_ref: body.counterparty_ref,
+            amount: body.amount,
+            params: body.params,
+        }
     }
 }
 
@@ -112,22 +119,10 @@ async fn submit_transaction(
     scope: TenantScope,
     route: WriteRoute,
     key: IdempotencyKey,
-    body: JsonBody<serde_json::Map<String, serde_json::Value>>,
+    body: JsonBody<TransactionIn>,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &SUBMIT, Some(key), &[], &body.document);
-    let mut fields = body.value;
-    let known = ["txType", "assetId", "accountRef", "counterpartyRef", "amount", "params"];
-    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(Error::invalid_field(unknown, "is not a field of a token operation").into());
-    }
-    let submission = Submission {
-        tx_type: text_field("txType", fields.remove("txType"))?,
-        asset_id: text_field("assetId", fields.remove("assetId"))?,
-        account_ref: text_field("accountRef", fields.remove("accountRef"))?,
-        counterparty_ref: text_field("counterpartyRef", fields.remove("counterpartyRef"))?,
-        amount: text_field("amount", fields.remove("amount"))?,
-        params: fields.remove("params"),
-    };
+    let submission = Submission::from(body.value);
     let written = write::run_or_replay(&state, request, |app, mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
         let reply =

@@ -275,6 +275,30 @@ async fn malformed_json_is_400_malformed_json_request(backend: Backend) {
     app.get("/api/customers/c-1").await.expect(404);
 }
 
+async fn a_body_of_the_wrong_shape_names_the_field_in_details(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let cases = [
+        (json!({"customerRef": 7}), "customerRef"),
+        (json!({"txType": "TRANSFER", "amount": 12.5}), "amount"),
+        (json!({"txType": "TRANSFER", "colour": "blue"}), "colour"),
+    ];
+    for (body, field) in cases {
+        let path = if body.get("customerRef").is_some() { "/api/customers" } else { "/api/transactions" };
+        let reply = send(
+            app.request(Method::POST, path)
+                .header("Idempotency-Key", Uuid::now_v7().to_string())
+                .header("Content-Type", "application/json")
+                .body(body.to_string()),
+        )
+        .await;
+        assert_eq!(reply.status, 400, "{path} {body}: {}", reply.body);
+        assert_eq!(reply.body["details"][0]["field"], field, "{path} {body}: {}", reply.body);
+        assert!(message(&reply).starts_with(&format!("{field}: ")), "{}", reply.body);
+    }
+    app.get("/api/transactions").await.expect(200);
+    assert_eq!(app.get("/api/transactions").await.body["totalElements"], 0);
+}
+
 async fn unknown_route_is_404_in_the_envelope(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     for path in ["/api/no-such-thing", "/nowhere", "/api/customers/c-1/nested/deeper"] {
@@ -782,6 +806,7 @@ backends!(
     a_malformed_request_id_is_replaced,
     the_request_id_is_recorded_on_the_audit_record,
     malformed_json_is_400_malformed_json_request,
+    a_body_of_the_wrong_shape_names_the_field_in_details,
     unknown_route_is_404_in_the_envelope,
     wrong_method_on_a_known_path_is_405_in_the_envelope,
     a_body_over_the_limit_is_413,
