@@ -139,6 +139,10 @@ impl App {
     }
 
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: AppSettings, adapters: Adapters) -> Arc<Self> {
+        let approval_settings = approvals::ApprovalSettings {
+            lifetime_ms: settings.approval_lifetime_ms,
+            job_max_attempts: settings.job_max_attempts,
+        };
         let pipeline = Arc::new(settlement::Pipeline {
             store: store.clone(),
             custody: adapters.custody.clone(),
@@ -147,13 +151,11 @@ impl App {
                 receipt_poll_ms: settings.receipt_poll_ms,
                 job_max_attempts: settings.job_max_attempts,
             },
+            approvals: approval_settings,
         });
-        let approval_settings = approvals::ApprovalSettings {
-            lifetime_ms: settings.approval_lifetime_ms,
-            job_max_attempts: settings.job_max_attempts,
-        };
-        // The settlement pipeline's effect replaces NoEffect once policies raise requests.
-        let approval_effect: Arc<dyn approvals::ResolutionEffect> = Arc::new(approvals::NoEffect);
+        // A POLICY request's resolution moves its operation on in the pipeline.
+        let approval_effect: Arc<dyn approvals::ResolutionEffect> =
+            Arc::new(settlement::PolicyResolution(pipeline.clone()));
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),

@@ -14,6 +14,7 @@ mod expiry;
 mod raise;
 
 pub use expiry::ExpireApprovals;
+pub(crate) use raise::unresolvable;
 pub use raise::{Raise, StepApprover, raise};
 
 use async_trait::async_trait;
