@@ -63,16 +63,6 @@ pub trait ResolutionEffect: Send + Sync {
     async fn resolved(&self, tx: &mut dyn Tx, request: &ApprovalRequest, now: Timestamp) -> AppResult<()>;
 }
 
-/// No operation to move on: the effect until the pipeline is wired in.
-pub struct NoEffect;
-
-#[async_trait]
-impl ResolutionEffect for NoEffect {
-    async fn resolved(&self, _tx: &mut dyn Tx, _request: &ApprovalRequest, _now: Timestamp) -> AppResult<()> {
-        Ok(())
-    }
-}
-
 /// What events a change publishes carry besides the request: the organisation, the time, and
 /// the causing request's correlation id and Idempotency-Key (none for the expiry job).
 #[derive(Debug, Clone)]
