@@ -102,8 +102,10 @@ impl JobHandler for Evaluate {
     /// The approved go straight on into settlement (`Pipeline::sign_and_send`): approval and
     /// the signature commit together, and the job finishes once the operation is sent, so no
     /// `operation.settle` job runs for it (only for one custody did not sign). An operation
-    /// that cannot be processed ends FAILED `UNPROCESSABLE`; one left signed but unsent (an
-    /// earlier run stopped after recording its signature) is sent, the recorded bytes.
+    /// that cannot be processed ends FAILED `UNPROCESSABLE`; one the policies refuse FAILED
+    /// `VALIDATION_REJECTED`; one they hold for people AWAITING_APPROVAL with its request, in
+    /// the batch's last commit; one left signed but unsent (an earlier run stopped after
+    /// recording its signature) is sent, the recorded bytes, and not evaluated again.
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         let p = &self.0;
         let now = ctx.clock().now();
