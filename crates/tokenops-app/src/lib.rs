@@ -66,6 +66,9 @@ pub struct AppSettings {
     pub receipt_poll_ms: i64,
     /// How long an approval request stays PENDING before it expires.
     pub approval_lifetime_ms: i64,
+    /// How long after its submission an operation the policy step cannot decide (the policies
+    /// unreadable) may wait before it fails POLICY_TIMEOUT.
+    pub policy_decision_timeout_ms: i64,
 }
 
 impl Default for AppSettings {
@@ -89,6 +92,7 @@ impl Default for AppSettings {
             shutdown_grace: Duration::from_secs(10),
             receipt_poll_ms: 200,
             approval_lifetime_ms: 72 * 3_600_000,
+            policy_decision_timeout_ms: 300_000,
         }
     }
 }
@@ -150,6 +154,7 @@ impl App {
             settings: settlement::SettlementSettings {
                 receipt_poll_ms: settings.receipt_poll_ms,
                 job_max_attempts: settings.job_max_attempts,
+                policy_decision_timeout_ms: settings.policy_decision_timeout_ms,
             },
             approvals: approval_settings,
         });

@@ -13,7 +13,7 @@ use tokenops_store::{Job, Tx};
 
 use super::approval::Approval;
 use super::signatures::{Work, signed_hash_note};
-use super::{BATCH_LIMIT, Pipeline, internal, sort_batch, target};
+use super::{BATCH_LIMIT, Pipeline, sort_batch, target};
 use crate::jobs::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use crate::policies::{ActivePolicy, active_for_action};
 
@@ -29,9 +29,17 @@ impl Pipeline {
     /// The policy step over the batch's operations to sign (`work.calls`): each whose txType has
     /// a policy action is evaluated against its organisation's ACTIVE policies for it, read once
     /// per (organisation, action) per batch through `read`. The approved stay in `work.calls`;
-    /// the refused move to `work.refused`, those needing people to `work.held`.
-    async fn decide(&self, read: &mut dyn Tx, work: &mut Work) -> Result<(), JobError> {
-        let mut loaded: HashMap<(TenantId, PolicyAction), Vec<ActivePolicy>> = HashMap::new();
+    /// the refused move to `work.refused`, those needing people to `work.held`. When the
+    /// policies cannot be read, the step cannot decide: the job is retried (into `failed`) until
+    /// `policy_decision_timeout_ms` after submission, then the operation fails POLICY_TIMEOUT.
+    async fn decide(
+        &self,
+        read: &mut dyn Tx,
+        work: &mut Work,
+        failed: &mut Vec<(Job, JobError)>,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
+        let mut loaded: HashMap<(TenantId, PolicyAction), Result<Vec<ActivePolicy>, String>> = HashMap::new();
         for (job, operation, token, call) in std::mem::take(&mut work.calls) {
             // RELEASE and CANCEL complete a lock whose LOCK was approved: not evaluated again.
             let Some(action) = PolicyAction::for_tx_type(operation.tx_type) else {
@@ -41,7 +49,22 @@ impl Pipeline {
             let key = (operation.tenant_id, action);
             let policies = match loaded.entry(key) {
                 Entry::Occupied(found) => found.into_mut(),
-                Entry::Vacant(slot) => slot.insert(active_for_action(read, key.0, action).await.map_err(internal)?),
+                Entry::Vacant(slot) => {
+                    slot.insert(active_for_action(read, key.0, action).await.map_err(|e| e.to_string()))
+                }
+            };
+            let policies = match policies {
+                Ok(policies) => policies.as_slice(),
+                Err(why) => {
+                    let deadline = operation.created_at.plus_millis(self.settings.policy_decision_timeout_ms);
+                    if now >= deadline {
+                        let reason = format!("the policies could not be read in time: {why}");
+                        work.refused.push((job, operation, FailureCode::PolicyTimeout, reason));
+                    } else {
+                        failed.push((job, JobError::Retry(format!("the policies could not be read: {why}"))));
+                    }
+                    continue;
+                }
             };
             if policies.is_empty() {
                 work.calls.push((job, operation, token, call));
@@ -49,17 +72,18 @@ impl Pipeline {
             }
             let contents: Vec<&PolicyContent> = policies.iter().map(|p| &p.content).collect();
             let event = PolicyEvent::for_amount(action, operation.amount, operation.asset_id);
+            let rejected = FailureCode::ValidationRejected;
             match evaluate(&contents, &event) {
                 Ok(Decision::Approved) => work.calls.push((job, operation, token, call)),
                 Ok(Decision::Rejected { reasons }) => {
                     let reason = format!("{POLICY_REJECTED}: {}", describe(&reasons, policies));
-                    work.refused.push((job, operation, reason));
+                    work.refused.push((job, operation, rejected, reason));
                 }
                 Ok(Decision::RequiresApproval { steps, manual_review, reasons }) => {
                     let approval = Approval { action, steps, manual_review, reasons: describe(&reasons, policies) };
                     work.held.push((job, operation, approval));
                 }
-                Err(e) => work.refused.push((job, operation, format!("{POLICY_EVALUATION_FAILED}: {e}"))),
+                Err(e) => work.refused.push((job, operation, rejected, format!("{POLICY_EVALUATION_FAILED}: {e}"))),
             }
         }
         Ok(())
@@ -114,7 +138,7 @@ impl JobHandler for Evaluate {
         let mut sorted = sort_batch(read.as_mut(), jobs, wanted).await?;
         let mut work = p.plan(read.as_mut(), &mut sorted, now).await?;
         // The policy decision, on the operations that can be processed and are not signed yet.
-        p.decide(read.as_mut(), &mut work).await?;
+        p.decide(read.as_mut(), &mut work, &mut sorted.failed, now).await?;
         drop(read);
         p.sign_and_send(work, OperationState::Submitted, sorted, ctx).await
     }

@@ -90,6 +90,8 @@ pub struct SettlementSettings {
     /// How long `operation.track` waits between receipt polls.
     pub receipt_poll_ms: i64,
     pub job_max_attempts: u32,
+    /// How long after submission an undecidable policy step may keep retrying.
+    pub policy_decision_timeout_ms: i64,
 }
 
 /// What every pipeline job needs.

@@ -160,9 +160,9 @@ impl Pipeline {
             let from = operation.state;
             endings.push((job, operation, Ending::Fail { from, code: FailureCode::Unprocessable, reason }));
         }
-        for (job, operation, reason) in work.refused {
+        for (job, operation, code, reason) in work.refused {
             let from = operation.state;
-            endings.push((job, operation, Ending::Fail { from, code: FailureCode::ValidationRejected, reason }));
+            endings.push((job, operation, Ending::Fail { from, code, reason }));
         }
         for (job, operation, approval) in work.held {
             endings.push((job, operation, Ending::Hold(approval)));
@@ -317,8 +317,9 @@ pub(super) struct Work {
     pub signed: Vec<(Job, Operation, SignedTransaction)>,
     /// Cannot be processed (why): FAILED `UNPROCESSABLE` from the state they are in.
     pub unprocessable: Vec<(Job, Operation, String)>,
-    /// Refused by the policies (`reasonCode: why`): FAILED `VALIDATION_REJECTED`.
-    pub refused: Vec<(Job, Operation, String)>,
+    /// Ended by the policy step (`reasonCode: why`): FAILED `VALIDATION_REJECTED` when refused,
+    /// `POLICY_TIMEOUT` when it could not decide in time.
+    pub refused: Vec<(Job, Operation, FailureCode, String)>,
     /// Waiting for people: AWAITING_APPROVAL with an approval request.
     pub held: Vec<(Job, Operation, Approval)>,
 }

@@ -23,10 +23,13 @@ backends!(
     an_unmatched_operation_goes_to_a_policy_update_holder_for_manual_review,
     a_release_of_an_approved_lock_is_not_evaluated_again,
     an_approver_group_that_does_not_exist_fails_the_operation_approvers_unresolvable,
+    an_operation_whose_policies_stay_unreadable_fails_policy_timeout,
 );
 
 /// The request lifetime the tests run with (TOKENOPS_APPROVAL_LIFETIME_MS).
 const LIFETIME_MS: i64 = 600_000;
+/// How long the policy step may fail to decide (TOKENOPS_POLICY_DECISION_TIMEOUT_MS).
+const DECISION_TIMEOUT_MS: i64 = 120_000;
 
 /// One organisation: its owner (who sets up contracts, accounts and policies), the submitter
 /// alice (also a checker, so her own request names her), two checkers and a treasurer.
@@ -40,7 +43,10 @@ struct Org {
 }
 
 async fn org(backend: Backend) -> Org {
-    let extra = BTreeMap::from([("TOKENOPS_APPROVAL_LIFETIME_MS".to_owned(), LIFETIME_MS.to_string())]);
+    let extra = BTreeMap::from([
+        ("TOKENOPS_APPROVAL_LIFETIME_MS".to_owned(), LIFETIME_MS.to_string()),
+        ("TOKENOPS_POLICY_DECISION_TIMEOUT_MS".to_owned(), DECISION_TIMEOUT_MS.to_string()),
+    ]);
     let app = TestApp::spawn_embedded(backend, extra).await;
     let (tenant, owner_token) = create_organisation(&app, "olivia@bank.example").await;
     let id = TenantId(Uuid::parse_str(&tenant).expect("tenant id"));
@@ -362,4 +368,25 @@ async fn an_approver_group_that_does_not_exist_fails_the_operation_approvers_unr
     assert_eq!(failed["reasonCode"], "APPROVERS_UNRESOLVABLE", "{failed}");
     assert_eq!(events_about(&app, &owner, "transaction.rejected", &id).await, 1);
     assert!(requests_for(&app, &owner, &id).await.is_empty());
+}
+
+async fn an_operation_whose_policies_stay_unreadable_fails_policy_timeout(backend: Backend) {
+    let Org { app, owner, alice, .. } = org(backend).await;
+    active_policy(&app, &owner, four_eyes()).await;
+    app.db.break_table("policies").await;
+    let id = submit(&app, &alice, transfer("5")).await;
+    // Undecided, retried: still SUBMITTED well before the deadline.
+    app.drain_jobs().await;
+    app.clock.advance_millis(DECISION_TIMEOUT_MS / 2);
+    app.drain_jobs().await;
+    assert_eq!(operation(&app, &alice, &id).await["state"], "SUBMITTED");
+    app.clock.advance_millis(DECISION_TIMEOUT_MS / 2);
+    let failed = until_state(&app, &alice, &id, "FAILED").await;
+    app.db.restore_table("policies").await;
+    assert_eq!(failed["failureCode"], "POLICY_TIMEOUT", "{failed}");
+    assert_eq!(events_about(&app, &owner, "transaction.failed", &id).await, 1);
+    assert!(requests_for(&app, &owner, &id).await.is_empty());
+    // Readable again, the policies decide as before.
+    let next = submit(&app, &alice, transfer("5")).await;
+    until_state(&app, &alice, &next, "CONFIRMED").await;
 }
