@@ -66,6 +66,9 @@ pub struct AppSettings {
     pub receipt_poll_ms: i64,
     /// How long an approval request stays PENDING before it expires.
     pub approval_lifetime_ms: i64,
+    /// How long after its submission an operation the policy step cannot decide (the policies
+    /// unreadable) may wait before it fails POLICY_TIMEOUT.
+    pub policy_decision_timeout_ms: i64,
 }
 
 impl Default for AppSettings {
@@ -89,6 +92,7 @@ impl Default for AppSettings {
             shutdown_grace: Duration::from_secs(10),
             receipt_poll_ms: 200,
             approval_lifetime_ms: 72 * 3_600_000,
+            policy_decision_timeout_ms: 300_000,
         }
     }
 }
@@ -139,6 +143,10 @@ impl App {
     }
 
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: AppSettings, adapters: Adapters) -> Arc<Self> {
+        let approval_settings = approvals::ApprovalSettings {
+            lifetime_ms: settings.approval_lifetime_ms,
+            job_max_attempts: settings.job_max_attempts,
+        };
         let pipeline = Arc::new(settlement::Pipeline {
             store: store.clone(),
             custody: adapters.custody.clone(),
@@ -146,14 +154,13 @@ impl App {
             settings: settlement::SettlementSettings {
                 receipt_poll_ms: settings.receipt_poll_ms,
                 job_max_attempts: settings.job_max_attempts,
+                policy_decision_timeout_ms: settings.policy_decision_timeout_ms,
             },
+            approvals: approval_settings,
         });
-        let approval_settings = approvals::ApprovalSettings {
-            lifetime_ms: settings.approval_lifetime_ms,
-            job_max_attempts: settings.job_max_attempts,
-        };
-        // The settlement pipeline's effect replaces NoEffect once policies raise requests.
-        let approval_effect: Arc<dyn approvals::ResolutionEffect> = Arc::new(approvals::NoEffect);
+        // A POLICY request's resolution moves its operation on in the pipeline.
+        let approval_effect: Arc<dyn approvals::ResolutionEffect> =
+            Arc::new(settlement::PolicyResolution(pipeline.clone()));
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),

@@ -179,6 +179,37 @@ async fn warm_up(target: &Arc<Target>) {
     let _ = open_loop(target, RATES[0], Duration::from_secs(2)).await;
 }
 
+/// `count` ACTIVE TRANSFER policies of twenty rules (one slot each: the SYSTEM template, then
+/// templates of the organisation): nineteen never match the benchmark's 0.01 USD transfers (an
+/// approver from 1,000,000.00 on), the last approves them.
+async fn active_policies(target: &Target, count: usize) -> anyhow::Result<()> {
+    for p in 0..count {
+        let template = if p == 0 {
+            "system.transfer.approval".to_owned()
+        } else {
+            let key = format!("bench.transfer.{p}");
+            let content = json!({ "appliesTo": { "action": "TRANSFER" }, "rules": [] });
+            let body = json!({ "key": key, "name": key, "action": "TRANSFER", "defaultContent": content });
+            target.post("/api/templates", body).await?;
+            key
+        };
+        let mut rules: Vec<Value> = (0..19)
+            .map(|r| {
+                json!({ "id": format!("large-{r}"), "when": { "assetId": "== USD", "amount": format!(">= {}", 1_000_000 + r) },
+                        "emit": { "approver": "#treasury", "step": 0 } })
+            })
+            .collect();
+        rules.push(json!({ "id": "small", "when": { "assetId": "== USD", "amount": "[0 .. 1000000)" },
+                           "emit": { "autoApproval": true } }));
+        let content = json!({ "appliesTo": { "action": "TRANSFER" }, "rules": rules,
+                              "defaults": { "unmatched": "AUTO_APPROVE" } });
+        let policy = target.post("/api/policies", json!({ "templateKey": template, "content": content })).await?;
+        let id = policy["id"].as_str().context("policy id")?;
+        target.post(&format!("/api/policies/{id}/activate"), Value::Null).await?;
+    }
+    Ok(())
+}
+
 async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let name = match backend {
         Backend::Sqlite => "SQLite",
@@ -244,6 +275,12 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
         Ok(db.count("operations", "state = 'CONFIRMED'").await == ACCOUNTS as i64)
     })
     .await?;
+
+    // `TOKENOPS_BENCH_POLICIES=3` evaluates every TRANSFER against that many ACTIVE policies of
+    // twenty rules each (to compare with a run without: the policy step's cost).
+    if let Some(count) = std::env::var("TOKENOPS_BENCH_POLICIES").ok().and_then(|n| n.parse::<usize>().ok()) {
+        active_policies(&target, count).await?;
+    }
 
     // Acceptance alone: the same steps with the workers off; what it accepts stays queued and is
     // settled by the full service below, before its own steps start.

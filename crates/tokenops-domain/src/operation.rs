@@ -4,8 +4,11 @@
 //! ```text
 //! SUBMITTED ──evaluate──► PENDING_SETTLEMENT ──sign + send──► SETTLING ──receipt──► CONFIRMED
 //!     │   └──► AWAITING_APPROVAL ──approved──┘     │                  └──reverted──► FAILED (CHAIN_FAILED)
-//!     │            └──rejected / expired / cancelled ──► FAILED / CANCELLED
-//!     └──► FAILED (VALIDATION_REJECTED, UNPROCESSABLE)
+//!     │            ├──rejected by an approver ──► FAILED (APPROVAL_REJECTED)
+//!     │            ├──request expired ──► FAILED (POLICY_EXPIRED)
+//!     │            └──request cancelled ──► CANCELLED
+//!     └──► FAILED (VALIDATION_REJECTED: a policy refused it, or its approvers cannot be
+//!          resolved; UNPROCESSABLE)
 //!                   PENDING_SETTLEMENT ──► FAILED (SIGNING_REJECTED, RETRY_EXHAUSTED)
 //! ```
 

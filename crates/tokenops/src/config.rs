@@ -495,6 +495,13 @@ impl Config {
                 1_000,
                 365 * 86_400_000,
             ),
+            // From a second (tests) to a day.
+            policy_decision_timeout_ms: r.integer(
+                "TOKENOPS_POLICY_DECISION_TIMEOUT_MS",
+                defaults.policy_decision_timeout_ms,
+                1_000,
+                86_400_000,
+            ),
         };
         if r.problems.is_empty() {
             Ok(Config {

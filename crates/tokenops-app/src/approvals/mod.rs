@@ -14,6 +14,7 @@ mod expiry;
 mod raise;
 
 pub use expiry::ExpireApprovals;
+pub(crate) use raise::unresolvable;
 pub use raise::{Raise, StepApprover, raise};
 
 use async_trait::async_trait;
@@ -60,16 +61,6 @@ pub struct ApprovalSettings {
 #[async_trait]
 pub trait ResolutionEffect: Send + Sync {
     async fn resolved(&self, tx: &mut dyn Tx, request: &ApprovalRequest, now: Timestamp) -> AppResult<()>;
-}
-
-/// No operation to move on: the effect until the pipeline is wired in.
-pub struct NoEffect;
-
-#[async_trait]
-impl ResolutionEffect for NoEffect {
-    async fn resolved(&self, _tx: &mut dyn Tx, _request: &ApprovalRequest, _now: Timestamp) -> AppResult<()> {
-        Ok(())
-    }
 }
 
 /// What events a change publishes carry besides the request: the organisation, the time, and

@@ -97,25 +97,19 @@ pub(crate) fn initiator_user(initiator: &str) -> Option<Uuid> {
     Uuid::parse_str(initiator).ok()
 }
 
-/// Records a PENDING request with one task per (step, approver), publishes
-/// `approval.requested` and schedules its expiry, all in `tx`: the caller's transaction, so
-/// the policy step can raise a request with the operation's own change. Every expression must
-/// resolve to someone other than the initiator (400, VALIDATION_FAILED, one detail per
-/// expression that does not).
-pub async fn raise(
+/// The approvers that do not resolve to someone other than `initiator` now, one detail each
+/// (field `approvers[i].approver`): a request naming any of them cannot be raised.
+pub(crate) async fn unresolvable(
     tx: &mut dyn Tx,
-    settings: &ApprovalSettings,
-    ctx: &EventContext,
-    raise: Raise,
-) -> AppResult<(ApprovalRequest, Vec<ApprovalTask>)> {
-    if raise.approvers.is_empty() {
-        return Err(Error::invalid_field("approvers", "must name at least one approver"));
-    }
-    let initiator = initiator_user(&raise.initiator);
+    tenant: TenantId,
+    initiator: &str,
+    approvers: &[StepApprover],
+) -> AppResult<Vec<FieldError>> {
+    let initiator = initiator_user(initiator);
     let mut problems = Vec::new();
-    for (i, step) in raise.approvers.iter().enumerate() {
+    for (i, step) in approvers.iter().enumerate() {
         let field = format!("approvers[{i}].approver");
-        match resolve(tx, ctx.tenant, &step.approver).await? {
+        match resolve(tx, tenant, &step.approver).await? {
             Err(why) => problems.push(FieldError { field, message: why }),
             Ok(users) => {
                 let others = users.iter().filter(|u| Some(**u) != initiator).count();
@@ -130,6 +124,24 @@ pub async fn raise(
             }
         }
     }
+    Ok(problems)
+}
+
+/// Records a PENDING request with one task per (step, approver), publishes
+/// `approval.requested` and schedules its expiry, all in `tx`: the caller's transaction, so
+/// the policy step can raise a request with the operation's own change. Every expression must
+/// resolve to someone other than the initiator (400, VALIDATION_FAILED, one detail per
+/// expression that does not).
+pub async fn raise(
+    tx: &mut dyn Tx,
+    settings: &ApprovalSettings,
+    ctx: &EventContext,
+    raise: Raise,
+) -> AppResult<(ApprovalRequest, Vec<ApprovalTask>)> {
+    if raise.approvers.is_empty() {
+        return Err(Error::invalid_field("approvers", "must name at least one approver"));
+    }
+    let problems = unresolvable(tx, ctx.tenant, &raise.initiator, &raise.approvers).await?;
     if !problems.is_empty() {
         let summary = problems.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("; ");
         return Err(Error::bad_request(format!("Approvers cannot be resolved: {summary}")).with_details(problems));

@@ -120,6 +120,28 @@ pub struct ActivePolicy {
     pub content: PolicyContent,
 }
 
+/// The organisation's ACTIVE policies governing `action`, each with its current content
+/// validated again (stored content that no longer validates is an internal error, never a
+/// silent skip): what the settlement pipeline evaluates, in the caller's transaction.
+pub async fn active_for_action(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    action: PolicyAction,
+) -> AppResult<Vec<ActivePolicy>> {
+    let mut active = Vec::new();
+    for (policy, version) in tx.policies().active_for_action(tenant, action).await? {
+        let document = stored_json(&version.content)?;
+        let content = PolicyContent::validate(&document, action).map_err(|v| {
+            Error::internal(format!(
+                "policy {} version {}: stored content is invalid: {v:?}",
+                policy.id, version.version_number
+            ))
+        })?;
+        active.push(ActivePolicy { policy, content });
+    }
+    Ok(active)
+}
+
 fn not_found(id: Uuid) -> Error {
     Error::not_found(format!("Policy {id} not found")).with_code(Code::PolicyNotFound)
 }
@@ -184,27 +206,14 @@ impl Policies {
         Ok(Page { items, total: found.total })
     }
 
-    /// The organisation's ACTIVE policies governing `action`, each with its current content
-    /// validated again (stored content that no longer validates is an internal error, never a
-    /// silent skip).
+    /// The organisation's ACTIVE policies governing `action` (see [`active_for_action`]).
     pub async fn active_for_action(
         &self,
         tx: &mut dyn Tx,
         tenant: TenantId,
         action: PolicyAction,
     ) -> AppResult<Vec<ActivePolicy>> {
-        let mut active = Vec::new();
-        for (policy, version) in tx.policies().active_for_action(tenant, action).await? {
-            let document = stored_json(&version.content)?;
-            let content = PolicyContent::validate(&document, action).map_err(|v| {
-                Error::internal(format!(
-                    "policy {} version {}: stored content is invalid: {v:?}",
-                    policy.id, version.version_number
-                ))
-            })?;
-            active.push(ActivePolicy { policy, content });
-        }
-        Ok(active)
+        active_for_action(tx, tenant, action).await
     }
 
     /// A DRAFT at version 1 holding the caller's content, from a visible ACTIVE template

@@ -1,9 +1,11 @@
 //! The settlement pipeline of an accepted operation, as durable jobs:
 //!
-//! 1. `operation.evaluate`: the policy step (no ACTIVE policy yet means approved) and the
-//!    checks that decide whether the operation can be processed at all (the accounts and the
-//!    contract still ACTIVE, a LOCK's expiry valid and in the future: else `UNPROCESSABLE`);
-//!    → PENDING_SETTLEMENT and `operation.settle`.
+//! 1. `operation.evaluate`: the checks that decide whether the operation can be processed at
+//!    all (the accounts and the contract still ACTIVE, a LOCK's expiry valid and in the future:
+//!    else `UNPROCESSABLE`), then the policy step (the ACTIVE policies of the operation's
+//!    action; none means approved): approved → PENDING_SETTLEMENT and `operation.settle`;
+//!    refused → FAILED `VALIDATION_REJECTED`; approvers needed → AWAITING_APPROVAL with a
+//!    POLICY approval request, whose resolution (`PolicyResolution`) moves it on.
 //! 2. `operation.settle`: custody signs the ledger transaction (a refusal is
 //!    `SIGNING_REJECTED`, nothing reaches the ledger); the signed bytes are recorded before
 //!    they are sent, so an unknown outcome is only ever resolved by sending **the same bytes**
@@ -38,13 +40,15 @@
 //! signature could not be recorded); an evaluation job that finds its operation signed but
 //! unsent sends it.
 //!
-//! The files follow the pipeline: `evaluate` (step 1, with the policy decision `decide`),
+//! The files follow the pipeline: `evaluate` (step 1, with the policy decision `decide`, and
+//! `approval` for the operations it holds for people and their requests' resolution),
 //! `settle` (step 2), `track` (step 3) with `confirm` (what CONFIRMED moves with it); shared by
 //! them: `signatures` (the settle work of evaluate and settle, recording, sending and the
 //! stored form of signed transactions) and `outcome` (FAILED, events and audit records); the
 //! pipeline itself, its batch sorting and the ledger call of an operation are here. The sweeps beside the pipeline live in modules of their
 //! own: `lock_expiry`, `reconciliation`, `resume` and `nonce_gaps`.
 
+mod approval;
 mod confirm;
 mod evaluate;
 mod outcome;
@@ -52,6 +56,7 @@ mod settle;
 mod signatures;
 mod track;
 
+pub use approval::PolicyResolution;
 pub use evaluate::Evaluate;
 pub use settle::Settle;
 pub(crate) use signatures::decode_signed;
@@ -85,6 +90,8 @@ pub struct SettlementSettings {
     /// How long `operation.track` waits between receipt polls.
     pub receipt_poll_ms: i64,
     pub job_max_attempts: u32,
+    /// How long after submission an undecidable policy step may keep retrying.
+    pub policy_decision_timeout_ms: i64,
 }
 
 /// What every pipeline job needs.
@@ -93,6 +100,8 @@ pub struct Pipeline {
     pub custody: Arc<dyn Custody>,
     pub ledger: Arc<dyn Ledger>,
     pub settings: SettlementSettings,
+    /// For the requests the policy step raises.
+    pub approvals: crate::approvals::ApprovalSettings,
 }
 
 fn target(job: &Job) -> Result<(TenantId, Uuid), JobError> {

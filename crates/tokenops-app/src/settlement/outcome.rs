@@ -80,7 +80,8 @@ impl Pipeline {
                 })
                 .await?;
         }
-        let event = if code == FailureCode::ValidationRejected {
+        // Refusals (by the policies or an approver) are `transaction.rejected`.
+        let event = if matches!(code, FailureCode::ValidationRejected | FailureCode::ApprovalRejected) {
             EventType::TransactionRejected
         } else {
             EventType::TransactionFailed
@@ -131,13 +132,15 @@ impl Pipeline {
 }
 
 /// The short, stable reason code the spec reports: the decoded revert for CHAIN_FAILED
-/// (`InsufficientAvailableBalance`), else a code of the failure.
+/// (`InsufficientAvailableBalance`), the policy step's code for VALIDATION_REJECTED (the reason
+/// starts `CODE: `), else a code of the failure.
 fn reason_code_of(code: FailureCode, reason: &str) -> String {
     match code {
         FailureCode::ChainFailed => reason.split([':', ' ']).next().unwrap_or("EXECUTION_REVERTED").to_owned(),
         FailureCode::SigningRejected => "CUSTODY_REFUSED".to_owned(),
         FailureCode::RetryExhausted => "DEPENDENCY_UNAVAILABLE".to_owned(),
         FailureCode::Unprocessable => "UNPROCESSABLE".to_owned(),
+        FailureCode::ValidationRejected => reason.split(':').next().unwrap_or("VALIDATION_REJECTED").to_owned(),
         other => other.as_str().to_owned(),
     }
 }

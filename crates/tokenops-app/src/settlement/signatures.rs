@@ -11,6 +11,7 @@ use tokenops_ledger::{Ledger, LedgerCall, LedgerError, SignedTransaction};
 use tokenops_store::{Job, Tx};
 use uuid::Uuid;
 
+use super::approval::Approval;
 use super::evaluate::signed_unsent;
 use super::{Lookups, Pipeline, Sorted, internal, lock_rows};
 use crate::jobs::{BatchContext, BatchFinished, JobError, kinds};
@@ -159,6 +160,13 @@ impl Pipeline {
             let from = operation.state;
             endings.push((job, operation, Ending::Fail { from, code: FailureCode::Unprocessable, reason }));
         }
+        for (job, operation, code, reason) in work.refused {
+            let from = operation.state;
+            endings.push((job, operation, Ending::Fail { from, code, reason }));
+        }
+        for (job, operation, approval) in work.held {
+            endings.push((job, operation, Ending::Hold(approval)));
+        }
         let mut signed = Vec::with_capacity(work.calls.len());
         // Should the batch be stopped (its lease lost) before the signatures are recorded, their
         // nonces are given back rather than left as gaps.
@@ -241,7 +249,7 @@ impl Pipeline {
                 // Signed meanwhile (by an earlier claim of this very evaluation, or a commit that
                 // landed though it reported a failure): this job, not a settle job, owes it its
                 // settlement, which it takes up when it runs alone.
-                Ending::Approve | Ending::Fail { from: OperationState::Submitted, .. }
+                Ending::Approve | Ending::Hold(_) | Ending::Fail { from: OperationState::Submitted, .. }
                     if row.as_ref().is_some_and(signed_unsent) =>
                 {
                     rest.push(job);
@@ -263,6 +271,7 @@ impl Pipeline {
                         next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
                 }
+                Ending::Hold(approval) => p.hold_row(tx.as_mut(), row, approval, now).await?,
                 Ending::Fail { from, code, reason } => {
                     p.fail_row(tx.as_mut(), row, from, code, reason, None, now).await?;
                 }
@@ -308,6 +317,11 @@ pub(super) struct Work {
     pub signed: Vec<(Job, Operation, SignedTransaction)>,
     /// Cannot be processed (why): FAILED `UNPROCESSABLE` from the state they are in.
     pub unprocessable: Vec<(Job, Operation, String)>,
+    /// Ended by the policy step (`reasonCode: why`): FAILED `VALIDATION_REJECTED` when refused,
+    /// `POLICY_TIMEOUT` when it could not decide in time.
+    pub refused: Vec<(Job, Operation, FailureCode, String)>,
+    /// Waiting for people: AWAITING_APPROVAL with an approval request.
+    pub held: Vec<(Job, Operation, Approval)>,
 }
 
 /// How an operation's settle work ends in the batch's last commit.
@@ -316,6 +330,9 @@ enum Ending {
     Sent(tokenops_domain::chain::TxHash),
     /// Approved but not signed (an evaluation): PENDING_SETTLEMENT, for a settle job.
     Approve,
+    /// Held by the policies: AWAITING_APPROVAL (or refused, when its approvers cannot be
+    /// resolved).
+    Hold(Approval),
     Fail {
         from: OperationState,
         code: FailureCode,

@@ -21,6 +21,7 @@ mod openapi_client;
 mod organisation;
 mod paging;
 mod policies;
+mod policy_pipeline;
 mod policy_templates;
 mod postgres_crash;
 mod sign_in;
