@@ -424,6 +424,7 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
         title,
         description,
         approvers,
+        reviewers: Vec::new(),
     })
 }
 

@@ -35,8 +35,12 @@ pub struct Raise {
     pub initiator: String,
     pub title: Option<String>,
     pub description: Option<String>,
-    /// At least one; one task each. Field names in errors are `approvers[i].approver`.
+    /// One task each. Field names in errors are `approvers[i].approver`.
     pub approvers: Vec<StepApprover>,
+    /// A manual review: one step-0 task whose approver set is all of these, so that any one of
+    /// them decides it (a policy's `defaults.unmatched` REQUIRE_MANUAL_REVIEW). Resolved by the
+    /// caller already; a request needs an approver or a reviewer.
+    pub reviewers: Vec<ApproverExpr>,
 }
 
 /// The ACTIVE users `expr` names now, or why it names nobody (a sentence for the caller).
@@ -138,7 +142,7 @@ pub async fn raise(
     ctx: &EventContext,
     raise: Raise,
 ) -> AppResult<(ApprovalRequest, Vec<ApprovalTask>)> {
-    if raise.approvers.is_empty() {
+    if raise.approvers.is_empty() && raise.reviewers.is_empty() {
         return Err(Error::invalid_field("approvers", "must name at least one approver"));
     }
     let problems = unresolvable(tx, ctx.tenant, &raise.initiator, &raise.approvers).await?;
@@ -167,14 +171,19 @@ pub async fn raise(
     tx.approvals().insert_request(&request).await?;
     let mut approvers = raise.approvers;
     approvers.sort_by(|a, b| (a.step, &a.approver).cmp(&(b.step, &b.approver)));
-    let mut tasks = Vec::with_capacity(approvers.len());
-    for a in approvers {
+    let mut sets: Vec<(u32, Vec<String>)> =
+        approvers.into_iter().map(|a| (a.step, vec![a.approver.to_string()])).collect();
+    if !raise.reviewers.is_empty() {
+        sets.insert(0, (0, raise.reviewers.iter().map(ToString::to_string).collect()));
+    }
+    let mut tasks = Vec::with_capacity(sets.len());
+    for (step, approvers) in sets {
         let task = ApprovalTask {
             id: new_id(),
             tenant_id: ctx.tenant,
             request_id: request.id,
-            step: a.step,
-            approvers: vec![a.approver.to_string()],
+            step,
+            approvers,
             state: ApprovalTaskState::Pending,
             acted_by: None,
             acted_at: None,

@@ -39,8 +39,8 @@ impl Pipeline {
     /// Holds the operation (its row as read for update, still SUBMITTED) for approval: it
     /// becomes AWAITING_APPROVAL (`transaction.awaiting_approval`) and a POLICY request with
     /// one task per (step, approver) is raised (`approval.requested`), all in `tx`. A manual
-    /// review adds, at step 0, every ACTIVE user of the organisation holding `policy:update`
-    /// but the submitter. When an approver names nobody but the submitter (or nobody at all),
+    /// review adds one step-0 task whose approver set is every ACTIVE user of the organisation
+    /// holding `policy:update` but the submitter: any one of them decides it. When an approver names nobody but the submitter (or nobody at all),
     /// no request could ever be granted: the operation fails VALIDATION_REJECTED
     /// `APPROVERS_UNRESOLVABLE` instead of waiting for its expiry.
     pub(super) async fn hold_row(
@@ -54,25 +54,24 @@ impl Pipeline {
             return Ok(());
         };
         let tenant = operation.tenant_id;
-        let mut approvers: Vec<StepApprover> = approval
+        let approvers: Vec<StepApprover> = approval
             .steps
             .iter()
             .flat_map(|(step, exprs)| exprs.iter().map(|e| StepApprover { step: *step, approver: e.clone() }))
             .collect();
+        let mut review = BTreeSet::new();
         if approval.manual_review {
-            for user in reviewers(tx, tenant, &operation.submitted_by).await.map_err(internal)? {
-                let approver = ApproverExpr::User(user);
-                if !approvers.iter().any(|a| a.step == 0 && a.approver == approver) {
-                    approvers.push(StepApprover { step: 0, approver });
-                }
-            }
+            review = reviewers(tx, tenant, &operation.submitted_by).await.map_err(internal)?;
         }
-        let problems: Vec<String> = if approvers.is_empty() {
-            vec!["no ACTIVE user other than the submitter holds policy:update to review it".to_owned()]
+        let mut problems: Vec<String> = if approvers.is_empty() {
+            Vec::new()
         } else {
             let found = unresolvable(tx, tenant, &operation.submitted_by, &approvers).await.map_err(internal)?;
             found.into_iter().map(|p| p.message).collect()
         };
+        if approval.manual_review && review.is_empty() {
+            problems.push("no ACTIVE user other than the submitter holds policy:update to review it".to_owned());
+        }
         if !problems.is_empty() {
             let reason = format!("{APPROVERS_UNRESOLVABLE}: {}", problems.join("; "));
             let from = OperationState::Submitted;
@@ -100,6 +99,7 @@ impl Pipeline {
             title: Some(format!("{} {} of {}", operation.tx_type.as_str(), operation.id, operation.asset_id)),
             description: Some(approval.reasons),
             approvers,
+            reviewers: review.into_iter().map(ApproverExpr::User).collect(),
         };
         raise(tx, &self.approvals, &ctx, request).await.map_err(internal)?;
         Ok(())

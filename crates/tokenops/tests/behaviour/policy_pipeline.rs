@@ -309,22 +309,34 @@ async fn an_unmatched_operation_goes_to_a_policy_update_holder_for_manual_review
         "defaults": { "unmatched": "REQUIRE_MANUAL_REVIEW" },
     });
     active_policy(&app, &owner, content).await;
+    // A second policy:update holder: the review is one task that either of them decides.
+    let tenant = owner.id.0.to_string();
+    let (rita_id, rita_token) =
+        invite_and_activate(&app, &tenant, &owner.token, "rita@bank.example", Some("ADMIN")).await;
+    let rita = Tenant { id: owner.id, subject: rita_id.clone(), token: rita_token };
     let id = submit(&app, &alice, transfer("5")).await;
     until_state(&app, &alice, &id, "AWAITING_APPROVAL").await;
     let request = request_for(&app, &owner, &id).await;
     let tasks = request["tasks"].as_array().expect("tasks").clone();
-    // The owner (SUPER_ADMIN) is the organisation's only policy:update holder; alice and carol
-    // (USER) are not.
+    // The owner (SUPER_ADMIN) and rita (ADMIN) hold policy:update; alice and carol (USER) do not.
     assert_eq!(tasks.len(), 1, "{request}");
     assert_eq!(tasks[0]["step"], 0);
-    let approver = tasks[0]["approvers"][0].as_str().expect("approver").to_owned();
-    assert!(approver.starts_with("user:"), "{approver}");
-    assert_ne!(approver, format!("user:{}", alice.subject));
-    assert_ne!(approver, format!("user:{}", carol.subject));
+    let approvers: Vec<String> = tasks[0]["approvers"]
+        .as_array()
+        .expect("approvers")
+        .iter()
+        .map(|a| a.as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(approvers.len(), 2, "{request}");
+    assert!(approvers.iter().all(|a| a.starts_with("user:")), "{approvers:?}");
+    assert!(approvers.contains(&format!("user:{rita_id}")), "{approvers:?}");
+    assert!(!approvers.contains(&format!("user:{}", alice.subject)), "{approvers:?}");
+    assert!(!approvers.contains(&format!("user:{}", carol.subject)), "{approvers:?}");
     let task = tasks[0]["id"].as_str().expect("task id");
     refused(&act(&app, &carol, task, "approve").await, 403, "SEPARATION_OF_DUTIES");
-    act(&app, &owner, task, "approve").await.expect(200);
+    act(&app, &rita, task, "approve").await.expect(200);
     until_state(&app, &alice, &id, "CONFIRMED").await;
+    refused(&act(&app, &owner, task, "approve").await, 409, "APPROVAL_NOT_PENDING");
 }
 
 async fn a_release_of_an_approved_lock_is_not_evaluated_again(backend: Backend) {
