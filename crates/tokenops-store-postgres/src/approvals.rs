@@ -2,17 +2,14 @@
 //! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
 
 use crate::clause::{Bind, Clause};
-use crate::codec::parsed;
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::approval::{
-    ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter,
-};
-use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
+use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{ApprovalStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -23,45 +20,11 @@ const TASK_COLUMNS: &str =
     "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &PgRow) -> StoreResult<ApprovalRequest> {
-    let status: String = codec::get(row, "status")?;
-    let source: String = codec::get(row, "source")?;
-    Ok(ApprovalRequest {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        status: parsed(&status, "approval request status", ApprovalRequestStatus::parse)?,
-        source: parsed(&source, "approval source", ApprovalSource::parse)?,
-        action: codec::get(row, "action")?,
-        resource_type: codec::get(row, "resource_type")?,
-        resource_id: codec::get(row, "resource_id")?,
-        initiator: codec::get(row, "initiator")?,
-        title: codec::get(row, "title")?,
-        description: codec::get(row, "description")?,
-        expires_at: codec::ts(codec::get(row, "expires_at")?),
-        resolved_at: codec::opt_ts(codec::get(row, "resolved_at")?),
-        acted_by: codec::get(row, "acted_by")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::approval_request(&codec::Cols(row))
 }
 
 fn decode_task(row: &PgRow) -> StoreResult<ApprovalTask> {
-    let step: i32 = codec::get(row, "step")?;
-    let state: String = codec::get(row, "state")?;
-    let approvers: String = codec::get(row, "approvers")?;
-    Ok(ApprovalTask {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        request_id: codec::get(row, "request_id")?,
-        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
-        approvers: serde_json::from_str(&approvers)
-            .map_err(|e| StoreError::Corrupt(format!("approval task approvers: {e}")))?,
-        state: parsed(&state, "approval task state", ApprovalTaskState::parse)?,
-        acted_by: codec::get(row, "acted_by")?,
-        acted_at: codec::opt_ts(codec::get(row, "acted_at")?),
-        comment: codec::get(row, "comment")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::approval_task(&codec::Cols(row))
 }
 
 fn approvers_text(approvers: &[String]) -> String {

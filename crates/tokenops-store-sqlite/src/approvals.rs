@@ -2,18 +2,16 @@
 //! array of expressions, matched by the approver filter through `json_each`.
 
 use crate::clause::Clause;
-use crate::codec::{int, opt_text, opt_ts, page_limits, parsed, text};
+use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
-use tokenops_domain::approval::{
-    ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter,
-};
-use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
+use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{ApprovalStore, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
 
 const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
@@ -23,40 +21,11 @@ const TASK_COLUMNS: &str =
     "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &Row<'_>) -> StoreResult<ApprovalRequest> {
-    Ok(ApprovalRequest {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        status: parsed(&text(row, "status")?, "approval request status", ApprovalRequestStatus::parse)?,
-        source: parsed(&text(row, "source")?, "approval source", ApprovalSource::parse)?,
-        action: text(row, "action")?,
-        resource_type: opt_text(row, "resource_type")?,
-        resource_id: opt_text(row, "resource_id")?,
-        initiator: text(row, "initiator")?,
-        title: opt_text(row, "title")?,
-        description: opt_text(row, "description")?,
-        expires_at: codec::ts(int(row, "expires_at")?),
-        resolved_at: opt_ts(row, "resolved_at")?,
-        acted_by: opt_text(row, "acted_by")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::approval_request(&codec::Cols(row))
 }
 
 fn decode_task(row: &Row<'_>) -> StoreResult<ApprovalTask> {
-    let step = int(row, "step")?;
-    Ok(ApprovalTask {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        request_id: codec::uuid(&text(row, "request_id")?)?,
-        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
-        approvers: codec::names(&text(row, "approvers")?)?,
-        state: parsed(&text(row, "state")?, "approval task state", ApprovalTaskState::parse)?,
-        acted_by: opt_text(row, "acted_by")?,
-        acted_at: opt_ts(row, "acted_at")?,
-        comment: opt_text(row, "comment")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::approval_task(&codec::Cols(row))
 }
 
 fn opt_micros(at: Option<Timestamp>) -> Option<i64> {

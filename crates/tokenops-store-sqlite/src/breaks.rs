@@ -1,31 +1,21 @@
 //! Breaks on SQLite: `BreakStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_text, page_limits, parsed};
+use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::TenantId;
-use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{Break, BreakFilter, BreakReason};
+use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
 const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
 fn decode_break(row: &Row<'_>) -> StoreResult<Break> {
-    let reason: String = codec::get(row, "reason")?;
-    Ok(Break {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        transaction_id: codec::opt_uuid(codec::get(row, "transaction_id")?)?,
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        reason: parsed(&reason, "break reason", BreakReason::parse)?,
-        detail: codec::get(row, "detail")?,
-        detected_at: codec::ts(codec::get(row, "detected_at")?),
-    })
+    rows::break_record(&codec::Cols(row))
 }
 
 #[async_trait]

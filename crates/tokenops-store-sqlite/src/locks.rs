@@ -1,7 +1,7 @@
 //! Locks on SQLite: `LockStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_text, page_limits, parsed};
+use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -10,26 +10,14 @@ use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
 
 const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
 fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
-    let status: String = codec::get(row, "status")?;
-    Ok(Lock {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        amount: codec::amount(codec::get(row, "amount")?)?,
-        expires_at: codec::get::<Option<i64>>(row, "expires_at")?.map(codec::ts),
-        status: parsed(&status, "lock status", LockStatus::parse)?,
-        completed_by: codec::opt_uuid(codec::get(row, "completed_by")?)?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::lock(&codec::Cols(row))
 }
 
 #[async_trait]
