@@ -6,7 +6,7 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::paging::SortKey;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::Columns;
-pub use tokenops_store::rows::{asset, opt_address, parsed};
+pub use tokenops_store::rows::parsed;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -165,6 +165,10 @@ impl Columns for Cols<'_> {
     }
 
     fn json(&self, name: &str) -> StoreResult<serde_json::Value> {
+        get(self.0, name)
+    }
+
+    fn text_list(&self, name: &str) -> StoreResult<Vec<String>> {
         get(self.0, name)
     }
 }

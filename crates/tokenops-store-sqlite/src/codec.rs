@@ -6,7 +6,7 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::Columns;
-pub use tokenops_store::rows::{asset, names, opt_address, parsed};
+pub use tokenops_store::rows::{names, parsed};
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -152,5 +152,9 @@ impl Columns for Cols<'_, '_> {
 
     fn json(&self, name: &str) -> StoreResult<serde_json::Value> {
         json(&self.text(name)?)
+    }
+
+    fn text_list(&self, name: &str) -> StoreResult<Vec<String>> {
+        names(&self.text(name)?)
     }
 }

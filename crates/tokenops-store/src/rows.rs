@@ -5,17 +5,31 @@
 //! errors) inside its `Columns` impl; everything past the column read is shared here, so the two
 //! backends cannot drift in what they accept.
 
+mod accounts;
 mod approvals;
 mod audit;
 mod breaks;
+mod contracts;
+mod customers;
+mod groups;
 mod locks;
 mod operations;
+mod policies;
+mod roles;
+mod users;
 
+pub use accounts::account;
 pub use approvals::{approval_request, approval_task};
 pub use audit::audit_record;
 pub use breaks::break_record;
+pub use contracts::contract;
+pub use customers::customer;
+pub use groups::group;
 pub use locks::lock;
 pub use operations::{in_flight, operation};
+pub use policies::{policy, policy_version, policy_with_version};
+pub use roles::role;
+pub use users::user;
 
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};
@@ -36,6 +50,9 @@ pub trait Columns {
     fn uuid(&self, name: &str) -> StoreResult<Uuid>;
     fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>>;
     fn json(&self, name: &str) -> StoreResult<serde_json::Value>;
+    /// A list of strings stored in the backend's list form (a JSON array as text on SQLite, a
+    /// `text[]` on PostgreSQL).
+    fn text_list(&self, name: &str) -> StoreResult<Vec<String>>;
 
     /// A point in time, stored as microseconds since the epoch on both backends.
     fn timestamp(&self, name: &str) -> StoreResult<Timestamp> {
@@ -75,6 +92,13 @@ pub trait Columns {
     /// A list of names stored as a JSON array of strings, in its order.
     fn names(&self, name: &str) -> StoreResult<Vec<String>> {
         names(&self.text(name)?)
+    }
+
+    /// A whole number of a narrower type (a step, a version, a count); one out of its range is
+    /// corrupt, named `what`.
+    fn narrow<T: TryFrom<i64>>(&self, name: &str, what: &str) -> StoreResult<T> {
+        let value = self.int(name)?;
+        T::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value}")))
     }
 
     /// A counter or ordinal that is never negative.

@@ -1,7 +1,7 @@
 //! Approval requests and tasks as read from either backend.
 
 use super::Columns;
-use crate::{StoreError, StoreResult};
+use crate::StoreResult;
 use tokenops_domain::approval::{
     ApprovalRequest, ApprovalRequestStatus, ApprovalSource, ApprovalTask, ApprovalTaskState,
 };
@@ -27,12 +27,11 @@ pub fn approval_request(row: &impl Columns) -> StoreResult<ApprovalRequest> {
 }
 
 pub fn approval_task(row: &impl Columns) -> StoreResult<ApprovalTask> {
-    let step = row.int("step")?;
     Ok(ApprovalTask {
         id: row.uuid("id")?,
         tenant_id: row.tenant("tenant_id")?,
         request_id: row.uuid("request_id")?,
-        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
+        step: row.narrow("step", "approval task step")?,
         approvers: row.names("approvers")?,
         state: row.parsed("state", "approval task state", ApprovalTaskState::parse)?,
         acted_by: row.opt_text("acted_by")?,
