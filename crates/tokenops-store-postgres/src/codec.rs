@@ -6,7 +6,6 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::paging::SortKey;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::Columns;
-pub use tokenops_store::rows::parsed;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 

@@ -6,7 +6,7 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::Columns;
-pub use tokenops_store::rows::{names, parsed};
+pub use tokenops_store::rows::names;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -77,10 +77,6 @@ pub fn names_text(names: &[String]) -> String {
 }
 
 pub fn text(row: &Row<'_>, name: &str) -> StoreResult<String> {
-    get(row, name)
-}
-
-pub fn opt_text(row: &Row<'_>, name: &str) -> StoreResult<Option<String>> {
     get(row, name)
 }
 
