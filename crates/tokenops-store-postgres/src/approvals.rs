@@ -2,7 +2,6 @@
 //! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
 
 use crate::clause::{Bind, Clause};
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -116,42 +115,34 @@ impl ApprovalStore for PostgresTx {
     ) -> StoreResult<Page<ApprovalRequest>> {
         let mut clause = Clause::new();
         if let Some(status) = filter.status {
-            let p = clause.param(Bind::Text(status.as_str().to_owned()));
-            clause.and(&format!("status = {p}"));
+            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
         }
         if let Some(acted_by) = &filter.acted_by {
-            let p = clause.param(Bind::Text(acted_by.clone()));
-            clause.and(&format!("acted_by = {p}"));
+            clause.compare("acted_by", "=", Bind::Text(acted_by.clone()));
         }
         if let Some(from) = filter.resolved_from {
-            let p = clause.param(Bind::Int(from.as_micros()));
-            clause.and(&format!("resolved_at >= {p}"));
+            clause.compare("resolved_at", ">=", Bind::Int(from.as_micros()));
         }
         if let Some(to) = filter.resolved_to {
-            let p = clause.param(Bind::Int(to.as_micros()));
-            clause.and(&format!("resolved_at < {p}"));
+            clause.compare("resolved_at", "<", Bind::Int(to.as_micros()));
         }
         if let Some(action) = &filter.action {
-            let p = clause.param(Bind::Text(action.clone()));
-            clause.and(&format!("action = {p}"));
+            clause.compare("action", "=", Bind::Text(action.clone()));
         }
         if let Some(resource_id) = &filter.resource_id {
-            let p = clause.param(Bind::Text(resource_id.clone()));
-            clause.and(&format!("resource_id = {p}"));
+            clause.compare("resource_id", "=", Bind::Text(resource_id.clone()));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM approval_requests WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE {}
-             ORDER BY (resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_request)
-            .await?;
-        Ok(Page { items, total })
+        clause
+            .page(
+                self,
+                tenant,
+                "approval_requests",
+                REQUEST_COLUMNS,
+                "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
+                page,
+                decode_request,
+            )
+            .await
     }
 
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
@@ -245,28 +236,14 @@ impl ApprovalStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalTask>> {
         let mut clause = Clause::new();
-        let p = clause.param(Bind::Text(filter.state.as_str().to_owned()));
-        clause.and(&format!("state = {p}"));
+        clause.compare("state", "=", Bind::Text(filter.state.as_str().to_owned()));
         if let Some(request_id) = filter.request_id {
-            let p = clause.param(Bind::Id(request_id));
-            clause.and(&format!("request_id = {p}"));
+            clause.compare("request_id", "=", Bind::Id(request_id));
         }
         if let Some(approver) = &filter.approver {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM approval_tasks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_task)
-            .await?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "approval_tasks", TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task).await
     }
 }

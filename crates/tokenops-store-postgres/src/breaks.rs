@@ -2,7 +2,6 @@
 
 use crate::clause::{Bind, Clause};
 use crate::codec::asset_text;
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -47,33 +46,17 @@ impl BreakStore for PostgresTx {
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
-            let p = clause.param(Bind::Text(reason.as_str().to_owned()));
-            clause.and(&format!("reason = {p}"));
+            clause.compare("reason", "=", Bind::Text(reason.as_str().to_owned()));
         }
         if let Some(account) = &filter.account_ref {
-            let p = clause.param(Bind::Text(account.as_str().to_owned()));
-            clause.and(&format!("account_ref = {p}"));
+            clause.compare("account_ref", "=", Bind::Text(account.as_str().to_owned()));
         }
         if let Some(from) = filter.from {
-            let p = clause.param(Bind::Int(from.as_micros()));
-            clause.and(&format!("detected_at >= {p}"));
+            clause.compare("detected_at", ">=", Bind::Int(from.as_micros()));
         }
         if let Some(to) = filter.to {
-            let p = clause.param(Bind::Int(to.as_micros()));
-            clause.and(&format!("detected_at < {p}"));
+            clause.compare("detected_at", "<", Bind::Int(to.as_micros()));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM breaks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
-             ORDER BY detected_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_break)
-            .await?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break).await
     }
 }

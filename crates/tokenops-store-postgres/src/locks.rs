@@ -2,7 +2,6 @@
 
 use crate::clause::{Bind, Clause};
 use crate::codec::asset_text;
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -89,25 +88,11 @@ impl LockStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
         let mut clause = Clause::new();
-        let p = clause.param(Bind::Text(account_ref.as_str().to_owned()));
-        clause.and(&format!("account_ref = {p}"));
+        clause.compare("account_ref", "=", Bind::Text(account_ref.as_str().to_owned()));
         if let Some(status) = status {
-            let p = clause.param(Bind::Text(status.as_str().to_owned()));
-            clause.and(&format!("status = {p}"));
+            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {LOCK_COLUMNS} FROM locks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_lock)
-            .await?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock).await
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

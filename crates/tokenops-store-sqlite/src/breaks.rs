@@ -1,11 +1,11 @@
 //! Breaks on SQLite: `BreakStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_text, page_limits};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params, params_from_iter};
+use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
@@ -41,35 +41,17 @@ impl BreakStore for SqliteTx {
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
-            let p = clause.param(Value::Text(reason.as_str().to_owned()));
-            clause.and(&format!("reason = {p}"));
+            clause.compare("reason", "=", Value::Text(reason.as_str().to_owned()));
         }
         if let Some(account) = &filter.account_ref {
-            let p = clause.param(Value::Text(account.as_str().to_owned()));
-            clause.and(&format!("account_ref = {p}"));
+            clause.compare("account_ref", "=", Value::Text(account.as_str().to_owned()));
         }
         if let Some(from) = filter.from {
-            let p = clause.param(Value::Integer(from.as_micros()));
-            clause.and(&format!("detected_at >= {p}"));
+            clause.compare("detected_at", ">=", Value::Integer(from.as_micros()));
         }
         if let Some(to) = filter.to {
-            let p = clause.param(Value::Integer(to.as_micros()));
-            clause.and(&format!("detected_at < {p}"));
+            clause.compare("detected_at", "<", Value::Integer(to.as_micros()));
         }
-        let count_sql = format!("SELECT COUNT(*) FROM breaks WHERE {}", clause.sql);
-        let total = clause.count(tenant, &count_sql, self)?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
-             ORDER BY detected_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
-            clause.sql,
-            n + 1
-        );
-        let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
-        values.push(Value::Integer(limit));
-        values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode_break)?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break)
     }
 }
