@@ -150,6 +150,14 @@ impl Columns for Cols<'_, '_> {
         json(&self.text(name)?)
     }
 
+    fn bytes(&self, name: &str) -> StoreResult<Vec<u8>> {
+        get(self.0, name)
+    }
+
+    fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        get(self.0, name)
+    }
+
     fn text_list(&self, name: &str) -> StoreResult<Vec<String>> {
         names(&self.text(name)?)
     }

@@ -15,6 +15,7 @@ mod customers;
 mod events;
 mod groups;
 mod jobs;
+mod ledger;
 mod locks;
 mod machine_clients;
 mod operations;
@@ -35,6 +36,7 @@ pub use customers::customer;
 pub use events::event;
 pub use groups::group;
 pub use jobs::job;
+pub use ledger::{ledger_block, ledger_hold, ledger_token, ledger_transaction};
 pub use locks::lock;
 pub use machine_clients::machine_client;
 pub use operations::{in_flight, operation};
@@ -64,6 +66,8 @@ pub trait Columns {
     fn uuid(&self, name: &str) -> StoreResult<Uuid>;
     fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>>;
     fn json(&self, name: &str) -> StoreResult<serde_json::Value>;
+    fn bytes(&self, name: &str) -> StoreResult<Vec<u8>>;
+    fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>>;
     /// A list of strings stored in the backend's list form (a JSON array as text on SQLite, a
     /// `text[]` on PostgreSQL).
     fn text_list(&self, name: &str) -> StoreResult<Vec<String>>;
