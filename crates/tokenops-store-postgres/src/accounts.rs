@@ -14,7 +14,8 @@ use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{AccountStore, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
 
 const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
@@ -25,24 +26,7 @@ const ACCOUNT_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR customer_r
      AND ($3::text IS NULL OR status = $3) AND ($4::text IS NULL OR asset_id = $4)";
 
 fn decode_account(row: &PgRow) -> StoreResult<Account> {
-    let status: String = codec::get(row, "status")?;
-    let generation: i64 = codec::get(row, "generation")?;
-    Ok(Account {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        status: AccountStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("account status {status:?}")))?,
-        wallet_address: codec::opt_address(codec::get(row, "wallet_address")?)?,
-        failure_reason: codec::get(row, "failure_reason")?,
-        generation: u32::try_from(generation)
-            .map_err(|_| StoreError::Corrupt(format!("account generation {generation}")))?,
-        provisioned_at: codec::opt_ts(codec::get(row, "provisioned_at")?),
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::account(&codec::Cols(row))
 }
 
 impl PostgresTx {

@@ -2,17 +2,13 @@
 //! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
 
 use crate::clause::{Bind, Clause};
-use crate::codec::parsed;
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::approval::{
-    ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter,
-};
-use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
+use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{ApprovalStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -23,45 +19,11 @@ const TASK_COLUMNS: &str =
     "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &PgRow) -> StoreResult<ApprovalRequest> {
-    let status: String = codec::get(row, "status")?;
-    let source: String = codec::get(row, "source")?;
-    Ok(ApprovalRequest {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        status: parsed(&status, "approval request status", ApprovalRequestStatus::parse)?,
-        source: parsed(&source, "approval source", ApprovalSource::parse)?,
-        action: codec::get(row, "action")?,
-        resource_type: codec::get(row, "resource_type")?,
-        resource_id: codec::get(row, "resource_id")?,
-        initiator: codec::get(row, "initiator")?,
-        title: codec::get(row, "title")?,
-        description: codec::get(row, "description")?,
-        expires_at: codec::ts(codec::get(row, "expires_at")?),
-        resolved_at: codec::opt_ts(codec::get(row, "resolved_at")?),
-        acted_by: codec::get(row, "acted_by")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::approval_request(&codec::Cols(row))
 }
 
 fn decode_task(row: &PgRow) -> StoreResult<ApprovalTask> {
-    let step: i32 = codec::get(row, "step")?;
-    let state: String = codec::get(row, "state")?;
-    let approvers: String = codec::get(row, "approvers")?;
-    Ok(ApprovalTask {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        request_id: codec::get(row, "request_id")?,
-        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
-        approvers: serde_json::from_str(&approvers)
-            .map_err(|e| StoreError::Corrupt(format!("approval task approvers: {e}")))?,
-        state: parsed(&state, "approval task state", ApprovalTaskState::parse)?,
-        acted_by: codec::get(row, "acted_by")?,
-        acted_at: codec::opt_ts(codec::get(row, "acted_at")?),
-        comment: codec::get(row, "comment")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::approval_task(&codec::Cols(row))
 }
 
 fn approvers_text(approvers: &[String]) -> String {
@@ -153,42 +115,34 @@ impl ApprovalStore for PostgresTx {
     ) -> StoreResult<Page<ApprovalRequest>> {
         let mut clause = Clause::new();
         if let Some(status) = filter.status {
-            let p = clause.param(Bind::Text(status.as_str().to_owned()));
-            clause.and(&format!("status = {p}"));
+            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
         }
         if let Some(acted_by) = &filter.acted_by {
-            let p = clause.param(Bind::Text(acted_by.clone()));
-            clause.and(&format!("acted_by = {p}"));
+            clause.compare("acted_by", "=", Bind::Text(acted_by.clone()));
         }
         if let Some(from) = filter.resolved_from {
-            let p = clause.param(Bind::Int(from.as_micros()));
-            clause.and(&format!("resolved_at >= {p}"));
+            clause.compare("resolved_at", ">=", Bind::Int(from.as_micros()));
         }
         if let Some(to) = filter.resolved_to {
-            let p = clause.param(Bind::Int(to.as_micros()));
-            clause.and(&format!("resolved_at < {p}"));
+            clause.compare("resolved_at", "<", Bind::Int(to.as_micros()));
         }
         if let Some(action) = &filter.action {
-            let p = clause.param(Bind::Text(action.clone()));
-            clause.and(&format!("action = {p}"));
+            clause.compare("action", "=", Bind::Text(action.clone()));
         }
         if let Some(resource_id) = &filter.resource_id {
-            let p = clause.param(Bind::Text(resource_id.clone()));
-            clause.and(&format!("resource_id = {p}"));
+            clause.compare("resource_id", "=", Bind::Text(resource_id.clone()));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM approval_requests WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE {}
-             ORDER BY (resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_request)
-            .await?;
-        Ok(Page { items, total })
+        clause
+            .page(
+                self,
+                tenant,
+                "approval_requests",
+                REQUEST_COLUMNS,
+                "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
+                page,
+                decode_request,
+            )
+            .await
     }
 
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
@@ -282,28 +236,14 @@ impl ApprovalStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalTask>> {
         let mut clause = Clause::new();
-        let p = clause.param(Bind::Text(filter.state.as_str().to_owned()));
-        clause.and(&format!("state = {p}"));
+        clause.compare("state", "=", Bind::Text(filter.state.as_str().to_owned()));
         if let Some(request_id) = filter.request_id {
-            let p = clause.param(Bind::Id(request_id));
-            clause.and(&format!("request_id = {p}"));
+            clause.compare("request_id", "=", Bind::Id(request_id));
         }
         if let Some(approver) = &filter.approver {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM approval_tasks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_task)
-            .await?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "approval_tasks", TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task).await
     }
 }

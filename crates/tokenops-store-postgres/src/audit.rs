@@ -7,9 +7,10 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
-use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditRecord};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::{AuditStore, StoreError, StoreResult, case_forms};
+use tokenops_store::rows;
+use tokenops_store::{AuditStore, StoreResult, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
@@ -18,27 +19,7 @@ const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category,
 const QUERY_COLUMNS: &[&str] = &["id", "actor_id", "resource_id", "request_id", "action"];
 
 fn decode(row: &PgRow) -> StoreResult<AuditRecord> {
-    let source: String = codec::get(row, "source")?;
-    let outcome: String = codec::get(row, "outcome")?;
-    let http_status: Option<i32> = codec::get(row, "http_status")?;
-    Ok(AuditRecord {
-        id: codec::get(row, "id")?,
-        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
-        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        action: codec::get(row, "action")?,
-        category: codec::get(row, "category")?,
-        source: AuditSource::parse(&source).ok_or_else(|| StoreError::Corrupt(format!("audit source {source:?}")))?,
-        actor_id: codec::get(row, "actor_id")?,
-        resource_type: codec::get(row, "resource_type")?,
-        resource_id: codec::get(row, "resource_id")?,
-        outcome: AuditOutcome::parse(&outcome)
-            .ok_or_else(|| StoreError::Corrupt(format!("audit outcome {outcome:?}")))?,
-        request_id: codec::get(row, "request_id")?,
-        idempotency_key: codec::get(row, "idempotency_key")?,
-        http_status: http_status.and_then(|s| u16::try_from(s).ok()),
-        detail: codec::get(row, "detail")?,
-    })
+    rows::audit_record(&codec::Cols(row))
 }
 
 /// The WHERE clause shared by the count and the page, with `$1` the tenant.

@@ -1,31 +1,20 @@
 //! Breaks on PostgreSQL: `BreakStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
 use crate::clause::{Bind, Clause};
-use crate::codec::{asset_text, parsed};
-use crate::query::BindPage;
+use crate::codec::asset_text;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{Break, BreakFilter, BreakReason};
+use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
 const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
 fn decode_break(row: &PgRow) -> StoreResult<Break> {
-    let reason: String = codec::get(row, "reason")?;
-    Ok(Break {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        transaction_id: codec::get(row, "transaction_id")?,
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        reason: parsed(&reason, "break reason", BreakReason::parse)?,
-        detail: codec::get(row, "detail")?,
-        detected_at: codec::ts(codec::get(row, "detected_at")?),
-    })
+    rows::break_record(&codec::Cols(row))
 }
 
 #[async_trait]
@@ -57,33 +46,17 @@ impl BreakStore for PostgresTx {
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
-            let p = clause.param(Bind::Text(reason.as_str().to_owned()));
-            clause.and(&format!("reason = {p}"));
+            clause.compare("reason", "=", Bind::Text(reason.as_str().to_owned()));
         }
         if let Some(account) = &filter.account_ref {
-            let p = clause.param(Bind::Text(account.as_str().to_owned()));
-            clause.and(&format!("account_ref = {p}"));
+            clause.compare("account_ref", "=", Bind::Text(account.as_str().to_owned()));
         }
         if let Some(from) = filter.from {
-            let p = clause.param(Bind::Int(from.as_micros()));
-            clause.and(&format!("detected_at >= {p}"));
+            clause.compare("detected_at", ">=", Bind::Int(from.as_micros()));
         }
         if let Some(to) = filter.to {
-            let p = clause.param(Bind::Int(to.as_micros()));
-            clause.and(&format!("detected_at < {p}"));
+            clause.compare("detected_at", "<", Bind::Int(to.as_micros()));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM breaks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
-             ORDER BY detected_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_break)
-            .await?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break).await
     }
 }

@@ -1,11 +1,13 @@
 //! The WHERE clause of a filtered list (operations, locks, breaks): built from the filters actually
 //! given, each a fixed fragment numbered after the tenant.
 
-use crate::{codec, query};
+use crate::query::BindPage;
+use crate::{PostgresTx, codec, query};
 use sqlx::Postgres;
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
 use uuid::Uuid;
 
@@ -39,6 +41,12 @@ impl Clause {
         self.sql.push_str(fragment);
     }
 
+    /// Adds the filter `column op value`, `value` bound.
+    pub(crate) fn compare(&mut self, column: &str, op: &str, value: Bind) {
+        let p = self.param(value);
+        self.and(&format!("{column} {op} {p}"));
+    }
+
     /// The next free placeholder number (for LIMIT and OFFSET).
     pub(crate) fn next(&self) -> usize {
         self.binds.len() + 2
@@ -64,5 +72,28 @@ impl Clause {
     pub(crate) async fn count(&self, tenant: TenantId, sql: String, conn: &mut sqlx::PgConnection) -> StoreResult<u64> {
         let query = self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
         query::fetch_one(conn, query, |row| Ok(codec::count(codec::get(row, "total")?))).await
+    }
+
+    /// One page of the rows of `table` the clause selects (`columns` of them, in `order`), with
+    /// the total the clause selects.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn page<T>(
+        &self,
+        tx: &mut PostgresTx,
+        tenant: TenantId,
+        table: &str,
+        columns: &str,
+        order: &str,
+        page: PageRequest,
+        decode: impl FnMut(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Page<T>> {
+        let count_sql = format!("SELECT COUNT(*) AS total FROM {table} WHERE {}", self.sql);
+        let total = self.count(tenant, count_sql, &mut tx.tx).await?;
+        let n = self.next();
+        let sql =
+            format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} LIMIT ${n} OFFSET ${}", self.sql, n + 1);
+        let items =
+            tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
+        Ok(Page { items, total })
     }
 }

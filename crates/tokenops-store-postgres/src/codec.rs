@@ -1,11 +1,11 @@
 //! Conversions between PostgreSQL values and domain values, and the mapping of driver errors.
 
 use sqlx::postgres::PgRow;
-use sqlx::{Decode, Postgres, Row, Type};
-use tokenops_domain::asset::{Amount, AssetId};
-use tokenops_domain::chain::{Address, TxHash};
+use sqlx::{Column, Decode, Postgres, Row, Type, TypeInfo};
+use tokenops_domain::asset::AssetId;
 use tokenops_domain::paging::SortKey;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows::Columns;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -114,30 +114,68 @@ pub fn asset_text(asset_id: AssetId) -> &'static str {
     asset_id.code()
 }
 
-/// A stored asset code; one that is not a tokenisable currency's upper-case code (as
-/// `asset_text` stores it) is a corrupt row.
-pub fn asset(text: &str) -> StoreResult<AssetId> {
-    AssetId::parse(text).ok().filter(|a| a.code() == text).ok_or_else(|| StoreError::Corrupt(format!("asset {text:?}")))
+/// A row read through the shared decoders (`tokenops_store::rows`): uuids and JSON are native
+/// types here, integers come in several widths, and a value that does not decode is corrupt.
+pub struct Cols<'a>(pub &'a PgRow);
+
+impl Cols<'_> {
+    /// The width of an integer column: its type as the server reports it.
+    fn int_type(&self, name: &str) -> StoreResult<&str> {
+        let column = self.0.try_column(name).map_err(backend)?;
+        Ok(column.type_info().name())
+    }
 }
 
-/// A stored amount in minor units; zero, negative or beyond the largest amount is a corrupt row.
-pub fn amount(units: i64) -> StoreResult<Amount> {
-    u128::try_from(units)
-        .ok()
-        .and_then(Amount::from_minor_units)
-        .ok_or_else(|| StoreError::Corrupt(format!("amount {units}")))
-}
+impl Columns for Cols<'_> {
+    fn text(&self, name: &str) -> StoreResult<String> {
+        get(self.0, name)
+    }
 
-/// A stored address (`0x` and 40 lower-case hex digits, as `Address` displays).
-pub fn opt_address(text: Option<String>) -> StoreResult<Option<Address>> {
-    text.map(|t| Address::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
-}
+    fn opt_text(&self, name: &str) -> StoreResult<Option<String>> {
+        get(self.0, name)
+    }
 
-pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
-    text.map(|t| TxHash::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
-}
+    fn int(&self, name: &str) -> StoreResult<i64> {
+        Ok(match self.int_type(name)? {
+            "INT2" => i64::from(get::<i16>(self.0, name)?),
+            "INT4" => i64::from(get::<i32>(self.0, name)?),
+            _ => get(self.0, name)?,
+        })
+    }
 
-/// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.
-pub fn parsed<T>(text: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
-    parse(text).ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?}")))
+    fn opt_int(&self, name: &str) -> StoreResult<Option<i64>> {
+        Ok(match self.int_type(name)? {
+            "INT2" => get::<Option<i16>>(self.0, name)?.map(i64::from),
+            "INT4" => get::<Option<i32>>(self.0, name)?.map(i64::from),
+            _ => get(self.0, name)?,
+        })
+    }
+
+    fn bool(&self, name: &str) -> StoreResult<bool> {
+        get(self.0, name)
+    }
+
+    fn uuid(&self, name: &str) -> StoreResult<Uuid> {
+        get(self.0, name)
+    }
+
+    fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>> {
+        get(self.0, name)
+    }
+
+    fn json(&self, name: &str) -> StoreResult<serde_json::Value> {
+        get(self.0, name)
+    }
+
+    fn bytes(&self, name: &str) -> StoreResult<Vec<u8>> {
+        get(self.0, name)
+    }
+
+    fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        get(self.0, name)
+    }
+
+    fn text_list(&self, name: &str) -> StoreResult<Vec<String>> {
+        get(self.0, name)
+    }
 }

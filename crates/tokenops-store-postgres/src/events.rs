@@ -3,26 +3,17 @@
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::event::{Event, EventFilter, ResourceRef};
+use tokenops_domain::event::{Event, EventFilter};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{EventStore, StoreResult};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
 
 fn decode(row: &PgRow) -> StoreResult<Event> {
-    Ok(Event {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        event_type: codec::get(row, "event_type")?,
-        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
-        correlation_id: codec::get(row, "correlation_id")?,
-        idempotency_key: codec::get(row, "idempotency_key")?,
-        resource: ResourceRef { kind: codec::get(row, "resource_type")?, id: codec::get(row, "resource_id")? },
-        data: codec::get(row, "data")?,
-        dispatched_at: codec::opt_ts(codec::get(row, "dispatched_at")?),
-    })
+    rows::event(&codec::Cols(row))
 }
 
 #[async_trait]

@@ -10,10 +10,10 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::PgRow;
-use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{GroupRecord, GroupStore, StoreError, StoreResult, UserRecord};
+use tokenops_store::rows;
+use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
 
 const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
@@ -28,16 +28,7 @@ const GROUP_SORT: &[(&str, &str)] = &[
 ];
 
 fn decode_group(row: &PgRow) -> StoreResult<GroupRecord> {
-    let status: String = codec::get(row, "status")?;
-    Ok(GroupRecord {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        key: codec::get(row, "group_key")?,
-        name: codec::get(row, "name")?,
-        status: GroupStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("group status {status:?}")))?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::group(&codec::Cols(row))
 }
 
 /// The user columns of a join with `users u`, named as in `users`.

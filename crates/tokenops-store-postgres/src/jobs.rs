@@ -6,7 +6,8 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::{Timestamp, new_id};
-use tokenops_store::{Claimed, Job, JobStatus, JobStore, Lease, NewJob, QueueStats, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{Claimed, Job, JobStore, Lease, NewJob, QueueStats, StoreResult};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, lease_token, lease_until, last_error, created_at, updated_at";
@@ -43,26 +44,7 @@ fn claim_update() -> String {
 }
 
 fn decode(row: &PgRow) -> StoreResult<Job> {
-    let status: String = codec::get(row, "status")?;
-    let counter = |name: &str| -> StoreResult<u32> {
-        let value: i64 = codec::get(row, name)?;
-        Ok(u32::try_from(value).unwrap_or(u32::MAX))
-    };
-    Ok(Job {
-        id: codec::get(row, "id")?,
-        kind: codec::get(row, "kind")?,
-        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
-        payload: codec::get(row, "payload")?,
-        status: JobStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
-        attempts: counter("attempts")?,
-        max_attempts: counter("max_attempts")?,
-        run_at: codec::ts(codec::get(row, "run_at")?),
-        lease_token: codec::get(row, "lease_token")?,
-        lease_until: codec::opt_ts(codec::get(row, "lease_until")?),
-        last_error: codec::get(row, "last_error")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::job(&codec::Cols(row))
 }
 
 #[async_trait]

@@ -1,8 +1,7 @@
 //! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
 use crate::clause::{Bind, Clause};
-use crate::codec::{asset_text, parsed};
-use crate::query::BindPage;
+use crate::codec::asset_text;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -10,26 +9,14 @@ use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
 
 const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
 fn decode_lock(row: &PgRow) -> StoreResult<Lock> {
-    let status: String = codec::get(row, "status")?;
-    Ok(Lock {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        amount: codec::amount(codec::get(row, "amount")?)?,
-        expires_at: codec::opt_ts(codec::get(row, "expires_at")?),
-        status: parsed(&status, "lock status", LockStatus::parse)?,
-        completed_by: codec::get(row, "completed_by")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::lock(&codec::Cols(row))
 }
 
 impl PostgresTx {
@@ -101,25 +88,11 @@ impl LockStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
         let mut clause = Clause::new();
-        let p = clause.param(Bind::Text(account_ref.as_str().to_owned()));
-        clause.and(&format!("account_ref = {p}"));
+        clause.compare("account_ref", "=", Bind::Text(account_ref.as_str().to_owned()));
         if let Some(status) = status {
-            let p = clause.param(Bind::Text(status.as_str().to_owned()));
-            clause.and(&format!("status = {p}"));
+            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
         }
-        let count_sql = format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql);
-        let total = clause.count(tenant, count_sql, &mut self.tx).await?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {LOCK_COLUMNS} FROM locks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ${n} OFFSET ${}",
-            clause.sql,
-            n + 1
-        );
-        let items = self
-            .fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode_lock)
-            .await?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock).await
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

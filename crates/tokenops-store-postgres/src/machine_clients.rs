@@ -6,21 +6,14 @@ use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::rows;
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
 
 const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
 
 fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
-    Ok(MachineClientRecord {
-        id: codec::get(row, "id")?,
-        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
-        name: codec::get(row, "name")?,
-        role_id: codec::get(row, "role_id")?,
-        secret_hash: codec::get(row, "secret_hash")?,
-        active: codec::get(row, "active")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-    })
+    rows::machine_client(&codec::Cols(row))
 }
 
 #[async_trait]

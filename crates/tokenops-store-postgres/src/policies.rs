@@ -2,14 +2,14 @@
 //! candidate rows (`lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
 //! apply one after the other.
 
-use crate::codec::parsed;
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyStatus, PolicyVersion, RuleType};
+use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion, RuleType};
+use tokenops_store::rows;
 use tokenops_store::{PolicyStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -17,56 +17,21 @@ const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template
 const VERSION_COLUMNS: &str =
     "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
 
-fn number(row: &PgRow, name: &str) -> StoreResult<u32> {
-    let value: i32 = codec::get(row, name)?;
-    u32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{name} {value}")))
-}
-
 fn to_i32(value: u32) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
 }
 
 fn decode_policy(row: &PgRow) -> StoreResult<Policy> {
-    let status: String = codec::get(row, "status")?;
-    let rule_type: String = codec::get(row, "rule_type")?;
-    let action: String = codec::get(row, "action")?;
-    Ok(Policy {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        status: parsed(&status, "policy status", PolicyStatus::parse)?,
-        rule_type: parsed(&rule_type, "policy rule type", RuleType::parse)?,
-        action: parsed(&action, "policy action", PolicyAction::parse)?,
-        template_key: codec::get(row, "template_key")?,
-        version: number(row, "version")?,
-        name: codec::get(row, "name")?,
-        description: codec::get(row, "description")?,
-        created_by: codec::get(row, "created_by")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::policy(&codec::Cols(row))
 }
 
 /// A version's columns, named with `prefix` (empty, or `v_` in a join).
-fn decode_version_prefixed(row: &PgRow, prefix: &str) -> StoreResult<PolicyVersion> {
-    let col = |name: &str| format!("{prefix}{name}");
-    Ok(PolicyVersion {
-        id: codec::get(row, &col("id"))?,
-        tenant_id: TenantId(codec::get(row, &col("tenant_id"))?),
-        policy_id: codec::get(row, &col("policy_id"))?,
-        version_number: number(row, &col("version_number"))?,
-        content: codec::get(row, &col("content"))?,
-        change_summary: codec::get(row, &col("change_summary"))?,
-        created_by: codec::get(row, &col("created_by"))?,
-        created_at: codec::ts(codec::get(row, &col("created_at"))?),
-    })
-}
-
 fn decode_version(row: &PgRow) -> StoreResult<PolicyVersion> {
-    decode_version_prefixed(row, "")
+    rows::policy_version(&codec::Cols(row))
 }
 
 fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
-    Ok((decode_policy(row)?, decode_version_prefixed(row, "v_")?))
+    rows::policy_with_version(&codec::Cols(row))
 }
 
 /// Joins each policy `p` with its current version `v`.

@@ -1,34 +1,18 @@
 //! The organisations' own policy templates on PostgreSQL: `PolicyTemplateStore`.
 
-use crate::codec::parsed;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
-use tokenops_store::{PolicyTemplateStore, StoreError, StoreResult};
+use tokenops_domain::policy::TenantTemplate;
+use tokenops_store::rows;
+use tokenops_store::{PolicyTemplateStore, StoreResult};
 
 const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
      default_content, created_by, created_at, updated_at";
 
 fn decode_template(row: &PgRow) -> StoreResult<TenantTemplate> {
-    let version: i32 = codec::get(row, "template_version")?;
-    let action: String = codec::get(row, "action")?;
-    let status: String = codec::get(row, "status")?;
-    Ok(TenantTemplate {
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        key: codec::get(row, "template_key")?,
-        template_version: u32::try_from(version)
-            .map_err(|_| StoreError::Corrupt(format!("template version {version}")))?,
-        name: codec::get(row, "name")?,
-        description: codec::get(row, "description")?,
-        action: parsed(&action, "template action", PolicyAction::parse)?,
-        status: parsed(&status, "template status", TemplateStatus::parse)?,
-        default_content: codec::get(row, "default_content")?,
-        created_by: codec::get(row, "created_by")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::tenant_template(&codec::Cols(row))
 }
 
 fn version_i32(version: u32) -> i32 {

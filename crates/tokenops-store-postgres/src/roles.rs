@@ -12,6 +12,7 @@ use sqlx::Postgres;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::rows;
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -29,15 +30,7 @@ const ROLE_SORT: &[(&str, &str)] = &[
 ];
 
 fn decode_role(row: &PgRow) -> StoreResult<RoleRecord> {
-    Ok(RoleRecord {
-        id: codec::get(row, "id")?,
-        tenant_id: codec::opt_tenant(codec::get(row, "tenant_id")?),
-        name: codec::get(row, "name")?,
-        description: codec::get(row, "description")?,
-        permissions: codec::get(row, "permissions")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::role(&codec::Cols(row))
 }
 
 /// The organisation of a custom role; platform roles are never written through the store.

@@ -4,18 +4,13 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::Timestamp;
+use tokenops_store::rows;
 use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
 
 const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
 
 fn decode_reveal(row: &PgRow) -> StoreResult<SecretRevealRecord> {
-    Ok(SecretRevealRecord {
-        token_hash: codec::get(row, "token_hash")?,
-        client_id: codec::get(row, "client_id")?,
-        sealed_secret: codec::get(row, "sealed_secret")?,
-        expires_at: codec::ts(codec::get(row, "expires_at")?),
-        created_at: codec::ts(codec::get(row, "created_at")?),
-    })
+    rows::secret_reveal(&codec::Cols(row))
 }
 
 #[async_trait]

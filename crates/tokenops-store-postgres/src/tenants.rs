@@ -4,16 +4,11 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
+use tokenops_store::rows;
 use tokenops_store::{StoreResult, TenantRecord, TenantStore};
 
 fn decode_tenant(row: &PgRow) -> StoreResult<TenantRecord> {
-    Ok(TenantRecord {
-        id: TenantId(codec::get(row, "id")?),
-        name: codec::get(row, "name")?,
-        owner_user_id: codec::get(row, "owner_user_id")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::tenant(&codec::Cols(row))
 }
 
 #[async_trait]

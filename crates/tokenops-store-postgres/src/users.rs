@@ -9,7 +9,8 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{StoreError, StoreResult, UserFilter, UserRecord, UserStore};
+use tokenops_store::rows;
+use tokenops_store::{StoreResult, UserFilter, UserRecord, UserStore};
 use uuid::Uuid;
 
 pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
@@ -36,24 +37,7 @@ const USER_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR status = $2) 
      AND ($4::text IS NULL OR email ~ $4 OR first_name ~ $4 OR last_name ~ $4)";
 
 pub(crate) fn decode_user(row: &PgRow) -> StoreResult<UserRecord> {
-    let status: String = codec::get(row, "status")?;
-    let failed: i64 = codec::get(row, "failed_sign_ins")?;
-    Ok(UserRecord {
-        id: codec::get(row, "id")?,
-        tenant_id: TenantId(codec::get(row, "tenant_id")?),
-        email: codec::get(row, "email")?,
-        first_name: codec::get(row, "first_name")?,
-        last_name: codec::get(row, "last_name")?,
-        status: UserStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("user status {status:?}")))?,
-        role_id: codec::get(row, "role_id")?,
-        password_hash: codec::get(row, "password_hash")?,
-        temporary_password_hash: codec::get(row, "temporary_password_hash")?,
-        failed_sign_ins: u32::try_from(failed).map_err(|_| StoreError::Corrupt(format!("failed sign-ins {failed}")))?,
-        first_failed_sign_in_at: codec::opt_ts(codec::get(row, "first_failed_sign_in_at")?),
-        locked_until: codec::opt_ts(codec::get(row, "locked_until")?),
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::user(&codec::Cols(row))
 }
 
 #[async_trait]

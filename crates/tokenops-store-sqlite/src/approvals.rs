@@ -2,18 +2,15 @@
 //! array of expressions, matched by the approver filter through `json_each`.
 
 use crate::clause::Clause;
-use crate::codec::{int, opt_text, opt_ts, page_limits, parsed, text};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params, params_from_iter};
-use tokenops_domain::approval::{
-    ApprovalRequest, ApprovalRequestFilter, ApprovalSource, ApprovalTask, ApprovalTaskFilter,
-};
-use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
+use rusqlite::{Row, params};
+use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{ApprovalStore, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
 
 const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
@@ -23,40 +20,11 @@ const TASK_COLUMNS: &str =
     "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &Row<'_>) -> StoreResult<ApprovalRequest> {
-    Ok(ApprovalRequest {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        status: parsed(&text(row, "status")?, "approval request status", ApprovalRequestStatus::parse)?,
-        source: parsed(&text(row, "source")?, "approval source", ApprovalSource::parse)?,
-        action: text(row, "action")?,
-        resource_type: opt_text(row, "resource_type")?,
-        resource_id: opt_text(row, "resource_id")?,
-        initiator: text(row, "initiator")?,
-        title: opt_text(row, "title")?,
-        description: opt_text(row, "description")?,
-        expires_at: codec::ts(int(row, "expires_at")?),
-        resolved_at: opt_ts(row, "resolved_at")?,
-        acted_by: opt_text(row, "acted_by")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::approval_request(&codec::Cols(row))
 }
 
 fn decode_task(row: &Row<'_>) -> StoreResult<ApprovalTask> {
-    let step = int(row, "step")?;
-    Ok(ApprovalTask {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        request_id: codec::uuid(&text(row, "request_id")?)?,
-        step: u32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step}")))?,
-        approvers: codec::names(&text(row, "approvers")?)?,
-        state: parsed(&text(row, "state")?, "approval task state", ApprovalTaskState::parse)?,
-        acted_by: opt_text(row, "acted_by")?,
-        acted_at: opt_ts(row, "acted_at")?,
-        comment: opt_text(row, "comment")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::approval_task(&codec::Cols(row))
 }
 
 fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
@@ -130,44 +98,32 @@ impl ApprovalStore for SqliteTx {
     ) -> StoreResult<Page<ApprovalRequest>> {
         let mut clause = Clause::new();
         if let Some(status) = filter.status {
-            let p = clause.param(Value::Text(status.as_str().to_owned()));
-            clause.and(&format!("status = {p}"));
+            clause.compare("status", "=", Value::Text(status.as_str().to_owned()));
         }
         if let Some(acted_by) = &filter.acted_by {
-            let p = clause.param(Value::Text(acted_by.clone()));
-            clause.and(&format!("acted_by = {p}"));
+            clause.compare("acted_by", "=", Value::Text(acted_by.clone()));
         }
         if let Some(from) = filter.resolved_from {
-            let p = clause.param(Value::Integer(from.as_micros()));
-            clause.and(&format!("resolved_at >= {p}"));
+            clause.compare("resolved_at", ">=", Value::Integer(from.as_micros()));
         }
         if let Some(to) = filter.resolved_to {
-            let p = clause.param(Value::Integer(to.as_micros()));
-            clause.and(&format!("resolved_at < {p}"));
+            clause.compare("resolved_at", "<", Value::Integer(to.as_micros()));
         }
         if let Some(action) = &filter.action {
-            let p = clause.param(Value::Text(action.clone()));
-            clause.and(&format!("action = {p}"));
+            clause.compare("action", "=", Value::Text(action.clone()));
         }
         if let Some(resource_id) = &filter.resource_id {
-            let p = clause.param(Value::Text(resource_id.clone()));
-            clause.and(&format!("resource_id = {p}"));
+            clause.compare("resource_id", "=", Value::Text(resource_id.clone()));
         }
-        let total =
-            clause.count(tenant, &format!("SELECT COUNT(*) FROM approval_requests WHERE {}", clause.sql), self)?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE {}
-             ORDER BY (resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
-            clause.sql,
-            n + 1
-        );
-        let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
-        values.push(Value::Integer(limit));
-        values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode_request)?;
-        Ok(Page { items, total })
+        clause.page(
+            self,
+            tenant,
+            "approval_requests",
+            REQUEST_COLUMNS,
+            "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
+            page,
+            decode_request,
+        )
     }
 
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
@@ -256,29 +212,14 @@ impl ApprovalStore for SqliteTx {
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalTask>> {
         let mut clause = Clause::new();
-        let p = clause.param(Value::Text(filter.state.as_str().to_owned()));
-        clause.and(&format!("state = {p}"));
+        clause.compare("state", "=", Value::Text(filter.state.as_str().to_owned()));
         if let Some(request_id) = filter.request_id {
-            let p = clause.param(Value::Text(codec::id_text(request_id)));
-            clause.and(&format!("request_id = {p}"));
+            clause.compare("request_id", "=", Value::Text(codec::id_text(request_id)));
         }
         if let Some(approver) = &filter.approver {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        let total = clause.count(tenant, &format!("SELECT COUNT(*) FROM approval_tasks WHERE {}", clause.sql), self)?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
-            clause.sql,
-            n + 1
-        );
-        let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
-        values.push(Value::Integer(limit));
-        values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode_task)?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "approval_tasks", TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task)
     }
 }

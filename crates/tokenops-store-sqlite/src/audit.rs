@@ -5,36 +5,16 @@ use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::TenantId;
-use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditRecord};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::{AuditStore, StoreError, StoreResult, case_forms};
+use tokenops_store::rows;
+use tokenops_store::{AuditStore, StoreResult, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
 
 fn decode(row: &Row<'_>) -> StoreResult<AuditRecord> {
-    let text = |name: &str| codec::get::<String>(row, name);
-    let opt = |name: &str| codec::get::<Option<String>>(row, name);
-    let source = text("source")?;
-    let outcome = text("outcome")?;
-    Ok(AuditRecord {
-        id: codec::uuid(&text("id")?)?,
-        tenant_id: codec::opt_tenant(opt("tenant_id")?)?,
-        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        action: text("action")?,
-        category: text("category")?,
-        source: AuditSource::parse(&source).ok_or_else(|| StoreError::Corrupt(format!("audit source {source:?}")))?,
-        actor_id: opt("actor_id")?,
-        resource_type: text("resource_type")?,
-        resource_id: opt("resource_id")?,
-        outcome: AuditOutcome::parse(&outcome)
-            .ok_or_else(|| StoreError::Corrupt(format!("audit outcome {outcome:?}")))?,
-        request_id: opt("request_id")?,
-        idempotency_key: opt("idempotency_key")?,
-        http_status: codec::get::<Option<i64>>(row, "http_status")?.and_then(|s| u16::try_from(s).ok()),
-        detail: codec::json(&text("detail")?)?,
-    })
+    rows::audit_record(&codec::Cols(row))
 }
 
 /// The WHERE clause shared by the count and the page, with `?1` the tenant.

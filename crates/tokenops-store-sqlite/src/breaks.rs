@@ -1,31 +1,21 @@
 //! Breaks on SQLite: `BreakStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_text, page_limits, parsed};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params, params_from_iter};
+use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
-use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{Break, BreakFilter, BreakReason};
+use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
 const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
 fn decode_break(row: &Row<'_>) -> StoreResult<Break> {
-    let reason: String = codec::get(row, "reason")?;
-    Ok(Break {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        transaction_id: codec::opt_uuid(codec::get(row, "transaction_id")?)?,
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        reason: parsed(&reason, "break reason", BreakReason::parse)?,
-        detail: codec::get(row, "detail")?,
-        detected_at: codec::ts(codec::get(row, "detected_at")?),
-    })
+    rows::break_record(&codec::Cols(row))
 }
 
 #[async_trait]
@@ -51,35 +41,17 @@ impl BreakStore for SqliteTx {
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let mut clause = Clause::new();
         if let Some(reason) = filter.reason {
-            let p = clause.param(Value::Text(reason.as_str().to_owned()));
-            clause.and(&format!("reason = {p}"));
+            clause.compare("reason", "=", Value::Text(reason.as_str().to_owned()));
         }
         if let Some(account) = &filter.account_ref {
-            let p = clause.param(Value::Text(account.as_str().to_owned()));
-            clause.and(&format!("account_ref = {p}"));
+            clause.compare("account_ref", "=", Value::Text(account.as_str().to_owned()));
         }
         if let Some(from) = filter.from {
-            let p = clause.param(Value::Integer(from.as_micros()));
-            clause.and(&format!("detected_at >= {p}"));
+            clause.compare("detected_at", ">=", Value::Integer(from.as_micros()));
         }
         if let Some(to) = filter.to {
-            let p = clause.param(Value::Integer(to.as_micros()));
-            clause.and(&format!("detected_at < {p}"));
+            clause.compare("detected_at", "<", Value::Integer(to.as_micros()));
         }
-        let count_sql = format!("SELECT COUNT(*) FROM breaks WHERE {}", clause.sql);
-        let total = clause.count(tenant, &count_sql, self)?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {BREAK_COLUMNS} FROM breaks WHERE {}
-             ORDER BY detected_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
-            clause.sql,
-            n + 1
-        );
-        let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
-        values.push(Value::Integer(limit));
-        values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode_break)?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break)
     }
 }

@@ -2,9 +2,10 @@
 //! given, each a fixed fragment numbered after the tenant.
 
 use crate::{SqliteTx, codec};
-use rusqlite::params_from_iter;
 use rusqlite::types::Value;
+use rusqlite::{Row, params_from_iter};
 use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
 
 /// The WHERE clause of a list: `tenant_id = ?1`, then each filter given, its parameters
@@ -31,6 +32,12 @@ impl Clause {
         self.sql.push_str(fragment);
     }
 
+    /// Adds the filter `column op value`, `value` bound.
+    pub(crate) fn compare(&mut self, column: &str, op: &str, value: Value) {
+        let p = self.param(value);
+        self.and(&format!("{column} {op} {p}"));
+    }
+
     /// The next free placeholder number (for LIMIT and OFFSET).
     pub(crate) fn next(&self) -> usize {
         self.binds.len() + 2
@@ -49,5 +56,30 @@ impl Clause {
     pub(crate) fn count(&self, tenant: TenantId, sql: &str, tx: &SqliteTx) -> StoreResult<u64> {
         let count: i64 = tx.scalar(sql, params_from_iter(self.values(tenant)))?;
         Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// One page of the rows of `table` the clause selects (`columns` of them, in `order`), with
+    /// the total the clause selects.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn page<T>(
+        &self,
+        tx: &SqliteTx,
+        tenant: TenantId,
+        table: &str,
+        columns: &str,
+        order: &str,
+        page: PageRequest,
+        decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Page<T>> {
+        let total = self.count(tenant, &format!("SELECT COUNT(*) FROM {table} WHERE {}", self.sql), tx)?;
+        let n = self.next();
+        let sql =
+            format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} LIMIT ?{n} OFFSET ?{}", self.sql, n + 1);
+        let (limit, offset) = codec::page_limits(page);
+        let mut values = self.values(tenant);
+        values.push(Value::Integer(limit));
+        values.push(Value::Integer(offset));
+        let items = tx.fetch_all(&sql, params_from_iter(values), decode)?;
+        Ok(Page { items, total })
     }
 }

@@ -2,10 +2,11 @@
 
 use rusqlite::Row;
 use rusqlite::types::FromSql;
-use tokenops_domain::asset::{Amount, AssetId};
-use tokenops_domain::chain::{Address, TxHash};
+use tokenops_domain::asset::AssetId;
 use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows::Columns;
+pub use tokenops_store::rows::names;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -75,15 +76,7 @@ pub fn names_text(names: &[String]) -> String {
     serde_json::Value::from(names.to_vec()).to_string()
 }
 
-pub fn names(text: &str) -> Result<Vec<String>, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("name list: {e}")))
-}
-
 pub fn text(row: &Row<'_>, name: &str) -> StoreResult<String> {
-    get(row, name)
-}
-
-pub fn opt_text(row: &Row<'_>, name: &str) -> StoreResult<Option<String>> {
     get(row, name)
 }
 
@@ -120,30 +113,52 @@ pub fn asset_text(asset_id: AssetId) -> &'static str {
     asset_id.code()
 }
 
-/// A stored asset code; one that is not a tokenisable currency's upper-case code (as
-/// `asset_text` stores it) is a corrupt row.
-pub fn asset(text: &str) -> StoreResult<AssetId> {
-    AssetId::parse(text).ok().filter(|a| a.code() == text).ok_or_else(|| StoreError::Corrupt(format!("asset {text:?}")))
-}
+/// A row read through the shared decoders (`tokenops_store::rows`): uuids and JSON are text
+/// here, and a value of the wrong type is the driver's error, as it always was on SQLite.
+pub struct Cols<'a, 'r>(pub &'a Row<'r>);
 
-/// A stored amount in minor units; zero, negative or beyond the largest amount is a corrupt row.
-pub fn amount(units: i64) -> StoreResult<Amount> {
-    u128::try_from(units)
-        .ok()
-        .and_then(Amount::from_minor_units)
-        .ok_or_else(|| StoreError::Corrupt(format!("amount {units}")))
-}
+impl Columns for Cols<'_, '_> {
+    fn text(&self, name: &str) -> StoreResult<String> {
+        get(self.0, name)
+    }
 
-/// A stored address (`0x` and 40 lower-case hex digits, as `Address` displays).
-pub fn opt_address(text: Option<String>) -> StoreResult<Option<Address>> {
-    text.map(|t| Address::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
-}
+    fn opt_text(&self, name: &str) -> StoreResult<Option<String>> {
+        get(self.0, name)
+    }
 
-pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
-    text.map(|t| TxHash::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
-}
+    fn int(&self, name: &str) -> StoreResult<i64> {
+        get(self.0, name)
+    }
 
-/// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.
-pub fn parsed<T>(text: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
-    parse(text).ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?}")))
+    fn opt_int(&self, name: &str) -> StoreResult<Option<i64>> {
+        get(self.0, name)
+    }
+
+    fn bool(&self, name: &str) -> StoreResult<bool> {
+        get(self.0, name)
+    }
+
+    fn uuid(&self, name: &str) -> StoreResult<Uuid> {
+        uuid(&self.text(name)?)
+    }
+
+    fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>> {
+        opt_uuid(self.opt_text(name)?)
+    }
+
+    fn json(&self, name: &str) -> StoreResult<serde_json::Value> {
+        json(&self.text(name)?)
+    }
+
+    fn bytes(&self, name: &str) -> StoreResult<Vec<u8>> {
+        get(self.0, name)
+    }
+
+    fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>> {
+        get(self.0, name)
+    }
+
+    fn text_list(&self, name: &str) -> StoreResult<Vec<String>> {
+        names(&self.text(name)?)
+    }
 }

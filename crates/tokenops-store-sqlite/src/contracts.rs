@@ -9,7 +9,8 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::{ContractStore, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{ContractStore, StoreResult};
 
 const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
@@ -18,23 +19,7 @@ const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals,
 const CONTRACT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR asset_id = ?2) AND (?3 IS NULL OR status = ?3)";
 
 fn decode_contract(row: &Row<'_>) -> StoreResult<Contract> {
-    let status: String = codec::get(row, "status")?;
-    let decimals: i64 = codec::get(row, "decimals")?;
-    Ok(Contract {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        name: codec::get(row, "name")?,
-        symbol: codec::get(row, "symbol")?,
-        decimals: u8::try_from(decimals).map_err(|_| StoreError::Corrupt(format!("contract decimals {decimals}")))?,
-        status: ContractStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("contract status {status:?}")))?,
-        address: codec::opt_address(codec::get(row, "address")?)?,
-        adopt_address: codec::opt_address(codec::get(row, "adopt_address")?)?,
-        failure_reason: codec::get(row, "failure_reason")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::contract(&codec::Cols(row))
 }
 
 #[async_trait]

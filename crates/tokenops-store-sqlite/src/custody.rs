@@ -5,19 +5,11 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::Timestamp;
-use tokenops_store::{CustodyKeyRecord, CustodyKeyStatus, CustodyKeyStore, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{CustodyKeyRecord, CustodyKeyStore, StoreResult};
 
 fn decode(row: &Row<'_>) -> StoreResult<CustodyKeyRecord> {
-    let status: String = codec::get(row, "status")?;
-    Ok(CustodyKeyRecord {
-        address: codec::get(row, "address")?,
-        label: codec::get(row, "label")?,
-        sealed_key: codec::get(row, "sealed_key")?,
-        status: CustodyKeyStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("custody key status {status:?}")))?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        disabled_at: codec::get::<Option<i64>>(row, "disabled_at")?.map(codec::ts),
-    })
+    rows::custody_key(&codec::Cols(row))
 }
 
 #[async_trait]

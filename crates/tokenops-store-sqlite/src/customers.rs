@@ -6,22 +6,13 @@ use rusqlite::{Row, params};
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{CustomerFilter, CustomerStore, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{CustomerFilter, CustomerStore, StoreResult};
 
 const COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Customer> {
-    let status: String = codec::get(row, "status")?;
-    Ok(Customer {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
-        display_name: codec::get(row, "display_name")?,
-        status: CustomerStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("customer status {status:?}")))?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::customer(&codec::Cols(row))
 }
 
 #[async_trait]

@@ -3,28 +3,17 @@
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use tokenops_domain::event::{Event, EventFilter, ResourceRef};
+use tokenops_domain::event::{Event, EventFilter};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{EventStore, StoreResult};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Event> {
-    let get = |name: &str| codec::get::<Option<String>>(row, name);
-    let data: String = codec::get(row, "data")?;
-    Ok(Event {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        event_type: codec::get(row, "event_type")?,
-        occurred_at: codec::ts(codec::get(row, "occurred_at")?),
-        correlation_id: get("correlation_id")?,
-        idempotency_key: get("idempotency_key")?,
-        resource: ResourceRef { kind: codec::get(row, "resource_type")?, id: codec::get(row, "resource_id")? },
-        data: codec::json(&data)?,
-        dispatched_at: codec::get::<Option<i64>>(row, "dispatched_at")?.map(codec::ts),
-    })
+    rows::event(&codec::Cols(row))
 }
 
 #[async_trait]

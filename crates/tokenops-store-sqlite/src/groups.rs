@@ -3,15 +3,15 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::{int, order_by, page_limits, text};
+use crate::codec::{order_by, page_limits};
 use crate::users::{USER_COLUMNS, decode_user};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{GroupRecord, GroupStore, StoreError, StoreResult, UserRecord};
+use tokenops_store::rows;
+use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
 
 const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
@@ -26,16 +26,7 @@ const GROUP_SORT: &[(&str, &str)] = &[
 ];
 
 fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
-    let status = text(row, "status")?;
-    Ok(GroupRecord {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        key: text(row, "group_key")?,
-        name: text(row, "name")?,
-        status: GroupStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("group status {status:?}")))?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::group(&codec::Cols(row))
 }
 
 /// The user columns of a join with `users u`, named as in `users`.

@@ -5,31 +5,14 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::{Timestamp, new_id};
-use tokenops_store::{Claimed, Job, JobStatus, JobStore, Lease, NewJob, QueueStats, StoreError, StoreResult};
+use tokenops_store::rows;
+use tokenops_store::{Claimed, Job, JobStore, Lease, NewJob, QueueStats, StoreError, StoreResult};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, lease_token, lease_until, last_error, created_at, updated_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Job> {
-    let text = |name: &str| codec::get::<String>(row, name);
-    let opt = |name: &str| codec::get::<Option<String>>(row, name);
-    let int = |name: &str| codec::get::<i64>(row, name);
-    let status = text("status")?;
-    Ok(Job {
-        id: codec::uuid(&text("id")?)?,
-        kind: text("kind")?,
-        tenant_id: codec::opt_tenant(opt("tenant_id")?)?,
-        payload: codec::json(&text("payload")?)?,
-        status: JobStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("job status {status:?}")))?,
-        attempts: u32::try_from(int("attempts")?).unwrap_or(u32::MAX),
-        max_attempts: u32::try_from(int("max_attempts")?).unwrap_or(u32::MAX),
-        run_at: codec::ts(int("run_at")?),
-        lease_token: codec::opt_uuid(opt("lease_token")?)?,
-        lease_until: codec::get::<Option<i64>>(row, "lease_until")?.map(codec::ts),
-        last_error: opt("last_error")?,
-        created_at: codec::ts(int("created_at")?),
-        updated_at: codec::ts(int("updated_at")?),
-    })
+    rows::job(&codec::Cols(row))
 }
 
 #[async_trait]

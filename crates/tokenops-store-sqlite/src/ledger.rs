@@ -7,9 +7,10 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use serde_json::{Value, json};
+use tokenops_store::rows;
 use tokenops_store::{
-    LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerHoldStatus, LedgerNonce, LedgerStore,
-    LedgerToken, LedgerTransaction, StoreError, StoreResult,
+    LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerNonce, LedgerStore, LedgerToken,
+    LedgerTransaction, StoreError, StoreResult,
 };
 
 /// A u64 for an INTEGER column; the ledger's numbers (blocks, nonces, seconds) stay far below
@@ -35,61 +36,19 @@ fn hex(bytes: &[u8]) -> String {
 const BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
 
 fn decode_block(row: &Row<'_>) -> StoreResult<LedgerBlock> {
-    Ok(LedgerBlock {
-        number: uint(codec::get(row, "number")?, "block number")?,
-        hash: codec::get(row, "hash")?,
-        parent_hash: codec::get(row, "parent_hash")?,
-        timestamp: uint(codec::get(row, "timestamp")?, "block timestamp")?,
-        transaction_count: u32::try_from(codec::get::<i64>(row, "transaction_count")?)
-            .map_err(|_| StoreError::Corrupt("block transaction count".into()))?,
-        produced_at: codec::ts(codec::get(row, "produced_at")?),
-    })
+    rows::ledger_block(&codec::Cols(row))
 }
 
 fn decode_transaction(row: &Row<'_>) -> StoreResult<LedgerTransaction> {
-    Ok(LedgerTransaction {
-        hash: codec::get(row, "hash")?,
-        block_number: uint(codec::get(row, "block_number")?, "block number")?,
-        index: u32::try_from(codec::get::<i64>(row, "position")?)
-            .map_err(|_| StoreError::Corrupt("transaction position".into()))?,
-        sender: codec::get(row, "sender")?,
-        nonce: uint(codec::get(row, "nonce")?, "nonce")?,
-        to: codec::get(row, "recipient")?,
-        raw: codec::get(row, "raw")?,
-        success: codec::get::<i64>(row, "success")? == 1,
-        revert_reason: codec::get(row, "revert_reason")?,
-        revert_data: codec::get(row, "revert_data")?,
-        contract_address: codec::get(row, "contract_address")?,
-    })
+    rows::ledger_transaction(&codec::Cols(row))
 }
 
 fn decode_token(row: &Row<'_>) -> StoreResult<LedgerToken> {
-    Ok(LedgerToken {
-        address: codec::get(row, "address")?,
-        name: codec::get(row, "name")?,
-        symbol: codec::get(row, "symbol")?,
-        decimals: u8::try_from(codec::get::<i64>(row, "decimals")?)
-            .map_err(|_| StoreError::Corrupt("token decimals".into()))?,
-        issuer: codec::get(row, "issuer")?,
-        total_supply: codec::get(row, "total_supply")?,
-        deploy_transaction: codec::get(row, "deploy_transaction")?,
-        block_number: uint(codec::get(row, "block_number")?, "block number")?,
-    })
+    rows::ledger_token(&codec::Cols(row))
 }
 
 fn decode_hold(row: &Row<'_>) -> StoreResult<LedgerHold> {
-    let status: String = codec::get(row, "status")?;
-    let expires_at: String = codec::get(row, "expires_at")?;
-    Ok(LedgerHold {
-        token: codec::get(row, "token")?,
-        id: codec::get(row, "id")?,
-        owner: codec::get(row, "owner")?,
-        payee: codec::get(row, "payee")?,
-        amount: codec::get(row, "amount")?,
-        expires_at: expires_at.parse().map_err(|_| StoreError::Corrupt(format!("hold expiry {expires_at:?}")))?,
-        status: LedgerHoldStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("hold status {status:?}")))?,
-    })
+    rows::ledger_hold(&codec::Cols(row))
 }
 
 impl SqliteTx {

@@ -1,35 +1,23 @@
 //! Locks on SQLite: `LockStore`.
 
 use crate::clause::Clause;
-use crate::codec::{asset_text, page_limits, parsed};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params, params_from_iter};
+use rusqlite::{Row, params};
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
 
 const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
 fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
-    let status: String = codec::get(row, "status")?;
-    Ok(Lock {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        amount: codec::amount(codec::get(row, "amount")?)?,
-        expires_at: codec::get::<Option<i64>>(row, "expires_at")?.map(codec::ts),
-        status: parsed(&status, "lock status", LockStatus::parse)?,
-        completed_by: codec::opt_uuid(codec::get(row, "completed_by")?)?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::lock(&codec::Cols(row))
 }
 
 #[async_trait]
@@ -89,27 +77,11 @@ impl LockStore for SqliteTx {
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
         let mut clause = Clause::new();
-        let p = clause.param(Value::Text(account_ref.as_str().to_owned()));
-        clause.and(&format!("account_ref = {p}"));
+        clause.compare("account_ref", "=", Value::Text(account_ref.as_str().to_owned()));
         if let Some(status) = status {
-            let p = clause.param(Value::Text(status.as_str().to_owned()));
-            clause.and(&format!("status = {p}"));
+            clause.compare("status", "=", Value::Text(status.as_str().to_owned()));
         }
-        let count_sql = format!("SELECT COUNT(*) FROM locks WHERE {}", clause.sql);
-        let total = clause.count(tenant, &count_sql, self)?;
-        let n = clause.next();
-        let sql = format!(
-            "SELECT {LOCK_COLUMNS} FROM locks WHERE {}
-             ORDER BY created_at DESC, id DESC LIMIT ?{n} OFFSET ?{}",
-            clause.sql,
-            n + 1
-        );
-        let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
-        values.push(Value::Integer(limit));
-        values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode_lock)?;
-        Ok(Page { items, total })
+        clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock)
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

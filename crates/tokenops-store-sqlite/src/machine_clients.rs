@@ -1,26 +1,19 @@
 //! Machine clients on SQLite: `MachineClientStore`.
 
-use crate::codec::{int, opt_text, page_limits, text};
+use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::rows;
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
 
 const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
 
 fn decode_client(row: &Row<'_>) -> StoreResult<MachineClientRecord> {
-    Ok(MachineClientRecord {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::opt_tenant(opt_text(row, "tenant_id")?)?,
-        name: text(row, "name")?,
-        role_id: codec::opt_uuid(opt_text(row, "role_id")?)?,
-        secret_hash: text(row, "secret_hash")?,
-        active: int(row, "active")? != 0,
-        created_at: codec::ts(int(row, "created_at")?),
-    })
+    rows::machine_client(&codec::Cols(row))
 }
 
 #[async_trait]

@@ -6,16 +6,16 @@
 //! SQL.
 
 use crate::clause::Clause;
-use crate::codec::{asset_text, page_limits, parsed};
+use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::operation::{FailureCode, Operation, OperationFilter, OperationState, TxType};
+use tokenops_domain::operation::{FailureCode, Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
 use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -23,40 +23,10 @@ fn int(value: u64) -> StoreResult<i64> {
     i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit an INTEGER column").into()))
 }
 
-fn uint(value: i64, what: &str) -> StoreResult<u64> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
-}
-
 const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
 fn decode_operation(row: &Row<'_>) -> StoreResult<Operation> {
-    let tx_type: String = codec::get(row, "tx_type")?;
-    let state: String = codec::get(row, "state")?;
-    let failure_code: Option<String> = codec::get(row, "failure_code")?;
-    let params: String = codec::get(row, "params")?;
-    Ok(Operation {
-        id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-        tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-        tx_type: parsed(&tx_type, "operation type", TxType::parse)?,
-        asset_id: codec::asset(&codec::get::<String>(row, "asset_id")?)?,
-        account_ref: AccountRef::from_stored(codec::get(row, "account_ref")?),
-        customer_ref: CustomerRef::from_stored(codec::get(row, "customer_ref")?),
-        counterparty_ref: codec::get::<Option<String>>(row, "counterparty_ref")?.map(AccountRef::from_stored),
-        amount: codec::amount(codec::get(row, "amount")?)?,
-        params: codec::json(&params)?,
-        lock_id: codec::opt_uuid(codec::get(row, "lock_id")?)?,
-        state: parsed(&state, "operation state", OperationState::parse)?,
-        tx_hash: codec::opt_tx_hash(codec::get(row, "tx_hash")?)?,
-        block_number: codec::get::<Option<i64>>(row, "block_number")?.map(|n| uint(n, "block number")).transpose()?,
-        failure_code: failure_code.as_deref().map(|c| parsed(c, "failure code", FailureCode::parse)).transpose()?,
-        reason_code: codec::get(row, "reason_code")?,
-        signed_transaction: codec::get(row, "signed_transaction")?,
-        submitted_by: codec::get(row, "submitted_by")?,
-        idempotency_key: codec::get(row, "idempotency_key")?,
-        correlation_id: codec::get(row, "correlation_id")?,
-        created_at: codec::ts(codec::get(row, "created_at")?),
-        updated_at: codec::ts(codec::get(row, "updated_at")?),
-    })
+    rows::operation(&codec::Cols(row))
 }
 
 /// An operation list's selection: the filters after `tenant_id = ?1`, and the placeholder of
@@ -187,15 +157,7 @@ impl OperationStore for SqliteTx {
                AND o.updated_at < ?1
              ORDER BY o.updated_at, o.id LIMIT ?2",
             params![before.as_micros(), i64::from(limit)],
-            |row| {
-                let state: String = codec::get(row, "state")?;
-                Ok(InFlight {
-                    tenant_id: codec::tenant(&codec::get::<String>(row, "tenant_id")?)?,
-                    id: codec::uuid(&codec::get::<String>(row, "id")?)?,
-                    state: parsed(&state, "operation state", OperationState::parse)?,
-                    updated_at: codec::ts(codec::get(row, "updated_at")?),
-                })
-            },
+            |row| rows::in_flight(&codec::Cols(row)),
         )
     }
 

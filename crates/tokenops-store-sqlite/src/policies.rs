@@ -1,12 +1,13 @@
 //! Policies and their versions on SQLite: `PolicyStore`.
 
-use crate::codec::{int, opt_text, page_limits, parsed, text};
+use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyStatus, PolicyVersion, RuleType};
+use tokenops_store::rows;
 use tokenops_store::{PolicyStore, StoreResult};
 use uuid::Uuid;
 
@@ -14,39 +15,12 @@ const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template
 const VERSION_COLUMNS: &str =
     "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
 
-fn number(row: &Row<'_>, name: &str) -> StoreResult<u32> {
-    let value = int(row, name)?;
-    u32::try_from(value).map_err(|_| tokenops_store::StoreError::Corrupt(format!("{name} {value}")))
-}
-
 fn decode_policy(row: &Row<'_>) -> StoreResult<Policy> {
-    Ok(Policy {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        status: parsed(&text(row, "status")?, "policy status", PolicyStatus::parse)?,
-        rule_type: parsed(&text(row, "rule_type")?, "policy rule type", RuleType::parse)?,
-        action: parsed(&text(row, "action")?, "policy action", PolicyAction::parse)?,
-        template_key: text(row, "template_key")?,
-        version: number(row, "version")?,
-        name: opt_text(row, "name")?,
-        description: opt_text(row, "description")?,
-        created_by: text(row, "created_by")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::policy(&codec::Cols(row))
 }
 
 fn decode_version(row: &Row<'_>) -> StoreResult<PolicyVersion> {
-    Ok(PolicyVersion {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        policy_id: codec::uuid(&text(row, "policy_id")?)?,
-        version_number: number(row, "version_number")?,
-        content: text(row, "content")?,
-        change_summary: opt_text(row, "change_summary")?,
-        created_by: text(row, "created_by")?,
-        created_at: codec::ts(int(row, "created_at")?),
-    })
+    rows::policy_version(&codec::Cols(row))
 }
 
 /// Joins each policy `p` with its current version `v`.
@@ -61,17 +35,7 @@ fn joined_columns() -> String {
 }
 
 fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
-    let version = PolicyVersion {
-        id: codec::uuid(&text(row, "v_id")?)?,
-        tenant_id: codec::tenant(&text(row, "v_tenant_id")?)?,
-        policy_id: codec::uuid(&text(row, "v_policy_id")?)?,
-        version_number: number(row, "v_version_number")?,
-        content: text(row, "v_content")?,
-        change_summary: opt_text(row, "v_change_summary")?,
-        created_by: text(row, "v_created_by")?,
-        created_at: codec::ts(int(row, "v_created_at")?),
-    };
-    Ok((decode_policy(row)?, version))
+    rows::policy_with_version(&codec::Cols(row))
 }
 
 impl SqliteTx {

@@ -1,33 +1,18 @@
 //! The organisations' own policy templates on SQLite: `PolicyTemplateStore`.
 
-use crate::codec::{int, parsed, text};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
-use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
-use tokenops_store::{PolicyTemplateStore, StoreError, StoreResult};
+use tokenops_domain::policy::TenantTemplate;
+use tokenops_store::rows;
+use tokenops_store::{PolicyTemplateStore, StoreResult};
 
 const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
      default_content, created_by, created_at, updated_at";
 
 fn decode_template(row: &Row<'_>) -> StoreResult<TenantTemplate> {
-    Ok(TenantTemplate {
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        key: text(row, "template_key")?,
-        template_version: {
-            let v = int(row, "template_version")?;
-            u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("template version {v}")))?
-        },
-        name: text(row, "name")?,
-        description: text(row, "description")?,
-        action: parsed(&text(row, "action")?, "template action", PolicyAction::parse)?,
-        status: parsed(&text(row, "status")?, "template status", TemplateStatus::parse)?,
-        default_content: text(row, "default_content")?,
-        created_by: text(row, "created_by")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::tenant_template(&codec::Cols(row))
 }
 
 #[async_trait]

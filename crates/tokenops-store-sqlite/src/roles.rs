@@ -3,12 +3,13 @@
 //! Role names are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::{int, opt_text, order_by, page_limits, text};
+use crate::codec::{order_by, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::rows;
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -26,15 +27,7 @@ const ROLE_SORT: &[(&str, &str)] = &[
 ];
 
 fn decode_role(row: &Row<'_>) -> StoreResult<RoleRecord> {
-    Ok(RoleRecord {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::opt_tenant(opt_text(row, "tenant_id")?)?,
-        name: text(row, "name")?,
-        description: text(row, "description")?,
-        permissions: codec::names(&text(row, "permissions")?)?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::role(&codec::Cols(row))
 }
 
 /// The organisation of a custom role; platform roles are never written through the store.

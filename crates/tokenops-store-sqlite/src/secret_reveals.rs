@@ -1,22 +1,16 @@
 //! One-time reveals of machine-client secrets on SQLite: `SecretRevealStore`.
 
-use crate::codec::{int, text};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::Timestamp;
+use tokenops_store::rows;
 use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
 
 const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
 
 fn decode_reveal(row: &Row<'_>) -> StoreResult<SecretRevealRecord> {
-    Ok(SecretRevealRecord {
-        token_hash: text(row, "token_hash")?,
-        client_id: codec::uuid(&text(row, "client_id")?)?,
-        sealed_secret: text(row, "sealed_secret")?,
-        expires_at: codec::ts(int(row, "expires_at")?),
-        created_at: codec::ts(int(row, "created_at")?),
-    })
+    rows::secret_reveal(&codec::Cols(row))
 }
 
 #[async_trait]

@@ -1,20 +1,14 @@
 //! Organisations (tenants) on SQLite: `TenantStore`.
 
-use crate::codec::{int, text};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
+use tokenops_store::rows;
 use tokenops_store::{StoreResult, TenantRecord, TenantStore};
 
 fn decode_tenant(row: &Row<'_>) -> StoreResult<TenantRecord> {
-    Ok(TenantRecord {
-        id: codec::tenant(&text(row, "id")?)?,
-        name: text(row, "name")?,
-        owner_user_id: codec::uuid(&text(row, "owner_user_id")?)?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::tenant(&codec::Cols(row))
 }
 
 #[async_trait]

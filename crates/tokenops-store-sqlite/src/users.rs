@@ -1,14 +1,15 @@
 //! Users on SQLite: `UserStore`.
 
 use crate::audit::prefix_glob;
-use crate::codec::{int, opt_text, opt_ts, order_by, page_limits, text};
+use crate::codec::{order_by, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{StoreError, StoreResult, UserFilter, UserRecord, UserStore};
+use tokenops_store::rows;
+use tokenops_store::{StoreResult, UserFilter, UserRecord, UserStore};
 use uuid::Uuid;
 
 pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
@@ -35,24 +36,7 @@ const USER_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR status = ?2) AND (?
      AND (?4 IS NULL OR email GLOB ?4 OR first_name GLOB ?4 OR last_name GLOB ?4)";
 
 pub(crate) fn decode_user(row: &Row<'_>) -> StoreResult<UserRecord> {
-    let status = text(row, "status")?;
-    let failed = int(row, "failed_sign_ins")?;
-    Ok(UserRecord {
-        id: codec::uuid(&text(row, "id")?)?,
-        tenant_id: codec::tenant(&text(row, "tenant_id")?)?,
-        email: text(row, "email")?,
-        first_name: text(row, "first_name")?,
-        last_name: text(row, "last_name")?,
-        status: UserStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("user status {status:?}")))?,
-        role_id: codec::uuid(&text(row, "role_id")?)?,
-        password_hash: opt_text(row, "password_hash")?,
-        temporary_password_hash: opt_text(row, "temporary_password_hash")?,
-        failed_sign_ins: u32::try_from(failed).map_err(|_| StoreError::Corrupt(format!("failed sign-ins {failed}")))?,
-        first_failed_sign_in_at: opt_ts(row, "first_failed_sign_in_at")?,
-        locked_until: opt_ts(row, "locked_until")?,
-        created_at: codec::ts(int(row, "created_at")?),
-        updated_at: codec::ts(int(row, "updated_at")?),
-    })
+    rows::user(&codec::Cols(row))
 }
 
 impl SqliteTx {

@@ -32,6 +32,7 @@ mod positions;
 mod priority;
 mod refresh_tokens;
 mod roles;
+pub mod rows;
 mod secret_reveals;
 mod settings;
 mod signing_keys;

@@ -1,0 +1,165 @@
+//! Reading stored rows into entities once for every backend: the `Columns` a backend's row type
+//! offers, and one decoder per entity (in `rows/`, named by aggregate) written against it.
+//!
+//! A backend keeps what its dialect stores differently (uuids, JSON, integer widths, the driver's
+//! errors) inside its `Columns` impl; everything past the column read is shared here, so the two
+//! backends cannot drift in what they accept.
+
+mod accounts;
+mod approvals;
+mod audit;
+mod breaks;
+mod contracts;
+mod custody;
+mod customers;
+mod events;
+mod groups;
+mod jobs;
+mod ledger;
+mod locks;
+mod machine_clients;
+mod operations;
+mod policies;
+mod policy_templates;
+mod roles;
+mod secret_reveals;
+mod tenants;
+mod users;
+
+pub use accounts::account;
+pub use approvals::{approval_request, approval_task};
+pub use audit::audit_record;
+pub use breaks::break_record;
+pub use contracts::contract;
+pub use custody::custody_key;
+pub use customers::customer;
+pub use events::event;
+pub use groups::group;
+pub use jobs::job;
+pub use ledger::{ledger_block, ledger_hold, ledger_token, ledger_transaction};
+pub use locks::lock;
+pub use machine_clients::machine_client;
+pub use operations::{in_flight, operation};
+pub use policies::{policy, policy_version, policy_with_version};
+pub use policy_templates::tenant_template;
+pub use roles::role;
+pub use secret_reveals::secret_reveal;
+pub use tenants::tenant;
+pub use users::user;
+
+use crate::{StoreError, StoreResult};
+use tokenops_domain::asset::{Amount, AssetId};
+use tokenops_domain::chain::{Address, TxHash};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+/// The named columns of one row. A value of the wrong type or one that does not decode is the
+/// backend's error (`StoreError::Corrupt` where the driver can tell); a missing column is a bug
+/// in the query and the backend's error too.
+pub trait Columns {
+    fn text(&self, name: &str) -> StoreResult<String>;
+    fn opt_text(&self, name: &str) -> StoreResult<Option<String>>;
+    /// An integer column of any width.
+    fn int(&self, name: &str) -> StoreResult<i64>;
+    fn opt_int(&self, name: &str) -> StoreResult<Option<i64>>;
+    fn bool(&self, name: &str) -> StoreResult<bool>;
+    fn uuid(&self, name: &str) -> StoreResult<Uuid>;
+    fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>>;
+    fn json(&self, name: &str) -> StoreResult<serde_json::Value>;
+    fn bytes(&self, name: &str) -> StoreResult<Vec<u8>>;
+    fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// A list of strings stored in the backend's list form (a JSON array as text on SQLite, a
+    /// `text[]` on PostgreSQL).
+    fn text_list(&self, name: &str) -> StoreResult<Vec<String>>;
+
+    /// A point in time, stored as microseconds since the epoch on both backends.
+    fn timestamp(&self, name: &str) -> StoreResult<Timestamp> {
+        Ok(Timestamp::from_micros(self.int(name)?))
+    }
+
+    fn opt_timestamp(&self, name: &str) -> StoreResult<Option<Timestamp>> {
+        Ok(self.opt_int(name)?.map(Timestamp::from_micros))
+    }
+
+    fn tenant(&self, name: &str) -> StoreResult<TenantId> {
+        self.uuid(name).map(TenantId)
+    }
+
+    /// A nullable tenant column: NULL (or the nil UUID, the platform's key) is the platform.
+    fn opt_tenant(&self, name: &str) -> StoreResult<Option<TenantId>> {
+        Ok(self.opt_uuid(name)?.filter(|u| !u.is_nil()).map(TenantId))
+    }
+
+    /// A text column parsed by `parse`, or `StoreError::Corrupt` naming `what`.
+    fn parsed<T>(&self, name: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
+        parsed(&self.text(name)?, what, parse)
+    }
+
+    fn opt_parsed<T>(&self, name: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<Option<T>> {
+        self.opt_text(name)?.as_deref().map(|text| parsed(text, what, parse)).transpose()
+    }
+
+    fn asset(&self, name: &str) -> StoreResult<AssetId> {
+        asset(&self.text(name)?)
+    }
+
+    fn amount(&self, name: &str) -> StoreResult<Amount> {
+        amount(self.int(name)?)
+    }
+
+    /// A list of names stored as a JSON array of strings, in its order.
+    fn names(&self, name: &str) -> StoreResult<Vec<String>> {
+        names(&self.text(name)?)
+    }
+
+    /// A whole number of a narrower type (a step, a version, a count); one out of its range is
+    /// corrupt, named `what`.
+    fn narrow<T: TryFrom<i64>>(&self, name: &str, what: &str) -> StoreResult<T> {
+        let value = self.int(name)?;
+        T::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value}")))
+    }
+
+    /// A counter or ordinal that is never negative.
+    fn unsigned(&self, name: &str, what: &str) -> StoreResult<u64> {
+        let value = self.int(name)?;
+        u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
+    }
+
+    fn opt_unsigned(&self, name: &str, what: &str) -> StoreResult<Option<u64>> {
+        self.opt_int(name)?
+            .map(|value| u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}"))))
+            .transpose()
+    }
+}
+
+/// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.
+pub fn parsed<T>(text: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
+    parse(text).ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?}")))
+}
+
+/// A stored asset code; one that is not a tokenisable currency's upper-case code (as the
+/// backends store it, one spelling for the unique index) is a corrupt row.
+pub fn asset(text: &str) -> StoreResult<AssetId> {
+    AssetId::parse(text).ok().filter(|a| a.code() == text).ok_or_else(|| StoreError::Corrupt(format!("asset {text:?}")))
+}
+
+/// A stored amount in minor units; zero, negative or beyond the largest amount is a corrupt row.
+pub fn amount(units: i64) -> StoreResult<Amount> {
+    u128::try_from(units)
+        .ok()
+        .and_then(Amount::from_minor_units)
+        .ok_or_else(|| StoreError::Corrupt(format!("amount {units}")))
+}
+
+/// A stored address (`0x` and 40 lower-case hex digits, as `Address` displays).
+pub fn opt_address(text: Option<String>) -> StoreResult<Option<Address>> {
+    text.map(|t| Address::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+}
+
+pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
+    text.map(|t| TxHash::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+}
+
+pub fn names(text: &str) -> StoreResult<Vec<String>> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("name list: {e}")))
+}

@@ -1,0 +1,23 @@
+//! Accounts as read from either backend.
+
+use super::{Columns, opt_address};
+use crate::StoreResult;
+use tokenops_domain::account::{Account, AccountRef, AccountStatus};
+use tokenops_domain::customer::CustomerRef;
+
+pub fn account(row: &impl Columns) -> StoreResult<Account> {
+    Ok(Account {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        account_ref: AccountRef::from_stored(row.text("account_ref")?),
+        customer_ref: CustomerRef::from_stored(row.text("customer_ref")?),
+        asset_id: row.asset("asset_id")?,
+        status: row.parsed("status", "account status", AccountStatus::parse)?,
+        wallet_address: opt_address(row.opt_text("wallet_address")?)?,
+        failure_reason: row.opt_text("failure_reason")?,
+        generation: row.narrow("generation", "account generation")?,
+        provisioned_at: row.opt_timestamp("provisioned_at")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}

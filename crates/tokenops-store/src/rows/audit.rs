@@ -1,0 +1,26 @@
+//! Audit records as read from either backend.
+
+use super::Columns;
+use crate::StoreResult;
+use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+
+pub fn audit_record(row: &impl Columns) -> StoreResult<AuditRecord> {
+    Ok(AuditRecord {
+        id: row.uuid("id")?,
+        tenant_id: row.opt_tenant("tenant_id")?,
+        occurred_at: row.timestamp("occurred_at")?,
+        created_at: row.timestamp("created_at")?,
+        action: row.text("action")?,
+        category: row.text("category")?,
+        source: row.parsed("source", "audit source", AuditSource::parse)?,
+        actor_id: row.opt_text("actor_id")?,
+        resource_type: row.text("resource_type")?,
+        resource_id: row.opt_text("resource_id")?,
+        outcome: row.parsed("outcome", "audit outcome", AuditOutcome::parse)?,
+        request_id: row.opt_text("request_id")?,
+        idempotency_key: row.opt_text("idempotency_key")?,
+        // A status outside u16 was never written; it reads as absent, as it always has.
+        http_status: row.opt_int("http_status")?.and_then(|s| u16::try_from(s).ok()),
+        detail: row.json("detail")?,
+    })
+}

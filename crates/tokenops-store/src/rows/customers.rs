@@ -1,0 +1,17 @@
+//! Customers as read from either backend.
+
+use super::Columns;
+use crate::StoreResult;
+use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
+
+pub fn customer(row: &impl Columns) -> StoreResult<Customer> {
+    Ok(Customer {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        customer_ref: CustomerRef::from_stored(row.text("customer_ref")?),
+        display_name: row.opt_text("display_name")?,
+        status: row.parsed("status", "customer status", CustomerStatus::parse)?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}

@@ -1,0 +1,17 @@
+//! Approval groups as read from either backend.
+
+use super::Columns;
+use crate::{GroupRecord, StoreResult};
+use tokenops_domain::identity::GroupStatus;
+
+pub fn group(row: &impl Columns) -> StoreResult<GroupRecord> {
+    Ok(GroupRecord {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        key: row.text("group_key")?,
+        name: row.text("name")?,
+        status: row.parsed("status", "group status", GroupStatus::parse)?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}

@@ -1,0 +1,22 @@
+//! Locks (funds held for an operation) as read from either backend.
+
+use super::Columns;
+use crate::StoreResult;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::operation::{Lock, LockStatus};
+
+pub fn lock(row: &impl Columns) -> StoreResult<Lock> {
+    Ok(Lock {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        account_ref: AccountRef::from_stored(row.text("account_ref")?),
+        counterparty_ref: row.opt_text("counterparty_ref")?.map(AccountRef::from_stored),
+        asset_id: row.asset("asset_id")?,
+        amount: row.amount("amount")?,
+        expires_at: row.opt_timestamp("expires_at")?,
+        status: row.parsed("status", "lock status", LockStatus::parse)?,
+        completed_by: row.opt_uuid("completed_by")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}

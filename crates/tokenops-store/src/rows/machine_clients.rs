@@ -1,0 +1,16 @@
+//! Machine clients as read from either backend.
+
+use super::Columns;
+use crate::{MachineClientRecord, StoreResult};
+
+pub fn machine_client(row: &impl Columns) -> StoreResult<MachineClientRecord> {
+    Ok(MachineClientRecord {
+        id: row.uuid("id")?,
+        tenant_id: row.opt_tenant("tenant_id")?,
+        name: row.text("name")?,
+        role_id: row.opt_uuid("role_id")?,
+        secret_hash: row.text("secret_hash")?,
+        active: row.bool("active")?,
+        created_at: row.timestamp("created_at")?,
+    })
+}

@@ -1,0 +1,45 @@
+//! Policies and their versions as read from either backend.
+
+use super::Columns;
+use crate::StoreResult;
+use tokenops_domain::policy::{Policy, PolicyAction, PolicyStatus, PolicyVersion, RuleType};
+
+pub fn policy(row: &impl Columns) -> StoreResult<Policy> {
+    Ok(Policy {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        status: row.parsed("status", "policy status", PolicyStatus::parse)?,
+        rule_type: row.parsed("rule_type", "policy rule type", RuleType::parse)?,
+        action: row.parsed("action", "policy action", PolicyAction::parse)?,
+        template_key: row.text("template_key")?,
+        version: row.narrow("version", "version")?,
+        name: row.opt_text("name")?,
+        description: row.opt_text("description")?,
+        created_by: row.text("created_by")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}
+
+pub fn policy_version(row: &impl Columns) -> StoreResult<PolicyVersion> {
+    version_prefixed(row, "")
+}
+
+/// A policy joined with one of its versions, whose columns are selected with the prefix `v_`.
+pub fn policy_with_version(row: &impl Columns) -> StoreResult<(Policy, PolicyVersion)> {
+    Ok((policy(row)?, version_prefixed(row, "v_")?))
+}
+
+fn version_prefixed(row: &impl Columns, prefix: &str) -> StoreResult<PolicyVersion> {
+    let col = |name: &str| format!("{prefix}{name}");
+    Ok(PolicyVersion {
+        id: row.uuid(&col("id"))?,
+        tenant_id: row.tenant(&col("tenant_id"))?,
+        policy_id: row.uuid(&col("policy_id"))?,
+        version_number: row.narrow(&col("version_number"), &col("version_number"))?,
+        content: row.text(&col("content"))?,
+        change_summary: row.opt_text(&col("change_summary"))?,
+        created_by: row.text(&col("created_by"))?,
+        created_at: row.timestamp(&col("created_at"))?,
+    })
+}

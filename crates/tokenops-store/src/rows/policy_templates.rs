@@ -1,0 +1,21 @@
+//! An organisation's policy templates as read from either backend.
+
+use super::Columns;
+use crate::StoreResult;
+use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
+
+pub fn tenant_template(row: &impl Columns) -> StoreResult<TenantTemplate> {
+    Ok(TenantTemplate {
+        tenant_id: row.tenant("tenant_id")?,
+        key: row.text("template_key")?,
+        template_version: row.narrow("template_version", "template version")?,
+        name: row.text("name")?,
+        description: row.text("description")?,
+        action: row.parsed("action", "template action", PolicyAction::parse)?,
+        status: row.parsed("status", "template status", TemplateStatus::parse)?,
+        default_content: row.text("default_content")?,
+        created_by: row.text("created_by")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}

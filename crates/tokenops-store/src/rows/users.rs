@@ -1,0 +1,24 @@
+//! Users as read from either backend.
+
+use super::Columns;
+use crate::{StoreResult, UserRecord};
+use tokenops_domain::identity::UserStatus;
+
+pub fn user(row: &impl Columns) -> StoreResult<UserRecord> {
+    Ok(UserRecord {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        email: row.text("email")?,
+        first_name: row.text("first_name")?,
+        last_name: row.text("last_name")?,
+        status: row.parsed("status", "user status", UserStatus::parse)?,
+        role_id: row.uuid("role_id")?,
+        password_hash: row.opt_text("password_hash")?,
+        temporary_password_hash: row.opt_text("temporary_password_hash")?,
+        failed_sign_ins: row.narrow("failed_sign_ins", "failed sign-ins")?,
+        first_failed_sign_in_at: row.opt_timestamp("first_failed_sign_in_at")?,
+        locked_until: row.opt_timestamp("locked_until")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+    })
+}
