@@ -171,6 +171,7 @@ pub async fn timestamp_style(style: TimestampStyle, mut request: Request, next: 
 /// anything else without a body) the envelope too.
 pub async fn render_errors(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
     let request_id = request.extensions().get::<RequestId>().cloned();
+    let path = request.uri().path().to_owned();
     let mut response = next.run(request).await;
     let pending = match response.extensions_mut().remove::<PendingErrorBody>() {
         Some(p) => p,
@@ -180,11 +181,26 @@ pub async fn render_errors(State(state): State<Arc<ApiState>>, request: Request,
         None => return response,
     };
     let style = response.extensions().get::<TimestampStyle>().copied().unwrap_or_default();
-    let body = pending.render(style, state.app.clock.now(), request_id.as_ref().map(|r| r.0.as_str()));
+    let mut body = pending.render(style, state.app.clock.now(), request_id.as_ref().map(|r| r.0.as_str()));
+    if response.status() == StatusCode::UNAUTHORIZED
+        && names_its_path_on_401(&path)
+        && let Some(fields) = body.as_object_mut()
+    {
+        fields.insert("path".to_owned(), Value::String(path));
+    }
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(body.to_string()))
+}
+
+/// The spec's policy endpoints answer a refused token with a default body that carries the
+/// request's `path` (Errors, Envelope): the envelope adds it there, and only there. Clients branch
+/// on the status, never on the body.
+fn names_its_path_on_401(path: &str) -> bool {
+    ["/api/policies", "/api/templates", "/api/approvals"]
+        .iter()
+        .any(|area| path == *area || path.strip_prefix(area).is_some_and(|rest| rest.starts_with('/')))
 }
 
 /// Unknown route: a 404 in the envelope.
@@ -195,6 +211,16 @@ pub async fn route_not_found() -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_policy_areas_name_their_path_on_401() {
+        assert!(names_its_path_on_401("/api/policies"));
+        assert!(names_its_path_on_401("/api/policies/0190/activate"));
+        assert!(names_its_path_on_401("/api/templates"));
+        assert!(names_its_path_on_401("/api/approvals/tasks"));
+        assert!(!names_its_path_on_401("/api/policiesx"));
+        assert!(!names_its_path_on_401("/api/customers"));
+    }
 
     #[test]
     fn wire_names_are_unique_across_both_tables() {

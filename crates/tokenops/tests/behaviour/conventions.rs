@@ -420,6 +420,20 @@ async fn a_garbage_token_is_401(backend: Backend) {
     }
 }
 
+async fn a_refused_token_on_the_policy_areas_names_the_path(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for path in ["/api/policies", "/api/templates", "/api/approvals/tasks"] {
+        for token in ["garbage", "a.b.c"] {
+            let reply = get_with_token(&app, path, token).await;
+            assert_error(&reply, 401, "UNAUTHORIZED", Stamp::Iso);
+            assert_eq!(reply.body["path"], path, "{}", reply.body);
+        }
+    }
+    // Elsewhere the envelope is unchanged.
+    let reply = get_with_token(&app, "/api/customers", "garbage").await;
+    assert!(reply.body.get("path").is_none(), "{}", reply.body);
+}
+
 async fn a_token_signed_by_another_key_under_the_issuers_kid_is_401(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let forged = app.issuer.sign_with(&foreign_key(), &app.issuer.kid(), &default_claims(&app));
@@ -817,6 +831,7 @@ backends!(
     an_authorization_that_is_not_bearer_is_401,
     the_bearer_scheme_is_case_insensitive,
     a_garbage_token_is_401,
+    a_refused_token_on_the_policy_areas_names_the_path,
     a_token_signed_by_another_key_under_the_issuers_kid_is_401,
     a_token_with_an_unknown_kid_is_401,
     a_token_whose_algorithm_is_not_its_keys_is_401,
