@@ -57,14 +57,14 @@ pub struct ErrorBody {
     request_id: String,
 }
 
-/// The 401 row of the organisation, role and group operations: the token is unusable, or its
+/// The 401 row of the organisation, role, group and approval operations: the token is unusable, or its
 /// user is no longer ACTIVE (the access is then refused with the spec's own message).
 #[derive(utoipa::IntoResponses)]
 #[response(status = 401, description = "No usable token, or Your access has been revoked.")]
 #[allow(dead_code)]
 pub struct RevokedAccess(ErrorBody);
 
-/// The 401 row of the resource operations (contracts, accounts, transactions).
+/// The 401 row of the resource operations (contracts, accounts, transactions, policies, templates).
 #[derive(utoipa::IntoResponses)]
 #[response(status = 401, description = "No usable token")]
 #[allow(dead_code)]

@@ -55,7 +55,7 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
     responses(
         (status = 200, description = "Style B page of policies, each with its current version's content. The spec gives no order: newest first (createdAt descending, then id). It does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = PolicyPage),
         (status = 400, description = "Invalid paging, or an unknown status or ruleType", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -82,7 +82,7 @@ async fn list_policies(
     responses(
         (status = 200, description = "The policy; content is its current version's", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -122,7 +122,7 @@ pub struct PolicyIn {
     responses(
         (status = 201, description = "Created: DRAFT, version 1", body = PolicyOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details: a missing field, or content that breaks a rule (each violation with its JSON path under content: a field outside the catalogue, !=, an amount compared without assetId, a bad decimal, an unknown key)", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:create", body = crate::openapi::ErrorBody),
         (status = 404, description = "No visible template with that key (another organisation's, a deprecated one, or none)", body = crate::openapi::ErrorBody),
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -159,7 +159,7 @@ async fn create_policy(
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:update", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
@@ -187,7 +187,7 @@ async fn activate_policy(
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:update", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -218,7 +218,7 @@ async fn archive_policy(
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
         (status = 400, description = "policyId is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
@@ -252,7 +252,7 @@ pub struct VersionIn {
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:version:create", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
@@ -295,7 +295,7 @@ pub struct CurrentVersionIn {
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),
         (status = 400, description = "versionNumber missing or not a positive integer, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        (status = 401, description = "No usable token", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:update", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation, or no such version number", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change", body = crate::openapi::ErrorBody),
