@@ -392,12 +392,12 @@ impl EvmLedger {
     /// restart) and let them in. Failing the operation for good now would report a failure
     /// the ledger has not decided. Sending the same bytes again is harmless and bounded by the
     /// pipeline's retries: once the other is included, the answer is "nonce too low" with
-    /// bytes the node does not know, which is `Final`. The slot is emptied, as after "nonce too
-    /// low": it handed out a nonce the node holds, and re-reading the count and the pool gives
-    /// the next free one (on a node that hides its pool, the count past the waiting run once
-    /// the gap under it is filled).
+    /// bytes the node does not know, which is `Final`. The slot is counted again, as after "nonce
+    /// too low": it handed out a nonce the node holds, and re-reading the count and the pool
+    /// moves it up to the next free one (on a node that hides its pool, the count past the
+    /// waiting run once the gap under it is filled).
     async fn held_elsewhere(&self, transaction: &SignedTransaction, message: &str) -> LedgerError {
-        self.nonces.forget(transaction.sender).await;
+        self.nonces.recount(transaction.sender).await;
         LedgerError::temporary(format!(
             "nonce {} of {} is held by another transaction waiting in the node's pool: {message}",
             transaction.nonce, transaction.sender
@@ -487,7 +487,14 @@ impl Ledger for EvmLedger {
         self.register_wallet(self.issuer).await?;
         let input = contract::deployment_input(spec, self.issuer);
         let signed = self.sign(None, input, self.issuer, 5_000_000, self.issuer_custody.as_ref()).await?;
-        self.send(&signed).await?;
+        if let Err(e) = self.send(&signed).await {
+            // Nothing records these bytes to send again: bytes the node does not hold give their
+            // nonce back, or the deployment tried again would wait behind the gap for good.
+            if matches!(self.knows(signed.hash).await, Ok(false)) {
+                self.nonces.give_back(signed.sender, signed.nonce).await;
+            }
+            return Err(e);
+        }
         let (_, outcome) = self.wait_for_inclusion(signed.hash).await?;
         match outcome {
             Outcome::Success => {
@@ -546,9 +553,9 @@ impl Ledger for EvmLedger {
             Err(error) => error,
         };
         let Some(message) = error_message(&error) else {
-            // The outcome is unknown: the node may hold the transaction or not. The next nonce
-            // of the wallet is read from the node again.
-            self.nonces.forget(transaction.sender).await;
+            // The outcome is unknown: the node may hold the transaction or not. The wallet's
+            // count is read from the node again (it may be ahead); the nonce stays these bytes'.
+            self.nonces.recount(transaction.sender).await;
             return Err(temporary("eth_sendRawTransaction", error));
         };
         if message.contains("already known")
@@ -567,7 +574,7 @@ impl Ledger for EvmLedger {
             // Sending included bytes again answers their hash; other bytes with a used nonce can
             // never be included.
             let known = self.knows(transaction.hash).await?;
-            self.nonces.forget(transaction.sender).await;
+            self.nonces.recount(transaction.sender).await;
             if known {
                 return Ok(transaction.hash);
             }
@@ -582,7 +589,7 @@ impl Ledger for EvmLedger {
             return Err(self.held_elsewhere(transaction, &message).await);
         }
         if message.contains("txpool is full") || message.contains("limit exceeded") || message.contains("busy") {
-            self.nonces.forget(transaction.sender).await;
+            self.nonces.recount(transaction.sender).await;
             return Err(LedgerError::temporary(format!("the node refused for now: {message}")));
         }
         Err(LedgerError::final_(format!("the node refused the transaction: {message}")))
@@ -617,7 +624,7 @@ impl Ledger for EvmLedger {
         let signed = transaction::sign(unsigned, sender, custody).await?;
         // Sent under the slot's lock: a signature of the wallet that read the node's count
         // before the filler is in its pool would take the same nonce. (`send` itself may
-        // forget the slot, which needs the lock: the node is asked directly here.)
+        // recount the slot, which needs the lock: the node is asked directly here.)
         let sent = self.provider.send_raw_transaction(&signed.raw).await.map(|pending| *pending.tx_hash());
         claim.filled();
         match sent {

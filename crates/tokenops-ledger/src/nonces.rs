@@ -4,16 +4,17 @@
 //! gap).
 //!
 //! An empty slot is filled from the ledger's own count of the wallet's transactions, pending
-//! ones included: at first use, after a restart, and after a send whose outcome is unknown
-//! ([`Nonces::forget`]). That count stops at the first gap, and a crash can leave one (a nonce
-//! signed but never recorded, later ones recorded and sent again after the restart, waiting
-//! behind it): the slot is filled with the nonces such waiting transactions hold too
-//! ([`Slot::fill`]), hands out the gap first and then skips them, since a second transaction
-//! with a waiting one's nonce would be refused or would replace it. Re-reading after an unknown outcome is safe: if the lost transaction
-//! never arrived, its nonce goes to the next transaction and the lost bytes can never be
-//! included (a resend answers "nonce already used"); if it did arrive, the count includes it.
-//! What is never done is signing the *same operation* again with a new nonce while its first
-//! transaction may still land; that is the pipeline's rule (send the same bytes again).
+//! ones included: at first use and after a restart. That count stops at the first gap, and a
+//! crash can leave one (a nonce signed but never recorded, later ones recorded and sent again
+//! after the restart, waiting behind it): the slot is filled with the nonces such waiting
+//! transactions hold too ([`Slot::fill`]), hands out the gap first and then skips them, since a
+//! second transaction with a waiting one's nonce would be refused or would replace it.
+//!
+//! After a send whose outcome is unknown, or an answer showing the ledger ahead of the slot, the
+//! slot is counted again ([`Nonces::recount`]), but it only ever moves up: a nonce this process
+//! handed out stays out. Its signature may be recorded, and the pipeline's rule is to send the
+//! same bytes again until they land (never to sign the operation anew), so handing the nonce to
+//! another transaction would make that operation fail for good once the other is included.
 //!
 //! A signature that will never be sent (it was not recorded) gives its nonce back
 //! ([`Nonces::give_back`]), and the wallet's next signature takes it; otherwise the gap would
@@ -40,33 +41,45 @@ pub struct Nonces {
     slots: Mutex<HashMap<Address, Arc<tokio::sync::Mutex<Slot>>>>,
 }
 
-/// A wallet's nonces: the next one never handed out (`None` until read from the ledger), those
-/// handed out but given back, which go out again first, and those above `next` held by
-/// transactions waiting in the ledger's pool, which never go out. `handed_out` remembers when
+/// A wallet's nonces: the next one never handed out (`None` until read from the ledger, and to be
+/// read again, as a floor, while `recount` is set), those handed out but given back, which go out
+/// again first, and those above `next` held by transactions waiting in the ledger's pool, which
+/// never go out. `handed_out` remembers when
 /// each recent signature took its nonce (a monotonic instant: it bounds how long a signature
 /// may still be on its way to the store, which is real time, not the business clock).
 #[derive(Debug, Default)]
 pub struct Slot {
     next: Option<u64>,
+    recount: bool,
     returned: BTreeSet<u64>,
     held: BTreeSet<u64>,
     handed_out: BTreeMap<u64, Instant>,
 }
 
 impl Slot {
-    /// The nonce the next signature takes, if known: a given-back one first.
+    /// The nonce the next signature takes, if known without asking the ledger: a given-back one
+    /// first.
     pub fn next(&self) -> Option<u64> {
+        if self.recount {
+            return None;
+        }
         self.returned.first().copied().or(self.next)
     }
 
-    /// Fills an empty slot from the ledger: `pending` is its count of the wallet's transactions,
-    /// `waiting` the nonces of the wallet's transactions in its pool (those below `pending`
-    /// change nothing). Returns the nonce the next signature takes.
+    /// Fills the slot from the ledger when [`Slot::next`] does not know: `pending` is its count
+    /// of the wallet's transactions, `waiting` the nonces of the wallet's transactions in its
+    /// pool (those below `pending` change nothing). A slot counted again never goes below the
+    /// nonces it handed out, and keeps those given back that the ledger has not used. Returns
+    /// the nonce the next signature takes.
     pub fn fill(&mut self, pending: u64, waiting: impl IntoIterator<Item = u64>) -> u64 {
-        self.held = waiting.into_iter().filter(|&nonce| nonce >= pending).collect();
-        let next = self.skip_held(pending);
+        let waiting: BTreeSet<u64> = waiting.into_iter().filter(|&nonce| nonce >= pending).collect();
+        self.returned.retain(|nonce| *nonce >= pending && !waiting.contains(nonce));
+        let floor = self.next.map_or(pending, |next| next.max(pending));
+        self.held = waiting;
+        let next = self.skip_held(floor);
         self.next = Some(next);
-        next
+        self.recount = false;
+        self.returned.first().copied().unwrap_or(next)
     }
 
     /// Marks `nonce` (from `next`, or read from the ledger) as handed out.
@@ -113,13 +126,11 @@ impl Nonces {
         self.slot(wallet).lock_owned().await
     }
 
-    /// Empties the wallet's slot, so that its next nonce is read from the ledger again. When
-    /// nonces were handed out is kept: signatures made before may still be on their way to the
-    /// store, and the gap sweep must not fill their nonces.
-    pub async fn forget(&self, wallet: Address) {
-        let mut slot = self.lock(wallet).await;
-        let handed_out = std::mem::take(&mut slot.handed_out);
-        *slot = Slot { handed_out, ..Slot::default() };
+    /// Has the wallet's next nonce read from the ledger again before its next signature, for
+    /// when the ledger may be ahead of the slot. The slot only moves up: the nonces it handed out
+    /// stay out, since their signatures may be recorded and will be sent again.
+    pub async fn recount(&self, wallet: Address) {
+        self.lock(wallet).await.recount = true;
     }
 
     /// Locks the wallet's slot for filling `nonce`, a gap that holds the wallet's later
@@ -190,8 +201,34 @@ mod tests {
             assert!(nonces.slot(wallet).try_lock().is_err(), "held while signing");
         }
         assert_eq!(nonces.lock(wallet).await.next(), Some(5));
-        nonces.forget(wallet).await;
-        assert_eq!(nonces.lock(wallet).await.next(), None);
+        nonces.recount(wallet).await;
+        assert_eq!(nonces.lock(wallet).await.next(), None, "to be read from the ledger again");
+    }
+
+    #[tokio::test]
+    async fn a_recount_moves_the_slot_only_up_past_what_it_handed_out() {
+        let nonces = Nonces::default();
+        let wallet = Address::repeat_byte(7);
+        for nonce in 11..=13 {
+            nonces.lock(wallet).await.take(nonce);
+        }
+        nonces.give_back(wallet, 11).await;
+        // A send of 12 had an unknown outcome: the ledger counts only 11 (12 and 13 were not
+        // sent yet), but their signatures are recorded and will be sent again.
+        nonces.recount(wallet).await;
+        let mut slot = nonces.lock(wallet).await;
+        assert_eq!(slot.fill(11, []), 11, "the given-back nonce first");
+        slot.take(11);
+        assert_eq!(slot.next(), Some(14), "never 12 or 13 again");
+        drop(slot);
+        // The ledger ahead of the slot (another signer used 14 to 19): the slot moves up, and a
+        // given-back nonce the ledger has used is dropped.
+        nonces.give_back(wallet, 11).await;
+        nonces.recount(wallet).await;
+        let mut slot = nonces.lock(wallet).await;
+        assert_eq!(slot.fill(20, [21]), 20);
+        slot.take(20);
+        assert_eq!(slot.next(), Some(22), "past the waiting one");
     }
 
     #[tokio::test]
@@ -255,12 +292,13 @@ mod tests {
         }
         // 22's signature may still be on its way to the store.
         assert!(nonces.claim_gap(wallet, 22, Duration::from_secs(60)).await.is_none());
-        // Forgetting the slot (after an unknown send) does not forget when 22 went out.
-        nonces.forget(wallet).await;
+        // Counting the slot again (after an unknown send) does not forget when 22 went out.
+        nonces.recount(wallet).await;
         assert!(nonces.claim_gap(wallet, 22, Duration::from_secs(60)).await.is_none());
-        // Past the grace (none here) it may be filled; the slot, not read again, stays unread.
+        // Past the grace (none here) it may be filled; the slot still counts again, above 24.
         nonces.claim_gap(wallet, 22, Duration::ZERO).await.expect("claimable").filled();
         assert_eq!(nonces.lock(wallet).await.next(), None);
+        assert_eq!(nonces.lock(wallet).await.fill(22, []), 25);
         // A nonce never handed out by this process (a restart lost it) may be filled at once,
         // and the slot never hands it out afterwards.
         let other = Address::repeat_byte(5);

@@ -311,10 +311,38 @@ async fn a_resent_signature_behind_a_gap_keeps_its_nonce(backend: Backend) {
     assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(14));
 }
 
+/// The settlement's crash test once lost two operations this way: a recorded signature whose
+/// send failed for now had its nonce handed to the next signature, and once that one landed the
+/// recorded bytes could never be included. A refused send leaves the nonce to its bytes.
+async fn a_send_refused_for_now_keeps_its_nonce_for_the_same_bytes(backend: Backend) {
+    let SlowChain { fixture, custody, issuer, alice, config: slow, ledger, token } = slow_chain(backend).await;
+    drop(ledger);
+    let full_at_one = EmbeddedConfig { max_pending: 1, ..slow };
+    let ledger = EmbeddedLedger::open(fixture.store.clone(), issuer, custody.clone(), full_at_one).await.expect("open");
+    let mint = |amount: u64| LedgerCall::Mint { to: alice, amount: U256::from(amount) };
+    let first = ledger.sign(token, &mint(1), custody.as_ref()).await.expect("sign");
+    let refused = ledger.sign(token, &mint(2), custody.as_ref()).await.expect("sign");
+    ledger.send(&first).await.expect("send");
+    let error = ledger.send(&refused).await.expect_err("the mempool is full");
+    assert!(error.is_temporary(), "{error}");
+    let next = ledger.sign(token, &mint(4), custody.as_ref()).await.expect("sign");
+    assert_eq!(next.nonce, refused.nonce + 1, "the refused bytes keep their nonce");
+    assert_eq!(ledger.produce_block().await.expect("block"), 1, "transactions included");
+    ledger.send(&refused).await.expect("the same bytes again");
+    assert_eq!(ledger.produce_block().await.expect("block"), 1);
+    ledger.send(&next).await.expect("send");
+    assert_eq!(ledger.produce_block().await.expect("block"), 1);
+    for hash in [first.hash, refused.hash, next.hash] {
+        assert_eq!(included(&ledger, hash).await.1, Outcome::Success);
+    }
+    assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(7));
+}
+
 backends!(
     conformance,
     keeps_everything_across_a_restart,
     resends_what_the_mempool_lost,
     a_resent_signature_behind_a_gap_keeps_its_nonce,
+    a_send_refused_for_now_keeps_its_nonce_for_the_same_bytes,
     a_failed_block_write_leaves_nothing_and_is_retried
 );

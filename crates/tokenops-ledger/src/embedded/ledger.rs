@@ -22,7 +22,11 @@ impl Ledger for EmbeddedLedger {
         let inner = &self.inner;
         let input = contract::deployment_input(spec, inner.issuer);
         let signed = inner.sign(None, input, inner.issuer, DEPLOY_GAS_LIMIT, inner.issuer_custody.as_ref()).await?;
-        self.send(&signed).await?;
+        if let Err(e) = inner.send(&signed.raw).await {
+            // Refused bytes are not in the mempool, and nothing records them to send again.
+            inner.nonces.give_back(signed.sender, signed.nonce).await;
+            return Err(e);
+        }
         let (_, outcome) = inner.wait_for_inclusion(signed.hash).await?;
         match outcome {
             Outcome::Success => {
@@ -56,12 +60,9 @@ impl Ledger for EmbeddedLedger {
     }
 
     async fn send(&self, transaction: &SignedTransaction) -> Result<TxHash, LedgerError> {
-        let result = self.inner.send(&transaction.raw).await;
-        if matches!(result, Err(LedgerError::Temporary { .. })) {
-            // The outcome is unknown to the caller: the next nonce is read from the ledger again.
-            self.inner.nonces.forget(transaction.sender).await;
-        }
-        result
+        // An error here always means the bytes were not admitted, and the slot stays as it is:
+        // their nonce is theirs, since the pipeline sends recorded bytes again until they land.
+        self.inner.send(&transaction.raw).await
     }
 
     async fn abandon(&self, transaction: &SignedTransaction) {

@@ -300,7 +300,10 @@ impl Inner {
         let mut slot = self.nonces.lock(sender).await;
         let mut nonce = match slot.next() {
             Some(nonce) => nonce,
-            None => self.pending_nonce(sender).await?,
+            None => {
+                let pending = self.pending_nonce(sender).await?;
+                slot.fill(pending, [])
+            }
         };
         // After a restart, stored signatures sent again may wait in the mempool behind a gap:
         // `pending_nonce` is the gap, and the nonces after it that they hold are not free.
