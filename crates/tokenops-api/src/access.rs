@@ -122,6 +122,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/accounts/{accountRef}/locks", needs(P::TransactionRead)),
     // Audit
     ("GET", "/api/audit/events", needs(P::AuditRead)),
+    ("GET", "/api/audit/events/export", needs(P::AuditExport)),
     ("GET", "/api/audit/events/{eventId}", needs(P::AuditRead)),
     // Webhook history
     ("GET", "/api/webhook-events", needs(P::WebhookRead)),

@@ -3,6 +3,7 @@
 //! Handlers parse, call one app service and shape the response; no SQL and no business rule.
 
 pub mod access;
+pub mod csv;
 pub mod error;
 pub mod extract;
 pub mod metrics;

@@ -64,7 +64,8 @@ pub struct ErrorBody {
 #[allow(dead_code)]
 pub struct RevokedAccess(ErrorBody);
 
-/// The 401 row of the resource operations (contracts, accounts, transactions, policies, templates).
+/// The 401 row of the resource operations (contracts, accounts, transactions, policies, templates,
+/// audit).
 #[derive(utoipa::IntoResponses)]
 #[response(status = 401, description = "No usable token")]
 #[allow(dead_code)]

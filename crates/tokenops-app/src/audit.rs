@@ -1,6 +1,7 @@
 //! The audit log: reading it, and the record a background job writes with its effect. Request
 //! writes get theirs from `write::Write`.
 
+use crate::clock::Clock;
 use crate::error::{AppResult, Error};
 use std::sync::Arc;
 use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
@@ -38,13 +39,27 @@ pub fn worker_record(
     }
 }
 
+/// How many records an export reads per batch: large enough that the per-read cost is small,
+/// small enough that memory stays flat and no read holds the store for long.
+const EXPORT_BATCH: u32 = 2_000;
+
 pub struct AuditLog {
     store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
 }
 
 impl AuditLog {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock }
+    }
+
+    /// The whole filtered log in `sort` order, read in batches. It covers the records that
+    /// occurred before the export began: a record written while it runs is not half-included.
+    pub fn export(&self, tenant: TenantId, filter: &AuditFilter, sort: &[SortKey]) -> AuditExport {
+        let began = Timestamp::from_micros(self.clock.now().as_micros().saturating_add(1));
+        let mut filter = filter.clone();
+        filter.occurred_to = Some(filter.occurred_to.map_or(began, |to| to.min(began)));
+        AuditExport { store: self.store.clone(), tenant, filter, sort: sort.to_vec(), last: None, done: false }
     }
 
     pub async fn list(
@@ -61,5 +76,32 @@ impl AuditLog {
     pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<AuditRecord> {
         let mut tx = self.store.read().await?;
         tx.audit().get(tenant, id).await?.ok_or_else(|| Error::not_found(format!("Audit event {id} not found")))
+    }
+}
+
+/// An export under way: each [`AuditExport::next_batch`] reads the next records, in a read of
+/// its own, after the last one handed out.
+pub struct AuditExport {
+    store: Arc<dyn Store>,
+    tenant: TenantId,
+    filter: AuditFilter,
+    sort: Vec<SortKey>,
+    last: Option<AuditRecord>,
+    done: bool,
+}
+
+impl AuditExport {
+    /// The next records, or `None` once all are out.
+    pub async fn next_batch(&mut self) -> AppResult<Option<Vec<AuditRecord>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let batch = {
+            let mut tx = self.store.read().await?;
+            tx.audit().batch_after(self.tenant, &self.filter, &self.sort, self.last.as_ref(), EXPORT_BATCH).await?
+        };
+        self.done = batch.len() < EXPORT_BATCH as usize;
+        self.last = batch.last().cloned();
+        Ok((!batch.is_empty()).then_some(batch))
     }
 }

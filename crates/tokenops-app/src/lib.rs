@@ -231,7 +231,7 @@ impl App {
             accounts: accounts::Accounts::new(store.clone(), adapters.ledger.clone()),
             operations: operations::Operations::new(store.clone()),
             settlement: pipeline,
-            audit: audit::AuditLog::new(store.clone()),
+            audit: audit::AuditLog::new(store.clone(), clock.clone()),
             events: events::EventHistory::new(store.clone()),
             users: identity::users::Users::new(store.clone()),
             roles: identity::roles::Roles::new(store.clone()),

@@ -9,8 +9,9 @@ use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
-use tokenops_store::{AuditStore, StoreResult, case_forms};
+use tokenops_store::{AuditStore, StoreResult, audit_key_values, audit_keys, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
@@ -92,6 +93,7 @@ enum Bind {
     Int(i64),
     Text(String),
     TextList(Vec<String>),
+    Id(Uuid),
 }
 
 fn bind_all<'q>(
@@ -105,6 +107,7 @@ fn bind_all<'q>(
             Bind::Int(v) => query.bind(*v),
             Bind::Text(v) => query.bind(v.clone()),
             Bind::TextList(v) => query.bind(v.clone()),
+            Bind::Id(v) => query.bind(*v),
         };
     }
     query
@@ -176,6 +179,36 @@ impl AuditStore for PostgresTx {
             )
             .await?;
         Ok(Page { items, total: codec::count(total) })
+    }
+
+    async fn batch_after(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        sort: &[SortKey],
+        after: Option<&AuditRecord>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditRecord>> {
+        let mut binds = Vec::new();
+        let mut clause = where_clause(filter, &mut binds);
+        let keys = audit_keys(sort);
+        if let Some(record) = after {
+            let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));
+            clause.push_str(" AND ");
+            clause.push_str(&keyset::number_placeholders(&condition, binds.len() + 2, |n| format!("${n}")));
+            binds.extend(values.into_iter().map(|v| match v {
+                KeyValue::Int(v) => Bind::Int(v),
+                KeyValue::Text(v) => Bind::Text(v),
+                KeyValue::Id(v) => Bind::Id(v),
+            }));
+        }
+        let n = binds.len() + 2;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ${n}",
+            keyset::order_by(&keys)
+        );
+        let query = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind(i64::from(limit));
+        self.fetch_all(query, decode).await
     }
 }
 

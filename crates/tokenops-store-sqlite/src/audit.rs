@@ -7,8 +7,9 @@ use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
-use tokenops_store::{AuditStore, StoreResult, case_forms};
+use tokenops_store::{AuditStore, StoreResult, audit_key_values, audit_keys, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
@@ -154,6 +155,37 @@ impl AuditStore for SqliteTx {
         values.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
         let items = self.fetch_all(&sql, params_from_iter(values), decode)?;
         Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+    }
+
+    async fn batch_after(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        sort: &[SortKey],
+        after: Option<&AuditRecord>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditRecord>> {
+        let mut binds = Vec::new();
+        let mut clause = where_clause(filter, &mut binds);
+        let keys = audit_keys(sort);
+        if let Some(record) = after {
+            let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));
+            clause.push_str(" AND ");
+            clause.push_str(&keyset::number_placeholders(&condition, binds.len() + 2, |n| format!("?{n}")));
+            binds.extend(values.into_iter().map(|v| match v {
+                KeyValue::Int(v) => Value::Integer(v),
+                KeyValue::Text(v) => Value::Text(v),
+                KeyValue::Id(v) => Value::Text(codec::id_text(v)),
+            }));
+        }
+        let n = binds.len() + 2;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ?{n}",
+            keyset::order_by(&keys)
+        );
+        let mut values = bind_all(&codec::id_text(tenant.as_uuid()), &binds);
+        values.push(Value::Integer(i64::from(limit)));
+        self.fetch_all(&sql, params_from_iter(values), decode)
     }
 }
 

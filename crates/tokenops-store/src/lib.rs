@@ -22,6 +22,7 @@ mod events;
 mod groups;
 mod idempotency;
 mod jobs;
+pub mod keyset;
 mod ledger;
 mod locks;
 mod machine_clients;

@@ -1,8 +1,9 @@
-//! `/api/audit/events`: search the audit log (paging style B, default sort occurredAt,desc) and
-//! read one record.
+//! `/api/audit/events`: search the audit log (paging style B, default sort occurredAt,desc), read
+//! one record, and export the whole filtered log as CSV.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -32,7 +33,59 @@ const SORTABLE: &[(&str, &str)] = &[
 ];
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new().routes(routes!(list_audit_events)).routes(routes!(get_audit_event))
+    OpenApiRouter::new()
+        .routes(routes!(list_audit_events))
+        .routes(routes!(export_audit_events))
+        .routes(routes!(get_audit_event))
+}
+
+/// The default order of the list and the export: newest first.
+const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "occurred_at", direction: SortDirection::Desc }];
+
+/// The export's columns, in order: the record's fields as the list names them.
+const EXPORT_COLUMNS: [&str; 14] = [
+    "id",
+    "occurredAt",
+    "createdAt",
+    "action",
+    "category",
+    "source",
+    "actorId",
+    "resourceType",
+    "resourceId",
+    "outcome",
+    "requestId",
+    "idempotencyKey",
+    "httpStatus",
+    "detail",
+];
+
+/// `record` as one CSV row in [`EXPORT_COLUMNS`] order; `detail` as compact JSON, absent
+/// values as empty cells.
+fn push_export_row(out: &mut String, r: &AuditRecord) {
+    let http_status = r.http_status.map(|s| s.to_string()).unwrap_or_default();
+    let detail = if r.detail.is_null() { String::new() } else { r.detail.to_string() };
+    let id = r.id.to_string();
+    let (occurred, created) = (r.occurred_at.to_iso8601(), r.created_at.to_iso8601());
+    crate::csv::push_row(
+        out,
+        [
+            id.as_str(),
+            &occurred,
+            &created,
+            &r.action,
+            &r.category,
+            r.source.as_str(),
+            r.actor_id.as_deref().unwrap_or(""),
+            &r.resource_type,
+            r.resource_id.as_deref().unwrap_or(""),
+            r.outcome.as_str(),
+            r.request_id.as_deref().unwrap_or(""),
+            r.idempotency_key.as_deref().unwrap_or(""),
+            &http_status,
+            &detail,
+        ],
+    );
 }
 
 /// A page of audit records (style B).
@@ -122,6 +175,8 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
     responses(
         (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),
         (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_audit_events(
@@ -130,12 +185,76 @@ async fn list_audit_events(
     params: QueryParams,
 ) -> ApiResult<Response> {
     let filter = filter(&params)?;
-    let sort =
-        paging::sort_keys(&params, SORTABLE, &[SortKey { column: "occurred_at", direction: SortDirection::Desc }])?;
+    let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, AUDIT_SIZE)?;
     let records = state.app.audit.list(scope.tenant, &filter, &sort, page).await?;
     let view = records.map(|r| AuditEventOut::from(&r));
     Ok(paging::respond(Style::B, &view, page))
+}
+
+/// Export the whole filtered audit log as CSV.
+#[utoipa::path(
+    get, path = "/api/audit/events/export", tag = "audit", operation_id = "audit.events.export",
+    description = "The whole filtered set, unpaged, newest first unless `sort` says otherwise (the same sort \
+        properties as the list). RFC 4180 CSV with a header row and one column per field of AuditEventOut: \
+        id, occurredAt, createdAt, action, category, source, actorId, resourceType, resourceId, outcome, \
+        requestId, idempotencyKey, httpStatus, detail (compact JSON); an absent value is an empty cell. A cell \
+        starting with =, +, -, @, a tab or a carriage return is written with a leading ' so that spreadsheets \
+        show it as text (OWASP CSV injection). The export covers the records that occurred before it began; \
+        it is streamed from the store in batches, so memory stays flat whatever its size. Should the store fail \
+        once rows are under way, the connection is closed without the final line break instead of ending \
+        normally: a client that sees the transfer end early must not take the file as complete. `page` and \
+        `size` are ignored.",
+    params(
+        ("occurredFrom" = Option<String>, Query, description = "ISO 8601, inclusive"),
+        ("occurredTo" = Option<String>, Query, description = "ISO 8601, exclusive"),
+        ("actorIds" = Option<Vec<String>>, Query, description = "Repeatable or comma-separated"),
+        ("requestId" = Option<String>, Query), ("action" = Option<String>, Query), ("source" = Option<String>, Query),
+        ("resourceType" = Option<String>, Query), ("resourceId" = Option<String>, Query),
+        ("query" = Option<String>, Query, description = "Case-insensitive prefix on identifier fields, at most 128 characters"),
+        ("sort" = Option<Vec<String>>, Query, description = "property or property,asc|desc; repeatable; default occurredAt,desc"),
+    ),
+    responses(
+        (status = 200, description = "The filtered audit records as CSV", content_type = "text/csv", body = String),
+        (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing audit:export", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn export_audit_events(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let filter = filter(&params)?;
+    let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
+    let mut export = state.app.audit.export(scope.tenant, &filter, &sort);
+    // The first batch is read before answering, so that a store that cannot be read is an error
+    // response, not a 200 that breaks off.
+    let first = export.next_batch().await?;
+    let mut head = String::new();
+    crate::csv::push_row(&mut head, EXPORT_COLUMNS);
+    if let Some(batch) = &first {
+        batch.iter().for_each(|r| push_export_row(&mut head, r));
+    }
+    let rest = futures::stream::try_unfold(export, |mut export| async move {
+        let Some(batch) = export.next_batch().await.map_err(|e| std::io::Error::other(e.to_string()))? else {
+            return Ok(None);
+        };
+        let mut chunk = String::with_capacity(batch.len() * 256);
+        batch.iter().for_each(|r| push_export_row(&mut chunk, r));
+        Ok(Some((axum::body::Bytes::from(chunk), export)))
+    });
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(axum::body::Bytes::from(head)) })
+        .chain(if first.is_some() { rest.left_stream() } else { futures::stream::empty().right_stream() });
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (axum::http::header::CONTENT_DISPOSITION, "attachment; filename=\"audit-events.csv\""),
+        ],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
 }
 
 /// Read one audit record.
@@ -146,6 +265,8 @@ async fn list_audit_events(
         (status = 200, description = "The audit record", body = AuditEventOut),
         (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "Not in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_audit_event(

@@ -4,6 +4,7 @@
 mod accounts;
 mod accounts_crash;
 mod approvals;
+mod audit_export;
 mod binary;
 mod conventions;
 mod crash;
