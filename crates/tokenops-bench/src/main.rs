@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 use tokenops_domain::{Clock, SystemClock, TenantId};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
 
+mod audit_export;
+
 const ACCOUNTS: usize = 32;
 const RATES: &[u64] = &[250, 500, 1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000];
 const STEP: Duration = Duration::from_secs(4);
@@ -500,19 +502,32 @@ async fn main() -> anyhow::Result<()> {
     let binary =
         std::env::current_exe()?.parent().map(|dir| dir.join("tokenops")).context("where the tokenops binary is")?;
     let binary = binary.to_str().context("binary path")?.to_owned();
-    let stores: Vec<String> = std::env::args().skip(1).collect();
+    let mut stores: Vec<String> = std::env::args().skip(1).collect();
+    // `audit-export [stores]`: the audit export benchmark instead of the throughput one.
+    let export = stores.first().is_some_and(|a| a == "audit-export");
+    if export {
+        stores.remove(0);
+    }
     let stores = if stores.is_empty() { vec!["sqlite".to_owned(), "postgres".to_owned()] } else { stores };
-    println!(
-        "tokenops benchmark: {} cores; TRANSFERs of 0.01 USD between {ACCOUNTS} accounts; embedded ledger",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-    );
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if export {
+        println!("tokenops audit export benchmark: {cores} cores");
+    } else {
+        println!(
+            "tokenops benchmark: {cores} cores; TRANSFERs of 0.01 USD between {ACCOUNTS} accounts; embedded ledger"
+        );
+    }
     for store in stores {
         let backend = match store.as_str() {
             "sqlite" => Backend::Sqlite,
             "postgres" => Backend::Postgres,
             other => bail!("unknown store {other}: sqlite or postgres"),
         };
-        run_store(backend, &binary).await?;
+        if export {
+            audit_export::run(backend, &binary).await?;
+        } else {
+            run_store(backend, &binary).await?;
+        }
     }
     Ok(())
 }

@@ -164,12 +164,11 @@ impl AuditStore for PostgresTx {
             })
             .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
-        let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
-        order.push("id DESC".to_owned());
+        // The export's order too, so that a page and an export list the same records alike.
+        let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ${n} OFFSET ${}",
-            order.join(", "),
+            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n} OFFSET ${}",
             n + 1
         );
         let items = self

@@ -142,12 +142,11 @@ impl AuditStore for SqliteTx {
         let clause = where_clause(filter, &mut binds);
         let count_sql = format!("SELECT COUNT(*) FROM audit_records WHERE {clause}");
         let total: i64 = self.scalar(&count_sql, params_from_iter(bind_all(&tenant_text, &binds)))?;
-        let mut order: Vec<String> = sort.iter().map(|k| format!("{} {}", k.column, k.direction.sql())).collect();
-        order.push("id DESC".to_owned());
+        // The export's order too, so that a page and an export list the same records alike.
+        let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ?{n} OFFSET ?{}",
-            order.join(", "),
+            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ?{n} OFFSET ?{}",
             n + 1
         );
         let mut values = bind_all(&tenant_text, &binds);

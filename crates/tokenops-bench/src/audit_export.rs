@@ -1,0 +1,171 @@
+//! The audit benchmark (`scripts/bench audit-export [sqlite|postgres]`): a million audit records
+//! of one organisation written straight into a fresh store, then, through the real binary,
+//! filtered searches (`GET /api/audit/events`, p50 and p99 of each filter over repeated calls)
+//! and the whole log exported through `GET /api/audit/events/export`, read as a stream. Prints
+//! the search latencies, the rows exported, the rows per second, and the service's resident
+//! memory before the export and at its peak during it (sampled from /proc every 50 ms), so that
+//! "memory stays flat" is a number.
+
+use anyhow::{Context, bail};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
+
+const RECORDS: i64 = 1_000_000;
+/// Calls per search: enough for a p99.
+const SEARCH_CALLS: usize = 200;
+/// The filtered pages measured: each filter of the spec, alone and combined, and sorts.
+const SEARCHES: &[&str] = &[
+    "",
+    "occurredFrom=2020-01-01T00:00:00Z",
+    "action=transaction.submit",
+    "actorIds=client-3",
+    "actorIds=client-3,client-5&action=customer.create",
+    "resourceType=transaction&resourceId=ref-500000",
+    "requestId=req-777777",
+    "source=API&size=100",
+    "query=REF-99999",
+    "query=client-1",
+    "sort=action,asc&size=100",
+    "sort=occurredAt,asc",
+];
+
+/// Resident memory of `pid` in KiB (Linux).
+fn resident_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One statement that writes `RECORDS` records of `tenant`, one microsecond apart, with
+/// actions, actors and details that vary as a real log's do.
+fn seed_sql(backend: Backend, tenant: &str, start_micros: i64) -> String {
+    match backend {
+        Backend::Sqlite => format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {RECORDS})
+             INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
+                                        resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
+             SELECT lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-7' || substr(hex(randomblob(2)), 2) || '-a'
+                          || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
+                    '{tenant}', {start_micros} + i, {start_micros} + i,
+                    CASE i % 3 WHEN 0 THEN 'customer.create' WHEN 1 THEN 'transaction.submit' ELSE 'account.create' END,
+                    'OPERATIONS', 'API', 'client-' || (i % 17), 'transaction', 'ref-' || i,
+                    CASE WHEN i % 50 = 0 THEN 'FAILURE' ELSE 'SUCCESS' END, 'req-' || i, 'key, \"quoted\" ' || i, 202,
+                    '{{\"amount\":\"' || i || '.00\",\"note\":\"=cell\"}}'
+             FROM n"
+        ),
+        Backend::Postgres => format!(
+            "INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
+                                        resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
+             SELECT gen_random_uuid(), '{tenant}', {start_micros} + i, {start_micros} + i,
+                    CASE i % 3 WHEN 0 THEN 'customer.create' WHEN 1 THEN 'transaction.submit' ELSE 'account.create' END,
+                    'OPERATIONS', 'API', 'client-' || (i % 17), 'transaction', 'ref-' || i,
+                    CASE WHEN i % 50 = 0 THEN 'FAILURE' ELSE 'SUCCESS' END, 'req-' || i, 'key, \"quoted\" ' || i, 202,
+                    jsonb_build_object('amount', i || '.00', 'note', '=cell')
+             FROM generate_series(1, {RECORDS}) AS i"
+        ),
+    }
+}
+
+pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
+    let name = match backend {
+        Backend::Sqlite => "SQLite",
+        Backend::Postgres => "PostgreSQL",
+    };
+    println!("== audit export, {name}: {RECORDS} records of one organisation");
+    let issuer = TestIssuer::start().await;
+    let db = TestDb::create(backend).await;
+    let clock = super::tokenops_app_clock();
+    let tenant = issuer.new_tenant(&clock);
+    let mut env = BTreeMap::new();
+    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
+    if let Some(schema) = db.schema() {
+        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
+    }
+    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
+    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
+    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    // The service migrates the store; the records are written behind its back, then it is
+    // started again so that nothing of the seeding stays in its memory.
+    ServiceProcess::start(binary, &env).await.terminate().await;
+    let seeding = Instant::now();
+    let start_micros = tokenops_domain::Clock::now(&clock).as_micros() - 2 * RECORDS;
+    db.execute(&seed_sql(backend, &tenant.id.to_string(), start_micros)).await;
+    if backend == Backend::Postgres {
+        db.execute("ANALYZE audit_records").await;
+    }
+    println!("seeded in {:.1} s", seeding.elapsed().as_secs_f64());
+
+    let service = ServiceProcess::start(binary, &env).await;
+    let pid = service.pid().context("the service's pid")?;
+    let client = reqwest::Client::new();
+    let get = |path: &str| {
+        client.get(format!("{}{path}", service.base_url)).header("API-Version", "1.0.0").bearer_auth(&tenant.token)
+    };
+    // One small list first, so that "before" is a service that has served the area.
+    let warm = get("/api/audit/events?size=1").send().await?;
+    if !warm.status().is_success() {
+        bail!("GET /api/audit/events: {}", warm.status());
+    }
+    // Filtered pages, each asked for repeatedly, one at a time.
+    for query in SEARCHES {
+        let mut took = Vec::with_capacity(SEARCH_CALLS);
+        for _ in 0..SEARCH_CALLS {
+            let began = Instant::now();
+            let reply = get(&format!("/api/audit/events?{query}")).send().await?;
+            let status = reply.status();
+            reply.bytes().await?;
+            if !status.is_success() {
+                bail!("GET /api/audit/events?{query}: {status}");
+            }
+            took.push(began.elapsed());
+        }
+        took.sort();
+        let ms = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)].as_secs_f64() * 1_000.0;
+        println!("search {query:<60} p50 {:>7.1} ms, p99 {:>7.1} ms", ms(0.5), ms(0.99));
+    }
+    let before = resident_kib(pid).context("resident memory")?;
+    let peak = Arc::new(AtomicU64::new(before));
+    let sampling = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(kib) = resident_kib(pid) {
+                    peak.fetch_max(kib, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let began = Instant::now();
+    let mut response = get("/api/audit/events/export").send().await?;
+    if !response.status().is_success() {
+        bail!("GET /api/audit/events/export: {}", response.status());
+    }
+    let (mut lines, mut bytes) = (0u64, 0u64);
+    while let Some(chunk) = response.chunk().await? {
+        bytes += chunk.len() as u64;
+        lines += chunk.windows(2).filter(|w| w == b"\r\n").count() as u64;
+    }
+    let seconds = began.elapsed().as_secs_f64();
+    sampling.abort();
+    let rows = lines.saturating_sub(1);
+    if rows != RECORDS as u64 {
+        bail!("exported {rows} rows, expected {RECORDS}");
+    }
+    let peak = peak.load(Ordering::Relaxed);
+    println!(
+        "exported {rows} rows ({:.0} MiB of CSV) in {seconds:.1} s: {:.0} rows/s",
+        bytes as f64 / 1_048_576.0,
+        rows as f64 / seconds
+    );
+    println!(
+        "service resident memory: {:.1} MiB before, {:.1} MiB at the peak during the export (+{:.1} MiB)",
+        before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        peak.saturating_sub(before) as f64 / 1024.0
+    );
+    Ok(())
+}
