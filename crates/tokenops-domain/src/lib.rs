@@ -2,12 +2,14 @@
 //! state rules, events, audit vocabulary, paging primitives, the permission catalogue and the
 //! platform roles. Nothing here performs I/O, save that `SystemClock`, the real adapter of the
 //! `Clock` port every layer reads the time through, reads the system's time.
-//! The policy catalogue and decision-table engine are `policy`; the approval step rules `approval`.
+//! The policy catalogue and decision-table engine are `policy`; the approval step rules `approval`;
+//! scripts' and automations' statuses and the cron schedule `script` and `automation`.
 
 pub mod account;
 pub mod approval;
 pub mod asset;
 pub mod audit;
+pub mod automation;
 pub mod chain;
 pub mod clock;
 pub mod contract;
@@ -20,6 +22,7 @@ pub mod paging;
 pub mod permission;
 pub mod policy;
 pub mod role;
+pub mod script;
 pub mod timestamp;
 
 pub use clock::{Clock, ManualClock, SystemClock};

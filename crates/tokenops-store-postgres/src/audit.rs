@@ -167,10 +167,8 @@ impl AuditStore for PostgresTx {
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
-        let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n} OFFSET ${}",
-            n + 1
-        );
+        let sql =
+            format!("SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n} OFFSET ${}", n + 1);
         let items = self
             .fetch_all(
                 bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind_page(page),

@@ -17,6 +17,7 @@
 mod accounts;
 mod approvals;
 mod audit;
+mod automations;
 mod breaks;
 mod challenges;
 mod clause;
@@ -25,6 +26,7 @@ mod contracts;
 mod custody;
 mod customers;
 mod events;
+mod executions;
 mod groups;
 mod idempotency;
 mod jobs;
@@ -39,6 +41,7 @@ mod positions;
 mod query;
 mod refresh_tokens;
 mod roles;
+mod scripts;
 mod secret_reveals;
 mod settings;
 mod signing_keys;
@@ -51,8 +54,8 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokenops_store::ApprovalStore;
 use tokenops_store::{AccountStore, ContractStore};
+use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
@@ -477,6 +480,15 @@ impl Tx for PostgresTx {
         self
     }
     fn approvals(&mut self) -> &mut dyn ApprovalStore {
+        self
+    }
+    fn scripts(&mut self) -> &mut dyn ScriptStore {
+        self
+    }
+    fn automations(&mut self) -> &mut dyn AutomationStore {
+        self
+    }
+    fn executions(&mut self) -> &mut dyn ExecutionStore {
         self
     }
 

@@ -145,10 +145,8 @@ impl AuditStore for SqliteTx {
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
-        let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ?{n} OFFSET ?{}",
-            n + 1
-        );
+        let sql =
+            format!("SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ?{n} OFFSET ?{}", n + 1);
         let mut values = bind_all(&tenant_text, &binds);
         values.push(Value::Integer(i64::from(page.size)));
         values.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));

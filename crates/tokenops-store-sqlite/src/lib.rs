@@ -8,6 +8,7 @@
 mod accounts;
 mod approvals;
 mod audit;
+mod automations;
 mod breaks;
 mod challenges;
 mod clause;
@@ -17,6 +18,7 @@ mod contracts;
 mod custody;
 mod customers;
 mod events;
+mod executions;
 mod group_commit;
 mod groups;
 mod idempotency;
@@ -31,6 +33,7 @@ mod policy_templates;
 mod positions;
 mod refresh_tokens;
 mod roles;
+mod scripts;
 mod secret_reveals;
 mod settings;
 mod signing_keys;
@@ -45,8 +48,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
-use tokenops_store::ApprovalStore;
 use tokenops_store::{AccountStore, ContractStore};
+use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
@@ -323,6 +326,15 @@ impl Tx for SqliteTx {
         self
     }
     fn approvals(&mut self) -> &mut dyn ApprovalStore {
+        self
+    }
+    fn scripts(&mut self) -> &mut dyn ScriptStore {
+        self
+    }
+    fn automations(&mut self) -> &mut dyn AutomationStore {
+        self
+    }
+    fn executions(&mut self) -> &mut dyn ExecutionStore {
         self
     }
 

@@ -37,6 +37,12 @@ pub fn with_id(keys: &[KeyColumn]) -> Vec<KeyColumn> {
     all
 }
 
+/// The keys of a list whose sort columns are all NOT NULL, `id` last.
+pub fn plain(sort: &[SortKey]) -> Vec<KeyColumn> {
+    let keys: Vec<KeyColumn> = sort.iter().map(|key| KeyColumn { key: *key, nullable: false }).collect();
+    with_id(&keys)
+}
+
 /// `ORDER BY` text for `keys` (as returned by [`with_id`]).
 pub fn order_by(keys: &[KeyColumn]) -> String {
     let parts: Vec<String> = keys

@@ -22,6 +22,7 @@ mod operations;
 mod policies;
 mod policy_templates;
 mod roles;
+mod scripts;
 mod secret_reveals;
 mod tenants;
 mod users;
@@ -43,6 +44,10 @@ pub use operations::{in_flight, operation};
 pub use policies::{policy, policy_version, policy_with_version};
 pub use policy_templates::tenant_template;
 pub use roles::role;
+pub use scripts::{
+    AUTOMATION_COLUMNS, EXECUTION_COLUMNS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS, automation, execution, script,
+    script_version,
+};
 pub use secret_reveals::secret_reveal;
 pub use tenants::tenant;
 pub use users::user;

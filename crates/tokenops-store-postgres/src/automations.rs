@@ -1,0 +1,149 @@
+//! Automations on PostgreSQL: `AutomationStore`.
+
+use crate::clause::{Bind, Clause};
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::automation::{Automation, AutomationFilter, AutomationStatus, Trigger};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
+use tokenops_store::{AutomationStore, StoreResult, keyset};
+use uuid::Uuid;
+
+fn decode(row: &PgRow) -> StoreResult<Automation> {
+    rows::automation(&codec::Cols(row))
+}
+
+fn to_i32(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+/// The trigger's own columns: cron, time zone, event type.
+fn trigger_columns(trigger: &Trigger) -> (Option<String>, Option<String>, Option<String>) {
+    match trigger {
+        Trigger::OnDemand => (None, None, None),
+        Trigger::Scheduled { cron, time_zone } => (Some(cron.clone()), Some(time_zone.clone()), None),
+        Trigger::Event { event_type } => (None, None, Some(event_type.clone())),
+    }
+}
+
+impl PostgresTx {
+    async fn fetch_automation(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Automation>> {
+        let sql = format!("SELECT {AUTOMATION_COLUMNS} FROM automations WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
+    }
+}
+
+#[async_trait]
+impl AutomationStore for PostgresTx {
+    async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
+        let (cron, time_zone, event_type) = trigger_columns(&a.trigger);
+        let sql = format!(
+            "INSERT INTO automations ({AUTOMATION_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+        );
+        self.execute(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(a.id)
+                .bind(a.tenant_id.as_uuid())
+                .bind(&a.name)
+                .bind(a.script_id)
+                .bind(a.root_script_id)
+                .bind(&a.user_id)
+                .bind(a.trigger.kind().as_str())
+                .bind(cron)
+                .bind(time_zone)
+                .bind(event_type)
+                .bind(a.status.as_str())
+                .bind(&a.parameters)
+                .bind(to_i32(a.consecutive_failures))
+                .bind(a.next_run_at.map(|t| t.as_micros()))
+                .bind(a.created_at.as_micros())
+                .bind(a.updated_at.as_micros()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.fetch_automation(tenant, id, "").await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.fetch_automation(tenant, id, "FOR UPDATE").await
+    }
+
+    async fn update(&mut self, a: &Automation) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE automations SET name = $1, status = $2, parameters = $3, consecutive_failures = $4,
+                        next_run_at = $5, updated_at = $6
+                 WHERE tenant_id = $7 AND id = $8",
+            )
+            .bind(&a.name)
+            .bind(a.status.as_str())
+            .bind(&a.parameters)
+            .bind(to_i32(a.consecutive_failures))
+            .bind(a.next_run_at.map(|t| t.as_micros()))
+            .bind(a.updated_at.as_micros())
+            .bind(a.tenant_id.as_uuid())
+            .bind(a.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AutomationFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Automation>> {
+        let mut clause = Clause::new();
+        match filter.status {
+            Some(status) => clause.compare("status", "=", Bind::Text(status.as_str().to_owned())),
+            None => clause.compare("status", "<>", Bind::Text(AutomationStatus::Deleted.as_str().to_owned())),
+        }
+        if let Some(script_id) = filter.script_id {
+            clause.compare("script_id", "=", Bind::Id(script_id));
+        }
+        if let Some(trigger) = filter.trigger {
+            clause.compare("trigger_type", "=", Bind::Text(trigger.as_str().to_owned()));
+        }
+        let order = keyset::order_by(&keyset::plain(sort));
+        clause.page(self, tenant, "automations", AUTOMATION_COLUMNS, &order, page, decode).await
+    }
+
+    async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {
+        let count: i64 = self
+            .scalar(
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM automations WHERE tenant_id = $1 AND script_id = $2 AND status = 'ACTIVE'",
+                )
+                .bind(tenant.as_uuid())
+                .bind(script_id),
+            )
+            .await?;
+        Ok(codec::count(count))
+    }
+
+    async fn due(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Automation>> {
+        let sql = format!(
+            "SELECT {AUTOMATION_COLUMNS} FROM automations
+             WHERE status = 'ACTIVE' AND trigger_type = 'SCHEDULED' AND next_run_at <= $1
+             ORDER BY next_run_at, id LIMIT $2"
+        );
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_micros()).bind(i64::from(limit)), decode).await
+    }
+
+    async fn for_event(&mut self, tenant: TenantId, event_type: &str) -> StoreResult<Vec<Automation>> {
+        let sql = format!(
+            "SELECT {AUTOMATION_COLUMNS} FROM automations
+             WHERE tenant_id = $1 AND event_type = $2 AND status = 'ACTIVE' AND trigger_type = 'EVENT'
+             ORDER BY created_at, id"
+        );
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(event_type), decode).await
+    }
+}

@@ -1,0 +1,176 @@
+//! Scripts and their versions on PostgreSQL: `ScriptStore`.
+
+use crate::clause::{Bind, Clause};
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptStatus, ScriptVersion};
+use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
+use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
+use uuid::Uuid;
+
+fn decode(row: &PgRow) -> StoreResult<Script> {
+    rows::script(&codec::Cols(row))
+}
+
+fn decode_version(row: &PgRow) -> StoreResult<ScriptVersion> {
+    rows::script_version(&codec::Cols(row))
+}
+
+fn to_i32(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+/// The imports as the JSON text the table keeps, and the resolved dependencies as JSON.
+fn lists(imports: &[String], dependencies: &[ResolvedDependency]) -> StoreResult<(String, serde_json::Value)> {
+    let dependencies = serde_json::to_value(dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
+    Ok((serde_json::Value::from(imports.to_vec()).to_string(), dependencies))
+}
+
+impl PostgresTx {
+    async fn fetch_script(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Script>> {
+        let sql = format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
+    }
+}
+
+#[async_trait]
+impl ScriptStore for PostgresTx {
+    async fn insert(&mut self, s: &Script) -> StoreResult<()> {
+        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
+        let sql = format!(
+            "INSERT INTO scripts ({SCRIPT_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(s.id)
+                    .bind(s.tenant_id.as_uuid())
+                    .bind(&s.name)
+                    .bind(&s.description)
+                    .bind(s.status.as_str())
+                    .bind(to_i32(s.version))
+                    .bind(&s.source)
+                    .bind(&s.parameters)
+                    .bind(imports)
+                    .bind(dependencies)
+                    .bind(s.root_script_id)
+                    .bind(s.cloned_from)
+                    .bind(&s.created_by)
+                    .bind(s.created_at.as_micros())
+                    .bind(s.updated_at.as_micros())
+                    .bind(s.published_at.map(|t| t.as_micros())),
+            )
+            .await?;
+        if done == 0 {
+            return Err(StoreError::Conflict(format!("a script named {:?} exists", s.name)));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
+        self.fetch_script(tenant, id, "").await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
+        self.fetch_script(tenant, id, "FOR UPDATE").await
+    }
+
+    async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
+        let sql =
+            format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = $1 AND name = $2 AND status <> 'DELETED'");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(name), decode).await
+    }
+
+    async fn update(&mut self, s: &Script) -> StoreResult<()> {
+        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
+        self.execute(
+            sqlx::query(
+                "UPDATE scripts SET name = $1, description = $2, status = $3, version = $4, source = $5, parameters = $6,
+                        imports = $7, dependencies = $8, updated_at = $9, published_at = $10
+                 WHERE tenant_id = $11 AND id = $12",
+            )
+            .bind(&s.name)
+            .bind(&s.description)
+            .bind(s.status.as_str())
+            .bind(to_i32(s.version))
+            .bind(&s.source)
+            .bind(&s.parameters)
+            .bind(imports)
+            .bind(dependencies)
+            .bind(s.updated_at.as_micros())
+            .bind(s.published_at.map(|t| t.as_micros()))
+            .bind(s.tenant_id.as_uuid())
+            .bind(s.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_version(&mut self, v: &ScriptVersion) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO script_versions ({SCRIPT_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT DO NOTHING"
+        );
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(v.tenant_id.as_uuid())
+                    .bind(v.script_id)
+                    .bind(to_i32(v.version))
+                    .bind(&v.source)
+                    .bind(&v.parameters)
+                    .bind(serde_json::Value::from(v.imports.clone()).to_string())
+                    .bind(&v.created_by)
+                    .bind(v.created_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("script version"));
+        }
+        Ok(())
+    }
+
+    async fn version(&mut self, tenant: TenantId, script_id: Uuid, version: u32) -> StoreResult<Option<ScriptVersion>> {
+        let sql = format!(
+            "SELECT {SCRIPT_VERSION_COLUMNS} FROM script_versions WHERE tenant_id = $1 AND script_id = $2 AND version = $3"
+        );
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(script_id).bind(to_i32(version)),
+            decode_version,
+        )
+        .await
+    }
+
+    async fn importers(&mut self, tenant: TenantId, name: &str) -> StoreResult<Vec<Script>> {
+        let sql = format!(
+            "SELECT {SCRIPT_COLUMNS} FROM scripts
+             WHERE tenant_id = $1 AND status <> 'DELETED' AND imports::jsonb ? $2
+             ORDER BY created_at, id"
+        );
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(name), decode).await
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &ScriptFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Script>> {
+        let mut clause = Clause::new();
+        match filter.status {
+            Some(status) => clause.compare("status", "=", Bind::Text(status.as_str().to_owned())),
+            None => clause.compare("status", "<>", Bind::Text(ScriptStatus::Deleted.as_str().to_owned())),
+        }
+        if let Some(name) = &filter.name {
+            clause.compare("name", "=", Bind::Text(name.clone()));
+        }
+        let order = keyset::order_by(&keyset::plain(sort));
+        clause.page(self, tenant, "scripts", SCRIPT_COLUMNS, &order, page, decode).await
+    }
+}

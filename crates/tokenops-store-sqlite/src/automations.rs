@@ -1,0 +1,145 @@
+//! Automations on SQLite: `AutomationStore`.
+
+use crate::clause::Clause;
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::types::Value;
+use rusqlite::{Row, params};
+use tokenops_domain::automation::{Automation, AutomationFilter, AutomationStatus, Trigger};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
+use tokenops_store::{AutomationStore, StoreResult, keyset};
+use uuid::Uuid;
+
+fn decode(row: &Row<'_>) -> StoreResult<Automation> {
+    rows::automation(&codec::Cols(row))
+}
+
+/// The trigger's own columns: cron, time zone, event type.
+fn trigger_columns(trigger: &Trigger) -> (Option<&str>, Option<&str>, Option<&str>) {
+    match trigger {
+        Trigger::OnDemand => (None, None, None),
+        Trigger::Scheduled { cron, time_zone } => (Some(cron), Some(time_zone), None),
+        Trigger::Event { event_type } => (None, None, Some(event_type)),
+    }
+}
+
+#[async_trait]
+impl AutomationStore for SqliteTx {
+    async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
+        let (cron, time_zone, event_type) = trigger_columns(&a.trigger);
+        self.execute(
+            &format!(
+                "INSERT INTO automations ({AUTOMATION_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+            ),
+            params![
+                codec::id_text(a.id),
+                codec::id_text(a.tenant_id.as_uuid()),
+                &a.name,
+                codec::id_text(a.script_id),
+                codec::id_text(a.root_script_id),
+                &a.user_id,
+                a.trigger.kind().as_str(),
+                cron,
+                time_zone,
+                event_type,
+                a.status.as_str(),
+                codec::json_text(&a.parameters),
+                i64::from(a.consecutive_failures),
+                a.next_run_at.map(|t| t.as_micros()),
+                a.created_at.as_micros(),
+                a.updated_at.as_micros(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.fetch_optional(
+            &format!("SELECT {AUTOMATION_COLUMNS} FROM automations WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode,
+        )
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading an automation for update")?;
+        AutomationStore::get(self, tenant, id).await
+    }
+
+    async fn update(&mut self, a: &Automation) -> StoreResult<()> {
+        self.execute(
+            "UPDATE automations SET name = ?1, status = ?2, parameters = ?3, consecutive_failures = ?4, next_run_at = ?5,
+                    updated_at = ?6
+             WHERE tenant_id = ?7 AND id = ?8",
+            params![
+                &a.name,
+                a.status.as_str(),
+                codec::json_text(&a.parameters),
+                i64::from(a.consecutive_failures),
+                a.next_run_at.map(|t| t.as_micros()),
+                a.updated_at.as_micros(),
+                codec::id_text(a.tenant_id.as_uuid()),
+                codec::id_text(a.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AutomationFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Automation>> {
+        let mut clause = Clause::new();
+        match filter.status {
+            Some(status) => clause.compare("status", "=", Value::Text(status.as_str().to_owned())),
+            None => clause.compare("status", "<>", Value::Text(AutomationStatus::Deleted.as_str().to_owned())),
+        }
+        if let Some(script_id) = filter.script_id {
+            clause.compare("script_id", "=", Value::Text(codec::id_text(script_id)));
+        }
+        if let Some(trigger) = filter.trigger {
+            clause.compare("trigger_type", "=", Value::Text(trigger.as_str().to_owned()));
+        }
+        let order = keyset::order_by(&keyset::plain(sort));
+        clause.page(self, tenant, "automations", AUTOMATION_COLUMNS, &order, page, decode)
+    }
+
+    async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {
+        let count: i64 = self.scalar(
+            "SELECT COUNT(*) FROM automations WHERE tenant_id = ?1 AND script_id = ?2 AND status = 'ACTIVE'",
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(script_id)],
+        )?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn due(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Automation>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {AUTOMATION_COLUMNS} FROM automations
+                 WHERE status = 'ACTIVE' AND trigger_type = 'SCHEDULED' AND next_run_at <= ?1
+                 ORDER BY next_run_at, id LIMIT ?2"
+            ),
+            params![now.as_micros(), i64::from(limit)],
+            decode,
+        )
+    }
+
+    async fn for_event(&mut self, tenant: TenantId, event_type: &str) -> StoreResult<Vec<Automation>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {AUTOMATION_COLUMNS} FROM automations
+                 WHERE tenant_id = ?1 AND event_type = ?2 AND status = 'ACTIVE' AND trigger_type = 'EVENT'
+                 ORDER BY created_at, id"
+            ),
+            params![codec::id_text(tenant.as_uuid()), event_type],
+            decode,
+        )
+    }
+}

@@ -1,0 +1,172 @@
+//! Scripts and their versions on SQLite: `ScriptStore`.
+
+use crate::clause::Clause;
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::types::Value;
+use rusqlite::{Row, params};
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptStatus, ScriptVersion};
+use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
+use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
+use uuid::Uuid;
+
+fn decode(row: &Row<'_>) -> StoreResult<Script> {
+    rows::script(&codec::Cols(row))
+}
+
+fn decode_version(row: &Row<'_>) -> StoreResult<ScriptVersion> {
+    rows::script_version(&codec::Cols(row))
+}
+
+/// The imports and the resolved dependencies as the JSON text the table keeps.
+fn lists(s_imports: &[String], dependencies: &[ResolvedDependency]) -> StoreResult<(String, String)> {
+    let dependencies = serde_json::to_string(dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
+    Ok((serde_json::Value::from(s_imports.to_vec()).to_string(), dependencies))
+}
+
+#[async_trait]
+impl ScriptStore for SqliteTx {
+    async fn insert(&mut self, s: &Script) -> StoreResult<()> {
+        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
+        let inserted = self.execute(
+            &format!(
+                "INSERT INTO scripts ({SCRIPT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                 ON CONFLICT DO NOTHING"
+            ),
+            params![
+                codec::id_text(s.id),
+                codec::id_text(s.tenant_id.as_uuid()),
+                &s.name,
+                &s.description,
+                s.status.as_str(),
+                i64::from(s.version),
+                &s.source,
+                codec::json_text(&s.parameters),
+                imports,
+                dependencies,
+                codec::id_text(s.root_script_id),
+                s.cloned_from.map(codec::id_text),
+                &s.created_by,
+                s.created_at.as_micros(),
+                s.updated_at.as_micros(),
+                s.published_at.map(|t| t.as_micros()),
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::Conflict(format!("a script named {:?} exists", s.name)));
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
+        self.fetch_optional(
+            &format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode,
+        )
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a script for update")?;
+        ScriptStore::get(self, tenant, id).await
+    }
+
+    async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
+        self.fetch_optional(
+            &format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = ?1 AND name = ?2 AND status <> 'DELETED'"),
+            params![codec::id_text(tenant.as_uuid()), name],
+            decode,
+        )
+    }
+
+    async fn update(&mut self, s: &Script) -> StoreResult<()> {
+        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
+        self.execute(
+            "UPDATE scripts SET name = ?1, description = ?2, status = ?3, version = ?4, source = ?5, parameters = ?6,
+                    imports = ?7, dependencies = ?8, updated_at = ?9, published_at = ?10
+             WHERE tenant_id = ?11 AND id = ?12",
+            params![
+                &s.name,
+                &s.description,
+                s.status.as_str(),
+                i64::from(s.version),
+                &s.source,
+                codec::json_text(&s.parameters),
+                imports,
+                dependencies,
+                s.updated_at.as_micros(),
+                s.published_at.map(|t| t.as_micros()),
+                codec::id_text(s.tenant_id.as_uuid()),
+                codec::id_text(s.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn insert_version(&mut self, v: &ScriptVersion) -> StoreResult<()> {
+        let inserted = self.execute(
+            &format!(
+                "INSERT INTO script_versions ({SCRIPT_VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT DO NOTHING"
+            ),
+            params![
+                codec::id_text(v.tenant_id.as_uuid()),
+                codec::id_text(v.script_id),
+                i64::from(v.version),
+                &v.source,
+                codec::json_text(&v.parameters),
+                serde_json::Value::from(v.imports.clone()).to_string(),
+                &v.created_by,
+                v.created_at.as_micros(),
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::Conflict(format!("script version {} exists", v.version)));
+        }
+        Ok(())
+    }
+
+    async fn version(&mut self, tenant: TenantId, script_id: Uuid, version: u32) -> StoreResult<Option<ScriptVersion>> {
+        self.fetch_optional(
+            &format!(
+                "SELECT {SCRIPT_VERSION_COLUMNS} FROM script_versions WHERE tenant_id = ?1 AND script_id = ?2 AND version = ?3"
+            ),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(script_id), i64::from(version)],
+            decode_version,
+        )
+    }
+
+    async fn importers(&mut self, tenant: TenantId, name: &str) -> StoreResult<Vec<Script>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {SCRIPT_COLUMNS} FROM scripts
+                 WHERE tenant_id = ?1 AND status <> 'DELETED' AND EXISTS (SELECT 1 FROM json_each(imports) WHERE value = ?2)
+                 ORDER BY created_at, id"
+            ),
+            params![codec::id_text(tenant.as_uuid()), name],
+            decode,
+        )
+    }
+
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &ScriptFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Script>> {
+        let mut clause = Clause::new();
+        match filter.status {
+            Some(status) => clause.compare("status", "=", Value::Text(status.as_str().to_owned())),
+            None => clause.compare("status", "<>", Value::Text(ScriptStatus::Deleted.as_str().to_owned())),
+        }
+        if let Some(name) = &filter.name {
+            clause.compare("name", "=", Value::Text(name.clone()));
+        }
+        let order = keyset::order_by(&keyset::plain(sort));
+        clause.page(self, tenant, "scripts", SCRIPT_COLUMNS, &order, page, decode)
+    }
+}

@@ -1,0 +1,35 @@
+//! Automations: `AutomationStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::automation::{Automation, AutomationFilter};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[async_trait]
+pub trait AutomationStore: Send {
+    async fn insert(&mut self, automation: &Automation) -> StoreResult<()>;
+    /// Any status, deleted included.
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>>;
+    /// As `get`, locking the row for the rest of the transaction.
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>>;
+    /// Replaces every mutable field.
+    async fn update(&mut self, automation: &Automation) -> StoreResult<()>;
+    /// In `sort` order (then id, descending).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AutomationFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Automation>>;
+    /// How many ACTIVE automations run the script.
+    async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64>;
+    /// ACTIVE SCHEDULED automations of every organisation whose next run is due at `now`,
+    /// soonest first, at most `limit`.
+    async fn due(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Automation>>;
+    /// The organisation's ACTIVE EVENT automations listening for `event_type`.
+    async fn for_event(&mut self, tenant: TenantId, event_type: &str) -> StoreResult<Vec<Automation>>;
+}

@@ -1,0 +1,30 @@
+//! Automation executions (the history of runs): `ExecutionStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::TenantId;
+use tokenops_domain::automation::{Execution, ExecutionFilter};
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[async_trait]
+pub trait ExecutionStore: Send {
+    /// `StoreError::Conflict` when the automation already has a run for the same planned
+    /// instant or event.
+    async fn insert(&mut self, execution: &Execution) -> StoreResult<()>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>>;
+    /// As `get`, locking the row for the rest of the transaction.
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>>;
+    /// Replaces status, log, submitted, error, attempts and the timings.
+    async fn update(&mut self, execution: &Execution) -> StoreResult<()>;
+    /// One automation's runs, in `sort` order (then id, descending).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        automation_id: Uuid,
+        filter: &ExecutionFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Execution>>;
+}

@@ -1,0 +1,36 @@
+//! Scripts and their versions: `ScriptStore`. A version is written once and never changed.
+
+use async_trait::async_trait;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[async_trait]
+pub trait ScriptStore: Send {
+    /// `StoreError::Conflict` when a script that is not deleted has the name.
+    async fn insert(&mut self, script: &Script) -> StoreResult<()>;
+    /// Any status, deleted included.
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>>;
+    /// As `get`, locking the row for the rest of the transaction.
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>>;
+    /// The script that is not deleted with this name.
+    async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>>;
+    /// Replaces every mutable field; `StoreError::Conflict` when the new name is taken.
+    async fn update(&mut self, script: &Script) -> StoreResult<()>;
+    /// `StoreError::Conflict` when the script has that version.
+    async fn insert_version(&mut self, version: &ScriptVersion) -> StoreResult<()>;
+    async fn version(&mut self, tenant: TenantId, script_id: Uuid, version: u32) -> StoreResult<Option<ScriptVersion>>;
+    /// The scripts, not deleted, whose source imports `name`, oldest first.
+    async fn importers(&mut self, tenant: TenantId, name: &str) -> StoreResult<Vec<Script>>;
+    /// In `sort` order (then id, descending).
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &ScriptFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> StoreResult<Page<Script>>;
+}
