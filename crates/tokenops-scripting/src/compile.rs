@@ -221,3 +221,93 @@ fn visit(
     checked.insert(name.to_owned(), source);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scripts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect()
+    }
+
+    #[test]
+    fn compiles_with_parameters_and_imports() {
+        let deps = scripts(&[
+            ("util", "fn half(x) { x / 2 }"),
+            ("fmt", "import \"util\" as u; fn show(x) { `${u::half(x)}` }"),
+        ]);
+        let source = r#"
+// @param target: decimal = "10.00" -- keep this much
+// @param rounds: integer
+import "fmt" as f;
+import "util" as u;
+import "fmt" as again;
+let n = u::half(rounds);
+f::show(n) + target + event
+"#;
+        let compiled = Compiler::default().compile("main", source, &deps).expect("a value");
+        assert_eq!(compiled.imports, ["fmt", "util"]);
+        assert_eq!(compiled.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["target", "rounds"]);
+    }
+
+    #[test]
+    fn a_compile_error_has_the_compilers_message_and_position() {
+        let err = Compiler::default().compile("s", "let a = 1;\nlet b = ;\n", &()).expect_err("an error");
+        assert_eq!((err.line, err.column), (Some(2), Some(9)), "{err}");
+        assert!(err.to_string().starts_with("line 2, column 9: "), "{err}");
+        let err = Compiler::default().compile("s", "let a = 1;\n  a + undefined_name\n", &()).expect_err("an error");
+        assert_eq!(err.line, Some(2), "strict variables: {err}");
+        assert!(err.message.contains("undefined_name"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_import_is_named_at_its_import() {
+        let err =
+            Compiler::default().compile("s", "let x = 1;\n   import \"nowhere\" as n;\n", &()).expect_err("an error");
+        assert_eq!((err.line, err.column), (Some(2), Some(4)), "{err}");
+        assert!(err.message.contains("missing dependency \"nowhere\""), "{err}");
+    }
+
+    #[test]
+    fn transitive_imports_must_resolve_and_compile() {
+        let deps = scripts(&[("a", "import \"b\" as b; fn f() { 1 }"), ("b", "import \"c\" as c;")]);
+        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        assert!(err.message.contains("missing dependency \"c\" (imported by \"b\")"), "{err}");
+        assert_eq!(err.line, Some(1));
+        let deps = scripts(&[("a", "import \"b\" as b;"), ("b", "let = 2;")]);
+        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        assert!(err.message.contains("dependency \"b\" does not compile: line 1"), "{err}");
+    }
+
+    #[test]
+    fn an_import_cycle_is_refused() {
+        let deps = scripts(&[("a", "import \"b\" as b;"), ("b", "import \"a\" as a;")]);
+        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        assert!(err.message.contains("import cycle: s → a → b → a"), "{err}");
+        let deps = scripts(&[("a", "import \"s\" as s;")]);
+        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        assert!(err.message.contains("import cycle: s → a → s"), "{err}");
+        let err =
+            Compiler::default().compile("s", "import \"s\" as me;", &scripts(&[("s", "")])).expect_err("an error");
+        assert!(err.message.contains("import cycle: s → s"), "{err}");
+    }
+
+    #[test]
+    fn an_import_path_must_be_a_literal_name() {
+        let err = Compiler::default().compile("s", "let n = \"a\";\nimport n as a;", &()).expect_err("an error");
+        assert!(err.message.contains("double quotes"), "{err}");
+        assert_eq!(err.line, Some(2));
+    }
+
+    #[test]
+    fn eval_does_not_compile() {
+        let err = Compiler::default().compile("s", "eval(\"1 + 1\")", &()).expect_err("an error");
+        assert_eq!(err.line, Some(1), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_param_is_a_compile_error() {
+        let err = Compiler::default().compile("s", "1\n// @param x: float\n", &()).expect_err("an error");
+        assert_eq!((err.line, err.column), (Some(2), Some(14)));
+    }
+}

@@ -107,10 +107,10 @@ mod tests {
 
     #[test]
     fn adds_and_subtracts_exactly() {
-        let a = Decimal::parse("0.1", false).unwrap();
-        let b = Decimal::parse("0.2", false).unwrap();
-        assert_eq!(a.checked_add(b).unwrap().canonical(), "0.3");
-        assert_eq!(a.checked_sub(b).unwrap().canonical(), "-0.1");
+        let a = Decimal::parse("0.1", false).expect("a value");
+        let b = Decimal::parse("0.2", false).expect("a value");
+        assert_eq!(a.checked_add(b).expect("a value").canonical(), "0.3");
+        assert_eq!(a.checked_sub(b).expect("a value").canonical(), "-0.1");
         assert_eq!(compare(a, b), Ordering::Less);
     }
 }

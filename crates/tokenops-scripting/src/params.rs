@@ -418,7 +418,7 @@ mod tests {
 // @parameters: prose, not a declaration
 let x = 1; // @param trailing: string (not at the start of a line)
 "#;
-        let decls = extract(source).unwrap();
+        let decls = extract(source).expect("a value");
         let names: Vec<_> = decls.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["target", "account", "dry", "rounds", "label", "note"]);
         assert_eq!(decls[0].kind, ParamKind::Decimal);
@@ -436,8 +436,8 @@ let x = 1; // @param trailing: string (not at the start of a line)
     #[test]
     fn names_may_be_64_characters() {
         let name = format!("_{}", "a".repeat(63));
-        assert_eq!(one(&format!("// @param {name}: integer")).unwrap().name, name);
-        let err = one(&format!("// @param {name}b: integer")).unwrap_err();
+        assert_eq!(one(&format!("// @param {name}: integer")).expect("a value").name, name);
+        let err = one(&format!("// @param {name}b: integer")).expect_err("an error");
         assert_eq!((err.line, err.column), (Some(1), Some(11)), "{err}");
     }
 
@@ -460,11 +460,11 @@ let x = 1; // @param trailing: string (not at the start of a line)
             ("// @param x: boolean = true junk", 1, 29, "unexpected text"),
         ];
         for (line, l, c, needle) in cases {
-            let err = one(line).unwrap_err();
+            let err = one(line).expect_err("an error");
             assert_eq!((err.line, err.column), (Some(l), Some(c)), "{line}: {err}");
             assert!(err.message.contains(needle), "{line}: {err}");
         }
-        let err = extract("let a = 1;\n// @param x: integer\n    // @param x: string\n").unwrap_err();
+        let err = extract("let a = 1;\n// @param x: integer\n    // @param x: string\n").expect_err("an error");
         assert_eq!((err.line, err.column), (Some(3), Some(15)));
         assert!(err.message.contains("declared twice"), "{err}");
         assert_eq!(err.to_string(), "line 3, column 15: parameter \"x\" is declared twice");
@@ -483,7 +483,7 @@ let x = 1; // @param trailing: string (not at the start of a line)
         extract(
             "// @param target: decimal = \"1000.00\"\n// @param account: string\n// @param rounds: integer = 1\n// @param dry: boolean = false\n",
         )
-        .unwrap()
+        .expect("a value")
     }
 
     fn o(key: &str, value: serde_json::Value, kind: &str) -> Override {
@@ -492,8 +492,8 @@ let x = 1; // @param trailing: string (not at the start of a line)
 
     #[test]
     fn fit_takes_overrides_and_fills_defaults() {
-        let values =
-            fit(&decls(), &[o("account", json!("acc-1"), "STRING"), o("target", json!("250.50"), "decimal")]).unwrap();
+        let values = fit(&decls(), &[o("account", json!("acc-1"), "STRING"), o("target", json!("250.50"), "decimal")])
+            .expect("a value");
         assert_eq!(values["target"], ParamValue::Decimal("250.5".into()));
         assert_eq!(values["account"], ParamValue::String("acc-1".into()));
         assert_eq!(values["rounds"], ParamValue::Integer(1));
@@ -507,7 +507,7 @@ let x = 1; // @param trailing: string (not at the start of a line)
                 o("target", json!(5), "DECIMAL"),
             ],
         )
-        .unwrap();
+        .expect("a value");
         assert_eq!(values["rounds"], ParamValue::Integer(7));
         assert_eq!(values["dry"], ParamValue::Boolean(true));
         assert_eq!(values["target"], ParamValue::Decimal("5".into()));
@@ -528,10 +528,11 @@ let x = 1; // @param trailing: string (not at the start of a line)
             (vec![o("account", json!("a"), "STRING"), o("account", json!("b"), "STRING")], "more than once"),
         ];
         for (overrides, needle) in cases {
-            let errors = fit(&decls(), &overrides).unwrap_err();
+            let errors = fit(&decls(), &overrides).expect_err("an error");
             assert!(errors.iter().any(|e| e.contains(needle)), "{needle}: {errors:?}");
         }
-        let errors = fit(&decls(), &[o("nope", json!(1), "STRING"), o("rounds", json!(true), "INTEGER")]).unwrap_err();
+        let errors =
+            fit(&decls(), &[o("nope", json!(1), "STRING"), o("rounds", json!(true), "INTEGER")]).expect_err("an error");
         assert_eq!(errors.len(), 3, "every reason at once: {errors:?}");
     }
 }

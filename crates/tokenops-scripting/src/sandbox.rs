@@ -478,3 +478,7 @@ fn without_position(err: &EvalAltResult) -> String {
         _ => text,
     }
 }
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod tests;
