@@ -1,0 +1,484 @@
+//! Running a script: the limits of the sandbox, the host API the script calls (`Host`), and the
+//! outcome of a run with its error named by kind.
+//!
+//! A run is synchronous and CPU-bound, and the host's calls block: callers run it on a
+//! blocking thread (`tokio::task::spawn_blocking`), never on an async worker.
+//!
+//! What the script may reach: the standard library of the language (no file, network, process
+//! or clock beyond `timestamp()`), the scripts it imports, its parameters as constants, `event`,
+//! the host functions below, and `print`/`debug`, which write to the run's log.
+//!
+//! | function | returns |
+//! |---|---|
+//! | `balance(account_ref)` | the account's balance as the API shows it (a map; amounts are strings) |
+//! | `account(account_ref)` | the account (a map) |
+//! | `operation(id)` | the operation (a map) |
+//! | `operations(filter)`, `operations()` | a list of operations matching the filter map |
+//! | `locks(account_ref)` | the account's locks (a list of maps) |
+//! | `submit(request)` | submits a transaction (the body of `POST /api/transactions`); the result |
+//! | `log(line)` | writes a line to the run's log |
+//! | `decimal_add(a, b)`, `decimal_sub(a, b)` | exact sums of decimal strings, as a decimal string |
+//! | `decimal_cmp(a, b)` | -1, 0 or 1 |
+//! | `decimal(n)` | an integer as a decimal string |
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rhai::{Dynamic, Engine, EvalAltResult, INT, ImmutableString, Map, Module, OptimizationLevel, Position, Scope};
+
+use crate::Compiler;
+use crate::compile::{DependencySource, EVENT_VARIABLE, configure, parse, resolve_imports};
+use crate::convert::{to_dynamic, to_json};
+use crate::decimal::{Decimal, compare};
+use crate::params::ParamValue;
+
+/// The sandbox's bounds. Each ends a run that passes it with `LimitExceeded` (or `Timeout`).
+///
+/// Memory is bounded through the sizes: no string longer than `max_string_len` bytes, no
+/// array or map larger than its bound (nested values count towards their container), at most
+/// `max_variables` variables alive at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Rhai's operations (roughly: expressions evaluated, loop turns, calls).
+    pub max_operations: u64,
+    /// Nested function calls, recursion included.
+    pub max_call_depth: usize,
+    /// Nesting of expressions and statements, checked when compiling.
+    pub max_expr_depth: usize,
+    /// Bytes of one string.
+    pub max_string_len: usize,
+    pub max_array_len: usize,
+    pub max_map_len: usize,
+    pub max_variables: usize,
+    /// Scripts a run may import, directly or not.
+    pub max_modules: usize,
+    /// Functions one script may define.
+    pub max_functions: usize,
+    /// Lines of the run's log (`log`, `print`, `debug`).
+    pub max_log_lines: usize,
+    /// Transactions one run may submit.
+    pub max_submissions: usize,
+    /// Wall-clock time of the run, the host's calls included.
+    pub max_wall: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_operations: 1_000_000,
+            max_call_depth: 64,
+            max_expr_depth: 64,
+            max_string_len: 64 * 1024,
+            max_array_len: 10_000,
+            max_map_len: 10_000,
+            max_variables: 1_000,
+            max_modules: 32,
+            max_functions: 256,
+            max_log_lines: 1_000,
+            max_submissions: 100,
+            max_wall: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The limit a run passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Operations,
+    CallDepth,
+    StringLength,
+    ArrayLength,
+    MapSize,
+    Variables,
+    Modules,
+    LogLines,
+    Submissions,
+}
+
+impl Limit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Operations => "OPERATIONS",
+            Limit::CallDepth => "CALL_DEPTH",
+            Limit::StringLength => "STRING_LENGTH",
+            Limit::ArrayLength => "ARRAY_LENGTH",
+            Limit::MapSize => "MAP_SIZE",
+            Limit::Variables => "VARIABLES",
+            Limit::Modules => "MODULES",
+            Limit::LogLines => "LOG_LINES",
+            Limit::Submissions => "SUBMISSIONS",
+        }
+    }
+}
+
+/// The host API a script calls, for one run. Calls are synchronous from the script's point of
+/// view; an `Err` is the host's refusal, which ends the run as `HostError` unless the script
+/// catches it (`try { … } catch (e) { e.message }`).
+pub trait Host: Send + Sync {
+    fn balance(&self, account_ref: &str) -> Result<serde_json::Value, String>;
+    fn account(&self, account_ref: &str) -> Result<serde_json::Value, String>;
+    fn operation(&self, id: &str) -> Result<serde_json::Value, String>;
+    /// `filter` is a JSON object of the operations list's query parameters.
+    fn operations(&self, filter: serde_json::Value) -> Result<serde_json::Value, String>;
+    fn locks(&self, account_ref: &str) -> Result<serde_json::Value, String>;
+    /// A transaction body as `POST /api/transactions` takes it. The host derives the
+    /// idempotency key from the execution and the submission's ordinal, so a rerun of the same
+    /// execution submits nothing twice.
+    fn submit(&self, request: serde_json::Value) -> Result<serde_json::Value, String>;
+    fn log(&self, line: &str);
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// `value` is what the script's last expression gave: a string as itself, anything else as
+    /// JSON; `None` for `()`.
+    Completed {
+        value: Option<String>,
+    },
+    Failed {
+        error: RunError,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunError {
+    pub kind: RunErrorKind,
+    pub message: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunErrorKind {
+    /// The script or a dependency no longer compiles, or a dependency is missing.
+    CompileError,
+    LimitExceeded {
+        which: Limit,
+    },
+    /// Past `max_wall`.
+    Timeout,
+    /// A host function refused, and the script did not catch it.
+    HostError,
+    /// Any other runtime error: `throw`, a type mismatch, an unknown function, …
+    ScriptError,
+}
+
+impl RunErrorKind {
+    /// The code a run record shows.
+    pub fn code(self) -> &'static str {
+        match self {
+            RunErrorKind::CompileError => "COMPILE_ERROR",
+            RunErrorKind::LimitExceeded { .. } => "LIMIT_EXCEEDED",
+            RunErrorKind::Timeout => "TIMEOUT",
+            RunErrorKind::HostError => "HOST_ERROR",
+            RunErrorKind::ScriptError => "SCRIPT_ERROR",
+        }
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.kind.code())?;
+        if let RunErrorKind::LimitExceeded { which } = self.kind {
+            write!(f, " ({})", which.as_str())?;
+        }
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => write!(f, " at line {line}, column {column}")?,
+            (Some(line), None) => write!(f, " at line {line}")?,
+            _ => {}
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// The marker of a host's refusal in the value a host function throws, so the end of the run
+/// can tell it from the script's own `throw`.
+const HOST_ERROR: &str = "HOST_ERROR";
+const TIMEOUT_TOKEN: &str = "TIMEOUT";
+
+/// What the callbacks of one run share.
+struct RunState {
+    host: Arc<dyn Host>,
+    log_lines: AtomicUsize,
+    submissions: AtomicUsize,
+    max_log_lines: usize,
+    max_submissions: usize,
+    /// Set by a callback that cannot fail on its own (`print`); the next operation ends the run.
+    stop: Mutex<Option<Limit>>,
+}
+
+impl RunState {
+    fn log(&self, line: &str) -> Result<(), Limit> {
+        if self.log_lines.fetch_add(1, Ordering::Relaxed) >= self.max_log_lines {
+            return Err(Limit::LogLines);
+        }
+        self.host.log(line);
+        Ok(())
+    }
+
+    fn stop_with(&self, limit: Limit) {
+        if let Ok(mut stop) = self.stop.lock() {
+            stop.get_or_insert(limit);
+        }
+    }
+
+    fn stopped(&self) -> Option<Limit> {
+        self.stop.lock().ok().and_then(|stop| *stop)
+    }
+}
+
+type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
+
+fn limit_error(limit: Limit) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorTerminated(Dynamic::from(limit.as_str()), Position::NONE))
+}
+
+fn host_error(function: &str, message: String) -> Box<EvalAltResult> {
+    let mut map = Map::new();
+    map.insert("error".into(), Dynamic::from(HOST_ERROR));
+    map.insert("function".into(), Dynamic::from(function.to_owned()));
+    map.insert("message".into(), Dynamic::from(message));
+    Box::new(EvalAltResult::ErrorRuntime(Dynamic::from_map(map), Position::NONE))
+}
+
+fn host_result(function: &str, result: Result<serde_json::Value, String>) -> RhaiResult<Dynamic> {
+    result.map(|value| to_dynamic(&value)).map_err(|message| host_error(function, message))
+}
+
+fn decimal_arg(text: &str) -> RhaiResult<Decimal> {
+    Decimal::parse(text, true).ok_or_else(|| format!("\"{text}\" is not a decimal such as \"12.50\"").into())
+}
+
+fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
+    let s = Arc::clone(state);
+    engine.register_fn("balance", move |account_ref: &str| host_result("balance", s.host.balance(account_ref)));
+    let s = Arc::clone(state);
+    engine.register_fn("account", move |account_ref: &str| host_result("account", s.host.account(account_ref)));
+    let s = Arc::clone(state);
+    engine.register_fn("operation", move |id: &str| host_result("operation", s.host.operation(id)));
+    let s = Arc::clone(state);
+    engine.register_fn("operations", move |filter: Map| {
+        let filter = to_json(&Dynamic::from_map(filter)).map_err(|m| host_error("operations", m))?;
+        host_result("operations", s.host.operations(filter))
+    });
+    let s = Arc::clone(state);
+    engine.register_fn("operations", move || host_result("operations", s.host.operations(serde_json::json!({}))));
+    let s = Arc::clone(state);
+    engine.register_fn("locks", move |account_ref: &str| host_result("locks", s.host.locks(account_ref)));
+    let s = Arc::clone(state);
+    engine.register_fn("submit", move |request: Map| {
+        if s.submissions.fetch_add(1, Ordering::Relaxed) >= s.max_submissions {
+            return Err(limit_error(Limit::Submissions));
+        }
+        let request = to_json(&Dynamic::from_map(request)).map_err(|m| host_error("submit", m))?;
+        host_result("submit", s.host.submit(request))
+    });
+    let s = Arc::clone(state);
+    engine.register_fn("log", move |line: ImmutableString| s.log(&line).map_err(limit_error));
+    let s = Arc::clone(state);
+    engine.register_fn("log", move |value: Dynamic| s.log(&value.to_string()).map_err(limit_error));
+    let s = Arc::clone(state);
+    engine.on_print(move |line| {
+        if let Err(limit) = s.log(line) {
+            s.stop_with(limit);
+        }
+    });
+    let s = Arc::clone(state);
+    engine.on_debug(move |line, _source, _pos| {
+        if let Err(limit) = s.log(line) {
+            s.stop_with(limit);
+        }
+    });
+}
+
+fn register_decimals(engine: &mut Engine) {
+    engine.register_fn("decimal_add", |a: &str, b: &str| -> RhaiResult<String> {
+        decimal_arg(a)?.checked_add(decimal_arg(b)?).map(Decimal::canonical).ok_or_else(|| "decimal overflow".into())
+    });
+    engine.register_fn("decimal_sub", |a: &str, b: &str| -> RhaiResult<String> {
+        decimal_arg(a)?.checked_sub(decimal_arg(b)?).map(Decimal::canonical).ok_or_else(|| "decimal overflow".into())
+    });
+    engine.register_fn("decimal_cmp", |a: &str, b: &str| -> RhaiResult<INT> {
+        Ok(compare(decimal_arg(a)?, decimal_arg(b)?) as INT)
+    });
+    engine.register_fn("decimal", |n: INT| Decimal::from_integer(n).canonical());
+}
+
+/// Imports during a run: the scripts resolved at its start, each compiled and run as a module
+/// the first time it is imported.
+struct RunResolver {
+    sources: BTreeMap<String, String>,
+    loaded: Mutex<BTreeMap<String, Arc<Module>>>,
+}
+
+impl rhai::ModuleResolver for RunResolver {
+    fn resolve(&self, engine: &Engine, _source: Option<&str>, path: &str, pos: Position) -> RhaiResult<Arc<Module>> {
+        if let Some(module) = self.loaded.lock().ok().and_then(|loaded| loaded.get(path).cloned()) {
+            return Ok(module);
+        }
+        let source =
+            self.sources.get(path).ok_or_else(|| Box::new(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos)))?;
+        let mut ast = engine.compile(source).map_err(|err| -> Box<EvalAltResult> { err.into() })?;
+        ast.set_source(path);
+        let module: Arc<Module> = Module::eval_ast_as_new(Scope::new(), &ast, engine)
+            .map_err(|err| Box::new(EvalAltResult::ErrorInModule(path.to_owned(), err, pos)))?
+            .into();
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.insert(path.to_owned(), module.clone());
+        }
+        Ok(module)
+    }
+}
+
+impl Compiler {
+    /// Runs `source` with `params` (every declared parameter's value: see `params::fit`) as
+    /// constants, and `event` (the event of an EVENT automation) as `event`. Blocks until the
+    /// run ends; see the module's note on threads.
+    pub fn run(
+        &self,
+        source: &str,
+        deps: &dyn DependencySource,
+        params: &BTreeMap<String, ParamValue>,
+        event: Option<serde_json::Value>,
+        host: Arc<dyn Host>,
+        limits: &Limits,
+    ) -> RunOutcome {
+        let deadline = Instant::now() + limits.max_wall;
+        let state = Arc::new(RunState {
+            host,
+            log_lines: AtomicUsize::new(0),
+            submissions: AtomicUsize::new(0),
+            max_log_lines: limits.max_log_lines,
+            max_submissions: limits.max_submissions,
+            stop: Mutex::new(None),
+        });
+        let mut engine = Engine::new_raw();
+        engine.register_global_module(self.package.clone());
+        configure(&mut engine, limits);
+        engine.set_optimization_level(OptimizationLevel::Simple);
+        register_decimals(&mut engine);
+        register_host(&mut engine, &state);
+        let progress = Arc::clone(&state);
+        engine.on_progress(move |operations| {
+            if let Some(limit) = progress.stopped() {
+                return Some(Dynamic::from(limit.as_str()));
+            }
+            // Reading the clock every operation would cost more than the operation itself.
+            (operations % 256 == 0 && Instant::now() >= deadline).then(|| Dynamic::from(TIMEOUT_TOKEN))
+        });
+
+        let mut scope = Scope::new();
+        for (name, value) in params {
+            scope.push_constant_dynamic(name.as_str(), value.to_dynamic());
+        }
+        scope.push_constant_dynamic(EVENT_VARIABLE, event.as_ref().map_or(Dynamic::UNIT, to_dynamic));
+
+        let ast = match parse(&engine, &scope, source) {
+            Ok(ast) => ast,
+            Err(err) => return failed(RunErrorKind::CompileError, err.message, err.line, err.column),
+        };
+        let graph = match resolve_imports(&engine, "", &ast, deps) {
+            Ok(graph) => graph,
+            Err(err) => return failed(RunErrorKind::CompileError, err.message, err.line, err.column),
+        };
+        engine.set_module_resolver(RunResolver { sources: graph.sources, loaded: Mutex::new(BTreeMap::new()) });
+
+        match engine.eval_ast_with_scope::<Dynamic>(&mut scope, &ast) {
+            Ok(value) if value.is_unit() => RunOutcome::Completed { value: None },
+            Ok(value) if value.is_string() => RunOutcome::Completed { value: Some(value.to_string()) },
+            Ok(value) => RunOutcome::Completed {
+                value: Some(to_json(&value).map_or_else(|_| value.to_string(), |json| json.to_string())),
+            },
+            Err(err) => RunOutcome::Failed { error: classify(&err) },
+        }
+    }
+}
+
+fn failed(kind: RunErrorKind, message: String, line: Option<usize>, column: Option<usize>) -> RunOutcome {
+    RunOutcome::Failed { error: RunError { kind, message, line, column } }
+}
+
+/// Names the error by its innermost cause, where the script actually failed.
+fn classify(err: &EvalAltResult) -> RunError {
+    let mut inner = err;
+    let mut in_module = None;
+    loop {
+        match inner {
+            EvalAltResult::ErrorInFunctionCall(_, _, cause, _) => inner = cause,
+            EvalAltResult::ErrorInModule(name, cause, _) => {
+                in_module.get_or_insert(name.clone());
+                inner = cause;
+            }
+            _ => break,
+        }
+    }
+    let pos = inner.position();
+    let (kind, message) = match inner {
+        EvalAltResult::ErrorTooManyOperations(_) => {
+            (RunErrorKind::LimitExceeded { which: Limit::Operations }, "too many operations".to_owned())
+        }
+        EvalAltResult::ErrorStackOverflow(_) => {
+            (RunErrorKind::LimitExceeded { which: Limit::CallDepth }, "function calls nested too deeply".to_owned())
+        }
+        EvalAltResult::ErrorTooManyVariables(_) => {
+            (RunErrorKind::LimitExceeded { which: Limit::Variables }, "too many variables".to_owned())
+        }
+        EvalAltResult::ErrorTooManyModules(_) => {
+            (RunErrorKind::LimitExceeded { which: Limit::Modules }, "too many imports".to_owned())
+        }
+        EvalAltResult::ErrorDataTooLarge(what, _) => {
+            let which = if what.contains("string") || what.contains("String") {
+                Limit::StringLength
+            } else if what.contains("map") || what.contains("Map") {
+                Limit::MapSize
+            } else {
+                Limit::ArrayLength
+            };
+            (RunErrorKind::LimitExceeded { which }, format!("{what} exceeds the limit"))
+        }
+        EvalAltResult::ErrorTerminated(token, _) => {
+            let token = token.to_string();
+            match [Limit::LogLines, Limit::Submissions].into_iter().find(|l| l.as_str() == token) {
+                Some(which) => (
+                    RunErrorKind::LimitExceeded { which },
+                    format!("more than the allowed {} ", which.as_str().to_ascii_lowercase().replace('_', " ")),
+                ),
+                None => (RunErrorKind::Timeout, "the run took longer than its time limit".to_owned()),
+            }
+        }
+        EvalAltResult::ErrorRuntime(value, _) if is_host_error(value) => {
+            let map = value.read_lock::<Map>();
+            let field = |key: &str| map.as_ref().and_then(|m| m.get(key)).map(|v| v.to_string()).unwrap_or_default();
+            (RunErrorKind::HostError, format!("{}: {}", field("function"), field("message")))
+        }
+        EvalAltResult::ErrorParsing(parse, _) => (RunErrorKind::CompileError, parse.to_string()),
+        EvalAltResult::ErrorModuleNotFound(name, _) => {
+            (RunErrorKind::CompileError, format!("missing dependency \"{name}\""))
+        }
+        other => (RunErrorKind::ScriptError, without_position(other)),
+    };
+    let message = match in_module {
+        Some(module) => format!("in \"{module}\": {message}"),
+        None => message,
+    };
+    RunError { kind, message, line: pos.line(), column: pos.position() }
+}
+
+fn is_host_error(value: &Dynamic) -> bool {
+    value.read_lock::<Map>().is_some_and(|map| map.get("error").is_some_and(|e| e.to_string() == HOST_ERROR))
+}
+
+/// Rhai's message without its trailing "(line l, position p)": the position has fields of its own.
+fn without_position(err: &EvalAltResult) -> String {
+    let text = err.to_string();
+    match text.rfind(" (line ") {
+        Some(at) if text.ends_with(')') => text[..at].to_owned(),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod tests;
