@@ -87,6 +87,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/policies/{policyId}/versions", needs(P::PolicyRead)),
     ("POST", "/api/policies/{policyId}/versions", needs(P::PolicyVersionCreate)),
     ("PUT", "/api/policies/{policyId}/current-version", needs(P::PolicyUpdate)),
+    ("POST", "/api/policies/simulations", needs(P::PolicyRead)),
     // Approvals
     ("GET", "/api/approvals/tasks", needs(P::ApprovalRead)),
     ("GET", "/api/approvals/tasks/{taskId}", needs(P::ApprovalRead)),

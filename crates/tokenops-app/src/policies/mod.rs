@@ -3,6 +3,7 @@
 //! versions and choose the current one; and the read the settlement pipeline evaluates (the
 //! ACTIVE policies of an action with their current content). Templates are in `templates`.
 
+pub mod simulation;
 pub mod templates;
 
 use serde::Serialize;

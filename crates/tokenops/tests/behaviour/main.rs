@@ -22,6 +22,7 @@ mod organisation;
 mod paging;
 mod policies;
 mod policy_pipeline;
+mod policy_simulation;
 mod policy_templates;
 mod postgres_crash;
 mod sign_in;
