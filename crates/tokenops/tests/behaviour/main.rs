@@ -4,6 +4,7 @@
 mod accounts;
 mod accounts_crash;
 mod approvals;
+mod approvals_crash;
 mod binary;
 mod conventions;
 mod crash;
