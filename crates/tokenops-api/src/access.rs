@@ -82,6 +82,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/policies", needs(P::PolicyRead)),
     ("POST", "/api/policies", needs(P::PolicyCreate)),
     ("GET", "/api/policies/{policyId}", needs(P::PolicyRead)),
+    ("PATCH", "/api/policies/{policyId}", needs(P::PolicyUpdate)),
     ("POST", "/api/policies/{policyId}/activate", needs(P::PolicyUpdate)),
     ("POST", "/api/policies/{policyId}/archive", needs(P::PolicyUpdate)),
     ("GET", "/api/policies/{policyId}/versions", needs(P::PolicyRead)),
