@@ -233,6 +233,29 @@ async fn a_stricter_version_turns_approvals_into_holds_and_refusals_and_writes_n
     // as they were, and the jobs have nothing new to do.
     app.drain_jobs().await;
     assert_eq!(everything(&app, &owner).await, before);
+
+    // Later: a LOCK and its RELEASE (which no policy governs), and a transfer not evaluated yet.
+    let later = app.clock.now();
+    let lock =
+        json!({ "txType": "LOCK", "assetId": "EUR", "accountRef": "a", "counterpartyRef": "b", "amount": "10.00" });
+    let locked = submit(&app, &alice, lock).await;
+    until_state(&app, &alice, &locked, "CONFIRMED").await;
+    let released = submit(&app, &alice, json!({ "txType": "RELEASE", "params": { "lockId": locked } })).await;
+    until_state(&app, &alice, &released, "CONFIRMED").await;
+    app.clock.advance_millis(1000);
+    let waiting = submit(&app, &alice, transfer("50.00")).await;
+    app.clock.advance_millis(1000);
+    let window = json!({ "policyId": policy, "versionNumber": 2, "from": later.to_iso8601(),
+                         "to": app.clock.now().to_iso8601() });
+    let latest = app.post_as(&owner, PATH, &window).await;
+    latest.expect(200);
+    let got = outcomes(&latest);
+    assert_eq!(got.len(), 3, "{}", latest.body);
+    assert_eq!(got[&locked], pair("APPROVE", "APPROVE"), "a LOCK is governed as a TRANSFER");
+    assert_eq!(got[&released], pair("NOT_GOVERNED", "NOT_GOVERNED"));
+    assert_eq!(got[&waiting], pair("UNDECIDED", "APPROVE"));
+    assert_eq!(latest.body["operations"][1]["action"], Value::Null, "a RELEASE has no policy action");
+    assert_eq!(latest.body["operations"][2]["action"], "TRANSFER");
 }
 
 async fn each_refusal_of_a_simulation_has_its_status(backend: Backend) {
