@@ -82,11 +82,13 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/policies", needs(P::PolicyRead)),
     ("POST", "/api/policies", needs(P::PolicyCreate)),
     ("GET", "/api/policies/{policyId}", needs(P::PolicyRead)),
+    ("PATCH", "/api/policies/{policyId}", needs(P::PolicyUpdate)),
     ("POST", "/api/policies/{policyId}/activate", needs(P::PolicyUpdate)),
     ("POST", "/api/policies/{policyId}/archive", needs(P::PolicyUpdate)),
     ("GET", "/api/policies/{policyId}/versions", needs(P::PolicyRead)),
     ("POST", "/api/policies/{policyId}/versions", needs(P::PolicyVersionCreate)),
     ("PUT", "/api/policies/{policyId}/current-version", needs(P::PolicyUpdate)),
+    ("POST", "/api/policies/simulations", needs(P::PolicyRead)),
     // Approvals
     ("GET", "/api/approvals/tasks", needs(P::ApprovalRead)),
     ("GET", "/api/approvals/tasks/{taskId}", needs(P::ApprovalRead)),

@@ -25,7 +25,11 @@ impl Reconcile {
     ) -> Result<bool, JobError> {
         let mut tx = self.0.store.read().await?;
         for state in [OperationState::PendingSettlement, OperationState::Settling] {
-            let filter = OperationFilter { state: Some(state), account_ref: Some(account.clone()), tx_type: None };
+            let filter = OperationFilter {
+                state: Some(state),
+                account_ref: Some(account.clone()),
+                ..OperationFilter::default()
+            };
             let page = tx
                 .operations()
                 .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })

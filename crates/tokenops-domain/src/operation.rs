@@ -61,6 +61,10 @@ pub struct OperationFilter {
     /// Operations where the account is the originating account or the counterparty.
     pub account_ref: Option<AccountRef>,
     pub tx_type: Option<TxType>,
+    /// Operations submitted at or after this instant.
+    pub created_from: Option<Timestamp>,
+    /// Operations submitted before this instant.
+    pub created_to: Option<Timestamp>,
 }
 
 /// Funds a LOCK holds on its account until a RELEASE, a CANCEL or its expiry completes it.

@@ -158,6 +158,25 @@ impl ApprovalStore for PostgresTx {
         .await
     }
 
+    async fn requests_for_resources(
+        &mut self,
+        tenant: TenantId,
+        resource_type: &str,
+        resource_ids: &[String],
+    ) -> StoreResult<Vec<ApprovalRequest>> {
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests
+                 WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = ANY($3)"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(resource_type)
+            .bind(resource_ids),
+            decode_request,
+        )
+        .await
+    }
+
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
         self.execute(
             sqlx::query(sqlx::AssertSqlSafe(format!(

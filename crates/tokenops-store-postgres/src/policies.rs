@@ -117,11 +117,14 @@ impl PolicyStore for PostgresTx {
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {
         self.execute(
             sqlx::query(
-                "UPDATE policies SET status = $1, version = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
+                "UPDATE policies SET status = $1, version = $2, updated_at = $3, name = $4, description = $5
+                 WHERE tenant_id = $6 AND id = $7",
             )
             .bind(p.status.as_str())
             .bind(to_i32(p.version))
             .bind(p.updated_at.as_micros())
+            .bind(p.name.as_deref())
+            .bind(p.description.as_deref())
             .bind(p.tenant_id.as_uuid())
             .bind(p.id),
         )

@@ -137,6 +137,24 @@ impl ApprovalStore for SqliteTx {
         )
     }
 
+    async fn requests_for_resources(
+        &mut self,
+        tenant: TenantId,
+        resource_type: &str,
+        resource_ids: &[String],
+    ) -> StoreResult<Vec<ApprovalRequest>> {
+        // The ids travel as one JSON array, so one fixed statement serves any number of them.
+        let ids = serde_json::Value::from(resource_ids.to_vec()).to_string();
+        self.fetch_all(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests
+                 WHERE tenant_id = ?1 AND resource_type = ?2 AND resource_id IN (SELECT value FROM json_each(?3))"
+            ),
+            params![codec::id_text(tenant.as_uuid()), resource_type, ids],
+            decode_request,
+        )
+    }
+
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
         self.execute(
             &format!(

@@ -55,6 +55,12 @@ impl OperationSelection {
             let p = clause.param(Value::Text(tx_type.as_str().to_owned()));
             clause.and(&format!("tx_type = {p}"));
         }
+        if let Some(from) = filter.created_from {
+            clause.compare("created_at", ">=", Value::Integer(from.as_micros()));
+        }
+        if let Some(to) = filter.created_to {
+            clause.compare("created_at", "<", Value::Integer(to.as_micros()));
+        }
         if let Some(after) = after {
             let at = clause.param(Value::Integer(after.at_micros));
             let id = clause.param(Value::Text(codec::id_text(after.id)));

@@ -98,11 +98,14 @@ impl PolicyStore for SqliteTx {
 
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {
         self.execute(
-            "UPDATE policies SET status = ?1, version = ?2, updated_at = ?3 WHERE tenant_id = ?4 AND id = ?5",
+            "UPDATE policies SET status = ?1, version = ?2, updated_at = ?3, name = ?4, description = ?5
+             WHERE tenant_id = ?6 AND id = ?7",
             params![
                 p.status.as_str(),
                 i64::from(p.version),
                 p.updated_at.as_micros(),
+                p.name.as_deref(),
+                p.description.as_deref(),
                 codec::id_text(p.tenant_id.as_uuid()),
                 codec::id_text(p.id),
             ],

@@ -28,6 +28,14 @@ pub trait ApprovalStore: Send {
     /// PENDING requests of any organisation whose deadline is at or before `now`, oldest
     /// deadline first: the expiry sweep.
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>>;
+    /// The organisation's requests about any of `resource_ids` of `resource_type` (the ids
+    /// compared exactly), in no particular order.
+    async fn requests_for_resources(
+        &mut self,
+        tenant: TenantId,
+        resource_type: &str,
+        resource_ids: &[String],
+    ) -> StoreResult<Vec<ApprovalRequest>>;
 
     async fn insert_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
     /// Replaces approvers, state, acted_by, acted_at, comment and updated_at.

@@ -16,7 +16,7 @@ pub trait PolicyStore: Send {
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>>;
     /// As `get`, locking the row for the rest of the transaction.
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>>;
-    /// Replaces status, version and updated_at.
+    /// Replaces status, version, name, description and updated_at.
     async fn update(&mut self, policy: &Policy) -> StoreResult<()>;
     /// Newest first (created_at, then id, descending), each with its current version.
     async fn list(

@@ -7,7 +7,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 use crate::{API_VERSION, Reply, TestApp};
@@ -28,9 +28,9 @@ pub async fn call(app: &TestApp, method: Method, path: &str, token: Option<&str>
     Reply::read(request.send().await.expect("request")).await
 }
 
-/// The invitation mails in the file outbox addressed to `email`, oldest first.
-fn invitations_to(app: &TestApp, email: &str) -> Vec<String> {
-    let outbox = app.db.dir().join("outbox");
+/// The invitation mails in the file outbox of `data_dir` addressed to `email`, oldest first.
+fn invitations_to(data_dir: &Path, email: &str) -> Vec<String> {
+    let outbox = data_dir.join("outbox");
     let Ok(entries) = std::fs::read_dir(&outbox) else { return Vec::new() };
     let mut mails: Vec<(std::time::SystemTime, PathBuf)> = entries
         .filter_map(Result::ok)
@@ -53,19 +53,25 @@ fn invitations_to(app: &TestApp, email: &str) -> Vec<String> {
         .collect()
 }
 
-/// The temporary password of the newest invitation sent to `email` (drain the jobs first).
-pub fn temporary_password(app: &TestApp, email: &str) -> String {
-    let mail = invitations_to(app, email).pop().unwrap_or_else(|| panic!("no invitation for {email} in the outbox"));
+/// The temporary password of the newest invitation to `email` in the file outbox of a service
+/// whose data directory is `data_dir` (a child process's too), if it has been delivered.
+pub fn temporary_password_in(data_dir: &Path, email: &str) -> Option<String> {
+    let mail = invitations_to(data_dir, email).pop()?;
     let line = mail
         .lines()
         .find(|l| l.starts_with("Temporary password: "))
         .unwrap_or_else(|| panic!("the invitation to {email} has no temporary password line"));
-    line.trim_start_matches("Temporary password: ").trim().to_owned()
+    Some(line.trim_start_matches("Temporary password: ").trim().to_owned())
+}
+
+/// The temporary password of the newest invitation sent to `email` (drain the jobs first).
+pub fn temporary_password(app: &TestApp, email: &str) -> String {
+    temporary_password_in(app.db.dir(), email).unwrap_or_else(|| panic!("no invitation for {email} in the outbox"))
 }
 
 /// How many invitations `email` has received.
 pub fn invitation_count(app: &TestApp, email: &str) -> usize {
-    invitations_to(app, email).len()
+    invitations_to(app.db.dir(), email).len()
 }
 
 pub async fn login(app: &TestApp, email: &str, password: &str) -> Reply {

@@ -72,7 +72,12 @@ fn page() -> PageRequest {
     PageRequest { page: 0, size: 20 }
 }
 
-backends!(requests_and_tasks_round_trip_per_organisation, lists_order_and_filter, the_sweep_reads_due_pending_requests);
+backends!(
+    requests_and_tasks_round_trip_per_organisation,
+    lists_order_and_filter,
+    the_sweep_reads_due_pending_requests,
+    requests_are_found_by_their_resources
+);
 
 async fn requests_and_tasks_round_trip_per_organisation(backend: Backend) {
     let fx = StoreFixture::new(backend).await;
@@ -164,4 +169,32 @@ async fn the_sweep_reads_due_pending_requests(backend: Backend) {
     assert_eq!(due.iter().map(|r| r.id).collect::<Vec<_>>(), vec![due_b.id, due_a.id], "oldest deadline first");
     assert_eq!(tx.approvals().pending_past_expiry(at(10), 1).await.expect("limited").len(), 1);
     assert!(tx.approvals().pending_past_expiry(at(4), 10).await.expect("none yet").is_empty());
+}
+
+async fn requests_are_found_by_their_resources(backend: Backend) {
+    let fx = StoreFixture::new(backend).await;
+    let (a, b) = (TenantId(new_id()), TenantId(new_id()));
+    let (first, second, third) = (request(a, 1, 10), request(a, 2, 10), request(a, 3, 10));
+    let mut elsewhere = request(b, 1, 10);
+    elsewhere.resource_id = first.resource_id.clone();
+    let mut other_type = request(a, 4, 10);
+    other_type.resource_type = Some("transaction".into());
+    other_type.resource_id = first.resource_id.clone();
+    write(&*fx.store, &[&first, &second, &third, &elsewhere, &other_type], &[]).await;
+    let mut tx = fx.store.read().await.expect("read");
+    let ids = |r: &ApprovalRequest| r.resource_id.clone().expect("resource");
+    let wanted = [ids(&first), ids(&third), "PAY-none".to_owned(), "pay-1".to_owned()];
+    let mut found: Vec<Uuid> = tx
+        .approvals()
+        .requests_for_resources(a, "payment", &wanted)
+        .await
+        .expect("by resource")
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    found.sort();
+    let mut expected = vec![first.id, third.id];
+    expected.sort();
+    assert_eq!(found, expected, "this organisation's, of this type, the ids exactly");
+    assert!(tx.approvals().requests_for_resources(a, "payment", &[]).await.expect("none asked").is_empty());
 }

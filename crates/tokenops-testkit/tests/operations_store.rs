@@ -682,18 +682,36 @@ async fn operations_are_listed_newest_first_with_filters_and_totals(backend: Bac
     assert_eq!(list_operations(&*fx.store, t, &kind(TxType::Lock), page(0, 50)).await, (ids(&[&b1]), 1));
     assert_eq!(list_operations(&*fx.store, t, &kind(TxType::Release), page(0, 50)).await, (vec![], 0));
 
+    // By submission time: half-open, the start included and the end left out.
+    let window = |from: i64, to: i64| OperationFilter {
+        created_from: Some(at(from)),
+        created_to: Some(at(to)),
+        ..OperationFilter::default()
+    };
+    assert_eq!(list_operations(&*fx.store, t, &window(20, 50), page(0, 50)).await, (ids(&[&b2, &b1, &high, &low]), 4));
+    assert_eq!(list_operations(&*fx.store, t, &window(20, 50), page(0, 1)).await, (ids(&[&b2]), 4));
+    assert_eq!(list_operations(&*fx.store, t, &window(21, 30), page(0, 50)).await, (vec![], 0));
+    let from_only = OperationFilter { created_from: Some(at(50)), ..OperationFilter::default() };
+    assert_eq!(list_operations(&*fx.store, t, &from_only, page(0, 50)).await, (ids(&[&upper, &selfish]), 2));
+    let to_only = OperationFilter { created_to: Some(at(10)), ..OperationFilter::default() };
+    assert_eq!(list_operations(&*fx.store, t, &to_only, page(0, 50)).await, (ids(&[&c1]), 1));
+
     // Every filter together.
     let combined = OperationFilter {
         account_ref: Some(account_ref("alice")),
         state: Some(Settling),
         tx_type: Some(TxType::Transfer),
+        ..OperationFilter::default()
     };
     assert_eq!(list_operations(&*fx.store, t, &combined, page(0, 50)).await, (ids(&[&selfish, &high]), 2));
     let as_counterparty =
         OperationFilter { account_ref: Some(account_ref("alice")), state: Some(Submitted), ..combined };
     assert_eq!(list_operations(&*fx.store, t, &as_counterparty, page(0, 50)).await, (vec![], 0));
-    let lock_to_alice =
-        OperationFilter { account_ref: Some(account_ref("alice")), tx_type: Some(TxType::Lock), state: None };
+    let lock_to_alice = OperationFilter {
+        account_ref: Some(account_ref("alice")),
+        tx_type: Some(TxType::Lock),
+        ..OperationFilter::default()
+    };
     assert_eq!(list_operations(&*fx.store, t, &lock_to_alice, page(0, 50)).await, (ids(&[&b1]), 1));
 
     // The other organisation sees only its own.
@@ -746,7 +764,12 @@ async fn every_filter_combination_lists_and_walks_alike(backend: Backend) {
     for state in states {
         for tx_type in types {
             for account in account_filters {
-                let filter = OperationFilter { state, tx_type, account_ref: account.map(account_ref) };
+                let filter = OperationFilter {
+                    state,
+                    tx_type,
+                    account_ref: account.map(account_ref),
+                    ..OperationFilter::default()
+                };
                 let selected = records.iter().filter(|o| {
                     state.is_none_or(|s| o.state == s)
                         && tx_type.is_none_or(|k| o.tx_type == k)

@@ -190,7 +190,7 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
         .filter(|r| !r.is_empty())
         .map(|r| AccountRef::parse(r).map_err(|e| Error::invalid_field("accountRef", e)))
         .transpose()?;
-    Ok(OperationFilter { state, account_ref, tx_type })
+    Ok(OperationFilter { state, account_ref, tx_type, ..OperationFilter::default() })
 }
 
 /// List operations, newest first: style A (page, size), or style D (limit, cursor).

@@ -3,6 +3,7 @@
 //! versions and choose the current one; and the read the settlement pipeline evaluates (the
 //! ACTIVE policies of an action with their current content). Templates are in `templates`.
 
+pub mod simulation;
 pub mod templates;
 
 use serde::Serialize;
@@ -26,6 +27,7 @@ pub const ACTIVATE: AuditAction =
 pub const ARCHIVE: AuditAction = AuditAction { name: "policy.archive", category: "POLICIES", resource_type: "policy" };
 pub const CREATE_VERSION: AuditAction =
     AuditAction { name: "policy.version.create", category: "POLICIES", resource_type: "policy" };
+pub const UPDATE: AuditAction = AuditAction { name: "policy.update", category: "POLICIES", resource_type: "policy" };
 pub const SET_CURRENT_VERSION: AuditAction =
     AuditAction { name: "policy.current_version.set", category: "POLICIES", resource_type: "policy" };
 
@@ -111,6 +113,13 @@ pub struct NewPolicy {
     pub name: Option<String>,
     pub description: Option<String>,
     pub change_summary: Option<String>,
+}
+
+/// A change of a policy's labels; absent fields stay.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyChange {
+    pub name: Option<String>,
+    pub description: Option<String>,
 }
 
 /// An ACTIVE policy with its current content, validated: what the pipeline evaluates.
@@ -302,6 +311,32 @@ impl Policies {
         let out = PolicyOut::new(&policy, &current)?;
         w.set_audit_detail(serde_json::json!({ "before": before, "status": out.status }));
         Ok(out)
+    }
+
+    /// Changes the name and/or description of a policy that is not archived (409: an archived
+    /// policy is kept as it was when it stopped governing); status, versions and content stay.
+    pub async fn update(&self, w: &mut Write, id: Uuid, change: PolicyChange) -> AppResult<PolicyOut> {
+        let tenant = w.tenant()?;
+        let mut policy = w.tx().policies().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        if !policy.status.accepts_versions() {
+            return Err(archived(id, "it is kept as it was"));
+        }
+        let current = current_version(w.tx(), &policy).await?;
+        let before = PolicyOut::new(&policy, &current)?;
+        if let Some(name) = change.name {
+            policy.name = Some(name);
+        }
+        if let Some(description) = change.description {
+            policy.description = Some(description);
+        }
+        policy.updated_at = w.now();
+        w.tx().policies().update(&policy).await?;
+        let after = PolicyOut::new(&policy, &current)?;
+        w.set_audit_detail(serde_json::json!({
+            "before": { "name": before.name, "description": before.description },
+            "after": { "name": after.name, "description": after.description },
+        }));
+        Ok(after)
     }
 
     /// A new version, numbered after the highest; the current version does not change.

@@ -20,7 +20,7 @@ use tokenops_store::{Tx, UserFilter};
 use uuid::Uuid;
 
 use super::evaluate::APPROVERS_UNRESOLVABLE;
-use super::{Pipeline, internal};
+use super::{POLICY_RESOURCE_TYPE, Pipeline, internal};
 use crate::approvals::{EventContext, Raise, ResolutionEffect, StepApprover, raise, unresolvable};
 use crate::error::{AppResult, Error};
 use crate::identity::access::role_grants;
@@ -93,7 +93,7 @@ impl Pipeline {
         let request = Raise {
             source: ApprovalSource::Policy,
             action: approval.action.as_str().to_owned(),
-            resource_type: Some("transaction".to_owned()),
+            resource_type: Some(POLICY_RESOURCE_TYPE.to_owned()),
             resource_id: Some(operation.id.to_string()),
             initiator: operation.submitted_by.clone(),
             title: Some(format!("{} {} of {}", operation.tx_type.as_str(), operation.id, operation.asset_id)),
@@ -115,7 +115,7 @@ impl Pipeline {
         let Some(id) = request
             .resource_id
             .as_deref()
-            .filter(|_| request.resource_type.as_deref() == Some("transaction"))
+            .filter(|_| request.resource_type.as_deref() == Some(POLICY_RESOURCE_TYPE))
             .and_then(|id| Uuid::parse_str(id).ok())
         else {
             return Ok(());

@@ -42,10 +42,11 @@ impl Pipeline {
         let mut loaded: HashMap<(TenantId, PolicyAction), Result<Vec<ActivePolicy>, String>> = HashMap::new();
         for (job, operation, token, call) in std::mem::take(&mut work.calls) {
             // RELEASE and CANCEL complete a lock whose LOCK was approved: not evaluated again.
-            let Some(action) = PolicyAction::for_tx_type(operation.tx_type) else {
+            let Some(event) = PolicyEvent::of_operation(&operation) else {
                 work.calls.push((job, operation, token, call));
                 continue;
             };
+            let action = event.action;
             let key = (operation.tenant_id, action);
             let policies = match loaded.entry(key) {
                 Entry::Occupied(found) => found.into_mut(),
@@ -71,7 +72,6 @@ impl Pipeline {
                 continue;
             }
             let contents: Vec<&PolicyContent> = policies.iter().map(|p| &p.content).collect();
-            let event = PolicyEvent::for_amount(action, operation.amount, operation.asset_id);
             let rejected = FailureCode::ValidationRejected;
             match evaluate(&contents, &event) {
                 Ok(Decision::Approved) => work.calls.push((job, operation, token, call)),

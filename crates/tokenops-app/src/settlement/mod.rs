@@ -56,6 +56,9 @@ mod settle;
 mod signatures;
 mod track;
 
+/// The resource type of the approval requests the policies raise for operations.
+pub const POLICY_RESOURCE_TYPE: &str = "transaction";
+
 pub use approval::PolicyResolution;
 pub use evaluate::Evaluate;
 pub use settle::Settle;

@@ -15,6 +15,7 @@ use super::content::{Effect, PolicyContent, Unmatched};
 use super::decimal::Decimal;
 use crate::approval::ApproverExpr;
 use crate::asset::{Amount, AssetId};
+use crate::operation::Operation;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The values an event supplies for the context catalogue.
@@ -38,6 +39,14 @@ impl PolicyEvent {
     pub fn for_amount(action: PolicyAction, amount: Amount, asset_id: AssetId) -> PolicyEvent {
         let amount = Decimal::from_minor_units(amount.minor_units(), asset_id.minor_unit());
         PolicyEvent::new(action, amount, asset_id)
+    }
+
+    /// The event an operation presents to the policies of its action: what the settlement
+    /// pipeline evaluates and the policy simulation evaluates again, so the two never differ.
+    /// `None` for the types no policy governs (RELEASE and CANCEL).
+    pub fn of_operation(operation: &Operation) -> Option<PolicyEvent> {
+        let action = PolicyAction::for_tx_type(operation.tx_type)?;
+        Some(PolicyEvent::for_amount(action, operation.amount, operation.asset_id))
     }
 
     pub fn with_target_asset(mut self, target: AssetId) -> PolicyEvent {

@@ -4,6 +4,7 @@
 mod accounts;
 mod accounts_crash;
 mod approvals;
+mod approvals_crash;
 mod audit_export;
 mod binary;
 mod conventions;
@@ -23,6 +24,7 @@ mod organisation;
 mod paging;
 mod policies;
 mod policy_pipeline;
+mod policy_simulation;
 mod policy_templates;
 mod postgres_crash;
 mod sign_in;

@@ -124,6 +124,68 @@ async fn a_policy_starts_as_a_draft_at_version_one_with_the_content_sent(backend
     assert_eq!(app.get("/api/policies").await.body["totalItems"], 2);
 }
 
+backends!(a_policys_name_and_description_change_audited_and_idempotent);
+async fn a_policys_name_and_description_change_audited_and_idempotent(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let created = app
+        .post("/api/policies", &json!({"templateKey": TRANSFER_TEMPLATE, "content": content("10"), "name": "Old"}))
+        .await;
+    created.expect(201);
+    let id = id_of(&created);
+    let path = format!("/api/policies/{id}");
+    let patch = |key: &str, body: Value| {
+        let (app, path, key) = (&app, path.clone(), key.to_owned());
+        async move { app.write(Method::PATCH, &path, &key, &body).await }
+    };
+
+    app.clock.advance_millis(1_000);
+    let key = Uuid::now_v7().to_string();
+    let renamed = patch(&key, json!({"name": "  Large EUR transfers "})).await;
+    renamed.expect(200);
+    assert_eq!(renamed.body["name"], "Large EUR transfers", "trimmed: {}", renamed.body);
+    assert_eq!(renamed.body["description"], Value::Null, "left out, so unchanged");
+    assert_ne!(renamed.body["updatedAt"], created.body["updatedAt"]);
+    for unchanged in ["status", "version", "content", "createdAt", "templateKey"] {
+        assert_eq!(renamed.body[unchanged], created.body[unchanged], "{unchanged}");
+    }
+    assert_eq!(app.get(&path).await.body, renamed.body);
+    // The same key and body replay; another body under it is 422.
+    let replay = patch(&key, json!({"name": "  Large EUR transfers "})).await;
+    assert_eq!(replay.header("Idempotent-Replayed"), Some("true"));
+    assert_eq!(replay.body, renamed.body);
+    patch(&key, json!({"name": "Other"})).await.expect(422);
+    let described = patch(&Uuid::now_v7().to_string(), json!({"description": "Treasury signs"})).await;
+    described.expect(200);
+    assert_eq!(
+        (described.body["name"].as_str(), described.body["description"].as_str()),
+        (Some("Large EUR transfers"), Some("Treasury signs"))
+    );
+    let audit = app.get(&format!("/api/audit/events?action=policy.update&resourceId={id}")).await;
+    assert_eq!(audit.body["totalItems"], 2, "one record per change, none for the replay: {}", audit.body);
+
+    // 400: nothing to change, blank, too long, an unknown field.
+    let fresh = || Uuid::now_v7().to_string();
+    patch(&fresh(), json!({})).await.expect(400);
+    patch(&fresh(), json!({"name": null})).await.expect(400);
+    invalid(&patch(&fresh(), json!({"name": "  "})).await, "name");
+    invalid(&patch(&fresh(), json!({"description": "d".repeat(2001)})).await, "description");
+    invalid(&patch(&fresh(), json!({"name": "n".repeat(201)})).await, "name");
+    patch(&fresh(), json!({"status": "ACTIVE"})).await.expect(400);
+    let bad_id = app.write(Method::PATCH, "/api/policies/not-a-uuid", &fresh(), &json!({"name": "x"})).await;
+    invalid(&bad_id, "policyId");
+    // 404: unknown, or another organisation's.
+    let unknown = format!("/api/policies/{}", Uuid::now_v7());
+    app.write(Method::PATCH, &unknown, &fresh(), &json!({"name": "x"})).await.expect(404);
+    let other = app.new_tenant();
+    app.write_as(&other, Method::PATCH, &path, &fresh(), &json!({"name": "x"})).await.expect(404);
+    // 409: an archived policy keeps its labels.
+    action(&app, &id, "archive").await.expect(200);
+    let archived = patch(&fresh(), json!({"name": "Renamed"})).await;
+    archived.expect(409);
+    assert_eq!(archived.body["code"], "POLICY_ARCHIVED", "{}", archived.body);
+    assert_eq!(app.get(&path).await.body["name"], "Large EUR transfers");
+}
+
 backends!(invalid_content_is_400_naming_every_offending_rule_and_field);
 async fn invalid_content_is_400_naming_every_offending_rule_and_field(backend: Backend) {
     let app = TestApp::spawn(backend).await;
@@ -441,6 +503,9 @@ async fn each_policy_permission_is_required(backend: Backend) {
     )
     .await;
     denied(&put, "policy:update");
+    let patch =
+        call(&app, Method::PATCH, &format!("/api/policies/{id}"), Some(&reader), Some(&json!({"name": "x"}))).await;
+    denied(&patch, "policy:update");
     // template:create
     let template = json!({"key": "k", "name": "n", "description": "d", "action": "TRANSFER", "defaultContent": {}});
     denied(&post("/api/templates".into(), reader.clone(), template.clone()).await, "template:create");
@@ -454,6 +519,7 @@ async fn each_policy_permission_is_required(backend: Backend) {
     // No token: 401.
     call(&app, Method::GET, "/api/policies", None, None).await.expect(401);
     call(&app, Method::POST, "/api/policies", None, Some(&json!({}))).await.expect(401);
+    call(&app, Method::PATCH, &format!("/api/policies/{id}"), None, Some(&json!({"name": "x"}))).await.expect(401);
     // Nothing changed.
     let read = call(&app, Method::GET, &format!("/api/policies/{id}"), Some(&owner), None).await;
     assert_eq!(read.body["status"], "DRAFT");
