@@ -51,6 +51,8 @@ fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
         (routes::templates::router(), TimestampStyle::Iso8601),
         (routes::policies::router(), TimestampStyle::Iso8601),
         (routes::approvals::router(), TimestampStyle::Iso8601),
+        (routes::scripts::router(), TimestampStyle::Iso8601),
+        (routes::automations::router(), TimestampStyle::Iso8601),
         (routes::clients::router(), TimestampStyle::Iso8601),
         (routes::tenants::router(), TimestampStyle::Iso8601),
         (routes::users::router(), TimestampStyle::Iso8601),

@@ -29,6 +29,8 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         (name = "groups", description = "Approval groups of the organisation"),
         (name = "policies", description = "Policy templates, policies and their versions"),
         (name = "approvals", description = "Approval requests and their tasks: four-eyes sign-off by step, with separation of duties"),
+        (name = "scripts", description = "Rhai scripts: compiled on save, parameters declared in the source, imports by name resolved at publication; statuses DRAFT, PUBLISHED, OUTDATED, DEPRECATED and deleted"),
+        (name = "automations", description = "Automations of published scripts, on demand, on a schedule (cron in an explicit time zone) or on an event, acting as their creator; runs are durable jobs with a history"),
         (name = "idp", description = "The embedded identity provider's OAuth 2.0 token endpoint"),
         (name = "audit", description = "The audit log"),
         (name = "roles", description = "Roles of the organisation"),

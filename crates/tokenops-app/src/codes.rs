@@ -131,6 +131,20 @@ error_codes! {
         // 500
         LedgerUnavailable = "LEDGER_UNAVAILABLE", 500;
 
+        // Scripts and automations
+        ScriptNotFound = "SCRIPT_NOT_FOUND", 404;
+        /// A script's name is taken (the spec answers 400 for a duplicate name).
+        ScriptNameExists = "SCRIPT_NAME_EXISTS", 400;
+        /// The script's status forbids the change (see the script status machine).
+        ScriptStateConflict = "SCRIPT_STATE_CONFLICT", 409;
+        AutomationNotFound = "AUTOMATION_NOT_FOUND", 404;
+        /// The automation's status or trigger forbids the run, or its script is not PUBLISHED.
+        AutomationStateConflict = "AUTOMATION_STATE_CONFLICT", 409;
+        /// Overrides that do not fit the script's declared parameters.
+        OverridesDoNotFit = "OVERRIDES_DO_NOT_FIT", 422;
+        /// A run that could not be requested: nothing was recorded; retry with the same key.
+        RunNotRequested = "RUN_NOT_REQUESTED", 500;
+
         // Approvals
         SeparationOfDuties = "SEPARATION_OF_DUTIES", 403;
         ApprovalRequestNotFound = "APPROVAL_REQUEST_NOT_FOUND", 404;

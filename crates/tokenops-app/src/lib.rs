@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod approvals;
 pub mod audit;
+pub mod automations;
 pub mod chain;
 pub mod clock;
 pub mod codes;
@@ -23,6 +24,7 @@ pub mod policies;
 pub mod queue;
 pub mod reconciliation;
 pub mod resume;
+pub mod scripts;
 pub mod settlement;
 pub mod write;
 
@@ -69,6 +71,12 @@ pub struct AppSettings {
     /// How long after its submission an operation the policy step cannot decide (the policies
     /// unreadable) may wait before it fails POLICY_TIMEOUT.
     pub policy_decision_timeout_ms: i64,
+    /// The sandbox's limits for every script run (and the compiler's).
+    pub script_limits: tokenops_scripting::Limits,
+    /// How often due SCHEDULED automations are looked for.
+    pub automation_schedule_interval: Duration,
+    /// Failed runs in a row after which the service sets an automation DISABLED (0: never).
+    pub automation_disable_after_failures: u32,
 }
 
 impl Default for AppSettings {
@@ -93,6 +101,9 @@ impl Default for AppSettings {
             receipt_poll_ms: 200,
             approval_lifetime_ms: 72 * 3_600_000,
             policy_decision_timeout_ms: 300_000,
+            script_limits: tokenops_scripting::Limits::default(),
+            automation_schedule_interval: Duration::from_secs(5),
+            automation_disable_after_failures: 5,
         }
     }
 }
@@ -128,6 +139,8 @@ pub struct App {
     pub clients: identity::clients::Clients,
     pub templates: policies::templates::Templates,
     pub policies: policies::Policies,
+    pub scripts: scripts::Scripts,
+    pub automations: automations::Automations,
     pub identity: Arc<identity::IdentityProvider>,
     /// The ledger the organisations' tokens live on.
     pub ledger: Arc<dyn tokenops_ledger::Ledger>,
@@ -161,7 +174,27 @@ impl App {
         // A POLICY request's resolution moves its operation on in the pipeline.
         let approval_effect: Arc<dyn approvals::ResolutionEffect> =
             Arc::new(settlement::PolicyResolution(pipeline.clone()));
+        let compiler = Arc::new(tokenops_scripting::Compiler::new(settings.script_limits.clone()));
+        let write_settings = WriteSettings {
+            idempotency_lease_ms: settings.idempotency_lease_ms,
+            job_max_attempts: settings.job_max_attempts,
+        };
+        let run_settings = automations::runs::RunSettings {
+            disable_after_failures: settings.automation_disable_after_failures,
+            job_max_attempts: settings.job_max_attempts,
+        };
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(automations::runs::RunAutomation {
+                store: store.clone(),
+                clock: clock.clone(),
+                compiler: compiler.clone(),
+                limits: settings.script_limits.clone(),
+                writes: Arc::new(Writes::new(store.clone(), clock.clone(), write_settings)),
+                accounts: Arc::new(accounts::Accounts::new(store.clone(), adapters.ledger.clone())),
+                operations: Arc::new(operations::Operations::new(store.clone())),
+                settings: run_settings,
+            }),
+            Arc::new(automations::runs::ScheduleAutomations { store: store.clone(), settings: run_settings }),
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),
                 settings: approval_settings,
@@ -212,20 +245,14 @@ impl App {
                     (jobs::kinds::POSITIONS_RECONCILE, settings.reconcile_interval),
                     (jobs::kinds::OPERATIONS_RESUME, settings.resume_sweep_interval),
                     (jobs::kinds::NONCE_GAPS_HEAL, settings.nonce_gap_sweep_interval),
+                    (jobs::kinds::AUTOMATIONS_SCHEDULE, settings.automation_schedule_interval),
                 ],
                 shutdown_grace: settings.shutdown_grace,
             },
             handlers,
         );
         Arc::new(Self {
-            writes: Writes::new(
-                store.clone(),
-                clock.clone(),
-                WriteSettings {
-                    idempotency_lease_ms: settings.idempotency_lease_ms,
-                    job_max_attempts: settings.job_max_attempts,
-                },
-            ),
+            writes: Writes::new(store.clone(), clock.clone(), write_settings),
             customers: customers::Customers::new(store.clone()),
             contracts: contracts::Contracts::new(store.clone()),
             accounts: accounts::Accounts::new(store.clone(), adapters.ledger.clone()),
@@ -240,6 +267,8 @@ impl App {
             clients: identity::clients::Clients::new(store.clone()),
             templates: policies::templates::Templates::new(store.clone()),
             policies: policies::Policies::new(store.clone()),
+            scripts: scripts::Scripts::new(store.clone(), compiler),
+            automations: automations::Automations::new(store.clone()),
             identity: Arc::new(identity::IdentityProvider::new(
                 store.clone(),
                 clock.clone(),

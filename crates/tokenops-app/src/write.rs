@@ -10,6 +10,9 @@
 use crate::clock::Clock;
 use crate::context::RequestContext;
 use crate::error::{AppResult, Code, Error};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::event::{Event, EventType, ResourceRef};
@@ -434,6 +437,68 @@ impl Write {
         self.tx.commit().await?;
         Ok(())
     }
+}
+
+// The request fingerprint of idempotency: the API's writes and the runs of automations key
+// their submissions alike.
+/// Canonical JSON (object keys sorted at every level), so that the same payload sent with other
+/// whitespace or key order is the same request.
+fn canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            separated(out, b'{', b'}', keys, |key, out| {
+                write_json(key, out);
+                out.push(b':');
+                canonical(&map[key], out);
+            });
+        }
+        Value::Array(items) => separated(out, b'[', b']', items, canonical),
+        other => write_json(other, out),
+    }
+}
+
+/// `open`, the items written by `each` with commas between them, `close`: JSON's shape of a
+/// list and of an object alike.
+fn separated<T>(
+    out: &mut Vec<u8>,
+    open: u8,
+    close: u8,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(item, out);
+    }
+    out.push(close);
+}
+
+fn write_json(value: &impl Serialize, out: &mut Vec<u8>) {
+    // Writing JSON into memory fails only for a map with non-string keys, which `Value` has not.
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// The fingerprint of a write request: method, path and canonical body.
+pub fn fingerprint(method: &str, path: &str, body: &Value) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = Vec::with_capacity(256);
+    text.extend_from_slice(method.as_bytes());
+    text.push(b' ');
+    text.extend_from_slice(path.as_bytes());
+    text.push(b'\n');
+    canonical(body, &mut text);
+    let digest = Sha256::digest(&text);
+    let mut hex = String::with_capacity(2 * digest.len());
+    for b in digest {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    hex
 }
 
 #[cfg(test)]

@@ -103,6 +103,9 @@ pub struct Automation {
     pub root_script_id: Uuid,
     /// The user the runs act as (the creator), whose permissions their submissions need.
     pub user_id: String,
+    /// What the creator held at creation: the runs' permissions when the creator is neither a
+    /// user nor a client of the organisation (an external provider's subject).
+    pub creator_permissions: Vec<String>,
     pub trigger: Trigger,
     pub status: AutomationStatus,
     /// The parameters' values for scheduled and event runs (JSON object by name); an on-demand

@@ -42,6 +42,9 @@ CREATE TABLE script_versions (
 
 -- The trigger's own fields are set for its type only: cron and time_zone for SCHEDULED,
 -- event_type for EVENT. next_run_at is the next scheduled run of an ACTIVE SCHEDULED one.
+-- creator_permissions (a JSON array of names) is what the creator held at creation: the runs'
+-- permissions when the creator is neither a user nor a client of the organisation (a subject
+-- of an external identity provider, whose permissions only its tokens carry).
 CREATE TABLE automations (
     id                    uuid    NOT NULL PRIMARY KEY,
     tenant_id             uuid    NOT NULL,
@@ -49,6 +52,7 @@ CREATE TABLE automations (
     script_id             uuid    NOT NULL,
     root_script_id        uuid    NOT NULL,
     user_id               text    NOT NULL,
+    creator_permissions   text    NOT NULL DEFAULT '[]',
     trigger_type          text    NOT NULL CHECK (trigger_type IN ('ON_DEMAND', 'SCHEDULED', 'EVENT')),
     cron                  text,
     time_zone             text,

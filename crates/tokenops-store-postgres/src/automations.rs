@@ -41,7 +41,7 @@ impl AutomationStore for PostgresTx {
         let (cron, time_zone, event_type) = trigger_columns(&a.trigger);
         let sql = format!(
             "INSERT INTO automations ({AUTOMATION_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
         );
         self.execute(
             sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -51,6 +51,7 @@ impl AutomationStore for PostgresTx {
                 .bind(a.script_id)
                 .bind(a.root_script_id)
                 .bind(&a.user_id)
+                .bind(serde_json::Value::from(a.creator_permissions.clone()).to_string())
                 .bind(a.trigger.kind().as_str())
                 .bind(cron)
                 .bind(time_zone)

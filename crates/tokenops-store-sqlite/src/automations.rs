@@ -32,7 +32,7 @@ impl AutomationStore for SqliteTx {
         self.execute(
             &format!(
                 "INSERT INTO automations ({AUTOMATION_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
             ),
             params![
                 codec::id_text(a.id),
@@ -41,6 +41,7 @@ impl AutomationStore for SqliteTx {
                 codec::id_text(a.script_id),
                 codec::id_text(a.root_script_id),
                 &a.user_id,
+                serde_json::Value::from(a.creator_permissions.clone()).to_string(),
                 a.trigger.kind().as_str(),
                 cron,
                 time_zone,

@@ -56,6 +56,7 @@ fn automation(tenant: TenantId, script: &Script, trigger: Trigger, second: i64) 
         script_id: script.id,
         root_script_id: script.root_script_id,
         user_id: "user-1".into(),
+        creator_permissions: vec!["transaction:submit".into()],
         trigger,
         status: AutomationStatus::Active,
         parameters: json!({ "target": "10.00" }),

@@ -502,6 +502,17 @@ impl Config {
                 1_000,
                 86_400_000,
             ),
+            script_limits: script_limits(&mut r, &defaults.script_limits),
+            automation_schedule_interval: Duration::from_millis(
+                r.integer("TOKENOPS_AUTOMATION_SCHEDULE_MS", 5_000, 10, 3_600_000).unsigned_abs(),
+            ),
+            automation_disable_after_failures: u32::try_from(r.integer(
+                "TOKENOPS_AUTOMATION_DISABLE_AFTER_FAILURES",
+                i64::from(defaults.automation_disable_after_failures),
+                0,
+                1_000,
+            ))
+            .unwrap_or(5),
         };
         if r.problems.is_empty() {
             Ok(Config {
@@ -586,6 +597,36 @@ fn redact_user_info(url: &str) -> String {
     match rest[..at].split_once(':') {
         Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &rest[at..]),
         None => url.to_owned(),
+    }
+}
+
+/// The sandbox's limits (`TOKENOPS_SCRIPT_*`), each bounded so that a typo cannot lift one.
+fn script_limits(r: &mut Reader, d: &tokenops_scripting::Limits) -> tokenops_scripting::Limits {
+    let mut count = |name: &str, default: usize, max: i64| {
+        usize::try_from(r.integer(name, i64::try_from(default).unwrap_or(max), 1, max)).unwrap_or(default)
+    };
+    let max_call_depth = count("TOKENOPS_SCRIPT_MAX_CALL_DEPTH", d.max_call_depth, 1_000);
+    let max_string_len = count("TOKENOPS_SCRIPT_MAX_STRING_BYTES", d.max_string_len, 64 * 1_048_576);
+    let max_array_len = count("TOKENOPS_SCRIPT_MAX_ARRAY_LEN", d.max_array_len, 10_000_000);
+    let max_map_len = count("TOKENOPS_SCRIPT_MAX_MAP_LEN", d.max_map_len, 10_000_000);
+    let max_log_lines = count("TOKENOPS_SCRIPT_MAX_LOG_LINES", d.max_log_lines, 1_000_000);
+    let max_submissions = count("TOKENOPS_SCRIPT_MAX_SUBMISSIONS", d.max_submissions, 100_000);
+    let max_operations = r
+        .integer("TOKENOPS_SCRIPT_MAX_OPERATIONS", i64::try_from(d.max_operations).unwrap_or(i64::MAX), 1, i64::MAX)
+        .unsigned_abs();
+    let wall_ms = i64::try_from(d.max_wall.as_millis()).unwrap_or(30_000);
+    let max_wall =
+        Duration::from_millis(r.integer("TOKENOPS_SCRIPT_MAX_WALL_MS", wall_ms, 10, 3_600_000).unsigned_abs());
+    tokenops_scripting::Limits {
+        max_operations,
+        max_call_depth,
+        max_string_len,
+        max_array_len,
+        max_map_len,
+        max_log_lines,
+        max_submissions,
+        max_wall,
+        ..d.clone()
     }
 }
 

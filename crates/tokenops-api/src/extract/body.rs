@@ -51,6 +51,21 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     }
 }
 
+/// An optional body: a request with no body and no Content-Type has none; anything else is
+/// read as a `JsonBody`, with its rules.
+impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Option<Self>, Self::Rejection> {
+        let no_type = request.headers().get(CONTENT_TYPE).is_none();
+        let length = request.headers().get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+        if no_type && length.is_none_or(|l| l.trim() == "0") {
+            return Ok(None);
+        }
+        <Self as FromRequest<Arc<ApiState>>>::from_request(request, state).await.map(Some)
+    }
+}
+
 /// A body of the wrong shape: a 400 whose `details` name the field (its JSON path, `params.x`,
 /// `approvers[2].step`), so a client need not parse the message to find what to fix.
 fn shape_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {

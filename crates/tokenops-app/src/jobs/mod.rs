@@ -51,6 +51,10 @@ pub mod kinds {
     /// Expires the PENDING approval requests past their deadline (one enqueued per request,
     /// for its deadline).
     pub const APPROVALS_EXPIRE: &str = "approvals.expire";
+    /// Runs one execution of an automation's script.
+    pub const AUTOMATION_RUN: &str = "automation.run";
+    /// Periodic: queues the runs of due SCHEDULED automations.
+    pub const AUTOMATIONS_SCHEDULE: &str = "automations.schedule";
 }
 
 /// Why a run did not finish the job.

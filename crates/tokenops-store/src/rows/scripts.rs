@@ -62,6 +62,7 @@ pub fn automation(row: &impl Columns) -> StoreResult<Automation> {
         script_id: row.uuid("script_id")?,
         root_script_id: row.uuid("root_script_id")?,
         user_id: row.text("user_id")?,
+        creator_permissions: row.names("creator_permissions")?,
         trigger,
         status: row.parsed("status", "automation status", AutomationStatus::parse)?,
         parameters: row.json("parameters")?,
@@ -101,5 +102,5 @@ pub fn execution(row: &impl Columns) -> StoreResult<Execution> {
 pub const SCRIPT_COLUMNS: &str = "id, tenant_id, name, description, status, version, source, parameters, imports, dependencies, root_script_id, cloned_from, created_by, created_at, updated_at, published_at";
 pub const SCRIPT_VERSION_COLUMNS: &str =
     "tenant_id, script_id, version, source, parameters, imports, created_by, created_at";
-pub const AUTOMATION_COLUMNS: &str = "id, tenant_id, name, script_id, root_script_id, user_id, trigger_type, cron, time_zone, event_type, status, parameters, consecutive_failures, next_run_at, created_at, updated_at";
+pub const AUTOMATION_COLUMNS: &str = "id, tenant_id, name, script_id, root_script_id, user_id, creator_permissions, trigger_type, cron, time_zone, event_type, status, parameters, consecutive_failures, next_run_at, created_at, updated_at";
 pub const EXECUTION_COLUMNS: &str = "id, tenant_id, automation_id, trigger_type, status, parameters, scheduled_for, event_id, log, submitted, error, attempts, created_at, started_at, finished_at";

@@ -1,0 +1,332 @@
+//! `/api/automations`: automations of published scripts (paging style A, sizes clamped to 1 to
+//! 100, default sort createdAt,desc), one automation, creation, status changes, runs on demand
+//! and the history of runs. Writes need an Idempotency-Key.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::automations::{self, AutomationOut, ExecutionOut, NewAutomation};
+use tokenops_domain::automation::{
+    AutomationFilter, AutomationStatus, ExecutionFilter, ExecutionStatus, Trigger, TriggerType,
+};
+use tokenops_domain::paging::{Page, SortDirection, SortKey};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::fields::optional_text;
+use super::scripts::{OverrideIn, overrides};
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRoute};
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_automations, create_automation))
+        .routes(routes!(get_automation))
+        .routes(routes!(set_automation_status))
+        .routes(routes!(execute_automation))
+        .routes(routes!(automation_history))
+}
+
+/// A page of automations (style A).
+pub type AutomationPage = PageA<AutomationOut>;
+/// A page of runs (style A).
+pub type ExecutionPage = PageA<ExecutionOut>;
+
+const SORTABLE: &[(&str, &str)] =
+    &[("createdAt", "created_at"), ("updatedAt", "updated_at"), ("status", "status"), ("triggerType", "trigger_type")];
+const HISTORY_SORTABLE: &[(&str, &str)] = &[("createdAt", "created_at"), ("status", "status")];
+const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: SortDirection::Desc }];
+
+/// A new automation.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutomationIn {
+    /// Optional, 1 to 100 characters.
+    pub name: Option<String>,
+    /// A PUBLISHED script of the organisation.
+    pub script_id: Option<Uuid>,
+    /// ON_DEMAND (default), SCHEDULED or EVENT.
+    pub trigger_type: Option<String>,
+    /// SCHEDULED: five fields, `minute hour day-of-month month day-of-week` (`*`, ranges,
+    /// steps, lists, names such as MON or JAN), read in `timeZone`.
+    pub cron: Option<String>,
+    /// SCHEDULED: an IANA time zone, for example `Europe/Paris`; required, never assumed.
+    pub time_zone: Option<String>,
+    /// EVENT: an event type of the webhook table; the run gets the event as `event`.
+    pub event_type: Option<String>,
+    /// Values of the script's parameters for every run (`{key, value, type}`); parameters
+    /// without a default must be given.
+    #[serde(default)]
+    pub parameters: Vec<OverrideIn>,
+}
+
+/// A status change.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusIn {
+    /// ACTIVE, INACTIVE, DISABLED or DELETED.
+    pub status: Option<String>,
+}
+
+/// A run on demand.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionIn {
+    /// Values for this run over the automation's own (`{key, value, type}`).
+    #[serde(default)]
+    pub overrides: Vec<OverrideIn>,
+}
+
+fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
+    let kind = match value.trigger_type.as_deref() {
+        None => TriggerType::OnDemand,
+        Some(text) => TriggerType::parse(text).ok_or_else(|| {
+            Error::invalid_field("triggerType", format!("{text:?} is not one of ON_DEMAND, SCHEDULED, EVENT"))
+        })?,
+    };
+    let required = |field: &str, v: &Option<String>| {
+        v.clone()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| Error::invalid_field(field, format!("is required for {}", kind.as_str())))
+    };
+    let unexpected = |field: &str, v: &Option<String>| match v {
+        Some(_) => Err(Error::invalid_field(field, format!("does not apply to {}", kind.as_str()))),
+        None => Ok(()),
+    };
+    Ok(match kind {
+        TriggerType::OnDemand => {
+            unexpected("cron", &value.cron)?;
+            unexpected("timeZone", &value.time_zone)?;
+            unexpected("eventType", &value.event_type)?;
+            Trigger::OnDemand
+        }
+        TriggerType::Scheduled => {
+            unexpected("eventType", &value.event_type)?;
+            Trigger::Scheduled {
+                cron: required("cron", &value.cron)?,
+                time_zone: required("timeZone", &value.time_zone)?,
+            }
+        }
+        TriggerType::Event => {
+            unexpected("cron", &value.cron)?;
+            unexpected("timeZone", &value.time_zone)?;
+            Trigger::Event { event_type: required("eventType", &value.event_type)? }
+        }
+    })
+}
+
+/// List the organisation's automations (paging style A).
+#[utoipa::path(
+    get, path = "/api/automations", tag = "automations", operation_id = "automations.list",
+    params(
+        ("status" = Option<String>, Query, description = "ACTIVE, INACTIVE, DISABLED or DELETED; another value gives an empty page; deleted automations are listed only when asked for"),
+        ("scriptId" = Option<Uuid>, Query),
+        ("triggerType" = Option<String>, Query, description = "ON_DEMAND, SCHEDULED or EVENT"),
+        ("sort" = Option<Vec<String>>, Query, description = "createdAt, updatedAt, status or triggerType, with ,asc or ,desc; default createdAt,desc"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "Default 20; above 100 is 100, below 1 is 1"),
+    ),
+    responses(
+        (status = 200, description = "Style A page of automations", body = AutomationPage),
+        (status = 400, description = "Invalid page, sort, scriptId or triggerType", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_automations(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
+    let page = paging::page_request(&params, CLAMPED_SIZE)?;
+    let triggers: Vec<&str> = TriggerType::ALL.iter().map(|t| t.as_str()).collect();
+    let script_id = match params.one("scriptId")? {
+        None => None,
+        Some(text) => Some(Uuid::parse_str(text).map_err(|_| Error::invalid_field("scriptId", "must be a UUID"))?),
+    };
+    let trigger = params.choice("triggerType", TriggerType::parse, &triggers)?;
+    // The spec: a status other than the four gives an empty page, not an error.
+    let status = params.one("status")?;
+    if let Some(text) = status
+        && AutomationStatus::parse(text).is_none()
+    {
+        return Ok(paging::respond(Style::A, &Page::<AutomationOut> { items: Vec::new(), total: 0 }, page));
+    }
+    let filter = AutomationFilter { status: status.and_then(AutomationStatus::parse), script_id, trigger };
+    let found = state.app.automations.list(scope.tenant, &filter, &sort, page).await?;
+    Ok(paging::respond(Style::A, &found, page))
+}
+
+/// Create an automation of a PUBLISHED script, acting as the caller.
+#[utoipa::path(
+    post, path = "/api/automations", tag = "automations", operation_id = "automations.create",
+    params(crate::openapi::RequiredIdempotencyKey),
+    request_body = AutomationIn,
+    responses(
+        (status = 201, description = "Created ACTIVE; its runs act as the caller (userId), with the caller's permissions at each run", body = AutomationOut, headers(("Location" = String))),
+        (status = 400, description = "A field invalid (trigger, cron, time zone, event type, parameters that do not fit the script), Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The script is not PUBLISHED, or the key in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_automation(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<AutomationIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &automations::CREATE, Some(key), &[], &body.document);
+    let value = body.value;
+    let new = NewAutomation {
+        trigger: trigger(&value)?,
+        name: optional_text("name", value.name, 100)?,
+        script_id: value.script_id.ok_or_else(|| Error::invalid_field("scriptId", "is required"))?,
+        parameters: overrides("parameters", value.parameters)?,
+    };
+    write::run(&state, request, |app, mut w| async move {
+        let created = app.automations.create(&mut w, new).await;
+        (w, created.and_then(|a| Reply::created(&a, format!("/api/automations/{}", a.automation_id))))
+    })
+    .await
+}
+
+/// Read one automation.
+#[utoipa::path(
+    get, path = "/api/automations/{automationId}", tag = "automations", operation_id = "automations.get",
+    params(("automationId" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The automation", body = AutomationOut),
+        (status = 400, description = "automationId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_automation(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.automations.get(scope.tenant, id).await?).into_response())
+}
+
+/// Change an automation's status.
+#[utoipa::path(
+    patch, path = "/api/automations/{automationId}/status", tag = "automations", operation_id = "automations.status.update",
+    params(("automationId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    request_body = StatusIn,
+    responses(
+        (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
+        (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such automation", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key in flight", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn set_automation_status(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<StatusIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &automations::UPDATE_STATUS, Some(key), &[&id], &body.document);
+    let text = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
+    let status = AutomationStatus::parse(&text).ok_or_else(|| {
+        Error::invalid_field("status", format!("{text:?} is not one of ACTIVE, INACTIVE, DISABLED, DELETED"))
+    })?;
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let changed = app.automations.set_status(&mut w, id, status).await;
+        (w, changed.and_then(|a| Reply::ok(&a)))
+    })
+    .await
+}
+
+/// Run an ON_DEMAND automation now.
+#[utoipa::path(
+    post, path = "/api/automations/{automationId}/executions", tag = "automations", operation_id = "automations.execute",
+    params(("automationId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    request_body = ExecutionIn,
+    responses(
+        (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
+        (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:execute", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, or the key in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "An override does not fit the script's declared parameters (each reason in details), or the key reused with a different payload", body = crate::openapi::ErrorBody),
+        (status = 500, description = "The run could not be requested: nothing was recorded and the key was released; retry with the same key", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn execute_automation(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: Option<JsonBody<ExecutionIn>>,
+) -> ApiResult<Response> {
+    let (value, document) = match body {
+        Some(body) => (body.value, body.document),
+        None => (ExecutionIn::default(), serde_json::Value::Null),
+    };
+    let request = route.request(&scope, &automations::EXECUTE, Some(key), &[&id], &document);
+    let overrides = overrides("overrides", value.overrides)?;
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let run = app.automations.execute(&mut w, id, overrides).await;
+        let location = format!("/api/automations/{id}/history");
+        (w, run.and_then(|e| Reply::accepted(&e, location)))
+    })
+    .await
+}
+
+/// The automation's runs (paging style A).
+#[utoipa::path(
+    get, path = "/api/automations/{automationId}/history", tag = "automations", operation_id = "automations.history",
+    params(
+        ("automationId" = Uuid, Path),
+        ("status" = Option<String>, Query, description = "QUEUED, RUNNING, SUCCEEDED or FAILED; another value gives an empty page"),
+        ("sort" = Option<Vec<String>>, Query, description = "createdAt or status, with ,asc or ,desc; default createdAt,desc"),
+        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
+        ("size" = Option<u32>, Query, description = "Default 20; above 100 is 100, below 1 is 1"),
+    ),
+    responses(
+        (status = 200, description = "Style A page of runs: trigger, parameters, timings, log lines, submitted operation ids, error", body = ExecutionPage),
+        (status = 400, description = "automationId not a UUID, invalid page or sort", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn automation_history(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let sort = paging::sort_keys(&params, HISTORY_SORTABLE, NEWEST_FIRST)?;
+    let page = paging::page_request(&params, CLAMPED_SIZE)?;
+    let status = params.one("status")?;
+    let known = status.map(ExecutionStatus::parse);
+    if let Some(None) = known {
+        // Still a 404 for an unknown automation.
+        state.app.automations.get(scope.tenant, id).await?;
+        return Ok(paging::respond(Style::A, &Page::<ExecutionOut> { items: Vec::new(), total: 0 }, page));
+    }
+    let filter = ExecutionFilter { status: known.flatten() };
+    let found = state.app.automations.history(scope.tenant, id, &filter, &sort, page).await?;
+    Ok(paging::respond(Style::A, &found, page))
+}

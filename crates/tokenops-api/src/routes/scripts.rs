@@ -1,0 +1,352 @@
+//! `/api/scripts`: Rhai scripts (paging style A, newest first), one script, creation (compiled,
+//! parameters extracted from the source), PATCH of name, description, code and status, DELETE,
+//! the code as a file (download), and clones. Writes need an Idempotency-Key.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::scripts::{self, CloneRequest, NewScript, Override, ScriptChange, ScriptOut};
+use tokenops_domain::paging::{SortDirection, SortKey};
+use tokenops_domain::script::{ScriptFilter, ScriptStatus};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::fields::{optional_text, text};
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRoute};
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_scripts, create_script))
+        .routes(routes!(get_script, update_script, delete_script))
+        .routes(routes!(download_script))
+        .routes(routes!(clone_script))
+}
+
+/// A page of scripts (style A).
+pub type ScriptPage = PageA<ScriptOut>;
+
+const SORTABLE: &[(&str, &str)] =
+    &[("createdAt", "created_at"), ("updatedAt", "updated_at"), ("name", "name"), ("status", "status")];
+const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: SortDirection::Desc }];
+
+/// A new script.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptIn {
+    /// 1 to 100 characters of letters, digits, `-`, `_` and `.`: what other scripts import
+    /// (`import "name" as alias;`). Unique among the organisation's scripts that are not deleted.
+    pub name: Option<String>,
+    /// Optional, 1 to 1000 characters.
+    pub description: Option<String>,
+    /// The Rhai source. Parameters are declared in it, one per line:
+    /// `// @param NAME: TYPE [= DEFAULT] [-- DESCRIPTION]`, TYPE one of string, integer, decimal,
+    /// boolean (a decimal's default quoted, as "1000.00").
+    pub source: Option<String>,
+}
+
+/// A change: at least one field.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptPatch {
+    pub name: Option<String>,
+    /// A text, or null to clear it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    /// New code: compiled, a new version.
+    pub source: Option<String>,
+    /// DRAFT (unpublish), PUBLISHED or DEPRECATED.
+    pub status: Option<String>,
+}
+
+/// A field that may be sent as null: `Some(None)`; absent: `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// One parameter value: of a run (overrides), of an automation, or a clone's new default.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideIn {
+    /// The declared parameter's name.
+    pub key: Option<String>,
+    /// A JSON string, number or boolean fitting the type (a DECIMAL as a string of digits).
+    #[schema(value_type = Object)]
+    pub value: Option<Value>,
+    /// STRING, INTEGER, DECIMAL or BOOLEAN: the declared type.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+}
+
+/// Overrides as the app takes them: 400 for a blank key or a missing value or type.
+pub fn overrides(field: &str, items: Vec<OverrideIn>) -> Result<Vec<Override>, Error> {
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let at = |name: &str| format!("{field}[{i}].{name}");
+            let key = o
+                .key
+                .filter(|k| !k.trim().is_empty())
+                .ok_or_else(|| Error::invalid_field(&at("key"), "must not be blank"))?;
+            let value =
+                o.value.filter(|v| !v.is_null()).ok_or_else(|| Error::invalid_field(&at("value"), "is required"))?;
+            let kind = o
+                .kind
+                .filter(|k| !k.trim().is_empty())
+                .ok_or_else(|| Error::invalid_field(&at("type"), "is required"))?;
+            Ok(Override { key, value, kind })
+        })
+        .collect()
+}
+
+/// A clone of a script.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloneIn {
+    /// The clone's name (as a script's).
+    pub name: Option<String>,
+    /// Optional; the source's by default.
+    pub description: Option<String>,
+    /// New defaults for some of the source's parameters.
+    #[serde(default)]
+    pub overrides: Vec<OverrideIn>,
+}
+
+/// List the organisation's scripts (paging style A). Beyond the spec, which names no list.
+#[utoipa::path(
+    get, path = "/api/scripts", tag = "scripts", operation_id = "scripts.list",
+    params(
+        ("status" = Option<String>, Query, description = "DRAFT, PUBLISHED, OUTDATED, DEPRECATED or DELETED; deleted scripts are listed only when asked for"),
+        ("name" = Option<String>, Query, description = "Exact name"),
+        ("sort" = Option<Vec<String>>, Query, description = "createdAt, updatedAt, name or status, with ,asc or ,desc; default createdAt,desc"),
+        crate::openapi::PageQuery,
+    ),
+    responses(
+        (status = 200, description = "Style A page of scripts", body = ScriptPage),
+        (status = 400, description = "Invalid paging, sort or status", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_scripts(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let statuses: Vec<&str> = ScriptStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let filter = ScriptFilter {
+        status: params.choice("status", ScriptStatus::parse, &statuses)?,
+        name: params.one("name")?.map(str::to_owned),
+    };
+    let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
+    let page = paging::page_request(&params, STRICT_SIZE)?;
+    let found = state.app.scripts.list(scope.tenant, &filter, &sort, page).await?;
+    Ok(paging::respond(Style::A, &found, page))
+}
+
+/// Create a script: a DRAFT at version 1, compiled.
+#[utoipa::path(
+    post, path = "/api/scripts", tag = "scripts", operation_id = "scripts.create",
+    params(crate::openapi::RequiredIdempotencyKey),
+    request_body = ScriptIn,
+    responses(
+        (status = 201, description = "Created: DRAFT, version 1, its parameters extracted from the source", body = ScriptOut, headers(("Location" = String))),
+        (status = 400, description = "A field missing or invalid; the source does not compile (the compiler's message, with line and column in details and as members); a duplicate name; an import that names no script; Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The same Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_script(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<ScriptIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &scripts::CREATE, Some(key), &[], &body.document);
+    let value = body.value;
+    let new = NewScript {
+        name: text("name", value.name, scripts::NAME_MAX)?,
+        description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
+        source: value.source.ok_or_else(|| Error::invalid_field("source", "is required"))?,
+    };
+    write::run(&state, request, |app, mut w| async move {
+        let created = app.scripts.create(&mut w, new).await;
+        (w, created.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
+    })
+    .await
+}
+
+/// Read one script.
+#[utoipa::path(
+    get, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.get",
+    params(("scriptId" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, description = "The script (its code through download)", body = ScriptOut),
+        (status = 400, description = "scriptId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_script(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.scripts.get(scope.tenant, id).await?).into_response())
+}
+
+/// Change a script's name, description, code or status.
+///
+/// The status machine: DRAFT → PUBLISHED (every import PUBLISHED, resolved to its current
+/// version); PUBLISHED or OUTDATED → DRAFT (409 while a published script imports it), →
+/// DEPRECATED; OUTDATED or DEPRECATED → PUBLISHED (imports resolved anew). New code for a
+/// PUBLISHED script is published at once as the next version, and its published dependants
+/// become OUTDATED; code for an OUTDATED or DEPRECATED script is 409. A script others import
+/// cannot be renamed (409).
+#[utoipa::path(
+    patch, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.update",
+    params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    request_body = ScriptPatch,
+    responses(
+        (status = 200, description = "The script after the change", body = ScriptOut),
+        (status = 400, description = "No field given, an invalid name or description, a duplicate name, an unsupported status, code that does not compile, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
+        (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_script(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<ScriptPatch>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &scripts::UPDATE, Some(key), &[&id], &body.document);
+    let value = body.value;
+    let status = match value.status {
+        None => None,
+        Some(text) => Some(ScriptStatus::parse(&text).ok_or_else(|| {
+            Error::invalid_field("status", format!("{text:?} is not a status; one of DRAFT, PUBLISHED, DEPRECATED"))
+        })?),
+    };
+    let change = ScriptChange {
+        name: value.name,
+        description: match value.description {
+            None => None,
+            Some(None) => Some(None),
+            Some(text) => Some(optional_text("description", text, scripts::DESCRIPTION_MAX)?),
+        },
+        source: value.source,
+        status,
+    };
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let changed = app.scripts.update(&mut w, id, change).await;
+        (w, changed.and_then(|s| Reply::ok(&s)))
+    })
+    .await
+}
+
+/// Delete a script that is not PUBLISHED.
+#[utoipa::path(
+    delete, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.delete",
+    params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    responses(
+        (status = 204, description = "Deleted: its name is free again"),
+        (status = 400, description = "scriptId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn delete_script(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &scripts::DELETE, Some(key), &[&id], &Value::Null);
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let deleted = app.scripts.delete(&mut w, id).await;
+        (w, deleted.map(|()| Reply::no_content()))
+    })
+    .await
+}
+
+/// Download a script's code.
+#[utoipa::path(
+    get, path = "/api/scripts/{scriptId}/download", tag = "scripts", operation_id = "scripts.download",
+    params(("scriptId" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, description = "The Rhai source as a file, `{name}.rhai`", content_type = "text/plain", body = String),
+        (status = 400, description = "scriptId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn download_script(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    let (name, source) = state.app.scripts.download(scope.tenant, id).await?;
+    let disposition = format!("attachment; filename=\"{name}.rhai\"");
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, disposition)],
+        source,
+    )
+        .into_response())
+}
+
+/// Clone a script under a new name, with new defaults for some parameters.
+#[utoipa::path(
+    post, path = "/api/scripts/{scriptId}/clone", tag = "scripts", operation_id = "scripts.clone",
+    params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    request_body = CloneIn,
+    responses(
+        (status = 201, description = "The clone: a DRAFT at version 1 with the source's code, rootScriptId the source's root", body = ScriptOut, headers(("Location" = String))),
+        (status = 400, description = "An override that names no parameter or does not fit its type, a duplicate name, a source that no longer compiles, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The source is deleted, or the key in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn clone_script(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<CloneIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &scripts::CLONE, Some(key), &[&id], &body.document);
+    let value = body.value;
+    let clone = CloneRequest {
+        name: text("name", value.name, scripts::NAME_MAX)?,
+        description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
+        overrides: overrides("overrides", value.overrides)?,
+    };
+    write::run(&state, request, |app, mut w| async move {
+        let cloned = app.scripts.clone_script(&mut w, id, clone).await;
+        (w, cloned.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
+    })
+    .await
+}

@@ -1,0 +1,381 @@
+//! Automations: create from a PUBLISHED script, list, change status, request a run on demand,
+//! and read the history of runs. Runs themselves are durable jobs (`runs`): an execution row
+//! is written QUEUED with its `automation.run` job in the request's transaction, and the job
+//! runs the script in the sandbox.
+
+pub mod runs;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use tokenops_domain::automation::schedule::Schedule;
+use tokenops_domain::automation::{
+    Automation, AutomationFilter, AutomationStatus, Execution, ExecutionFilter, ExecutionStatus, Trigger, TriggerType,
+    check_status_change,
+};
+use tokenops_domain::event::EventType;
+use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::script::ScriptStatus;
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_scripting::{Override, ParamValue};
+use tokenops_store::Store;
+use uuid::Uuid;
+
+use crate::error::{AppResult, Code, Error, FieldError};
+use crate::jobs::kinds;
+use crate::scripts::declarations;
+use crate::write::{AuditAction, Write};
+
+pub const CREATE: AuditAction =
+    AuditAction { name: "automation.create", category: "AUTOMATIONS", resource_type: "automation" };
+pub const UPDATE_STATUS: AuditAction =
+    AuditAction { name: "automation.update_status", category: "AUTOMATIONS", resource_type: "automation" };
+pub const EXECUTE: AuditAction =
+    AuditAction { name: "automation.execute", category: "AUTOMATIONS", resource_type: "automation" };
+/// The audit action of a run's end (a WORKER record).
+pub const RUN: AuditAction =
+    AuditAction { name: "automation.run", category: "AUTOMATIONS", resource_type: "automation" };
+
+/// An automation as the API returns it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutomationOut {
+    pub automation_id: Uuid,
+    pub name: Option<String>,
+    pub script_id: Uuid,
+    pub root_script_id: Uuid,
+    /// The user whose permissions the runs act with (the creator).
+    pub user_id: String,
+    /// ON_DEMAND, SCHEDULED or EVENT.
+    pub trigger_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// ACTIVE, INACTIVE, DISABLED or DELETED.
+    pub status: String,
+    /// The parameters' values of scheduled and event runs (and the base of on-demand ones).
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    pub consecutive_failures: u32,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_run_at: Option<Timestamp>,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Timestamp,
+}
+
+impl From<&Automation> for AutomationOut {
+    fn from(a: &Automation) -> Self {
+        let (cron, time_zone, event_type) = match &a.trigger {
+            Trigger::OnDemand => (None, None, None),
+            Trigger::Scheduled { cron, time_zone } => (Some(cron.clone()), Some(time_zone.clone()), None),
+            Trigger::Event { event_type } => (None, None, Some(event_type.clone())),
+        };
+        Self {
+            automation_id: a.id,
+            name: a.name.clone(),
+            script_id: a.script_id,
+            root_script_id: a.root_script_id,
+            user_id: a.user_id.clone(),
+            trigger_type: a.trigger.kind().as_str().to_owned(),
+            cron,
+            time_zone,
+            event_type,
+            status: a.status.as_str().to_owned(),
+            parameters: a.parameters.clone(),
+            consecutive_failures: a.consecutive_failures,
+            next_run_at: a.next_run_at,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+/// One run as the history shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionOut {
+    pub execution_id: Uuid,
+    pub automation_id: Uuid,
+    /// ON_DEMAND, SCHEDULED or EVENT.
+    pub trigger: String,
+    /// QUEUED, RUNNING, SUCCEEDED or FAILED.
+    pub status: String,
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<Uuid>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduled_for: Option<Timestamp>,
+    pub log: Vec<String>,
+    /// The operations the run submitted.
+    pub submitted: Vec<Uuid>,
+    pub error: Option<String>,
+    pub attempts: u32,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub started_at: Option<Timestamp>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<Timestamp>,
+}
+
+impl From<&Execution> for ExecutionOut {
+    fn from(e: &Execution) -> Self {
+        Self {
+            execution_id: e.id,
+            automation_id: e.automation_id,
+            trigger: e.trigger.as_str().to_owned(),
+            status: e.status.as_str().to_owned(),
+            parameters: e.parameters.clone(),
+            event_id: e.event_id,
+            scheduled_for: e.scheduled_for,
+            log: e.log.clone(),
+            submitted: e.submitted.clone(),
+            error: e.error.clone(),
+            attempts: e.attempts,
+            created_at: e.created_at,
+            started_at: e.started_at,
+            finished_at: e.finished_at,
+        }
+    }
+}
+
+/// A new automation as the caller sends it.
+#[derive(Debug, Clone)]
+pub struct NewAutomation {
+    pub name: Option<String>,
+    pub script_id: Uuid,
+    pub trigger: Trigger,
+    /// Values for the script's parameters (`{key, value, type}`), for every run.
+    pub parameters: Vec<Override>,
+}
+
+fn not_found(id: Uuid) -> Error {
+    Error::not_found(format!("Automation {id} not found")).with_code(Code::AutomationNotFound)
+}
+
+fn conflict(message: String) -> Error {
+    Error::conflict(message).with_code(Code::AutomationStateConflict)
+}
+
+/// The values as a JSON object by name.
+pub fn values_json(values: &std::collections::BTreeMap<String, ParamValue>) -> Value {
+    Value::Object(values.iter().map(|(k, v)| (k.clone(), v.to_json())).collect::<Map<_, _>>())
+}
+
+/// A JSON object of values (as `values_json` wrote it) as overrides, for `fit`.
+pub fn as_overrides(decls: &[tokenops_scripting::ParamDecl], values: &Value) -> Vec<Override> {
+    let Some(object) = values.as_object() else { return Vec::new() };
+    object
+        .iter()
+        .filter_map(|(key, value)| {
+            let kind = decls.iter().find(|d| d.name == *key)?.kind;
+            Some(Override { key: key.clone(), value: value.clone(), kind: kind.as_str().to_owned() })
+        })
+        .collect()
+}
+
+/// The trigger's own checks: a cron expression and a known time zone; an event type of the
+/// webhook table.
+pub fn check_trigger(trigger: &Trigger) -> AppResult<()> {
+    match trigger {
+        Trigger::OnDemand => Ok(()),
+        Trigger::Scheduled { cron, time_zone } => {
+            Schedule::parse(cron, time_zone).map(|_| ()).map_err(|e| Error::invalid_field("cron", e))
+        }
+        Trigger::Event { event_type } => match EventType::parse(event_type) {
+            Some(_) => Ok(()),
+            None => Err(Error::invalid_field("eventType", format!("{event_type:?} is not an event type"))),
+        },
+    }
+}
+
+/// The next planned run of a SCHEDULED trigger strictly after `after`.
+pub(crate) fn next_run_after(trigger: &Trigger, after: Timestamp) -> Option<Timestamp> {
+    match trigger {
+        Trigger::Scheduled { cron, time_zone } => Schedule::parse(cron, time_zone).ok()?.next_after(after),
+        _ => None,
+    }
+}
+
+pub struct Automations {
+    store: Arc<dyn Store>,
+}
+
+impl Automations {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    pub async fn list(
+        &self,
+        tenant: TenantId,
+        filter: &AutomationFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> AppResult<Page<AutomationOut>> {
+        let mut tx = self.store.read().await?;
+        Ok(tx.automations().list(tenant, filter, sort, page).await?.map(|a| AutomationOut::from(&a)))
+    }
+
+    /// 404 for an unknown or deleted automation.
+    pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<AutomationOut> {
+        let mut tx = self.store.read().await?;
+        let found = tx.automations().get(tenant, id).await?.filter(|a| a.status != AutomationStatus::Deleted);
+        Ok(AutomationOut::from(&found.ok_or_else(|| not_found(id))?))
+    }
+
+    /// The automation's runs (404 for an unknown or deleted automation).
+    pub async fn history(
+        &self,
+        tenant: TenantId,
+        id: Uuid,
+        filter: &ExecutionFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+    ) -> AppResult<Page<ExecutionOut>> {
+        let mut tx = self.store.read().await?;
+        let found = tx.automations().get(tenant, id).await?.filter(|a| a.status != AutomationStatus::Deleted);
+        found.ok_or_else(|| not_found(id))?;
+        Ok(tx.executions().list(tenant, id, filter, sort, page).await?.map(|e| ExecutionOut::from(&e)))
+    }
+
+    /// ACTIVE, acting as the caller (a user): 404 for an unknown script, 409 for one not
+    /// PUBLISHED, 400 for a trigger or parameter values that do not fit.
+    pub async fn create(&self, w: &mut Write, new: NewAutomation) -> AppResult<AutomationOut> {
+        let tenant = w.tenant()?;
+        check_trigger(&new.trigger)?;
+        if let Some(name) = &new.name
+            && (name.trim().is_empty() || name.chars().count() > 100)
+        {
+            return Err(Error::invalid_field("name", "must be 1 to 100 characters, not blank"));
+        }
+        let script = w.tx().scripts().get(tenant, new.script_id).await?;
+        let script = script.filter(|s| s.status != ScriptStatus::Deleted).ok_or_else(|| {
+            Error::not_found(format!("Script {} not found", new.script_id)).with_code(Code::ScriptNotFound)
+        })?;
+        if script.status != ScriptStatus::Published {
+            return Err(conflict(format!(
+                "Script {} is {}: an automation needs a PUBLISHED script",
+                script.id,
+                script.status.as_str()
+            )));
+        }
+        let decls = declarations(&script.parameters)?;
+        let values = tokenops_scripting::params::fit(&decls, &new.parameters).map_err(|problems| {
+            Error::bad_request(format!("The parameters do not fit the script ({} problem(s))", problems.len()))
+                .with_details(
+                    problems.into_iter().map(|message| FieldError { field: "parameters".into(), message }).collect(),
+                )
+        })?;
+        let now = w.now();
+        let automation = Automation {
+            id: new_id(),
+            tenant_id: tenant,
+            name: new.name,
+            script_id: script.id,
+            root_script_id: script.root_script_id,
+            user_id: w.context().caller.subject.clone(),
+            creator_permissions: w.context().caller.permissions.names().into_iter().map(str::to_owned).collect(),
+            next_run_at: next_run_after(&new.trigger, now),
+            trigger: new.trigger,
+            status: AutomationStatus::Active,
+            parameters: values_json(&values),
+            consecutive_failures: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        w.tx().automations().insert(&automation).await?;
+        let out = AutomationOut::from(&automation);
+        w.set_resource_id(automation.id.to_string());
+        w.set_audit_detail(json!({ "after": out }));
+        Ok(out)
+    }
+
+    /// 400 for the current status or a move away from DELETED; a SCHEDULED automation set
+    /// ACTIVE plans its next run from now, and a manual change clears the failure count.
+    pub async fn set_status(&self, w: &mut Write, id: Uuid, status: AutomationStatus) -> AppResult<AutomationOut> {
+        let tenant = w.tenant()?;
+        let mut automation = w.tx().automations().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        check_status_change(automation.status, status).map_err(|e| Error::invalid_field("status", e))?;
+        let before = AutomationOut::from(&automation);
+        let now = w.now();
+        automation.status = status;
+        automation.consecutive_failures = 0;
+        automation.next_run_at =
+            if status == AutomationStatus::Active { next_run_after(&automation.trigger, now) } else { None };
+        automation.updated_at = now;
+        w.tx().automations().update(&automation).await?;
+        let out = AutomationOut::from(&automation);
+        w.set_resource_id(id.to_string());
+        w.set_audit_detail(json!({ "before": before, "after": out }));
+        Ok(out)
+    }
+
+    /// A run on demand, QUEUED with its job: 404 for an unknown automation, 409 unless ACTIVE
+    /// and ON_DEMAND, 422 for overrides that do not fit the script's parameters.
+    pub async fn execute(&self, w: &mut Write, id: Uuid, overrides: Vec<Override>) -> AppResult<ExecutionOut> {
+        let tenant = w.tenant()?;
+        let automation = w.tx().automations().get(tenant, id).await?;
+        let automation = automation.filter(|a| a.status != AutomationStatus::Deleted).ok_or_else(|| not_found(id))?;
+        if automation.status != AutomationStatus::Active {
+            return Err(conflict(format!(
+                "Automation {id} is {}: only an ACTIVE one runs",
+                automation.status.as_str()
+            )));
+        }
+        if automation.trigger.kind() != TriggerType::OnDemand {
+            return Err(conflict(format!(
+                "Automation {id} is triggered {}: only an ON_DEMAND one runs on request",
+                automation.trigger.kind().as_str()
+            )));
+        }
+        let script = w.tx().scripts().get(tenant, automation.script_id).await?;
+        let script = script.ok_or_else(|| Error::internal(format!("automation {id}: its script is gone")))?;
+        let decls = declarations(&script.parameters)?;
+        // The automation's own values first, then the call's overrides over them.
+        let mut merged = as_overrides(&decls, &automation.parameters);
+        merged.retain(|base| !overrides.iter().any(|o| o.key == base.key));
+        merged.extend(overrides);
+        let values = tokenops_scripting::params::fit(&decls, &merged).map_err(|problems| {
+            Error::unprocessable(format!(
+                "The overrides do not fit the script's parameters ({} problem(s))",
+                problems.len()
+            ))
+            .with_code(Code::OverridesDoNotFit)
+            .with_details(
+                problems.into_iter().map(|message| FieldError { field: "overrides".into(), message }).collect(),
+            )
+        })?;
+        let now = w.now();
+        let execution = Execution {
+            id: new_id(),
+            tenant_id: tenant,
+            automation_id: id,
+            trigger: TriggerType::OnDemand,
+            status: ExecutionStatus::Queued,
+            parameters: values_json(&values),
+            event_id: None,
+            scheduled_for: None,
+            log: Vec::new(),
+            submitted: Vec::new(),
+            error: None,
+            attempts: 0,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        };
+        w.tx().executions().insert(&execution).await?;
+        w.enqueue(kinds::AUTOMATION_RUN, json!({ "executionId": execution.id })).await?;
+        let out = ExecutionOut::from(&execution);
+        w.set_resource_id(id.to_string());
+        w.set_audit_detail(json!({ "execution": out }));
+        Ok(out)
+    }
+}
