@@ -22,11 +22,13 @@
 //! | `decimal(n)` | an integer as a decimal string |
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rhai::{Dynamic, Engine, EvalAltResult, INT, ImmutableString, Map, Module, OptimizationLevel, Position, Scope};
+use rhai::{
+    Array, Dynamic, Engine, EvalAltResult, INT, ImmutableString, Map, Module, OptimizationLevel, Position, Scope,
+};
 
 use crate::Compiler;
 use crate::compile::{DependencySource, EVENT_VARIABLE, configure, parse, resolve_imports};
@@ -36,9 +38,13 @@ use crate::params::ParamValue;
 
 /// The sandbox's bounds. Each ends a run that passes it with `LimitExceeded` (or `Timeout`).
 ///
-/// Memory is bounded through the sizes: no string longer than `max_string_len` bytes, no
-/// array or map larger than its bound (nested values count towards their container), at most
-/// `max_variables` variables alive at once.
+/// Memory is bounded through the sizes, not measured: one value holds at most `max_string_len`
+/// bytes of text, `max_array_len` array items and `max_map_len` map entries, nested values
+/// counting towards their container (so a host result must fit too), and at most
+/// `max_variables` values are alive at once. Rhai 1.27 does not check a map's size when
+/// `m[key] = value` adds a key, nor a value copied by `let b = a`; the sandbox checks every
+/// array or map when a variable is read (`guard_sizes`), so such a map can outgrow its bound by
+/// one entry and is refused at its next use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Rhai's operations (roughly: expressions evaluated, loop turns, calls).
@@ -70,10 +76,11 @@ impl Default for Limits {
             max_operations: 1_000_000,
             max_call_depth: 64,
             max_expr_depth: 64,
-            max_string_len: 64 * 1024,
+            // A page of a hundred operations from `operations()` is some 60 KB of text.
+            max_string_len: 256 * 1024,
             max_array_len: 10_000,
             max_map_len: 10_000,
-            max_variables: 1_000,
+            max_variables: 128,
             max_modules: 32,
             max_functions: 256,
             max_log_lines: 1_000,
@@ -98,6 +105,9 @@ pub enum Limit {
 }
 
 impl Limit {
+    /// The limits the sandbox checks itself, outside Rhai.
+    const STOPPING: [Limit; 2] = [Limit::LogLines, Limit::Submissions];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Limit::Operations => "OPERATIONS",
@@ -115,7 +125,10 @@ impl Limit {
 
 /// The host API a script calls, for one run. Calls are synchronous from the script's point of
 /// view; an `Err` is the host's refusal, which ends the run as `HostError` unless the script
-/// catches it (`try { … } catch (e) { e.message }`).
+/// catches it (`try { … } catch (e) { e.message }`, with `e.function` naming the call).
+///
+/// The wall-time limit is checked between the script's operations: a host call that blocks
+/// is not interrupted, so the host bounds its own calls.
 pub trait Host: Send + Sync {
     fn balance(&self, account_ref: &str) -> Result<serde_json::Value, String>;
     fn account(&self, account_ref: &str) -> Result<serde_json::Value, String>;
@@ -206,7 +219,9 @@ struct RunState {
     max_log_lines: usize,
     max_submissions: usize,
     /// Set by a callback that cannot fail on its own (`print`); the next operation ends the run.
-    stop: Mutex<Option<Limit>>,
+    /// 0, or 1 + the index of the limit in `Limit::STOPPING`. Read on every operation, so an
+    /// atomic rather than a lock.
+    stop: AtomicU8,
 }
 
 impl RunState {
@@ -219,13 +234,17 @@ impl RunState {
     }
 
     fn stop_with(&self, limit: Limit) {
-        if let Ok(mut stop) = self.stop.lock() {
-            stop.get_or_insert(limit);
+        if let Some(index) = Limit::STOPPING.iter().position(|l| *l == limit) {
+            let code = u8::try_from(index + 1).unwrap_or(u8::MAX);
+            let _ = self.stop.compare_exchange(0, code, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
     fn stopped(&self) -> Option<Limit> {
-        self.stop.lock().ok().and_then(|stop| *stop)
+        match self.stop.load(Ordering::Relaxed) {
+            0 => None,
+            code => Limit::STOPPING.get(usize::from(code) - 1).copied(),
+        }
     }
 }
 
@@ -293,6 +312,65 @@ fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
     });
 }
 
+/// Checks the array or map a variable holds each time it is read (see `Limits`). The cost is
+/// the size of the value, which the limits bound.
+fn guard_sizes(engine: &mut Engine, limits: &Limits) {
+    let bounds = Sizes { array: limits.max_array_len, map: limits.max_map_len, string: limits.max_string_len };
+    // `on_var` is marked deprecated only as "volatile"; it is the one hook that sees every read.
+    #[allow(deprecated)]
+    engine.on_var(move |name, _index, context| {
+        if let Some(value) = context.scope().get(name) {
+            let mut sizes = Sizes::default();
+            if !sizes.add(value, &bounds) {
+                let what = if sizes.array > bounds.array {
+                    "Size of array"
+                } else if sizes.map > bounds.map {
+                    "Size of object map"
+                } else {
+                    "Length of string"
+                };
+                return Err(Box::new(EvalAltResult::ErrorDataTooLarge(what.to_owned(), Position::NONE)));
+            }
+        }
+        Ok(None)
+    });
+}
+
+#[derive(Default)]
+struct Sizes {
+    array: usize,
+    map: usize,
+    string: usize,
+}
+
+impl Sizes {
+    /// Adds what `value` holds, nested values included; `false` as soon as a bound is passed.
+    fn add(&mut self, value: &Dynamic, bounds: &Sizes) -> bool {
+        if let Some(array) = value.read_lock::<Array>() {
+            for item in array.iter() {
+                self.array += 1;
+                if self.array > bounds.array || !self.add(item, bounds) {
+                    return false;
+                }
+            }
+        } else if let Some(map) = value.read_lock::<Map>() {
+            for item in map.values() {
+                self.map += 1;
+                if self.map > bounds.map || !self.add(item, bounds) {
+                    return false;
+                }
+            }
+        } else if self.array > 0 || self.map > 0 {
+            // A string on its own is checked by Rhai; inside a container it counts here.
+            if let Some(text) = value.read_lock::<ImmutableString>() {
+                self.string += text.len();
+                return self.string <= bounds.string;
+            }
+        }
+        true
+    }
+}
+
 fn register_decimals(engine: &mut Engine) {
     engine.register_fn("decimal_add", |a: &str, b: &str| -> RhaiResult<String> {
         decimal_arg(a)?.checked_add(decimal_arg(b)?).map(Decimal::canonical).ok_or_else(|| "decimal overflow".into())
@@ -352,7 +430,7 @@ impl Compiler {
             submissions: AtomicUsize::new(0),
             max_log_lines: limits.max_log_lines,
             max_submissions: limits.max_submissions,
-            stop: Mutex::new(None),
+            stop: AtomicU8::new(0),
         });
         let mut engine = Engine::new_raw();
         engine.register_global_module(self.package.clone());
@@ -360,6 +438,7 @@ impl Compiler {
         engine.set_optimization_level(OptimizationLevel::Simple);
         register_decimals(&mut engine);
         register_host(&mut engine, &state);
+        guard_sizes(&mut engine, limits);
         let progress = Arc::clone(&state);
         engine.on_progress(move |operations| {
             if let Some(limit) = progress.stopped() {
@@ -440,10 +519,10 @@ fn classify(err: &EvalAltResult) -> RunError {
         }
         EvalAltResult::ErrorTerminated(token, _) => {
             let token = token.to_string();
-            match [Limit::LogLines, Limit::Submissions].into_iter().find(|l| l.as_str() == token) {
+            match Limit::STOPPING.into_iter().find(|l| l.as_str() == token) {
                 Some(which) => (
                     RunErrorKind::LimitExceeded { which },
-                    format!("more than the allowed {} ", which.as_str().to_ascii_lowercase().replace('_', " ")),
+                    format!("too many {}", which.as_str().to_ascii_lowercase().replace('_', " ")),
                 ),
                 None => (RunErrorKind::Timeout, "the run took longer than its time limit".to_owned()),
             }

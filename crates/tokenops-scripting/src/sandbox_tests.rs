@@ -129,20 +129,34 @@ fn a_huge_string_array_or_map_ends_at_its_limit() {
         &small,
     ));
     assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::MapSize }, "{error}");
-    // Rhai 1.27 checks the value stored by `m[key] = value`, not the map's new size: such a
-    // map is bounded by the operation limit instead (a few operations per entry).
+    // Rhai 1.27 checks the value stored by `m[key] = value`, not the map's new size; the
+    // sandbox's own check at the next read of `m` ends it.
     let error = failure(run_with(
         "let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; }",
         &Arc::new(FakeHost::default()),
         &small,
     ));
-    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::Operations }, "{error}");
+    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::MapSize }, "{error}");
     let error = failure(run_with(
-        "let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; m.len(); }",
+        "let m = #{}; let f = || m.len(); let i = 0; loop { m[`k${i}`] = i; i += 1; }",
         &Arc::new(FakeHost::default()),
         &small,
     ));
-    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::MapSize }, "the next call sees it: {error}");
+    assert_eq!(
+        error.kind,
+        RunErrorKind::LimitExceeded { which: Limit::MapSize },
+        "a captured (shared) map too: {error}"
+    );
+    let error = failure(run_with(
+        "let s = \"\"; for i in 0..40 { s += \"0123456789\"; }\nlet a = []; for i in 0..5 { a.push(\"\"); }\nfor i in 0..5 { a[i] = s; }\na",
+        &Arc::new(FakeHost::default()),
+        &Limits { max_string_len: 1000, ..small.clone() },
+    ));
+    assert_eq!(
+        error.kind,
+        RunErrorKind::LimitExceeded { which: Limit::StringLength },
+        "text inside an array counts: {error}"
+    );
 }
 
 #[test]
