@@ -37,6 +37,9 @@ use crate::decimal::{Decimal, compare};
 use crate::params::ParamValue;
 
 /// The sandbox's bounds. Each ends a run that passes it with `LimitExceeded` (or `Timeout`).
+/// Zero means no bound for the ones Rhai enforces (operations, call depth, expression depth,
+/// sizes, variables, modules, functions), as Rhai has it, and nothing allowed for log lines and
+/// submissions: settings should refuse zero.
 ///
 /// Memory is bounded through the sizes, not measured: one value holds at most `max_string_len`
 /// bytes of text, `max_array_len` array items and `max_map_len` map entries, nested values
@@ -371,6 +374,14 @@ impl Sizes {
     }
 }
 
+/// The standard library's `sleep` would hold the run's thread past any limit, since the wall
+/// limit is checked between operations: a script that must wait is scheduled, not parked.
+fn refuse_sleep(engine: &mut Engine) {
+    const REFUSAL: &str = "sleep is not available in the sandbox: schedule the automation instead";
+    engine.register_fn("sleep", |_: INT| -> RhaiResult<()> { Err(REFUSAL.into()) });
+    engine.register_fn("sleep", |_: rhai::FLOAT| -> RhaiResult<()> { Err(REFUSAL.into()) });
+}
+
 fn register_decimals(engine: &mut Engine) {
     engine.register_fn("decimal_add", |a: &str, b: &str| -> RhaiResult<String> {
         decimal_arg(a)?.checked_add(decimal_arg(b)?).map(Decimal::canonical).ok_or_else(|| "decimal overflow".into())
@@ -436,6 +447,7 @@ impl Compiler {
         engine.register_global_module(self.package.clone());
         configure(&mut engine, limits);
         engine.set_optimization_level(OptimizationLevel::Simple);
+        refuse_sleep(&mut engine);
         register_decimals(&mut engine);
         register_host(&mut engine, &state);
         guard_sizes(&mut engine, limits);
