@@ -93,6 +93,23 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// What passing `which` means, with its bound: the message of the run's error.
+    pub fn describe(&self, which: Limit) -> String {
+        match which {
+            Limit::Operations => format!("more than {} operations", self.max_operations),
+            Limit::CallDepth => format!("function calls nested deeper than {}", self.max_call_depth),
+            Limit::StringLength => format!("more than {} bytes of text in one value", self.max_string_len),
+            Limit::ArrayLength => format!("more than {} array items in one value", self.max_array_len),
+            Limit::MapSize => format!("more than {} map entries in one value", self.max_map_len),
+            Limit::Variables => format!("more than {} variables", self.max_variables),
+            Limit::Modules => format!("more than {} imported scripts", self.max_modules),
+            Limit::LogLines => format!("more than {} log lines", self.max_log_lines),
+            Limit::Submissions => format!("more than {} submissions", self.max_submissions),
+        }
+    }
+}
+
 /// The limit a run passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
@@ -482,7 +499,7 @@ impl Compiler {
             Ok(value) => RunOutcome::Completed {
                 value: Some(to_json(&value).map_or_else(|_| value.to_string(), |json| json.to_string())),
             },
-            Err(err) => RunOutcome::Failed { error: classify(&err) },
+            Err(err) => RunOutcome::Failed { error: classify(&err, limits) },
         }
     }
 }
@@ -492,7 +509,7 @@ fn failed(kind: RunErrorKind, message: String, line: Option<usize>, column: Opti
 }
 
 /// Names the error by its innermost cause, where the script actually failed.
-fn classify(err: &EvalAltResult) -> RunError {
+fn classify(err: &EvalAltResult, limits: &Limits) -> RunError {
     let mut inner = err;
     let mut in_module = None;
     loop {
@@ -506,37 +523,24 @@ fn classify(err: &EvalAltResult) -> RunError {
         }
     }
     let pos = inner.position();
+    let limit = |which: Limit| (RunErrorKind::LimitExceeded { which }, limits.describe(which));
     let (kind, message) = match inner {
-        EvalAltResult::ErrorTooManyOperations(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::Operations }, "too many operations".to_owned())
-        }
-        EvalAltResult::ErrorStackOverflow(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::CallDepth }, "function calls nested too deeply".to_owned())
-        }
-        EvalAltResult::ErrorTooManyVariables(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::Variables }, "too many variables".to_owned())
-        }
-        EvalAltResult::ErrorTooManyModules(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::Modules }, "too many imports".to_owned())
-        }
-        EvalAltResult::ErrorDataTooLarge(what, _) => {
-            let which = if what.contains("string") || what.contains("String") {
-                Limit::StringLength
-            } else if what.contains("map") || what.contains("Map") {
-                Limit::MapSize
-            } else {
-                Limit::ArrayLength
-            };
-            (RunErrorKind::LimitExceeded { which }, format!("{what} exceeds the limit"))
-        }
+        EvalAltResult::ErrorTooManyOperations(_) => limit(Limit::Operations),
+        EvalAltResult::ErrorStackOverflow(_) => limit(Limit::CallDepth),
+        EvalAltResult::ErrorTooManyVariables(_) => limit(Limit::Variables),
+        EvalAltResult::ErrorTooManyModules(_) => limit(Limit::Modules),
+        EvalAltResult::ErrorDataTooLarge(what, _) => limit(if what.contains("string") {
+            Limit::StringLength
+        } else if what.contains("map") {
+            Limit::MapSize
+        } else {
+            Limit::ArrayLength
+        }),
         EvalAltResult::ErrorTerminated(token, _) => {
             let token = token.to_string();
             match Limit::STOPPING.into_iter().find(|l| l.as_str() == token) {
-                Some(which) => (
-                    RunErrorKind::LimitExceeded { which },
-                    format!("too many {}", which.as_str().to_ascii_lowercase().replace('_', " ")),
-                ),
-                None => (RunErrorKind::Timeout, "the run took longer than its time limit".to_owned()),
+                Some(which) => limit(which),
+                None => (RunErrorKind::Timeout, format!("the run took longer than {:?}", limits.max_wall)),
             }
         }
         EvalAltResult::ErrorRuntime(value, _) if is_host_error(value) => {

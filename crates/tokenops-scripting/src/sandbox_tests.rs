@@ -393,3 +393,16 @@ fn exit_ends_the_run_with_its_value() {
     assert_eq!(completed(run("exit(); 3")), None);
     assert_eq!(completed(run("fn stop() { exit(7) }\nstop(); 3")).as_deref(), Some("7"));
 }
+
+#[test]
+fn padding_is_bounded_before_it_allocates() {
+    for (script, which) in [
+        ("let s = \"\"; s.pad(100000000, \"x\"); s", Limit::StringLength),
+        ("let a = []; a.pad(100000000, 0); a.len()", Limit::ArrayLength),
+    ] {
+        let started = Instant::now();
+        let error = failure(run(script));
+        assert_eq!(error.kind, RunErrorKind::LimitExceeded { which }, "{script}: {error}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{script}");
+    }
+}
