@@ -11,7 +11,8 @@
 //! ```
 //!
 //! - NAME: `[a-zA-Z_][a-zA-Z0-9_]{0,63}`, unique in the script; the script sees it as a
-//!   constant of that name.
+//!   constant of that name. Not `event` (the event of an EVENT automation) nor a word of the
+//!   language (`let`, `fn`, `true`, …).
 //! - TYPE: `string`, `integer`, `decimal` or `boolean` (lower case in the source; the API
 //!   spells them `STRING`, `INTEGER`, `DECIMAL`, `BOOLEAN`).
 //! - DEFAULT, optional, a Rhai literal of the type: a string in double quotes (escapes `\"`,
@@ -30,6 +31,48 @@ use crate::ScriptError;
 use crate::decimal::Decimal;
 
 pub const MAX_NAME_LEN: usize = 64;
+
+/// Names a parameter cannot take: the event's variable and the words of the language.
+const RESERVED: &[&str] = &[
+    "event",
+    "true",
+    "false",
+    "let",
+    "const",
+    "if",
+    "else",
+    "switch",
+    "do",
+    "while",
+    "until",
+    "loop",
+    "for",
+    "in",
+    "continue",
+    "break",
+    "return",
+    "throw",
+    "try",
+    "catch",
+    "import",
+    "export",
+    "as",
+    "global",
+    "fn",
+    "private",
+    "this",
+    "print",
+    "debug",
+    "type_of",
+    "eval",
+    "Fn",
+    "call",
+    "curry",
+    "is_shared",
+    "is_def_var",
+    "is_def_fn",
+    "_",
+];
 pub const MAX_DESCRIPTION_LEN: usize = 500;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,6 +234,10 @@ impl Cursor<'_> {
         let name = self.word().to_owned();
         let valid =
             name.len() <= MAX_NAME_LEN && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if RESERVED.contains(&name.as_str()) {
+            self.pos = name_at;
+            return Err(self.error(format!("\"{name}\" is reserved and cannot name a parameter")));
+        }
         if !valid {
             self.pos = name_at;
             return Err(self.error(format!(
@@ -446,6 +493,8 @@ let x = 1; // @param trailing: string (not at the start of a line)
         let cases = [
             ("// @param", 1, 10, "expected"),
             ("// @param 1x: integer", 1, 11, "parameter name"),
+            ("// @param event: string", 1, 11, "\"event\" is reserved"),
+            ("// @param let: string", 1, 11, "reserved"),
             ("// @param x integer", 1, 13, "expected `:`"),
             ("// @param x: money", 1, 14, "unknown parameter type \"money\""),
             ("// @param x: String", 1, 14, "unknown parameter type"),

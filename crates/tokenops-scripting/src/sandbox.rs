@@ -22,11 +22,13 @@
 //! | `decimal(n)` | an integer as a decimal string |
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rhai::{Dynamic, Engine, EvalAltResult, INT, ImmutableString, Map, Module, OptimizationLevel, Position, Scope};
+use rhai::{
+    Array, Dynamic, Engine, EvalAltResult, INT, ImmutableString, Map, Module, OptimizationLevel, Position, Scope,
+};
 
 use crate::Compiler;
 use crate::compile::{DependencySource, EVENT_VARIABLE, configure, parse, resolve_imports};
@@ -35,10 +37,17 @@ use crate::decimal::{Decimal, compare};
 use crate::params::ParamValue;
 
 /// The sandbox's bounds. Each ends a run that passes it with `LimitExceeded` (or `Timeout`).
+/// Zero means no bound for the ones Rhai enforces (operations, call depth, expression depth,
+/// sizes, variables, modules, functions), as Rhai has it, and nothing allowed for log lines and
+/// submissions: settings should refuse zero.
 ///
-/// Memory is bounded through the sizes: no string longer than `max_string_len` bytes, no
-/// array or map larger than its bound (nested values count towards their container), at most
-/// `max_variables` variables alive at once.
+/// Memory is bounded through the sizes, not measured: one value holds at most `max_string_len`
+/// bytes of text, `max_array_len` array items and `max_map_len` map entries, nested values
+/// counting towards their container (so a host result must fit too), and at most
+/// `max_variables` values are alive at once. Rhai 1.27 does not check a map's size when
+/// `m[key] = value` adds a key, nor a value copied by `let b = a`; the sandbox checks every
+/// array or map when a variable is read (`guard_sizes`), so such a map can outgrow its bound by
+/// one entry and is refused at its next use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Rhai's operations (roughly: expressions evaluated, loop turns, calls).
@@ -70,15 +79,33 @@ impl Default for Limits {
             max_operations: 1_000_000,
             max_call_depth: 64,
             max_expr_depth: 64,
-            max_string_len: 64 * 1024,
+            // A page of a hundred operations from `operations()` is some 60 KB of text.
+            max_string_len: 256 * 1024,
             max_array_len: 10_000,
             max_map_len: 10_000,
-            max_variables: 1_000,
+            max_variables: 128,
             max_modules: 32,
             max_functions: 256,
             max_log_lines: 1_000,
             max_submissions: 100,
             max_wall: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Limits {
+    /// What passing `which` means, with its bound: the message of the run's error.
+    pub fn describe(&self, which: Limit) -> String {
+        match which {
+            Limit::Operations => format!("more than {} operations", self.max_operations),
+            Limit::CallDepth => format!("function calls nested deeper than {}", self.max_call_depth),
+            Limit::StringLength => format!("more than {} bytes of text in one value", self.max_string_len),
+            Limit::ArrayLength => format!("more than {} array items in one value", self.max_array_len),
+            Limit::MapSize => format!("more than {} map entries in one value", self.max_map_len),
+            Limit::Variables => format!("more than {} variables", self.max_variables),
+            Limit::Modules => format!("more than {} imported scripts", self.max_modules),
+            Limit::LogLines => format!("more than {} log lines", self.max_log_lines),
+            Limit::Submissions => format!("more than {} submissions", self.max_submissions),
         }
     }
 }
@@ -98,6 +125,9 @@ pub enum Limit {
 }
 
 impl Limit {
+    /// The limits the sandbox checks itself, outside Rhai.
+    const STOPPING: [Limit; 2] = [Limit::LogLines, Limit::Submissions];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Limit::Operations => "OPERATIONS",
@@ -115,7 +145,10 @@ impl Limit {
 
 /// The host API a script calls, for one run. Calls are synchronous from the script's point of
 /// view; an `Err` is the host's refusal, which ends the run as `HostError` unless the script
-/// catches it (`try { … } catch (e) { e.message }`).
+/// catches it (`try { … } catch (e) { e.message }`, with `e.function` naming the call).
+///
+/// The wall-time limit is checked between the script's operations: a host call that blocks
+/// is not interrupted, so the host bounds its own calls.
 pub trait Host: Send + Sync {
     fn balance(&self, account_ref: &str) -> Result<serde_json::Value, String>;
     fn account(&self, account_ref: &str) -> Result<serde_json::Value, String>;
@@ -206,7 +239,9 @@ struct RunState {
     max_log_lines: usize,
     max_submissions: usize,
     /// Set by a callback that cannot fail on its own (`print`); the next operation ends the run.
-    stop: Mutex<Option<Limit>>,
+    /// 0, or 1 + the index of the limit in `Limit::STOPPING`. Read on every operation, so an
+    /// atomic rather than a lock.
+    stop: AtomicU8,
 }
 
 impl RunState {
@@ -219,13 +254,17 @@ impl RunState {
     }
 
     fn stop_with(&self, limit: Limit) {
-        if let Ok(mut stop) = self.stop.lock() {
-            stop.get_or_insert(limit);
+        if let Some(index) = Limit::STOPPING.iter().position(|l| *l == limit) {
+            let code = u8::try_from(index + 1).unwrap_or(u8::MAX);
+            let _ = self.stop.compare_exchange(0, code, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
     fn stopped(&self) -> Option<Limit> {
-        self.stop.lock().ok().and_then(|stop| *stop)
+        match self.stop.load(Ordering::Relaxed) {
+            0 => None,
+            code => Limit::STOPPING.get(usize::from(code) - 1).copied(),
+        }
     }
 }
 
@@ -293,6 +332,73 @@ fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
     });
 }
 
+/// Checks the array or map a variable holds each time it is read (see `Limits`). The cost is
+/// the size of the value, which the limits bound.
+fn guard_sizes(engine: &mut Engine, limits: &Limits) {
+    let bounds = Sizes { array: limits.max_array_len, map: limits.max_map_len, string: limits.max_string_len };
+    // `on_var` is marked deprecated only as "volatile"; it is the one hook that sees every read.
+    #[allow(deprecated)]
+    engine.on_var(move |name, _index, context| {
+        if let Some(value) = context.scope().get(name) {
+            let mut sizes = Sizes::default();
+            if !sizes.add(value, &bounds) {
+                let what = if sizes.array > bounds.array {
+                    "Size of array"
+                } else if sizes.map > bounds.map {
+                    "Size of object map"
+                } else {
+                    "Length of string"
+                };
+                return Err(Box::new(EvalAltResult::ErrorDataTooLarge(what.to_owned(), Position::NONE)));
+            }
+        }
+        Ok(None)
+    });
+}
+
+#[derive(Default)]
+struct Sizes {
+    array: usize,
+    map: usize,
+    string: usize,
+}
+
+impl Sizes {
+    /// Adds what `value` holds, nested values included; `false` as soon as a bound is passed.
+    fn add(&mut self, value: &Dynamic, bounds: &Sizes) -> bool {
+        if let Some(array) = value.read_lock::<Array>() {
+            for item in array.iter() {
+                self.array += 1;
+                if self.array > bounds.array || !self.add(item, bounds) {
+                    return false;
+                }
+            }
+        } else if let Some(map) = value.read_lock::<Map>() {
+            for item in map.values() {
+                self.map += 1;
+                if self.map > bounds.map || !self.add(item, bounds) {
+                    return false;
+                }
+            }
+        } else if self.array > 0 || self.map > 0 {
+            // A string on its own is checked by Rhai; inside a container it counts here.
+            if let Some(text) = value.read_lock::<ImmutableString>() {
+                self.string += text.len();
+                return self.string <= bounds.string;
+            }
+        }
+        true
+    }
+}
+
+/// The standard library's `sleep` would hold the run's thread past any limit, since the wall
+/// limit is checked between operations: a script that must wait is scheduled, not parked.
+fn refuse_sleep(engine: &mut Engine) {
+    const REFUSAL: &str = "sleep is not available in the sandbox: schedule the automation instead";
+    engine.register_fn("sleep", |_: INT| -> RhaiResult<()> { Err(REFUSAL.into()) });
+    engine.register_fn("sleep", |_: rhai::FLOAT| -> RhaiResult<()> { Err(REFUSAL.into()) });
+}
+
 fn register_decimals(engine: &mut Engine) {
     engine.register_fn("decimal_add", |a: &str, b: &str| -> RhaiResult<String> {
         decimal_arg(a)?.checked_add(decimal_arg(b)?).map(Decimal::canonical).ok_or_else(|| "decimal overflow".into())
@@ -352,14 +458,16 @@ impl Compiler {
             submissions: AtomicUsize::new(0),
             max_log_lines: limits.max_log_lines,
             max_submissions: limits.max_submissions,
-            stop: Mutex::new(None),
+            stop: AtomicU8::new(0),
         });
         let mut engine = Engine::new_raw();
         engine.register_global_module(self.package.clone());
         configure(&mut engine, limits);
         engine.set_optimization_level(OptimizationLevel::Simple);
+        refuse_sleep(&mut engine);
         register_decimals(&mut engine);
         register_host(&mut engine, &state);
+        guard_sizes(&mut engine, limits);
         let progress = Arc::clone(&state);
         engine.on_progress(move |operations| {
             if let Some(limit) = progress.stopped() {
@@ -391,7 +499,7 @@ impl Compiler {
             Ok(value) => RunOutcome::Completed {
                 value: Some(to_json(&value).map_or_else(|_| value.to_string(), |json| json.to_string())),
             },
-            Err(err) => RunOutcome::Failed { error: classify(&err) },
+            Err(err) => RunOutcome::Failed { error: classify(&err, limits) },
         }
     }
 }
@@ -401,7 +509,7 @@ fn failed(kind: RunErrorKind, message: String, line: Option<usize>, column: Opti
 }
 
 /// Names the error by its innermost cause, where the script actually failed.
-fn classify(err: &EvalAltResult) -> RunError {
+fn classify(err: &EvalAltResult, limits: &Limits) -> RunError {
     let mut inner = err;
     let mut in_module = None;
     loop {
@@ -415,37 +523,24 @@ fn classify(err: &EvalAltResult) -> RunError {
         }
     }
     let pos = inner.position();
+    let limit = |which: Limit| (RunErrorKind::LimitExceeded { which }, limits.describe(which));
     let (kind, message) = match inner {
-        EvalAltResult::ErrorTooManyOperations(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::Operations }, "too many operations".to_owned())
-        }
-        EvalAltResult::ErrorStackOverflow(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::CallDepth }, "function calls nested too deeply".to_owned())
-        }
-        EvalAltResult::ErrorTooManyVariables(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::Variables }, "too many variables".to_owned())
-        }
-        EvalAltResult::ErrorTooManyModules(_) => {
-            (RunErrorKind::LimitExceeded { which: Limit::Modules }, "too many imports".to_owned())
-        }
-        EvalAltResult::ErrorDataTooLarge(what, _) => {
-            let which = if what.contains("string") || what.contains("String") {
-                Limit::StringLength
-            } else if what.contains("map") || what.contains("Map") {
-                Limit::MapSize
-            } else {
-                Limit::ArrayLength
-            };
-            (RunErrorKind::LimitExceeded { which }, format!("{what} exceeds the limit"))
-        }
+        EvalAltResult::ErrorTooManyOperations(_) => limit(Limit::Operations),
+        EvalAltResult::ErrorStackOverflow(_) => limit(Limit::CallDepth),
+        EvalAltResult::ErrorTooManyVariables(_) => limit(Limit::Variables),
+        EvalAltResult::ErrorTooManyModules(_) => limit(Limit::Modules),
+        EvalAltResult::ErrorDataTooLarge(what, _) => limit(if what.contains("string") {
+            Limit::StringLength
+        } else if what.contains("map") {
+            Limit::MapSize
+        } else {
+            Limit::ArrayLength
+        }),
         EvalAltResult::ErrorTerminated(token, _) => {
             let token = token.to_string();
-            match [Limit::LogLines, Limit::Submissions].into_iter().find(|l| l.as_str() == token) {
-                Some(which) => (
-                    RunErrorKind::LimitExceeded { which },
-                    format!("more than the allowed {} ", which.as_str().to_ascii_lowercase().replace('_', " ")),
-                ),
-                None => (RunErrorKind::Timeout, "the run took longer than its time limit".to_owned()),
+            match Limit::STOPPING.into_iter().find(|l| l.as_str() == token) {
+                Some(which) => limit(which),
+                None => (RunErrorKind::Timeout, format!("the run took longer than {:?}", limits.max_wall)),
             }
         }
         EvalAltResult::ErrorRuntime(value, _) if is_host_error(value) => {

@@ -120,29 +120,44 @@ fn deep_recursion_ends_at_the_call_depth_limit() {
 fn a_huge_string_array_or_map_ends_at_its_limit() {
     let error = failure(run("let s = \"x\"; loop { s += s; }"));
     assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::StringLength }, "{error}");
-    let error = failure(run("let a = []; loop { a.push(1); }"));
+    // Small bounds keep the test quick: each read of the array sizes it.
+    let small = Limits { max_map_len: 100, max_array_len: 100, ..Limits::default() };
+    let error = failure(run_with("let a = []; loop { a.push(1); }", &Arc::new(FakeHost::default()), &small));
     assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::ArrayLength }, "{error}");
-    let small = Limits { max_map_len: 100, ..Limits::default() };
     let error = failure(run_with(
         "let m = #{}; let i = 0; loop { let x = #{}; x[`k${i}`] = i; m += x; i += 1; }",
         &Arc::new(FakeHost::default()),
         &small,
     ));
     assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::MapSize }, "{error}");
-    // Rhai 1.27 checks the value stored by `m[key] = value`, not the map's new size: such a
-    // map is bounded by the operation limit instead (a few operations per entry).
+    // Rhai 1.27 checks the value stored by `m[key] = value`, not the map's new size; the
+    // sandbox's own check at the next read of `m` ends it.
     let error = failure(run_with(
         "let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; }",
         &Arc::new(FakeHost::default()),
         &small,
     ));
-    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::Operations }, "{error}");
+    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::MapSize }, "{error}");
     let error = failure(run_with(
-        "let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; m.len(); }",
+        "let m = #{}; let f = || m.len(); let i = 0; loop { m[`k${i}`] = i; i += 1; }",
         &Arc::new(FakeHost::default()),
         &small,
     ));
-    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::MapSize }, "the next call sees it: {error}");
+    assert_eq!(
+        error.kind,
+        RunErrorKind::LimitExceeded { which: Limit::MapSize },
+        "a captured (shared) map too: {error}"
+    );
+    let error = failure(run_with(
+        "let s = \"\"; for i in 0..40 { s += \"0123456789\"; }\nlet a = []; for i in 0..5 { a.push(\"\"); }\nfor i in 0..5 { a[i] = s; }\na",
+        &Arc::new(FakeHost::default()),
+        &Limits { max_string_len: 1000, ..small.clone() },
+    ));
+    assert_eq!(
+        error.kind,
+        RunErrorKind::LimitExceeded { which: Limit::StringLength },
+        "text inside an array counts: {error}"
+    );
 }
 
 #[test]
@@ -158,6 +173,13 @@ fn eval_file_network_and_process_access_fail_clearly() {
         let error = failure(run(attempt));
         assert_eq!(error.kind, RunErrorKind::ScriptError, "{attempt}: {error}");
         assert!(error.message.contains("Function not found"), "{attempt}: {error}");
+    }
+    for nap in ["sleep(3600)", "sleep(0.5)"] {
+        let started = Instant::now();
+        let error = failure(run(nap));
+        assert_eq!(error.kind, RunErrorKind::ScriptError, "{error}");
+        assert!(error.message.contains("sleep is not available"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(1));
     }
     let error = failure(run("import \"/etc/passwd\" as p;"));
     assert_eq!(error.kind, RunErrorKind::CompileError, "{error}");
@@ -349,4 +371,38 @@ fn runs_per_second() {
     }
     let rate = f64::from(runs) / started.elapsed().as_secs_f64();
     eprintln!("{runs} runs, {rate:.0} runs/s on one thread");
+}
+
+#[test]
+fn a_compiler_is_shared_across_threads() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let compiler = Arc::new(Compiler::default());
+    shared(&*compiler);
+    let worker = Arc::clone(&compiler);
+    let outcome = std::thread::spawn(move || {
+        worker.run("1 + 1", &(), &BTreeMap::new(), None, Arc::new(FakeHost::default()), &Limits::default())
+    })
+    .join()
+    .expect("the run's thread");
+    assert_eq!(completed(outcome).as_deref(), Some("2"));
+}
+
+#[test]
+fn exit_ends_the_run_with_its_value() {
+    assert_eq!(completed(run("let x = 1;\nif x == 1 { exit(\"early\"); }\n\"late\"")).as_deref(), Some("early"));
+    assert_eq!(completed(run("exit(); 3")), None);
+    assert_eq!(completed(run("fn stop() { exit(7) }\nstop(); 3")).as_deref(), Some("7"));
+}
+
+#[test]
+fn padding_is_bounded_before_it_allocates() {
+    for (script, which) in [
+        ("let s = \"\"; s.pad(100000000, \"x\"); s", Limit::StringLength),
+        ("let a = []; a.pad(100000000, 0); a.len()", Limit::ArrayLength),
+    ] {
+        let started = Instant::now();
+        let error = failure(run(script));
+        assert_eq!(error.kind, RunErrorKind::LimitExceeded { which }, "{script}: {error}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{script}");
+    }
 }
