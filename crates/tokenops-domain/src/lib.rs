@@ -2,7 +2,7 @@
 //! state rules, events, audit vocabulary, paging primitives, the permission catalogue and the
 //! platform roles. Nothing here performs I/O, save that `SystemClock`, the real adapter of the
 //! `Clock` port every layer reads the time through, reads the system's time.
-//! The policy catalogue and decision-table engine are `policy`; the approval step rules `approval`.
+//! The policy catalogue and decision-table engine are `policy`; the approval step rules `approval`; webhook registrations and deliveries `webhook`.
 
 pub mod account;
 pub mod approval;
@@ -21,6 +21,7 @@ pub mod permission;
 pub mod policy;
 pub mod role;
 pub mod timestamp;
+pub mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{TenantId, new_id};

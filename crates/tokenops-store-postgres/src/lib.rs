@@ -45,6 +45,7 @@ mod signing_keys;
 mod standing;
 mod tenants;
 mod users;
+mod webhooks;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -52,6 +53,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokenops_store::ApprovalStore;
+use tokenops_store::WebhookStore;
 use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
@@ -477,6 +479,9 @@ impl Tx for PostgresTx {
         self
     }
     fn approvals(&mut self) -> &mut dyn ApprovalStore {
+        self
+    }
+    fn webhooks(&mut self) -> &mut dyn WebhookStore {
         self
     }
 

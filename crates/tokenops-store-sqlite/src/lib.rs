@@ -37,6 +37,7 @@ mod signing_keys;
 mod standing;
 mod tenants;
 mod users;
+mod webhooks;
 
 use async_trait::async_trait;
 use rusqlite::types::FromSql;
@@ -46,6 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
 use tokenops_store::ApprovalStore;
+use tokenops_store::WebhookStore;
 use tokenops_store::{AccountStore, ContractStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
@@ -323,6 +325,9 @@ impl Tx for SqliteTx {
         self
     }
     fn approvals(&mut self) -> &mut dyn ApprovalStore {
+        self
+    }
+    fn webhooks(&mut self) -> &mut dyn WebhookStore {
         self
     }
 

@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "idempotency_resource", include_str!("../migrations/0007_idempotency_resource.sql")),
     (8, "policies", include_str!("../migrations/0008_policies.sql")),
     (9, "approvals", include_str!("../migrations/0009_approvals.sql")),
+    (10, "webhooks", include_str!("../migrations/0010_webhooks.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),

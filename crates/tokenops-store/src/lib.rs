@@ -39,6 +39,7 @@ mod signing_keys;
 mod standing;
 mod tenants;
 mod users;
+mod webhooks;
 
 pub use accounts::*;
 pub use approvals::*;
@@ -69,6 +70,7 @@ pub use signing_keys::*;
 pub use standing::*;
 pub use tenants::*;
 pub use users::*;
+pub use webhooks::*;
 
 use async_trait::async_trait;
 use std::time::Duration;
@@ -174,6 +176,7 @@ pub trait Tx: Send {
     fn policy_templates(&mut self) -> &mut dyn PolicyTemplateStore;
     fn policies(&mut self) -> &mut dyn PolicyStore;
     fn approvals(&mut self) -> &mut dyn ApprovalStore;
+    fn webhooks(&mut self) -> &mut dyn WebhookStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

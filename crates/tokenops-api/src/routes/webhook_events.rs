@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_domain::event::{Event, EventFilter, EventType, ResourceRef};
 use tokenops_domain::paging::KeysetPosition;
+use tokenops_domain::webhook::DeliveryStatus;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -66,7 +67,13 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
     let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
     let event_type = params.choice("type", EventType::parse, &names)?.map(|t| t.as_str().to_owned());
     let (from, to) = params.window("from", "to")?;
-    Ok(EventFilter { event_type, from, to })
+    let statuses: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let delivery_status = params.choice("status", DeliveryStatus::parse, &statuses)?.map(|s| s.as_str().to_owned());
+    let webhook_id = params
+        .one("webhookId")?
+        .map(|v| uuid::Uuid::parse_str(v).map_err(|_| Error::invalid_field("webhookId", "must be a UUID")))
+        .transpose()?;
+    Ok(EventFilter { event_type, from, to, delivery_status, webhook_id })
 }
 
 /// List events, newest first (paging style D).
@@ -93,6 +100,8 @@ async fn list_webhook_events(
         ("type", filter.event_type.clone()),
         ("from", filter.from.map(|t| t.as_micros().to_string())),
         ("to", filter.to.map(|t| t.as_micros().to_string())),
+        ("status", filter.delivery_status.clone()),
+        ("webhookId", filter.webhook_id.map(|id| id.to_string())),
     ]);
     let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
     let events = state.app.events.list(scope.tenant, &filter, request.window()).await?;
