@@ -1,0 +1,275 @@
+//! The one outbound HTTPS POST of a delivery attempt, and its outcome.
+//!
+//! Each attempt resolves the host through the [`AddressRule`] and connects only to the addresses
+//! it checked (pinned into that attempt's client), so a name re-pointed at a private address
+//! between the check and the connection (DNS rebinding) is never reached. Redirects are never
+//! followed (a 3xx is a failed attempt), no proxy is used, and at most [`MAX_REASON_BODY`] bytes
+//! of a failed answer are read, for `failureReason`.
+//!
+//! TLS is rustls on the ring provider given explicitly (the workspace's one provider), trusting
+//! Mozilla's roots (webpki-roots) plus the operator's extra PEM roots (`TOKENOPS_WEBHOOK_CA_FILE`).
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::address::AddressRule;
+use crate::url::WebhookUrl;
+
+pub use crate::retry::{AttemptOutcome, FailureClass};
+
+/// How long the TCP connection and TLS handshake may take; past it the receiver is UNREACHABLE.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The spec's read timeout: an answer slower than this is a TIMEOUT.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How much of a failed answer's body is read into `failureReason`.
+pub const MAX_REASON_BODY: usize = 2 * 1_024;
+
+/// The longest `failureReason` this transport writes, in characters.
+pub const MAX_REASON_CHARS: usize = 512;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("the webhook CA file holds no PEM certificate")]
+    NoCertificate,
+    #[error("the webhook CA file is not valid PEM: {0}")]
+    InvalidPem(String),
+    #[error("a certificate of the webhook CA file is not usable as a root: {0}")]
+    InvalidRoot(String),
+    #[error("the TLS configuration cannot be built: {0}")]
+    Tls(String),
+}
+
+/// Makes delivery attempts. Cheap to share: build one at start and keep it.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    rule: AddressRule,
+    tls: Arc<rustls::ClientConfig>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+}
+
+impl Transport {
+    /// `extra_roots_pem`: the contents of `TOKENOPS_WEBHOOK_CA_FILE`, one or more PEM certificates
+    /// trusted in addition to Mozilla's roots.
+    pub fn new(rule: AddressRule, extra_roots_pem: Option<&[u8]>) -> Result<Self, TransportError> {
+        let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        if let Some(pem) = extra_roots_pem {
+            let certificates = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| TransportError::InvalidPem(e.to_string()))?;
+            if certificates.is_empty() {
+                return Err(TransportError::NoCertificate);
+            }
+            for certificate in certificates {
+                roots.add(certificate).map_err(|e| TransportError::InvalidRoot(e.to_string()))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TransportError::Tls(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self { rule, tls: Arc::new(tls), connect_timeout: CONNECT_TIMEOUT, read_timeout: READ_TIMEOUT })
+    }
+
+    /// Other timeouts than the spec's, for tests that provoke a TIMEOUT without waiting five
+    /// seconds.
+    pub fn with_timeouts(mut self, connect: Duration, read: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.read_timeout = read;
+        self
+    }
+
+    pub fn rule(&self) -> &AddressRule {
+        &self.rule
+    }
+
+    /// POSTs `body` with `headers` to `url`: 2xx is delivered; anything else a failed attempt
+    /// with its class and a short reason.
+    pub async fn post(&self, url: &WebhookUrl, headers: &[(String, String)], body: Bytes) -> AttemptOutcome {
+        let addresses = match self.rule.resolve(url).await {
+            Ok(addresses) => addresses,
+            Err(error) => return unreachable(error.to_string()),
+        };
+        let header_map = match header_map(headers) {
+            Ok(map) => map,
+            Err(reason) => return unreachable(reason),
+        };
+        let mut builder = reqwest::Client::builder()
+            .tls_backend_preconfigured((*self.tls).clone())
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .user_agent(concat!("tokenops-webhooks/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(self.connect_timeout)
+            .read_timeout(self.read_timeout)
+            // A receiver that trickles its answer is still bounded.
+            .timeout(self.connect_timeout + self.read_timeout)
+            .pool_max_idle_per_host(0);
+        if url.ip_literal().is_none() {
+            builder = builder.resolve_to_addrs(url.host(), &addresses);
+        }
+        let client = match builder.build() {
+            Ok(client) => client,
+            Err(error) => return unreachable(describe(&error.without_url())),
+        };
+        let response = match client.post(url.as_str()).headers(header_map).body(body).send().await {
+            Ok(response) => response,
+            Err(error) => return failed_send(&error),
+        };
+        let status = response.status();
+        if status.is_success() {
+            return AttemptOutcome::Delivered { status: status.as_u16() };
+        }
+        let location = status
+            .is_redirection()
+            .then(|| response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned))
+            .flatten();
+        let excerpt = read_excerpt(response).await;
+        let mut reason = format!("HTTP {status}");
+        if status.is_redirection() {
+            reason.push_str(" (redirects are not followed");
+            if let Some(location) = location {
+                reason.push_str("; Location: ");
+                reason.push_str(&location);
+            }
+            reason.push(')');
+        }
+        if !excerpt.is_empty() {
+            reason.push_str(": ");
+            reason.push_str(&excerpt);
+        }
+        AttemptOutcome::Failed {
+            class: FailureClass::Rejected,
+            status: Some(status.as_u16()),
+            reason: trimmed(&reason),
+        }
+    }
+}
+
+fn unreachable(reason: String) -> AttemptOutcome {
+    AttemptOutcome::Failed { class: FailureClass::Unreachable, status: None, reason: trimmed(&reason) }
+}
+
+fn failed_send(error: &reqwest::Error) -> AttemptOutcome {
+    // A connection that could not be made in time is the receiver being unreachable; a
+    // connection made whose answer is late is a TIMEOUT.
+    let class = if error.is_connect() {
+        FailureClass::Unreachable
+    } else if error.is_timeout() {
+        FailureClass::Timeout
+    } else {
+        FailureClass::Unreachable
+    };
+    let reason = match class {
+        FailureClass::Timeout => "no answer within the read timeout".to_owned(),
+        _ => describe(error),
+    };
+    AttemptOutcome::Failed { class, status: None, reason: trimmed(&reason) }
+}
+
+fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("invalid header name {name:?}"))?;
+        let value = HeaderValue::from_str(value).map_err(|_| format!("invalid value of header {name}"))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// The error and its causes in one line, without the URL (the integrator knows it, and a query
+/// string may carry their own token).
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Up to [`MAX_REASON_BODY`] bytes of the answer, as one line of text.
+async fn read_excerpt(mut response: reqwest::Response) -> String {
+    let mut bytes: Vec<u8> = Vec::new();
+    while bytes.len() < MAX_REASON_BODY {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk[..chunk.len().min(MAX_REASON_BODY - bytes.len())]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&bytes).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn trimmed(reason: &str) -> String {
+    let reason: String = reason.chars().filter(|c| !c.is_control()).collect();
+    match reason.char_indices().nth(MAX_REASON_CHARS) {
+        Some((end, _)) => format!("{}…", &reason[..end]),
+        None => reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_roots_must_be_pem_certificates() {
+        let rule = AddressRule::default();
+        assert!(Transport::new(rule.clone(), None).is_ok());
+        assert_eq!(Transport::new(rule.clone(), Some(b"")).expect_err("empty"), TransportError::NoCertificate);
+        assert_eq!(
+            Transport::new(rule.clone(), Some(b"not pem at all")).expect_err("text"),
+            TransportError::NoCertificate
+        );
+        let garbage = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert!(Transport::new(rule, Some(garbage)).is_err());
+    }
+
+    #[test]
+    fn reasons_are_one_bounded_line() {
+        assert_eq!(trimmed("a\nb"), "ab");
+        let long = "x".repeat(MAX_REASON_CHARS + 10);
+        assert_eq!(trimmed(&long).chars().count(), MAX_REASON_CHARS + 1);
+    }
+
+    #[tokio::test]
+    async fn a_refused_address_is_unreachable_without_a_connection() {
+        let transport = Transport::new(AddressRule::default(), None).expect("transport");
+        let url = crate::url::normalise("https://127.0.0.1:9/hook").expect("url");
+        let outcome = transport.post(&url, &[], Bytes::from_static(b"{}")).await;
+        match outcome {
+            AttemptOutcome::Failed { class: FailureClass::Unreachable, status: None, reason } => {
+                assert!(reason.contains("loopback"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener);
+        let rule = AddressRule::new(crate::address::parse_cidrs("127.0.0.0/8").expect("cidr"));
+        let transport = Transport::new(rule, None).expect("transport");
+        let url = crate::url::normalise(&format!("https://127.0.0.1:{port}/hook")).expect("url");
+        let outcome = transport.post(&url, &[], Bytes::from_static(b"{}")).await;
+        assert!(
+            matches!(outcome, AttemptOutcome::Failed { class: FailureClass::Unreachable, status: None, .. }),
+            "{outcome:?}"
+        );
+    }
+}
