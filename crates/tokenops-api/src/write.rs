@@ -252,6 +252,15 @@ impl IntoResponse for Written {
     }
 }
 
+/// The stored response when the request's key already completed with this very request, for a
+/// handler whose effect happens before its write (see `Writes::completed`); `None` otherwise.
+pub async fn replay_if_completed(state: &ApiState, request: &WriteRequest<'_>) -> ApiResult<Option<Response>> {
+    let Some(key) = &request.key else { return Ok(None) };
+    let idempotency = IdempotencyRequest { key: key.0.clone(), request_hash: request.fingerprint.clone() };
+    let stored = state.app.writes.completed(&request.scope.context, request.action, &idempotency).await?;
+    Ok(stored.map(|stored| respond(&stored, true)))
+}
+
 /// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
 pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
 where

@@ -24,6 +24,7 @@ pub mod queue;
 pub mod reconciliation;
 pub mod resume;
 pub mod settlement;
+pub mod webhooks;
 pub mod write;
 
 pub use error::{AppResult, Code, Error};
@@ -105,6 +106,8 @@ pub struct Adapters {
     pub provider: identity::ProviderSettings,
     pub custody: Arc<dyn tokenops_custody::Custody>,
     pub ledger: Arc<dyn tokenops_ledger::Ledger>,
+    /// The webhook transport and settings.
+    pub webhooks: webhooks::WebhookAdapters,
 }
 
 /// The wired application: what the API and the workers call.
@@ -128,6 +131,7 @@ pub struct App {
     pub clients: identity::clients::Clients,
     pub templates: policies::templates::Templates,
     pub policies: policies::Policies,
+    pub webhooks: Arc<webhooks::Webhooks>,
     pub identity: Arc<identity::IdentityProvider>,
     /// The ledger the organisations' tokens live on.
     pub ledger: Arc<dyn tokenops_ledger::Ledger>,
@@ -161,7 +165,17 @@ impl App {
         // A POLICY request's resolution moves its operation on in the pipeline.
         let approval_effect: Arc<dyn approvals::ResolutionEffect> =
             Arc::new(settlement::PolicyResolution(pipeline.clone()));
+        let delivery_keys =
+            Arc::new(webhooks::DeliveryKeys::new(store.clone(), adapters.sealer.clone(), clock.clone()));
+        let webhooks = Arc::new(webhooks::Webhooks::new(
+            store.clone(),
+            clock.clone(),
+            adapters.sealer.clone(),
+            adapters.webhooks,
+            delivery_keys,
+        ));
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
+            Arc::new(webhooks::DeliverWebhook(webhooks.clone())),
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),
                 settings: approval_settings,
@@ -182,7 +196,7 @@ impl App {
                 sealer: adapters.sealer.clone(),
                 transport: adapters.mail.clone(),
             }),
-            Arc::new(DispatchEvent { store: store.clone() }),
+            Arc::new(DispatchEvent { store: store.clone(), job_max_attempts: settings.job_max_attempts }),
             Arc::new(contracts::DeployContract { store: store.clone(), ledger: adapters.ledger.clone() }),
             Arc::new(accounts::ProvisionAccount {
                 store: store.clone(),
@@ -240,6 +254,7 @@ impl App {
             clients: identity::clients::Clients::new(store.clone()),
             templates: policies::templates::Templates::new(store.clone()),
             policies: policies::Policies::new(store.clone()),
+            webhooks,
             identity: Arc::new(identity::IdentityProvider::new(
                 store.clone(),
                 clock.clone(),

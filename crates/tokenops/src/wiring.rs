@@ -10,6 +10,7 @@ use tokenops_api::extract::paging::CursorCodec;
 use tokenops_app::clock::Clock;
 use tokenops_app::identity::ProviderSettings;
 use tokenops_app::mail::{FileTransport, SmtpTransport};
+use tokenops_app::webhooks::{WebhookAdapters, WebhookSettings};
 use tokenops_app::{Adapters, App};
 use tokenops_identity::{PublishedKeys, Sealer, TokenVerifier, VerifierSettings};
 use tokenops_store::{Store, StoreError};
@@ -161,7 +162,30 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         }
     };
     let ledger = open_ledger(config, &store, &custody, &clock).await?;
+    let allowed = tokenops_webhooks::address::parse_cidrs(&config.webhook_allow_cidrs.join(","))
+        .map_err(|problem| anyhow::anyhow!("TOKENOPS_WEBHOOK_ALLOW_CIDRS: {problem}"))?;
+    let extra_roots = match &config.webhook_ca_file {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading TOKENOPS_WEBHOOK_CA_FILE {}", path.display()))?)
+        }
+        None => None,
+    };
+    let transport = tokenops_webhooks::transport::Transport::new(
+        tokenops_webhooks::address::AddressRule::new(allowed),
+        extra_roots.as_deref(),
+    )
+    .map_err(|problem| anyhow::anyhow!("TOKENOPS_WEBHOOK_CA_FILE: {problem}"))?;
+    let webhooks = WebhookAdapters {
+        transport: Arc::new(transport),
+        settings: WebhookSettings {
+            retry_base_ms: config.webhook_retry_base_ms,
+            replay_budget: config.webhook_replay_budget,
+            issuer: config.public_url.clone(),
+            job_max_attempts: config.app.job_max_attempts,
+        },
+    };
     let adapters = Adapters {
+        webhooks,
         custody,
         ledger,
         sealer,

@@ -51,6 +51,23 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     }
 }
 
+/// A body that may be left out (`Option<JsonBody<T>>`): no body and no Content-Type is `None`;
+/// anything else is checked as a required body would be.
+impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Option<Self>, Self::Rejection> {
+        if request.headers().contains_key(CONTENT_TYPE) {
+            return <Self as FromRequest<Arc<ApiState>>>::from_request(request, state).await.map(Some);
+        }
+        let limit = state.max_body_bytes;
+        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
+            ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes"))
+        })?;
+        if bytes.is_empty() { Ok(None) } else { Err(ApiError::http_default(HttpCode::UnsupportedMediaType)) }
+    }
+}
+
 /// A body of the wrong shape: a 400 whose `details` name the field (its JSON path, `params.x`,
 /// `approvers[2].step`), so a client need not parse the message to find what to fix.
 fn shape_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {

@@ -1,5 +1,6 @@
-//! `event.dispatch`: hands one outbox event on to its subscribers. Until webhook registrations
-//! exist this marks the event dispatched; the webhooks area fans it out into deliveries here.
+//! `event.dispatch`: hands one outbox event on to its subscribers: marks it dispatched and, in the
+//! same transaction, fans it out into one delivery per registration subscribed to its type at
+//! that moment (`webhooks::fan_out`).
 
 use super::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use async_trait::async_trait;
@@ -9,6 +10,8 @@ use uuid::Uuid;
 
 pub struct DispatchEvent {
     pub store: Arc<dyn Store>,
+    /// The attempts of each delivery job it enqueues.
+    pub job_max_attempts: u32,
 }
 
 #[async_trait]
@@ -26,9 +29,18 @@ impl JobHandler for DispatchEvent {
         let (events, bad): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| event_of(job).is_some());
         let failed = bad.into_iter().map(|job| (job, JobError::Permanent("payload has no eventId".into()))).collect();
         let mut tx = self.store.write().await?;
-        // Idempotent: a second run finds the event already dispatched and changes nothing.
-        for event_id in events.iter().filter_map(event_of) {
-            tx.events().mark_dispatched(event_id, now).await?;
+        // Idempotent: a second run finds the event already dispatched and changes nothing, so
+        // an event fans out once.
+        for job in &events {
+            let (Some(event_id), Some(tenant)) = (event_of(job), job.tenant_id) else { continue };
+            if !tx.events().mark_dispatched(event_id, now).await? {
+                continue;
+            }
+            if let Some(event) = tx.events().get(tenant, event_id).await? {
+                crate::webhooks::fan_out(tx.as_mut(), &event, now, self.job_max_attempts)
+                    .await
+                    .map_err(|e| JobError::Retry(e.to_string()))?;
+            }
         }
         ctx.finish(tx, events.iter().map(|job| job.id).collect(), Vec::new(), failed).await
     }

@@ -51,6 +51,8 @@ pub mod kinds {
     /// Expires the PENDING approval requests past their deadline (one enqueued per request,
     /// for its deadline).
     pub const APPROVALS_EXPIRE: &str = "approvals.expire";
+    /// Makes one attempt of one webhook delivery (`deliveryId`, `attempt`).
+    pub const WEBHOOK_DELIVER: &str = "webhook.deliver";
 }
 
 /// Why a run did not finish the job.
