@@ -7,6 +7,7 @@
 //! - [`TestIssuer`]: an ES256 key set served as JWKS; the app trusts it exactly as it would a
 //!   bank's identity provider (issuer URL and JWKS URL in the configuration).
 //! - [`backends!`]: runs one test body on both stores.
+//! - [`webhook_receiver::Receiver`]: a real HTTPS receiver for webhook deliveries.
 
 pub mod anvil;
 pub mod cluster;
@@ -16,6 +17,7 @@ pub mod organisation;
 mod process;
 mod signer;
 mod store_fixture;
+pub mod webhook_receiver;
 
 pub use db::{Backend, TestDb};
 pub use issuer::TestIssuer;

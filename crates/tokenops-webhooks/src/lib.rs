@@ -5,7 +5,8 @@
 //!
 //! - [`url`]: `normalise` an integrator's URL into a [`WebhookUrl`].
 //! - [`address`]: the public-address rule ([`AddressRule`]) and resolution against it.
-//! - [`signing`]: secrets, `Webhook-Signature`, `Content-Digest`, the `X-JWS-Signature` claims.
+//! - [`signing`]: secrets, `Webhook-Signature`, `Content-Digest`, the `X-JWS-Signature` claims,
+//!   and `delivery_headers`: every header of one attempt.
 //! - [`verify`]: the receiver's checks of both schemes (used by tests; shown in the docs).
 //! - [`retry`]: the attempt budget, the backoff schedule and the retry/park decision.
 //! - [`transport`]: the HTTPS POST that connects only to checked addresses.
@@ -18,8 +19,10 @@ pub mod url;
 pub mod verify;
 
 pub use address::{AddressError, AddressRule, parse_cidrs};
-pub use retry::{AttemptOutcome, FailureClass, MAX_ATTEMPTS, NextStep, RetrySchedule, next_step};
-pub use signing::{DeliveryClaims, JwsKey};
+pub use retry::{
+    AttemptOutcome, FailureClass, MAX_ATTEMPTS, NextStep, RetrySchedule, SUSPEND_AFTER_FAILURES, next_step,
+};
+pub use signing::{DeliveryClaims, DeliverySigning, JwsKey, delivery_headers};
 pub use transport::{Transport, TransportError};
 pub use url::{UrlError, WebhookUrl, normalise};
 pub use verify::{JwsExpectations, VerifyError};

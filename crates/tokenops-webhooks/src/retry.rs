@@ -12,6 +12,10 @@ pub const MAX_ATTEMPTS: u32 = 11;
 /// then parked.
 pub const CLIENT_ERROR_ATTEMPTS: u32 = 2;
 
+/// A registration is SUSPENDED after this many consecutive failed attempts across its deliveries
+/// (supplement §7); any successful attempt resets the count.
+pub const SUSPEND_AFTER_FAILURES: u32 = 20;
+
 /// The spec's jitter: plus or minus 20 percent.
 pub const MAX_JITTER: f64 = 0.2;
 
@@ -129,6 +133,11 @@ impl Default for RetrySchedule {
 impl RetrySchedule {
     pub fn new(base: Duration) -> Self {
         Self { base }
+    }
+
+    /// The schedule of `TOKENOPS_WEBHOOK_RETRY_BASE_MS`.
+    pub fn from_millis(base_ms: u64) -> Self {
+        Self::new(Duration::from_millis(base_ms))
     }
 
     /// The longest delay before jitter.

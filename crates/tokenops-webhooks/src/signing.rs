@@ -196,6 +196,44 @@ pub fn jws_signature(key: &JwsKey, claims: &DeliveryClaims) -> String {
     format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
 }
 
+/// How one registration signs its deliveries.
+#[derive(Debug, Clone, Copy)]
+pub enum DeliverySigning<'a> {
+    /// HMAC_SHA256 with the current secret, and the previous one during a rotation's overlap.
+    Hmac { current: &'a str, previous: Option<&'a str> },
+    /// JWS_ES256 with the platform key.
+    Jws { key: &'a JwsKey, issuer: &'a str, registration_id: &'a str, url: &'a WebhookUrl },
+}
+
+/// Every header of one delivery attempt (spec, Delivery request), signed at `timestamp` (Unix
+/// seconds); `attempt` counts from 1. A JWS is made anew for each call, so a retry has a new
+/// `jti`.
+pub fn delivery_headers(
+    signing: &DeliverySigning<'_>,
+    event_id: &str,
+    timestamp: i64,
+    attempt: u32,
+    body: &[u8],
+) -> Vec<(String, String)> {
+    let mut headers = vec![
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+        ("Content-Digest".to_owned(), content_digest(body)),
+        ("Webhook-Event-Id".to_owned(), event_id.to_owned()),
+        ("Webhook-Timestamp".to_owned(), timestamp.to_string()),
+        ("Webhook-Delivery-Attempt".to_owned(), attempt.to_string()),
+    ];
+    match *signing {
+        DeliverySigning::Hmac { current, previous } => {
+            headers.push(("Webhook-Signature".to_owned(), signature_header(current, previous, timestamp, body)));
+        }
+        DeliverySigning::Jws { key, issuer, registration_id, url } => {
+            let claims = DeliveryClaims::new(issuer, registration_id, url, timestamp, body);
+            headers.push(("X-JWS-Signature".to_owned(), jws_signature(key, &claims)));
+        }
+    }
+    headers
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +313,45 @@ mod tests {
         let again = DeliveryClaims::new("https://tokenops.example", "reg-1", &url, 1_000, b"hello");
         assert_ne!(claims.jti, again.jti, "a retry has a new jti");
         assert!(uuid::Uuid::parse_str(&claims.jti).is_ok());
+    }
+
+    fn header<'h>(headers: &'h [(String, String)], name: &str) -> &'h str {
+        headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    #[test]
+    fn an_hmac_delivery_carries_every_header_and_verifies() {
+        let body = br#"{"id":"e1"}"#;
+        let signing = DeliverySigning::Hmac { current: "new", previous: Some("old") };
+        let headers = delivery_headers(&signing, "e1", 1_000, 3, body);
+        assert_eq!(header(&headers, "Content-Type"), "application/json");
+        assert_eq!(header(&headers, "Content-Digest"), content_digest(body));
+        assert_eq!(header(&headers, "Webhook-Event-Id"), "e1");
+        assert_eq!(header(&headers, "Webhook-Timestamp"), "1000");
+        assert_eq!(header(&headers, "Webhook-Delivery-Attempt"), "3");
+        let signature = header(&headers, "Webhook-Signature");
+        assert_eq!(crate::verify::verify_hmac(signature, "old", 1_000, 1_000, body), Ok(()));
+        assert!(!headers.iter().any(|(n, _)| n == "X-JWS-Signature"));
+    }
+
+    #[test]
+    fn a_jws_delivery_carries_a_verifiable_token_and_no_hmac() {
+        let body = br#"{"id":"e1"}"#;
+        let key = JwsKey::generate();
+        let url = crate::url::normalise("https://hooks.example.com/in").expect("url");
+        let signing = DeliverySigning::Jws { key: &key, issuer: "iss", registration_id: "reg", url: &url };
+        let headers = delivery_headers(&signing, "e1", 1_000, 1, body);
+        let expect = crate::verify::JwsExpectations {
+            issuer: "iss",
+            registration_id: "reg",
+            url: url.as_str(),
+            timestamp: 1_000,
+            now: 1_001,
+            body,
+        };
+        let jwks = json!({ "keys": [key.public_jwk()] });
+        assert!(crate::verify::verify_jws(header(&headers, "X-JWS-Signature"), &jwks, &expect).is_ok());
+        assert!(!headers.iter().any(|(n, _)| n == "Webhook-Signature"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,10 @@ pub const MAX_REASON_CHARS: usize = 512;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransportError {
+    #[error("TOKENOPS_WEBHOOK_ALLOW_CIDRS: {0}")]
+    AllowCidrs(String),
+    #[error("TOKENOPS_WEBHOOK_CA_FILE {path} cannot be read: {reason}")]
+    CaFile { path: String, reason: String },
     #[error("the webhook CA file holds no PEM certificate")]
     NoCertificate,
     #[error("the webhook CA file is not valid PEM: {0}")]
@@ -80,6 +85,19 @@ impl Transport {
         Ok(Self { rule, tls: Arc::new(tls), connect_timeout: CONNECT_TIMEOUT, read_timeout: READ_TIMEOUT })
     }
 
+    /// The transport of the operator's settings: `TOKENOPS_WEBHOOK_ALLOW_CIDRS` (comma-separated,
+    /// empty for none) and the path of `TOKENOPS_WEBHOOK_CA_FILE` when set.
+    pub fn from_settings(allow_cidrs: &str, ca_file: Option<&Path>) -> Result<Self, TransportError> {
+        let rule = AddressRule::from_allow_cidrs(allow_cidrs).map_err(TransportError::AllowCidrs)?;
+        let pem = ca_file
+            .map(|path| {
+                std::fs::read(path)
+                    .map_err(|e| TransportError::CaFile { path: path.display().to_string(), reason: e.to_string() })
+            })
+            .transpose()?;
+        Self::new(rule, pem.as_deref())
+    }
+
     /// Other timeouts than the spec's, for tests that provoke a TIMEOUT without waiting five
     /// seconds.
     pub fn with_timeouts(mut self, connect: Duration, read: Duration) -> Self {
@@ -95,9 +113,11 @@ impl Transport {
     /// POSTs `body` with `headers` to `url`: 2xx is delivered; anything else a failed attempt
     /// with its class and a short reason.
     pub async fn post(&self, url: &WebhookUrl, headers: &[(String, String)], body: Bytes) -> AttemptOutcome {
-        let addresses = match self.rule.resolve(url).await {
-            Ok(addresses) => addresses,
-            Err(error) => return unreachable(error.to_string()),
+        // The resolver has no deadline of its own; a lookup that hangs is a host not reached.
+        let addresses = match tokio::time::timeout(self.connect_timeout, self.rule.resolve(url)).await {
+            Ok(Ok(addresses)) => addresses,
+            Ok(Err(error)) => return unreachable(error.to_string()),
+            Err(_) => return unreachable(format!("the webhook host {} did not resolve in time", url.host())),
         };
         let header_map = match header_map(headers) {
             Ok(map) => map,
@@ -236,6 +256,15 @@ mod tests {
         );
         let garbage = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
         assert!(Transport::new(rule, Some(garbage)).is_err());
+    }
+
+    #[test]
+    fn settings_build_the_rule_and_read_the_ca_file() {
+        let transport = Transport::from_settings("127.0.0.0/8", None).expect("transport");
+        assert!(transport.rule().permits("127.0.0.1".parse().expect("ip")));
+        assert!(matches!(Transport::from_settings("nonsense", None), Err(TransportError::AllowCidrs(_))));
+        let missing = Path::new("/nonexistent/webhook-ca.pem");
+        assert!(matches!(Transport::from_settings("", Some(missing)), Err(TransportError::CaFile { .. })));
     }
 
     #[test]
