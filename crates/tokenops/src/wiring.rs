@@ -162,19 +162,10 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         }
     };
     let ledger = open_ledger(config, &store, &custody, &clock).await?;
-    let allowed = tokenops_webhooks::address::parse_cidrs(&config.webhook_allow_cidrs.join(","))
-        .map_err(|problem| anyhow::anyhow!("TOKENOPS_WEBHOOK_ALLOW_CIDRS: {problem}"))?;
-    let extra_roots = match &config.webhook_ca_file {
-        Some(path) => {
-            Some(std::fs::read(path).with_context(|| format!("reading TOKENOPS_WEBHOOK_CA_FILE {}", path.display()))?)
-        }
-        None => None,
-    };
-    let transport = tokenops_webhooks::transport::Transport::new(
-        tokenops_webhooks::address::AddressRule::new(allowed),
-        extra_roots.as_deref(),
-    )
-    .map_err(|problem| anyhow::anyhow!("TOKENOPS_WEBHOOK_CA_FILE: {problem}"))?;
+    let transport = tokenops_webhooks::transport::Transport::from_settings(
+        &config.webhook_allow_cidrs.join(","),
+        config.webhook_ca_file.as_deref(),
+    )?;
     let webhooks = WebhookAdapters {
         transport: Arc::new(transport),
         settings: WebhookSettings {

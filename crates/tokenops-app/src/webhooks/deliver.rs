@@ -7,13 +7,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
 use tokenops_domain::event::{Event, ResourceRef};
 use tokenops_domain::webhook::{AttemptResult, Delivery, FailureClass, SignatureScheme, Webhook};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{Job, Tx};
 use tokenops_webhooks::retry::{AttemptOutcome, NextStep, RetrySchedule, next_step, random_jitter};
-use tokenops_webhooks::signing::{DeliveryClaims, content_digest, jws_signature, signature_header};
+use tokenops_webhooks::signing::{DeliverySigning, delivery_headers};
 use tokenops_webhooks::url::normalise;
 use uuid::Uuid;
 
@@ -85,27 +84,26 @@ pub(crate) async fn attempt(
     let body = EventBody::of(event).bytes()?;
     let url = normalise(&webhook.url).map_err(|e| Error::internal(format!("a stored webhook URL: {e}")))?;
     let timestamp = webhooks.clock.now().as_micros().div_euclid(1_000_000);
-    let mut headers = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("content-digest".to_owned(), content_digest(&body)),
-        ("webhook-event-id".to_owned(), event.id.to_string()),
-        ("webhook-timestamp".to_owned(), timestamp.to_string()),
-        ("webhook-delivery-attempt".to_owned(), attempt.to_string()),
-    ];
-    match webhook.signature_scheme {
+    let event_id = event.id.to_string();
+    let headers = match webhook.signature_scheme {
         SignatureScheme::HmacSha256 => {
             let secrets = open_secrets(&webhooks.sealer, webhook, webhooks.clock.now())?
                 .ok_or_else(|| Error::internal("an HMAC_SHA256 webhook without a secret"))?;
-            let header = signature_header(&secrets.current, secrets.previous.as_deref(), timestamp, &body);
-            headers.push(("webhook-signature".to_owned(), header));
+            let signing = DeliverySigning::Hmac { current: &secrets.current, previous: secrets.previous.as_deref() };
+            delivery_headers(&signing, &event_id, timestamp, attempt, &body)
         }
         SignatureScheme::JwsEs256 => {
             let key = webhooks.keys.signing_key().await?;
-            let claims =
-                DeliveryClaims::new(&webhooks.settings.issuer, &webhook.id.to_string(), &url, timestamp, &body);
-            headers.push(("x-jws-signature".to_owned(), jws_signature(&key, &claims)));
+            let registration_id = webhook.id.to_string();
+            let signing = DeliverySigning::Jws {
+                key: &key,
+                issuer: &webhooks.settings.issuer,
+                registration_id: &registration_id,
+                url: &url,
+            };
+            delivery_headers(&signing, &event_id, timestamp, attempt, &body)
         }
-    }
+    };
     Ok(webhooks.transport.post(&url, &headers, body).await)
 }
 
@@ -177,7 +175,7 @@ impl JobHandler for DeliverWebhook {
 
 impl DeliverWebhook {
     fn result_of(&self, outcome: &AttemptOutcome, number: u32, now: Timestamp) -> AttemptResult {
-        let schedule = RetrySchedule::new(Duration::from_millis(self.0.settings.retry_base_ms.unsigned_abs()));
+        let schedule = RetrySchedule::from_millis(self.0.settings.retry_base_ms.unsigned_abs());
         let (class, status, reason) = match outcome {
             AttemptOutcome::Delivered { status } => return AttemptResult::Delivered { status: *status },
             AttemptOutcome::Failed { class, status, reason } => (failure_class(*class), *status, reason.clone()),
