@@ -19,7 +19,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, WriteRoute, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
 
@@ -117,7 +117,9 @@ async fn list_webhooks(
 /// carrier-grade NAT and the other special-purpose ranges are refused, unless the operator
 /// exempts them with TOKENOPS_WEBHOOK_ALLOW_CIDRS). The registration starts ACTIVE and is
 /// sent a `webhook.test` event at once (recorded in the history, delivered to it alone). The
-/// 43-character secret of an HMAC_SHA256 registration is in this answer only.
+/// 43-character secret of an HMAC_SHA256 registration is in this answer only; it is not kept
+/// with the Idempotency-Key's record, and a replay of the key shows it again only while it is
+/// still the current secret (no rotation since).
 #[utoipa::path(
     post, path = "/api/webhooks", tag = "webhooks", operation_id = "webhooks.create",
     params(crate::openapi::RequiredIdempotencyKey),
@@ -150,11 +152,30 @@ async fn create_webhook(
     let event_types = webhooks::event_types("eventTypes", &types)?;
     state.app.webhooks.check_url(&url).await?;
     let new = NewWebhook { url, signature_scheme, event_types };
-    write::run(&state, request, |app, mut w| async move {
+    let written = write::run_or_replay(&state, request, |app, mut w| async move {
         let created = app.webhooks.create(&mut w, new).await;
-        (w, created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id))))
+        let reply = created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id)));
+        (w, reply.map(|r| r.with_secret("secret")))
     })
-    .await
+    .await?;
+    replay_with_secret(&state, &scope, written, 201).await
+}
+
+/// A replayed creation or rotation answers its secret again while it is still the current one
+/// (it is not stored with the response; see `Webhooks::secret_for_replay`).
+async fn replay_with_secret(
+    state: &ApiState,
+    scope: &TenantScope,
+    written: Written,
+    success: u16,
+) -> ApiResult<Response> {
+    match written {
+        Written::Replayed(stored) if stored.status == success => {
+            let secret = state.app.webhooks.secret_for_replay(scope.tenant, &stored.body).await?;
+            Ok(write::replayed_with(stored, "secret", secret))
+        }
+        other => Ok(other.into_response()),
+    }
 }
 
 /// Read a registration (never its secret).
@@ -326,9 +347,10 @@ async fn rotate_secret(
     key: IdempotencyKey,
 ) -> ApiResult<Response> {
     let request = route.request(&scope, &webhooks::ROTATE, Some(key), &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    let written = write::run_or_replay(&state, request.about(id.to_string()), |app, mut w| async move {
         let rotated = app.webhooks.rotate(&mut w, id).await;
-        (w, rotated.and_then(|out| Reply::ok(&out)))
+        (w, rotated.and_then(|out| Reply::ok(&out)).map(|r| r.with_secret("secret")))
     })
-    .await
+    .await?;
+    replay_with_secret(&state, &scope, written, 200).await
 }

@@ -509,6 +509,27 @@ impl Webhooks {
         Ok(result)
     }
 
+    /// The secret a replayed creation or rotation answers again: kept out of the stored
+    /// response (no secret lies in the idempotency records in clear), it is opened from the
+    /// registration as long as that answer's secret is still the current one (no rotation
+    /// since). `None` otherwise: the replay then answers without it.
+    pub async fn secret_for_replay(&self, tenant: TenantId, stored: &serde_json::Value) -> AppResult<Option<String>> {
+        let Some(id) = stored.get("id").and_then(|v| v.as_str()).and_then(|s| Uuid::parse_str(s).ok()) else {
+            return Ok(None);
+        };
+        let webhook = {
+            let mut tx = self.store.read().await?;
+            tx.webhooks().get(tenant, id).await?
+        };
+        let Some(webhook) = webhook else { return Ok(None) };
+        let answered = stored.get("previousSecretExpiresAt").and_then(|v| v.as_str());
+        let latest = webhook.previous_secret_expires_at.map(Timestamp::to_spaced_utc);
+        if answered != latest.as_deref() {
+            return Ok(None);
+        }
+        Ok(open_secrets(&self.sealer, &webhook, self.clock.now())?.map(|s| s.current))
+    }
+
     /// The organisation's event history rows for the API: deliveries of these events.
     pub async fn deliveries_of(&self, tenant: TenantId, event_ids: &[Uuid]) -> AppResult<Vec<Delivery>> {
         let mut tx = self.store.read().await?;

@@ -100,7 +100,8 @@ backends!(
     changes_deletion_and_their_refusals,
     rotation_signs_with_both_secrets_during_the_overlap,
     jws_deliveries_verify_against_the_published_keys,
-    the_test_endpoint_answers_the_attempt
+    the_test_endpoint_answers_the_attempt,
+    each_endpoint_needs_its_permission
 );
 
 async fn registration_sends_a_signed_test_delivery_and_never_shows_the_secret_again(backend: Backend) {
@@ -222,6 +223,15 @@ async fn registration_refusals(backend: Backend) {
     replay.expect(201);
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.body["id"], first.body["id"]);
+    let secret = first.body["secret"].as_str().expect("secret");
+    assert_eq!(replay.body["secret"], secret, "the replay answers the secret, opened from its sealed form");
+    let clear = format!("CAST(response_body AS TEXT) LIKE '%{secret}%'");
+    assert_eq!(app.db.count("idempotency_records", &clear).await, 0, "no secret in clear in the key's record");
+    let id = first.body["id"].as_str().expect("id");
+    app.post(&format!("/api/webhooks/{id}/secret/rotate"), &json!({})).await.expect(200);
+    let after = app.write(Method::POST, "/api/webhooks", &k, &body).await;
+    after.expect(201);
+    assert!(after.body.get("secret").is_none(), "a rotated-out secret is not answered again: {}", after.body);
     let other_body = json!({ "url": receiver.url("/k2"), "eventTypes": ["webhook.test"] });
     assert_status(&app.write(Method::POST, "/api/webhooks", &k, &other_body).await, 422, "key reused");
 }
@@ -309,8 +319,14 @@ async fn rotation_signs_with_both_secrets_during_the_overlap(backend: Backend) {
     app.drain_jobs().await;
     receiver.wait_for_path("/rot", 1, WAIT).await;
 
-    let rotated = app.post(&format!("/api/webhooks/{id}/secret/rotate"), &json!({})).await;
+    let rotate_key = key();
+    let rotate_path = format!("/api/webhooks/{id}/secret/rotate");
+    let rotate = || app.request(Method::POST, &rotate_path).header("Idempotency-Key", &rotate_key).send();
+    let rotated = Reply::read(rotate().await.expect("rotate")).await;
     rotated.expect(200);
+    let replayed = Reply::read(rotate().await.expect("rotate again")).await;
+    assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replayed.body, rotated.body, "a replay answers the same new secret");
     let second = rotated.body["secret"].as_str().expect("the new secret, once").to_owned();
     assert_eq!(second.len(), 43);
     assert_ne!(second, first);
@@ -424,4 +440,48 @@ async fn the_test_endpoint_answers_the_attempt(backend: Backend) {
     assert_eq!(redirected.body["delivered"], false, "a 302 is a failed attempt: {}", redirected.body);
     assert_eq!(redirected.body["statusCode"], 302);
     assert!(receiver.requests_to("/elsewhere").is_empty(), "redirects are never followed");
+}
+
+async fn each_endpoint_needs_its_permission(backend: Backend) {
+    let (app, receiver) = app_with_receiver(backend, &[]).await;
+    let created = register(&app, &receiver.url("/p"), &["webhook.test"], None).await;
+    let id = created["id"].as_str().expect("id");
+    let token = |scope: &str| {
+        let subject = Uuid::now_v7().to_string();
+        let claims = app.issuer.claims_with_scope(&app.clock, &subject, Some(app.tenant.id), 3_600, Some(scope));
+        app.issuer.sign(&claims)
+    };
+    let reader = token("webhook:read");
+    let manager = token("webhook:manage");
+    let call = |token: &str, method: Method, path: String| {
+        app.raw(method, &path)
+            .header("API-Version", tokenops_testkit::API_VERSION)
+            .bearer_auth(token)
+            .header("Idempotency-Key", key())
+            .json(&json!({}))
+            .send()
+    };
+    let event = Uuid::now_v7();
+    let refused: Vec<(&str, Method, String)> = vec![
+        (&manager, Method::GET, "/api/webhooks".to_owned()),
+        (&manager, Method::GET, format!("/api/webhooks/{id}")),
+        (&manager, Method::GET, "/api/webhook-events".to_owned()),
+        (&reader, Method::POST, "/api/webhooks".to_owned()),
+        (&reader, Method::PATCH, format!("/api/webhooks/{id}")),
+        (&reader, Method::DELETE, format!("/api/webhooks/{id}")),
+        (&reader, Method::POST, format!("/api/webhooks/{id}/test")),
+        (&reader, Method::POST, format!("/api/webhooks/{id}/secret/rotate")),
+        (&manager, Method::POST, format!("/api/webhook-events/{event}/redeliver")),
+        (&manager, Method::POST, "/api/webhook-events/redeliver".to_owned()),
+    ];
+    for (token, method, path) in refused {
+        let case = format!("{method} {path}");
+        let reply = Reply::read(call(token, method, path).await.expect("request")).await;
+        assert_status(&reply, 403, &case);
+    }
+    let unauthenticated = Reply::read(
+        app.raw(Method::GET, "/api/webhooks").header("API-Version", "1.0.0").send().await.expect("request"),
+    )
+    .await;
+    assert_status(&unauthenticated, 401, "no token");
 }
