@@ -4,7 +4,11 @@
 
 use super::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use async_trait::async_trait;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
+use tokenops_domain::TenantId;
+use tokenops_domain::webhook::Webhook;
 use tokenops_store::{Job, Store};
 use uuid::Uuid;
 
@@ -30,17 +34,21 @@ impl JobHandler for DispatchEvent {
         let failed = bad.into_iter().map(|job| (job, JobError::Permanent("payload has no eventId".into()))).collect();
         let mut tx = self.store.write().await?;
         // Idempotent: a second run finds the event already dispatched and changes nothing, so
-        // an event fans out once.
+        // an event fans out once. Each organisation's registrations are read once per batch.
+        let mut registrations: HashMap<TenantId, Vec<Webhook>> = HashMap::new();
         for job in &events {
             let (Some(event_id), Some(tenant)) = (event_of(job), job.tenant_id) else { continue };
             if !tx.events().mark_dispatched(event_id, now).await? {
                 continue;
             }
-            if let Some(event) = tx.events().get(tenant, event_id).await? {
-                crate::webhooks::fan_out(tx.as_mut(), &event, now, self.job_max_attempts)
-                    .await
-                    .map_err(|e| JobError::Retry(e.to_string()))?;
-            }
+            let Some(event) = tx.events().get(tenant, event_id).await? else { continue };
+            let subscribers = match registrations.entry(tenant) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(slot) => slot.insert(tx.webhooks().live(tenant).await?),
+            };
+            crate::webhooks::fan_out(tx.as_mut(), &event, subscribers, now, self.job_max_attempts)
+                .await
+                .map_err(|e| JobError::Retry(e.to_string()))?;
         }
         ctx.finish(tx, events.iter().map(|job| job.id).collect(), Vec::new(), failed).await
     }

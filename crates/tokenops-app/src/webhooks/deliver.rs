@@ -59,9 +59,16 @@ impl<'a> EventBody<'a> {
 /// Inside the dispatcher's transaction: one PENDING delivery (generation 1) with its job for
 /// every registration subscribed to the event's type now, ACTIVE or SUSPENDED (a suspended
 /// one's waits for its resumption); none for INACTIVE ones, and none later (no backfill).
-pub async fn fan_out(tx: &mut dyn Tx, event: &Event, now: Timestamp, max_attempts: u32) -> AppResult<usize> {
+/// `registrations` are the organisation's live ones, read in the same transaction.
+pub async fn fan_out(
+    tx: &mut dyn Tx,
+    event: &Event,
+    registrations: &[Webhook],
+    now: Timestamp,
+    max_attempts: u32,
+) -> AppResult<usize> {
     let mut made = 0;
-    for webhook in tx.webhooks().live(event.tenant_id).await? {
+    for webhook in registrations {
         if !webhook.status.receives_events() || !webhook.subscribes_to(&event.event_type) {
             continue;
         }

@@ -61,8 +61,9 @@ pub struct WebhookAdapters {
 }
 
 /// A registration as the API returns it. `secret` only in the creation's and rotation's
-/// answers; `previousSecretExpiresAt` while a rotated-out secret still signs.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+/// answers; `previousSecretExpiresAt` while a rotated-out secret still signs. `Debug` never
+/// shows the secret.
+#[derive(Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookOut {
     pub id: Uuid,
@@ -103,7 +104,17 @@ impl WebhookOut {
     }
 }
 
-// `Debug` would print the secret: the derived one is replaced.
+impl std::fmt::Debug for WebhookOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookOut")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("status", &self.status)
+            .field("secret", &self.secret.as_ref().map(|_| "…"))
+            .finish_non_exhaustive()
+    }
+}
+
 impl WebhookOut {
     fn with_secret(mut self, secret: String) -> Self {
         self.secret = Some(secret);

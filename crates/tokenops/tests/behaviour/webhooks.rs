@@ -440,6 +440,13 @@ async fn the_test_endpoint_answers_the_attempt(backend: Backend) {
     assert_eq!(redirected.body["delivered"], false, "a 302 is a failed attempt: {}", redirected.body);
     assert_eq!(redirected.body["statusCode"], 302);
     assert!(receiver.requests_to("/elsewhere").is_empty(), "redirects are never followed");
+    // Slower than the five-second read timeout: TIMEOUT.
+    receiver.respond("/t", Response::Delay(Duration::from_secs(6)));
+    let slow = app.post(&test_path, &json!({})).await;
+    slow.expect(200);
+    assert_eq!(slow.body["delivered"], false);
+    assert_eq!(slow.body["failureClass"], "TIMEOUT", "{}", slow.body);
+    assert!(slow.body["statusCode"].is_null());
 }
 
 async fn each_endpoint_needs_its_permission(backend: Backend) {
