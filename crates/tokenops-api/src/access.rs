@@ -139,9 +139,19 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/audit/events", needs(P::AuditRead)),
     ("GET", "/api/audit/events/export", needs(P::AuditExport)),
     ("GET", "/api/audit/events/{eventId}", needs(P::AuditRead)),
-    // Webhook history
+    // Webhooks
+    ("POST", "/api/webhooks", needs(P::WebhookManage)),
+    ("GET", "/api/webhooks", needs(P::WebhookRead)),
+    ("GET", "/api/webhooks/{webhookId}", needs(P::WebhookRead)),
+    ("PATCH", "/api/webhooks/{webhookId}", needs(P::WebhookManage)),
+    ("DELETE", "/api/webhooks/{webhookId}", needs(P::WebhookManage)),
+    ("POST", "/api/webhooks/{webhookId}/test", needs(P::WebhookManage)),
+    ("POST", "/api/webhooks/{webhookId}/secret/rotate", needs(P::WebhookManage)),
+    // Webhook history and replay
     ("GET", "/api/webhook-events", needs(P::WebhookRead)),
     ("GET", "/api/webhook-events/{eventId}", needs(P::WebhookRead)),
+    ("POST", "/api/webhook-events/{eventId}/redeliver", needs(P::WebhookReplay)),
+    ("POST", "/api/webhook-events/redeliver", needs(P::WebhookReplay)),
 ];
 
 /// The guard of a routed endpoint; `None` for a route missing from [`GUARDS`], which is refused.

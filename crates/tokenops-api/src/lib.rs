@@ -58,6 +58,7 @@ fn areas() -> Vec<(OpenApiRouter<Arc<ApiState>>, TimestampStyle)> {
         (routes::users::router(), TimestampStyle::Iso8601),
         (routes::auth::router(), TimestampStyle::SpacedUtc),
         (routes::webhook_events::router(), TimestampStyle::SpacedUtc),
+        (routes::webhooks::router(), TimestampStyle::SpacedUtc),
     ]
 }
 
@@ -87,6 +88,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .merge(api)
         .merge(routes::operations::router(document))
         .merge(routes::idp::router())
+        .merge(routes::webhooks::well_known_router())
         .fallback(error::route_not_found)
         .layer(from_fn_with_state(state.clone(), error::render_errors))
         .layer(from_fn(request_id::assign_request_id))

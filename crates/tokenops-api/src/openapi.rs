@@ -36,7 +36,8 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         (name = "roles", description = "Roles of the organisation"),
         (name = "auth", description = "Sign-in with the embedded identity provider"),
         (name = "organisation", description = "Organisations and their users"),
-        (name = "webhook-events", description = "The event history"),
+        (name = "webhook-events", description = "The event history with every delivery, and replay"),
+        (name = "webhooks", description = "Webhook registrations: signed deliveries of the organisation's events over HTTPS"),
     )
 )]
 pub struct ApiDoc;

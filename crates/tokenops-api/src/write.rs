@@ -25,11 +25,20 @@ pub struct Reply {
     pub status: StatusCode,
     pub body: Value,
     pub location: Option<String>,
+    /// Body members answered to this request only, never stored under its key: a secret the
+    /// response shows once must not lie in the idempotency records in clear (see
+    /// [`Reply::with_secret`]).
+    secret: Option<(&'static str, String)>,
 }
 
 impl Reply {
     pub fn ok(body: &impl Serialize) -> AppResult<Self> {
-        Ok(Self { status: StatusCode::OK, body: serde_json::to_value(body).map_err(Error::internal)?, location: None })
+        Ok(Self {
+            status: StatusCode::OK,
+            body: serde_json::to_value(body).map_err(Error::internal)?,
+            location: None,
+            secret: None,
+        })
     }
 
     pub fn created(body: &impl Serialize, location: String) -> AppResult<Self> {
@@ -37,7 +46,19 @@ impl Reply {
             status: StatusCode::CREATED,
             body: serde_json::to_value(body).map_err(Error::internal)?,
             location: Some(location),
+            secret: None,
         })
+    }
+
+    /// Moves the body member `name` (a secret shown once) out of what is stored under the key:
+    /// it is answered to this request, and a replay answers without it unless its handler puts
+    /// it back from where the secret is sealed.
+    pub fn with_secret(mut self, name: &'static str) -> Self {
+        let taken = self.body.as_object_mut().and_then(|body| body.remove(name));
+        if let Some(Value::String(secret)) = taken {
+            self.secret = Some((name, secret));
+        }
+        self
     }
 
     /// 202: the write is accepted and goes on in the background; `location` is where to follow it.
@@ -46,15 +67,17 @@ impl Reply {
             status: StatusCode::ACCEPTED,
             body: serde_json::to_value(body).map_err(Error::internal)?,
             location: Some(location),
+            secret: None,
         })
     }
 
     /// 204: the write succeeded and there is nothing to show.
     pub fn no_content() -> Self {
-        Self { status: StatusCode::NO_CONTENT, body: Value::Null, location: None }
+        Self { status: StatusCode::NO_CONTENT, body: Value::Null, location: None, secret: None }
     }
 
     fn stored(self) -> WriteResponse {
+        debug_assert!(self.secret.is_none(), "the secret is taken out before storing");
         let headers = self.location.map(|l| vec![("location".to_owned(), l)]).unwrap_or_default();
         // The write's resource id is filled in by `Writes::commit`.
         WriteResponse { status: self.status.as_u16(), body: self.body, headers, resource_id: None }
@@ -62,6 +85,14 @@ impl Reply {
 }
 
 pub use tokenops_app::write::fingerprint;
+
+/// A replayed response with `name` set to `value` (a secret put back from where it is sealed).
+pub fn replayed_with(mut stored: WriteResponse, name: &str, value: Option<String>) -> Response {
+    if let (Some(value), Some(body)) = (value, stored.body.as_object_mut()) {
+        body.insert(name.to_owned(), Value::String(value));
+    }
+    respond(&stored, true)
+}
 
 fn respond(stored: &WriteResponse, replayed: bool) -> Response {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -193,6 +224,15 @@ impl IntoResponse for Written {
     }
 }
 
+/// The stored response when the request's key already completed with this very request, for a
+/// handler whose effect happens before its write (see `Writes::completed`); `None` otherwise.
+pub async fn replay_if_completed(state: &ApiState, request: &WriteRequest<'_>) -> ApiResult<Option<Response>> {
+    let Some(key) = &request.key else { return Ok(None) };
+    let idempotency = IdempotencyRequest { key: key.0.clone(), request_hash: request.fingerprint.clone() };
+    let stored = state.app.writes.completed(&request.scope.context, request.action, &idempotency).await?;
+    Ok(stored.map(|stored| respond(&stored, true)))
+}
+
 /// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
 pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
 where
@@ -219,8 +259,12 @@ where
     };
     let (write, outcome) = work(state.app.clone(), write).await;
     match outcome {
-        Ok(reply) => {
-            let stored = writes.commit(write, reply.stored()).await?;
+        Ok(mut reply) => {
+            let secret = reply.secret.take();
+            let mut stored = writes.commit(write, reply.stored()).await?;
+            if let (Some((name, secret)), Some(body)) = (secret, stored.body.as_object_mut()) {
+                body.insert(name.to_owned(), Value::String(secret));
+            }
             Ok(Written::Ran(respond(&stored, false)))
         }
         Err(error) if error.is_final_outcome() => {

@@ -153,6 +153,14 @@ error_codes! {
         TaskAlreadyActedOn = "TASK_ALREADY_ACTED_ON", 409, "The task has already been acted on";
         EarlierStepPending = "EARLIER_STEP_PENDING", 409, "An earlier step of the approval request is still pending";
         ApproversUnchanged = "APPROVERS_UNCHANGED", 409, "The approver set is unchanged";
+        // Webhooks and delivery history.
+        WebhookNotFound = "WEBHOOK_NOT_FOUND", 404;
+        EventNotFound = "EVENT_NOT_FOUND", 404;
+        DeliveryNotFound = "DELIVERY_NOT_FOUND", 404;
+        WebhookUrlTaken = "WEBHOOK_URL_TAKEN", 409;
+        WebhookInactive = "WEBHOOK_INACTIVE", 409;
+        DeliveryStillQueued = "DELIVERY_STILL_QUEUED", 409;
+        ReplayBudgetExhausted = "REPLAY_BUDGET_EXHAUSTED", 429;
     }
 }
 

@@ -26,6 +26,7 @@ pub mod reconciliation;
 pub mod resume;
 pub mod scripts;
 pub mod settlement;
+pub mod webhooks;
 pub mod write;
 
 pub use error::{AppResult, Code, Error};
@@ -116,6 +117,8 @@ pub struct Adapters {
     pub provider: identity::ProviderSettings,
     pub custody: Arc<dyn tokenops_custody::Custody>,
     pub ledger: Arc<dyn tokenops_ledger::Ledger>,
+    /// The webhook transport and settings.
+    pub webhooks: webhooks::WebhookAdapters,
 }
 
 /// The wired application: what the API and the workers call.
@@ -141,6 +144,7 @@ pub struct App {
     pub policies: policies::Policies,
     pub scripts: scripts::Scripts,
     pub automations: automations::Automations,
+    pub webhooks: Arc<webhooks::Webhooks>,
     pub identity: Arc<identity::IdentityProvider>,
     /// The ledger the organisations' tokens live on.
     pub ledger: Arc<dyn tokenops_ledger::Ledger>,
@@ -174,6 +178,15 @@ impl App {
         // A POLICY request's resolution moves its operation on in the pipeline.
         let approval_effect: Arc<dyn approvals::ResolutionEffect> =
             Arc::new(settlement::PolicyResolution(pipeline.clone()));
+        let delivery_keys =
+            Arc::new(webhooks::DeliveryKeys::new(store.clone(), adapters.sealer.clone(), clock.clone()));
+        let webhooks = Arc::new(webhooks::Webhooks::new(
+            store.clone(),
+            clock.clone(),
+            adapters.sealer.clone(),
+            adapters.webhooks,
+            delivery_keys,
+        ));
         let compiler = Arc::new(tokenops_scripting::Compiler::new(settings.script_limits.clone()));
         let write_settings = WriteSettings {
             idempotency_lease_ms: settings.idempotency_lease_ms,
@@ -195,6 +208,7 @@ impl App {
                 settings: run_settings,
             }),
             Arc::new(automations::runs::ScheduleAutomations { store: store.clone(), settings: run_settings }),
+            Arc::new(webhooks::DeliverWebhook(webhooks.clone())),
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),
                 settings: approval_settings,
@@ -215,7 +229,7 @@ impl App {
                 sealer: adapters.sealer.clone(),
                 transport: adapters.mail.clone(),
             }),
-            Arc::new(DispatchEvent { store: store.clone() }),
+            Arc::new(DispatchEvent { store: store.clone(), job_max_attempts: settings.job_max_attempts }),
             Arc::new(contracts::DeployContract { store: store.clone(), ledger: adapters.ledger.clone() }),
             Arc::new(accounts::ProvisionAccount {
                 store: store.clone(),
@@ -269,6 +283,7 @@ impl App {
             policies: policies::Policies::new(store.clone()),
             scripts: scripts::Scripts::new(store.clone(), compiler),
             automations: automations::Automations::new(store.clone()),
+            webhooks,
             identity: Arc::new(identity::IdentityProvider::new(
                 store.clone(),
                 clock.clone(),

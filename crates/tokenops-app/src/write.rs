@@ -130,6 +130,29 @@ impl Writes {
         }))
     }
 
+    /// The stored response of a key that completed with this very request, read without
+    /// claiming anything: for a write whose effect happens before its transaction (a test
+    /// delivery), so that a retry with a completed key replays instead of acting again. Any
+    /// other state (no record, in flight, another payload) is `None`: the write's own
+    /// admission then decides.
+    pub async fn completed(
+        &self,
+        ctx: &RequestContext,
+        action: &'static AuditAction,
+        request: &IdempotencyRequest,
+    ) -> AppResult<Option<WriteResponse>> {
+        let scope =
+            IdempotencyScope { tenant: ctx.caller.tenant, operation: action.name.to_owned(), key: request.key.clone() };
+        let mut tx = self.store.read().await?;
+        Ok(match tx.idempotency().get(&scope).await? {
+            Some(record) if record.request_hash == request.request_hash => match record.state {
+                IdempotencyState::Completed(response) => Some(response.into()),
+                IdempotencyState::InFlight { .. } => None,
+            },
+            _ => None,
+        })
+    }
+
     async fn claim(
         &self,
         tx: &mut dyn Tx,

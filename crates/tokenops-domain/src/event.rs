@@ -101,4 +101,9 @@ pub struct EventFilter {
     pub event_type: Option<String>,
     pub from: Option<Timestamp>,
     pub to: Option<Timestamp>,
+    /// Events with a delivery whose latest generation (per registration) has this status.
+    pub delivery_status: Option<String>,
+    /// Events with a delivery to this registration (combined with `delivery_status`, the same
+    /// delivery).
+    pub webhook_id: Option<Uuid>,
 }

@@ -3,7 +3,8 @@
 //! platform roles. Nothing here performs I/O, save that `SystemClock`, the real adapter of the
 //! `Clock` port every layer reads the time through, reads the system's time.
 //! The policy catalogue and decision-table engine are `policy`; the approval step rules `approval`;
-//! scripts' and automations' statuses and the cron schedule `script` and `automation`.
+//! webhook registrations and deliveries `webhook`; scripts' and automations' statuses and the cron
+//! schedule `script` and `automation`.
 
 pub mod account;
 pub mod approval;
@@ -24,6 +25,7 @@ pub mod policy;
 pub mod role;
 pub mod script;
 pub mod timestamp;
+pub mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{TenantId, new_id};

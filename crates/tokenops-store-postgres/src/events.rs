@@ -58,6 +58,13 @@ impl EventStore for PostgresTx {
                AND ($3::bigint IS NULL OR occurred_at >= $3)
                AND ($4::bigint IS NULL OR occurred_at < $4)
                AND ($5::bigint IS NULL OR (occurred_at, id) < ($5, $6::uuid))
+               AND (($8::text IS NULL AND $9::uuid IS NULL) OR EXISTS (
+                    SELECT 1 FROM webhook_deliveries d
+                    WHERE d.event_id = events.id AND ($8::text IS NULL OR d.status = $8)
+                      AND ($9::uuid IS NULL OR d.webhook_id = $9)
+                      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries n
+                                      WHERE n.event_id = d.event_id AND n.webhook_id = d.webhook_id
+                                        AND n.generation > d.generation)))
              ORDER BY occurred_at DESC, id DESC
              LIMIT $7"
         );
@@ -69,7 +76,9 @@ impl EventStore for PostgresTx {
                 .bind(filter.to.map(Timestamp::as_micros))
                 .bind(window.after.map(|p| p.at_micros))
                 .bind(window.after.map(|p| p.id))
-                .bind(i64::from(window.limit)),
+                .bind(i64::from(window.limit))
+                .bind(filter.delivery_status.clone())
+                .bind(filter.webhook_id),
             decode,
         )
         .await

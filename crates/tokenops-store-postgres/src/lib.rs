@@ -48,6 +48,7 @@ mod signing_keys;
 mod standing;
 mod tenants;
 mod users;
+mod webhooks;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -55,7 +56,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokenops_store::{AccountStore, ContractStore};
-use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore};
+use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore, WebhookStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
@@ -489,6 +490,9 @@ impl Tx for PostgresTx {
         self
     }
     fn executions(&mut self) -> &mut dyn ExecutionStore {
+        self
+    }
+    fn webhooks(&mut self) -> &mut dyn WebhookStore {
         self
     }
 

@@ -21,6 +21,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "approvals", include_str!("../migrations/0009_approvals.sql")),
     (11, "scripts", include_str!("../migrations/0011_scripts.sql")),
     (12, "approval_resources", include_str!("../migrations/0012_approval_resources.sql")),
+    (10, "webhooks", include_str!("../migrations/0010_webhooks.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

@@ -52,6 +52,12 @@ impl EventStore for SqliteTx {
                AND (?3 IS NULL OR occurred_at >= ?3)
                AND (?4 IS NULL OR occurred_at < ?4)
                AND (?5 IS NULL OR occurred_at < ?5 OR (occurred_at = ?5 AND id < ?6))
+               AND ((?8 IS NULL AND ?9 IS NULL) OR EXISTS (
+                    SELECT 1 FROM webhook_deliveries d
+                    WHERE d.event_id = events.id AND (?8 IS NULL OR d.status = ?8) AND (?9 IS NULL OR d.webhook_id = ?9)
+                      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries n
+                                      WHERE n.event_id = d.event_id AND n.webhook_id = d.webhook_id
+                                        AND n.generation > d.generation)))
              ORDER BY occurred_at DESC, id DESC
              LIMIT ?7"
         );
@@ -65,6 +71,8 @@ impl EventStore for SqliteTx {
                 window.after.map(|p| p.at_micros),
                 window.after.map(|p| codec::id_text(p.id)),
                 i64::from(window.limit),
+                filter.delivery_status.as_deref(),
+                filter.webhook_id.map(codec::id_text),
             ],
             decode,
         )

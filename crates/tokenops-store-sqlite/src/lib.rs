@@ -40,6 +40,7 @@ mod signing_keys;
 mod standing;
 mod tenants;
 mod users;
+mod webhooks;
 
 use async_trait::async_trait;
 use rusqlite::types::FromSql;
@@ -49,7 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
 use tokenops_store::{AccountStore, ContractStore};
-use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore};
+use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore, WebhookStore};
 use tokenops_store::{
     AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
     StoreResult, Tx,
@@ -335,6 +336,9 @@ impl Tx for SqliteTx {
         self
     }
     fn executions(&mut self) -> &mut dyn ExecutionStore {
+        self
+    }
+    fn webhooks(&mut self) -> &mut dyn WebhookStore {
         self
     }
 

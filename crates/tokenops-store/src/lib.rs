@@ -43,6 +43,7 @@ mod signing_keys;
 mod standing;
 mod tenants;
 mod users;
+mod webhooks;
 
 pub use accounts::*;
 pub use approvals::*;
@@ -76,6 +77,7 @@ pub use signing_keys::*;
 pub use standing::*;
 pub use tenants::*;
 pub use users::*;
+pub use webhooks::*;
 
 use async_trait::async_trait;
 use std::time::Duration;
@@ -184,6 +186,7 @@ pub trait Tx: Send {
     fn scripts(&mut self) -> &mut dyn ScriptStore;
     fn automations(&mut self) -> &mut dyn AutomationStore;
     fn executions(&mut self) -> &mut dyn ExecutionStore;
+    fn webhooks(&mut self) -> &mut dyn WebhookStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }

@@ -26,6 +26,7 @@ mod scripts;
 mod secret_reveals;
 mod tenants;
 mod users;
+mod webhooks;
 
 pub use accounts::account;
 pub use approvals::{approval_request, approval_task};
@@ -51,6 +52,7 @@ pub use scripts::{
 pub use secret_reveals::secret_reveal;
 pub use tenants::tenant;
 pub use users::user;
+pub use webhooks::{delivery, webhook, webhook_signing_key};
 
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};

@@ -866,10 +866,20 @@ async fn events_page_newest_first_by_keyset(backend: Backend) {
         assert_eq!(stored.iter().find(|e| e.id == event.id), Some(event));
     }
 
-    let typed = EventFilter { event_type: Some("webhook.test".into()), from: Some(T0.plus_millis(1)), to: None };
+    let typed = EventFilter {
+        event_type: Some("webhook.test".into()),
+        from: Some(T0.plus_millis(1)),
+        to: None,
+        ..Default::default()
+    };
     let got = tx.events().list(tenant, &typed, KeysetRequest { after: None, limit: 10 }).await.expect("list");
     assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), [events[5].id, events[3].id]);
-    let window = EventFilter { event_type: None, from: Some(T0.plus_millis(1)), to: Some(T0.plus_millis(2)) };
+    let window = EventFilter {
+        event_type: None,
+        from: Some(T0.plus_millis(1)),
+        to: Some(T0.plus_millis(2)),
+        ..Default::default()
+    };
     let got = tx.events().list(tenant, &window, KeysetRequest { after: None, limit: 10 }).await.expect("list");
     assert_eq!(got.len(), 2, "from is inclusive, to exclusive");
     assert!(got.iter().all(|e| e.occurred_at == T0.plus_millis(1)));

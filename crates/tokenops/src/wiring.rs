@@ -10,6 +10,7 @@ use tokenops_api::extract::paging::CursorCodec;
 use tokenops_app::clock::Clock;
 use tokenops_app::identity::ProviderSettings;
 use tokenops_app::mail::{FileTransport, SmtpTransport};
+use tokenops_app::webhooks::{WebhookAdapters, WebhookSettings};
 use tokenops_app::{Adapters, App};
 use tokenops_identity::{PublishedKeys, Sealer, TokenVerifier, VerifierSettings};
 use tokenops_store::{Store, StoreError};
@@ -161,7 +162,21 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         }
     };
     let ledger = open_ledger(config, &store, &custody, &clock).await?;
+    let transport = tokenops_webhooks::transport::Transport::from_settings(
+        &config.webhook_allow_cidrs.join(","),
+        config.webhook_ca_file.as_deref(),
+    )?;
+    let webhooks = WebhookAdapters {
+        transport: Arc::new(transport),
+        settings: WebhookSettings {
+            retry_base_ms: config.webhook_retry_base_ms,
+            replay_budget: config.webhook_replay_budget,
+            issuer: config.public_url.clone(),
+            job_max_attempts: config.app.job_max_attempts,
+        },
+    };
     let adapters = Adapters {
+        webhooks,
         custody,
         ledger,
         sealer,

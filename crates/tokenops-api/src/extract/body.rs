@@ -51,18 +51,20 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     }
 }
 
-/// An optional body: a request with no body and no Content-Type has none; anything else is
-/// read as a `JsonBody`, with its rules.
+/// A body that may be left out (`Option<JsonBody<T>>`): no body and no Content-Type is `None`;
+/// anything else is checked as a required body would be.
 impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Option<Self>, Self::Rejection> {
-        let no_type = request.headers().get(CONTENT_TYPE).is_none();
-        let length = request.headers().get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
-        if no_type && length.is_none_or(|l| l.trim() == "0") {
-            return Ok(None);
+        if request.headers().contains_key(CONTENT_TYPE) {
+            return <Self as FromRequest<Arc<ApiState>>>::from_request(request, state).await.map(Some);
         }
-        <Self as FromRequest<Arc<ApiState>>>::from_request(request, state).await.map(Some)
+        let limit = state.max_body_bytes;
+        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
+            ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes"))
+        })?;
+        if bytes.is_empty() { Ok(None) } else { Err(ApiError::http_default(HttpCode::UnsupportedMediaType)) }
     }
 }
 

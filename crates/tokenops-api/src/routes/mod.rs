@@ -20,6 +20,7 @@ pub mod tenants;
 pub mod transactions;
 pub mod users;
 pub mod webhook_events;
+pub mod webhooks;
 
 use crate::ApiState;
 use crate::error::{ApiError, HttpCode};

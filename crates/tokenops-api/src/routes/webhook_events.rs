@@ -1,26 +1,34 @@
-//! `/api/webhook-events`: the event history, newest first by occurredAt (paging style D).
-//! Deliveries join these records when webhook registrations exist; until then every event
-//! lists none.
+//! `/api/webhook-events`: the event history, newest first by occurredAt (paging style D), each
+//! event with all its deliveries; and replay, strict for one event, lenient for a filter.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_app::Error;
+use tokenops_app::webhooks::{self, DeliveryOut, FilteredReplay};
 use tokenops_domain::event::{Event, EventFilter, EventType, ResourceRef};
 use tokenops_domain::paging::KeysetPosition;
+use tokenops_domain::webhook::Delivery;
+use tokenops_domain::webhook::DeliveryStatus;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{PathId, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRoute};
+use serde::Deserialize;
 
 const ENDPOINT: &str = "GET /api/webhook-events";
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new().routes(routes!(list_webhook_events)).routes(routes!(get_webhook_event))
+    OpenApiRouter::new()
+        .routes(routes!(list_webhook_events))
+        .routes(routes!(get_webhook_event))
+        .routes(routes!(redeliver_event))
+        .routes(routes!(redeliver_filtered))
 }
 
 /// A page of events (style D).
@@ -43,12 +51,12 @@ pub struct WebhookEventOut {
     pub resource: ResourceRef,
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
-    #[schema(value_type = Vec<Object>)]
-    pub deliveries: Vec<serde_json::Value>,
+    /// Every delivery of the event, by registration and generation; `[]` when none.
+    pub deliveries: Vec<DeliveryOut>,
 }
 
-impl From<&Event> for WebhookEventOut {
-    fn from(e: &Event) -> Self {
+impl WebhookEventOut {
+    fn new(e: &Event, deliveries: &[Delivery]) -> Self {
         Self {
             id: e.id,
             event_type: e.event_type.clone(),
@@ -57,16 +65,23 @@ impl From<&Event> for WebhookEventOut {
             idempotency_key: e.idempotency_key.clone(),
             resource: e.resource.clone(),
             data: e.data.clone(),
-            deliveries: Vec::new(),
+            deliveries: deliveries.iter().filter(|d| d.event_id == e.id).map(DeliveryOut::from).collect(),
         }
     }
 }
 
+/// The history filters, from the query (list) or a filtered replay's body.
 fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
     let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
     let event_type = params.choice("type", EventType::parse, &names)?.map(|t| t.as_str().to_owned());
     let (from, to) = params.window("from", "to")?;
-    Ok(EventFilter { event_type, from, to })
+    let statuses: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let delivery_status = params.choice("status", DeliveryStatus::parse, &statuses)?.map(|s| s.as_str().to_owned());
+    let webhook_id = params
+        .one("webhookId")?
+        .map(|v| uuid::Uuid::parse_str(v).map_err(|_| Error::invalid_field("webhookId", "must be a UUID")))
+        .transpose()?;
+    Ok(EventFilter { event_type, from, to, delivery_status, webhook_id })
 }
 
 /// List events, newest first (paging style D).
@@ -75,6 +90,8 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
     params(
         ("type" = Option<String>, Query), ("from" = Option<String>, Query, description = "ISO 8601, inclusive"),
         ("to" = Option<String>, Query, description = "ISO 8601, exclusive"),
+        ("status" = Option<DeliveryStatus>, Query, description = "Events with a delivery whose latest generation (per registration) has this status"),
+        ("webhookId" = Option<uuid::Uuid>, Query, description = "Events with a delivery to this registration"),
         ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
         ("cursor" = Option<String>, Query, description = "nextCursor of the previous page, with the same filters"),
     ),
@@ -93,13 +110,17 @@ async fn list_webhook_events(
         ("type", filter.event_type.clone()),
         ("from", filter.from.map(|t| t.as_micros().to_string())),
         ("to", filter.to.map(|t| t.as_micros().to_string())),
+        ("status", filter.delivery_status.clone()),
+        ("webhookId", filter.webhook_id.map(|id| id.to_string())),
     ]);
     let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
     let events = state.app.events.list(scope.tenant, &filter, request.window()).await?;
+    let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
+    let deliveries = state.app.webhooks.deliveries_of(scope.tenant, &ids).await?;
     let body = request.envelope(
         events,
         |e: &Event| KeysetPosition { at_micros: e.occurred_at.as_micros(), id: e.id },
-        |e: &Event| WebhookEventOut::from(e),
+        |e: &Event| WebhookEventOut::new(e, &deliveries),
         &state.cursors,
     );
     Ok(axum::Json(body).into_response())
@@ -121,5 +142,123 @@ async fn get_webhook_event(
     PathId(id): PathId,
 ) -> ApiResult<Response> {
     let event = state.app.events.get(scope.tenant, id).await?;
-    Ok(axum::Json(WebhookEventOut::from(&event)).into_response())
+    let deliveries = state.app.webhooks.deliveries_of(scope.tenant, &[id]).await?;
+    Ok(axum::Json(WebhookEventOut::new(&event, &deliveries)).into_response())
+}
+
+/// A strict replay's body: optionally one registration.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RedeliverIn {
+    /// Replay only to this registration; otherwise to every registration that received the event.
+    pub webhook_id: Option<uuid::Uuid>,
+}
+
+/// A filtered replay's body: the history filters, at least one.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RedeliverFilterIn {
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+    /// ISO 8601, inclusive.
+    pub from: Option<String>,
+    /// ISO 8601, exclusive.
+    pub to: Option<String>,
+    /// The status of the latest delivery generation, e.g. PARKED.
+    pub status: Option<String>,
+    pub webhook_id: Option<uuid::Uuid>,
+}
+
+/// Replay one event (strict).
+///
+/// A new delivery at the next generation, PENDING with 0 attempts, to every registration that
+/// received the event (or only `webhookId`); the earlier deliveries never change. Anything not
+/// replayable fails the whole call. Each replay spends one of the organisation's 1,000
+/// replays per hour (shared with the filtered call). A SUSPENDED destination's replay waits
+/// for its resumption.
+#[utoipa::path(
+    post, path = "/api/webhook-events/{eventId}/redeliver", tag = "webhook-events", operation_id = "webhookEvents.redeliver",
+    params(("eventId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    request_body(content = RedeliverIn, description = "Optional; an empty body replays to every destination"),
+    responses(
+        (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false)", body = FilteredReplay),
+        (status = 400, description = "eventId or webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:replay", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such event (EVENT_NOT_FOUND), no delivery to the named destination (DELIVERY_NOT_FOUND), or the destination was deleted (WEBHOOK_NOT_FOUND)", body = crate::openapi::ErrorBody),
+        (status = 409, description = "DELIVERY_STILL_QUEUED: the latest delivery (or a replay of it) is still queued; WEBHOOK_INACTIVE; or the key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn redeliver_event(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: Option<JsonBody<RedeliverIn>>,
+) -> ApiResult<Response> {
+    let (document, only) = match body {
+        Some(body) => (body.document, body.value.webhook_id),
+        None => (serde_json::Value::Null, None),
+    };
+    let request = route.request(&scope, &webhooks::REDELIVER, Some(key), &[&id], &document);
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let replayed = app.webhooks.redeliver(&mut w, id, only).await;
+        (w, replayed.and_then(|out| Reply::accepted(&out, format!("/api/webhook-events/{id}"))))
+    })
+    .await
+}
+
+/// Replay the deliveries the history filters select (lenient).
+///
+/// For each matching event, newest first, the latest delivery generation to each registration
+/// (status and webhookId apply to it) is replayed when settled; what cannot be is listed in
+/// skipped with its reason. At most 500 events are queued and 2,000 deliveries examined per
+/// call; truncated tells that more remain (call again). For example status PARKED with from
+/// and to replays the deliveries that ran out of attempts in that window.
+#[utoipa::path(
+    post, path = "/api/webhook-events/redeliver", tag = "webhook-events", operation_id = "webhookEvents.redeliverFiltered",
+    params(crate::openapi::RequiredIdempotencyKey),
+    request_body = RedeliverFilterIn,
+    responses(
+        (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated", body = FilteredReplay),
+        (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:replay", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn redeliver_filtered(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<RedeliverFilterIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &webhooks::REDELIVER_FILTERED, Some(key), &[], &body.document);
+    let value = body.value;
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut push = |name: &str, value: Option<String>| {
+        if let Some(value) = value {
+            pairs.push((name.to_owned(), value));
+        }
+    };
+    push("type", value.event_type);
+    push("from", value.from);
+    push("to", value.to);
+    push("status", value.status);
+    push("webhookId", value.webhook_id.map(|id| id.to_string()));
+    if pairs.is_empty() {
+        return Err(Error::bad_request("Give at least one filter: type, from, to, status or webhookId").into());
+    }
+    let filter = filter(&QueryParams(pairs))?;
+    write::run(&state, request, |app, mut w| async move {
+        let replayed = app.webhooks.redeliver_filtered(&mut w, filter).await;
+        (w, replayed.and_then(|out| Reply::accepted(&out, "/api/webhook-events".to_owned())))
+    })
+    .await
 }

@@ -1,14 +1,21 @@
-//! `event.dispatch`: hands one outbox event on to its subscribers. Until webhook registrations
-//! exist this marks the event dispatched; the webhooks area fans it out into deliveries here.
+//! `event.dispatch`: hands one outbox event on to its subscribers: marks it dispatched and, in the
+//! same transaction, fans it out into one delivery per registration subscribed to its type at
+//! that moment (`webhooks::fan_out`).
 
 use super::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use async_trait::async_trait;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
+use tokenops_domain::TenantId;
+use tokenops_domain::webhook::Webhook;
 use tokenops_store::{Job, Store};
 use uuid::Uuid;
 
 pub struct DispatchEvent {
     pub store: Arc<dyn Store>,
+    /// The attempts of each delivery job it enqueues.
+    pub job_max_attempts: u32,
 }
 
 #[async_trait]
@@ -26,9 +33,22 @@ impl JobHandler for DispatchEvent {
         let (events, bad): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| event_of(job).is_some());
         let failed = bad.into_iter().map(|job| (job, JobError::Permanent("payload has no eventId".into()))).collect();
         let mut tx = self.store.write().await?;
-        // Idempotent: a second run finds the event already dispatched and changes nothing.
-        for event_id in events.iter().filter_map(event_of) {
-            tx.events().mark_dispatched(event_id, now).await?;
+        // Idempotent: a second run finds the event already dispatched and changes nothing, so
+        // an event fans out once. Each organisation's registrations are read once per batch.
+        let mut registrations: HashMap<TenantId, Vec<Webhook>> = HashMap::new();
+        for job in &events {
+            let (Some(event_id), Some(tenant)) = (event_of(job), job.tenant_id) else { continue };
+            if !tx.events().mark_dispatched(event_id, now).await? {
+                continue;
+            }
+            let Some(event) = tx.events().get(tenant, event_id).await? else { continue };
+            let subscribers = match registrations.entry(tenant) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(slot) => slot.insert(tx.webhooks().live(tenant).await?),
+            };
+            crate::webhooks::fan_out(tx.as_mut(), &event, subscribers, now, self.job_max_attempts)
+                .await
+                .map_err(|e| JobError::Retry(e.to_string()))?;
         }
         ctx.finish(tx, events.iter().map(|job| job.id).collect(), Vec::new(), failed).await
     }

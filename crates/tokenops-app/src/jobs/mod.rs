@@ -55,6 +55,8 @@ pub mod kinds {
     pub const AUTOMATION_RUN: &str = "automation.run";
     /// Periodic: queues the runs of due SCHEDULED automations.
     pub const AUTOMATIONS_SCHEDULE: &str = "automations.schedule";
+    /// Makes one attempt of one webhook delivery (`deliveryId`, `attempt`).
+    pub const WEBHOOK_DELIVER: &str = "webhook.deliver";
 }
 
 /// Why a run did not finish the job.

@@ -37,3 +37,5 @@ mod token_attacks;
 mod token_verification;
 mod transactions;
 mod transactions_crash;
+mod webhook_deliveries;
+mod webhooks;

@@ -1,0 +1,356 @@
+//! `/api/webhooks`: registrations (paging style D, newest first), their test delivery and secret
+//! rotation; and `/.well-known/webhook-jwks.json`, the keys JWS_ES256 deliveries are signed with.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use std::sync::Arc;
+use tokenops_app::Error;
+use tokenops_app::webhooks::{self, NewWebhook, TestOutcome, WebhookChange, WebhookOut};
+use tokenops_domain::paging::KeysetPosition;
+use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookStatus};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::ApiState;
+use crate::error::ApiResult;
+use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{self, Reply, WriteRoute, Written};
+
+const ENDPOINT: &str = "GET /api/webhooks";
+
+pub fn router() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_webhooks, create_webhook))
+        .routes(routes!(get_webhook, update_webhook, delete_webhook))
+        .routes(routes!(test_webhook))
+        .routes(routes!(rotate_secret))
+}
+
+/// The public key set of JWS_ES256 deliveries (supplement §7), outside `/api`: receivers fetch
+/// it without a token or API-Version.
+pub fn well_known_router() -> Router<Arc<ApiState>> {
+    Router::new().route("/.well-known/webhook-jwks.json", get(jwks))
+}
+
+async fn jwks(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
+    let document = state.app.webhooks.keys.jwks().await?;
+    Ok(([(header::CACHE_CONTROL, "public, max-age=300")], axum::Json(document)).into_response())
+}
+
+/// A page of registrations (style D).
+pub type WebhookPage = PageD<WebhookOut>;
+
+/// A registration request.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookIn {
+    /// An https URL whose host resolves only to public addresses.
+    #[schema(required = true)]
+    pub url: Option<String>,
+    /// At least one event type of the Events table.
+    #[schema(required = true)]
+    pub event_types: Option<Vec<String>>,
+    /// HMAC_SHA256 (default) or JWS_ES256; fixed for the registration.
+    pub signature_scheme: Option<String>,
+}
+
+/// A change of a registration: at least one field.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookPatch {
+    /// ACTIVE or INACTIVE (SUSPENDED is the service's to set).
+    pub status: Option<String>,
+    /// Replaces the whole set; `[]` subscribes to nothing.
+    pub event_types: Option<Vec<String>>,
+}
+
+fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
+    match value {
+        None => Ok(SignatureScheme::HmacSha256),
+        Some(text) => SignatureScheme::parse(text).ok_or_else(|| {
+            Error::invalid_field("signatureScheme", format!("unknown value {text:?}; allowed: HMAC_SHA256, JWS_ES256"))
+        }),
+    }
+}
+
+/// List the organisation's registrations, newest first (paging style D).
+#[utoipa::path(
+    get, path = "/api/webhooks", tag = "webhooks", operation_id = "webhooks.list",
+    params(
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        ("cursor" = Option<String>, Query, description = "nextCursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "Style D page of registrations, newest first (never a secret)", body = WebhookPage),
+        (status = 400, description = "limit outside 1 to 100, or a foreign cursor", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn list_webhooks(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    params: QueryParams,
+) -> ApiResult<Response> {
+    let filters = crate::extract::paging::filters_fingerprint(&[]);
+    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
+    let items = state.app.webhooks.list(scope.tenant, request.window()).await?;
+    let now = state.app.clock.now();
+    let body = request.envelope(
+        items,
+        |w: &Webhook| KeysetPosition { at_micros: w.created_at.as_micros(), id: w.id },
+        |w: &Webhook| WebhookOut::new(w, now),
+        &state.cursors,
+    );
+    Ok(axum::Json(body).into_response())
+}
+
+/// Register a destination.
+///
+/// The URL is normalised (scheme and host lowercased, default :443 dropped) and its host
+/// resolved by the service: every address must be public (private, loopback, link-local,
+/// carrier-grade NAT and the other special-purpose ranges are refused, unless the operator
+/// exempts them with TOKENOPS_WEBHOOK_ALLOW_CIDRS). The registration starts ACTIVE and is
+/// sent a `webhook.test` event at once (recorded in the history, delivered to it alone). The
+/// 43-character secret of an HMAC_SHA256 registration is in this answer only; it is not kept
+/// with the Idempotency-Key's record, and a replay of the key shows it again only while it is
+/// still the current secret (no rotation since).
+#[utoipa::path(
+    post, path = "/api/webhooks", tag = "webhooks", operation_id = "webhooks.create",
+    params(crate::openapi::RequiredIdempotencyKey),
+    request_body = WebhookIn,
+    responses(
+        (status = 201, description = "Registered, ACTIVE; with the secret (HMAC_SHA256 only)", body = WebhookOut, headers(("Location" = String))),
+        (status = 400, description = "url not https, not resolvable or not public; unknown signatureScheme; no eventTypes; unknown event types (each named in details); Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
+        (status = 409, description = "WEBHOOK_URL_TAKEN: the URL is registered in the organisation (existingWebhookId); or the key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn create_webhook(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<WebhookIn>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &webhooks::CREATE, Some(key), &[], &body.document);
+    let value = body.value;
+    let url = value.url.ok_or_else(|| Error::invalid_field("url", "is required"))?;
+    let url = tokenops_webhooks::url::normalise(&url).map_err(|e| Error::invalid_field("url", e))?;
+    let signature_scheme = scheme(value.signature_scheme.as_deref())?;
+    let types = value.event_types.ok_or_else(|| Error::invalid_field("eventTypes", "is required"))?;
+    if types.is_empty() {
+        return Err(Error::invalid_field("eventTypes", "needs at least one event type").into());
+    }
+    let event_types = webhooks::event_types("eventTypes", &types)?;
+    state.app.webhooks.check_url(&url).await?;
+    let new = NewWebhook { url, signature_scheme, event_types };
+    let written = write::run_or_replay(&state, request, |app, mut w| async move {
+        let created = app.webhooks.create(&mut w, new).await;
+        let reply = created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id)));
+        (w, reply.map(|r| r.with_secret("secret")))
+    })
+    .await?;
+    replay_with_secret(&state, &scope, written, 201).await
+}
+
+/// A replayed creation or rotation answers its secret again while it is still the current one
+/// (it is not stored with the response; see `Webhooks::secret_for_replay`).
+async fn replay_with_secret(
+    state: &ApiState,
+    scope: &TenantScope,
+    written: Written,
+    success: u16,
+) -> ApiResult<Response> {
+    match written {
+        Written::Replayed(stored) if stored.status == success => {
+            let secret = state.app.webhooks.secret_for_replay(scope.tenant, &stored.body).await?;
+            Ok(write::replayed_with(stored, "secret", secret))
+        }
+        other => Ok(other.into_response()),
+    }
+}
+
+/// Read a registration (never its secret).
+#[utoipa::path(
+    get, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.get",
+    params(("webhookId" = Uuid, Path)),
+    responses(
+        (status = 200, description = "The registration", body = WebhookOut),
+        (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:read", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_webhook(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+) -> ApiResult<Response> {
+    Ok(axum::Json(state.app.webhooks.get(scope.tenant, id).await?).into_response())
+}
+
+/// Change a registration's status or event types.
+///
+/// status ACTIVE or INACTIVE; SUSPENDED is 400 (the service suspends). Setting ACTIVE clears a
+/// suspension and resets the failure count; deliveries that waited go out. eventTypes replaces
+/// the whole set (`[]` subscribes to nothing); events already dispatched keep their deliveries.
+#[utoipa::path(
+    patch, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.update",
+    params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    request_body = WebhookPatch,
+    responses(
+        (status = 200, description = "The registration as changed", body = WebhookOut),
+        (status = 400, description = "No field, status SUSPENDED or unknown, unknown event types, webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn update_webhook(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+    body: JsonBody<WebhookPatch>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &webhooks::UPDATE, Some(key), &[&id], &body.document);
+    let value = body.value;
+    if value.status.is_none() && value.event_types.is_none() {
+        return Err(Error::bad_request("Give status, eventTypes or both").into());
+    }
+    let statuses = "ACTIVE, INACTIVE";
+    let status = value
+        .status
+        .as_deref()
+        .map(|text| match WebhookStatus::parse(text) {
+            Some(s) if s.requestable() => Ok(s),
+            Some(_) => {
+                Err(Error::invalid_field("status", "SUSPENDED is set by the service only; allowed: ACTIVE, INACTIVE"))
+            }
+            None => Err(Error::invalid_field("status", format!("unknown value {text:?}; allowed: {statuses}"))),
+        })
+        .transpose()?;
+    let event_types =
+        value.event_types.as_deref().map(|types| webhooks::event_types("eventTypes", types)).transpose()?;
+    let change = WebhookChange { status, event_types };
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let changed = app.webhooks.update(&mut w, id, change).await;
+        (w, changed.and_then(|out| Reply::ok(&out)))
+    })
+    .await
+}
+
+/// Delete a registration: its queued deliveries are CANCELLED and its URL may be registered
+/// again (a new id and secret). Its delivery history stays.
+#[utoipa::path(
+    delete, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.delete",
+    params(("webhookId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn delete_webhook(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &webhooks::DELETE, key, &[&id], &serde_json::Value::Null);
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let deleted = app.webhooks.delete(&mut w, id).await;
+        (w, deleted.map(|()| Reply::no_content()))
+    })
+    .await
+}
+
+/// Send a test delivery now and answer its outcome.
+///
+/// One attempt of a fresh `webhook.test` event (data: the registration), signed as any
+/// delivery, made synchronously and not retried; it is not recorded in the event history
+/// (the registration's own test at creation is). A success resets the consecutive failure
+/// count; a failure does not count towards suspension. A SUSPENDED registration may be
+/// tested, to check the receiver before setting it ACTIVE. A key that completed answers its
+/// recorded outcome without sending again.
+#[utoipa::path(
+    post, path = "/api/webhooks/{webhookId}/test", tag = "webhooks", operation_id = "webhooks.test",
+    params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    responses(
+        (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
+        (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
+        (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn test_webhook(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &webhooks::TEST, Some(key), &[&id], &serde_json::Value::Null);
+    if let Some(replay) = write::replay_if_completed(&state, &request).await? {
+        return Ok(replay);
+    }
+    // The attempt holds no transaction: the write that records it opens after it.
+    let (event_id, outcome) = state.app.webhooks.attempt_test(scope.tenant, id).await?;
+    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+        let recorded = app.webhooks.record_test(&mut w, id, event_id, &outcome).await;
+        (w, recorded.and_then(|out| Reply::ok(&out)))
+    })
+    .await
+}
+
+/// Rotate an HMAC_SHA256 registration's secret.
+///
+/// The new secret is in this answer only. For 24 hours (previousSecretExpiresAt) deliveries
+/// carry two signatures, newest first; rotating again inside that overlap retires the older
+/// secret at once.
+#[utoipa::path(
+    post, path = "/api/webhooks/{webhookId}/secret/rotate", tag = "webhooks", operation_id = "webhooks.rotateSecret",
+    params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    responses(
+        (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
+        (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn rotate_secret(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    route: WriteRoute,
+    key: IdempotencyKey,
+) -> ApiResult<Response> {
+    let request = route.request(&scope, &webhooks::ROTATE, Some(key), &[&id], &serde_json::Value::Null);
+    let written = write::run_or_replay(&state, request.about(id.to_string()), |app, mut w| async move {
+        let rotated = app.webhooks.rotate(&mut w, id).await;
+        (w, rotated.and_then(|out| Reply::ok(&out)).map(|r| r.with_secret("secret")))
+    })
+    .await?;
+    replay_with_secret(&state, &scope, written, 200).await
+}

@@ -1,0 +1,230 @@
+//! Deliveries as durable jobs: the dispatcher's fan-out (one PENDING delivery and one
+//! `webhook.deliver` job per registration subscribed at that moment), and the job that makes one
+//! attempt (body, signature, POST with no store transaction or connection held) and records it
+//! by the delivery state table, counting the registration's consecutive failures.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::Serialize;
+use std::sync::Arc;
+use tokenops_domain::event::{Event, ResourceRef};
+use tokenops_domain::webhook::{AttemptResult, Delivery, FailureClass, SignatureScheme, Webhook};
+use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_store::{Job, Tx};
+use tokenops_webhooks::retry::{AttemptOutcome, NextStep, RetrySchedule, next_step, random_jitter};
+use tokenops_webhooks::signing::{DeliverySigning, delivery_headers};
+use tokenops_webhooks::url::normalise;
+use uuid::Uuid;
+
+use super::{Webhooks, deliver_job, load_for_attempt, open_secrets};
+use crate::error::{AppResult, Error};
+use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
+
+/// The event as a delivery's body shows it (spec, Event body). Rebuilt from the stored event
+/// for every attempt, field by field in this order, so every attempt sends the same bytes.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventBody<'a> {
+    pub id: Uuid,
+    #[serde(rename = "type")]
+    pub event_type: &'a str,
+    /// `yyyy-MM-dd HH:mm:ss.SSS` UTC.
+    pub occurred_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<&'a str>,
+    pub resource: &'a ResourceRef,
+    pub data: &'a serde_json::Value,
+}
+
+impl<'a> EventBody<'a> {
+    pub fn of(event: &'a Event) -> Self {
+        Self {
+            id: event.id,
+            event_type: &event.event_type,
+            occurred_at: event.occurred_at.to_spaced_utc(),
+            correlation_id: event.correlation_id.as_deref(),
+            idempotency_key: event.idempotency_key.as_deref(),
+            resource: &event.resource,
+            data: &event.data,
+        }
+    }
+
+    pub fn bytes(&self) -> AppResult<Bytes> {
+        serde_json::to_vec(self).map(Bytes::from).map_err(Error::internal)
+    }
+}
+
+/// Inside the dispatcher's transaction: one PENDING delivery (generation 1) with its job for
+/// every registration subscribed to the event's type now, ACTIVE or SUSPENDED (a suspended
+/// one's waits for its resumption); none for INACTIVE ones, and none later (no backfill).
+/// `registrations` are the organisation's live ones, read in the same transaction.
+pub async fn fan_out(
+    tx: &mut dyn Tx,
+    event: &Event,
+    registrations: &[Webhook],
+    now: Timestamp,
+    max_attempts: u32,
+) -> AppResult<usize> {
+    let mut made = 0;
+    for webhook in registrations {
+        if !webhook.status.receives_events() || !webhook.subscribes_to(&event.event_type) {
+            continue;
+        }
+        let delivery = Delivery::new(event.tenant_id, event.id, webhook.id, 1, new_id(), now);
+        tx.webhooks().insert_delivery(&delivery).await?;
+        tx.jobs().enqueue(&deliver_job(&delivery, 1, now, max_attempts), now).await?;
+        made += 1;
+    }
+    Ok(made)
+}
+
+/// One attempt of `event` to `webhook`: signs at the clock's time and POSTs. No store
+/// transaction is open here.
+pub(crate) async fn attempt(
+    webhooks: &Webhooks,
+    webhook: &Webhook,
+    event: &Event,
+    attempt: u32,
+) -> AppResult<AttemptOutcome> {
+    let body = EventBody::of(event).bytes()?;
+    let url = normalise(&webhook.url).map_err(|e| Error::internal(format!("a stored webhook URL: {e}")))?;
+    let timestamp = webhooks.clock.now().as_micros().div_euclid(1_000_000);
+    let event_id = event.id.to_string();
+    let headers = match webhook.signature_scheme {
+        SignatureScheme::HmacSha256 => {
+            let secrets = open_secrets(&webhooks.sealer, webhook, webhooks.clock.now())?
+                .ok_or_else(|| Error::internal("an HMAC_SHA256 webhook without a secret"))?;
+            let signing = DeliverySigning::Hmac { current: &secrets.current, previous: secrets.previous.as_deref() };
+            delivery_headers(&signing, &event_id, timestamp, attempt, &body)
+        }
+        SignatureScheme::JwsEs256 => {
+            let key = webhooks.keys.signing_key().await?;
+            let registration_id = webhook.id.to_string();
+            let signing = DeliverySigning::Jws {
+                key: &key,
+                issuer: &webhooks.settings.issuer,
+                registration_id: &registration_id,
+                url: &url,
+            };
+            delivery_headers(&signing, &event_id, timestamp, attempt, &body)
+        }
+    };
+    Ok(webhooks.transport.post(&url, &headers, body).await)
+}
+
+/// `webhook.deliver`: one attempt of one delivery (payload `deliveryId`, `attempt`).
+pub struct DeliverWebhook(pub Arc<Webhooks>);
+
+#[async_trait]
+impl JobHandler for DeliverWebhook {
+    fn kind(&self) -> &'static str {
+        kinds::WEBHOOK_DELIVER
+    }
+
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
+        let webhooks = &self.0;
+        let (tenant, delivery_id, number) = payload(job)?;
+        let loaded = {
+            let mut tx = webhooks.store.read().await?;
+            load_for_attempt(tx.as_mut(), tenant, delivery_id).await.map_err(retry)?
+        };
+        // Nothing to attempt: the delivery settled (delivered, parked, cancelled with its
+        // registration), this attempt was made (a second job for it), or the registration is
+        // not ACTIVE (its deliveries wait, and go out when it is set ACTIVE again).
+        let Some((delivery, webhook, event)) = loaded
+            .filter(|(d, w, _)| d.status.is_queued() && d.attempts + 1 == number && w.status.attempts_deliveries())
+        else {
+            return ctx.finish(webhooks.store.write().await?).await;
+        };
+        let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(retry)?;
+        let now = ctx.clock().now();
+        let mut tx = webhooks.store.write().await?;
+        // The registration first, then the delivery: the order deletion takes them in.
+        let Some(mut webhook) = tx.webhooks().get_for_update(tenant, webhook.id).await? else {
+            return ctx.finish(tx).await;
+        };
+        let Some(mut current) = tx.webhooks().get_delivery_for_update(tenant, delivery.id).await? else {
+            return ctx.finish(tx).await;
+        };
+        if !current.status.is_queued() || current.attempts + 1 != number {
+            // Cancelled, or attempted by another job meanwhile: this attempt is not recorded.
+            return ctx.finish(tx).await;
+        }
+        let result = self.result_of(&outcome, number, now);
+        let retry_at = match &result {
+            AttemptResult::Retry { next_retry_at, .. } => Some(*next_retry_at),
+            _ => None,
+        };
+        current.record_attempt(result, now);
+        tx.webhooks().update_delivery(&current).await?;
+        if outcome.is_delivered() {
+            webhook.record_success(now);
+        } else if webhook.record_failure(now) {
+            tracing::warn!(webhook = %webhook.id, "webhook suspended after consecutive failed deliveries");
+        }
+        tx.webhooks().update(&webhook).await?;
+        if let Some(at) = retry_at {
+            tx.jobs().enqueue(&deliver_job(&current, number + 1, at, webhooks.settings.job_max_attempts), now).await?;
+        }
+        ctx.finish(tx).await
+    }
+
+    /// The job itself failed every try (the store was away, or a key could not be opened):
+    /// the attempt was never made, so the delivery stays queued; setting its registration
+    /// ACTIVE again, or a replay after it settles, sends it.
+    async fn on_dead(&self, job: &Job, _tx: &mut dyn Tx, reason: &str, _now: Timestamp) -> Result<(), JobError> {
+        tracing::error!(job = %job.id, reason, "a webhook delivery job died; its delivery stays queued");
+        Ok(())
+    }
+}
+
+impl DeliverWebhook {
+    fn result_of(&self, outcome: &AttemptOutcome, number: u32, now: Timestamp) -> AttemptResult {
+        let schedule = RetrySchedule::from_millis(self.0.settings.retry_base_ms.unsigned_abs());
+        let (class, status, reason) = match outcome {
+            AttemptOutcome::Delivered { status } => return AttemptResult::Delivered { status: *status },
+            AttemptOutcome::Failed { class, status, reason } => (failure_class(*class), *status, reason.clone()),
+        };
+        match next_step(outcome, number) {
+            NextStep::Delivered => AttemptResult::Delivered { status: status.unwrap_or(200) },
+            NextStep::Park => AttemptResult::Park { class, status, reason },
+            NextStep::Retry => {
+                let delay = schedule.delay_after(number, random_jitter());
+                let millis = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+                AttemptResult::Retry { class, status, reason, next_retry_at: now.plus_millis(millis) }
+            }
+        }
+    }
+}
+
+fn failure_class(class: tokenops_webhooks::retry::FailureClass) -> FailureClass {
+    match class {
+        tokenops_webhooks::retry::FailureClass::Unreachable => FailureClass::Unreachable,
+        tokenops_webhooks::retry::FailureClass::Timeout => FailureClass::Timeout,
+        tokenops_webhooks::retry::FailureClass::Rejected => FailureClass::Rejected,
+    }
+}
+
+fn retry(e: Error) -> JobError {
+    JobError::Retry(e.to_string())
+}
+
+fn payload(job: &Job) -> Result<(TenantId, Uuid, u32), JobError> {
+    let tenant = job.tenant_id.ok_or_else(|| JobError::Permanent("a delivery job without an organisation".into()))?;
+    let delivery = job
+        .payload
+        .get("deliveryId")
+        .and_then(|v| v.as_str())
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| JobError::Permanent("payload has no deliveryId".into()))?;
+    let attempt = job
+        .payload
+        .get("attempt")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| JobError::Permanent("payload has no attempt".into()))?;
+    Ok((tenant, delivery, attempt))
+}

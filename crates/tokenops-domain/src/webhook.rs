@@ -1,0 +1,373 @@
+//! Webhook registrations and their deliveries: the schemes, the statuses and the spec's two state
+//! tables (registration, delivery) as pure rules; the failure count that suspends a destination.
+
+use crate::{TenantId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use uuid::Uuid;
+
+/// Consecutive failed attempts (across a registration's deliveries) that suspend it.
+pub const SUSPEND_AFTER_FAILURES: u32 = 20;
+
+/// How long the previous secret keeps signing after a rotation.
+pub const SECRET_OVERLAP_MS: i64 = 24 * 3_600_000;
+
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+
+            pub fn parse(text: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == text)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// How deliveries to a registration are signed; fixed for the registration.
+    SignatureScheme { HmacSha256 = "HMAC_SHA256", JwsEs256 = "JWS_ES256" }
+);
+
+wire_enum!(
+    /// A registration's status. SUSPENDED is set by the service only.
+    WebhookStatus { Active = "ACTIVE", Inactive = "INACTIVE", Suspended = "SUSPENDED" }
+);
+
+wire_enum!(
+    /// A delivery's status (the spec's delivery state table).
+    DeliveryStatus {
+        Pending = "PENDING",
+        RetryPending = "RETRY_PENDING",
+        Delivered = "DELIVERED",
+        Parked = "PARKED",
+        Cancelled = "CANCELLED",
+    }
+);
+
+wire_enum!(
+    /// Why a delivery was parked.
+    FailureClass { Unreachable = "UNREACHABLE", Timeout = "TIMEOUT", Rejected = "REJECTED" }
+);
+
+impl WebhookStatus {
+    /// The statuses a user may ask for (PATCH): SUSPENDED is the service's alone.
+    pub fn requestable(self) -> bool {
+        !matches!(self, WebhookStatus::Suspended)
+    }
+
+    /// Whether new events of a subscribed type make deliveries for it. INACTIVE does not: the
+    /// bank switched it off, and switching it on again does not backfill (Delivery behaviour 3).
+    /// SUSPENDED does: its deliveries wait and go out on resumption (supplement §7).
+    pub fn receives_events(self) -> bool {
+        !matches!(self, WebhookStatus::Inactive)
+    }
+
+    /// Whether its queued deliveries may be attempted now.
+    pub fn attempts_deliveries(self) -> bool {
+        matches!(self, WebhookStatus::Active)
+    }
+}
+
+impl DeliveryStatus {
+    /// Settled deliveries change no more; only a settled latest generation may be replayed.
+    pub fn is_settled(self) -> bool {
+        matches!(self, DeliveryStatus::Delivered | DeliveryStatus::Parked | DeliveryStatus::Cancelled)
+    }
+
+    /// Queued: waiting for an attempt (first or next).
+    pub fn is_queued(self) -> bool {
+        !self.is_settled()
+    }
+}
+
+/// A webhook registration. Secrets are sealed (the app seals and opens them); `deleted_at` marks
+/// a deleted registration, kept so that its deliveries keep naming it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Webhook {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    /// Normalised https URL.
+    pub url: String,
+    pub signature_scheme: SignatureScheme,
+    /// Event type names, in the order registered, without repeats.
+    pub event_types: Vec<String>,
+    pub status: WebhookStatus,
+    /// Failed attempts since the last success (any delivery of this registration, or a test).
+    pub consecutive_failures: u32,
+    pub sealed_secret: Option<String>,
+    pub sealed_previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub deleted_at: Option<Timestamp>,
+}
+
+impl Webhook {
+    pub fn subscribes_to(&self, event_type: &str) -> bool {
+        self.event_types.iter().any(|t| t == event_type)
+    }
+
+    /// The previous secret while its overlap lasts.
+    pub fn live_previous_secret(&self, now: Timestamp) -> Option<&str> {
+        match (&self.sealed_previous_secret, self.previous_secret_expires_at) {
+            (Some(sealed), Some(until)) if until > now => Some(sealed),
+            _ => None,
+        }
+    }
+
+    /// Counts a failed attempt; at the threshold an ACTIVE registration becomes SUSPENDED.
+    /// Returns whether this failure suspended it.
+    pub fn record_failure(&mut self, now: Timestamp) -> bool {
+        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        self.updated_at = now;
+        if self.status == WebhookStatus::Active && self.consecutive_failures >= SUSPEND_AFTER_FAILURES {
+            self.status = WebhookStatus::Suspended;
+            return true;
+        }
+        false
+    }
+
+    /// A successful attempt (a test included) resets the count; the status is unchanged.
+    pub fn record_success(&mut self, now: Timestamp) {
+        if self.consecutive_failures != 0 {
+            self.consecutive_failures = 0;
+            self.updated_at = now;
+        }
+    }
+
+    /// A user's status change (ACTIVE or INACTIVE). Setting ACTIVE clears a suspension and
+    /// resets the count. Returns whether queued deliveries should now go out (it became ACTIVE).
+    pub fn set_status(&mut self, to: WebhookStatus, now: Timestamp) -> Result<bool, &'static str> {
+        if !to.requestable() {
+            return Err("status SUSPENDED is set by the service only; request ACTIVE or INACTIVE");
+        }
+        let resumes = to == WebhookStatus::Active && self.status != WebhookStatus::Active;
+        if to == WebhookStatus::Active && self.status == WebhookStatus::Suspended {
+            self.consecutive_failures = 0;
+        }
+        if self.status != to {
+            self.status = to;
+            self.updated_at = now;
+        }
+        Ok(resumes)
+    }
+}
+
+/// One event's delivery to one registration, at one generation (1 for the dispatch, +1 per
+/// replay).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub event_id: Uuid,
+    pub webhook_id: Uuid,
+    pub generation: u32,
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub next_retry_at: Option<Timestamp>,
+    pub failure_class: Option<FailureClass>,
+    pub failure_reason: Option<String>,
+    pub parked_at: Option<Timestamp>,
+    pub last_attempt_at: Option<Timestamp>,
+    /// The HTTP status of the last attempt, when the receiver answered.
+    pub last_status_code: Option<u16>,
+}
+
+/// What an attempt's outcome makes of a queued delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptResult {
+    Delivered {
+        status: u16,
+    },
+    /// Failed; retried at `next_retry_at`.
+    Retry {
+        class: FailureClass,
+        status: Option<u16>,
+        reason: String,
+        next_retry_at: Timestamp,
+    },
+    /// Failed for the last time.
+    Park {
+        class: FailureClass,
+        status: Option<u16>,
+        reason: String,
+    },
+}
+
+impl Delivery {
+    pub fn new(
+        tenant_id: TenantId,
+        event_id: Uuid,
+        webhook_id: Uuid,
+        generation: u32,
+        id: Uuid,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            id,
+            tenant_id,
+            event_id,
+            webhook_id,
+            generation,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            created_at: now,
+            updated_at: now,
+            next_retry_at: None,
+            failure_class: None,
+            failure_reason: None,
+            parked_at: None,
+            last_attempt_at: None,
+            last_status_code: None,
+        }
+    }
+
+    /// Records one attempt of a queued delivery (the state table's attempt rows). A settled
+    /// delivery is left as it is: returns false.
+    pub fn record_attempt(&mut self, result: AttemptResult, now: Timestamp) -> bool {
+        if self.status.is_settled() {
+            return false;
+        }
+        self.attempts = self.attempts.saturating_add(1);
+        self.last_attempt_at = Some(now);
+        self.updated_at = now;
+        match result {
+            AttemptResult::Delivered { status } => {
+                self.status = DeliveryStatus::Delivered;
+                self.last_status_code = Some(status);
+                self.next_retry_at = None;
+            }
+            AttemptResult::Retry { class, status, reason, next_retry_at } => {
+                self.status = DeliveryStatus::RetryPending;
+                self.last_status_code = status;
+                self.failure_class = Some(class);
+                self.failure_reason = Some(reason);
+                self.next_retry_at = Some(next_retry_at);
+            }
+            AttemptResult::Park { class, status, reason } => {
+                self.status = DeliveryStatus::Parked;
+                self.last_status_code = status;
+                self.failure_class = Some(class);
+                self.failure_reason = Some(reason);
+                self.next_retry_at = None;
+                self.parked_at = Some(now);
+            }
+        }
+        true
+    }
+
+    /// Its destination was deleted: a queued delivery is CANCELLED. Returns whether it changed.
+    pub fn cancel(&mut self, now: Timestamp) -> bool {
+        if self.status.is_settled() {
+            return false;
+        }
+        self.status = DeliveryStatus::Cancelled;
+        self.next_retry_at = None;
+        self.updated_at = now;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_micros(ms * 1_000)
+    }
+
+    fn webhook(status: WebhookStatus) -> Webhook {
+        Webhook {
+            id: Uuid::nil(),
+            tenant_id: TenantId(Uuid::nil()),
+            url: "https://example.com/hook".into(),
+            signature_scheme: SignatureScheme::HmacSha256,
+            event_types: vec!["webhook.test".into()],
+            status,
+            consecutive_failures: 0,
+            sealed_secret: None,
+            sealed_previous_secret: None,
+            previous_secret_expires_at: None,
+            created_at: at(0),
+            updated_at: at(0),
+            deleted_at: None,
+        }
+    }
+
+    #[test]
+    fn twenty_failures_suspend_and_activation_resumes() {
+        let mut w = webhook(WebhookStatus::Active);
+        for _ in 0..19 {
+            assert!(!w.record_failure(at(1)));
+        }
+        assert_eq!(w.status, WebhookStatus::Active);
+        assert!(w.record_failure(at(2)));
+        assert_eq!(w.status, WebhookStatus::Suspended);
+        assert!(!w.record_failure(at(3)), "suspended once");
+        assert_eq!(w.set_status(WebhookStatus::Active, at(4)), Ok(true));
+        assert_eq!((w.status, w.consecutive_failures), (WebhookStatus::Active, 0));
+    }
+
+    #[test]
+    fn users_cannot_ask_for_suspended_and_success_resets() {
+        let mut w = webhook(WebhookStatus::Active);
+        assert!(w.set_status(WebhookStatus::Suspended, at(1)).is_err());
+        w.record_failure(at(1));
+        w.record_success(at(2));
+        assert_eq!(w.consecutive_failures, 0);
+        assert_eq!(w.set_status(WebhookStatus::Inactive, at(3)), Ok(false));
+        assert!(!WebhookStatus::Inactive.receives_events());
+        assert!(WebhookStatus::Suspended.receives_events());
+        assert!(!WebhookStatus::Suspended.attempts_deliveries());
+    }
+
+    #[test]
+    fn delivery_state_table() {
+        let mut d = Delivery::new(TenantId(Uuid::nil()), Uuid::nil(), Uuid::nil(), 1, Uuid::nil(), at(0));
+        let retry = AttemptResult::Retry {
+            class: FailureClass::Rejected,
+            status: Some(500),
+            reason: "500".into(),
+            next_retry_at: at(30_000),
+        };
+        assert!(d.record_attempt(retry, at(1)));
+        assert_eq!((d.status, d.attempts, d.next_retry_at), (DeliveryStatus::RetryPending, 1, Some(at(30_000))));
+        assert!(d.record_attempt(AttemptResult::Delivered { status: 200 }, at(2)));
+        assert_eq!((d.status, d.attempts, d.next_retry_at), (DeliveryStatus::Delivered, 2, None));
+        assert!(!d.record_attempt(AttemptResult::Delivered { status: 200 }, at(3)), "settled");
+        assert!(!d.cancel(at(3)));
+
+        let mut p = Delivery::new(TenantId(Uuid::nil()), Uuid::nil(), Uuid::nil(), 1, Uuid::nil(), at(0));
+        p.record_attempt(
+            AttemptResult::Park { class: FailureClass::Timeout, status: None, reason: "slow".into() },
+            at(5),
+        );
+        assert_eq!((p.status, p.parked_at), (DeliveryStatus::Parked, Some(at(5))));
+        assert!(p.status.is_settled());
+
+        let mut c = Delivery::new(TenantId(Uuid::nil()), Uuid::nil(), Uuid::nil(), 1, Uuid::nil(), at(0));
+        assert!(c.cancel(at(1)));
+        assert_eq!(c.status, DeliveryStatus::Cancelled);
+    }
+}

@@ -1,0 +1,315 @@
+//! Webhook registrations, their deliveries and the delivery signing keys on PostgreSQL:
+//! `WebhookStore`. Event types are a JSON array kept as text, as on SQLite.
+
+use crate::{PostgresTx, codec};
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use tokenops_domain::paging::KeysetRequest;
+use tokenops_domain::webhook::{Delivery, Webhook};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
+use tokenops_store::{StoreError, StoreResult, WebhookSigningKeyRecord, WebhookStore};
+use uuid::Uuid;
+
+const COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
+     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
+
+const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
+     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
+
+fn decode(row: &PgRow) -> StoreResult<Webhook> {
+    rows::webhook(&codec::Cols(row))
+}
+
+fn decode_delivery(row: &PgRow) -> StoreResult<Delivery> {
+    rows::delivery(&codec::Cols(row))
+}
+
+fn micros(at: Option<Timestamp>) -> Option<i64> {
+    at.map(Timestamp::as_micros)
+}
+
+fn names_text(names: &[String]) -> String {
+    serde_json::Value::from(names.to_vec()).to_string()
+}
+
+fn int4(value: u32, what: &str) -> StoreResult<i32> {
+    i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
+}
+
+#[async_trait]
+impl WebhookStore for PostgresTx {
+    async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                     ON CONFLICT DO NOTHING"
+                )))
+                .bind(w.id)
+                .bind(w.tenant_id.as_uuid())
+                .bind(w.url.clone())
+                .bind(w.signature_scheme.as_str())
+                .bind(names_text(&w.event_types))
+                .bind(w.status.as_str())
+                .bind(int4(w.consecutive_failures, "failure count")?)
+                .bind(w.sealed_secret.clone())
+                .bind(w.sealed_previous_secret.clone())
+                .bind(micros(w.previous_secret_expires_at))
+                .bind(w.created_at.as_micros())
+                .bind(w.updated_at.as_micros())
+                .bind(micros(w.deleted_at)),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("webhook url"));
+        }
+        Ok(())
+    }
+
+    async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE webhooks SET event_types = $1, status = $2, consecutive_failures = $3, sealed_secret = $4,
+                 sealed_previous_secret = $5, previous_secret_expires_at = $6, updated_at = $7, deleted_at = $8
+                 WHERE tenant_id = $9 AND id = $10",
+            )
+            .bind(names_text(&w.event_types))
+            .bind(w.status.as_str())
+            .bind(int4(w.consecutive_failures, "failure count")?)
+            .bind(w.sealed_secret.clone())
+            .bind(w.sealed_previous_secret.clone())
+            .bind(micros(w.previous_secret_expires_at))
+            .bind(w.updated_at.as_micros())
+            .bind(micros(w.deleted_at))
+            .bind(w.tenant_id.as_uuid())
+            .bind(w.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode,
+        )
+        .await
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode,
+        )
+        .await
+    }
+
+    async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode,
+        )
+        .await
+    }
+
+    async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND url = $2 AND deleted_at IS NULL"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(url.to_owned()),
+            decode,
+        )
+        .await
+    }
+
+    async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM webhooks
+                 WHERE tenant_id = $1 AND deleted_at IS NULL
+                   AND ($2::bigint IS NULL OR (created_at, id) < ($2, $3::uuid))
+                 ORDER BY created_at DESC, id DESC LIMIT $4"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(window.after.map(|p| p.at_micros))
+            .bind(window.after.map(|p| p.id))
+            .bind(i64::from(window.limit)),
+            decode,
+        )
+        .await
+    }
+
+    async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>> {
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at, id"
+            )))
+            .bind(tenant.as_uuid()),
+            decode,
+        )
+        .await
+    }
+
+    async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
+        let done = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                     ON CONFLICT DO NOTHING"
+                )))
+                .bind(d.id)
+                .bind(d.tenant_id.as_uuid())
+                .bind(d.event_id)
+                .bind(d.webhook_id)
+                .bind(int4(d.generation, "generation")?)
+                .bind(d.status.as_str())
+                .bind(int4(d.attempts, "attempts")?)
+                .bind(d.created_at.as_micros())
+                .bind(d.updated_at.as_micros())
+                .bind(micros(d.next_retry_at))
+                .bind(d.failure_class.map(|c| c.as_str()))
+                .bind(d.failure_reason.clone())
+                .bind(micros(d.parked_at))
+                .bind(micros(d.last_attempt_at))
+                .bind(d.last_status_code.map(i32::from)),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("delivery generation"));
+        }
+        Ok(())
+    }
+
+    async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = $1, attempts = $2, updated_at = $3, next_retry_at = $4,
+                 failure_class = $5, failure_reason = $6, parked_at = $7, last_attempt_at = $8, last_status_code = $9
+                 WHERE tenant_id = $10 AND id = $11",
+            )
+            .bind(d.status.as_str())
+            .bind(int4(d.attempts, "attempts")?)
+            .bind(d.updated_at.as_micros())
+            .bind(micros(d.next_retry_at))
+            .bind(d.failure_class.map(|c| c.as_str()))
+            .bind(d.failure_reason.clone())
+            .bind(micros(d.parked_at))
+            .bind(micros(d.last_attempt_at))
+            .bind(d.last_status_code.map(i32::from))
+            .bind(d.tenant_id.as_uuid())
+            .bind(d.id),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode_delivery,
+        )
+        .await
+    }
+
+    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(id),
+            decode_delivery,
+        )
+        .await
+    }
+
+    async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {
+        if event_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries
+                 WHERE tenant_id = $1 AND event_id = ANY($2)
+                 ORDER BY event_id, webhook_id, generation"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(event_ids.to_vec()),
+            decode_delivery,
+        )
+        .await
+    }
+
+    async fn queued_of(&mut self, tenant: TenantId, webhook_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries
+                 WHERE tenant_id = $1 AND webhook_id = $2 AND status IN ('PENDING', 'RETRY_PENDING')
+                 ORDER BY created_at, id"
+            )))
+            .bind(tenant.as_uuid())
+            .bind(webhook_id),
+            decode_delivery,
+        )
+        .await
+    }
+
+    async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64> {
+        let count: i64 = self
+            .scalar(
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM webhook_deliveries WHERE tenant_id = $1 AND generation > 1 AND created_at >= $2",
+                )
+                .bind(tenant.as_uuid())
+                .bind(since.as_micros()),
+            )
+            .await?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>> {
+        self.fetch_all(
+            sqlx::query("SELECT kid, sealed_key, created_at FROM webhook_signing_keys ORDER BY created_at, kid"),
+            |row| rows::webhook_signing_key(&codec::Cols(row)),
+        )
+        .await
+    }
+
+    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
+        let done = self
+            .execute(
+                sqlx::query(
+                    "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(key.kid.clone())
+                .bind(key.sealed_key.clone())
+                .bind(key.created_at.as_micros()),
+            )
+            .await?;
+        if done == 0 {
+            return Err(codec::conflict("webhook signing key"));
+        }
+        Ok(())
+    }
+}

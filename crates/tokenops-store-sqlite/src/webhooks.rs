@@ -1,0 +1,250 @@
+//! Webhook registrations, their deliveries and the delivery signing keys on SQLite:
+//! `WebhookStore`. A list of ids is bound as one JSON array and read through `json_each`.
+
+use crate::{SqliteTx, codec};
+use async_trait::async_trait;
+use rusqlite::{Row, params};
+use tokenops_domain::paging::KeysetRequest;
+use tokenops_domain::webhook::{Delivery, Webhook};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows;
+use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
+use uuid::Uuid;
+
+const COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
+     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
+
+const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
+     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
+
+fn decode(row: &Row<'_>) -> StoreResult<Webhook> {
+    rows::webhook(&codec::Cols(row))
+}
+
+fn decode_delivery(row: &Row<'_>) -> StoreResult<Delivery> {
+    rows::delivery(&codec::Cols(row))
+}
+
+fn micros(at: Option<Timestamp>) -> Option<i64> {
+    at.map(Timestamp::as_micros)
+}
+
+#[async_trait]
+impl WebhookStore for SqliteTx {
+    async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
+        self.execute(
+            &format!(
+                "INSERT INTO webhooks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ),
+            params![
+                codec::id_text(w.id),
+                codec::id_text(w.tenant_id.as_uuid()),
+                &w.url,
+                w.signature_scheme.as_str(),
+                codec::names_text(&w.event_types),
+                w.status.as_str(),
+                i64::from(w.consecutive_failures),
+                &w.sealed_secret,
+                &w.sealed_previous_secret,
+                micros(w.previous_secret_expires_at),
+                w.created_at.as_micros(),
+                w.updated_at.as_micros(),
+                micros(w.deleted_at),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
+        self.execute(
+            "UPDATE webhooks SET event_types = ?1, status = ?2, consecutive_failures = ?3, sealed_secret = ?4,
+             sealed_previous_secret = ?5, previous_secret_expires_at = ?6, updated_at = ?7, deleted_at = ?8
+             WHERE tenant_id = ?9 AND id = ?10",
+            params![
+                codec::names_text(&w.event_types),
+                w.status.as_str(),
+                i64::from(w.consecutive_failures),
+                &w.sealed_secret,
+                &w.sealed_previous_secret,
+                micros(w.previous_secret_expires_at),
+                w.updated_at.as_micros(),
+                micros(w.deleted_at),
+                codec::id_text(w.tenant_id.as_uuid()),
+                codec::id_text(w.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2 AND deleted_at IS NULL"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode,
+        )
+    }
+
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
+        // Write transactions run one at a time on the single writer: the read is already held.
+        self.require_write("reading a webhook for update")?;
+        self.get(tenant, id).await
+    }
+
+    async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode,
+        )
+    }
+
+    async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND url = ?2 AND deleted_at IS NULL"),
+            params![codec::id_text(tenant.as_uuid()), url],
+            decode,
+        )
+    }
+
+    async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {COLUMNS} FROM webhooks
+                 WHERE tenant_id = ?1 AND deleted_at IS NULL
+                   AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+                 ORDER BY created_at DESC, id DESC LIMIT ?4"
+            ),
+            params![
+                codec::id_text(tenant.as_uuid()),
+                window.after.map(|p| p.at_micros),
+                window.after.map(|p| codec::id_text(p.id)),
+                i64::from(window.limit),
+            ],
+            decode,
+        )
+    }
+
+    async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND deleted_at IS NULL ORDER BY created_at, id"
+            ),
+            params![codec::id_text(tenant.as_uuid())],
+            decode,
+        )
+    }
+
+    async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
+        self.execute(
+            &format!(
+                "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+            ),
+            params![
+                codec::id_text(d.id),
+                codec::id_text(d.tenant_id.as_uuid()),
+                codec::id_text(d.event_id),
+                codec::id_text(d.webhook_id),
+                i64::from(d.generation),
+                d.status.as_str(),
+                i64::from(d.attempts),
+                d.created_at.as_micros(),
+                d.updated_at.as_micros(),
+                micros(d.next_retry_at),
+                d.failure_class.map(|c| c.as_str()),
+                &d.failure_reason,
+                micros(d.parked_at),
+                micros(d.last_attempt_at),
+                d.last_status_code.map(i64::from),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
+        self.execute(
+            "UPDATE webhook_deliveries SET status = ?1, attempts = ?2, updated_at = ?3, next_retry_at = ?4,
+             failure_class = ?5, failure_reason = ?6, parked_at = ?7, last_attempt_at = ?8, last_status_code = ?9
+             WHERE tenant_id = ?10 AND id = ?11",
+            params![
+                d.status.as_str(),
+                i64::from(d.attempts),
+                d.updated_at.as_micros(),
+                micros(d.next_retry_at),
+                d.failure_class.map(|c| c.as_str()),
+                &d.failure_reason,
+                micros(d.parked_at),
+                micros(d.last_attempt_at),
+                d.last_status_code.map(i64::from),
+                codec::id_text(d.tenant_id.as_uuid()),
+                codec::id_text(d.id),
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
+        self.fetch_optional(
+            &format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = ?1 AND id = ?2"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode_delivery,
+        )
+    }
+
+    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
+        self.require_write("reading a delivery for update")?;
+        self.get_delivery(tenant, id).await
+    }
+
+    async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {
+        if event_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = serde_json::Value::from(event_ids.iter().map(|id| codec::id_text(*id)).collect::<Vec<_>>());
+        self.fetch_all(
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries
+                 WHERE tenant_id = ?1 AND event_id IN (SELECT value FROM json_each(?2))
+                 ORDER BY event_id, webhook_id, generation"
+            ),
+            params![codec::id_text(tenant.as_uuid()), ids.to_string()],
+            decode_delivery,
+        )
+    }
+
+    async fn queued_of(&mut self, tenant: TenantId, webhook_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        self.fetch_all(
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries
+                 WHERE tenant_id = ?1 AND webhook_id = ?2 AND status IN ('PENDING', 'RETRY_PENDING')
+                 ORDER BY created_at, id"
+            ),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(webhook_id)],
+            decode_delivery,
+        )
+    }
+
+    async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64> {
+        let count: i64 = self.scalar(
+            "SELECT COUNT(*) FROM webhook_deliveries WHERE tenant_id = ?1 AND generation > 1 AND created_at >= ?2",
+            params![codec::id_text(tenant.as_uuid()), since.as_micros()],
+        )?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>> {
+        self.fetch_all(
+            "SELECT kid, sealed_key, created_at FROM webhook_signing_keys ORDER BY created_at, kid",
+            [],
+            |row| rows::webhook_signing_key(&codec::Cols(row)),
+        )
+    }
+
+    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at) VALUES (?1, ?2, ?3)",
+            params![&key.kid, &key.sealed_key, key.created_at.as_micros()],
+        )?;
+        Ok(())
+    }
+}

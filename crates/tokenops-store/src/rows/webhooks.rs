@@ -1,0 +1,54 @@
+//! Webhook registrations, deliveries and delivery signing keys as read from either backend.
+
+use super::Columns;
+use crate::{StoreResult, WebhookSigningKeyRecord};
+use tokenops_domain::webhook::{Delivery, DeliveryStatus, FailureClass, SignatureScheme, Webhook, WebhookStatus};
+
+pub fn webhook(row: &impl Columns) -> StoreResult<Webhook> {
+    Ok(Webhook {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        url: row.text("url")?,
+        signature_scheme: row.parsed("signature_scheme", "signature scheme", SignatureScheme::parse)?,
+        event_types: row.names("event_types")?,
+        status: row.parsed("status", "webhook status", WebhookStatus::parse)?,
+        consecutive_failures: row.narrow("consecutive_failures", "consecutive failure count")?,
+        sealed_secret: row.opt_text("sealed_secret")?,
+        sealed_previous_secret: row.opt_text("sealed_previous_secret")?,
+        previous_secret_expires_at: row.opt_timestamp("previous_secret_expires_at")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+        deleted_at: row.opt_timestamp("deleted_at")?,
+    })
+}
+
+pub fn delivery(row: &impl Columns) -> StoreResult<Delivery> {
+    Ok(Delivery {
+        id: row.uuid("id")?,
+        tenant_id: row.tenant("tenant_id")?,
+        event_id: row.uuid("event_id")?,
+        webhook_id: row.uuid("webhook_id")?,
+        generation: row.narrow("generation", "delivery generation")?,
+        status: row.parsed("status", "delivery status", DeliveryStatus::parse)?,
+        attempts: row.narrow("attempts", "delivery attempts")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+        next_retry_at: row.opt_timestamp("next_retry_at")?,
+        failure_class: row.opt_parsed("failure_class", "failure class", FailureClass::parse)?,
+        failure_reason: row.opt_text("failure_reason")?,
+        parked_at: row.opt_timestamp("parked_at")?,
+        last_attempt_at: row.opt_timestamp("last_attempt_at")?,
+        last_status_code: row
+            .opt_int("last_status_code")?
+            .map(|v| u16::try_from(v).map_err(|_| crate::StoreError::Corrupt(format!("HTTP status {v}"))))
+            .transpose()?,
+    })
+}
+
+pub fn webhook_signing_key(row: &impl Columns) -> StoreResult<WebhookSigningKeyRecord> {
+    Ok(WebhookSigningKeyRecord {
+        kid: row.text("kid")?,
+        sealed_key: row.text("sealed_key")?,
+        created_at: row.timestamp("created_at")?,
+    })
+}

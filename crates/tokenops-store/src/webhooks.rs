@@ -1,0 +1,60 @@
+//! Webhook registrations, their deliveries and the platform's JWS_ES256 signing keys:
+//! `WebhookStore`.
+
+use async_trait::async_trait;
+use tokenops_domain::paging::KeysetRequest;
+use tokenops_domain::webhook::{Delivery, Webhook};
+use tokenops_domain::{TenantId, Timestamp};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+/// A JWS_ES256 delivery signing key, sealed under the master key (associated data: the kid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookSigningKeyRecord {
+    pub kid: String,
+    pub sealed_key: String,
+    pub created_at: Timestamp,
+}
+
+#[async_trait]
+pub trait WebhookStore: Send {
+    /// `StoreError::Conflict` when the organisation has a registration (not deleted) with the
+    /// same URL.
+    async fn insert(&mut self, webhook: &Webhook) -> StoreResult<()>;
+    /// Replaces event_types, status, consecutive_failures, the secrets, updated_at, deleted_at.
+    async fn update(&mut self, webhook: &Webhook) -> StoreResult<()>;
+    /// A registration that is not deleted.
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>>;
+    /// As `get`, locking the row for the rest of the transaction: every change of a
+    /// registration (its failure count included) takes this lock first.
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>>;
+    /// A registration, deleted or not.
+    async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>>;
+    /// The registration (not deleted) with this normalised URL.
+    async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>>;
+    /// Not deleted, newest first by created_at, then id; up to `window.limit` after the position.
+    async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>>;
+    /// Every registration of the organisation not deleted, oldest first: the dispatcher picks
+    /// the subscribers of an event among them.
+    async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>>;
+
+    async fn insert_delivery(&mut self, delivery: &Delivery) -> StoreResult<()>;
+    /// Replaces status, attempts, next_retry_at, the failure fields, parked_at, the last
+    /// attempt's fields and updated_at.
+    async fn update_delivery(&mut self, delivery: &Delivery) -> StoreResult<()>;
+    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>>;
+    /// As `get_delivery`, locked for the rest of the transaction.
+    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>>;
+    /// The deliveries of these events, by event, registration and generation.
+    async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>>;
+    /// A registration's deliveries in PENDING or RETRY_PENDING, oldest first.
+    async fn queued_of(&mut self, tenant: TenantId, webhook_id: Uuid) -> StoreResult<Vec<Delivery>>;
+    /// How many replays (deliveries above generation 1) the organisation created at or after
+    /// `since`: the replay budget.
+    async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64>;
+
+    /// The delivery signing keys, oldest first.
+    async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>>;
+    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()>;
+}

@@ -1,0 +1,397 @@
+//! Deliveries, history and replay over HTTP with a real HTTPS receiver (spec: the Webhook
+//! delivery and registration state tables; Delivery behaviour 1–3; Webhooks and delivery
+//! history, replay rules 1–4; the Webhooks error rows; Limits: replay budget; supplement §7),
+//! on both stores. Retry timing follows the manual clock (`TOKENOPS_WEBHOOK_RETRY_BASE_MS` is
+//! 100 ms here, so the one-hour cap is 12 s); events come from customers changing status.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokenops_app::clock::Clock;
+use tokenops_testkit::webhook_receiver::{ReceivedRequest, Receiver, Response};
+use tokenops_testkit::{Backend, Reply, TestApp, backends};
+use uuid::Uuid;
+
+use crate::support::key;
+use crate::webhooks::{WAIT, app_with_receiver, assert_hmac_delivery, assert_spaced, register};
+
+const RETRY_BASE_MS: &str = "100";
+
+async fn app(backend: Backend, extra: &[(&str, &str)]) -> (TestApp, Receiver) {
+    let mut settings = vec![("TOKENOPS_WEBHOOK_RETRY_BASE_MS", RETRY_BASE_MS)];
+    settings.extend_from_slice(extra);
+    app_with_receiver(backend, &settings).await
+}
+
+/// Registers `path` for customer.status_changed and lets its webhook.test delivery go out
+/// (answered 200 whatever the path is set to later). Returns (id, secret).
+async fn subscribe(app: &TestApp, receiver: &Receiver, path: &str) -> (String, String) {
+    let created = register(app, &receiver.url(path), &["customer.status_changed"], None).await;
+    app.drain_jobs().await;
+    receiver.wait_for_path(path, 1, WAIT).await;
+    (created["id"].as_str().expect("id").to_owned(), created["secret"].as_str().expect("secret").to_owned())
+}
+
+/// Makes one customer.status_changed event (a new customer set INACTIVE) and dispatches it;
+/// returns the event's id.
+async fn status_change(app: &TestApp) -> String {
+    let reference = format!("c-{}", Uuid::now_v7().simple());
+    app.post("/api/customers", &json!({ "customerRef": reference })).await.expect(201);
+    app.patch(&format!("/api/customers/{reference}"), &json!({ "status": "INACTIVE" })).await.expect(200);
+    let events = app.get("/api/webhook-events?type=customer.status_changed&limit=100").await;
+    events.expect(200);
+    let items = events.body["items"].as_array().expect("items");
+    let found = items.iter().find(|e| e["resource"]["id"] == reference.as_str()).expect("the customer's event");
+    let id = found["id"].as_str().expect("the event").to_owned();
+    app.drain_jobs().await;
+    id
+}
+
+async fn event(app: &TestApp, id: &str) -> Value {
+    let reply = app.get(&format!("/api/webhook-events/{id}")).await;
+    reply.expect(200);
+    reply.body
+}
+
+async fn deliveries(app: &TestApp, id: &str) -> Vec<Value> {
+    event(app, id).await["deliveries"].as_array().expect("deliveries").clone()
+}
+
+async fn registration(app: &TestApp, id: &str) -> Value {
+    let reply = app.get(&format!("/api/webhooks/{id}")).await;
+    reply.expect(200);
+    reply.body
+}
+
+/// Moves the clock past any retry (12 s cap, +20 %) and runs what fell due.
+async fn next_round(app: &TestApp) {
+    app.clock.advance_millis(15_000);
+    app.drain_jobs().await;
+}
+
+async fn redeliver(app: &TestApp, event_id: &str, body: Option<&Value>) -> Reply {
+    let mut request = app
+        .request(Method::POST, &format!("/api/webhook-events/{event_id}/redeliver"))
+        .header("Idempotency-Key", key());
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    Reply::read(request.send().await.expect("redeliver")).await
+}
+
+#[track_caller]
+fn assert_status(reply: &Reply, status: u16, case: &str) {
+    assert_eq!(reply.status, status, "{case}: {}", reply.body);
+    assert_eq!(reply.body["status"], status, "{case}: the envelope");
+    assert_spaced(&reply.body["timestamp"]);
+}
+
+fn bodies(requests: &[ReceivedRequest]) -> Vec<Vec<u8>> {
+    requests.iter().map(|r| r.body.to_vec()).collect()
+}
+
+backends!(
+    a_subscribed_event_is_delivered_signed_and_shown_in_the_history,
+    a_failed_attempt_is_retried_on_the_clock_with_identical_bytes,
+    a_client_error_parks_after_two_attempts_and_others_after_eleven,
+    twenty_failures_suspend_and_activation_sends_what_waited,
+    deletion_cancels_queued_deliveries,
+    replay_is_strict_for_one_event_and_lenient_for_a_filter,
+    the_replay_budget_refuses_with_nothing_queued
+);
+
+async fn a_subscribed_event_is_delivered_signed_and_shown_in_the_history(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    // An event before any subscription is never backfilled (Delivery behaviour 3).
+    let before = status_change(&app).await;
+    let (id, secret) = subscribe(&app, &receiver, "/d").await;
+    let inactive = register(&app, &receiver.url("/off"), &["customer.status_changed"], None).await;
+    let off_id = inactive["id"].as_str().expect("id");
+    app.drain_jobs().await;
+    receiver.wait_for_path("/off", 1, WAIT).await;
+    app.patch(&format!("/api/webhooks/{off_id}"), &json!({ "status": "INACTIVE" })).await.expect(200);
+    let other = register(&app, &receiver.url("/other"), &["account.provisioned"], None).await;
+    app.drain_jobs().await;
+    receiver.wait_for_path("/other", 1, WAIT).await;
+
+    let event_id = status_change(&app).await;
+    let got = receiver.wait_for_path("/d", 2, WAIT).await;
+    let request = &got[1];
+    assert_hmac_delivery(&app, request, &secret);
+    let body = request.json();
+    assert_eq!(body["id"], event_id.as_str());
+    assert_eq!(body["type"], "customer.status_changed");
+    assert_spaced(&body["occurredAt"]);
+    assert_eq!(body["resource"]["type"], "customer");
+    assert_eq!(body["data"]["status"], "INACTIVE", "data is the customer as the API returns it");
+    assert!(body.get("idempotencyKey").is_some(), "the originating request's key");
+    assert_eq!(request.header("webhook-delivery-attempt"), Some("1"));
+
+    let history = deliveries(&app, &event_id).await;
+    assert_eq!(history.len(), 1, "only the ACTIVE subscriber: {history:?}");
+    let delivery = &history[0];
+    assert_eq!(delivery["webhookId"], id.as_str());
+    assert_eq!(delivery["status"], "DELIVERED");
+    assert_eq!((delivery["attempts"].clone(), delivery["generation"].clone()), (json!(1), json!(1)));
+    assert_spaced(&delivery["createdAt"]);
+    assert!(delivery["nextRetryAt"].is_null() && delivery["failureClass"].is_null() && delivery["parkedAt"].is_null());
+    assert!(
+        receiver.requests_to("/off").len() == 1 && receiver.requests_to("/other").len() == 1,
+        "no delivery to an INACTIVE or unsubscribed registration"
+    );
+    assert_eq!(deliveries(&app, &before).await, Vec::<Value>::new(), "[] when none");
+
+    // The history's filters.
+    let by_hook = app.get(&format!("/api/webhook-events?webhookId={id}&type=customer.status_changed")).await;
+    by_hook.expect(200);
+    let ids: Vec<&Value> = by_hook.body["items"].as_array().expect("items").iter().map(|e| &e["id"]).collect();
+    assert_eq!(ids, vec![&json!(event_id)]);
+    let delivered = app.get("/api/webhook-events?status=DELIVERED&type=customer.status_changed").await;
+    assert_eq!(delivered.body["items"].as_array().expect("items").len(), 1);
+    let parked = app.get("/api/webhook-events?status=PARKED").await;
+    assert_eq!(parked.body["items"], json!([]));
+    assert_status(&app.get("/api/webhook-events?status=LOST").await, 400, "unknown status");
+    assert_status(&app.get("/api/webhook-events?webhookId=nope").await, 400, "webhookId not a UUID");
+    let page = app.get(&format!("/api/webhook-events?limit=1&webhookId={id}")).await;
+    let cursor = page.body["nextCursor"].as_str().expect("more").to_owned();
+    assert_status(
+        &app.get(&format!("/api/webhook-events?limit=1&cursor={cursor}")).await,
+        400,
+        "a cursor with other filters",
+    );
+    assert_status(&app.get(&format!("/api/webhook-events/{}", Uuid::now_v7())).await, 404, "no such event");
+    let _ = other;
+}
+
+async fn a_failed_attempt_is_retried_on_the_clock_with_identical_bytes(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (_, secret) = subscribe(&app, &receiver, "/r").await;
+    receiver.respond("/r", Response::Status(503));
+    let event_id = status_change(&app).await;
+    receiver.wait_for_path("/r", 2, WAIT).await;
+    let first = deliveries(&app, &event_id).await.remove(0);
+    assert_eq!(first["status"], "RETRY_PENDING");
+    assert_eq!(first["attempts"], 1);
+    assert_eq!(first["failureClass"], "REJECTED");
+    assert_spaced(&first["nextRetryAt"]);
+    // Not before nextRetryAt: a drain now sends nothing.
+    app.drain_jobs().await;
+    assert_eq!(receiver.requests_to("/r").len(), 2);
+
+    receiver.respond("/r", Response::Status(200));
+    next_round(&app).await;
+    let got = receiver.wait_for_path("/r", 3, WAIT).await;
+    assert_eq!(got[2].header("webhook-delivery-attempt"), Some("2"));
+    assert_eq!(bodies(&got[1..]), vec![got[1].body.to_vec(); 2], "byte-identical across attempts");
+    assert_hmac_delivery(&app, &got[2], &secret);
+    let delivered = deliveries(&app, &event_id).await.remove(0);
+    assert_eq!(delivered["status"], "DELIVERED");
+    assert_eq!(delivered["attempts"], 2);
+    assert!(delivered["nextRetryAt"].is_null());
+}
+
+async fn a_client_error_parks_after_two_attempts_and_others_after_eleven(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    subscribe(&app, &receiver, "/gone").await;
+    subscribe(&app, &receiver, "/down").await;
+    receiver.respond("/gone", Response::Status(410));
+    receiver.respond("/down", Response::Status(500));
+    let event_id = status_change(&app).await;
+    next_round(&app).await;
+    let gone = receiver.wait_for_path("/gone", 3, WAIT).await;
+    assert_eq!(gone.len(), 3, "the test delivery and two attempts");
+    let history = deliveries(&app, &event_id).await;
+    let parked = history.iter().find(|d| d["status"] == "PARKED").expect("the 410 delivery parked");
+    assert_eq!(parked["attempts"], 2);
+    assert_eq!(parked["failureClass"], "REJECTED");
+    assert!(parked["failureReason"].as_str().is_some_and(|r| !r.is_empty()));
+    assert_spaced(&parked["parkedAt"]);
+    assert!(parked["nextRetryAt"].is_null());
+
+    for _ in 0..10 {
+        next_round(&app).await;
+    }
+    let down = receiver.wait_for_path("/down", 12, WAIT).await;
+    assert_eq!(down.len(), 12, "the test delivery and eleven attempts");
+    assert_eq!(down[11].header("webhook-delivery-attempt"), Some("11"));
+    let history = deliveries(&app, &event_id).await;
+    assert!(history.iter().all(|d| d["status"] == "PARKED"), "{history:?}");
+    assert!(history.iter().any(|d| d["attempts"] == 11));
+    next_round(&app).await;
+    assert_eq!(receiver.requests_to("/down").len(), 12, "nothing after parking");
+}
+
+async fn twenty_failures_suspend_and_activation_sends_what_waited(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (id, _) = subscribe(&app, &receiver, "/s").await;
+    receiver.respond("/s", Response::Status(404));
+    for _ in 0..10 {
+        status_change(&app).await;
+        next_round(&app).await;
+    }
+    receiver.wait_for_path("/s", 21, WAIT).await;
+    let suspended = registration(&app, &id).await;
+    assert_eq!(suspended["status"], "SUSPENDED", "after twenty consecutive failed attempts: {suspended}");
+    assert_eq!(suspended["consecutiveFailures"], 20);
+
+    // Events still make deliveries, which wait unattempted.
+    receiver.respond("/s", Response::Status(200));
+    let waiting = status_change(&app).await;
+    next_round(&app).await;
+    assert_eq!(receiver.requests_to("/s").len(), 21, "no attempt while SUSPENDED");
+    let pending = deliveries(&app, &waiting).await.remove(0);
+    assert_eq!((pending["status"].clone(), pending["attempts"].clone()), (json!("PENDING"), json!(0)));
+
+    let resumed = app.patch(&format!("/api/webhooks/{id}"), &json!({ "status": "ACTIVE" })).await;
+    resumed.expect(200);
+    assert_eq!(resumed.body["status"], "ACTIVE");
+    assert_eq!(resumed.body["consecutiveFailures"], 0);
+    app.drain_jobs().await;
+    let got = receiver.wait_for_path("/s", 22, WAIT).await;
+    assert_eq!(got[21].json()["id"], waiting.as_str());
+    assert_eq!(deliveries(&app, &waiting).await[0]["status"], "DELIVERED");
+}
+
+async fn deletion_cancels_queued_deliveries(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (id, _) = subscribe(&app, &receiver, "/x").await;
+    receiver.respond("/x", Response::Status(502));
+    let event_id = status_change(&app).await;
+    receiver.wait_for_path("/x", 2, WAIT).await;
+    assert_eq!(deliveries(&app, &event_id).await[0]["status"], "RETRY_PENDING");
+    let deleted =
+        Reply::read(app.request(Method::DELETE, &format!("/api/webhooks/{id}")).send().await.expect("delete")).await;
+    deleted.expect(204);
+    let cancelled = deliveries(&app, &event_id).await.remove(0);
+    assert_eq!(cancelled["status"], "CANCELLED");
+    assert_eq!(cancelled["attempts"], 1, "the history stays");
+    next_round(&app).await;
+    assert_eq!(receiver.requests_to("/x").len(), 2, "nothing sent after deletion");
+    // A deleted destination cannot be replayed to (404).
+    assert_status(&redeliver(&app, &event_id, None).await, 404, "destination deleted");
+}
+
+async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (a, _) = subscribe(&app, &receiver, "/a").await;
+    let (b, _) = subscribe(&app, &receiver, "/b").await;
+    let delivered = status_change(&app).await;
+    receiver.wait_for_path("/a", 2, WAIT).await;
+
+    // Rule 1: to every destination that received it; generation 2, PENDING, 0 attempts.
+    let replay = redeliver(&app, &delivered, None).await;
+    replay.expect(202);
+    let queued = replay.body["queued"].as_array().expect("queued");
+    assert_eq!(queued.len(), 2);
+    for q in queued {
+        assert_eq!(
+            (q["generation"].clone(), q["status"].clone(), q["attempts"].clone()),
+            (json!(2), json!("PENDING"), json!(0))
+        );
+        assert!(q["id"].is_string() && q["webhookId"].is_string());
+        assert_spaced(&q["createdAt"]);
+    }
+    // Still queued: the same delivery is already being replayed (409), nothing else changes.
+    assert_status(&redeliver(&app, &delivered, None).await, 409, "latest generation still queued");
+    app.drain_jobs().await;
+    receiver.wait_for_path("/a", 3, WAIT).await;
+    let history = deliveries(&app, &delivered).await;
+    assert_eq!(history.len(), 4);
+    assert!(
+        history.iter().filter(|d| d["generation"] == 1).all(|d| d["status"] == "DELIVERED" && d["attempts"] == 1),
+        "originals unchanged"
+    );
+    assert!(history.iter().filter(|d| d["generation"] == 2).all(|d| d["status"] == "DELIVERED"));
+
+    // Only the named destination.
+    let only = redeliver(&app, &delivered, Some(&json!({ "webhookId": b }))).await;
+    only.expect(202);
+    assert_eq!(only.body["queued"].as_array().expect("queued").len(), 1);
+    assert_eq!(only.body["queued"][0]["webhookId"], b.as_str());
+    assert_eq!(only.body["queued"][0]["generation"], 3);
+    app.drain_jobs().await;
+
+    // 404s and 409s of the single replay.
+    assert_status(&redeliver(&app, &Uuid::now_v7().to_string(), None).await, 404, "no such event");
+    let no_delivery = redeliver(&app, &delivered, Some(&json!({ "webhookId": Uuid::now_v7() }))).await;
+    assert_status(&no_delivery, 404, "no delivery to the named destination");
+    app.patch(&format!("/api/webhooks/{a}"), &json!({ "status": "INACTIVE" })).await.expect(200);
+    assert_status(&redeliver(&app, &delivered, None).await, 409, "destination INACTIVE");
+    let no_key = Reply::read(
+        app.request(Method::POST, &format!("/api/webhook-events/{delivered}/redeliver")).send().await.expect("post"),
+    )
+    .await;
+    assert_status(&no_key, 400, "Idempotency-Key missing");
+    let k = key();
+    let path = format!("/api/webhook-events/{delivered}/redeliver");
+    app.seed_claim("webhook_event.redeliver", &k, "POST", &path, &Value::Null).await;
+    let in_flight =
+        Reply::read(app.request(Method::POST, &path).header("Idempotency-Key", &k).send().await.expect("post")).await;
+    assert_status(&in_flight, 409, "key in flight");
+    app.patch(&format!("/api/webhooks/{a}"), &json!({ "status": "ACTIVE" })).await.expect(200);
+
+    // Rule 4: status PARKED within a window replays what ran out of attempts.
+    receiver.respond("/a", Response::Status(400));
+    receiver.respond("/b", Response::Status(500));
+    // A window of its own: the earlier events happened at an earlier instant.
+    app.clock.advance_millis(1_000);
+    let from = app.clock.now().to_iso8601();
+    let failed = status_change(&app).await;
+    next_round(&app).await;
+    let to = app.clock.now().plus_millis(1).to_iso8601();
+    let states: Vec<Value> = deliveries(&app, &failed).await.iter().map(|d| d["status"].clone()).collect();
+    assert!(states.contains(&json!("PARKED")) && states.contains(&json!("RETRY_PENDING")), "{states:?}");
+    receiver.respond("/a", Response::Status(200));
+    let filtered =
+        app.post("/api/webhook-events/redeliver", &json!({ "status": "PARKED", "from": from, "to": to })).await;
+    filtered.expect(202);
+    assert_eq!(filtered.body["truncated"], false);
+    let queued = filtered.body["queued"].as_array().expect("queued");
+    assert_eq!(queued.len(), 1, "{}", filtered.body);
+    assert_eq!(queued[0]["webhookId"], a.as_str());
+    assert_eq!(queued[0]["generation"], 2);
+    // Lenient: what is not replayable is listed with its reason.
+    let all = app.post("/api/webhook-events/redeliver", &json!({ "from": from, "to": to })).await;
+    all.expect(202);
+    let skipped = all.body["skipped"].as_array().expect("skipped");
+    assert_eq!(all.body["queued"], json!([]), "{}", all.body);
+    assert_eq!(skipped.len(), 2, "{}", all.body);
+    assert!(skipped.iter().all(|s| s["eventId"] == failed.as_str() && s["reason"] == "LATEST_DELIVERY_QUEUED"));
+    assert_status(&app.post("/api/webhook-events/redeliver", &json!({})).await, 400, "no filter");
+    assert_status(
+        &app.post("/api/webhook-events/redeliver", &json!({ "from": to, "to": from })).await,
+        400,
+        "from not before to",
+    );
+    let k = key();
+    let body = json!({ "type": "customer.status_changed" });
+    app.seed_claim("webhook_event.redeliver_filtered", &k, "POST", "/api/webhook-events/redeliver", &body).await;
+    assert_status(
+        &app.write(Method::POST, "/api/webhook-events/redeliver", &k, &body).await,
+        409,
+        "filtered key in flight",
+    );
+}
+
+async fn the_replay_budget_refuses_with_nothing_queued(backend: Backend) {
+    let (app, receiver) = app(backend, &[("TOKENOPS_WEBHOOK_REPLAY_BUDGET", "3")]).await;
+    subscribe(&app, &receiver, "/q").await;
+    let first = status_change(&app).await;
+    let second = status_change(&app).await;
+    receiver.wait_for_path("/q", 3, WAIT).await;
+    redeliver(&app, &first, None).await.expect(202);
+    redeliver(&app, &second, None).await.expect(202);
+    app.drain_jobs().await;
+    let filtered = app.post("/api/webhook-events/redeliver", &json!({ "type": "customer.status_changed" })).await;
+    assert_status(&filtered, 429, "two more would pass the budget of 3");
+    assert!(
+        filtered.body["message"].as_str().is_some_and(|m| m.contains('3') && m.contains("hour")),
+        "{}",
+        filtered.body
+    );
+    assert!(filtered.header("retry-after").is_none(), "no Retry-After");
+    redeliver(&app, &first, None).await.expect(202);
+    let refused = redeliver(&app, &second, None).await;
+    assert_status(&refused, 429, "the budget is spent");
+    assert!(refused.header("retry-after").is_none());
+    assert_eq!(deliveries(&app, &second).await.len(), 2, "nothing queued");
+}
