@@ -229,7 +229,11 @@ impl App {
                 sealer: adapters.sealer.clone(),
                 transport: adapters.mail.clone(),
             }),
-            Arc::new(DispatchEvent { store: store.clone(), job_max_attempts: settings.job_max_attempts }),
+            Arc::new(DispatchEvent {
+                store: store.clone(),
+                job_max_attempts: settings.job_max_attempts,
+                runs: run_settings,
+            }),
             Arc::new(contracts::DeployContract { store: store.clone(), ledger: adapters.ledger.clone() }),
             Arc::new(accounts::ProvisionAccount {
                 store: store.clone(),

@@ -1,6 +1,7 @@
 //! `event.dispatch`: hands one outbox event on to its subscribers: marks it dispatched and, in the
 //! same transaction, fans it out into one delivery per registration subscribed to its type at
-//! that moment (`webhooks::fan_out`).
+//! that moment (`webhooks::fan_out`), and one run per ACTIVE EVENT automation listening for it
+//! (`automations::runs::queue_run`).
 
 use super::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use async_trait::async_trait;
@@ -8,6 +9,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use tokenops_domain::TenantId;
+use tokenops_domain::automation::TriggerType;
 use tokenops_domain::webhook::Webhook;
 use tokenops_store::{Job, Store};
 use uuid::Uuid;
@@ -16,6 +18,8 @@ pub struct DispatchEvent {
     pub store: Arc<dyn Store>,
     /// The attempts of each delivery job it enqueues.
     pub job_max_attempts: u32,
+    /// The settings of the automation runs it queues.
+    pub runs: crate::automations::runs::RunSettings,
 }
 
 #[async_trait]
@@ -49,6 +53,19 @@ impl JobHandler for DispatchEvent {
             crate::webhooks::fan_out(tx.as_mut(), &event, subscribers, now, self.job_max_attempts)
                 .await
                 .map_err(|e| JobError::Retry(e.to_string()))?;
+            for automation in tx.automations().for_event(tenant, &event.event_type).await? {
+                crate::automations::runs::queue_run(
+                    tx.as_mut(),
+                    &automation,
+                    TriggerType::Event,
+                    None,
+                    Some(event.id),
+                    now,
+                    self.runs,
+                )
+                .await
+                .map_err(|e| JobError::Retry(e.to_string()))?;
+            }
         }
         ctx.finish(tx, events.iter().map(|job| job.id).collect(), Vec::new(), failed).await
     }

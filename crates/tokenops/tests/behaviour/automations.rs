@@ -61,6 +61,7 @@ backends!(
     a_treasury_script_submits_a_mint_that_settles_once,
     a_scheduled_automation_runs_when_the_clock_passes_its_time,
     a_failing_run_is_recorded_and_repeated_failures_disable_the_automation,
+    an_event_automation_runs_once_per_event_of_its_type_with_the_event,
 );
 
 async fn an_automation_needs_a_published_script_and_valid_fields(backend: Backend) {
@@ -300,4 +301,28 @@ async fn a_failing_run_is_recorded_and_repeated_failures_disable_the_automation(
     let disabled = app.get(&format!("/api/automations/{id}")).await;
     assert_eq!(disabled.body["status"], "DISABLED", "after five failures in a row");
     refused(&execute(&app, &id, &json!({})).await, 409, "DISABLED");
+}
+
+async fn an_event_automation_runs_once_per_event_of_its_type_with_the_event(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let script = id_of(&create(&app, "on-status", "log(event.type + \" \" + event.resource.id); 1").await);
+    publish(&app, &script).await;
+    let made = app
+        .post(
+            "/api/automations",
+            &json!({ "scriptId": script, "triggerType": "EVENT", "eventType": "customer.status_changed" }),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["automationId"].as_str().expect("id").to_owned();
+    app.post("/api/customers", &json!({ "customerRef": "c-1" })).await.expect(201);
+    app.drain_jobs().await;
+    assert_eq!(app.get(&format!("/api/automations/{id}/history")).await.body["totalElements"], 0, "another type");
+    app.patch("/api/customers/c-1", &json!({ "status": "INACTIVE" })).await.expect(200);
+    let run = finished_run(&app, &id).await;
+    assert_eq!((run["trigger"].as_str(), run["status"].as_str()), (Some("EVENT"), Some("SUCCEEDED")), "{run}");
+    assert!(run["eventId"].is_string());
+    assert_eq!(run["log"][0], "customer.status_changed c-1");
+    app.drain_jobs().await;
+    assert_eq!(app.get(&format!("/api/automations/{id}/history")).await.body["totalElements"], 1, "once per event");
 }
