@@ -17,9 +17,9 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "idempotency_resource", include_str!("../migrations/0007_idempotency_resource.sql")),
     (8, "policies", include_str!("../migrations/0008_policies.sql")),
     (9, "approvals", include_str!("../migrations/0009_approvals.sql")),
+    (10, "webhooks", include_str!("../migrations/0010_webhooks.sql")),
     (11, "scripts", include_str!("../migrations/0011_scripts.sql")),
     (12, "approval_resources", include_str!("../migrations/0012_approval_resources.sql")),
-    (10, "webhooks", include_str!("../migrations/0010_webhooks.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),
