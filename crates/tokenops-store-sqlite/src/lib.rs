@@ -49,16 +49,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
-use tokenops_store::{AccountStore, ContractStore};
-use tokenops_store::{ApprovalStore, AutomationStore, ExecutionStore, ScriptStore, WebhookStore};
-use tokenops_store::{
-    AuditStore, Backend, CustomerStore, EventStore, IdempotencyStore, JobStore, SettingStore, Store, StoreError,
-    StoreResult, Tx,
-};
-use tokenops_store::{BreakStore, LockStore, OperationStore, PositionStore};
-use tokenops_store::{ChallengeStore, MachineClientStore, RefreshTokenStore, SigningKeyStore, TenantStore, UserStore};
-use tokenops_store::{CustodyKeyStore, LedgerStore};
-use tokenops_store::{GroupStore, PolicyStore, PolicyTemplateStore, RoleStore, SecretRevealStore, SubjectStanding};
+use tokenops_store::SubjectStanding;
+use tokenops_store::{Backend, Store, StoreError, StoreResult, Tx};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -251,96 +243,7 @@ impl SqliteTx {
 
 #[async_trait]
 impl Tx for SqliteTx {
-    fn customers(&mut self) -> &mut dyn CustomerStore {
-        self
-    }
-    fn contracts(&mut self) -> &mut dyn ContractStore {
-        self
-    }
-    fn accounts(&mut self) -> &mut dyn AccountStore {
-        self
-    }
-    fn operations(&mut self) -> &mut dyn OperationStore {
-        self
-    }
-    fn locks(&mut self) -> &mut dyn LockStore {
-        self
-    }
-    fn breaks(&mut self) -> &mut dyn BreakStore {
-        self
-    }
-    fn positions(&mut self) -> &mut dyn PositionStore {
-        self
-    }
-    fn events(&mut self) -> &mut dyn EventStore {
-        self
-    }
-    fn audit(&mut self) -> &mut dyn AuditStore {
-        self
-    }
-    fn idempotency(&mut self) -> &mut dyn IdempotencyStore {
-        self
-    }
-    fn jobs(&mut self) -> &mut dyn JobStore {
-        self
-    }
-    fn settings(&mut self) -> &mut dyn SettingStore {
-        self
-    }
-    fn custody_keys(&mut self) -> &mut dyn CustodyKeyStore {
-        self
-    }
-    fn ledger(&mut self) -> &mut dyn LedgerStore {
-        self
-    }
-    fn tenants(&mut self) -> &mut dyn TenantStore {
-        self
-    }
-    fn users(&mut self) -> &mut dyn UserStore {
-        self
-    }
-    fn machine_clients(&mut self) -> &mut dyn MachineClientStore {
-        self
-    }
-    fn signing_keys(&mut self) -> &mut dyn SigningKeyStore {
-        self
-    }
-    fn refresh_tokens(&mut self) -> &mut dyn RefreshTokenStore {
-        self
-    }
-    fn challenges(&mut self) -> &mut dyn ChallengeStore {
-        self
-    }
-    fn roles(&mut self) -> &mut dyn RoleStore {
-        self
-    }
-    fn groups(&mut self) -> &mut dyn GroupStore {
-        self
-    }
-    fn secret_reveals(&mut self) -> &mut dyn SecretRevealStore {
-        self
-    }
-    fn policy_templates(&mut self) -> &mut dyn PolicyTemplateStore {
-        self
-    }
-    fn policies(&mut self) -> &mut dyn PolicyStore {
-        self
-    }
-    fn approvals(&mut self) -> &mut dyn ApprovalStore {
-        self
-    }
-    fn scripts(&mut self) -> &mut dyn ScriptStore {
-        self
-    }
-    fn automations(&mut self) -> &mut dyn AutomationStore {
-        self
-    }
-    fn executions(&mut self) -> &mut dyn ExecutionStore {
-        self
-    }
-    fn webhooks(&mut self) -> &mut dyn WebhookStore {
-        self
-    }
+    tokenops_store::tx_accessors!();
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let SqliteTx { conn, enqueued, jobs_enqueued, .. } = *self;

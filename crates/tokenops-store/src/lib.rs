@@ -154,6 +154,105 @@ pub trait Store: Send + Sync + 'static {
     async fn close(&self);
 }
 
+/// The aggregate accessors of a [`Tx`] whose type implements every store trait itself (both
+/// backends' transactions): `impl Tx for MyTx { tokenops_store::tx_accessors!(); … }`. The list
+/// of aggregates is written here once.
+#[macro_export]
+macro_rules! tx_accessors {
+    () => {
+        fn customers(&mut self) -> &mut dyn $crate::CustomerStore {
+            self
+        }
+        fn contracts(&mut self) -> &mut dyn $crate::ContractStore {
+            self
+        }
+        fn accounts(&mut self) -> &mut dyn $crate::AccountStore {
+            self
+        }
+        fn operations(&mut self) -> &mut dyn $crate::OperationStore {
+            self
+        }
+        fn locks(&mut self) -> &mut dyn $crate::LockStore {
+            self
+        }
+        fn breaks(&mut self) -> &mut dyn $crate::BreakStore {
+            self
+        }
+        fn positions(&mut self) -> &mut dyn $crate::PositionStore {
+            self
+        }
+        fn events(&mut self) -> &mut dyn $crate::EventStore {
+            self
+        }
+        fn audit(&mut self) -> &mut dyn $crate::AuditStore {
+            self
+        }
+        fn idempotency(&mut self) -> &mut dyn $crate::IdempotencyStore {
+            self
+        }
+        fn jobs(&mut self) -> &mut dyn $crate::JobStore {
+            self
+        }
+        fn settings(&mut self) -> &mut dyn $crate::SettingStore {
+            self
+        }
+        fn custody_keys(&mut self) -> &mut dyn $crate::CustodyKeyStore {
+            self
+        }
+        fn ledger(&mut self) -> &mut dyn $crate::LedgerStore {
+            self
+        }
+        fn tenants(&mut self) -> &mut dyn $crate::TenantStore {
+            self
+        }
+        fn users(&mut self) -> &mut dyn $crate::UserStore {
+            self
+        }
+        fn machine_clients(&mut self) -> &mut dyn $crate::MachineClientStore {
+            self
+        }
+        fn signing_keys(&mut self) -> &mut dyn $crate::SigningKeyStore {
+            self
+        }
+        fn refresh_tokens(&mut self) -> &mut dyn $crate::RefreshTokenStore {
+            self
+        }
+        fn challenges(&mut self) -> &mut dyn $crate::ChallengeStore {
+            self
+        }
+        fn roles(&mut self) -> &mut dyn $crate::RoleStore {
+            self
+        }
+        fn groups(&mut self) -> &mut dyn $crate::GroupStore {
+            self
+        }
+        fn secret_reveals(&mut self) -> &mut dyn $crate::SecretRevealStore {
+            self
+        }
+        fn policy_templates(&mut self) -> &mut dyn $crate::PolicyTemplateStore {
+            self
+        }
+        fn policies(&mut self) -> &mut dyn $crate::PolicyStore {
+            self
+        }
+        fn approvals(&mut self) -> &mut dyn $crate::ApprovalStore {
+            self
+        }
+        fn scripts(&mut self) -> &mut dyn $crate::ScriptStore {
+            self
+        }
+        fn automations(&mut self) -> &mut dyn $crate::AutomationStore {
+            self
+        }
+        fn executions(&mut self) -> &mut dyn $crate::ExecutionStore {
+            self
+        }
+        fn webhooks(&mut self) -> &mut dyn $crate::WebhookStore {
+            self
+        }
+    };
+}
+
 /// One database transaction. Dropping it without `commit` rolls it back.
 #[async_trait]
 pub trait Tx: Send {
