@@ -38,4 +38,5 @@ mod token_verification;
 mod transactions;
 mod transactions_crash;
 mod webhook_deliveries;
+mod webhook_ssrf;
 mod webhooks;
