@@ -6,6 +6,7 @@
 //! rebinding) is refused rather than reached.
 
 use ipnet::IpNet;
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::url::WebhookUrl;
@@ -61,16 +62,37 @@ impl AddressRule {
         }
     }
 
-    /// The addresses to connect to for `url`: an IP-literal host checked as it is, a name
-    /// resolved through the system resolver with every address it resolves to checked. One
-    /// refused address refuses the whole host: which address a connection would use is not
-    /// ours to choose once the name is shared with a private one.
+    /// The addresses to connect to for `url`: an IP-literal host checked as it is, a localhost
+    /// name (`localhost`, `*.localhost`) as the loopback addresses RFC 6761 reserves it for, any
+    /// other name resolved through the system resolver, with every address it resolves to
+    /// checked. One refused address refuses the whole host: which address a connection would use
+    /// is not ours to choose once the name is shared with a private one.
     pub async fn resolve(&self, url: &WebhookUrl) -> Result<Vec<SocketAddr>, AddressError> {
+        self.resolve_with(url, system_lookup).await
+    }
+
+    /// [`Self::resolve`] with the name lookup given: the seam that lets a test play a resolver
+    /// whose answer changes between lookups.
+    pub(crate) async fn resolve_with<F, Fut>(
+        &self,
+        url: &WebhookUrl,
+        lookup: F,
+    ) -> Result<Vec<SocketAddr>, AddressError>
+    where
+        F: FnOnce(String, u16) -> Fut,
+        Fut: Future<Output = std::io::Result<Vec<SocketAddr>>>,
+    {
         let host = url.host();
         let addresses: Vec<SocketAddr> = match url.ip_literal() {
             Some(ip) => vec![SocketAddr::new(ip, url.port())],
+            // Resolvers differ on these (some answer nothing, some ask the network); the name
+            // means loopback wherever the service runs, so it is judged as loopback.
+            None if is_localhost_name(host) => vec![
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), url.port()),
+                SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), url.port()),
+            ],
             None => {
-                let found = tokio::net::lookup_host((host, url.port()))
+                let found = lookup(host.to_owned(), url.port())
                     .await
                     .map_err(|e| AddressError::Unresolved { host: host.to_owned(), reason: e.to_string() })?;
                 let mut addresses: Vec<SocketAddr> = Vec::new();
@@ -92,6 +114,16 @@ impl AddressRule {
         }
         Ok(addresses)
     }
+}
+
+pub(crate) async fn system_lookup(host: String, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect())
+}
+
+/// `localhost` and the names under it (RFC 6761 §6.3), a trailing dot or not.
+fn is_localhost_name(host: &str) -> bool {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    name == "localhost" || name.ends_with(".localhost")
 }
 
 /// Parses the comma-separated `TOKENOPS_WEBHOOK_ALLOW_CIDRS`: CIDRs (`10.0.0.0/8`, `fd00::/8`)
@@ -141,6 +173,12 @@ fn v6_refusal(ip: Ipv6Addr) -> Option<&'static str> {
         _ if ip.is_loopback() => "a loopback address",
         // ::/96, the deprecated IPv4-compatible form.
         [0, 0, 0, 0, 0, 0, _, _] => "an IPv4-compatible IPv6 address",
+        // ::ffff:0:0/96, the IPv4-translated form (RFC 2765): a translator reaches the IPv4
+        // address it embeds, so it is judged as that address.
+        [0, 0, 0, 0, 0xffff, 0, hi, lo] => {
+            return v4_refusal(embedded(hi, lo))
+                .map(|_| "an IPv4-translated IPv6 address of a non-public IPv4 address");
+        }
         // NAT64 (RFC 6052): reaches whatever IPv4 address it embeds.
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => {
             return v4_refusal(embedded(hi, lo)).map(|_| "a NAT64 address of a non-public IPv4 address");
@@ -185,6 +223,7 @@ mod tests {
             "::ffff:8.8.8.8",
             "64:ff9b::808:808",
             "2002:808:808::1",
+            "::ffff:0:8.8.8.8",
         ] {
             assert!(rule.permits(ip(text)), "{text} should be permitted");
         }
@@ -221,6 +260,9 @@ mod tests {
             ("::ffff:10.0.0.1", "IPv4-mapped"),
             ("::ffff:169.254.169.254", "IPv4-mapped"),
             ("::10.0.0.1", "IPv4-compatible"),
+            ("::ffff:0:127.0.0.1", "IPv4-translated"),
+            ("::ffff:0:a00:1", "IPv4-translated"),
+            ("::ffff:0:169.254.169.254", "IPv4-translated"),
             ("64:ff9b::a00:1", "NAT64"),
             ("2002:a00:1::1", "6to4"),
             ("fc00::1", "unique local"),
@@ -288,5 +330,29 @@ mod tests {
         let url = crate::url::normalise("https://no-such-host.invalid/hook").expect("url");
         let error = AddressRule::default().resolve(&url).await.expect_err("invalid");
         assert!(matches!(error, AddressError::Unresolved { .. } | AddressError::NoAddress { .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn localhost_names_are_loopback_without_asking_a_resolver() {
+        let rule = AddressRule::default();
+        for host in ["localhost", "localhost.", "api.localhost", "deep.name.localhost."] {
+            let url = crate::url::normalise(&format!("https://{host}:8443/hook")).expect("url");
+            let lookup = |_: String, _: u16| async { panic!("{host} was looked up") };
+            let error = rule.resolve_with(&url, lookup).await.expect_err(host);
+            assert!(matches!(error, AddressError::Refused { range, .. } if range.contains("loopback")), "{error}");
+        }
+        let not_localhost = crate::url::normalise("https://localhost.example/hook").expect("url");
+        let public = |_: String, port: u16| async move { Ok(vec![SocketAddr::new(ip("93.184.216.34"), port)]) };
+        assert_eq!(rule.resolve_with(&not_localhost, public).await.expect("public").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn one_private_answer_among_public_ones_refuses_the_name() {
+        let url = crate::url::normalise("https://mixed.example/hook").expect("url");
+        let answers = |_: String, port: u16| async move {
+            Ok(vec![SocketAddr::new(ip("93.184.216.34"), port), SocketAddr::new(ip("10.0.0.7"), port)])
+        };
+        let error = AddressRule::default().resolve_with(&url, answers).await.expect_err("mixed");
+        assert!(matches!(error, AddressError::Refused { address, .. } if address == ip("10.0.0.7")), "{error}");
     }
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::address::AddressRule;
+use crate::address::{AddressRule, system_lookup};
 use crate::url::WebhookUrl;
 
 pub use crate::retry::{AttemptOutcome, FailureClass};
@@ -113,8 +113,23 @@ impl Transport {
     /// POSTs `body` with `headers` to `url`: 2xx is delivered; anything else a failed attempt
     /// with its class and a short reason.
     pub async fn post(&self, url: &WebhookUrl, headers: &[(String, String)], body: Bytes) -> AttemptOutcome {
+        self.post_with(url, headers, body, system_lookup).await
+    }
+
+    /// [`Self::post`] with the name lookup given (a test's resolver whose answer changes).
+    pub(crate) async fn post_with<F, Fut>(
+        &self,
+        url: &WebhookUrl,
+        headers: &[(String, String)],
+        body: Bytes,
+        lookup: F,
+    ) -> AttemptOutcome
+    where
+        F: FnOnce(String, u16) -> Fut,
+        Fut: std::future::Future<Output = std::io::Result<Vec<std::net::SocketAddr>>>,
+    {
         // The resolver has no deadline of its own; a lookup that hangs is a host not reached.
-        let addresses = match tokio::time::timeout(self.connect_timeout, self.rule.resolve(url)).await {
+        let addresses = match tokio::time::timeout(self.connect_timeout, self.rule.resolve_with(url, lookup)).await {
             Ok(Ok(addresses)) => addresses,
             Ok(Err(error)) => return unreachable(error.to_string()),
             Err(_) => return unreachable(format!("the webhook host {} did not resolve in time", url.host())),
@@ -300,5 +315,71 @@ mod tests {
             matches!(outcome, AttemptOutcome::Failed { class: FailureClass::Unreachable, status: None, .. }),
             "{outcome:?}"
         );
+    }
+
+    /// A resolver whose answer changes between lookups (DNS rebinding): `first` on the first
+    /// lookup, `later` on every other; it counts the lookups.
+    fn rebinding(
+        lookups: &Arc<std::sync::atomic::AtomicUsize>,
+        first: std::net::IpAddr,
+        later: std::net::IpAddr,
+    ) -> impl FnOnce(String, u16) -> std::future::Ready<std::io::Result<Vec<std::net::SocketAddr>>> {
+        let lookups = lookups.clone();
+        move |_, port| {
+            let n = lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let ip = if n == 0 { first } else { later };
+            std::future::ready(Ok(vec![std::net::SocketAddr::new(ip, port)]))
+        }
+    }
+
+    /// Accepts connections on `ip:port` and counts them.
+    async fn counting_listener(ip: &str, port: u16) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind((ip, port)).await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        (port, accepted)
+    }
+
+    #[tokio::test]
+    async fn each_attempt_resolves_once_and_connects_only_to_what_it_checked() {
+        use std::sync::atomic::Ordering::SeqCst;
+        // The allowed address answers first; a second lookup would name 127.0.0.2, outside the
+        // allowed range, listening on the same port.
+        let (port, allowed_accepts) = counting_listener("127.0.0.1", 0).await;
+        let (_, private_accepts) = counting_listener("127.0.0.2", port).await;
+        let rule = AddressRule::new(crate::address::parse_cidrs("127.0.0.1/32").expect("cidr"));
+        let transport = Transport::new(rule, None).expect("transport");
+        // A name no system resolver knows: reaching anything proves the pinned address was used.
+        let url = crate::url::normalise(&format!("https://rebind.invalid:{port}/hook")).expect("url");
+        let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let first: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+        let later: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+
+        let outcome =
+            transport.post_with(&url, &[], Bytes::from_static(b"{}"), rebinding(&lookups, first, later)).await;
+        assert!(matches!(outcome, AttemptOutcome::Failed { class: FailureClass::Unreachable, .. }), "{outcome:?}");
+        assert_eq!(lookups.load(SeqCst), 1, "one lookup per attempt");
+        assert_eq!(allowed_accepts.load(SeqCst), 1, "the connection went to the checked address");
+        assert_eq!(private_accepts.load(SeqCst), 0, "the rebound address was reached");
+
+        // The next attempt resolves again and is refused before any connection.
+        let outcome =
+            transport.post_with(&url, &[], Bytes::from_static(b"{}"), rebinding(&lookups, first, later)).await;
+        match outcome {
+            AttemptOutcome::Failed { class: FailureClass::Unreachable, status: None, reason } => {
+                assert!(reason.contains("127.0.0.2") && reason.contains("loopback"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(lookups.load(SeqCst), 2);
+        assert_eq!(allowed_accepts.load(SeqCst), 1);
+        assert_eq!(private_accepts.load(SeqCst), 0, "the rebound address was reached");
     }
 }

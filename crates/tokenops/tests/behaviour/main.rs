@@ -38,5 +38,6 @@ mod token_verification;
 mod transactions;
 mod transactions_crash;
 mod webhook_deliveries;
+mod webhook_ssrf;
 mod webhook_verifiers;
 mod webhooks;
