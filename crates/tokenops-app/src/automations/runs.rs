@@ -70,6 +70,26 @@ impl JobHandler for RunAutomation {
         let tx = self.store.write().await?;
         ctx.finish(tx, done, Vec::new(), failed).await
     }
+
+    /// A run whose job is buried (its attempts spent by crashes, or its end never recorded)
+    /// ends FAILED in the burial, so that no run stays QUEUED or RUNNING for ever.
+    async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
+        let (Some(id), Some(tenant)) = (execution_of(job), job.tenant_id) else { return Ok(()) };
+        let Some(mut execution) = tx.executions().get_for_update(tenant, id).await? else { return Ok(()) };
+        if execution.status.is_final() {
+            return Ok(());
+        }
+        execution.started_at.get_or_insert(now);
+        let error = Some(format!("the run's job ran out of attempts: {reason}"));
+        // What an interrupted attempt submitted is not known here; the operations keep their
+        // own record under the run's keys.
+        let result = RunResult {
+            log: std::mem::take(&mut execution.log),
+            submitted: std::mem::take(&mut execution.submitted),
+            error,
+        };
+        record_end(tx, tenant, execution, result, now, self.settings).await
+    }
 }
 
 impl RunAutomation {
@@ -202,52 +222,61 @@ impl RunAutomation {
         Ok(Prepared { source: script.source, sources, values, event, caller })
     }
 
-    /// Records the run's end with a WORKER audit record; failures in a row past the setting
-    /// disable the automation (audited too).
-    async fn finish(&self, tenant: TenantId, mut execution: Execution, result: RunResult) -> Result<(), JobError> {
-        let now = self.clock.now();
+    /// Records the run's end in its own commit.
+    async fn finish(&self, tenant: TenantId, execution: Execution, result: RunResult) -> Result<(), JobError> {
         let mut tx = self.store.write().await?;
-        let failed = result.error.is_some();
-        execution.status = if failed { ExecutionStatus::Failed } else { ExecutionStatus::Succeeded };
-        execution.log = result.log;
-        execution.submitted = result.submitted;
-        execution.error = result.error;
-        execution.finished_at = Some(now);
-        tx.executions().update(&execution).await?;
-        let outcome = if failed { AuditOutcome::Failure } else { AuditOutcome::Success };
-        let detail =
-            json!({ "executionId": execution.id, "status": execution.status.as_str(), "error": execution.error });
-        let record =
-            crate::audit::worker_record(tenant, &RUN, execution.automation_id.to_string(), outcome, detail, now);
-        tx.audit().record(&record).await?;
-        if let Some(mut automation) = tx.automations().get_for_update(tenant, execution.automation_id).await? {
-            automation.consecutive_failures =
-                if failed { automation.consecutive_failures.saturating_add(1) } else { 0 };
-            let limit = self.settings.disable_after_failures;
-            if failed
-                && limit > 0
-                && automation.consecutive_failures >= limit
-                && automation.status == AutomationStatus::Active
-            {
-                automation.status = AutomationStatus::Disabled;
-                automation.next_run_at = None;
-                let detail = json!({ "status": "DISABLED", "consecutiveFailures": automation.consecutive_failures });
-                let record = crate::audit::worker_record(
-                    tenant,
-                    &super::UPDATE_STATUS,
-                    automation.id.to_string(),
-                    AuditOutcome::Success,
-                    detail,
-                    now,
-                );
-                tx.audit().record(&record).await?;
-            }
-            automation.updated_at = now;
-            tx.automations().update(&automation).await?;
-        }
+        record_end(tx.as_mut(), tenant, execution, result, self.clock.now(), self.settings).await?;
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Records a run's end in `tx` with a WORKER audit record; failures in a row past the setting
+/// disable the automation (audited too).
+async fn record_end(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    mut execution: Execution,
+    result: RunResult,
+    now: Timestamp,
+    settings: RunSettings,
+) -> Result<(), JobError> {
+    let failed = result.error.is_some();
+    execution.status = if failed { ExecutionStatus::Failed } else { ExecutionStatus::Succeeded };
+    execution.log = result.log;
+    execution.submitted = result.submitted;
+    execution.error = result.error;
+    execution.finished_at = Some(now);
+    tx.executions().update(&execution).await?;
+    let outcome = if failed { AuditOutcome::Failure } else { AuditOutcome::Success };
+    let detail = json!({ "executionId": execution.id, "status": execution.status.as_str(), "error": execution.error });
+    let record = crate::audit::worker_record(tenant, &RUN, execution.automation_id.to_string(), outcome, detail, now);
+    tx.audit().record(&record).await?;
+    if let Some(mut automation) = tx.automations().get_for_update(tenant, execution.automation_id).await? {
+        automation.consecutive_failures = if failed { automation.consecutive_failures.saturating_add(1) } else { 0 };
+        let limit = settings.disable_after_failures;
+        if failed
+            && limit > 0
+            && automation.consecutive_failures >= limit
+            && automation.status == AutomationStatus::Active
+        {
+            automation.status = AutomationStatus::Disabled;
+            automation.next_run_at = None;
+            let detail = json!({ "status": "DISABLED", "consecutiveFailures": automation.consecutive_failures });
+            let record = crate::audit::worker_record(
+                tenant,
+                &super::UPDATE_STATUS,
+                automation.id.to_string(),
+                AuditOutcome::Success,
+                detail,
+                now,
+            );
+            tx.audit().record(&record).await?;
+        }
+        automation.updated_at = now;
+        tx.automations().update(&automation).await?;
+    }
+    Ok(())
 }
 
 struct Prepared {

@@ -62,6 +62,7 @@ backends!(
     a_scheduled_automation_runs_when_the_clock_passes_its_time,
     a_failing_run_is_recorded_and_repeated_failures_disable_the_automation,
     an_event_automation_runs_once_per_event_of_its_type_with_the_event,
+    a_run_does_not_stay_running_after_its_job_ran_out_of_attempts,
 );
 
 async fn an_automation_needs_a_published_script_and_valid_fields(backend: Backend) {
@@ -325,4 +326,33 @@ async fn an_event_automation_runs_once_per_event_of_its_type_with_the_event(back
     assert_eq!(run["log"][0], "customer.status_changed c-1");
     app.drain_jobs().await;
     assert_eq!(app.get(&format!("/api/automations/{id}/history")).await.body["totalElements"], 1, "once per event");
+}
+
+/// A run whose end cannot be recorded until its job's attempts are spent (as after repeated
+/// crashes) must not stay RUNNING for ever: the job's burial records it FAILED.
+async fn a_run_does_not_stay_running_after_its_job_ran_out_of_attempts(backend: Backend) {
+    let three_attempts = std::collections::BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())]);
+    let app = TestApp::spawn_with(backend, three_attempts).await;
+    let (_, id) = on_demand(&app, "sweep", SWEEP, json!([value("account", json!("acc-1"), "STRING")])).await;
+    execute(&app, &id, &json!({})).await.expect(202);
+    // The run's end commits with its audit record: make that insert fail.
+    app.db.fail_inserts_into("audit_records").await;
+    for _ in 0..5 {
+        app.drain_jobs().await;
+        app.clock.advance_millis(60_000);
+    }
+    app.db.heal_inserts_into("audit_records").await;
+    for _ in 0..5 {
+        app.drain_jobs().await;
+        app.clock.advance_millis(60_000);
+    }
+    let dead = app.db.count("jobs", "kind = 'automation.run' AND status = 'dead'").await;
+    assert_eq!(dead, 1, "the run's job ran out of attempts");
+    let history = app.get(&format!("/api/automations/{id}/history")).await;
+    let run = &history.body["content"][0];
+    assert_eq!(run["status"], "FAILED", "the run is stranded: {run}");
+    assert!(run["error"].as_str().is_some_and(|e| e.contains("attempts")), "{run}");
+    assert!(run["finishedAt"].is_string(), "{run}");
+    let audit = app.get(&format!("/api/audit/events?action=automation.run&resourceId={id}")).await;
+    assert_eq!(audit.body["totalItems"], 1, "the run's end is audited: {}", audit.body);
 }

@@ -7,6 +7,7 @@ mod approvals;
 mod approvals_crash;
 mod audit_export;
 mod automations;
+mod automations_crash;
 mod binary;
 mod conventions;
 mod crash;
