@@ -21,9 +21,9 @@ use tokenops_scripting::{Override, ParamValue};
 use tokenops_store::Store;
 use uuid::Uuid;
 
-use crate::error::{AppResult, Code, Error, FieldError};
+use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds;
-use crate::scripts::declarations;
+use crate::scripts::{declarations, not_fitting};
 use crate::write::{AuditAction, Write};
 
 pub const CREATE: AuditAction =
@@ -268,12 +268,8 @@ impl Automations {
             )));
         }
         let decls = declarations(&script.parameters)?;
-        let values = tokenops_scripting::params::fit(&decls, &new.parameters).map_err(|problems| {
-            Error::bad_request(format!("The parameters do not fit the script ({} problem(s))", problems.len()))
-                .with_details(
-                    problems.into_iter().map(|message| FieldError { field: "parameters".into(), message }).collect(),
-                )
-        })?;
+        let values = tokenops_scripting::params::fit(&decls, &new.parameters)
+            .map_err(|problems| not_fitting(Error::bad_request, "parameters", problems))?;
         let now = w.now();
         let automation = Automation {
             id: new_id(),
@@ -344,14 +340,7 @@ impl Automations {
         merged.retain(|base| !overrides.iter().any(|o| o.key == base.key));
         merged.extend(overrides);
         let values = tokenops_scripting::params::fit(&decls, &merged).map_err(|problems| {
-            Error::unprocessable(format!(
-                "The overrides do not fit the script's parameters ({} problem(s))",
-                problems.len()
-            ))
-            .with_code(Code::OverridesDoNotFit)
-            .with_details(
-                problems.into_iter().map(|message| FieldError { field: "overrides".into(), message }).collect(),
-            )
+            not_fitting(Error::unprocessable, "overrides", problems).with_code(Code::OverridesDoNotFit)
         })?;
         let now = w.now();
         let execution = Execution {

@@ -560,6 +560,14 @@ async fn outdate_dependants(w: &mut Write, script: &Script, importers: &[Script]
     Ok(())
 }
 
+/// The error for values that do not fit a script's declarations (`fit`'s problems), one
+/// detail per problem under `field`; `make` gives the status (400 on save, 422 for a run).
+pub fn not_fitting(make: fn(String) -> Error, field: &str, problems: Vec<String>) -> Error {
+    let message = format!("The {field} do not fit the script's parameters ({} problem(s))", problems.len());
+    make(message)
+        .with_details(problems.into_iter().map(|message| FieldError { field: field.into(), message }).collect())
+}
+
 /// The overrides of a clone as new defaults: each must name a declared parameter and fit its
 /// type (400 naming each that does not).
 fn new_defaults(decls: &[ParamDecl], overrides: &[Override]) -> AppResult<BTreeMap<String, ParamValue>> {
@@ -579,12 +587,8 @@ fn new_defaults(decls: &[ParamDecl], overrides: &[Override]) -> AppResult<BTreeM
             ..d.clone()
         })
         .collect();
-    let fitted = tokenops_scripting::params::fit(&stand_ins, overrides).map_err(|problems| {
-        Error::bad_request(format!("An override does not fit the script's parameters ({} problem(s))", problems.len()))
-            .with_details(
-                problems.into_iter().map(|message| FieldError { field: "overrides".into(), message }).collect(),
-            )
-    })?;
+    let fitted = tokenops_scripting::params::fit(&stand_ins, overrides)
+        .map_err(|problems| not_fitting(Error::bad_request, "overrides", problems))?;
     Ok(fitted.into_iter().filter(|(name, _)| overrides.iter().any(|o| o.key == *name)).collect())
 }
 
