@@ -219,7 +219,8 @@ impl OperationState {
             (Submitted, AwaitingApproval | PendingSettlement | Failed | Cancelled) => true,
             (AwaitingApproval, PendingSettlement | Failed | Cancelled) => true,
             (PendingSettlement, Settling | Failed) => true,
-            (Settling, Confirmed | Failed) => true,
+            // Sent bytes the ledger dropped and whose nonce another transaction took: signed anew.
+            (Settling, PendingSettlement | Confirmed | Failed) => true,
             _ => false,
         }
     }
@@ -345,13 +346,14 @@ mod tests {
     use OperationState::*;
 
     #[test]
-    fn states_only_move_forward_and_terminal_states_never_change() {
+    fn states_move_forward_and_terminal_states_never_change() {
         assert!(Submitted.may_become(PendingSettlement));
         assert!(Submitted.may_become(AwaitingApproval));
         assert!(PendingSettlement.may_become(Settling));
         assert!(Settling.may_become(Confirmed));
         assert!(Settling.may_become(Failed));
-        assert!(!Settling.may_become(PendingSettlement));
+        assert!(Settling.may_become(PendingSettlement), "the only step back: sent bytes superseded, signed anew");
+        assert!(!Settling.may_become(Submitted));
         assert!(!PendingSettlement.may_become(Submitted));
         assert!(!Settling.may_become(Cancelled), "once on the ledger it cannot be cancelled");
         for terminal in [Confirmed, Failed, Cancelled] {
@@ -362,7 +364,7 @@ mod tests {
         }
         for from in OperationState::ALL {
             for to in OperationState::ALL {
-                if from.may_become(to) {
+                if from.may_become(to) && (from, to) != (Settling, PendingSettlement) {
                     assert!(to > from, "{from:?} → {to:?} goes backwards");
                 }
             }

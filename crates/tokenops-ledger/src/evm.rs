@@ -578,10 +578,7 @@ impl Ledger for EvmLedger {
             if known {
                 return Ok(transaction.hash);
             }
-            return Err(LedgerError::final_(format!(
-                "nonce {} of {} is already used by another transaction",
-                transaction.nonce, transaction.sender
-            )));
+            return Err(LedgerError::superseded(transaction.nonce, transaction.sender));
         }
         // "replacement transaction underpriced" on geth and anvil; other nodes word it with
         // "replace" too. (A plain "transaction underpriced" is the pool's minimum fee: final.)

@@ -122,9 +122,14 @@ pub enum LedgerError {
     #[error("ledger temporarily unavailable: {reason}")]
     Temporary { reason: String },
     /// The request is invalid and will stay so (an unknown token, a malformed or wrongly signed
-    /// transaction, a nonce already used by another transaction, a failed deployment).
+    /// transaction, a failed deployment).
     #[error("ledger refused: {reason}")]
     Final { reason: String },
+    /// These signed bytes can never be included: another transaction of their sender is
+    /// included with their nonce, and they are not. Nothing of them reached the ledger, so the
+    /// call may be signed anew (with another nonce) without any risk of running twice.
+    #[error("ledger refused: {reason}")]
+    Superseded { reason: String },
     /// Custody did not sign: nothing reached the ledger. A refusal is the spec's
     /// `SIGNING_REJECTED`; an unavailable custody is temporary (see [`LedgerError::is_temporary`]).
     #[error("signing failed: {0}")]
@@ -140,11 +145,16 @@ impl LedgerError {
         LedgerError::Final { reason: reason.into() }
     }
 
+    /// The bytes of `nonce` of `sender` lost it to another transaction that is included.
+    pub fn superseded(nonce: u64, sender: Address) -> Self {
+        LedgerError::Superseded { reason: format!("nonce {nonce} of {sender} is already used by another transaction") }
+    }
+
     /// True when retrying may succeed: the ledger or custody was unavailable.
     pub fn is_temporary(&self) -> bool {
         match self {
             LedgerError::Temporary { .. } => true,
-            LedgerError::Final { .. } => false,
+            LedgerError::Final { .. } | LedgerError::Superseded { .. } => false,
             LedgerError::Signing(error) => !error.is_refusal(),
         }
     }

@@ -63,7 +63,7 @@ pub use approval::PolicyResolution;
 pub use evaluate::Evaluate;
 pub use settle::Settle;
 pub(crate) use signatures::decode_signed;
-pub use signatures::resend_unsettled;
+pub use signatures::{encode_signed, resend_unsettled};
 pub use track::Track;
 
 use std::sync::Arc;

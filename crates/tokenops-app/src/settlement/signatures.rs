@@ -60,10 +60,8 @@ impl Pipeline {
         from: OperationState,
         now: Timestamp,
     ) -> Result<Vec<Recorded>, JobError> {
-        let ours: Vec<String> = signed
-            .iter()
-            .map(|(_, _, transaction)| serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal))
-            .collect::<Result<_, _>>()?;
+        let ours: Vec<String> =
+            signed.iter().map(|(_, _, transaction)| encode_signed(transaction)).collect::<Result<_, _>>()?;
         let recorded = async {
             let mut tx = self.store.write().await?;
             let ids: Vec<(TenantId, Uuid)> = signed.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
@@ -224,6 +222,9 @@ impl Pipeline {
         for (job, operation, transaction) in to_send {
             match p.ledger.send(&transaction).await {
                 Ok(hash) => endings.push((job, operation, Ending::Sent(crate::chain::domain_hash(hash)))),
+                Err(LedgerError::Superseded { reason }) => {
+                    endings.push((job, operation, Ending::SignAnew { superseded: transaction.hash, reason }));
+                }
                 Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::Retry(e.to_string()))),
                 Err(e) => {
                     // The outcome may be unknown: the break names the signed transaction's hash.
@@ -268,6 +269,12 @@ impl Pipeline {
                 Ending::Approve => {
                     let change = |o: &mut Operation| o.state = OperationState::PendingSettlement;
                     if let Some(o) = p.advance_row(tx.as_mut(), row, OperationState::Submitted, change, now).await? {
+                        next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
+                    }
+                }
+                Ending::SignAnew { superseded, reason } => {
+                    let from = OperationState::PendingSettlement;
+                    if let Some(o) = p.sign_anew(tx.as_mut(), row, from, superseded, &reason, now).await? {
                         next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
                 }
@@ -330,6 +337,11 @@ enum Ending {
     Sent(tokenops_domain::chain::TxHash),
     /// Approved but not signed (an evaluation): PENDING_SETTLEMENT, for a settle job.
     Approve,
+    /// Its recorded bytes (this hash) can never be included: signed anew by a settle job.
+    SignAnew {
+        superseded: tokenops_ledger::TxHash,
+        reason: String,
+    },
     /// Held by the policies: AWAITING_APPROVAL (or refused, when its approvers cannot be
     /// resolved).
     Hold(Approval),
@@ -338,6 +350,37 @@ enum Ending {
         code: FailureCode,
         reason: String,
     },
+}
+
+impl Pipeline {
+    /// Drops the operation's recorded signature when it is still the `superseded` one (another
+    /// transaction is included with its nonce, so those bytes can never be), moving it from
+    /// `from` (PENDING_SETTLEMENT, or SETTLING when the ledger had taken the bytes and dropped
+    /// them) back to PENDING_SETTLEMENT without a txHash, for a settle job to sign it anew.
+    /// Nothing of the operation reached the ledger, so signing again cannot move value twice;
+    /// failing it instead would fail an operation for what only an outage did.
+    pub(super) async fn sign_anew(
+        &self,
+        tx: &mut dyn Tx,
+        row: Option<Operation>,
+        from: OperationState,
+        superseded: tokenops_ledger::TxHash,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<Operation>, JobError> {
+        let holds_superseded = |o: &Operation| {
+            o.signed_transaction.as_deref().map(decode_signed).is_some_and(|t| t.is_ok_and(|t| t.hash == superseded))
+        };
+        let Some(row) = row.filter(holds_superseded) else { return Ok(None) };
+        tracing::warn!(transaction_id = %row.id, hash = %superseded, reason, "a recorded signature lost its nonce to another transaction; signing the operation anew");
+        metrics::counter!("tokenops_signatures_superseded_total").increment(1);
+        let change = |o: &mut Operation| {
+            o.state = OperationState::PendingSettlement;
+            o.signed_transaction = None;
+            o.tx_hash = None;
+        };
+        self.advance_row(tx, Some(row), from, change, now).await
+    }
 }
 
 /// Whether a failure of this run is the job's last: then it ends the operation, not a retry.
@@ -387,6 +430,11 @@ pub(super) fn signed_hash_note(operation: &Operation) -> String {
         Some(Ok(signed)) => format!(" (signed transaction {:#x})", signed.hash),
         _ => String::new(),
     }
+}
+
+/// The form an operation keeps its signed transaction in (`Operation::signed_transaction`).
+pub fn encode_signed(transaction: &SignedTransaction) -> Result<String, JobError> {
+    serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal)
 }
 
 pub(crate) fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {

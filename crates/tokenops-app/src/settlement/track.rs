@@ -1,12 +1,12 @@
 //! `operation.track`, step 3: the receipt of the sent transaction ends the operation CONFIRMED
 //! (see `confirm`) or FAILED `CHAIN_FAILED`; a transaction the ledger does not know is sent
-//! again, the same bytes.
+//! again, the same bytes, or signed anew once another transaction has taken its nonce.
 
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::Timestamp;
 use tokenops_domain::operation::{FailureCode, Operation, OperationState};
-use tokenops_ledger::{Outcome, ReceiptStatus};
+use tokenops_ledger::{LedgerError, Outcome, ReceiptStatus};
 use tokenops_store::{Job, Tx};
 
 use super::confirm::{PositionDeltas, confirm_row};
@@ -26,8 +26,8 @@ impl JobHandler for Track {
         BATCH_LIMIT
     }
 
-    /// Reads every receipt at once and lands all the outcomes in one commit: a pending one polls
-    /// again, one the ledger does not know is sent again (the recorded bytes) and polls again.
+    /// Reads every receipt at once and lands all the outcomes in one commit: a pending one next_jobs
+    /// again, one the ledger does not know is sent again (the recorded bytes) and next_jobs again.
     async fn run_batch(&self, jobs: Vec<Job>, ctx: &BatchContext) -> Result<BatchFinished, JobError> {
         let p = &self.0;
         let from = OperationState::Settling;
@@ -50,14 +50,22 @@ impl JobHandler for Track {
         };
         let now = ctx.clock().now();
         let mut outcomes = Vec::with_capacity(tracked.len());
+        let mut superseded = Vec::new();
         let mut done = idle;
         for ((job, operation, _), receipt) in tracked.into_iter().zip(receipts) {
             if receipt == ReceiptStatus::Unknown {
-                // Dropped or never received: the same signed bytes again, never a new signature.
+                // Dropped or never received: the same signed bytes again, never a new signature,
+                // unless another transaction has taken their nonce for good.
                 let resent = match operation.signed_transaction.as_deref().map(decode_signed) {
-                    Some(Ok(signed)) => {
-                        p.ledger.send(&signed).await.map(|_| ()).map_err(|e| JobError::Retry(e.to_string()))
-                    }
+                    Some(Ok(signed)) => match p.ledger.send(&signed).await {
+                        Ok(_) => Ok(()),
+                        Err(LedgerError::Superseded { reason }) => {
+                            superseded.push((operation, signed.hash, reason));
+                            done.push(job);
+                            continue;
+                        }
+                        Err(e) => Err(JobError::Retry(e.to_string())),
+                    },
                     Some(Err(error)) => Err(error),
                     None => Ok(()),
                 };
@@ -70,19 +78,23 @@ impl JobHandler for Track {
             done.push(job);
         }
         let mut tx = p.store.write().await?;
-        let settled: Vec<&Operation> = outcomes
-            .iter()
-            .filter(|(_, receipt)| matches!(receipt, ReceiptStatus::Included { .. }))
-            .map(|(o, _)| o)
-            .collect();
-        let mut rows = lock_rows(tx.as_mut(), &settled).await?.into_iter();
+        // One lock for all the rows this commit changes: the superseded first, then the settled.
+        let settled = outcomes.iter().filter(|(_, receipt)| matches!(receipt, ReceiptStatus::Included { .. }));
+        let changed: Vec<&Operation> = superseded.iter().map(|(o, _, _)| o).chain(settled.map(|(o, _)| o)).collect();
+        let mut rows = lock_rows(tx.as_mut(), &changed).await?.into_iter();
+        let mut next_jobs = Vec::new();
+        for (_, hash, reason) in &superseded {
+            let row = rows.next().flatten();
+            if let Some(o) = p.sign_anew(tx.as_mut(), row, from, *hash, reason, now).await? {
+                next_jobs.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
+            }
+        }
         let mut positions = PositionDeltas::default();
-        let mut polls = Vec::new();
         for (operation, receipt) in outcomes {
             match receipt {
                 ReceiptStatus::Pending | ReceiptStatus::Unknown => {
-                    let next = now.plus_millis(p.settings.receipt_poll_ms);
-                    polls.push(p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, next));
+                    let poll_at = now.plus_millis(p.settings.receipt_poll_ms);
+                    next_jobs.push(p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, poll_at));
                 }
                 ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
                     let row = rows.next().flatten();
@@ -96,7 +108,7 @@ impl JobHandler for Track {
                 }
             }
         }
-        tx.jobs().enqueue_all(&polls, now).await?;
+        tx.jobs().enqueue_all(&next_jobs, now).await?;
         positions.apply(tx.as_mut(), now).await?;
         let done = done.iter().map(|job| job.id).collect();
         ctx.finish(tx, done, rest, failed).await

@@ -389,13 +389,12 @@ impl Inner {
                 let included = tx.ledger().transaction(&text(decoded.hash)).await.map_err(temporary)?;
                 match included {
                     Some(_) => Ok(decoded.hash),
-                    None => Err(LedgerError::final_(format!(
-                        "nonce {} of {} is already used by another transaction",
-                        decoded.nonce, decoded.sender
-                    ))),
+                    None => Err(LedgerError::superseded(decoded.nonce, decoded.sender)),
                 }
             }
-            Admission::NonceTaken => Err(LedgerError::final_(format!(
+            // Other bytes wait with this nonce: once they are included these are superseded,
+            // and should they be dropped, these may still go in.
+            Admission::NonceTaken => Err(LedgerError::temporary(format!(
                 "another transaction with nonce {} of {} is pending",
                 decoded.nonce, decoded.sender
             ))),
