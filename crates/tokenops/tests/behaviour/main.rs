@@ -29,6 +29,7 @@ mod policy_pipeline;
 mod policy_simulation;
 mod policy_templates;
 mod postgres_crash;
+mod quickstart;
 mod scripts;
 mod sign_in;
 mod smoke;
