@@ -36,6 +36,8 @@ pub struct ApiState {
     pub embedded_provider: bool,
     /// The service's base URL, for links it hands out (sign-in URL in invitations).
     pub public_url: String,
+    /// Set at SIGTERM: `/readyz` answers 503 while in-flight requests finish.
+    pub shutting_down: std::sync::atomic::AtomicBool,
 }
 
 /// The areas of the API, each with the timestamp form of its errors.

@@ -483,6 +483,10 @@ impl Ledger for EvmLedger {
         self.issuer
     }
 
+    async fn latest_block(&self) -> Result<u64, LedgerError> {
+        self.provider.get_block_number().await.map_err(|e| temporary("eth_blockNumber", e))
+    }
+
     async fn deploy_token(&self, spec: &TokenSpec) -> Result<Address, LedgerError> {
         self.register_wallet(self.issuer).await?;
         let input = contract::deployment_input(spec, self.issuer);

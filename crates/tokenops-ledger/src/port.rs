@@ -169,6 +169,10 @@ pub trait Ledger: Send + Sync {
     /// Deploys a token contract (signed by the issuer) and waits, bounded, until it is included.
     async fn deploy_token(&self, spec: &TokenSpec) -> Result<Address, LedgerError>;
 
+    /// The number of the ledger's latest block: a cheap probe that the ledger answers
+    /// (readiness, and the last block seen in the metrics).
+    async fn latest_block(&self) -> Result<u64, LedgerError>;
+
     /// Reads a token contract already on the ledger. `Final` when there is no token there.
     async fn adopt_token(&self, address: Address) -> Result<TokenInfo, LedgerError>;
 

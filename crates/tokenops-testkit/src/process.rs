@@ -91,11 +91,16 @@ impl ServiceProcess {
         let _ = self.child.wait().await;
     }
 
-    /// SIGTERM, then waits for a clean exit; returns the exit status.
-    pub async fn terminate(mut self) -> std::process::ExitStatus {
+    /// Sends SIGTERM without waiting: the service drains, then stops.
+    pub fn sigterm(&self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
         }
+    }
+
+    /// SIGTERM, then waits for a clean exit; returns the exit status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        self.sigterm();
         tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
             .expect("exit after SIGTERM")

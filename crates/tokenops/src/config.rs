@@ -125,6 +125,9 @@ pub struct Config {
     /// Replays an organisation may queue per hour (`TOKENOPS_WEBHOOK_REPLAY_BUDGET`, the spec's
     /// 1,000 by default; tests lower it to reach the 429).
     pub webhook_replay_budget: u64,
+    /// How long `serve` keeps answering after SIGTERM, with `/readyz` at 503, before it stops
+    /// accepting (`TOKENOPS_SHUTDOWN_DRAIN_MS`): the time a load balancer needs to see it go.
+    pub shutdown_drain: std::time::Duration,
     pub role: Role,
     /// Threads of the workers' runtime (`serve`).
     pub worker_threads: usize,
@@ -350,6 +353,8 @@ impl Config {
         }
         let webhook_retry_base_ms = r.integer("TOKENOPS_WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000);
         let webhook_replay_budget = r.integer("TOKENOPS_WEBHOOK_REPLAY_BUDGET", 1_000, 1, 1_000_000).unsigned_abs();
+        let shutdown_drain =
+            std::time::Duration::from_millis(r.integer("TOKENOPS_SHUTDOWN_DRAIN_MS", 1_000, 0, 600_000).unsigned_abs());
         // One by default: more settle faster, but their jobs then hold SQLite's writer and the
         // cores so often that the 202's p99 leaves 20 ms at a third of the rate (measured with
         // `scripts/bench`: ARCHITECTURE.md, "Throughput").
@@ -534,6 +539,7 @@ impl Config {
                 webhook_ca_file,
                 webhook_retry_base_ms,
                 webhook_replay_budget,
+                shutdown_drain,
                 role,
                 worker_threads,
                 log_format,

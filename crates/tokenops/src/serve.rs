@@ -76,9 +76,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         "tokenops is serving"
     );
     let stop = shutdown.clone();
+    let (state, drain) = (service.state.clone(), config.shutdown_drain);
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             signalled.cancelled().await;
+            // Not ready from now on, still serving: a load balancer sees /readyz fail and stops
+            // sending before the listener closes.
+            state.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
+            tracing::info!(drain_ms = drain.as_millis(), "shutting down: /readyz answers 503; then no new requests");
+            tokio::time::sleep(drain).await;
             tracing::info!("shutting down: no new requests; finishing in-flight work");
             stop.cancel();
         })

@@ -224,6 +224,7 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         metrics: tokenops_api::metrics::handle(),
         embedded_provider: config.auth_provider == AuthProvider::Embedded,
         public_url: config.public_url.clone(),
+        shutting_down: std::sync::atomic::AtomicBool::new(false),
     });
     Ok(Service { app, state })
 }

@@ -1,5 +1,6 @@
-//! Operational endpoints: liveness, readiness (store reachable), Prometheus metrics, the OpenAPI
-//! document and its reference page. None needs API-Version or a token.
+//! Operational endpoints: liveness, readiness (not shutting down, store and ledger reachable),
+//! Prometheus metrics, the OpenAPI document and its reference page. None needs API-Version or a
+//! token.
 
 use axum::Router;
 use axum::extract::State;
@@ -26,28 +27,66 @@ pub fn router(document: utoipa::openapi::OpenApi) -> Router<Arc<ApiState>> {
         .route("/docs", get(|| async { Html(REFERENCE_PAGE) }))
 }
 
-/// How long readiness waits for the store: a probe must be answered before its own timeout,
-/// and a store that takes longer than this to answer `SELECT 1` is not serving requests either.
-const READINESS_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long readiness waits for the store and for the ledger: a probe must be answered before
+/// its own timeout, and a dependency that takes longer than this to answer is not serving
+/// requests either.
+const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Ready when the service is not shutting down, its store answers `SELECT 1` and its ledger its
+/// latest block, all checked at once. Otherwise 503 naming each failing part in `failing` and why
+/// in `message`.
 async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
-    let store = state.app.store.backend().as_str();
-    let problem = match tokio::time::timeout(READINESS_STORE_TIMEOUT, state.app.store.ping()).await {
-        Ok(Ok(())) => return axum::Json(serde_json::json!({ "status": "ready", "store": store })).into_response(),
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no answer within {} ms", READINESS_STORE_TIMEOUT.as_millis()),
+    let app = &state.app;
+    let store = app.store.backend().as_str();
+    let bounded = |what: &'static str| format!("{what}: no answer within {} ms", READINESS_TIMEOUT.as_millis());
+    let (store_probe, ledger_probe) = tokio::join!(
+        tokio::time::timeout(READINESS_TIMEOUT, app.store.ping()),
+        tokio::time::timeout(READINESS_TIMEOUT, app.ledger.latest_block()),
+    );
+    let mut failing = Vec::new();
+    let mut problems = Vec::new();
+    if state.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+        failing.push("shutdown");
+        problems.push("the service is shutting down".to_owned());
+    }
+    match store_probe {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            failing.push("store");
+            problems.push(format!("the {store} store cannot be reached: {e}"));
+        }
+        Err(_) => {
+            failing.push("store");
+            problems.push(bounded("the store"));
+        }
+    }
+    let block = match ledger_probe {
+        Ok(Ok(block)) => {
+            metrics::gauge!("tokenops_ledger_last_block").set(block as f64);
+            Some(block)
+        }
+        Ok(Err(e)) => {
+            failing.push("ledger");
+            problems.push(format!("the ledger cannot be reached: {e}"));
+            None
+        }
+        Err(_) => {
+            failing.push("ledger");
+            problems.push(bounded("the ledger"));
+            None
+        }
     };
-    tracing::warn!(store, problem, "readiness: the store cannot be reached");
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        axum::Json(serde_json::json!({
-            "status": "unavailable",
-            "store": store,
-            "failing": ["store"],
-            "message": format!("the {store} store cannot be reached: {problem}"),
-        })),
-    )
-        .into_response()
+    if failing.is_empty() {
+        let ready = serde_json::json!({ "status": "ready", "store": store, "ledgerBlock": block });
+        return axum::Json(ready).into_response();
+    }
+    let message = problems.join("; ");
+    if failing != ["shutdown"] {
+        tracing::warn!(store, message, "readiness: not ready");
+    }
+    let status = if failing.contains(&"shutdown") { "shutting_down" } else { "unavailable" };
+    let body = serde_json::json!({ "status": status, "store": store, "failing": failing, "message": message });
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }
 
 async fn metrics(State(state): State<Arc<ApiState>>) -> Response {

@@ -136,3 +136,39 @@ async fn serve_answers_healthz_and_openapi_within_ten_seconds_of_starting() {
     let _ = child.wait().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// At SIGTERM the service says it is going (`/readyz` 503 within a second, naming the
+/// shutdown) while it still answers for `TOKENOPS_SHUTDOWN_DRAIN_MS`, then exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_sigterm_readyz_turns_503_at_once_while_requests_are_still_answered() {
+    tokenops_identity::install_crypto_provider();
+    let dir = std::env::temp_dir().join(format!("tokenops-drain-{}", uuid::Uuid::now_v7().simple()));
+    let env = std::collections::BTreeMap::from([
+        ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
+        ("TOKENOPS_SHUTDOWN_DRAIN_MS".to_owned(), "3000".to_owned()),
+    ]);
+    let service = tokenops_testkit::ServiceProcess::start(BINARY, &env).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");
+    let readyz = format!("{}/readyz", service.base_url);
+    assert_eq!(client.get(&readyz).send().await.expect("readyz").status(), 200);
+
+    service.sigterm();
+    let signalled = Instant::now();
+    let unready = loop {
+        let reply = client.get(&readyz).send().await.expect("still answering");
+        if reply.status() == 503 {
+            break reply.json::<serde_json::Value>().await.expect("json");
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(1), "/readyz still 200 a second after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(unready["status"], "shutting_down", "{unready}");
+    assert_eq!(unready["failing"], serde_json::json!(["shutdown"]), "{unready}");
+    // Still serving while draining: other requests are answered.
+    let openapi = client.get(format!("{}/openapi.json", service.base_url)).send().await.expect("served while draining");
+    assert_eq!(openapi.status(), 200);
+    assert!(signalled.elapsed() < Duration::from_secs(3), "the drain lasts its setting");
+    let status = service.terminate().await;
+    assert!(status.success(), "a clean exit after the drain: {status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -641,6 +641,7 @@ async fn readyz_reports_ready_with_the_store_name(backend: Backend) {
         Backend::Postgres => "postgres",
     };
     assert_eq!(reply.body["store"], store, "{}", reply.body);
+    assert!(reply.body["ledgerBlock"].as_u64().is_some(), "the ledger answered its latest block: {}", reply.body);
     let health = send(app.raw(Method::GET, "/healthz")).await;
     health.expect(200);
 }
@@ -753,6 +754,20 @@ async fn readyz_is_503_when_the_store_cannot_be_reached(backend: Backend) {
     assert!(message.contains("store cannot be reached"), "says why: {message}");
     // Liveness is not readiness: the process still answers.
     Reply::read(app.raw(Method::GET, "/healthz").send().await.expect("send")).await.expect(200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_503_naming_the_ledger_when_the_node_cannot_be_reached() {
+    let anvil = tokenops_testkit::anvil::Anvil::start().await;
+    let app = TestApp::spawn_with(Backend::Sqlite, anvil.ledger_settings()).await;
+    let ready = Reply::read(app.raw(Method::GET, "/readyz").send().await.expect("send")).await;
+    ready.expect(200);
+    anvil.stop().await;
+    let unready = Reply::read(app.raw(Method::GET, "/readyz").send().await.expect("send")).await;
+    unready.expect(503);
+    assert_eq!(unready.body["failing"], json!(["ledger"]), "names what fails: {}", unready.body);
+    let message = unready.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ledger cannot be reached"), "says why: {message}");
 }
 
 async fn openapi_operations_declare_their_error_responses(backend: Backend) {
