@@ -21,11 +21,11 @@ pub mod mail;
 pub mod nonce_gaps;
 pub mod operations;
 pub mod policies;
-pub mod queue;
 pub mod reconciliation;
 pub mod resume;
 pub mod scripts;
 pub mod settlement;
+pub mod signals;
 pub mod webhooks;
 pub mod write;
 

@@ -74,6 +74,7 @@ impl JobHandler for ExpireLocks {
                 updated_at: now,
             };
             tx.operations().insert(&cancel).await?;
+            crate::signals::operation_entered(&cancel, now);
             lock.completed_by = Some(cancel.id);
             lock.updated_at = now;
             tx.locks().update(&lock).await?;

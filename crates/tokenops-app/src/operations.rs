@@ -316,6 +316,7 @@ impl Operations {
             updated_at: now,
         };
         w.tx().operations().insert(&operation).await?;
+        crate::signals::operation_entered(&operation, now);
         w.enqueue(kinds::OPERATION_EVALUATE, serde_json::json!({ "transactionId": id })).await?;
         w.set_resource_id(id.to_string());
         w.set_audit_detail(serde_json::json!({ "after": OperationOut::from(&operation) }));

@@ -110,18 +110,18 @@ impl JobHandler for Reconcile {
                     .await?;
                 let same = latest.items.first().is_some_and(|b| same_difference(&b.detail, &detail));
                 if !same {
-                    tx.breaks()
-                        .insert(&Break {
-                            id: new_id(),
-                            tenant_id: tenant,
-                            transaction_id: None,
-                            account_ref: account.account_ref.clone(),
-                            asset_id: account.asset_id,
-                            reason: BreakReason::BalanceMismatch,
-                            detail,
-                            detected_at: now,
-                        })
-                        .await?;
+                    let found = Break {
+                        id: new_id(),
+                        tenant_id: tenant,
+                        transaction_id: None,
+                        account_ref: account.account_ref.clone(),
+                        asset_id: account.asset_id,
+                        reason: BreakReason::BalanceMismatch,
+                        detail,
+                        detected_at: now,
+                    };
+                    tx.breaks().insert(&found).await?;
+                    crate::signals::break_recorded(&found);
                     tx.commit().await?;
                 }
             }

@@ -145,6 +145,18 @@ impl ApprovalStore for PostgresTx {
             .await
     }
 
+    async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
+        let query = sqlx::query(
+            "SELECT COUNT(*)::BIGINT AS waiting, MIN(created_at) AS oldest FROM approval_requests
+             WHERE status = 'PENDING'",
+        );
+        self.fetch_one(query, |row| {
+            let oldest: Option<i64> = codec::get(row, "oldest")?;
+            Ok((codec::count(codec::get(row, "waiting")?), oldest.map(codec::ts)))
+        })
+        .await
+    }
+
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(

@@ -255,20 +255,20 @@ impl JobStore for PostgresTx {
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode).await
     }
 
-    async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats> {
+    async fn stats(&mut self, now: Timestamp) -> StoreResult<Vec<(String, QueueStats)>> {
         let query = sqlx::query(
-            "SELECT
+            "SELECT kind,
                 COUNT(*) FILTER (WHERE status = 'queued')::BIGINT AS queued,
                 COUNT(*) FILTER (WHERE status = 'running')::BIGINT AS running,
                 COUNT(*) FILTER (WHERE status = 'dead')::BIGINT AS dead,
                 MIN(run_at) FILTER (WHERE status = 'queued' AND run_at <= $1)::BIGINT AS oldest_due
-             FROM jobs WHERE status <> 'done'",
+             FROM jobs WHERE status <> 'done' GROUP BY kind ORDER BY kind",
         )
         .bind(now.as_micros());
-        self.fetch_one(query, |row| {
+        self.fetch_all(query, |row| {
             let count = |name: &str| -> StoreResult<u64> { Ok(codec::count(codec::get(row, name)?)) };
             let oldest: Option<i64> = codec::get(row, "oldest_due")?;
-            Ok(QueueStats {
+            let stats = QueueStats {
                 queued: count("queued")?,
                 running: count("running")?,
                 dead: count("dead")?,
@@ -277,7 +277,8 @@ impl JobStore for PostgresTx {
                     .unwrap_or(0)
                     .try_into()
                     .unwrap_or(0),
-            })
+            };
+            Ok((codec::get(row, "kind")?, stats))
         })
         .await
     }

@@ -126,6 +126,17 @@ impl ApprovalStore for SqliteTx {
         )
     }
 
+    async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
+        self.fetch_one(
+            "SELECT COUNT(*) AS waiting, MIN(created_at) AS oldest FROM approval_requests WHERE status = 'PENDING'",
+            params![],
+            |row| {
+                let oldest: Option<i64> = codec::get(row, "oldest")?;
+                Ok((u64::try_from(codec::get::<i64>(row, "waiting")?).unwrap_or(0), oldest.map(codec::ts)))
+            },
+        )
+    }
+
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
         self.fetch_all(
             &format!(

@@ -154,20 +154,20 @@ impl JobStore for SqliteTx {
         self.fetch_optional(&sql, params![codec::id_text(id)], decode)
     }
 
-    async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats> {
-        self.fetch_one(
-            "SELECT
+    async fn stats(&mut self, now: Timestamp) -> StoreResult<Vec<(String, QueueStats)>> {
+        self.fetch_all(
+            "SELECT kind,
                 COALESCE(SUM(CASE WHEN status = 'queued' THEN 1 ELSE 0 END), 0) AS queued,
                 COALESCE(SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END), 0) AS running,
                 COALESCE(SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END), 0) AS dead,
                 MIN(CASE WHEN status = 'queued' AND run_at <= ?1 THEN run_at END) AS oldest_due
-             FROM jobs WHERE status <> 'done'",
+             FROM jobs WHERE status <> 'done' GROUP BY kind ORDER BY kind",
             params![now.as_micros()],
             |row| {
                 let count =
                     |name: &str| -> StoreResult<u64> { Ok(u64::try_from(codec::get::<i64>(row, name)?).unwrap_or(0)) };
                 let oldest: Option<i64> = codec::get(row, "oldest_due")?;
-                Ok(QueueStats {
+                let stats = QueueStats {
                     queued: count("queued")?,
                     running: count("running")?,
                     dead: count("dead")?,
@@ -176,7 +176,8 @@ impl JobStore for SqliteTx {
                         .unwrap_or(0)
                         .try_into()
                         .unwrap_or(0),
-                })
+                };
+                Ok((codec::get(row, "kind")?, stats))
             },
         )
     }

@@ -28,6 +28,8 @@ pub trait ApprovalStore: Send {
     /// PENDING requests of any organisation whose deadline is at or before `now`, oldest
     /// deadline first: the expiry sweep.
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>>;
+    /// How many requests of all organisations are PENDING, and when the oldest was created.
+    async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)>;
     /// The organisation's requests about any of `resource_ids` of `resource_type` (the ids
     /// compared exactly), in no particular order.
     async fn requests_for_resources(

@@ -91,6 +91,18 @@ pub struct QueueStats {
     pub oldest_due_age_ms: u64,
 }
 
+impl QueueStats {
+    /// The whole queue's figures from those of each kind.
+    pub fn total(by_kind: &[(String, QueueStats)]) -> QueueStats {
+        by_kind.iter().fold(QueueStats::default(), |total, (_, kind)| QueueStats {
+            queued: total.queued + kind.queued,
+            running: total.running + kind.running,
+            dead: total.dead + kind.dead,
+            oldest_due_age_ms: total.oldest_due_age_ms.max(kind.oldest_due_age_ms),
+        })
+    }
+}
+
 #[async_trait]
 pub trait JobStore: Send {
     /// Enqueues inside the caller's transaction; `None` when the dedupe key was already held.
@@ -134,7 +146,8 @@ pub trait JobStore: Send {
     /// Gives a leased job back unrun (shutdown): it is due at once and the attempt is not counted.
     async fn release(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool>;
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<Job>>;
-    async fn stats(&mut self, now: Timestamp) -> StoreResult<QueueStats>;
+    /// The queue's figures per job kind (kinds with live or dead jobs only), by kind.
+    async fn stats(&mut self, now: Timestamp) -> StoreResult<Vec<(String, QueueStats)>>;
     /// Deletes finished (done) jobs updated before `cutoff`; returns how many.
     async fn prune_done(&mut self, cutoff: Timestamp) -> StoreResult<u64>;
     /// The string `field` of the payload of every live (queued or running) job of `kinds`:

@@ -16,8 +16,8 @@ use tokenops_domain::event::{Event, EventFilter, ResourceRef};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest, SortDirection, SortKey};
 use tokenops_domain::{ManualClock, TenantId, Timestamp, new_id};
 use tokenops_store::{
-    CustomerFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, Store, StoreError, StoreResult,
-    StoredResponse,
+    CustomerFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, QueueStats, Store, StoreError,
+    StoreResult, StoredResponse,
 };
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;
@@ -318,7 +318,7 @@ async fn concurrent_claimers_take_every_job_exactly_once(backend: Backend) {
     assert_eq!(unique, enqueued, "every job claimed");
 
     let mut tx = fx.store.read().await.expect("begin read");
-    let stats = tx.jobs().stats(T0).await.expect("stats");
+    let stats = QueueStats::total(&tx.jobs().stats(T0).await.expect("stats"));
     assert_eq!((stats.queued, stats.running, stats.dead, stats.oldest_due_age_ms), (0, 0, 0, 0));
     for id in &enqueued {
         let job = tx.jobs().get(*id).await.expect("get").expect("job exists");
@@ -425,7 +425,9 @@ async fn retry_release_and_bury_follow_the_lease(backend: Backend) {
     let claim_one = |now: Timestamp| async move { claim(store, now, now.plus_millis(30_000), 1).await.pop() };
 
     let mut tx = store.read().await.expect("begin read");
-    let stats = tx.jobs().stats(T0.plus_millis(250)).await.expect("stats");
+    let by_kind = tx.jobs().stats(T0.plus_millis(250)).await.expect("stats");
+    assert_eq!(by_kind.iter().map(|(kind, _)| kind.as_str()).collect::<Vec<_>>(), ["cycle"], "per kind");
+    let stats = QueueStats::total(&by_kind);
     assert_eq!((stats.queued, stats.running, stats.dead, stats.oldest_due_age_ms), (1, 0, 0, 250));
     drop(tx);
 
@@ -433,7 +435,7 @@ async fn retry_release_and_bury_follow_the_lease(backend: Backend) {
     let job = claim_one(T0).await.expect("claimed");
     assert_eq!(job.attempts, 1);
     let mut tx = store.read().await.expect("begin read");
-    let stats = tx.jobs().stats(T0.plus_millis(1)).await.expect("stats");
+    let stats = QueueStats::total(&tx.jobs().stats(T0.plus_millis(1)).await.expect("stats"));
     assert_eq!((stats.queued, stats.running, stats.oldest_due_age_ms), (0, 1, 0), "a running job is not waiting");
     drop(tx);
     let mut tx = store.write().await.expect("begin");
@@ -449,9 +451,9 @@ async fn retry_release_and_bury_follow_the_lease(backend: Backend) {
     let retry_at = T0.plus_millis(10_000);
     let mut tx = store.write().await.expect("begin");
     assert!(tx.jobs().retry(lease_of(&job), retry_at, "boom", T0.plus_millis(6)).await.expect("retry"));
-    let stats = tx.jobs().stats(T0.plus_millis(7)).await.expect("stats");
+    let stats = QueueStats::total(&tx.jobs().stats(T0.plus_millis(7)).await.expect("stats"));
     assert_eq!((stats.queued, stats.running, stats.oldest_due_age_ms), (1, 0, 0), "queued but not yet due");
-    let stats = tx.jobs().stats(retry_at.plus_millis(1_500)).await.expect("stats");
+    let stats = QueueStats::total(&tx.jobs().stats(retry_at.plus_millis(1_500)).await.expect("stats"));
     assert_eq!(stats.oldest_due_age_ms, 1_500);
     let retried = tx.jobs().get(id).await.expect("get").expect("exists");
     assert_eq!((retried.status, retried.run_at), (JobStatus::Queued, retry_at));
@@ -469,7 +471,7 @@ async fn retry_release_and_bury_follow_the_lease(backend: Backend) {
     assert_eq!(stored.status, JobStatus::Dead);
     assert_eq!(stored.last_error.as_deref(), Some("gave up"));
     assert_eq!((stored.lease_token, stored.lease_until), (None, None));
-    let stats = tx.jobs().stats(retry_at).await.expect("stats");
+    let stats = QueueStats::total(&tx.jobs().stats(retry_at).await.expect("stats"));
     assert_eq!((stats.queued, stats.running, stats.dead, stats.oldest_due_age_ms), (0, 0, 1, 0));
     // A dead job is never claimed again, and is not pruned as done.
     assert_eq!(tx.jobs().prune_done(retry_at.plus_millis(1)).await.expect("prune"), 0);

@@ -90,9 +90,14 @@ async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
-    match state.app.queue_stats().await {
-        Ok(stats) => crate::metrics::record_queue(stats),
-        Err(e) => tracing::warn!(error = %e, "metrics: could not read job queue statistics"),
+    match state.app.signals().await {
+        Ok(signals) => crate::metrics::record_signals(&signals),
+        Err(e) => tracing::warn!(error = %e, "metrics: could not read the job queue and approvals from the store"),
+    }
+    match tokio::time::timeout(READINESS_TIMEOUT, state.app.ledger.latest_block()).await {
+        Ok(Ok(block)) => metrics::gauge!("tokenops_ledger_last_block").set(block as f64),
+        Ok(Err(e)) => tracing::warn!(error = %e, "metrics: the ledger did not answer its latest block"),
+        Err(_) => tracing::warn!("metrics: the ledger did not answer its latest block in time"),
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
 }

@@ -114,7 +114,13 @@ impl JobRunner {
         }
     }
 
-    pub async fn stats(&self) -> StoreResult<QueueStats> {
+    /// The job kinds this runner has handlers for.
+    pub fn kinds(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.handlers.keys().copied()
+    }
+
+    /// The queue's figures per job kind.
+    pub async fn stats(&self) -> StoreResult<Vec<(String, QueueStats)>> {
         let mut tx = self.store.read().await?;
         tx.jobs().stats(self.clock.now()).await
     }

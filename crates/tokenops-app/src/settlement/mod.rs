@@ -254,6 +254,9 @@ impl Pipeline {
         debug_assert!(from.may_become(operation.state) || from == operation.state);
         operation.updated_at = now;
         tx.operations().update(&operation).await?;
+        if operation.state != from {
+            crate::signals::operation_entered(&operation, now);
+        }
         Ok(Some(operation))
     }
 

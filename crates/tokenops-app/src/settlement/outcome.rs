@@ -67,18 +67,18 @@ impl Pipeline {
                 Some(hash) => format!("{reason} (txHash {hash})"),
                 None => reason.clone(),
             };
-            tx.breaks()
-                .insert(&Break {
-                    id: new_id(),
-                    tenant_id: tenant,
-                    transaction_id: Some(operation.id),
-                    account_ref: operation.account_ref.clone(),
-                    asset_id: operation.asset_id,
-                    reason: break_reason,
-                    detail,
-                    detected_at: now,
-                })
-                .await?;
+            let found = Break {
+                id: new_id(),
+                tenant_id: tenant,
+                transaction_id: Some(operation.id),
+                account_ref: operation.account_ref.clone(),
+                asset_id: operation.asset_id,
+                reason: break_reason,
+                detail,
+                detected_at: now,
+            };
+            tx.breaks().insert(&found).await?;
+            crate::signals::break_recorded(&found);
         }
         // Refusals (by the policies or an approver) are `transaction.rejected`.
         let event = if matches!(code, FailureCode::ValidationRejected | FailureCode::ApprovalRejected) {

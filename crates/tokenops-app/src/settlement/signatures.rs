@@ -220,7 +220,7 @@ impl Pipeline {
             }
         }
         for (job, operation, transaction) in to_send {
-            match p.ledger.send(&transaction).await {
+            match p.ledger.send(&transaction).await.inspect_err(crate::signals::ledger_send_failed) {
                 Ok(hash) => endings.push((job, operation, Ending::Sent(crate::chain::domain_hash(hash)))),
                 Err(LedgerError::Superseded { reason }) => {
                     endings.push((job, operation, Ending::SignAnew { superseded: transaction.hash, reason }));

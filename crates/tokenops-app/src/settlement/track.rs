@@ -57,15 +57,17 @@ impl JobHandler for Track {
                 // Dropped or never received: the same signed bytes again, never a new signature,
                 // unless another transaction has taken their nonce for good.
                 let resent = match operation.signed_transaction.as_deref().map(decode_signed) {
-                    Some(Ok(signed)) => match p.ledger.send(&signed).await {
-                        Ok(_) => Ok(()),
-                        Err(LedgerError::Superseded { reason }) => {
-                            superseded.push((operation, signed.hash, reason));
-                            done.push(job);
-                            continue;
+                    Some(Ok(signed)) => {
+                        match p.ledger.send(&signed).await.inspect_err(crate::signals::ledger_send_failed) {
+                            Ok(_) => Ok(()),
+                            Err(LedgerError::Superseded { reason }) => {
+                                superseded.push((operation, signed.hash, reason));
+                                done.push(job);
+                                continue;
+                            }
+                            Err(e) => Err(JobError::Retry(e.to_string())),
                         }
-                        Err(e) => Err(JobError::Retry(e.to_string())),
-                    },
+                    }
                     Some(Err(error)) => Err(error),
                     None => Ok(()),
                 };

@@ -69,7 +69,9 @@ async fn a_failing_job_is_retried_with_backoff_then_dead_after_its_attempts(back
     assert_eq!(app.db.count("events", "dispatched_at IS NULL").await, 1);
 
     let metrics = reqwest::get(format!("{}/metrics", app.base_url)).await.expect("metrics").text().await.expect("text");
-    assert!(metrics.contains("tokenops_jobs_dead 1"), "{metrics}");
+    let dead =
+        metrics.lines().any(|l| l.starts_with("tokenops_jobs_dead{kind=\"event.dispatch\"}") && l.ends_with(" 1"));
+    assert!(dead, "{metrics}");
 }
 
 /// A handler that takes a while; each run is counted.

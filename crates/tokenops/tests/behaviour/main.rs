@@ -21,6 +21,7 @@ mod jobs;
 mod latency;
 mod mail;
 mod nonce_gaps;
+mod observability;
 mod openapi_client;
 mod organisation;
 mod paging;

@@ -1,0 +1,79 @@
+//! The service's own signals for operators: what the metrics endpoint reads from the store at
+//! scrape time (the job queue per kind, approvals waiting), and the figures recorded as things
+//! happen (operation states entered, failures by code, time from acceptance to a terminal
+//! state, breaks by reason, ledger send errors).
+
+use std::collections::BTreeMap;
+use tokenops_domain::Timestamp;
+use tokenops_domain::operation::{Break, Operation, OperationState};
+use tokenops_ledger::LedgerError;
+
+use crate::{App, AppResult};
+
+/// How many jobs of a kind wait, run and died, and how long the oldest due one has waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    pub queued: u64,
+    pub running: u64,
+    pub dead: u64,
+    /// Age of the oldest job that is due and waiting, in milliseconds.
+    pub oldest_due_age_ms: u64,
+}
+
+/// What a scrape reads from the store.
+#[derive(Debug, Clone, Default)]
+pub struct Signals {
+    /// The queue's figures per job kind: every kind with a handler (zero when none waits), and
+    /// any other kind found in the queue.
+    pub queue: BTreeMap<String, QueueStats>,
+    /// Approval requests PENDING in all organisations, and the age of the oldest, in ms.
+    pub approvals_waiting: u64,
+    pub oldest_approval_age_ms: u64,
+}
+
+impl App {
+    pub async fn signals(&self) -> AppResult<Signals> {
+        let mut queue: BTreeMap<String, QueueStats> =
+            self.jobs.kinds().map(|kind| (kind.to_owned(), QueueStats::default())).collect();
+        for (kind, stats) in self.jobs.stats().await? {
+            let tokenops_store::QueueStats { queued, running, dead, oldest_due_age_ms } = stats;
+            queue.insert(kind, QueueStats { queued, running, dead, oldest_due_age_ms });
+        }
+        let (approvals_waiting, oldest) = self.store.read().await?.approvals().pending_summary().await?;
+        let now = self.clock.now();
+        let oldest_approval_age_ms = oldest.map_or(0, |at| at.millis_until(now).try_into().unwrap_or(0));
+        Ok(Signals { queue, approvals_waiting, oldest_approval_age_ms })
+    }
+}
+
+/// An operation entered its state (accepted, or moved by a step): counted by type and state;
+/// a terminal state also records the time since acceptance and, for FAILED, the code.
+pub fn operation_entered(operation: &Operation, now: Timestamp) {
+    let (tx_type, state) = (operation.tx_type.as_str(), operation.state.as_str());
+    metrics::counter!("tokenops_operations_entered_total", "type" => tx_type, "state" => state).increment(1);
+    if !operation.state.is_terminal() {
+        return;
+    }
+    let seconds = operation.created_at.millis_until(now) as f64 / 1_000.0;
+    metrics::histogram!("tokenops_operation_terminal_seconds", "type" => tx_type, "state" => state).record(seconds);
+    if operation.state == OperationState::Failed {
+        let code = operation.failure_code.map_or("UNKNOWN", |c| c.as_str());
+        metrics::counter!("tokenops_operations_failed_total", "type" => tx_type, "code" => code).increment(1);
+    }
+}
+
+/// A break was recorded.
+pub fn break_recorded(found: &Break) {
+    metrics::counter!("tokenops_breaks_total", "reason" => found.reason.as_str()).increment(1);
+}
+
+/// The ledger refused or did not take a signed transaction, by kind of error.
+pub fn ledger_send_failed(error: &LedgerError) {
+    let kind = match error {
+        LedgerError::Temporary { .. } => "temporary",
+        LedgerError::Final { .. } => "final",
+        LedgerError::Superseded { .. } => "superseded",
+        LedgerError::Signing(_) => "signing",
+    };
+    metrics::counter!("tokenops_ledger_send_errors_total", "kind" => kind).increment(1);
+}
