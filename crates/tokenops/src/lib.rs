@@ -3,5 +3,6 @@
 //! test kit builds the very same service through [`wiring`].
 
 pub mod config;
+pub mod demo;
 pub mod serve;
 pub mod wiring;

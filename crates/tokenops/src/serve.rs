@@ -13,7 +13,12 @@ use crate::wiring;
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // Watched from the start: a node still waiting for its database must stop when told to.
-    let signalled = watch_signals();
+    run_until(config, watch_signals()).await
+}
+
+/// `serve` until `signalled` is cancelled (SIGTERM or Ctrl-C for `run`; the demo's end for
+/// `tokenops demo`).
+pub async fn run_until(config: Config, signalled: CancellationToken) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let Some(store) = wiring::open_store_when_reachable(&config, clock.as_ref(), &signalled).await? else {
         tracing::info!("stopped before the store could be opened");
@@ -107,7 +112,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
 /// A token cancelled at the first SIGTERM or Ctrl-C. SIGTERM's handler is installed before this
 /// returns, so the signal can no longer end the process without a clean stop.
-fn watch_signals() -> CancellationToken {
+pub fn watch_signals() -> CancellationToken {
     let signalled = CancellationToken::new();
     #[cfg(unix)]
     let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

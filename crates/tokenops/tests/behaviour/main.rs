@@ -14,6 +14,7 @@ mod crash;
 mod crash_load;
 mod custody;
 mod customers;
+mod demo;
 mod fixtures;
 mod idempotency;
 mod identity_provider;
