@@ -178,6 +178,12 @@ pub async fn authorize(State(state): State<Arc<ApiState>>, request: Request, nex
         Ok(Authenticated(caller)) => caller,
         Err(rejection) => return rejection.into_response(),
     };
+    // The request's span (and every log line under it) names who asks, for which organisation.
+    let span = tracing::Span::current();
+    span.record("caller", caller.subject.as_str());
+    if let Some(tenant) = caller.tenant {
+        span.record("tenant_id", tracing::field::display(tenant));
+    }
     if guard == Operator && !state.embedded_provider {
         // With the bank's own provider organisations are the bank's provider's business: the
         // operation does not exist.

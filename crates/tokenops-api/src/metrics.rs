@@ -154,6 +154,7 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     let route =
         request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
     let method = request.method().to_string();
+    tracing::Span::current().record("route", route.as_str());
     let started = Instant::now();
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();

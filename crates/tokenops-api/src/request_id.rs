@@ -1,13 +1,16 @@
-//! Request ids: taken from `X-Request-Id` when well formed (1–128 of `A-Za-z0-9._:-`), minted
-//! otherwise; echoed on every response and recorded on the request's tracing span.
+//! The request's span: its id (from `X-Request-Id` when well formed, 1–128 of `A-Za-z0-9._:-`,
+//! minted otherwise) and its trace context (W3C `traceparent`, continued or started), both
+//! echoed on every response and recorded on the span with the route, organisation and caller.
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
+use tokenops_app::trace::TraceContext;
 use tracing::Instrument;
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestId(pub String);
@@ -26,11 +29,31 @@ pub async fn assign_request_id(mut request: Request, next: Next) -> Response {
         .map(str::to_owned)
         .unwrap_or_else(|| tokenops_domain::new_id().to_string());
     request.extensions_mut().insert(RequestId(id.clone()));
-    // Routing has not happened yet at this outermost layer: the span names the path; metrics
-    // (a route layer) name the matched route.
-    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %loggable_path(request.uri().path()));
+    // The caller's trace continues here (W3C `traceparent`), or a new one starts; the jobs the
+    // request enqueues carry it (`app::trace`).
+    let parent = request.headers().get(TRACEPARENT).and_then(|v| v.to_str().ok()).and_then(TraceContext::parse);
+    let context = parent.map_or_else(TraceContext::root, |p| p.child());
+    // Routing has not happened yet at this outermost layer: the span names the path; the metrics
+    // layer (a route layer) records the matched route, access control the caller and tenant.
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %request.method(),
+        path = %loggable_path(request.uri().path()),
+        route = tracing::field::Empty,
+        tenant_id = tracing::field::Empty,
+        caller = tracing::field::Empty,
+        status = tracing::field::Empty,
+        trace_id = %context.trace_hex(),
+        span_id = %context.span_hex(),
+        parent_span_id = tracing::field::Empty,
+    );
+    if let Some(parent) = parent {
+        span.record("parent_span_id", parent.span_hex());
+    }
     let started = std::time::Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = context.scope(next.run(request).instrument(span.clone())).await;
+    span.record("status", response.status().as_u16());
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
@@ -40,6 +63,9 @@ pub async fn assign_request_id(mut request: Request, next: Next) -> Response {
     });
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(X_REQUEST_ID.clone(), value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&context.header()) {
+        response.headers_mut().insert(TRACEPARENT, value);
     }
     response
 }

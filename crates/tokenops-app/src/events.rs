@@ -19,7 +19,7 @@ pub async fn publish(tx: &mut dyn Tx, event: &Event, max_attempts: u32, now: Tim
     let job = NewJob {
         kind: kinds::EVENT_DISPATCH.to_owned(),
         tenant_id: Some(event.tenant_id),
-        payload: serde_json::json!({ "eventId": event.id }),
+        payload: crate::trace::stamp(serde_json::json!({ "eventId": event.id })),
         run_at: now,
         max_attempts,
         dedupe_key: None,

@@ -26,6 +26,7 @@ pub mod resume;
 pub mod scripts;
 pub mod settlement;
 pub mod signals;
+pub mod trace;
 pub mod webhooks;
 pub mod write;
 

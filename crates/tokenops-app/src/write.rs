@@ -429,7 +429,7 @@ impl Write {
         let job = NewJob {
             kind: kind.to_owned(),
             tenant_id: self.ctx.tenant,
-            payload,
+            payload: crate::trace::stamp(payload),
             run_at: self.now,
             max_attempts: self.job_max_attempts,
             dedupe_key: None,

@@ -133,6 +133,9 @@ pub struct Config {
     pub worker_threads: usize,
     pub log_format: LogFormat,
     pub log_filter: String,
+    /// Where spans are exported over OTLP/HTTP (`TOKENOPS_OTLP_ENDPOINT`, e.g.
+    /// `http://collector:4318`); none when unset.
+    pub otlp_endpoint: Option<String>,
     pub auth_provider: AuthProvider,
     pub auth_issuer: String,
     pub auth_jwks_url: String,
@@ -370,6 +373,12 @@ impl Config {
             "json" => Some(LogFormat::Json),
             _ => None,
         });
+        let otlp_endpoint = r.text("TOKENOPS_OTLP_ENDPOINT").map(|v| v.trim_end_matches('/').to_owned());
+        if let Some(endpoint) = &otlp_endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            r.problems.push(format!("TOKENOPS_OTLP_ENDPOINT={endpoint}: must be an http:// or https:// URL"));
+        }
         let log_filter =
             r.text("TOKENOPS_LOG").or_else(|| r.text("RUST_LOG")).unwrap_or_else(|| "info,sqlx=warn".into());
         let external_issuer = r.text("TOKENOPS_AUTH_ISSUER");
@@ -544,6 +553,7 @@ impl Config {
                 worker_threads,
                 log_format,
                 log_filter,
+                otlp_endpoint,
                 auth_provider,
                 auth_issuer,
                 auth_jwks_url,

@@ -4,5 +4,6 @@
 
 pub mod config;
 pub mod demo;
+pub mod otlp;
 pub mod serve;
 pub mod wiring;

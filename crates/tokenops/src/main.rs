@@ -43,16 +43,25 @@ enum OperatorCommand {
     },
 }
 
+/// The log on standard error (filtered by `TOKENOPS_LOG`) and, when configured, the span export
+/// over OTLP (the request and job spans, whatever the log's level).
 fn init_logging(config: &Config) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour only on a terminal: escape codes in a log file or a collector are noise.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
-    match config.log_format {
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
-        LogFormat::Human => builder.init(),
-    }
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(colour);
+    let log = match config.log_format {
+        LogFormat::Json => log.json().flatten_event(true).with_current_span(true).with_filter(filter).boxed(),
+        LogFormat::Human => log.with_filter(filter).boxed(),
+    };
+    let spans = config.otlp_endpoint.as_deref().map(|endpoint| {
+        tokenops::otlp::layer(endpoint, "tokenops").with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+    });
+    tracing_subscriber::registry().with(log).with(spans).init();
 }
 
 async fn create_operator_client(config: &Config, name: &str) -> anyhow::Result<()> {

@@ -198,7 +198,7 @@ pub async fn raise(
     let expire = NewJob {
         kind: kinds::APPROVALS_EXPIRE.to_owned(),
         tenant_id: Some(ctx.tenant),
-        payload: serde_json::json!({ "requestId": request.id }),
+        payload: crate::trace::stamp(serde_json::json!({ "requestId": request.id })),
         run_at: request.expires_at,
         max_attempts: settings.job_max_attempts,
         dedupe_key: None,

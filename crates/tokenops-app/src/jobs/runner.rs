@@ -494,6 +494,8 @@ impl JobRunner {
         let kind = handler.kind();
         let ctx = BatchContext::new(leases.clone(), self.clock.clone());
         let span = tracing::info_span!("job batch", kind, jobs = batched.len());
+        // Each job of the batch has its span in its own trace, lasting as long as the batch.
+        let _job_spans: Vec<tracing::Span> = batched.iter().map(|job| crate::trace::job_span(job).0).collect();
         let result = tokio::select! {
             // A batch that finished wins over a heartbeat that found its (completed) jobs gone.
             biased;
@@ -566,8 +568,13 @@ impl JobRunner {
             running.insert(job.id, lease);
         }
         let started = std::time::Instant::now();
-        let span = tracing::info_span!("job", job_id = %job.id, kind = %job.kind, attempt = job.attempts);
-        let outcome = self.execute(&job, lease).instrument(span).await;
+        let (span, context) = crate::trace::job_span(&job);
+        let run = self.execute(&job, lease).instrument(span);
+        // Jobs this one enqueues carry its context, so a settlement's steps share one trace.
+        let outcome = match context {
+            Some(context) => context.scope(run).await,
+            None => run.await,
+        };
         if let Ok(mut running) = self.running.lock() {
             running.remove(&job.id);
         }

@@ -223,11 +223,19 @@ pub(crate) fn parse_address(address: Option<tokenops_domain::chain::Address>, wh
 }
 
 impl Pipeline {
+    /// The next step's job for an operation whose job `parent` is running in a batch: it carries
+    /// the parent's trace context.
+    pub(crate) fn job_after(&self, parent: &Job, kind: &str, tenant: TenantId, id: Uuid, run_at: Timestamp) -> NewJob {
+        let mut job = self.job(kind, tenant, id, run_at);
+        job.payload = crate::trace::stamp_with(job.payload, crate::trace::of_job(parent).map(|c| c.child()));
+        job
+    }
+
     pub(crate) fn job(&self, kind: &str, tenant: TenantId, id: Uuid, run_at: Timestamp) -> NewJob {
         NewJob {
             kind: kind.to_owned(),
             tenant_id: Some(tenant),
-            payload: serde_json::json!({ "transactionId": id }),
+            payload: crate::trace::stamp(serde_json::json!({ "transactionId": id })),
             run_at,
             max_attempts: self.settings.job_max_attempts,
             dedupe_key: None,

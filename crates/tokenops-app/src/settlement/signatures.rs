@@ -263,19 +263,19 @@ impl Pipeline {
                     };
                     let from = OperationState::PendingSettlement;
                     if let Some(o) = p.advance_row(tx.as_mut(), row, from, change, now).await? {
-                        next.push(p.job(kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
+                        next.push(p.job_after(&job, kinds::OPERATION_TRACK, o.tenant_id, o.id, first_poll));
                     }
                 }
                 Ending::Approve => {
                     let change = |o: &mut Operation| o.state = OperationState::PendingSettlement;
                     if let Some(o) = p.advance_row(tx.as_mut(), row, OperationState::Submitted, change, now).await? {
-                        next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
+                        next.push(p.job_after(&job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
                 }
                 Ending::SignAnew { superseded, reason } => {
                     let from = OperationState::PendingSettlement;
                     if let Some(o) = p.sign_anew(tx.as_mut(), row, from, superseded, &reason, now).await? {
-                        next.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
+                        next.push(p.job_after(&job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
                 }
                 Ending::Hold(approval) => p.hold_row(tx.as_mut(), row, approval, now).await?,

@@ -61,7 +61,7 @@ impl JobHandler for Track {
                         match p.ledger.send(&signed).await.inspect_err(crate::signals::ledger_send_failed) {
                             Ok(_) => Ok(()),
                             Err(LedgerError::Superseded { reason }) => {
-                                superseded.push((operation, signed.hash, reason));
+                                superseded.push((job.clone(), operation, signed.hash, reason));
                                 done.push(job);
                                 continue;
                             }
@@ -76,27 +76,31 @@ impl JobHandler for Track {
                     continue;
                 }
             }
-            outcomes.push((operation, receipt));
+            outcomes.push((job.clone(), operation, receipt));
             done.push(job);
         }
         let mut tx = p.store.write().await?;
         // One lock for all the rows this commit changes: the superseded first, then the settled.
-        let settled = outcomes.iter().filter(|(_, receipt)| matches!(receipt, ReceiptStatus::Included { .. }));
-        let changed: Vec<&Operation> = superseded.iter().map(|(o, _, _)| o).chain(settled.map(|(o, _)| o)).collect();
+        let settled = outcomes.iter().filter(|(_, _, receipt)| matches!(receipt, ReceiptStatus::Included { .. }));
+        let changed: Vec<&Operation> =
+            superseded.iter().map(|(_, o, _, _)| o).chain(settled.map(|(_, o, _)| o)).collect();
         let mut rows = lock_rows(tx.as_mut(), &changed).await?.into_iter();
         let mut next_jobs = Vec::new();
-        for (_, hash, reason) in &superseded {
+        for (job, _, hash, reason) in &superseded {
             let row = rows.next().flatten();
             if let Some(o) = p.sign_anew(tx.as_mut(), row, from, *hash, reason, now).await? {
-                next_jobs.push(p.job(kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
+                next_jobs.push(p.job_after(job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
             }
         }
         let mut positions = PositionDeltas::default();
-        for (operation, receipt) in outcomes {
+        for (job, operation, receipt) in outcomes {
             match receipt {
                 ReceiptStatus::Pending | ReceiptStatus::Unknown => {
                     let poll_at = now.plus_millis(p.settings.receipt_poll_ms);
-                    next_jobs.push(p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, poll_at));
+                    // The same context, not a child: each poll continues the operation's track.
+                    let mut poll = p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, poll_at);
+                    poll.payload = crate::trace::stamp_with(poll.payload, crate::trace::of_job(&job));
+                    next_jobs.push(poll);
                 }
                 ReceiptStatus::Included { block_number, outcome: Outcome::Success } => {
                     let row = rows.next().flatten();

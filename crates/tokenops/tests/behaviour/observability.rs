@@ -163,3 +163,148 @@ fn the_dashboard_loads_and_names_only_exported_metrics() {
         assert!(named.contains(family), "the dashboard shows {family}");
     }
 }
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_SPAN: &str = "00f067aa0ba902b7";
+
+backends!(a_traceparent_follows_an_operation_from_its_submission_to_its_settlement);
+
+/// The caller's `traceparent` is continued by the request (echoed with the request's own span)
+/// and carried by the jobs it enqueues and the next steps' jobs, so the settlement is found from
+/// the submission by the trace id.
+async fn a_traceparent_follows_an_operation_from_its_submission_to_its_settlement(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    active_contract(&app, "EUR").await;
+    customer(&app, "c-1").await;
+    active_account(&app, "a", "c-1", "EUR").await;
+    let body = json!({ "txType": "MINT", "assetId": "EUR", "accountRef": "a", "amount": "5.00" });
+    let response = app
+        .request_as(&app.tenant, Method::POST, "/api/transactions")
+        .header("Idempotency-Key", key())
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))
+        .json(&body)
+        .send()
+        .await
+        .expect("submit");
+    assert_eq!(response.status(), 202);
+    let echoed = response.headers().get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    assert!(echoed.starts_with(&format!("00-{TRACE_ID}-")), "the trace continues: {echoed}");
+    assert!(!echoed.contains(PARENT_SPAN), "with the request's own span id: {echoed}");
+    let id = response.json::<Value>().await.expect("json")["transactionId"].as_str().expect("id").to_owned();
+    assert_eq!(settled(&app, &id).await["state"], "CONFIRMED");
+    let carrying = |kind: &str| format!("kind = '{kind}' AND CAST(payload AS TEXT) LIKE '%{TRACE_ID}%'");
+    assert_eq!(app.db.count("jobs", &carrying("operation.evaluate")).await, 1, "the submission's job");
+    assert!(app.db.count("jobs", &carrying("operation.track")).await >= 1, "the settlement's receipt polls");
+    // A request without one starts its own trace.
+    let other = app.request_as(&app.tenant, Method::GET, "/api/transactions").send().await.expect("list");
+    let started = other.headers().get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    assert!(started.starts_with("00-") && !started.contains(TRACE_ID), "{started}");
+}
+
+/// A collector that records what is posted to it.
+async fn collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = received.clone();
+    let router = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let json = headers.get("content-type").is_some_and(|c| c.as_bytes().starts_with(b"application/json"));
+                if let (true, Ok(value)) = (json, serde_json::from_slice::<Value>(&body)) {
+                    kept.lock().expect("lock").push(value);
+                }
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (format!("http://{address}"), received)
+}
+
+/// Every exported span with its trace id, name and attributes.
+fn spans(batches: &[Value]) -> Vec<Value> {
+    let mut spans = Vec::new();
+    for batch in batches {
+        for resource in batch["resourceSpans"].as_array().into_iter().flatten() {
+            assert_eq!(resource["resource"]["attributes"][0]["value"]["stringValue"], "tokenops");
+            for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                spans.extend(scope["spans"].as_array().into_iter().flatten().cloned());
+            }
+        }
+    }
+    spans
+}
+
+fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a str> {
+    span["attributes"].as_array()?.iter().find(|a| a["key"] == key)?["value"]["stringValue"].as_str()
+}
+
+/// With `TOKENOPS_OTLP_ENDPOINT` the real binary exports the request's span (a child of the
+/// caller's, naming the route) and the span of the job it enqueued, in the caller's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_are_exported_over_otlp_with_the_callers_trace() {
+    tokenops_identity::install_crypto_provider();
+    let (endpoint, received) = collector().await;
+    let dir = std::env::temp_dir().join(format!("tokenops-otlp-{}", uuid::Uuid::now_v7().simple()));
+    let env = std::collections::BTreeMap::from([
+        ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
+        ("TOKENOPS_OTLP_ENDPOINT".to_owned(), endpoint),
+    ]);
+    let service = tokenops_testkit::ServiceProcess::start(env!("CARGO_BIN_EXE_tokenops"), &env).await;
+    let credentials: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("data/operator-credentials.json")).expect("credentials"),
+    )
+    .expect("json");
+    let client = reqwest::Client::new();
+    let token: Value = client
+        .post(format!("{}/idp/oauth2/token", service.base_url))
+        .basic_auth(credentials["clientId"].as_str().unwrap_or_default(), credentials["clientSecret"].as_str())
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .expect("token")
+        .json()
+        .await
+        .expect("json");
+    let created = client
+        .post(format!("{}/api/tenants", service.base_url))
+        .bearer_auth(token["access_token"].as_str().unwrap_or_default())
+        .header("API-Version", "1.0.0")
+        .header("Idempotency-Key", key())
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))
+        .json(&json!({ "name": "Traced Bank", "owner": { "email": "o@traced.example", "firstName": "O", "lastName": "T" } }))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 201);
+
+    // The request's span and the invitation mail's job span arrive, in the caller's trace.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (request, job) = loop {
+        let all = spans(&received.lock().expect("lock"));
+        let ours: Vec<&Value> = all.iter().filter(|s| s["traceId"] == TRACE_ID).collect();
+        let request = ours.iter().find(|s| attribute(s, "route") == Some("/api/tenants")).map(|s| (*s).clone());
+        let job = ours.iter().find(|s| attribute(s, "kind") == Some("mail.send")).map(|s| (*s).clone());
+        if let (Some(request), Some(job)) = (request, job) {
+            break (request, job);
+        }
+        assert!(Instant::now() < deadline, "no spans of the trace within 20 s: {all:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(request["parentSpanId"], PARENT_SPAN, "the request continues the caller's span: {request}");
+    assert_eq!(request["kind"], 2, "a server span");
+    assert_eq!(request["name"], "POST /api/tenants");
+    assert_eq!(attribute(&request, "status"), Some("201"));
+    assert!(
+        request["startTimeUnixNano"].as_str().unwrap_or_default()
+            <= request["endTimeUnixNano"].as_str().unwrap_or_default()
+    );
+    assert_eq!(job["parentSpanId"], request["spanId"], "the job is a child of the request's span: {job}");
+    let status = service.terminate().await;
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
