@@ -17,16 +17,30 @@ const COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attem
 const CLAIMABLE: &str = "((status = 'queued' AND run_at <= $1) OR (status = 'running' AND lease_until <= $1))";
 
 /// A claim's first part, with `$1` the claim time and `$3` the limit: the due rows it takes,
-/// locked, skipping those another claim holds.
+/// locked, skipping those another claim holds. Queued jobs and expired leases are each read in
+/// their index's order up to the limit, and only those few are sorted: with the two conditions
+/// OR-ed the planner read and sorted every due job, so a backlog slowed every claim by its
+/// length (21–26 ms with 12,900 due). Rows one branch locks beyond the final limit stay
+/// untaken; their locks end with the claim's transaction.
 fn claim_due() -> String {
-    format!(
-        "due AS MATERIALIZED (
-             SELECT id FROM jobs WHERE {CLAIMABLE}
-             ORDER BY run_at ASC, id ASC
-             LIMIT $3
-             FOR UPDATE SKIP LOCKED
-         )"
-    )
+    "queued AS MATERIALIZED (
+         SELECT id, run_at FROM jobs WHERE status = 'queued' AND run_at <= $1
+         ORDER BY status, run_at, id
+         LIMIT $3
+         FOR UPDATE SKIP LOCKED
+     ),
+     expired AS MATERIALIZED (
+         SELECT id, run_at FROM jobs WHERE status = 'running' AND lease_until <= $1
+         ORDER BY status, lease_until
+         LIMIT $3
+         FOR UPDATE SKIP LOCKED
+     ),
+     due AS MATERIALIZED (
+         SELECT id FROM (SELECT id, run_at FROM queued UNION ALL SELECT id, run_at FROM expired) AS both_kinds
+         ORDER BY run_at, id
+         LIMIT $3
+     )"
+    .to_owned()
 }
 
 /// A claim's second part, with `$2` the lease's end: takes the rows of `due`. The WHERE
