@@ -43,6 +43,11 @@ pub enum Response {
     Delay(Duration),
     /// Answer 302 with this `Location`.
     Redirect(String),
+    /// Hold the request, answering nothing, until [`Receiver::release`] is called for the path;
+    /// then answer 200. The request is recorded on arrival, so a held one is counted.
+    Hold,
+    /// Close the connection without answering (a reset as the sender sees it).
+    Reset,
 }
 
 /// One request as it arrived.
@@ -75,6 +80,11 @@ impl ReceivedRequest {
 struct State {
     requests: Mutex<Vec<ReceivedRequest>>,
     answers: Mutex<HashMap<String, Response>>,
+    /// Paths whose held requests may go: every `Hold` request to them is answered.
+    released: Mutex<std::collections::HashSet<String>>,
+    release: tokio::sync::Notify,
+    /// Requests answered so far (a held one counts once it is released).
+    answered: std::sync::atomic::AtomicUsize,
 }
 
 /// The running receiver. Dropping it stops accepting connections.
@@ -133,6 +143,17 @@ impl Receiver {
     /// How to answer requests to `path` (without query) from now on.
     pub fn respond(&self, path: &str, response: Response) {
         lock(&self.state.answers).insert(path.to_owned(), response);
+    }
+
+    /// Lets the requests held at `path` (and any later ones it holds) be answered 200.
+    pub fn release(&self, path: &str) {
+        lock(&self.state.released).insert(path.to_owned());
+        self.state.release.notify_waiters();
+    }
+
+    /// How many requests have been answered (held ones only once released).
+    pub fn answered(&self) -> usize {
+        self.state.answered.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every request so far, in arrival order.
@@ -225,15 +246,29 @@ async fn accept(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>)
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(stream).await else { return };
             let service = service_fn(move |request| answer(state.clone(), request));
+            // An answer of `Response::Reset` ends the connection unanswered: hyper drops it
+            // when the service fails.
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
         });
     }
 }
 
+/// Why a connection is closed unanswered (`Response::Reset`).
+#[derive(Debug)]
+struct ResetConnection;
+
+impl std::fmt::Display for ResetConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the test resets this connection")
+    }
+}
+
+impl std::error::Error for ResetConnection {}
+
 async fn answer(
     state: Arc<State>,
     request: hyper::Request<Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, std::convert::Infallible> {
+) -> Result<hyper::Response<Full<Bytes>>, ResetConnection> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
     let path = parts.uri.path().to_owned();
@@ -264,7 +299,20 @@ async fn answer(
             }
             response
         }
+        Response::Hold => {
+            loop {
+                // Registered before the check, so a release between the two is not missed.
+                let released = state.release.notified();
+                if lock(&state.released).contains(&path) {
+                    break;
+                }
+                released.await;
+            }
+            plain(200, "released".to_owned())
+        }
+        Response::Reset => return Err(ResetConnection),
     };
+    state.answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     Ok(response)
 }
 

@@ -125,6 +125,10 @@ pub struct Config {
     /// Replays an organisation may queue per hour (`TOKENOPS_WEBHOOK_REPLAY_BUDGET`, the spec's
     /// 1,000 by default; tests lower it to reach the 429).
     pub webhook_replay_budget: u64,
+    /// Attempts in flight at once per webhook destination (origin), per node.
+    pub webhook_max_in_flight_per_destination: usize,
+    /// The age in days at which the JWS_ES256 delivery signing key is replaced (0: never).
+    pub webhook_jws_key_rotation_days: u32,
     pub role: Role,
     /// Threads of the workers' runtime (`serve`).
     pub worker_threads: usize,
@@ -350,6 +354,15 @@ impl Config {
         }
         let webhook_retry_base_ms = r.integer("TOKENOPS_WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000);
         let webhook_replay_budget = r.integer("TOKENOPS_WEBHOOK_REPLAY_BUDGET", 1_000, 1, 1_000_000).unsigned_abs();
+        let webhook_max_in_flight_per_destination = usize::try_from(r.integer(
+            "TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION",
+            i64::try_from(tokenops_webhooks::destinations::DEFAULT_MAX_IN_FLIGHT).unwrap_or(8),
+            1,
+            256,
+        ))
+        .unwrap_or(tokenops_webhooks::destinations::DEFAULT_MAX_IN_FLIGHT);
+        let webhook_jws_key_rotation_days =
+            u32::try_from(r.integer("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", 90, 0, 3_650)).unwrap_or(90);
         // One by default: more settle faster, but their jobs then hold SQLite's writer and the
         // cores so often that the 202's p99 leaves 20 ms at a third of the rate (measured with
         // `scripts/bench`: ARCHITECTURE.md, "Throughput").
@@ -534,6 +547,8 @@ impl Config {
                 webhook_ca_file,
                 webhook_retry_base_ms,
                 webhook_replay_budget,
+                webhook_max_in_flight_per_destination,
+                webhook_jws_key_rotation_days,
                 role,
                 worker_threads,
                 log_format,
