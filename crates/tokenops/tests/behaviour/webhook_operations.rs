@@ -2,13 +2,16 @@
 //! `webhook.failing` and `webhook.suspended` events told to an organisation's other
 //! registrations, the bound on attempts in flight per destination (a held receiver delays no
 //! other organisation), and the rotation of the JWS_ES256 signing key through the published
-//! JWKS. Retries follow the manual clock (`TOKENOPS_WEBHOOK_RETRY_BASE_MS` = 100 ms).
+//! JWKS; and a chaos run (a receiver answering at random) after which every delivery has
+//! settled exactly as the rules say. Retries follow the manual clock
+//! (`TOKENOPS_WEBHOOK_RETRY_BASE_MS` = 100 ms).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokenops_testkit::Tenant;
 use tokenops_testkit::webhook_receiver::{ALLOW_CIDRS, ReceivedRequest, Receiver, Response};
@@ -24,7 +27,8 @@ const RETRY_BASE_MS: &str = "100";
 backends!(
     failing_and_suspension_are_told_to_the_other_registrations,
     a_held_destination_delays_no_other_organisation,
-    the_jws_key_rotates_through_the_published_jwks
+    the_jws_key_rotates_through_the_published_jwks,
+    under_chaos_every_delivery_settles_by_the_rules
 );
 
 /// A new customer of `tenant` set INACTIVE: one customer.status_changed event (not dispatched).
@@ -309,4 +313,111 @@ async fn the_jws_key_rotates_through_the_published_jwks(backend: Backend) {
     let later = receiver.wait_for_path("/jws", 4, WAIT).await.remove(3);
     assert_eq!(kid_of(later.header("x-jws-signature").expect("JWS")), new_kid);
     assert_eq!(app.db.count("webhook_signing_keys", "true").await, 1, "the withdrawn key is deleted");
+}
+
+/// What the delivery rules make of the answers one delivery's attempts got, in order: the
+/// attempt it settled at and whether it was delivered; `None` while it should still be queued.
+fn settles_at(answers: &[Response]) -> Option<(usize, bool)> {
+    for (i, answer) in answers.iter().enumerate() {
+        let attempt = i + 1;
+        match answer {
+            Response::Status(200..=299) => return Some((attempt, true)),
+            // Slow, but within the five-second read timeout.
+            Response::Delay(d) if *d < Duration::from_secs(5) => return Some((attempt, true)),
+            // Other 4xx park after two attempts.
+            Response::Status(status)
+                if (400..500).contains(status) && *status != 408 && *status != 429 && attempt >= 2 =>
+            {
+                return Some((attempt, false));
+            }
+            _ => {}
+        }
+        if attempt >= 11 {
+            return Some((attempt, false));
+        }
+    }
+    None
+}
+
+async fn under_chaos_every_delivery_settles_by_the_rules(backend: Backend) {
+    const EVENTS: usize = 24;
+    // A lease far longer than the manual clock moves while an attempt is in flight: the clock
+    // leaps 15 s at a time here, and a lease it passed would hand the job to a second worker.
+    let (app, receiver) = app_with_receiver(
+        backend,
+        &[
+            ("TOKENOPS_WEBHOOK_RETRY_BASE_MS", RETRY_BASE_MS),
+            ("TOKENOPS_WORKER_CONCURRENCY", "16"),
+            ("TOKENOPS_WORKER_POLL_MS", "100"),
+            ("TOKENOPS_JOB_LEASE_MS", "3600000"),
+        ],
+    )
+    .await;
+    let created = register(&app, &receiver.url("/chaos"), &["customer.status_changed"], None).await;
+    let id = created["id"].as_str().expect("id").to_owned();
+    app.drain_jobs().await;
+    receiver.wait_for_path("/chaos", 1, WAIT).await;
+    let seed = u64::try_from(Uuid::now_v7().as_u128() & u128::from(u64::MAX)).unwrap_or(1);
+    eprintln!("chaos seed {seed}");
+    receiver.respond("/chaos", Response::Chaos(seed));
+    for _ in 0..EVENTS {
+        status_change_as(&app, &app.tenant).await;
+    }
+    let shutdown = CancellationToken::new();
+    let workers = tokio::spawn(app.app.jobs.clone().run(shutdown.clone()));
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(150);
+    let events = loop {
+        let page = app.get("/api/webhook-events?type=customer.status_changed&limit=100").await;
+        page.expect(200);
+        let items = page.body["items"].as_array().expect("items").clone();
+        let settled = items.len() == EVENTS
+            && items.iter().all(|e| {
+                e["deliveries"]
+                    .as_array()
+                    .is_some_and(|d| d.len() == 1 && (d[0]["status"] == "DELIVERED" || d[0]["status"] == "PARKED"))
+            });
+        if settled {
+            break items;
+        }
+        assert!(Instant::now() < deadline, "not settled within 150 s (seed {seed}): {}", page.body);
+        // Past any retry (12 s cap, +20 %) and any attempt put back for a slot.
+        app.clock.advance_millis(15_000);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    shutdown.cancel();
+    workers.await.expect("workers");
+
+    let mut by_event: HashMap<String, Vec<ReceivedRequest>> = HashMap::new();
+    for request in receiver.requests_to("/chaos").into_iter().skip(1) {
+        by_event.entry(request.header("webhook-event-id").expect("event id").to_owned()).or_default().push(request);
+    }
+    let (mut delivered, mut parked) = (0, 0);
+    for event in &events {
+        let event_id = event["id"].as_str().expect("id");
+        let delivery = &event["deliveries"][0];
+        assert_eq!(delivery["webhookId"], id.as_str());
+        let mut requests = by_event.remove(event_id).unwrap_or_default();
+        requests.sort_by_key(|r| r.header("webhook-delivery-attempt").and_then(|a| a.parse::<usize>().ok()));
+        let numbers: Vec<usize> = requests
+            .iter()
+            .map(|r| r.header("webhook-delivery-attempt").and_then(|a| a.parse().ok()).expect("n"))
+            .collect();
+        assert_eq!(numbers, (1..=requests.len()).collect::<Vec<_>>(), "each attempt once, none lost ({event_id})");
+        let first = requests[0].body.clone();
+        assert!(requests.iter().all(|r| r.body == first), "byte-identical bodies ({event_id})");
+        let answers: Vec<Response> = requests.iter().map(|r| r.answer.clone()).collect();
+        let (at, ok) = settles_at(&answers).unwrap_or_else(|| panic!("{event_id} should still be queued: {answers:?}"));
+        assert_eq!(at, requests.len(), "no attempt after it settled ({event_id}: {answers:?})");
+        assert_eq!(delivery["attempts"], at, "{event_id}: {answers:?}");
+        let status = if ok { "DELIVERED" } else { "PARKED" };
+        assert_eq!(delivery["status"], status, "{event_id}: {answers:?} (seed {seed})");
+        if ok { delivered += 1 } else { parked += 1 }
+    }
+    assert!(by_event.is_empty(), "requests for no event: {:?}", by_event.keys());
+    eprintln!(
+        "chaos: {EVENTS} events, {} attempts, {delivered} delivered, {parked} parked, in {:?}",
+        receiver.requests_to("/chaos").len() - 1,
+        began.elapsed()
+    );
 }
