@@ -727,6 +727,26 @@ mod tests {
     }
 
     #[test]
+    fn webhook_destination_bound_and_key_rotation() {
+        let c = load(&[]).expect("valid");
+        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (8, 90));
+        let c = load(&[
+            ("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "2"),
+            ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "0"),
+        ])
+        .expect("valid");
+        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (2, 0));
+        let e = load(&[
+            ("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "0"),
+            ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "-1"),
+        ])
+        .expect_err("invalid");
+        for name in ["TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS"] {
+            assert!(e.to_string().contains(name), "{name} missing from {e}");
+        }
+    }
+
+    #[test]
     fn mail_goes_to_the_file_outbox_unless_smtp_is_configured() {
         assert_eq!(load(&[]).expect("valid").mail, MailSettings::File);
         let c = load(&[
