@@ -204,7 +204,12 @@ impl JobHandler for DeliverWebhook {
         if let Some(at) = retry_at {
             tx.jobs().enqueue(&deliver_job(&current, number + 1, at, webhooks.settings.job_max_attempts), now).await?;
         }
-        ctx.finish(tx).await
+        let finished = ctx.finish(tx).await?;
+        if mark != FailureMark::None {
+            tracing::warn!(webhook = %webhook.id, failures = webhook.consecutive_failures, status = %webhook.status,
+                "a webhook destination keeps failing its deliveries");
+        }
+        Ok(finished)
     }
 
     /// The job itself failed every try (the store was away, or a key could not be opened):
@@ -231,8 +236,6 @@ async fn tell_of_health(
         FailureMark::Failing => (EventType::WebhookFailing, &FAILING),
         FailureMark::Suspended => (EventType::WebhookSuspended, &SUSPENDED),
     };
-    tracing::warn!(webhook = %webhook.id, failures = webhook.consecutive_failures, event = event_type.as_str(),
-        "webhook failing its deliveries");
     let event = Event {
         id: new_id(),
         tenant_id: webhook.tenant_id,
