@@ -210,6 +210,11 @@ impl App {
             }),
             Arc::new(automations::runs::ScheduleAutomations { store: store.clone(), settings: run_settings }),
             Arc::new(webhooks::DeliverWebhook(webhooks.clone())),
+            Arc::new(webhooks::RotateDeliveryKey {
+                keys: webhooks.keys.clone(),
+                store: store.clone(),
+                rotation_days: webhooks.settings().jws_key_rotation_days,
+            }),
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),
                 settings: approval_settings,
@@ -265,6 +270,8 @@ impl App {
                     (jobs::kinds::OPERATIONS_RESUME, settings.resume_sweep_interval),
                     (jobs::kinds::NONCE_GAPS_HEAL, settings.nonce_gap_sweep_interval),
                     (jobs::kinds::AUTOMATIONS_SCHEDULE, settings.automation_schedule_interval),
+                    // The key's age is days; an hour's lateness does not matter.
+                    (jobs::kinds::WEBHOOKS_ROTATE_KEY, Duration::from_secs(3_600)),
                 ],
                 shutdown_grace: settings.shutdown_grace,
             },

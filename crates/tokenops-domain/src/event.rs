@@ -5,7 +5,9 @@ use crate::{TenantId, Timestamp};
 use serde::Serialize;
 use uuid::Uuid;
 
-/// The event types of the spec's Events section. The set is open for later additions.
+/// The event types of the spec's Events section, and two beyond it (`webhook.failing`,
+/// `webhook.suspended`: a registration's own health, told to the organisation's other
+/// registrations). The set is open for later additions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     TransactionConfirmed,
@@ -22,10 +24,15 @@ pub enum EventType {
     ApprovalRejected,
     ApprovalExpired,
     WebhookTest,
+    /// Beyond the spec: a registration reached `webhook::FAILING_AFTER_FAILURES` failed
+    /// attempts in a row.
+    WebhookFailing,
+    /// Beyond the spec: a registration was suspended (`webhook::SUSPEND_AFTER_FAILURES`).
+    WebhookSuspended,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 14] = [
+    pub const ALL: [EventType; 16] = [
         EventType::TransactionConfirmed,
         EventType::TransactionFailed,
         EventType::TransactionRejected,
@@ -40,6 +47,8 @@ impl EventType {
         EventType::ApprovalRejected,
         EventType::ApprovalExpired,
         EventType::WebhookTest,
+        EventType::WebhookFailing,
+        EventType::WebhookSuspended,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,11 +67,20 @@ impl EventType {
             EventType::ApprovalRejected => "approval.rejected",
             EventType::ApprovalExpired => "approval.expired",
             EventType::WebhookTest => "webhook.test",
+            EventType::WebhookFailing => "webhook.failing",
+            EventType::WebhookSuspended => "webhook.suspended",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+
+    /// Whether an event of this type is about the registration it names (`resource`), which
+    /// is then never sent to that registration itself: a failing endpoint would not hear it,
+    /// and each attempt to tell it would count one more failure.
+    pub fn about_a_registration_health(self) -> bool {
+        matches!(self, EventType::WebhookFailing | EventType::WebhookSuspended)
     }
 }
 

@@ -9,6 +9,21 @@ use uuid::Uuid;
 /// Consecutive failed attempts (across a registration's deliveries) that suspend it.
 pub const SUSPEND_AFTER_FAILURES: u32 = 20;
 
+/// Consecutive failed attempts at which the registration is reported failing (beyond the spec:
+/// the `webhook.failing` event), once per run of failures.
+pub const FAILING_AFTER_FAILURES: u32 = 10;
+
+/// What a failed attempt made of its registration, for the events that tell of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureMark {
+    /// Nothing to report.
+    None,
+    /// The run of failures has just reached [`FAILING_AFTER_FAILURES`].
+    Failing,
+    /// The run of failures has just suspended it ([`SUSPEND_AFTER_FAILURES`]).
+    Suspended,
+}
+
 /// How long the previous secret keeps signing after a rotation.
 pub const SECRET_OVERLAP_MS: i64 = 24 * 3_600_000;
 
@@ -135,15 +150,19 @@ impl Webhook {
     }
 
     /// Counts a failed attempt; at the threshold an ACTIVE registration becomes SUSPENDED.
-    /// Returns whether this failure suspended it.
-    pub fn record_failure(&mut self, now: Timestamp) -> bool {
+    /// Returns what to report: the run reaching [`FAILING_AFTER_FAILURES`] (exactly, so once
+    /// per run: only a success or a resumption starts the count again), or the suspension.
+    pub fn record_failure(&mut self, now: Timestamp) -> FailureMark {
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.updated_at = now;
         if self.status == WebhookStatus::Active && self.consecutive_failures >= SUSPEND_AFTER_FAILURES {
             self.status = WebhookStatus::Suspended;
-            return true;
+            return FailureMark::Suspended;
         }
-        false
+        if self.consecutive_failures == FAILING_AFTER_FAILURES {
+            return FailureMark::Failing;
+        }
+        FailureMark::None
     }
 
     /// A successful attempt (a test included) resets the count; the status is unchanged.
@@ -318,13 +337,15 @@ mod tests {
     #[test]
     fn twenty_failures_suspend_and_activation_resumes() {
         let mut w = webhook(WebhookStatus::Active);
-        for _ in 0..19 {
-            assert!(!w.record_failure(at(1)));
-        }
+        let marks: Vec<FailureMark> = (0..19).map(|_| w.record_failure(at(1))).collect();
+        let failing: Vec<usize> =
+            marks.iter().enumerate().filter(|(_, m)| **m == FailureMark::Failing).map(|(i, _)| i + 1).collect();
+        assert_eq!(failing, vec![10], "failing once, at the tenth");
+        assert!(!marks.contains(&FailureMark::Suspended));
         assert_eq!(w.status, WebhookStatus::Active);
-        assert!(w.record_failure(at(2)));
+        assert_eq!(w.record_failure(at(2)), FailureMark::Suspended);
         assert_eq!(w.status, WebhookStatus::Suspended);
-        assert!(!w.record_failure(at(3)), "suspended once");
+        assert_eq!(w.record_failure(at(3)), FailureMark::None, "suspended once");
         assert_eq!(w.set_status(WebhookStatus::Active, at(4)), Ok(true));
         assert_eq!((w.status, w.consecutive_failures), (WebhookStatus::Active, 0));
     }
@@ -336,6 +357,9 @@ mod tests {
         w.record_failure(at(1));
         w.record_success(at(2));
         assert_eq!(w.consecutive_failures, 0);
+        // A new run of failures is reported failing again.
+        let again: Vec<FailureMark> = (0..10).map(|_| w.record_failure(at(2))).collect();
+        assert_eq!(again.last(), Some(&FailureMark::Failing));
         assert_eq!(w.set_status(WebhookStatus::Inactive, at(3)), Ok(false));
         assert!(!WebhookStatus::Inactive.receives_events());
         assert!(WebhookStatus::Suspended.receives_events());

@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (10, "webhooks", include_str!("../migrations/0010_webhooks.sql")),
     (11, "scripts", include_str!("../migrations/0011_scripts.sql")),
     (12, "approval_resources", include_str!("../migrations/0012_approval_resources.sql")),
+    (13, "webhook_key_rotation", include_str!("../migrations/0013_webhook_key_rotation.sql")),
     (16, "job_claim", include_str!("../migrations/0016_job_claim.sql")),
 ];
 

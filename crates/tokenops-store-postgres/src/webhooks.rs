@@ -289,7 +289,9 @@ impl WebhookStore for PostgresTx {
 
     async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>> {
         self.fetch_all(
-            sqlx::query("SELECT kid, sealed_key, created_at FROM webhook_signing_keys ORDER BY created_at, kid"),
+            sqlx::query(
+                "SELECT kid, sealed_key, created_at, retire_at FROM webhook_signing_keys ORDER BY created_at, kid",
+            ),
             |row| rows::webhook_signing_key(&codec::Cols(row)),
         )
         .await
@@ -299,17 +301,33 @@ impl WebhookStore for PostgresTx {
         let done = self
             .execute(
                 sqlx::query(
-                    "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at) VALUES ($1, $2, $3)
+                    "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(key.kid.clone())
                 .bind(key.sealed_key.clone())
-                .bind(key.created_at.as_micros()),
+                .bind(key.created_at.as_micros())
+                .bind(key.retire_at.map(Timestamp::as_micros)),
             )
             .await?;
         if done == 0 {
             return Err(codec::conflict("webhook signing key"));
         }
         Ok(())
+    }
+
+    async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool> {
+        let changed = self
+            .execute(
+                sqlx::query("UPDATE webhook_signing_keys SET retire_at = $1 WHERE kid = $2 AND retire_at IS NULL")
+                    .bind(retire_at.as_micros())
+                    .bind(kid.to_owned()),
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn delete_retired_signing_keys(&mut self, now: Timestamp) -> StoreResult<u64> {
+        self.execute(sqlx::query("DELETE FROM webhook_signing_keys WHERE retire_at <= $1").bind(now.as_micros())).await
     }
 }

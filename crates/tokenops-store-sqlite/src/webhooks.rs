@@ -234,7 +234,7 @@ impl WebhookStore for SqliteTx {
 
     async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>> {
         self.fetch_all(
-            "SELECT kid, sealed_key, created_at FROM webhook_signing_keys ORDER BY created_at, kid",
+            "SELECT kid, sealed_key, created_at, retire_at FROM webhook_signing_keys ORDER BY created_at, kid",
             [],
             |row| rows::webhook_signing_key(&codec::Cols(row)),
         )
@@ -242,9 +242,23 @@ impl WebhookStore for SqliteTx {
 
     async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
         self.execute(
-            "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at) VALUES (?1, ?2, ?3)",
-            params![&key.kid, &key.sealed_key, key.created_at.as_micros()],
+            "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES (?1, ?2, ?3, ?4)",
+            params![&key.kid, &key.sealed_key, key.created_at.as_micros(), micros(key.retire_at)],
         )?;
         Ok(())
+    }
+
+    async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool> {
+        let changed = self.execute(
+            "UPDATE webhook_signing_keys SET retire_at = ?1 WHERE kid = ?2 AND retire_at IS NULL",
+            params![retire_at.as_micros(), kid],
+        )?;
+        Ok(changed == 1)
+    }
+
+    async fn delete_retired_signing_keys(&mut self, now: Timestamp) -> StoreResult<u64> {
+        let deleted =
+            self.execute("DELETE FROM webhook_signing_keys WHERE retire_at <= ?1", params![now.as_micros()])?;
+        Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
     }
 }

@@ -15,6 +15,8 @@ pub struct WebhookSigningKeyRecord {
     pub kid: String,
     pub sealed_key: String,
     pub created_at: Timestamp,
+    /// Set when a newer key replaced it: it signs no more, and is published until then.
+    pub retire_at: Option<Timestamp>,
 }
 
 #[async_trait]
@@ -57,4 +59,9 @@ pub trait WebhookStore: Send {
     /// The delivery signing keys, oldest first.
     async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>>;
     async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()>;
+    /// Sets `retire_at` of a key that is not retiring yet; false when it was already retiring
+    /// (another rotation took it first; on PostgreSQL this waits for that one's commit).
+    async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool>;
+    /// Deletes the keys whose `retire_at` is at or before `now`; returns how many.
+    async fn delete_retired_signing_keys(&mut self, now: Timestamp) -> StoreResult<u64>;
 }

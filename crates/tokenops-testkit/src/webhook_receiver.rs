@@ -35,7 +35,7 @@ use tokio_rustls::TlsAcceptor;
 pub const ALLOW_CIDRS: &str = "127.0.0.0/8";
 
 /// How the receiver answers a path (default: `Status(200)`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Response {
     /// Answer at once with this status and a short text body.
     Status(u16),
@@ -43,6 +43,40 @@ pub enum Response {
     Delay(Duration),
     /// Answer 302 with this `Location`.
     Redirect(String),
+    /// Hold the request, answering nothing, until [`Receiver::release`] is called for the path;
+    /// then answer 200. The request is recorded on arrival, so a held one is counted.
+    Hold,
+    /// Close the connection without answering (a reset as the sender sees it).
+    Reset,
+    /// Each request gets one of [`chaos_menu`]'s answers, picked by a generator seeded with
+    /// this value (the same seed, the same sequence of answers).
+    Chaos(u64),
+}
+
+/// What [`Response::Chaos`] picks from: successes (one of them slow but within the sender's
+/// five-second read timeout), 5xx, 429, 302, 410, an answer slower than that timeout, and a
+/// connection closed unanswered.
+pub fn chaos_menu() -> Vec<Response> {
+    vec![
+        Response::Status(200),
+        Response::Status(204),
+        Response::Delay(Duration::from_millis(300)),
+        Response::Status(500),
+        Response::Status(503),
+        Response::Status(429),
+        Response::Status(410),
+        Response::Redirect("https://example.com/elsewhere".to_owned()),
+        Response::Delay(Duration::from_millis(5_500)),
+        Response::Reset,
+    ]
+}
+
+/// SplitMix64: a small, good-enough generator for picking answers reproducibly.
+fn splitmix(state: u64) -> u64 {
+    let mut z = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// One request as it arrived.
@@ -56,6 +90,8 @@ pub struct ReceivedRequest {
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
     pub received_at: SystemTime,
+    /// How the receiver answered it (what `Response::Chaos` picked, never `Chaos` itself).
+    pub answer: Response,
 }
 
 impl ReceivedRequest {
@@ -75,6 +111,13 @@ impl ReceivedRequest {
 struct State {
     requests: Mutex<Vec<ReceivedRequest>>,
     answers: Mutex<HashMap<String, Response>>,
+    /// Paths whose held requests may go: every `Hold` request to them is answered.
+    released: Mutex<std::collections::HashSet<String>>,
+    release: tokio::sync::Notify,
+    /// Requests answered so far (a held one counts once it is released).
+    answered: std::sync::atomic::AtomicUsize,
+    /// Answers `Response::Chaos` has picked so far.
+    chaos_picks: std::sync::atomic::AtomicU64,
 }
 
 /// The running receiver. Dropping it stops accepting connections.
@@ -133,6 +176,17 @@ impl Receiver {
     /// How to answer requests to `path` (without query) from now on.
     pub fn respond(&self, path: &str, response: Response) {
         lock(&self.state.answers).insert(path.to_owned(), response);
+    }
+
+    /// Lets the requests held at `path` (and any later ones it holds) be answered 200.
+    pub fn release(&self, path: &str) {
+        lock(&self.state.released).insert(path.to_owned());
+        self.state.release.notify_waiters();
+    }
+
+    /// How many requests have been answered (held ones only once released).
+    pub fn answered(&self) -> usize {
+        self.state.answered.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every request so far, in arrival order.
@@ -225,18 +279,42 @@ async fn accept(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>)
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(stream).await else { return };
             let service = service_fn(move |request| answer(state.clone(), request));
+            // An answer of `Response::Reset` ends the connection unanswered: hyper drops it
+            // when the service fails.
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
         });
     }
 }
 
+/// Why a connection is closed unanswered (`Response::Reset`).
+#[derive(Debug)]
+struct ResetConnection;
+
+impl std::fmt::Display for ResetConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the test resets this connection")
+    }
+}
+
+impl std::error::Error for ResetConnection {}
+
 async fn answer(
     state: Arc<State>,
     request: hyper::Request<Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, std::convert::Infallible> {
+) -> Result<hyper::Response<Full<Bytes>>, ResetConnection> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
     let path = parts.uri.path().to_owned();
+    let programmed = lock(&state.answers).get(&path).cloned().unwrap_or(Response::Status(200));
+    let programmed = match programmed {
+        Response::Chaos(seed) => {
+            let pick = state.chaos_picks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let menu = chaos_menu();
+            let index = usize::try_from(splitmix(seed ^ splitmix(pick)) % menu.len() as u64).unwrap_or(0);
+            menu[index].clone()
+        }
+        other => other,
+    };
     let received = ReceivedRequest {
         method: parts.method.to_string(),
         path: path.clone(),
@@ -248,9 +326,9 @@ async fn answer(
             .collect(),
         body,
         received_at: SystemTime::now(),
+        answer: programmed.clone(),
     };
     lock(&state.requests).push(received);
-    let programmed = lock(&state.answers).get(&path).cloned().unwrap_or(Response::Status(200));
     let response = match programmed {
         Response::Status(status) => plain(status, format!("receiver answered {status}")),
         Response::Delay(delay) => {
@@ -264,7 +342,22 @@ async fn answer(
             }
             response
         }
+        Response::Hold => {
+            loop {
+                // Registered before the check, so a release between the two is not missed.
+                let released = state.release.notified();
+                if lock(&state.released).contains(&path) {
+                    break;
+                }
+                released.await;
+            }
+            plain(200, "released".to_owned())
+        }
+        Response::Reset => return Err(ResetConnection),
+        // Resolved above.
+        Response::Chaos(_) => plain(500, "chaos".to_owned()),
     };
+    state.answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     Ok(response)
 }
 
@@ -385,6 +478,48 @@ mod tests {
         let url = format!("https://localhost:{}/named", receiver.address().port());
         assert_eq!(post(&by_name, &url).await, AttemptOutcome::Delivered { status: 200 });
         assert_eq!(receiver.requests_to("/named").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_held_request_is_answered_once_released() {
+        let receiver = Receiver::start().await;
+        receiver.respond("/held", Response::Hold);
+        let transport = transport(&receiver);
+        let url = receiver.url("/held");
+        let sent = tokio::spawn(async move { post(&transport, &url).await });
+        receiver.wait_for_path("/held", 1, Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(receiver.answered(), 0, "held");
+        assert!(!sent.is_finished());
+        receiver.release("/held");
+        assert_eq!(sent.await.expect("join"), AttemptOutcome::Delivered { status: 200 });
+        assert_eq!(receiver.answered(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reset_is_an_unreachable_receiver() {
+        let receiver = Receiver::start().await;
+        receiver.respond("/reset", Response::Reset);
+        let outcome = post(&transport(&receiver), &receiver.url("/reset")).await;
+        assert!(
+            matches!(outcome, AttemptOutcome::Failed { class: FailureClass::Unreachable, status: None, .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(receiver.requests_to("/reset")[0].answer, Response::Reset);
+    }
+
+    #[tokio::test]
+    async fn chaos_answers_from_its_menu_and_records_each_pick() {
+        let receiver = Receiver::start().await;
+        receiver.respond("/chaos", Response::Chaos(7));
+        let quick = transport(&receiver).with_timeouts(Duration::from_secs(2), Duration::from_millis(1_000));
+        for _ in 0..12 {
+            post(&quick, &receiver.url("/chaos")).await;
+        }
+        let picks: Vec<Response> = receiver.requests_to("/chaos").into_iter().map(|r| r.answer).collect();
+        assert_eq!(picks.len(), 12);
+        assert!(picks.iter().all(|p| chaos_menu().contains(p)), "{picks:?}");
+        assert!(picks.iter().collect::<std::collections::HashSet<_>>().len() > 3, "varied: {picks:?}");
     }
 
     #[tokio::test]

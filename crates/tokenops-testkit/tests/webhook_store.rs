@@ -161,11 +161,33 @@ async fn deliveries_filters_and_replay_count(backend: Backend) {
 
 async fn signing_keys_round_trip(backend: Backend) {
     let fx = StoreFixture::new(backend).await;
-    let key = WebhookSigningKeyRecord { kid: "k1".into(), sealed_key: "sealed".into(), created_at: at(0) };
+    let key =
+        WebhookSigningKeyRecord { kid: "k1".into(), sealed_key: "sealed".into(), created_at: at(0), retire_at: None };
     let mut tx = fx.store.write().await.expect("write");
     assert!(tx.webhooks().signing_keys().await.expect("keys").is_empty());
     tx.webhooks().insert_signing_key(&key).await.expect("insert");
     tx.commit().await.expect("commit");
     let mut tx = fx.store.read().await.expect("read");
-    assert_eq!(tx.webhooks().signing_keys().await.expect("keys"), vec![key]);
+    assert_eq!(tx.webhooks().signing_keys().await.expect("keys"), vec![key.clone()]);
+    drop(tx);
+
+    // Rotation: the old key retires once, the new one is stored beside it; past its time the
+    // retired key is deleted.
+    let mut tx = fx.store.write().await.expect("write");
+    assert!(tx.webhooks().retire_signing_key("k1", at(10)).await.expect("retire"));
+    assert!(!tx.webhooks().retire_signing_key("k1", at(20)).await.expect("retire"), "retiring already");
+    let next =
+        WebhookSigningKeyRecord { kid: "k2".into(), sealed_key: "s2".into(), created_at: at(1), retire_at: None };
+    tx.webhooks().insert_signing_key(&next).await.expect("insert");
+    assert_eq!(tx.webhooks().delete_retired_signing_keys(at(9)).await.expect("delete"), 0);
+    tx.commit().await.expect("commit");
+    let mut tx = fx.store.read().await.expect("read");
+    let retired = WebhookSigningKeyRecord { retire_at: Some(at(10)), ..key };
+    assert_eq!(tx.webhooks().signing_keys().await.expect("keys"), vec![retired, next.clone()]);
+    drop(tx);
+    let mut tx = fx.store.write().await.expect("write");
+    assert_eq!(tx.webhooks().delete_retired_signing_keys(at(10)).await.expect("delete"), 1);
+    tx.commit().await.expect("commit");
+    let mut tx = fx.store.read().await.expect("read");
+    assert_eq!(tx.webhooks().signing_keys().await.expect("keys"), vec![next]);
 }

@@ -10,8 +10,10 @@
 //! - [`verify`]: the receiver's checks of both schemes (used by tests; shown in the docs).
 //! - [`retry`]: the attempt budget, the backoff schedule and the retry/park decision.
 //! - [`transport`]: the HTTPS POST that connects only to checked addresses.
+//! - [`destinations`]: the bound on attempts in flight per destination.
 
 pub mod address;
+pub mod destinations;
 pub mod retry;
 pub mod signing;
 pub mod transport;
@@ -19,6 +21,7 @@ pub mod url;
 pub mod verify;
 
 pub use address::{AddressError, AddressRule, parse_cidrs};
+pub use destinations::{DestinationSlots, Slot};
 pub use retry::{
     AttemptOutcome, FailureClass, MAX_ATTEMPTS, NextStep, RetrySchedule, SUSPEND_AFTER_FAILURES, next_step,
 };

@@ -125,6 +125,10 @@ pub struct Config {
     /// Replays an organisation may queue per hour (`TOKENOPS_WEBHOOK_REPLAY_BUDGET`, the spec's
     /// 1,000 by default; tests lower it to reach the 429).
     pub webhook_replay_budget: u64,
+    /// Attempts in flight at once per webhook destination (origin), per node.
+    pub webhook_max_in_flight_per_destination: usize,
+    /// The age in days at which the JWS_ES256 delivery signing key is replaced (0: never).
+    pub webhook_jws_key_rotation_days: u32,
     /// How long `serve` keeps answering after SIGTERM, with `/readyz` at 503, before it stops
     /// accepting (`TOKENOPS_SHUTDOWN_DRAIN_MS`): the time a load balancer needs to see it go.
     pub shutdown_drain: std::time::Duration,
@@ -356,6 +360,15 @@ impl Config {
         }
         let webhook_retry_base_ms = r.integer("TOKENOPS_WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000);
         let webhook_replay_budget = r.integer("TOKENOPS_WEBHOOK_REPLAY_BUDGET", 1_000, 1, 1_000_000).unsigned_abs();
+        let webhook_max_in_flight_per_destination = usize::try_from(r.integer(
+            "TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION",
+            i64::try_from(tokenops_webhooks::destinations::DEFAULT_MAX_IN_FLIGHT).unwrap_or(8),
+            1,
+            256,
+        ))
+        .unwrap_or(tokenops_webhooks::destinations::DEFAULT_MAX_IN_FLIGHT);
+        let webhook_jws_key_rotation_days =
+            u32::try_from(r.integer("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", 90, 0, 3_650)).unwrap_or(90);
         let shutdown_drain =
             std::time::Duration::from_millis(r.integer("TOKENOPS_SHUTDOWN_DRAIN_MS", 1_000, 0, 600_000).unsigned_abs());
         // One by default: more settle faster, but their jobs then hold SQLite's writer and the
@@ -548,6 +561,8 @@ impl Config {
                 webhook_ca_file,
                 webhook_retry_base_ms,
                 webhook_replay_budget,
+                webhook_max_in_flight_per_destination,
+                webhook_jws_key_rotation_days,
                 shutdown_drain,
                 role,
                 worker_threads,
@@ -723,6 +738,26 @@ mod tests {
         ])
         .expect_err("invalid");
         for name in ["TOKENOPS_CUSTODY_URL", "TOKENOPS_EVM_GAS_FUNDING", "TOKENOPS_LEDGER_BLOCK_INTERVAL_MS"] {
+            assert!(e.to_string().contains(name), "{name} missing from {e}");
+        }
+    }
+
+    #[test]
+    fn webhook_destination_bound_and_key_rotation() {
+        let c = load(&[]).expect("valid");
+        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (8, 90));
+        let c = load(&[
+            ("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "2"),
+            ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "0"),
+        ])
+        .expect("valid");
+        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (2, 0));
+        let e = load(&[
+            ("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "0"),
+            ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "-1"),
+        ])
+        .expect_err("invalid");
+        for name in ["TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS"] {
             assert!(e.to_string().contains(name), "{name} missing from {e}");
         }
     }

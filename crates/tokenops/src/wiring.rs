@@ -171,6 +171,8 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         settings: WebhookSettings {
             retry_base_ms: config.webhook_retry_base_ms,
             replay_budget: config.webhook_replay_budget,
+            max_in_flight_per_destination: config.webhook_max_in_flight_per_destination,
+            jws_key_rotation_days: config.webhook_jws_key_rotation_days,
             issuer: config.public_url.clone(),
             job_max_attempts: config.app.job_max_attempts,
         },

@@ -88,7 +88,8 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
 #[utoipa::path(
     get, path = "/api/webhook-events", tag = "webhook-events", operation_id = "webhookEvents.list",
     params(
-        ("type" = Option<String>, Query), ("from" = Option<String>, Query, description = "ISO 8601, inclusive"),
+        ("type" = Option<String>, Query, description = "An event type of the spec's Events table, or webhook.failing or webhook.suspended (beyond the spec)"),
+        ("from" = Option<String>, Query, description = "ISO 8601, inclusive"),
         ("to" = Option<String>, Query, description = "ISO 8601, exclusive"),
         ("status" = Option<DeliveryStatus>, Query, description = "Events with a delivery whose latest generation (per registration) has this status"),
         ("webhookId" = Option<uuid::Uuid>, Query, description = "Events with a delivery to this registration"),

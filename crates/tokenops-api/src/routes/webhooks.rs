@@ -52,7 +52,10 @@ pub struct WebhookIn {
     /// An https URL whose host resolves only to public addresses.
     #[schema(required = true)]
     pub url: Option<String>,
-    /// At least one event type of the Events table.
+    /// At least one event type: one of the spec's Events table, or one beyond it:
+    /// `webhook.failing` (another registration of the organisation reached ten failed attempts
+    /// in a row; once per run of failures) and `webhook.suspended` (twenty suspended it). Those
+    /// two carry that registration as `data` and are never sent to it.
     #[schema(required = true)]
     pub event_types: Option<Vec<String>>,
     /// HMAC_SHA256 (default) or JWS_ES256; fixed for the registration.
@@ -65,7 +68,8 @@ pub struct WebhookIn {
 pub struct WebhookPatch {
     /// ACTIVE or INACTIVE (SUSPENDED is the service's to set).
     pub status: Option<String>,
-    /// Replaces the whole set; `[]` subscribes to nothing.
+    /// Replaces the whole set; `[]` subscribes to nothing. The types of the registration
+    /// request, `webhook.failing` and `webhook.suspended` (beyond the spec) included.
     pub event_types: Option<Vec<String>>,
 }
 

@@ -57,6 +57,9 @@ pub mod kinds {
     pub const AUTOMATIONS_SCHEDULE: &str = "automations.schedule";
     /// Makes one attempt of one webhook delivery (`deliveryId`, `attempt`).
     pub const WEBHOOK_DELIVER: &str = "webhook.deliver";
+    /// Periodic: replaces the JWS_ES256 delivery signing key at its rotation age and withdraws
+    /// replaced keys past their overlap.
+    pub const WEBHOOKS_ROTATE_KEY: &str = "webhooks.rotate_key";
 }
 
 /// Why a run did not finish the job.

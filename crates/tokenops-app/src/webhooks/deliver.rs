@@ -1,22 +1,26 @@
 //! Deliveries as durable jobs: the dispatcher's fan-out (one PENDING delivery and one
 //! `webhook.deliver` job per registration subscribed at that moment), and the job that makes one
-//! attempt (body, signature, POST with no store transaction or connection held) and records it
-//! by the delivery state table, counting the registration's consecutive failures.
+//! attempt (body, signature, POST with no store transaction or connection held, within the
+//! destination's bound on attempts in flight) and records it by the delivery state table,
+//! counting the registration's consecutive failures and telling the organisation's other
+//! registrations when they mark it failing or suspend it.
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use rand::Rng;
 use serde::Serialize;
 use std::sync::Arc;
-use tokenops_domain::event::{Event, ResourceRef};
-use tokenops_domain::webhook::{AttemptResult, Delivery, FailureClass, SignatureScheme, Webhook};
+use tokenops_domain::audit::AuditOutcome;
+use tokenops_domain::event::{Event, EventType, ResourceRef};
+use tokenops_domain::webhook::{AttemptResult, Delivery, FailureClass, FailureMark, SignatureScheme, Webhook};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{Job, Tx};
 use tokenops_webhooks::retry::{AttemptOutcome, NextStep, RetrySchedule, next_step, random_jitter};
 use tokenops_webhooks::signing::{DeliverySigning, delivery_headers};
-use tokenops_webhooks::url::normalise;
+use tokenops_webhooks::url::{WebhookUrl, normalise};
 use uuid::Uuid;
 
-use super::{Webhooks, deliver_job, load_for_attempt, open_secrets};
+use super::{FAILING, SUSPENDED, WebhookOut, Webhooks, deliver_job, load_for_attempt, open_secrets};
 use crate::error::{AppResult, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
 
@@ -68,8 +72,15 @@ pub async fn fan_out(
     max_attempts: u32,
 ) -> AppResult<usize> {
     let mut made = 0;
+    // A registration's health event goes to the others only.
+    let about = EventType::parse(&event.event_type)
+        .filter(|t| t.about_a_registration_health() && event.resource.kind == "webhook")
+        .map(|_| event.resource.id.as_str());
     for webhook in registrations {
         if !webhook.status.receives_events() || !webhook.subscribes_to(&event.event_type) {
+            continue;
+        }
+        if about.is_some_and(|id| id == webhook.id.to_string()) {
             continue;
         }
         let delivery = Delivery::new(event.tenant_id, event.id, webhook.id, 1, new_id(), now);
@@ -89,7 +100,7 @@ pub(crate) async fn attempt(
     attempt: u32,
 ) -> AppResult<AttemptOutcome> {
     let body = EventBody::of(event).bytes()?;
-    let url = normalise(&webhook.url).map_err(|e| Error::internal(format!("a stored webhook URL: {e}")))?;
+    let url = stored_url(webhook)?;
     let timestamp = webhooks.clock.now().as_micros().div_euclid(1_000_000);
     let event_id = event.id.to_string();
     let headers = match webhook.signature_scheme {
@@ -113,6 +124,15 @@ pub(crate) async fn attempt(
     };
     Ok(webhooks.transport.post(&url, &headers, body).await)
 }
+
+fn stored_url(webhook: &Webhook) -> AppResult<WebhookUrl> {
+    normalise(&webhook.url).map_err(|e| Error::internal(format!("a stored webhook URL: {e}")))
+}
+
+/// How long an attempt that found its destination's slots all taken waits before it is tried
+/// again (±50 %, so that the attempts put back together do not all come back together). An
+/// attempt in flight ends within the transport's timeouts, a few seconds at most.
+const SLOT_RETRY_MS: i64 = 1_000;
 
 /// `webhook.deliver`: one attempt of one delivery (payload `deliveryId`, `attempt`).
 pub struct DeliverWebhook(pub Arc<Webhooks>);
@@ -138,7 +158,21 @@ impl JobHandler for DeliverWebhook {
         else {
             return ctx.finish(webhooks.store.write().await?).await;
         };
-        let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(retry)?;
+        let url = stored_url(&webhook).map_err(retry)?;
+        let Some(slot) = webhooks.destinations.try_acquire(&url) else {
+            // The destination has its share of attempts in flight: this one goes back to the
+            // queue, as the same attempt (the delivery's count is unchanged), and the worker is
+            // free for other destinations' deliveries.
+            let now = ctx.clock().now();
+            let spread = rand::thread_rng().gen_range(SLOT_RETRY_MS / 2..=SLOT_RETRY_MS * 3 / 2);
+            let job = deliver_job(&delivery, number, now.plus_millis(spread), webhooks.settings.job_max_attempts);
+            let mut tx = webhooks.store.write().await?;
+            tx.jobs().enqueue(&job, now).await?;
+            return ctx.finish(tx).await;
+        };
+        let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(retry);
+        drop(slot);
+        let outcome = outcome?;
         let now = ctx.clock().now();
         let mut tx = webhooks.store.write().await?;
         // The registration first, then the delivery: the order deletion takes them in.
@@ -159,16 +193,23 @@ impl JobHandler for DeliverWebhook {
         };
         current.record_attempt(result, now);
         tx.webhooks().update_delivery(&current).await?;
-        if outcome.is_delivered() {
+        let mark = if outcome.is_delivered() {
             webhook.record_success(now);
-        } else if webhook.record_failure(now) {
-            tracing::warn!(webhook = %webhook.id, "webhook suspended after consecutive failed deliveries");
-        }
+            FailureMark::None
+        } else {
+            webhook.record_failure(now)
+        };
         tx.webhooks().update(&webhook).await?;
+        tell_of_health(tx.as_mut(), &webhook, mark, now, webhooks.settings.job_max_attempts).await.map_err(retry)?;
         if let Some(at) = retry_at {
             tx.jobs().enqueue(&deliver_job(&current, number + 1, at, webhooks.settings.job_max_attempts), now).await?;
         }
-        ctx.finish(tx).await
+        let finished = ctx.finish(tx).await?;
+        if mark != FailureMark::None {
+            tracing::warn!(webhook = %webhook.id, failures = webhook.consecutive_failures, status = %webhook.status,
+                "a webhook destination keeps failing its deliveries");
+        }
+        Ok(finished)
     }
 
     /// The job itself failed every try (the store was away, or a key could not be opened):
@@ -178,6 +219,50 @@ impl JobHandler for DeliverWebhook {
         tracing::error!(job = %job.id, reason, "a webhook delivery job died; its delivery stays queued");
         Ok(())
     }
+}
+
+/// In the transaction that counted the failure: a `webhook.failing` or `webhook.suspended`
+/// event (data: the registration as the API returns it) for the organisation's other
+/// registrations, and a WORKER audit record.
+async fn tell_of_health(
+    tx: &mut dyn Tx,
+    webhook: &Webhook,
+    mark: FailureMark,
+    now: Timestamp,
+    max_attempts: u32,
+) -> AppResult<()> {
+    let (event_type, action) = match mark {
+        FailureMark::None => return Ok(()),
+        FailureMark::Failing => (EventType::WebhookFailing, &FAILING),
+        FailureMark::Suspended => (EventType::WebhookSuspended, &SUSPENDED),
+    };
+    let event = Event {
+        id: new_id(),
+        tenant_id: webhook.tenant_id,
+        event_type: event_type.as_str().to_owned(),
+        occurred_at: now,
+        correlation_id: None,
+        idempotency_key: None,
+        resource: ResourceRef::new("webhook", webhook.id.to_string()),
+        data: serde_json::to_value(WebhookOut::new(webhook, now)).map_err(Error::internal)?,
+        dispatched_at: None,
+    };
+    crate::events::publish(tx, &event, max_attempts, now).await?;
+    let detail = serde_json::json!({
+        "eventId": event.id,
+        "status": webhook.status,
+        "consecutiveFailures": webhook.consecutive_failures,
+    });
+    let record = crate::audit::worker_record(
+        webhook.tenant_id,
+        action,
+        webhook.id.to_string(),
+        AuditOutcome::Success,
+        detail,
+        now,
+    );
+    tx.audit().record(&record).await?;
+    Ok(())
 }
 
 impl DeliverWebhook {

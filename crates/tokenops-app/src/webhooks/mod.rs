@@ -8,7 +8,7 @@ mod keys;
 mod replay;
 
 pub use deliver::{DeliverWebhook, EventBody, fan_out};
-pub use keys::DeliveryKeys;
+pub use keys::{DeliveryKeys, JWS_KEY_OVERLAP_MS, RotateDeliveryKey};
 pub use replay::{FilteredReplay, QueuedDelivery, SkippedDelivery};
 
 use serde::Serialize;
@@ -20,6 +20,7 @@ use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_identity::Sealer;
 use tokenops_store::{NewJob, Store, Tx};
 use tokenops_webhooks::address::AddressRule;
+use tokenops_webhooks::destinations::DestinationSlots;
 use tokenops_webhooks::retry::AttemptOutcome;
 use tokenops_webhooks::transport::Transport;
 use tokenops_webhooks::url::WebhookUrl;
@@ -36,6 +37,12 @@ pub const DELETE: AuditAction = AuditAction { name: "webhook.delete", category: 
 pub const TEST: AuditAction = AuditAction { name: "webhook.test", category: "WEBHOOKS", resource_type: "webhook" };
 pub const ROTATE: AuditAction =
     AuditAction { name: "webhook.secret_rotate", category: "WEBHOOKS", resource_type: "webhook" };
+/// A registration's run of failed attempts reached ten (a WORKER record, beyond the spec).
+pub const FAILING: AuditAction =
+    AuditAction { name: "webhook.failing", category: "WEBHOOKS", resource_type: "webhook" };
+/// Twenty failed attempts in a row suspended a registration (a WORKER record).
+pub const SUSPENDED: AuditAction =
+    AuditAction { name: "webhook.suspended", category: "WEBHOOKS", resource_type: "webhook" };
 pub const REDELIVER: AuditAction =
     AuditAction { name: "webhook_event.redeliver", category: "WEBHOOKS", resource_type: "webhook_event" };
 pub const REDELIVER_FILTERED: AuditAction =
@@ -51,6 +58,12 @@ pub struct WebhookSettings {
     /// `iss` and `sub` of JWS_ES256 deliveries: the service's public URL.
     pub issuer: String,
     pub job_max_attempts: u32,
+    /// Attempts in flight at once per destination (origin), per node
+    /// (`TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION`).
+    pub max_in_flight_per_destination: usize,
+    /// The age at which the JWS_ES256 signing key is replaced
+    /// (`TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS`; 0: never).
+    pub jws_key_rotation_days: u32,
 }
 
 /// What the webhooks area is given: the transport (its address rule and trusted roots) and its
@@ -269,6 +282,8 @@ pub struct Webhooks {
     sealer: Arc<Sealer>,
     transport: Arc<Transport>,
     settings: WebhookSettings,
+    /// Attempts in flight per destination on this node.
+    destinations: DestinationSlots,
     pub keys: Arc<DeliveryKeys>,
 }
 
@@ -280,7 +295,8 @@ impl Webhooks {
         adapters: WebhookAdapters,
         keys: Arc<DeliveryKeys>,
     ) -> Self {
-        Self { store, clock, sealer, transport: adapters.transport, settings: adapters.settings, keys }
+        let destinations = DestinationSlots::new(adapters.settings.max_in_flight_per_destination);
+        Self { store, clock, sealer, transport: adapters.transport, settings: adapters.settings, destinations, keys }
     }
 
     pub fn settings(&self) -> &WebhookSettings {

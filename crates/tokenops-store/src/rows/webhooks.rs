@@ -50,5 +50,6 @@ pub fn webhook_signing_key(row: &impl Columns) -> StoreResult<WebhookSigningKeyR
         kid: row.text("kid")?,
         sealed_key: row.text("sealed_key")?,
         created_at: row.timestamp("created_at")?,
+        retire_at: row.opt_timestamp("retire_at")?,
     })
 }

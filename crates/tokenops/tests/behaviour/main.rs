@@ -42,6 +42,7 @@ mod token_verification;
 mod transactions;
 mod transactions_crash;
 mod webhook_deliveries;
+mod webhook_operations;
 mod webhook_ssrf;
 mod webhook_verifiers;
 mod webhooks;
