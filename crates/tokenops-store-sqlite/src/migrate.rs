@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (10, "webhooks", include_str!("../migrations/0010_webhooks.sql")),
     (11, "scripts", include_str!("../migrations/0011_scripts.sql")),
     (12, "approval_resources", include_str!("../migrations/0012_approval_resources.sql")),
+    (14, "audit_chain", include_str!("../migrations/0014_audit_chain.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),

@@ -57,6 +57,9 @@ pub mod kinds {
     pub const AUTOMATIONS_SCHEDULE: &str = "automations.schedule";
     /// Makes one attempt of one webhook delivery (`deliveryId`, `attempt`).
     pub const WEBHOOK_DELIVER: &str = "webhook.deliver";
+    /// Periodic: seals the audit records committed since the last run into each chain's next
+    /// blocks and signs the heads (`audit_chain`).
+    pub const AUDIT_SEAL: &str = "audit.seal";
 }
 
 /// Why a run did not finish the job.
