@@ -164,6 +164,11 @@ impl AuditChain {
         Ok(records.len())
     }
 
+    /// Who signs the heads: the service's public URL.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
     /// The chain's signed head, if anything is sealed yet.
     pub async fn head(&self, chain: Option<TenantId>) -> AppResult<Option<SignedHead>> {
         let mut tx = self.store.read().await?;
