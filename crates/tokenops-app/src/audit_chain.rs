@@ -6,12 +6,11 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use tokenops_domain::TenantId;
 use tokenops_domain::audit::AuditSeal;
 use tokenops_domain::audit_chain::{
-    self, AuditBlock, ChainHead, ChainVerifier, GENESIS, Mismatch, Verified, block_hash, from_hex, record_hash,
-    to_hex,
+    self, AuditBlock, ChainHead, ChainVerifier, GENESIS, Mismatch, Verified, block_hash, from_hex, record_hash, to_hex,
 };
-use tokenops_domain::TenantId;
 use tokenops_store::{Job, Store};
 use tokenops_webhooks::signing::{JwsKey, sign_compact};
 

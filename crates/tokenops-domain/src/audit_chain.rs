@@ -407,7 +407,8 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_members_and_drops_white_space() {
-        let v: Value = serde_json::from_str(r#"{ "z": 1, "a": {"d": "é\n", "c": [1.5, -2]}, "B": null }"#).unwrap();
+        let v: Value =
+            serde_json::from_str(r#"{ "z": 1, "a": {"d": "é\n", "c": [1.5, -2]}, "B": null }"#).expect("JSON");
         assert_eq!(canonical_json(&v), r#"{"B":null,"a":{"c":[1.5,-2],"d":"é\n"},"z":1}"#);
     }
 

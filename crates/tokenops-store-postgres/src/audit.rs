@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
-use tokenops_domain::TenantId;
 use std::collections::BTreeMap;
+use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
@@ -226,9 +226,8 @@ impl AuditStore for PostgresTx {
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
-        let sql = format!(
-            "SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1"
-        );
+        let sql =
+            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(audit_chain::chain_id(chain)), |row| {
             rows::audit_block(&codec::Cols(row))
         })

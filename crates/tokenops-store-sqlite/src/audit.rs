@@ -4,8 +4,8 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
-use tokenops_domain::TenantId;
 use std::collections::BTreeMap;
+use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
@@ -205,9 +205,8 @@ impl AuditStore for SqliteTx {
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
-        let sql = format!(
-            "SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1"
-        );
+        let sql =
+            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1");
         self.fetch_optional(&sql, params![codec::id_text(audit_chain::chain_id(chain))], |row| {
             rows::audit_block(&codec::Cols(row))
         })

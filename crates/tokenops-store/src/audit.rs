@@ -1,8 +1,8 @@
 //! The audit trail: `AuditStore`.
 
 use async_trait::async_trait;
-use tokenops_domain::TenantId;
 use std::collections::BTreeMap;
+use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::AuditBlock;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
@@ -58,8 +58,12 @@ pub trait AuditStore: Send {
     ) -> StoreResult<()>;
 
     /// Up to `limit` of the chain's sealed records after position `after_seq`, in chain order.
-    async fn sealed_after(&mut self, chain: Option<TenantId>, after_seq: i64, limit: u32)
-    -> StoreResult<Vec<AuditRecord>>;
+    async fn sealed_after(
+        &mut self,
+        chain: Option<TenantId>,
+        after_seq: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditRecord>>;
 
     /// Every stored block hash of the chain, by block number.
     async fn block_hashes(&mut self, chain: Option<TenantId>) -> StoreResult<BTreeMap<i64, String>>;

@@ -147,7 +147,11 @@ fn export_record(
         request_id: optional("requestId")?,
         idempotency_key: optional("idempotencyKey")?,
         http_status: optional("httpStatus")?.map(|s| s.parse()).transpose().context("httpStatus")?,
-        detail: if detail.is_empty() { Value::Null } else { serde_json::from_str(detail).context("detail is not JSON")? },
+        detail: if detail.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(detail).context("detail is not JSON")?
+        },
         seal,
     })
 }
@@ -193,7 +197,7 @@ mod tests {
 
     #[test]
     fn csv_cells_with_quotes_commas_and_line_breaks_parse_back() {
-        let rows = parse_csv("a,\"b,\"\"c\"\"\",\"x\r\ny\"\r\n,,\r\n").unwrap();
+        let rows = parse_csv("a,\"b,\"\"c\"\"\",\"x\r\ny\"\r\n,,\r\n").expect("CSV");
         assert_eq!(rows, vec![vec!["a", "b,\"c\"", "x\r\ny"], vec!["", "", ""]]);
         assert!(parse_csv("a,b").is_err(), "a cut-short export is refused");
     }

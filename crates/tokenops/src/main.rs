@@ -59,6 +59,7 @@ enum AuditCommand {
 /// `audit verify`: prints what it found on standard output; `Ok(false)` when the chain does not
 /// verify.
 async fn audit_verify(config: &Config, command: AuditCommand) -> anyhow::Result<bool> {
+    use std::io::Write;
     use tokenops::audit_verify::{Outcome, read_head, read_json, verify_export, verify_store};
     let AuditCommand::Verify { export, head, jwks, tenant, .. } = command;
     let jwks = jwks.as_deref().map(read_json).transpose()?;
@@ -87,7 +88,8 @@ async fn audit_verify(config: &Config, command: AuditCommand) -> anyhow::Result<
             verify_store(&service.app, tenant.map(tokenops_domain::TenantId), head).await?
         }
     };
-    println!("{}", outcome.describe());
+    // Standard output, not the log: the verdict is the command's result.
+    writeln!(std::io::stdout().lock(), "{}", outcome.describe())?;
     Ok(matches!(outcome, Outcome::Verifies { .. }))
 }
 

@@ -73,7 +73,8 @@ fn push_export_row(out: &mut String, r: &AuditRecord) {
     let detail = if r.detail.is_null() { String::new() } else { r.detail.to_string() };
     let id = r.id.to_string();
     let (occurred, created) = (r.occurred_at.to_iso8601(), r.created_at.to_iso8601());
-    let (occurred_micros, created_micros) = (r.occurred_at.as_micros().to_string(), r.created_at.as_micros().to_string());
+    let (occurred_micros, created_micros) =
+        (r.occurred_at.as_micros().to_string(), r.created_at.as_micros().to_string());
     let (seq, block, hash) = match &r.seal {
         Some(seal) => (seal.chain_seq.to_string(), seal.block_number.to_string(), seal.record_hash.as_str()),
         None => (String::new(), String::new(), ""),

@@ -61,8 +61,9 @@ async fn jwks(app: &TestApp) -> Value {
 /// The head a reply states, once its signature checks against the published key set.
 async fn signed_head(app: &TestApp, reply: &Reply) -> ChainHead {
     reply.expect(200);
-    let claims = tokenops_app::audit_chain::open_head(reply.body["signature"].as_str().expect("signature"), &jwks(app).await)
-        .expect("the head's signature verifies against the published JWKS");
+    let claims =
+        tokenops_app::audit_chain::open_head(reply.body["signature"].as_str().expect("signature"), &jwks(app).await)
+            .expect("the head's signature verifies against the published JWKS");
     assert_eq!(claims.iss, app.base_url);
     assert_eq!(claims.head.block_number, reply.body["blockNumber"].as_i64().expect("blockNumber"));
     assert_eq!(claims.head.hash, reply.body["hash"].as_str().expect("hash"));
@@ -209,9 +210,7 @@ async fn the_binary_verifies_an_export_and_the_store_and_names_a_changed_record(
     let (code, out) = verify(&app, &["--tenant", &tenant]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("the chain verifies: 5 records in 2 blocks"), "{out}");
-    app.db
-        .execute(&format!("UPDATE audit_records SET http_status = 200 WHERE CAST(id AS TEXT) = '{victim}'"))
-        .await;
+    app.db.execute(&format!("UPDATE audit_records SET http_status = 200 WHERE CAST(id AS TEXT) = '{victim}'")).await;
     let (code, out) = verify(&app, &["--tenant", &tenant, "--head", &head_path]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("record {victim} (chain position 3")), "names the record: {out}");
