@@ -131,6 +131,50 @@ async fn sealing_resumes_after_a_restart_without_sealing_twice_or_skipping(backe
     assert_eq!((prefix.verified.records, prefix.verified.beyond_head), (3, 3));
 }
 
+/// On PostgreSQL transactions commit concurrently: a record whose transaction began first but
+/// commits after a seal is not passed over; the next seal takes it into a later block. (SQLite
+/// runs one write transaction at a time, so there the order of commit is the order of writing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_committed_after_a_seal_is_sealed_in_a_later_block_not_skipped() {
+    use tokenops_domain::Clock;
+    use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let now = app.clock.now();
+    let late = AuditRecord {
+        id: tokenops_domain::new_id(),
+        tenant_id: Some(app.tenant.id),
+        occurred_at: now,
+        created_at: now,
+        action: "customer.create".into(),
+        category: "CUSTOMERS".into(),
+        source: AuditSource::Worker,
+        actor_id: None,
+        resource_type: "customer".into(),
+        resource_id: Some("late-1".into()),
+        outcome: AuditOutcome::Success,
+        request_id: None,
+        idempotency_key: None,
+        http_status: None,
+        detail: json!({"late": true}),
+        seal: None,
+    };
+    let mut open = app.app.store.write().await.expect("a write transaction");
+    open.audit().record(&late).await.expect("the late record, not committed yet");
+    app.clock.advance_millis(10);
+    write_customers(&app, &["a-1", "b-2"]).await;
+    app.app.audit_chain.seal_all().await.expect("seal");
+    let first = signed_head(&app, &head(&app).await).await;
+    assert_eq!((first.block_number, first.record_count), (1, 2), "the open transaction's record is not visible");
+    open.commit().await.expect("commit the late record");
+    app.app.audit_chain.seal_all().await.expect("seal again");
+    let second = signed_head(&app, &head(&app).await).await;
+    assert_eq!((second.block_number, second.record_count), (2, 3));
+    let records = stored(&app).await;
+    assert_eq!(records.last().map(|(id, seq)| (id.clone(), *seq)), Some((late.id.to_string(), 3)));
+    let outcome = app.app.audit_chain.verify(Some(app.tenant.id), None).await.expect("verify").expect("verifies");
+    assert_eq!((outcome.verified.records, outcome.unsealed), (3, 0));
+}
+
 /// Runs `tokenops audit verify` with `args`: its exit code and standard output.
 fn verify(app: &TestApp, args: &[&str]) -> (i32, String) {
     let mut command = Command::new(BINARY);
