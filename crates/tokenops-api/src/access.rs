@@ -139,6 +139,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/audit/events", needs(P::AuditRead)),
     ("GET", "/api/audit/events/export", needs(P::AuditExport)),
     ("GET", "/api/audit/events/{eventId}", needs(P::AuditRead)),
+    ("GET", "/api/audit/chain/head", needs(P::AuditRead)),
     // Webhooks
     ("POST", "/api/webhooks", needs(P::WebhookManage)),
     ("GET", "/api/webhooks", needs(P::WebhookRead)),

@@ -1,6 +1,8 @@
 //! CSV as exports write it: RFC 4180 (CRLF line ends; a cell holding a comma, quote or line
 //! break is quoted, its quotes doubled), with cells a spreadsheet would run as a formula
-//! neutralised the way OWASP's CSV-injection advice says.
+//! neutralised the way OWASP's CSV-injection advice says, reversibly: a cell that starts with `'`
+//! gets one more, so removing one leading `'` always gives the value back (the audit chain's
+//! verifier does).
 
 /// Appends one record of `cells` to `out`.
 pub fn push_row<'a>(out: &mut String, cells: impl IntoIterator<Item = &'a str>) {
@@ -14,9 +16,10 @@ pub fn push_row<'a>(out: &mut String, cells: impl IntoIterator<Item = &'a str>) 
 }
 
 /// A cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return is read as a formula
-/// by spreadsheets: it gets a leading `'`, which they show as text and do not run.
+/// by spreadsheets: it gets a leading `'`, which they show as text and do not run. So does a cell
+/// that starts with `'`, so that a reader can tell the two apart.
 fn push_cell(out: &mut String, cell: &str) {
-    let formula = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let formula = cell.starts_with(['=', '+', '-', '@', '\t', '\r', '\'']);
     let quoted = formula || cell.contains([',', '"', '\r', '\n']);
     if quoted {
         out.push('"');
@@ -69,5 +72,6 @@ mod tests {
             assert_eq!(row(&[cell]), format!("{expected}\r\n"), "{cell:?}");
         }
         assert_eq!(row(&["a=b"]), "a=b\r\n", "only a leading sign is a formula");
+        assert_eq!(row(&["'x"]), "\"''x\"\r\n", "a leading ' is doubled, so the rule can be undone");
     }
 }

@@ -36,6 +36,7 @@ pub fn worker_record(
         idempotency_key: None,
         http_status: None,
         detail,
+        seal: None,
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod approvals;
 pub mod audit;
+pub mod audit_chain;
 pub mod automations;
 pub mod chain;
 pub mod clock;
@@ -79,6 +80,8 @@ pub struct AppSettings {
     pub automation_schedule_interval: Duration,
     /// Failed runs in a row after which the service sets an automation DISABLED (0: never).
     pub automation_disable_after_failures: u32,
+    /// How often the audit sealer runs (`audit.seal`).
+    pub audit_seal_interval: Duration,
 }
 
 impl Default for AppSettings {
@@ -106,6 +109,7 @@ impl Default for AppSettings {
             script_limits: tokenops_scripting::Limits::default(),
             automation_schedule_interval: Duration::from_secs(5),
             automation_disable_after_failures: 5,
+            audit_seal_interval: Duration::from_secs(10),
         }
     }
 }
@@ -135,6 +139,8 @@ pub struct App {
     /// The settlement pipeline the operation jobs run.
     pub settlement: Arc<settlement::Pipeline>,
     pub audit: audit::AuditLog,
+    /// The audit log's sealed chain: the sealer, the signed heads, verification.
+    pub audit_chain: Arc<audit_chain::AuditChain>,
     pub events: events::EventHistory,
     pub users: identity::users::Users,
     pub roles: identity::roles::Roles,
@@ -181,6 +187,13 @@ impl App {
             Arc::new(settlement::PolicyResolution(pipeline.clone()));
         let delivery_keys =
             Arc::new(webhooks::DeliveryKeys::new(store.clone(), adapters.sealer.clone(), clock.clone()));
+        // Heads are signed with the webhook JWS key: the one key the platform always publishes.
+        let audit_chain = Arc::new(audit_chain::AuditChain::new(
+            store.clone(),
+            clock.clone(),
+            delivery_keys.clone(),
+            adapters.webhooks.settings.issuer.clone(),
+        ));
         let webhooks = Arc::new(webhooks::Webhooks::new(
             store.clone(),
             clock.clone(),
@@ -215,6 +228,7 @@ impl App {
                 store: store.clone(),
                 rotation_days: webhooks.settings().jws_key_rotation_days,
             }),
+            Arc::new(audit_chain::SealAuditChain(audit_chain.clone())),
             Arc::new(approvals::ExpireApprovals {
                 store: store.clone(),
                 settings: approval_settings,
@@ -272,6 +286,7 @@ impl App {
                     (jobs::kinds::AUTOMATIONS_SCHEDULE, settings.automation_schedule_interval),
                     // The key's age is days; an hour's lateness does not matter.
                     (jobs::kinds::WEBHOOKS_ROTATE_KEY, Duration::from_secs(3_600)),
+                    (jobs::kinds::AUDIT_SEAL, settings.audit_seal_interval),
                 ],
                 shutdown_grace: settings.shutdown_grace,
             },
@@ -285,6 +300,7 @@ impl App {
             operations: operations::Operations::new(store.clone()),
             settlement: pipeline,
             audit: audit::AuditLog::new(store.clone(), clock.clone()),
+            audit_chain,
             events: events::EventHistory::new(store.clone()),
             users: identity::users::Users::new(store.clone()),
             roles: identity::roles::Roles::new(store.clone()),

@@ -345,6 +345,7 @@ fn audit_record(
         idempotency_key: claim.map(|c| c.scope.key.clone()),
         http_status: Some(http_status),
         detail,
+        seal: None,
     }
 }
 

@@ -489,6 +489,7 @@ fn bench_audit(
         idempotency_key: None,
         http_status: Some(202),
         detail: json!({}),
+        seal: None,
     }
 }
 

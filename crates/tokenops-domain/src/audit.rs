@@ -79,6 +79,19 @@ pub struct AuditRecord {
     pub http_status: Option<u16>,
     /// What changed, or why the attempt failed.
     pub detail: serde_json::Value,
+    /// Where the record stands in its organisation's sealed chain; `None` until the sealer has
+    /// taken it (and always when it is written).
+    pub seal: Option<AuditSeal>,
+}
+
+/// A sealed record's place in its chain (`audit_chain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditSeal {
+    /// 1, 2, … in the chain's order, without gaps.
+    pub chain_seq: i64,
+    pub block_number: i64,
+    /// Lower-case hex SHA-256 of the record's canonical bytes, as computed when it was sealed.
+    pub record_hash: String,
 }
 
 /// Which audit records a list shows.

@@ -10,6 +10,7 @@ pub mod account;
 pub mod approval;
 pub mod asset;
 pub mod audit;
+pub mod audit_chain;
 pub mod automation;
 pub mod chain;
 pub mod clock;

@@ -6,15 +6,23 @@ use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
+use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
-use tokenops_domain::audit::{AuditFilter, AuditRecord};
+use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
+use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
 use tokenops_store::{AuditStore, StoreResult, audit_key_values, audit_keys, case_forms};
 use uuid::Uuid;
 
-const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
+const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
+
+const BLOCK_COLUMNS: &str =
+    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
+
+/// The records of a chain, with `$1` its tenant (NULL for the platform's chain).
+const IN_CHAIN: &str = "(tenant_id = $1 OR (tenant_id IS NULL AND $1::uuid IS NULL))";
 
 /// The identifier columns the free-text query matches by case-insensitive prefix.
 const QUERY_COLUMNS: &[&str] = &["id", "actor_id", "resource_id", "request_id", "action"];
@@ -206,6 +214,148 @@ impl AuditStore for PostgresTx {
         );
         let query = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind(i64::from(limit));
         self.fetch_all(query, decode).await
+    }
+
+    async fn unsealed_chains(&mut self, limit: u32) -> StoreResult<Vec<Option<TenantId>>> {
+        self.fetch_all(
+            sqlx::query("SELECT DISTINCT tenant_id FROM audit_records WHERE chain_seq IS NULL LIMIT $1")
+                .bind(i64::from(limit)),
+            |row| rows::Columns::opt_tenant(&codec::Cols(row), "tenant_id"),
+        )
+        .await
+    }
+
+    async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
+        let sql =
+            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(audit_chain::chain_id(chain)), |row| {
+            rows::audit_block(&codec::Cols(row))
+        })
+        .await
+    }
+
+    async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>> {
+        let sql = format!(
+            "SELECT DISTINCT ON (chain_id) {BLOCK_COLUMNS} FROM audit_blocks
+             WHERE $1::uuid IS NULL OR chain_id > $1
+             ORDER BY chain_id, block_number DESC LIMIT $2"
+        );
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(after).bind(i64::from(limit)), |row| {
+            rows::audit_block(&codec::Cols(row))
+        })
+        .await
+    }
+
+    async fn resign_head(&mut self, chain_id: Uuid, number: i64, signature: &str) -> StoreResult<()> {
+        self.execute(
+            sqlx::query("UPDATE audit_blocks SET head_signature = $3 WHERE chain_id = $1 AND block_number = $2")
+                .bind(chain_id)
+                .bind(number)
+                .bind(signature),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn unsealed(&mut self, chain: Option<TenantId>, limit: u32) -> StoreResult<Vec<AuditRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE {IN_CHAIN} AND chain_seq IS NULL ORDER BY created_at, id LIMIT $2"
+        );
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(chain.map(TenantId::as_uuid)).bind(i64::from(limit)),
+            decode,
+        )
+        .await
+    }
+
+    async fn seal_block(
+        &mut self,
+        chain: Option<TenantId>,
+        block: &AuditBlock,
+        seals: &[(Uuid, AuditSeal)],
+    ) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "INSERT INTO audit_blocks (chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(block.chain_id)
+            .bind(block.number)
+            .bind(&block.previous_hash)
+            .bind(&block.hash)
+            .bind(block.first_seq)
+            .bind(block.record_count)
+            .bind(block.sealed_at.as_micros())
+            .bind(&block.head_signature),
+        )
+        .await?;
+        // One statement for the whole block: the seals as parallel arrays.
+        let ids: Vec<Uuid> = seals.iter().map(|(id, _)| *id).collect();
+        let seqs: Vec<i64> = seals.iter().map(|(_, s)| s.chain_seq).collect();
+        let hashes: Vec<String> = seals.iter().map(|(_, s)| s.record_hash.clone()).collect();
+        let sql = format!(
+            "UPDATE audit_records AS r SET chain_seq = s.seq, block_number = $2, record_hash = s.hash
+             FROM UNNEST($3::uuid[], $4::bigint[], $5::text[]) AS s(id, seq, hash)
+             WHERE r.id = s.id AND {} AND r.chain_seq IS NULL",
+            IN_CHAIN.replace("tenant_id", "r.tenant_id")
+        );
+        let changed = self
+            .execute(
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(chain.map(TenantId::as_uuid))
+                    .bind(block.number)
+                    .bind(ids)
+                    .bind(seqs)
+                    .bind(hashes),
+            )
+            .await?;
+        if changed != seals.len() as u64 {
+            return Err(codec::conflict("audit records sealed already"));
+        }
+        Ok(())
+    }
+
+    async fn sealed_after(
+        &mut self,
+        chain: Option<TenantId>,
+        after_seq: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE {IN_CHAIN} AND chain_seq > $2 ORDER BY chain_seq LIMIT $3"
+        );
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(chain.map(TenantId::as_uuid))
+                .bind(after_seq)
+                .bind(i64::from(limit)),
+            decode,
+        )
+        .await
+    }
+
+    async fn block_hashes(&mut self, chain: Option<TenantId>) -> StoreResult<BTreeMap<i64, String>> {
+        let pairs = self
+            .fetch_all(
+                sqlx::query("SELECT block_number, hash FROM audit_blocks WHERE chain_id = $1")
+                    .bind(audit_chain::chain_id(chain)),
+                |row| {
+                    let cols = codec::Cols(row);
+                    Ok((rows::Columns::int(&cols, "block_number")?, rows::Columns::text(&cols, "hash")?))
+                },
+            )
+            .await?;
+        Ok(pairs.into_iter().collect())
+    }
+
+    async fn unsealed_count(&mut self, chain: Option<TenantId>) -> StoreResult<u64> {
+        let sql = format!("SELECT COUNT(*) AS total FROM audit_records WHERE {IN_CHAIN} AND chain_seq IS NULL");
+        let total: i64 = self
+            .fetch_one(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(chain.map(TenantId::as_uuid)), |row| {
+                codec::get(row, "total")
+            })
+            .await?;
+        Ok(codec::count(total))
     }
 }
 

@@ -4,15 +4,26 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
+use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
-use tokenops_domain::audit::{AuditFilter, AuditRecord};
+use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
+use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
 use tokenops_store::{AuditStore, StoreResult, audit_key_values, audit_keys, case_forms};
 use uuid::Uuid;
 
-const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
+const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
+
+const BLOCK_COLUMNS: &str =
+    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
+
+/// The chain's tenant as `?1` binds it: `tenant_id IS ?1` matches NULL for the platform's chain
+/// (SQLite uses an index for `IS` as for `=`).
+fn chain_value(chain: Option<TenantId>) -> Value {
+    chain.map_or(Value::Null, |t| Value::Text(codec::id_text(t.as_uuid())))
+}
 
 fn decode(row: &Row<'_>) -> StoreResult<AuditRecord> {
     rows::audit_record(&codec::Cols(row))
@@ -183,6 +194,116 @@ impl AuditStore for SqliteTx {
         let mut values = bind_all(&codec::id_text(tenant.as_uuid()), &binds);
         values.push(Value::Integer(i64::from(limit)));
         self.fetch_all(&sql, params_from_iter(values), decode)
+    }
+
+    async fn unsealed_chains(&mut self, limit: u32) -> StoreResult<Vec<Option<TenantId>>> {
+        self.fetch_all(
+            "SELECT DISTINCT tenant_id FROM audit_records WHERE chain_seq IS NULL LIMIT ?1",
+            params![i64::from(limit)],
+            |row| rows::Columns::opt_tenant(&codec::Cols(row), "tenant_id"),
+        )
+    }
+
+    async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
+        let sql =
+            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1");
+        self.fetch_optional(&sql, params![codec::id_text(audit_chain::chain_id(chain))], |row| {
+            rows::audit_block(&codec::Cols(row))
+        })
+    }
+
+    async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>> {
+        // SQLite takes a bare column beside MAX() from the row that holds the maximum.
+        let sql = format!(
+            "SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE (chain_id, block_number) IN (
+                 SELECT chain_id, MAX(block_number) FROM audit_blocks
+                 WHERE ?1 IS NULL OR chain_id > ?1 GROUP BY chain_id ORDER BY chain_id LIMIT ?2
+             ) ORDER BY chain_id"
+        );
+        self.fetch_all(&sql, params![after.map(codec::id_text), i64::from(limit)], |row| {
+            rows::audit_block(&codec::Cols(row))
+        })
+    }
+
+    async fn resign_head(&mut self, chain_id: Uuid, number: i64, signature: &str) -> StoreResult<()> {
+        self.require_write("signing an audit head anew")?;
+        self.execute(
+            "UPDATE audit_blocks SET head_signature = ?3 WHERE chain_id = ?1 AND block_number = ?2",
+            params![codec::id_text(chain_id), number, signature],
+        )
+        .map(|_| ())
+    }
+
+    async fn unsealed(&mut self, chain: Option<TenantId>, limit: u32) -> StoreResult<Vec<AuditRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE tenant_id IS ?1 AND chain_seq IS NULL ORDER BY created_at, id LIMIT ?2"
+        );
+        self.fetch_all(&sql, params![chain_value(chain), i64::from(limit)], decode)
+    }
+
+    async fn seal_block(
+        &mut self,
+        chain: Option<TenantId>,
+        block: &AuditBlock,
+        seals: &[(Uuid, AuditSeal)],
+    ) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO audit_blocks (chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                codec::id_text(block.chain_id),
+                block.number,
+                &block.previous_hash,
+                &block.hash,
+                block.first_seq,
+                block.record_count,
+                block.sealed_at.as_micros(),
+                &block.head_signature,
+            ],
+        )?;
+        for (id, seal) in seals {
+            let changed = self.execute(
+                "UPDATE audit_records SET chain_seq = ?1, block_number = ?2, record_hash = ?3
+                 WHERE id = ?4 AND tenant_id IS ?5 AND chain_seq IS NULL",
+                params![seal.chain_seq, seal.block_number, &seal.record_hash, codec::id_text(*id), chain_value(chain)],
+            )?;
+            if changed != 1 {
+                return Err(tokenops_store::StoreError::Conflict(format!("audit record {id} is sealed already")));
+            }
+        }
+        Ok(())
+    }
+
+    async fn sealed_after(
+        &mut self,
+        chain: Option<TenantId>,
+        after_seq: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE tenant_id IS ?1 AND chain_seq > ?2 ORDER BY chain_seq LIMIT ?3"
+        );
+        self.fetch_all(&sql, params![chain_value(chain), after_seq, i64::from(limit)], decode)
+    }
+
+    async fn block_hashes(&mut self, chain: Option<TenantId>) -> StoreResult<BTreeMap<i64, String>> {
+        let pairs = self.fetch_all(
+            "SELECT block_number, hash FROM audit_blocks WHERE chain_id = ?1",
+            params![codec::id_text(audit_chain::chain_id(chain))],
+            |row| {
+                let cols = codec::Cols(row);
+                Ok((rows::Columns::int(&cols, "block_number")?, rows::Columns::text(&cols, "hash")?))
+            },
+        )?;
+        Ok(pairs.into_iter().collect())
+    }
+
+    async fn unsealed_count(&mut self, chain: Option<TenantId>) -> StoreResult<u64> {
+        let count: i64 = self.scalar(
+            "SELECT COUNT(*) FROM audit_records WHERE tenant_id IS ?1 AND chain_seq IS NULL",
+            params![chain_value(chain)],
+        )?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 }
 

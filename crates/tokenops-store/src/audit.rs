@@ -1,8 +1,10 @@
 //! The audit trail: `AuditStore`.
 
 use async_trait::async_trait;
+use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
-use tokenops_domain::audit::{AuditFilter, AuditRecord};
+use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
+use tokenops_domain::audit_chain::AuditBlock;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use uuid::Uuid;
 
@@ -32,6 +34,50 @@ pub trait AuditStore: Send {
         after: Option<&AuditRecord>,
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>>;
+
+    // The sealed chain (`tokenops_domain::audit_chain`). A chain is an organisation's (`Some`)
+    // or the platform's own records' (`None`, chain id the nil UUID).
+
+    /// Up to `limit` chains that hold records not sealed yet.
+    async fn unsealed_chains(&mut self, limit: u32) -> StoreResult<Vec<Option<TenantId>>>;
+
+    /// The chain's latest block, if any.
+    async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>>;
+
+    /// The latest block of up to `limit` chains whose id is above `after` (every chain when
+    /// walked from `None`), by chain id.
+    async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>>;
+
+    /// Replaces the head signature stored with a chain's block (a head signed anew with the
+    /// current key after a key rotation; the head itself does not change).
+    async fn resign_head(&mut self, chain_id: Uuid, number: i64, signature: &str) -> StoreResult<()>;
+
+    /// Up to `limit` of the chain's records not sealed yet, visible to this transaction, in
+    /// (`created_at`, `id`) order.
+    async fn unsealed(&mut self, chain: Option<TenantId>, limit: u32) -> StoreResult<Vec<AuditRecord>>;
+
+    /// Stores `block` and each record's seal. A block number already taken, or a record
+    /// already sealed (another sealer got there first), is `Conflict`: the caller rolls back.
+    async fn seal_block(
+        &mut self,
+        chain: Option<TenantId>,
+        block: &AuditBlock,
+        seals: &[(Uuid, AuditSeal)],
+    ) -> StoreResult<()>;
+
+    /// Up to `limit` of the chain's sealed records after position `after_seq`, in chain order.
+    async fn sealed_after(
+        &mut self,
+        chain: Option<TenantId>,
+        after_seq: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditRecord>>;
+
+    /// Every stored block hash of the chain, by block number.
+    async fn block_hashes(&mut self, chain: Option<TenantId>) -> StoreResult<BTreeMap<i64, String>>;
+
+    /// How many of the chain's records are not sealed yet.
+    async fn unsealed_count(&mut self, chain: Option<TenantId>) -> StoreResult<u64>;
 }
 
 /// The keyset columns of an audit list sorted by `sort` (columns from the endpoint's allow

@@ -30,7 +30,7 @@ mod webhooks;
 
 pub use accounts::account;
 pub use approvals::{approval_request, approval_task};
-pub use audit::audit_record;
+pub use audit::{audit_block, audit_record};
 pub use breaks::break_record;
 pub use contracts::contract;
 pub use custody::custody_key;

@@ -78,6 +78,9 @@ pub struct TestApp {
     /// The organisation requests act for unless told otherwise.
     pub tenant: Tenant,
     server: tokio::task::JoinHandle<()>,
+    /// What it was started with, for [`TestApp::restart`].
+    extra: BTreeMap<String, String>,
+    external_issuer: bool,
 }
 
 impl Drop for TestApp {
@@ -136,6 +139,32 @@ impl TestApp {
         tokenops_identity::install_crypto_provider();
         let issuer = Arc::new(TestIssuer::start().await);
         let db = TestDb::create(backend).await;
+        let clock = ManualClock::starting_at(SystemClock.now());
+        let tenant = issuer.new_tenant(&clock);
+        Self::start_on(db, issuer, tenant, clock, extra, external_issuer).await
+    }
+
+    /// Stops this app and starts a new one on the same store, with the same issuer, tenant and
+    /// settings, its clock where this one's stood: a restart of the service.
+    pub async fn restart(mut self) -> Self {
+        self.server.abort();
+        let placeholder = TestDb::create(self.db.backend).await;
+        let db = std::mem::replace(&mut self.db, placeholder);
+        let clock = ManualClock::starting_at(self.clock.now());
+        let (issuer, tenant, extra) = (self.issuer.clone(), self.tenant.clone(), std::mem::take(&mut self.extra));
+        let external_issuer = self.external_issuer;
+        drop(self);
+        Self::start_on(db, issuer, tenant, clock, extra, external_issuer).await
+    }
+
+    async fn start_on(
+        db: TestDb,
+        issuer: Arc<TestIssuer>,
+        tenant: Tenant,
+        clock: ManualClock,
+        extra: BTreeMap<String, String>,
+        external_issuer: bool,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a free port");
         let base_url = format!("http://{}", listener.local_addr().expect("local address"));
         let mut env = BTreeMap::new();
@@ -149,9 +178,8 @@ impl TestApp {
             env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
             env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
         }
-        env.extend(extra);
+        env.extend(extra.clone());
         let config = Config::load(&Sources::from_parts(env).expect("config sources")).expect("test configuration");
-        let clock = ManualClock::starting_at(SystemClock.now());
         let store = tokenops::wiring::open_store(&config, &clock).await.expect("open the test store");
         let service =
             tokenops::wiring::build(&config, store, Arc::new(clock.clone())).await.expect("build the service");
@@ -160,7 +188,6 @@ impl TestApp {
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
-        let tenant = issuer.new_tenant(&clock);
         Self {
             base_url,
             client: reqwest::Client::builder().build().expect("HTTP client"),
@@ -170,6 +197,8 @@ impl TestApp {
             db,
             tenant,
             server,
+            extra,
+            external_issuer,
         }
     }
 

@@ -926,6 +926,7 @@ fn audit_record(tenant: Option<TenantId>, i: i64, actor: Option<&str>, action: &
         idempotency_key: None,
         http_status: Some(if i == 3 { 409 } else { 201 }),
         detail: serde_json::json!({ "i": i }),
+        seal: None,
     }
 }
 

@@ -196,6 +196,17 @@ pub fn jws_signature(key: &JwsKey, claims: &DeliveryClaims) -> String {
     format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
 }
 
+/// A compact JWS over `payload` with header `{alg: ES256, kid, typ}`: for statements other than
+/// deliveries that the platform signs with the same published key (the audit chain's head), told
+/// apart from deliveries by `typ`.
+pub fn sign_compact(key: &JwsKey, typ: &str, payload: &[u8]) -> String {
+    let header = json!({ "alg": "ES256", "kid": key.kid, "typ": typ });
+    let signing_input = format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(payload));
+    let signer = p256::ecdsa::SigningKey::from(&key.secret);
+    let signature: p256::ecdsa::Signature = signer.sign(signing_input.as_bytes());
+    format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+}
+
 /// How one registration signs its deliveries.
 #[derive(Debug, Clone, Copy)]
 pub enum DeliverySigning<'a> {

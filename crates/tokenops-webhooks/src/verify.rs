@@ -79,6 +79,50 @@ pub struct JwsExpectations<'a> {
 /// not check `jti` reuse: the receiver keeps the set of `jti`s it has seen (for at least the
 /// token's lifetime) and refuses one it has seen; the returned claims carry it.
 pub fn verify_jws(token: &str, jwks: &Value, expect: &JwsExpectations<'_>) -> Result<DeliveryClaims, VerifyError> {
+    let (_, payload) = verify_signature(token, jwks)?;
+    let claims: DeliveryClaims = serde_json::from_slice(&payload)
+        .map_err(|_| VerifyError::Malformed("the payload is not the delivery claims set"))?;
+    let claim = |ok: bool, claim: &'static str| if ok { Ok(()) } else { Err(VerifyError::Claim { claim }) };
+    claim(claims.iss == expect.issuer, "iss")?;
+    claim(claims.sub == expect.issuer, "sub")?;
+    claim(claims.aud == expect.registration_id, "aud")?;
+    claim(claims.iat == expect.timestamp, "iat")?;
+    claim(claims.exp > claims.iat, "exp")?;
+    if claims.exp <= expect.now {
+        return Err(VerifyError::Expired);
+    }
+    // A token issued further in the future than the HMAC tolerance allows is a clock problem
+    // or a forgery, not a delivery.
+    claim(claims.iat <= expect.now.saturating_add(TIMESTAMP_TOLERANCE_SECS), "iat")?;
+    claim(!claims.jti.is_empty(), "jti")?;
+    claim(claims.htm == "POST", "htm")?;
+    claim(claims.htu == expect.url, "htu")?;
+    claim(claims.body_hash_alg.eq_ignore_ascii_case(BODY_HASH_ALG), "body_hash_alg")?;
+    claim(claims.body_hash == body_hash(expect.body), "body_hash")?;
+    Ok(claims)
+}
+
+/// Checks a compact JWS that the platform signed with [`crate::signing::sign_compact`]: ES256
+/// with a `kid` of the trusted key set, header `typ` equal to `typ` (so that a delivery's JWS
+/// cannot pass for another statement); its payload bytes.
+pub fn verify_compact(token: &str, jwks: &Value, typ: &str) -> Result<Vec<u8>, VerifyError> {
+    let (header, payload) = verify_signature(token, jwks)?;
+    if header.get("typ").and_then(Value::as_str) != Some(typ) {
+        return Err(VerifyError::Claim { claim: "typ" });
+    }
+    Ok(payload)
+}
+
+/// The `kid` a compact JWS's header names, unverified: which key made it, to tell whether it
+/// must be signed anew after a rotation.
+pub fn compact_kid(token: &str) -> Option<String> {
+    let header: Value = decode_json(token.split('.').next()?)?;
+    header.get("kid")?.as_str().map(str::to_owned)
+}
+
+/// The signature checks every platform JWS passes: three parts, ES256, no key named or carried
+/// by the token, a `kid` of `jwks`, a valid signature. The header and the payload's bytes.
+fn verify_signature(token: &str, jwks: &Value) -> Result<(Value, Vec<u8>), VerifyError> {
     let mut parts = token.split('.');
     let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -103,30 +147,9 @@ pub fn verify_jws(token: &str, jwks: &Value, expect: &JwsExpectations<'_>) -> Re
         .ok_or(VerifyError::BadSignature)?;
     let signing_input = &token[..header_b64.len() + 1 + payload_b64.len()];
     key.verify(signing_input.as_bytes(), &signature).map_err(|_| VerifyError::BadSignature)?;
-
-    let claims: DeliveryClaims = URL_SAFE_NO_PAD
-        .decode(payload_b64)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or(VerifyError::Malformed("the payload is not the delivery claims set"))?;
-    let claim = |ok: bool, claim: &'static str| if ok { Ok(()) } else { Err(VerifyError::Claim { claim }) };
-    claim(claims.iss == expect.issuer, "iss")?;
-    claim(claims.sub == expect.issuer, "sub")?;
-    claim(claims.aud == expect.registration_id, "aud")?;
-    claim(claims.iat == expect.timestamp, "iat")?;
-    claim(claims.exp > claims.iat, "exp")?;
-    if claims.exp <= expect.now {
-        return Err(VerifyError::Expired);
-    }
-    // A token issued further in the future than the HMAC tolerance allows is a clock problem
-    // or a forgery, not a delivery.
-    claim(claims.iat <= expect.now.saturating_add(TIMESTAMP_TOLERANCE_SECS), "iat")?;
-    claim(!claims.jti.is_empty(), "jti")?;
-    claim(claims.htm == "POST", "htm")?;
-    claim(claims.htu == expect.url, "htu")?;
-    claim(claims.body_hash_alg.eq_ignore_ascii_case(BODY_HASH_ALG), "body_hash_alg")?;
-    claim(claims.body_hash == body_hash(expect.body), "body_hash")?;
-    Ok(claims)
+    let payload =
+        URL_SAFE_NO_PAD.decode(payload_b64).map_err(|_| VerifyError::Malformed("the payload is not base64url"))?;
+    Ok((header, payload))
 }
 
 fn decode_json(part: &str) -> Option<Value> {

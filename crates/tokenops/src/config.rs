@@ -537,6 +537,9 @@ impl Config {
             automation_schedule_interval: Duration::from_millis(
                 r.integer("TOKENOPS_AUTOMATION_SCHEDULE_MS", 5_000, 10, 3_600_000).unsigned_abs(),
             ),
+            audit_seal_interval: Duration::from_millis(
+                r.integer("TOKENOPS_AUDIT_SEAL_MS", 10_000, 10, 86_400_000).unsigned_abs(),
+            ),
             automation_disable_after_failures: u32::try_from(r.integer(
                 "TOKENOPS_AUTOMATION_DISABLE_AFTER_FAILURES",
                 i64::from(defaults.automation_disable_after_failures),

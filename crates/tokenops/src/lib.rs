@@ -2,6 +2,7 @@
 //! layers, and the `serve` loop with graceful shutdown. `main.rs` is only the command line; the
 //! test kit builds the very same service through [`wiring`].
 
+pub mod audit_verify;
 pub mod config;
 pub mod demo;
 pub mod otlp;

@@ -1,4 +1,5 @@
-//! The `tokenops` command line: `serve` (the main job), `migrate`, operator tasks and `demo`.
+//! The `tokenops` command line: `serve` (the main job), `migrate`, operator tasks, `audit
+//! verify` and `demo`.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -30,6 +31,76 @@ enum Command {
         #[arg(long)]
         data_dir: Option<std::path::PathBuf>,
     },
+    /// The audit log's sealed chain.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check an organisation's sealed audit chain against a signed head, from a CSV export
+    /// (`--export`) or from the store of the service's configuration; exits 0 when it verifies,
+    /// 1 naming the first record or block that does not, 2 when it cannot tell.
+    Verify {
+        /// An unfiltered export (`GET /api/audit/events/export`) to check instead of the store.
+        #[arg(long)]
+        export: Option<std::path::PathBuf>,
+        /// A head kept from `GET /api/audit/chain/head` (its JSON, or the compact JWS alone).
+        /// Needed with --export; without it the store's own head is used.
+        #[arg(long)]
+        head: Option<std::path::PathBuf>,
+        /// The key set heads are signed with, as `/.well-known/webhook-jwks.json` serves it.
+        /// Needed with --export; without it the store's keys are used.
+        #[arg(long)]
+        jwks: Option<std::path::PathBuf>,
+        /// The organisation whose chain to check in the store; without it, the platform's own
+        /// records' chain.
+        #[arg(long)]
+        tenant: Option<uuid::Uuid>,
+        /// The store to read, instead of TOKENOPS_DATABASE_URL.
+        #[arg(long)]
+        database_url: Option<String>,
+        /// The PostgreSQL schema, instead of TOKENOPS_DATABASE_SCHEMA.
+        #[arg(long)]
+        database_schema: Option<String>,
+    },
+}
+
+/// `audit verify`: prints what it found on standard output; `Ok(false)` when the chain does not
+/// verify.
+async fn audit_verify(config: &Config, command: AuditCommand) -> anyhow::Result<bool> {
+    use std::io::Write;
+    use tokenops::audit_verify::{Outcome, read_head, read_json, verify_export, verify_store};
+    let AuditCommand::Verify { export, head, jwks, tenant, .. } = command;
+    let jwks = jwks.as_deref().map(read_json).transpose()?;
+    let outcome = match export {
+        Some(export) => {
+            let (Some(head), Some(jwks)) = (head, jwks) else {
+                anyhow::bail!("--export needs --head and --jwks: an export proves nothing without a signed head");
+            };
+            verify_export(&export, read_head(&head, &jwks)?.head)?
+        }
+        None => {
+            let clock: std::sync::Arc<dyn tokenops_app::clock::Clock> =
+                std::sync::Arc::new(tokenops_app::clock::SystemClock);
+            let store = tokenops::wiring::open_store(config, clock.as_ref()).await?;
+            let service = tokenops::wiring::build(config, store, clock).await?;
+            let head = match head {
+                Some(path) => {
+                    let jwks = match jwks {
+                        Some(jwks) => jwks,
+                        None => service.app.audit_chain.jwks().await?,
+                    };
+                    Some(read_head(&path, &jwks)?.head)
+                }
+                None => None,
+            };
+            verify_store(&service.app, tenant.map(tokenops_domain::TenantId), head).await?
+        }
+    };
+    // Standard output, not the log: the verdict is the command's result.
+    writeln!(std::io::stdout().lock(), "{}", outcome.describe())?;
+    Ok(matches!(outcome, Outcome::Verifies { .. }))
 }
 
 #[derive(Subcommand)]
@@ -107,7 +178,21 @@ async fn main() -> ExitCode {
     if let Command::Demo { keep, data_dir } = cli.command {
         return demo(tokenops::demo::DemoOptions { keep, data_dir }).await;
     }
-    let config = match Sources::from_env().and_then(|s| Config::load(&s)) {
+    let sources = match &cli.command {
+        Command::Audit(AuditCommand::Verify { database_url, database_schema, .. }) => {
+            let mut env: std::collections::BTreeMap<String, String> =
+                std::env::vars().filter(|(k, _)| k.starts_with("TOKENOPS_") || k == "RUST_LOG").collect();
+            if let Some(url) = database_url {
+                env.insert("TOKENOPS_DATABASE_URL".into(), url.clone());
+            }
+            if let Some(schema) = database_schema {
+                env.insert("TOKENOPS_DATABASE_SCHEMA".into(), schema.clone());
+            }
+            Sources::from_parts(env)
+        }
+        _ => Sources::from_env(),
+    };
+    let config = match sources.and_then(|s| Config::load(&s)) {
         Ok(c) => c,
         Err(e) => {
             eprint!("{e}");
@@ -125,6 +210,14 @@ async fn main() -> ExitCode {
         }
         Command::Operator(OperatorCommand::CreateClient { name }) => create_operator_client(&config, &name).await,
         Command::Demo { .. } => Ok(()),
+        Command::Audit(command) => match audit_verify(&config, command).await {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => {
+                eprintln!("tokenops: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -37,13 +37,14 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(list_audit_events))
         .routes(routes!(export_audit_events))
         .routes(routes!(get_audit_event))
+        .routes(routes!(get_audit_chain_head))
 }
 
 /// The default order of the list and the export: newest first.
 const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "occurred_at", direction: SortDirection::Desc }];
 
 /// The export's columns, in order: the record's fields as the list names them.
-const EXPORT_COLUMNS: [&str; 14] = [
+const EXPORT_COLUMNS: [&str; 19] = [
     "id",
     "occurredAt",
     "createdAt",
@@ -58,6 +59,11 @@ const EXPORT_COLUMNS: [&str; 14] = [
     "idempotencyKey",
     "httpStatus",
     "detail",
+    "occurredAtMicros",
+    "createdAtMicros",
+    "chainSeq",
+    "blockNumber",
+    "recordHash",
 ];
 
 /// `record` as one CSV row in [`EXPORT_COLUMNS`] order; `detail` as compact JSON, absent
@@ -67,6 +73,12 @@ fn push_export_row(out: &mut String, r: &AuditRecord) {
     let detail = if r.detail.is_null() { String::new() } else { r.detail.to_string() };
     let id = r.id.to_string();
     let (occurred, created) = (r.occurred_at.to_iso8601(), r.created_at.to_iso8601());
+    let (occurred_micros, created_micros) =
+        (r.occurred_at.as_micros().to_string(), r.created_at.as_micros().to_string());
+    let (seq, block, hash) = match &r.seal {
+        Some(seal) => (seal.chain_seq.to_string(), seal.block_number.to_string(), seal.record_hash.as_str()),
+        None => (String::new(), String::new(), ""),
+    };
     crate::csv::push_row(
         out,
         [
@@ -84,6 +96,11 @@ fn push_export_row(out: &mut String, r: &AuditRecord) {
             r.idempotency_key.as_deref().unwrap_or(""),
             &http_status,
             &detail,
+            &occurred_micros,
+            &created_micros,
+            &seq,
+            &block,
+            hash,
         ],
     );
 }
@@ -198,9 +215,13 @@ async fn list_audit_events(
     description = "The whole filtered set, unpaged, newest first unless `sort` says otherwise (the same sort \
         properties as the list). RFC 4180 CSV with a header row and one column per field of AuditEventOut: \
         id, occurredAt, createdAt, action, category, source, actorId, resourceType, resourceId, outcome, \
-        requestId, idempotencyKey, httpStatus, detail (compact JSON); an absent value is an empty cell. A cell \
-        starting with =, +, -, @, a tab or a carriage return is written with a leading ' so that spreadsheets \
-        show it as text (OWASP CSV injection). The export covers the records that occurred before it began; \
+        requestId, idempotencyKey, httpStatus, detail (compact JSON), then what verifying the sealed chain \
+        needs (docs/audit.md): occurredAtMicros and createdAtMicros (the times in microseconds since the \
+        epoch, as the chain hashes them), chainSeq, blockNumber and recordHash (empty while the record is \
+        not sealed yet); an absent value is an empty cell. A cell starting with =, +, -, @, a tab or a \
+        carriage return is written with a leading ' so that spreadsheets show it as text (OWASP CSV \
+        injection), and so is a cell starting with ' itself: removing one leading ' from a cell that has one \
+        gives the value back. `tokenops audit verify --export` checks an unfiltered export. The export covers the records that occurred before it began; \
         it is streamed from the store in batches, so memory stays flat whatever its size. Should the store fail \
         once rows are under way, the connection is closed without the final line break instead of ending \
         normally: a client that sees the transfer end early must not take the file as complete. `page` and \
@@ -276,4 +297,56 @@ async fn get_audit_event(
 ) -> ApiResult<Response> {
     let record = state.app.audit.get(scope.tenant, id).await?;
     Ok(axum::Json(AuditEventOut::from(&record)).into_response())
+}
+
+/// The signed head of the organisation's audit chain.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditChainHeadOut {
+    /// The organisation's id: the chain's id.
+    pub chain_id: uuid::Uuid,
+    /// The latest sealed block, counting from 1.
+    pub block_number: i64,
+    /// Lower-case hex SHA-256 of that block (docs/audit.md).
+    pub hash: String,
+    /// Records sealed up to and including that block.
+    pub record_count: i64,
+    pub sealed_at: String,
+    /// Compact JWS (ES256, header typ `tokenops-audit-head+jws`) whose payload is this head with
+    /// `iss`, the service's public URL; verify it with the key set at `jwksUri`. Only the
+    /// signed payload is authoritative.
+    pub signature: String,
+    pub jwks_uri: String,
+}
+
+/// Read the signed head of the organisation's sealed audit chain.
+#[utoipa::path(
+    get, path = "/api/audit/chain/head", tag = "audit", operation_id = "audit.chain.head",
+    description = "Beyond the spec. Audit records are sealed, in the order they were committed, into blocks whose \
+        hash covers the previous block's hash and each record's canonical bytes; the sealer runs every \
+        TOKENOPS_AUDIT_SEAL_MS. The head names the latest block and is signed with the platform key published \
+        at /.well-known/webhook-jwks.json. Keep heads you fetch: `tokenops audit verify` checks an export or \
+        the store against one. docs/audit.md specifies the byte forms.",
+    responses(
+        (status = 200, description = "The chain's signed head", body = AuditChainHeadOut),
+        (status = 404, description = "Nothing of the organisation's audit log is sealed yet", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_audit_chain_head(State(state): State<Arc<ApiState>>, scope: TenantScope) -> ApiResult<Response> {
+    let Some(signed) = state.app.audit_chain.head(Some(scope.tenant)).await? else {
+        return Err(Error::not_found("Nothing of the audit log is sealed yet").into());
+    };
+    let head = signed.head;
+    Ok(axum::Json(AuditChainHeadOut {
+        chain_id: head.chain_id,
+        block_number: head.block_number,
+        hash: head.hash,
+        record_count: head.record_count,
+        sealed_at: head.sealed_at,
+        signature: signed.signature,
+        jwks_uri: format!("{}/.well-known/webhook-jwks.json", state.app.audit_chain.issuer()),
+    })
+    .into_response())
 }

@@ -91,6 +91,7 @@ fn audit(
         idempotency_key: None,
         http_status: None,
         detail,
+        seal: None,
     }
 }
 

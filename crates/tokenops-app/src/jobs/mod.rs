@@ -60,6 +60,9 @@ pub mod kinds {
     /// Periodic: replaces the JWS_ES256 delivery signing key at its rotation age and withdraws
     /// replaced keys past their overlap.
     pub const WEBHOOKS_ROTATE_KEY: &str = "webhooks.rotate_key";
+    /// Periodic: seals the audit records committed since the last run into each chain's next
+    /// blocks and signs the heads (`audit_chain`).
+    pub const AUDIT_SEAL: &str = "audit.seal";
 }
 
 /// Why a run did not finish the job.

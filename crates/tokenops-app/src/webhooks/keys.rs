@@ -206,6 +206,7 @@ fn rotation_record(kid: &str, detail: serde_json::Value, now: Timestamp) -> Audi
         idempotency_key: None,
         http_status: None,
         detail,
+        seal: None,
     }
 }
 

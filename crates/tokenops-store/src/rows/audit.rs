@@ -2,7 +2,8 @@
 
 use super::Columns;
 use crate::StoreResult;
-use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSeal, AuditSource};
+use tokenops_domain::audit_chain::AuditBlock;
 
 pub fn audit_record(row: &impl Columns) -> StoreResult<AuditRecord> {
     Ok(AuditRecord {
@@ -22,5 +23,24 @@ pub fn audit_record(row: &impl Columns) -> StoreResult<AuditRecord> {
         // A status outside u16 was never written; it reads as absent, as it always has.
         http_status: row.opt_int("http_status")?.and_then(|s| u16::try_from(s).ok()),
         detail: row.json("detail")?,
+        seal: match (row.opt_int("chain_seq")?, row.opt_int("block_number")?, row.opt_text("record_hash")?) {
+            (Some(chain_seq), Some(block_number), Some(record_hash)) => {
+                Some(AuditSeal { chain_seq, block_number, record_hash })
+            }
+            _ => None,
+        },
+    })
+}
+
+pub fn audit_block(row: &impl Columns) -> StoreResult<AuditBlock> {
+    Ok(AuditBlock {
+        chain_id: row.uuid("chain_id")?,
+        number: row.int("block_number")?,
+        previous_hash: row.text("previous_hash")?,
+        hash: row.text("hash")?,
+        first_seq: row.int("first_seq")?,
+        record_count: row.int("record_count")?,
+        sealed_at: row.timestamp("sealed_at")?,
+        head_signature: row.text("head_signature")?,
     })
 }

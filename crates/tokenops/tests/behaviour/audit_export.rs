@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use tokenops_testkit::organisation::{call, create_organisation, invite_and_activate};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 
-const HEADER: [&str; 14] = [
+const HEADER: [&str; 19] = [
     "id",
     "occurredAt",
     "createdAt",
@@ -22,6 +22,11 @@ const HEADER: [&str; 14] = [
     "idempotencyKey",
     "httpStatus",
     "detail",
+    "occurredAtMicros",
+    "createdAtMicros",
+    "chainSeq",
+    "blockNumber",
+    "recordHash",
 ];
 
 /// Parses RFC 4180 text written independently of the service's writer: quoted cells may hold

@@ -5,6 +5,7 @@ mod accounts;
 mod accounts_crash;
 mod approvals;
 mod approvals_crash;
+mod audit_chain;
 mod audit_export;
 mod automations;
 mod automations_crash;
