@@ -66,6 +66,24 @@ pub const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
     ),
     ("tokenops_ledger_last_block", Kind::Gauge, None, "The latest block the ledger answered"),
     (
+        "tokenops_webhook_attempts_total",
+        Kind::Counter,
+        None,
+        "Webhook delivery attempts, by outcome (delivered, retry, parked)",
+    ),
+    (
+        "tokenops_webhook_attempt_duration_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Time a webhook attempt took on the wire, by outcome",
+    ),
+    (
+        "tokenops_webhook_backlog",
+        Kind::Gauge,
+        None,
+        "Webhook deliveries waiting (PENDING or RETRY_PENDING), by the registration's status",
+    ),
+    (
         "tokenops_ledger_send_errors_total",
         Kind::Counter,
         None,
@@ -172,6 +190,9 @@ pub fn record_signals(signals: &Signals) {
         metrics::gauge!("tokenops_jobs_dead", "kind" => kind.clone()).set(stats.dead as f64);
         metrics::gauge!("tokenops_jobs_oldest_due_age_seconds", "kind" => kind.clone())
             .set(stats.oldest_due_age_ms as f64 / 1_000.0);
+    }
+    for (status, waiting) in &signals.webhook_backlog {
+        metrics::gauge!("tokenops_webhook_backlog", "registration_status" => *status).set(*waiting as f64);
     }
     metrics::gauge!("tokenops_approvals_waiting").set(signals.approvals_waiting as f64);
     metrics::gauge!("tokenops_approvals_oldest_waiting_age_seconds")

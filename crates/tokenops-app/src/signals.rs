@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use tokenops_domain::Timestamp;
 use tokenops_domain::operation::{Break, Operation, OperationState};
+use tokenops_domain::webhook::WebhookStatus;
 use tokenops_ledger::LedgerError;
 
 use crate::{App, AppResult};
@@ -29,6 +30,9 @@ pub struct Signals {
     /// Approval requests PENDING in all organisations, and the age of the oldest, in ms.
     pub approvals_waiting: u64,
     pub oldest_approval_age_ms: u64,
+    /// Webhook deliveries waiting, by their registration's status (every status, zero when
+    /// none waits).
+    pub webhook_backlog: BTreeMap<&'static str, u64>,
 }
 
 impl App {
@@ -39,10 +43,18 @@ impl App {
             let tokenops_store::QueueStats { queued, running, dead, oldest_due_age_ms } = stats;
             queue.insert(kind, QueueStats { queued, running, dead, oldest_due_age_ms });
         }
-        let (approvals_waiting, oldest) = self.store.read().await?.approvals().pending_summary().await?;
+        let mut tx = self.store.read().await?;
+        let (approvals_waiting, oldest) = tx.approvals().pending_summary().await?;
         let now = self.clock.now();
         let oldest_approval_age_ms = oldest.map_or(0, |at| at.millis_until(now).try_into().unwrap_or(0));
-        Ok(Signals { queue, approvals_waiting, oldest_approval_age_ms })
+        let mut webhook_backlog: BTreeMap<&'static str, u64> =
+            WebhookStatus::ALL.iter().map(|status| (status.as_str(), 0)).collect();
+        for (status, waiting) in tx.webhooks().backlog_by_registration_status().await? {
+            if let Some(count) = WebhookStatus::parse(&status).and_then(|s| webhook_backlog.get_mut(s.as_str())) {
+                *count = waiting;
+            }
+        }
+        Ok(Signals { queue, approvals_waiting, oldest_approval_age_ms, webhook_backlog })
     }
 }
 
@@ -65,6 +77,12 @@ pub fn operation_entered(operation: &Operation, now: Timestamp) {
 /// A break was recorded.
 pub fn break_recorded(found: &Break) {
     metrics::counter!("tokenops_breaks_total", "reason" => found.reason.as_str()).increment(1);
+}
+
+/// One webhook attempt ended (`delivered`, `retry` or `parked`), after `seconds` on the wire.
+pub fn webhook_attempted(outcome: &'static str, seconds: f64) {
+    metrics::counter!("tokenops_webhook_attempts_total", "outcome" => outcome).increment(1);
+    metrics::histogram!("tokenops_webhook_attempt_duration_seconds", "outcome" => outcome).record(seconds);
 }
 
 /// The ledger refused or did not take a signed transaction, by kind of error.

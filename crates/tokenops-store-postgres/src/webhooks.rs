@@ -39,6 +39,15 @@ fn int4(value: u32, what: &str) -> StoreResult<i32> {
 
 #[async_trait]
 impl WebhookStore for PostgresTx {
+    async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>> {
+        let query = sqlx::query(
+            "SELECT w.status, COUNT(*)::BIGINT AS waiting FROM webhook_deliveries d
+             JOIN webhooks w ON w.id = d.webhook_id
+             WHERE d.status IN ('PENDING', 'RETRY_PENDING') GROUP BY w.status ORDER BY w.status",
+        );
+        self.fetch_all(query, |row| Ok((codec::get(row, "status")?, codec::count(codec::get(row, "waiting")?)))).await
+    }
+
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
         let done = self
             .execute(

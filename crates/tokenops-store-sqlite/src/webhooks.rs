@@ -31,6 +31,16 @@ fn micros(at: Option<Timestamp>) -> Option<i64> {
 
 #[async_trait]
 impl WebhookStore for SqliteTx {
+    async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>> {
+        self.fetch_all(
+            "SELECT w.status AS status, COUNT(*) AS waiting FROM webhook_deliveries d
+             JOIN webhooks w ON w.id = d.webhook_id
+             WHERE d.status IN ('PENDING', 'RETRY_PENDING') GROUP BY w.status ORDER BY w.status",
+            params![],
+            |row| Ok((codec::get(row, "status")?, u64::try_from(codec::get::<i64>(row, "waiting")?).unwrap_or(0))),
+        )
+    }
+
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
         self.execute(
             &format!(

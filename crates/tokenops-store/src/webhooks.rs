@@ -21,6 +21,9 @@ pub struct WebhookSigningKeyRecord {
 
 #[async_trait]
 pub trait WebhookStore: Send {
+    /// Deliveries waiting (PENDING or RETRY_PENDING) in all organisations, by the status of
+    /// their registration (ACTIVE, INACTIVE, SUSPENDED): the backlog the metrics show.
+    async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>>;
     /// `StoreError::Conflict` when the organisation has a registration (not deleted) with the
     /// same URL.
     async fn insert(&mut self, webhook: &Webhook) -> StoreResult<()>;

@@ -170,7 +170,9 @@ impl JobHandler for DeliverWebhook {
             tx.jobs().enqueue(&job, now).await?;
             return ctx.finish(tx).await;
         };
+        let started = std::time::Instant::now();
         let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(retry);
+        let on_the_wire = started.elapsed().as_secs_f64();
         drop(slot);
         let outcome = outcome?;
         let now = ctx.clock().now();
@@ -187,6 +189,12 @@ impl JobHandler for DeliverWebhook {
             return ctx.finish(tx).await;
         }
         let result = self.result_of(&outcome, number, now);
+        let label = match &result {
+            AttemptResult::Delivered { .. } => "delivered",
+            AttemptResult::Retry { .. } => "retry",
+            AttemptResult::Park { .. } => "parked",
+        };
+        crate::signals::webhook_attempted(label, on_the_wire);
         let retry_at = match &result {
             AttemptResult::Retry { next_retry_at, .. } => Some(*next_retry_at),
             _ => None,

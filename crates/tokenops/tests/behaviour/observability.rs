@@ -60,7 +60,9 @@ fn families() -> BTreeSet<&'static str> {
 backends!(metrics_show_the_day_an_operator_alerts_on);
 
 async fn metrics_show_the_day_an_operator_alerts_on(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
+    let (app, receiver) = crate::webhooks::app_with_receiver(backend, &[]).await;
+    let url = receiver.url("/hooks");
+    crate::webhooks::register(&app, &url, &["transaction.confirmed"], None).await;
     active_contract(&app, "EUR").await;
     customer(&app, "c-1").await;
     active_account(&app, "a", "c-1", "EUR").await;
@@ -74,6 +76,9 @@ async fn metrics_show_the_day_an_operator_alerts_on(backend: Backend) {
     let overdraft = json!({ "txType": "TRANSFER", "assetId": "EUR", "accountRef": "b", "counterpartyRef": "a", "amount": "500.00" });
     let overdraft = submit(&app, overdraft).await;
     assert_eq!(settled(&app, &overdraft).await["failureCode"], "CHAIN_FAILED");
+    // The registration's test delivery and the two confirmations reach the receiver.
+    receiver.wait_for_path("/hooks", 3, Duration::from_secs(20)).await;
+    app.drain_jobs().await;
 
     let text = reqwest::get(format!("{}/metrics", app.base_url)).await.expect("metrics").text().await.expect("text");
     let has = |prefix: &str, parts: &[&str]| {
@@ -95,6 +100,10 @@ async fn metrics_show_the_day_an_operator_alerts_on(backend: Backend) {
         ("tokenops_approvals_waiting ", &[]),
         ("tokenops_approvals_oldest_waiting_age_seconds ", &[]),
         ("tokenops_ledger_last_block ", &[]),
+        ("tokenops_webhook_attempts_total{", &["outcome=\"delivered\""]),
+        ("tokenops_webhook_attempt_duration_seconds_bucket{", &["outcome=\"delivered\"", "le=\""]),
+        ("tokenops_webhook_backlog{", &["registration_status=\"ACTIVE\""]),
+        ("tokenops_webhook_backlog{", &["registration_status=\"SUSPENDED\""]),
     ];
     for (prefix, parts) in expected {
         assert!(has(prefix, parts), "no {prefix}… with {parts:?} in /metrics:\n{text}");
