@@ -8,6 +8,7 @@ mod approvals_crash;
 mod audit_export;
 mod automations;
 mod automations_crash;
+mod automations_sweep;
 mod binary;
 mod conventions;
 mod crash;
