@@ -102,6 +102,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("DELETE", "/api/scripts/{scriptId}", needs(P::ScriptWrite)),
     ("GET", "/api/scripts/{scriptId}/download", needs(P::ScriptRead)),
     ("POST", "/api/scripts/{scriptId}/clone", needs(P::ScriptWrite)),
+    ("POST", "/api/scripts/{scriptId}/dry-runs", needs(P::AutomationExecute)),
     ("GET", "/api/automations", needs(P::AutomationRead)),
     ("POST", "/api/automations", needs(P::AutomationWrite)),
     ("GET", "/api/automations/{automationId}", needs(P::AutomationRead)),

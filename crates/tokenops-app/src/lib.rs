@@ -150,6 +150,7 @@ pub struct App {
     pub templates: policies::templates::Templates,
     pub policies: policies::Policies,
     pub scripts: scripts::Scripts,
+    pub dry_runs: scripts::dry_run::DryRuns,
     pub automations: automations::Automations,
     pub webhooks: Arc<webhooks::Webhooks>,
     pub identity: Arc<identity::IdentityProvider>,
@@ -210,6 +211,18 @@ impl App {
             disable_after_failures: settings.automation_disable_after_failures,
             job_max_attempts: settings.job_max_attempts,
         };
+        // The reads and submissions of script runs, dry runs included.
+        let run_accounts = Arc::new(accounts::Accounts::new(store.clone(), adapters.ledger.clone()));
+        let run_operations = Arc::new(operations::Operations::new(store.clone()));
+        let dry_runs = scripts::dry_run::DryRuns {
+            store: store.clone(),
+            clock: clock.clone(),
+            compiler: compiler.clone(),
+            limits: settings.script_limits.clone(),
+            accounts: run_accounts.clone(),
+            operations: run_operations.clone(),
+            slots: tokio::sync::Semaphore::new(scripts::dry_run::CONCURRENT_DRY_RUNS),
+        };
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(automations::runs::RunAutomation {
                 store: store.clone(),
@@ -217,8 +230,8 @@ impl App {
                 compiler: compiler.clone(),
                 limits: settings.script_limits.clone(),
                 writes: Arc::new(Writes::new(store.clone(), clock.clone(), write_settings)),
-                accounts: Arc::new(accounts::Accounts::new(store.clone(), adapters.ledger.clone())),
-                operations: Arc::new(operations::Operations::new(store.clone())),
+                accounts: run_accounts,
+                operations: run_operations,
                 settings: run_settings,
             }),
             Arc::new(automations::runs::ScheduleAutomations { store: store.clone(), settings: run_settings }),
@@ -310,6 +323,7 @@ impl App {
             templates: policies::templates::Templates::new(store.clone()),
             policies: policies::Policies::new(store.clone()),
             scripts: scripts::Scripts::new(store.clone(), compiler),
+            dry_runs,
             automations: automations::Automations::new(store.clone()),
             webhooks,
             identity: Arc::new(identity::IdentityProvider::new(

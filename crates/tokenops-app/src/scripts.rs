@@ -1,7 +1,10 @@
 //! Scripts: create (compiled, parameters extracted, imports checked), change (name,
 //! description, code, status under the domain's machine), delete, download and clone; and the
 //! sources a script imports, for compiling and for runs. The status machine is
-//! `tokenops_domain::script`; the Rhai sandbox is `tokenops_scripting`.
+//! `tokenops_domain::script`; the Rhai sandbox is `tokenops_scripting`. Dry runs are
+//! `dry_run`.
+
+pub mod dry_run;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -200,7 +203,11 @@ pub fn imported_names(source: &str) -> Vec<String> {
 
 /// The current sources of the scripts `source` imports, directly or not, by name: what the
 /// compiler resolves imports against (a missing one it reports itself).
-async fn import_sources(tx: &mut dyn Tx, tenant: TenantId, source: &str) -> AppResult<HashMap<String, String>> {
+pub(crate) async fn import_sources(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    source: &str,
+) -> AppResult<HashMap<String, String>> {
     let mut sources = HashMap::new();
     let mut queue: VecDeque<String> = imported_names(source).into();
     while let Some(name) = queue.pop_front() {
@@ -234,7 +241,7 @@ fn refused(refusal: ScriptRefusal) -> Error {
     }
 }
 
-fn not_found(id: Uuid) -> Error {
+pub(crate) fn not_found(id: Uuid) -> Error {
     Error::not_found(format!("Script {id} not found")).with_code(Code::ScriptNotFound)
 }
 

@@ -29,6 +29,7 @@ use tokenops_domain::{Clock, SystemClock, TenantId};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
 
 mod audit_export;
+mod scripts;
 
 const ACCOUNTS: usize = 32;
 const RATES: &[u64] = &[250, 500, 1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000];
@@ -504,15 +505,19 @@ async fn main() -> anyhow::Result<()> {
         std::env::current_exe()?.parent().map(|dir| dir.join("tokenops")).context("where the tokenops binary is")?;
     let binary = binary.to_str().context("binary path")?.to_owned();
     let mut stores: Vec<String> = std::env::args().skip(1).collect();
-    // `audit-export [stores]`: the audit export benchmark instead of the throughput one.
+    // `audit-export [stores]` or `scripts [stores]`: the audit export or scripts benchmark
+    // instead of the throughput one.
     let export = stores.first().is_some_and(|a| a == "audit-export");
-    if export {
+    let scripting = stores.first().is_some_and(|a| a == "scripts");
+    if export || scripting {
         stores.remove(0);
     }
     let stores = if stores.is_empty() { vec!["sqlite".to_owned(), "postgres".to_owned()] } else { stores };
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if export {
         println!("tokenops audit export benchmark: {cores} cores");
+    } else if scripting {
+        println!("tokenops scripts benchmark: {cores} cores; default sandbox limits and worker settings");
     } else {
         println!(
             "tokenops benchmark: {cores} cores; TRANSFERs of 0.01 USD between {ACCOUNTS} accounts; embedded ledger"
@@ -526,6 +531,8 @@ async fn main() -> anyhow::Result<()> {
         };
         if export {
             audit_export::run(backend, &binary).await?;
+        } else if scripting {
+            scripts::run(backend, &binary).await?;
         } else {
             run_store(backend, &binary).await?;
         }

@@ -1,6 +1,7 @@
 //! `/api/scripts`: Rhai scripts (paging style A, newest first), one script, creation (compiled,
 //! parameters extracted from the source), PATCH of name, description, code and status, DELETE,
-//! the code as a file (download), and clones. Writes need an Idempotency-Key.
+//! the code as a file (download), clones, and dry runs (beyond the spec). Writes need an
+//! Idempotency-Key.
 
 use axum::extract::State;
 use axum::http::header;
@@ -9,6 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 use tokenops_app::Error;
+use tokenops_app::scripts::dry_run::{DryRunOut, DryRunRequest};
 use tokenops_app::scripts::{self, CloneRequest, NewScript, Override, ScriptChange, ScriptOut};
 use tokenops_domain::paging::{SortDirection, SortKey};
 use tokenops_domain::script::{ScriptFilter, ScriptStatus};
@@ -28,6 +30,7 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(get_script, update_script, delete_script))
         .routes(routes!(download_script))
         .routes(routes!(clone_script))
+        .routes(routes!(dry_run_script))
 }
 
 /// A page of scripts (style A).
@@ -349,4 +352,75 @@ async fn clone_script(
         (w, cloned.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
     })
     .await
+}
+
+/// A dry run.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DryRunIn {
+    /// The version to run (any stored one, a DRAFT's included); default the current one.
+    #[schema(value_type = Option<u32>)]
+    pub version: Option<i64>,
+    /// Values over the declared defaults (`{key, value, type}`), as a run on demand takes them.
+    #[serde(default)]
+    pub overrides: Vec<OverrideIn>,
+    /// For a script written for an EVENT trigger: the event it reads as `event` (a webhook
+    /// event body); absent, `event` is unit.
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<Value>,
+}
+
+/// Run a script now without effect: a dry run (beyond the spec).
+///
+/// The version (default the current one; a DRAFT runs too, so a script is tried before it is
+/// published) runs in the same sandbox and with the same limits as an automation's run, its
+/// reads (`balance`, `account`, `operation`, `operations`, `locks`) served live from the
+/// organisation as the caller, each needing the caller's own read permission as a run needs
+/// its user's. Each `submit` is checked as a run's would be (the caller needs
+/// transaction:submit; the body's fields) and captured instead of made: the script gets the
+/// request back with `transactionId` `dry-run-N` and `state` DRY_RUN. The current version's
+/// imports resolve as a run's do (the versions its publication resolved; a DRAFT's, the
+/// imported scripts' current code); an older version's, to the imported scripts' current code.
+///
+/// Nothing is written: no operation, no execution in any history, no audit record (reads are
+/// not audited, and a dry run is a read), no idempotency record (a key sent is ignored). A
+/// script that fails is still a 200, with status FAILED and the error a run would record. At
+/// most four dry runs run at once per node; more wait for a turn. Needs automation:execute,
+/// the permission that runs scripts.
+#[utoipa::path(
+    post, path = "/api/scripts/{scriptId}/dry-runs", tag = "scripts", operation_id = "scripts.dryRun",
+    params(("scriptId" = uuid::Uuid, Path)),
+    request_body = DryRunIn,
+    responses(
+        (status = 200, description = "What the run did: status, the parameters' values, the bodies it would have submitted, its log and its error", body = DryRunOut),
+        (status = 400, description = "scriptId not a UUID; version not a positive integer; an override's key blank or its value or type missing; event not an object", body = crate::openapi::ErrorBody),
+        crate::openapi::NoUsableToken,
+        (status = 403, description = "Missing automation:execute", body = crate::openapi::ErrorBody),
+        (status = 404, description = "No such script, or no such version of it", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The script is deleted, or a dependency its publication resolved is gone", body = crate::openapi::ErrorBody),
+        (status = 422, description = "An override does not fit the version's declared parameters (each reason in details)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn dry_run_script(
+    State(state): State<Arc<ApiState>>,
+    scope: TenantScope,
+    PathId(id): PathId,
+    body: Option<JsonBody<DryRunIn>>,
+) -> ApiResult<Response> {
+    let value = body.map(|b| b.value).unwrap_or_default();
+    let version = value
+        .version
+        .map(|n| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| Error::invalid_field("version", "must be a positive integer"))
+        })
+        .transpose()?;
+    if value.event.as_ref().is_some_and(|e| !e.is_object()) {
+        return Err(Error::invalid_field("event", "must be an object").into());
+    }
+    let request = DryRunRequest { version, overrides: overrides("overrides", value.overrides)?, event: value.event };
+    let out: DryRunOut = state.app.dry_runs.run(scope.tenant, scope.context.caller, id, request).await?;
+    Ok(axum::Json(out).into_response())
 }

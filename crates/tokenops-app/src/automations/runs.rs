@@ -6,11 +6,16 @@
 //!
 //! A run that dies midway runs again whole (the job is retried): each submission's
 //! Idempotency-Key is derived from the execution and the submission's ordinal, so what the first
-//! attempt submitted is answered again, not submitted twice.
+//! attempt submitted is answered again, not submitted twice. The same holds when two workers run
+//! one execution at once (a lease lost to a slow run): one makes each submission, the other is
+//! answered it or retries later, and only the first end is recorded. A temporary failure of the
+//! store or a key still in flight is no outcome of the script: the attempt stops and the job
+//! runs it again later, whole, instead of recording FAILED.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
@@ -24,7 +29,7 @@ use uuid::Uuid;
 use super::{RUN, as_overrides, next_run_after};
 use crate::accounts::{AccountOut, Accounts};
 use crate::context::{Caller, Principal, RequestContext};
-use crate::error::AppResult;
+use crate::error::{AppResult, Code, Error};
 use crate::jobs::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use crate::operations::{OperationOut, Operations, Submission};
 use crate::scripts::declarations;
@@ -87,6 +92,7 @@ impl JobHandler for RunAutomation {
             log: std::mem::take(&mut execution.log),
             submitted: std::mem::take(&mut execution.submitted),
             error,
+            ..RunResult::default()
         };
         record_end(tx, tenant, execution, result, now, self.settings).await
     }
@@ -114,107 +120,61 @@ impl RunAutomation {
             execution
         };
         let outcome = self.run_script(tenant, &started).await;
-        self.finish(tenant, started, outcome).await
+        if let Some(reason) = outcome.transient {
+            // Left RUNNING: the job's next attempt runs the script again, and its submissions
+            // are answered under the same keys; the burial records FAILED if none succeeds.
+            return Err(JobError::Retry(reason));
+        }
+        self.finish(tenant, id, outcome).await
     }
 
     /// Runs the execution's script, the result being the log, the operations submitted, and
-    /// the error if it failed.
+    /// the error if it failed (or the temporary failure that stopped it).
     async fn run_script(&self, tenant: TenantId, execution: &Execution) -> RunResult {
         let prepared = match self.prepare(tenant, execution).await {
             Ok(prepared) => prepared,
-            Err(error) => return RunResult { error: Some(error), ..RunResult::default() },
+            Err(Halt::Fail(error)) => return RunResult { error: Some(error), ..RunResult::default() },
+            Err(Halt::Retry(reason)) => return RunResult { transient: Some(reason), ..RunResult::default() },
         };
-        let host = Arc::new(RunHost {
+        let host = RunHost {
             runtime: tokio::runtime::Handle::current(),
             tenant,
-            execution_id: execution.id,
             caller: prepared.caller,
-            writes: self.writes.clone(),
             accounts: self.accounts.clone(),
             operations: self.operations.clone(),
             clock: self.clock.clone(),
+            submissions: Submissions::Make { execution_id: execution.id, writes: self.writes.clone() },
+            ordinal: AtomicUsize::new(0),
             record: Mutex::new(RunResult::default()),
-        });
-        let compiler = self.compiler.clone();
-        let limits = self.limits.clone();
-        let runner_host = host.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            compiler.run(&prepared.source, &prepared.sources, &prepared.values, prepared.event, runner_host, &limits)
-        })
-        .await;
-        let mut result = std::mem::take(&mut *host.record.lock().unwrap_or_else(PoisonError::into_inner));
-        match outcome {
-            Ok(RunOutcome::Completed { value }) => {
-                if let Some(value) = value {
-                    result.log.push(format!("result: {value}"));
-                }
-            }
-            Ok(RunOutcome::Failed { error }) => {
-                let position = match (error.line, error.column) {
-                    (Some(line), Some(column)) => format!(" (line {line}, column {column})"),
-                    _ => String::new(),
-                };
-                result.error = Some(format!("{}: {}{position}", error.kind.code(), error.message));
-            }
-            Err(join) => result.error = Some(format!("the run stopped: {join}")),
-        }
-        result
+        };
+        let script = Script { source: prepared.source, sources: prepared.sources, values: prepared.values };
+        run_in_sandbox(&self.compiler, &self.limits, script, prepared.event, host).await
     }
 
     /// What a run needs from the store: the script's code and the versions its imports
-    /// resolved, the parameters' values, the event, and the automation's user as a caller.
-    async fn prepare(&self, tenant: TenantId, execution: &Execution) -> Result<Prepared, String> {
-        let mut tx = self.store.read().await.map_err(|e| e.to_string())?;
-        let automation = tx
-            .automations()
-            .get(tenant, execution.automation_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the automation is gone")?;
-        let script = tx
-            .scripts()
-            .get(tenant, automation.script_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the script is gone")?;
-        let mut sources = HashMap::new();
-        for dependency in &script.dependencies {
-            let version = tx
-                .scripts()
-                .version(tenant, dependency.script_id, dependency.version)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("version {} of {:?} is gone", dependency.version, dependency.name))?;
-            sources.insert(dependency.name.clone(), version.source);
-        }
-        // An import of an import: its script as it is now (see the scripts area's note).
-        let mut pending: Vec<String> = sources.values().flat_map(|s| crate::scripts::imported_names(s)).collect();
-        while let Some(name) = pending.pop() {
-            if sources.contains_key(&name) {
-                continue;
-            }
-            if let Some(found) = tx.scripts().by_name(tenant, &name).await.map_err(|e| e.to_string())? {
-                pending.extend(crate::scripts::imported_names(&found.source));
-                sources.insert(name, found.source);
-            }
-        }
-        let decls = declarations(&script.parameters).map_err(|e| e.to_string())?;
-        let values = tokenops_scripting::params::fit(&decls, &as_overrides(&decls, &execution.parameters))
-            .map_err(|problems| format!("the parameters no longer fit the script: {}", problems.join("; ")))?;
+    /// resolved, the parameters' values, the event, and the automation's user as a caller. A
+    /// store that cannot be read is a reason to retry, not the run's failure.
+    async fn prepare(&self, tenant: TenantId, execution: &Execution) -> Result<Prepared, Halt> {
+        let mut tx = self.store.read().await?;
+        let automation =
+            tx.automations().get(tenant, execution.automation_id).await?.ok_or(Halt::fail("the automation is gone"))?;
+        let script = tx.scripts().get(tenant, automation.script_id).await?.ok_or(Halt::fail("the script is gone"))?;
+        let sources = run_sources(tx.as_mut(), tenant, &script).await?;
+        let decls = declarations(&script.parameters).map_err(|e| Halt::Fail(e.to_string()))?;
+        let values = tokenops_scripting::params::fit(&decls, &as_overrides(&decls, &execution.parameters)).map_err(
+            |problems| Halt::Fail(format!("the parameters no longer fit the script: {}", problems.join("; "))),
+        )?;
         let event = match execution.event_id {
-            Some(id) => {
-                let event = tx.events().get(tenant, id).await.map_err(|e| e.to_string())?;
-                event.map(|e| {
-                    json!({
-                        "id": e.id,
-                        "type": e.event_type,
-                        "occurredAt": e.occurred_at.to_spaced_utc(),
-                        "correlationId": e.correlation_id,
-                        "resource": { "type": e.resource.kind, "id": e.resource.id },
-                        "data": e.data,
-                    })
+            Some(id) => tx.events().get(tenant, id).await?.map(|e| {
+                json!({
+                    "id": e.id,
+                    "type": e.event_type,
+                    "occurredAt": e.occurred_at.to_spaced_utc(),
+                    "correlationId": e.correlation_id,
+                    "resource": { "type": e.resource.kind, "id": e.resource.id },
+                    "data": e.data,
                 })
-            }
+            }),
             None => None,
         };
         drop(tx);
@@ -222,13 +182,117 @@ impl RunAutomation {
         Ok(Prepared { source: script.source, sources, values, event, caller })
     }
 
-    /// Records the run's end in its own commit.
-    async fn finish(&self, tenant: TenantId, execution: Execution, result: RunResult) -> Result<(), JobError> {
+    /// Records the run's end in its own commit, unless another worker running the same
+    /// execution recorded one first (its lease was taken over): the first end stands.
+    async fn finish(&self, tenant: TenantId, id: Uuid, result: RunResult) -> Result<(), JobError> {
         let mut tx = self.store.write().await?;
+        let Some(execution) = tx.executions().get_for_update(tenant, id).await? else {
+            return Err(JobError::Permanent(format!("execution {id} not found")));
+        };
+        if execution.status.is_final() {
+            return Ok(());
+        }
         record_end(tx.as_mut(), tenant, execution, result, self.clock.now(), self.settings).await?;
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Why a run cannot start: a failure to record, or a temporary one to retry.
+pub(crate) enum Halt {
+    Fail(String),
+    Retry(String),
+}
+
+impl Halt {
+    fn fail(message: &str) -> Halt {
+        Halt::Fail(message.to_owned())
+    }
+}
+
+impl From<tokenops_store::StoreError> for Halt {
+    fn from(e: tokenops_store::StoreError) -> Self {
+        Halt::Retry(e.to_string())
+    }
+}
+
+/// The sources a run of `script`'s current version imports, by name: the versions its
+/// publication resolved, and an import of an import as its script is now (see the scripts
+/// area's note).
+pub(crate) async fn run_sources(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    script: &tokenops_domain::script::Script,
+) -> Result<HashMap<String, String>, Halt> {
+    let mut sources = HashMap::new();
+    for dependency in &script.dependencies {
+        let version =
+            tx.scripts().version(tenant, dependency.script_id, dependency.version).await?.ok_or_else(|| {
+                Halt::Fail(format!("version {} of {:?} is gone", dependency.version, dependency.name))
+            })?;
+        sources.insert(dependency.name.clone(), version.source);
+    }
+    let mut pending: Vec<String> = script
+        .imports
+        .iter()
+        .filter(|name| !sources.contains_key(*name))
+        .cloned()
+        .chain(sources.values().flat_map(|s| crate::scripts::imported_names(s)))
+        .collect();
+    while let Some(name) = pending.pop() {
+        if sources.contains_key(&name) {
+            continue;
+        }
+        if let Some(found) = tx.scripts().by_name(tenant, &name).await? {
+            pending.extend(crate::scripts::imported_names(&found.source));
+            sources.insert(name, found.source);
+        }
+    }
+    Ok(sources)
+}
+
+/// A script to run: its code, the sources of its imports by name, its parameters' values.
+pub(crate) struct Script {
+    pub source: String,
+    pub sources: HashMap<String, String>,
+    pub values: BTreeMap<String, ParamValue>,
+}
+
+/// Runs `script` on a blocking thread against `host`, and gives what the host recorded with
+/// the outcome: a completed run's value as the log's last line (`result: …`), a failed one's
+/// error as `KIND: message (line, column)`.
+pub(crate) async fn run_in_sandbox(
+    compiler: &Arc<Compiler>,
+    limits: &Limits,
+    script: Script,
+    event: Option<Value>,
+    host: RunHost,
+) -> RunResult {
+    let host = Arc::new(host);
+    let compiler = compiler.clone();
+    let limits = limits.clone();
+    let runner_host = host.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        compiler.run(&script.source, &script.sources, &script.values, event, runner_host, &limits)
+    })
+    .await;
+    let mut result = std::mem::take(&mut *host.record.lock().unwrap_or_else(PoisonError::into_inner));
+    match outcome {
+        Ok(RunOutcome::Completed { value }) => {
+            if let Some(value) = value {
+                result.log.push(format!("result: {value}"));
+            }
+        }
+        Ok(RunOutcome::Failed { error }) => {
+            let position = match (error.line, error.column) {
+                (Some(line), Some(column)) => format!(" (line {line}, column {column})"),
+                _ => String::new(),
+            };
+            result.error = Some(format!("{}: {}{position}", error.kind.code(), error.message));
+        }
+        Err(join) => result.error = Some(format!("the run stopped: {join}")),
+    }
+    result
 }
 
 /// Records a run's end in `tx` with a WORKER audit record; failures in a row past the setting
@@ -289,16 +353,21 @@ struct Prepared {
 
 /// What a run leaves in its record.
 #[derive(Debug, Default)]
-struct RunResult {
-    log: Vec<String>,
-    submitted: Vec<Uuid>,
-    error: Option<String>,
+pub(crate) struct RunResult {
+    pub log: Vec<String>,
+    pub submitted: Vec<Uuid>,
+    /// A dry run's submissions, as the script made them, in order.
+    pub captured: Vec<Value>,
+    pub error: Option<String>,
+    /// A temporary failure a host call met (the store, a key in flight): the run's outcome
+    /// says nothing of the script, so it is not recorded.
+    pub transient: Option<String>,
 }
 
 /// The caller the run acts as: the automation's creator with what it holds now. A user must
 /// be ACTIVE and a client enabled, with their role's permissions; a creator the organisation
 /// has no record of (an external provider's subject) acts with what it held at creation.
-async fn caller_of(store: &dyn Store, tenant: TenantId, automation: &Automation) -> Result<Caller, String> {
+async fn caller_of(store: &dyn Store, tenant: TenantId, automation: &Automation) -> Result<Caller, Halt> {
     let caller = |principal, permissions| Caller {
         subject: automation.user_id.clone(),
         tenant: Some(tenant),
@@ -306,17 +375,19 @@ async fn caller_of(store: &dyn Store, tenant: TenantId, automation: &Automation)
         permissions,
     };
     if let Ok(id) = Uuid::parse_str(&automation.user_id) {
-        let standing = store.subject_standing(Some(tenant), id).await.map_err(|e| e.to_string())?;
+        let standing = store.subject_standing(Some(tenant), id).await?;
         let known =
             standing.user.map(|s| (Principal::User(id), s)).or(standing.client.map(|s| (Principal::Client(id), s)));
         if let Some((principal, standing)) = known {
             if !standing.active {
-                return Err("the automation's user is no longer active".into());
+                return Err(Halt::fail("the automation's user is no longer active"));
             }
             let permissions = match standing.role_id {
                 Some(role_id) => {
-                    let mut tx = store.read().await.map_err(|e| e.to_string())?;
-                    crate::identity::access::role_grants(&mut *tx, tenant, role_id).await.map_err(|e| e.to_string())?
+                    let mut tx = store.read().await?;
+                    crate::identity::access::role_grants(&mut *tx, tenant, role_id).await.map_err(|e| {
+                        if e.is_final_outcome() { Halt::Fail(e.to_string()) } else { Halt::Retry(e.to_string()) }
+                    })?
                 }
                 None => PermissionSet::EMPTY,
             };
@@ -327,18 +398,28 @@ async fn caller_of(store: &dyn Store, tenant: TenantId, automation: &Automation)
     Ok(caller(Principal::External, permissions))
 }
 
+/// What a run does with its submissions: makes them (a run of an execution), or captures them
+/// (a dry run).
+pub(crate) enum Submissions {
+    Make { execution_id: Uuid, writes: Arc<Writes> },
+    Capture,
+}
+
 /// The host API of one run: reads of the organisation, and submissions through the same
-/// service as `POST /api/transactions`, as the automation's user.
-struct RunHost {
-    runtime: tokio::runtime::Handle,
-    tenant: TenantId,
-    execution_id: Uuid,
-    caller: Caller,
-    writes: Arc<Writes>,
-    accounts: Arc<Accounts>,
-    operations: Arc<Operations>,
-    clock: Arc<dyn Clock>,
-    record: Mutex<RunResult>,
+/// service as `POST /api/transactions`, as the run's caller (the automation's user, or the
+/// caller of a dry run).
+pub(crate) struct RunHost {
+    pub runtime: tokio::runtime::Handle,
+    pub tenant: TenantId,
+    pub caller: Caller,
+    pub accounts: Arc<Accounts>,
+    pub operations: Arc<Operations>,
+    pub clock: Arc<dyn Clock>,
+    pub submissions: Submissions,
+    /// Submissions asked for so far, refused ones included: the next one's ordinal, so that a
+    /// refused submission's key is never reused for another request.
+    pub ordinal: AtomicUsize,
+    pub record: Mutex<RunResult>,
 }
 
 impl RunHost {
@@ -346,7 +427,7 @@ impl RunHost {
         if self.caller.permissions.contains(permission) {
             Ok(())
         } else {
-            Err(format!("the automation's user lacks {}", permission.name()))
+            Err(format!("the run's user lacks {}", permission.name()))
         }
     }
 
@@ -354,25 +435,40 @@ impl RunHost {
         serde_json::to_value(value).map_err(|e| e.to_string())
     }
 
+    /// The script sees the error's message; one the same call may outgrow (the store, a key
+    /// still in flight) also marks the run as stopped by a temporary failure.
+    fn failed(&self, error: &Error) -> String {
+        let message = error.to_string();
+        if is_temporary(error) {
+            let mut record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
+            record.transient.get_or_insert_with(|| message.clone());
+        }
+        message
+    }
+
     /// Submits `request` under the key of the run's `ordinal`-th submission: a rerun of the
     /// execution is answered the first attempt's operation.
-    async fn submit_async(&self, request: Value, ordinal: usize) -> Result<(Uuid, Value), String> {
-        self.allowed(Permission::TransactionSubmit)?;
+    async fn submit_async(
+        &self,
+        execution_id: Uuid,
+        writes: &Writes,
+        request: Value,
+        ordinal: usize,
+    ) -> Result<(Uuid, Value), String> {
         let submission = submission_of(&request)?;
         let ctx = RequestContext {
             caller: self.caller.clone(),
             tenant: Some(self.tenant),
-            request_id: format!("run-{}", self.execution_id),
-            correlation_id: Some(self.execution_id.to_string()),
+            request_id: format!("run-{execution_id}"),
+            correlation_id: Some(execution_id.to_string()),
         };
-        let key = format!("automation-run:{}:{ordinal}", self.execution_id);
+        let key = format!("automation-run:{execution_id}:{ordinal}");
         let idempotency =
             IdempotencyRequest { key, request_hash: crate::write::fingerprint("POST", "/api/transactions", &request) };
-        let admission = self
-            .writes
+        let admission = writes
             .begin(ctx, &crate::operations::SUBMIT, Some(idempotency), None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| self.failed(&e))?;
         let id = match admission {
             Admission::Replay(stored) => stored_operation(&stored)?,
             Admission::Proceed(mut w) => match self.operations.submit(&mut w, submission).await {
@@ -385,8 +481,13 @@ impl RunHost {
                         resource_id: Some(operation.id.to_string()),
                     };
                     w.set_resource_id(operation.id.to_string());
-                    self.writes.commit(w, response).await.map_err(|e| e.to_string())?;
+                    writes.commit(w, response).await.map_err(|e| self.failed(&e))?;
                     operation.id
+                }
+                Err(error) if !error.is_final_outcome() => {
+                    // Not the request's answer: the key is freed for the next attempt.
+                    writes.abandon(w).await;
+                    return Err(self.failed(&error));
                 }
                 Err(error) => {
                     let message = error.to_string();
@@ -396,14 +497,35 @@ impl RunHost {
                         headers: Vec::new(),
                         resource_id: None,
                     };
-                    let _ = self.writes.refuse(w, response, &message).await;
+                    if let Err(e) = writes.refuse(w, response, &message).await {
+                        return Err(self.failed(&e));
+                    }
                     return Err(message);
                 }
             },
         };
-        let operation = self.operations.get(self.tenant, id).await.map_err(|e| e.to_string())?;
+        let operation = self.operations.get(self.tenant, id).await.map_err(|e| self.failed(&e))?;
         Ok((id, Self::json(&OperationOut::from(&operation))?))
     }
+
+    /// A dry run's submission: checked as the service would check its shape, recorded, and
+    /// answered with the request and a stand-in id (`dry-run-N`) instead of an operation.
+    fn capture(&self, request: Value, ordinal: usize) -> Result<Value, String> {
+        submission_of(&request)?;
+        let mut answer = request.clone();
+        if let Some(map) = answer.as_object_mut() {
+            map.insert("transactionId".into(), Value::String(format!("dry-run-{}", ordinal + 1)));
+            map.insert("state".into(), Value::String("DRY_RUN".into()));
+        }
+        self.record.lock().unwrap_or_else(PoisonError::into_inner).captured.push(request);
+        Ok(answer)
+    }
+}
+
+/// An error the same call may outgrow: the service's own failure (the store unavailable), or
+/// an Idempotency-Key another worker holds in flight (it runs the same execution).
+fn is_temporary(error: &Error) -> bool {
+    !error.is_final_outcome() || error.code == Code::IdempotencyConflict
 }
 
 /// A transaction body as `POST /api/transactions` takes it.
@@ -460,19 +582,20 @@ impl Host for RunHost {
     fn balance(&self, account_ref: &str) -> Result<Value, String> {
         self.allowed(Permission::AccountRead)?;
         let balance = self.runtime.block_on(self.accounts.balance(self.tenant, account_ref, self.clock.now()));
-        Self::json(&balance.map_err(|e| e.to_string())?)
+        Self::json(&balance.map_err(|e| self.failed(&e))?)
     }
 
     fn account(&self, account_ref: &str) -> Result<Value, String> {
         self.allowed(Permission::AccountRead)?;
-        let account = self.runtime.block_on(self.accounts.get(self.tenant, account_ref)).map_err(|e| e.to_string())?;
+        let account =
+            self.runtime.block_on(self.accounts.get(self.tenant, account_ref)).map_err(|e| self.failed(&e))?;
         Self::json(&AccountOut::from(&account))
     }
 
     fn operation(&self, id: &str) -> Result<Value, String> {
         self.allowed(Permission::TransactionRead)?;
         let id = Uuid::parse_str(id).map_err(|_| format!("{id:?} is not an operation id"))?;
-        let operation = self.runtime.block_on(self.operations.get(self.tenant, id)).map_err(|e| e.to_string())?;
+        let operation = self.runtime.block_on(self.operations.get(self.tenant, id)).map_err(|e| self.failed(&e))?;
         Self::json(&OperationOut::from(&operation))
     }
 
@@ -481,7 +604,7 @@ impl Host for RunHost {
         let filter = operation_filter(&filter)?;
         let page = PageRequest { page: 0, size: 100 };
         let found =
-            self.runtime.block_on(self.operations.list(self.tenant, &filter, page)).map_err(|e| e.to_string())?;
+            self.runtime.block_on(self.operations.list(self.tenant, &filter, page)).map_err(|e| self.failed(&e))?;
         Self::json(&found.items.iter().map(OperationOut::from).collect::<Vec<_>>())
     }
 
@@ -491,18 +614,22 @@ impl Host for RunHost {
         let locks = self
             .runtime
             .block_on(self.operations.locks_of(self.tenant, account_ref, None, page))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| self.failed(&e))?;
         Self::json(&locks.items.iter().map(crate::operations::LockOut::from).collect::<Vec<_>>())
     }
 
     fn submit(&self, request: Value) -> Result<Value, String> {
-        let ordinal = {
-            let record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
-            record.submitted.len()
-        };
-        let (id, operation) = self.runtime.block_on(self.submit_async(request, ordinal))?;
-        self.record.lock().unwrap_or_else(PoisonError::into_inner).submitted.push(id);
-        Ok(operation)
+        self.allowed(Permission::TransactionSubmit)?;
+        let ordinal = self.ordinal.fetch_add(1, Ordering::Relaxed);
+        match &self.submissions {
+            Submissions::Capture => self.capture(request, ordinal),
+            Submissions::Make { execution_id, writes } => {
+                let (id, operation) =
+                    self.runtime.block_on(self.submit_async(*execution_id, writes, request, ordinal))?;
+                self.record.lock().unwrap_or_else(PoisonError::into_inner).submitted.push(id);
+                Ok(operation)
+            }
+        }
     }
 
     fn log(&self, line: &str) {

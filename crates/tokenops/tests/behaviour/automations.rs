@@ -13,18 +13,18 @@ use crate::scripts::{SWEEP, create, id_of, publish};
 use crate::support::key;
 
 #[track_caller]
-fn refused(reply: &Reply, status: u16, says: &str) {
+pub fn refused(reply: &Reply, status: u16, says: &str) {
     assert_eq!(reply.status, status, "{}", reply.body);
     let text = format!("{} {}", reply.body["message"], reply.body["details"]);
     assert!(text.contains(says), "expected {says:?} in {}", reply.body);
 }
 
-fn value(key: &str, value: Value, kind: &str) -> Value {
+pub fn value(key: &str, value: Value, kind: &str) -> Value {
     json!({ "key": key, "value": value, "type": kind })
 }
 
 /// A published script and an ON_DEMAND automation of it.
-async fn on_demand(app: &TestApp, name: &str, source: &str, parameters: Value) -> (String, String) {
+pub async fn on_demand(app: &TestApp, name: &str, source: &str, parameters: Value) -> (String, String) {
     let script = id_of(&create(app, name, source).await);
     publish(app, &script).await;
     let made = app.post("/api/automations", &json!({ "scriptId": script, "parameters": parameters })).await;
@@ -32,12 +32,12 @@ async fn on_demand(app: &TestApp, name: &str, source: &str, parameters: Value) -
     (script, made.body["automationId"].as_str().expect("automationId").to_owned())
 }
 
-async fn execute(app: &TestApp, automation: &str, body: &Value) -> Reply {
+pub async fn execute(app: &TestApp, automation: &str, body: &Value) -> Reply {
     app.post(&format!("/api/automations/{automation}/executions"), body).await
 }
 
 /// The automation's latest run, once it is final (the workers run it; polled with a deadline).
-async fn finished_run(app: &TestApp, automation: &str) -> Value {
+pub async fn finished_run(app: &TestApp, automation: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         app.drain_jobs().await;

@@ -9,6 +9,7 @@ mod audit_chain;
 mod audit_export;
 mod automations;
 mod automations_crash;
+mod automations_sweep;
 mod binary;
 mod conventions;
 mod crash;
