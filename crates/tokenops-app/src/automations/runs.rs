@@ -704,7 +704,7 @@ pub async fn queue_run(
     let job = NewJob {
         kind: kinds::AUTOMATION_RUN.to_owned(),
         tenant_id: Some(automation.tenant_id),
-        payload: json!({ "executionId": execution.id }),
+        payload: crate::trace::stamp(json!({ "executionId": execution.id })),
         run_at: now,
         max_attempts: settings.job_max_attempts,
         dedupe_key: None,

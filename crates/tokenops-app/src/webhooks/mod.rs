@@ -269,7 +269,7 @@ pub(crate) fn deliver_job(delivery: &Delivery, attempt: u32, run_at: Timestamp, 
     NewJob {
         kind: kinds::WEBHOOK_DELIVER.to_owned(),
         tenant_id: Some(delivery.tenant_id),
-        payload: serde_json::json!({ "deliveryId": delivery.id, "attempt": attempt }),
+        payload: crate::trace::stamp(serde_json::json!({ "deliveryId": delivery.id, "attempt": attempt })),
         run_at,
         max_attempts,
         dedupe_key: None,
