@@ -192,7 +192,7 @@ async fn active_policies(target: &Target, count: usize) -> anyhow::Result<()> {
         } else {
             let key = format!("bench.transfer.{p}");
             let content = json!({ "appliesTo": { "action": "TRANSFER" }, "rules": [] });
-            let body = json!({ "key": key, "name": key, "action": "TRANSFER", "defaultContent": content });
+            let body = json!({ "key": key, "name": key, "description": "benchmark template", "action": "TRANSFER", "defaultContent": content });
             target.post("/api/templates", body).await?;
             key
         };

@@ -63,6 +63,7 @@ backends!(
     a_failing_run_is_recorded_and_repeated_failures_disable_the_automation,
     an_event_automation_runs_once_per_event_of_its_type_with_the_event,
     a_run_does_not_stay_running_after_its_job_ran_out_of_attempts,
+    runs_that_overreach_end_with_the_sandboxs_error_and_the_service_stays_healthy,
 );
 
 async fn an_automation_needs_a_published_script_and_valid_fields(backend: Backend) {
@@ -355,4 +356,31 @@ async fn a_run_does_not_stay_running_after_its_job_ran_out_of_attempts(backend: 
     assert!(run["finishedAt"].is_string(), "{run}");
     let audit = app.get(&format!("/api/audit/events?action=automation.run&resourceId={id}")).await;
     assert_eq!(audit.body["totalItems"], 1, "the run's end is audited: {}", audit.body);
+}
+
+/// The sandbox through the service: an endless loop, deep recursion, a string that doubles for
+/// ever, and reaching for a file, the network or a process each end their run FAILED with the
+/// sandbox's error recorded, and the service goes on answering and running scripts.
+async fn runs_that_overreach_end_with_the_sandboxs_error_and_the_service_stays_healthy(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for (name, source, says) in [
+        ("endless", "let i = 0; while true { i += 1; }", ["LIMIT_EXCEEDED", "operations"]),
+        ("recursion", "fn down(n) { down(n + 1) }\ndown(0)", ["LIMIT_EXCEEDED", "call"]),
+        ("huge-string", "let s = \"x\"; loop { s += s; }", ["LIMIT_EXCEEDED", "bytes of text"]),
+        ("file", "open_file(\"/etc/passwd\")", ["SCRIPT_ERROR", "Function not found"]),
+        ("network", "http_get(\"http://example.com\")", ["SCRIPT_ERROR", "Function not found"]),
+        ("process", "system(\"ls\")", ["SCRIPT_ERROR", "Function not found"]),
+    ] {
+        let (_, id) = on_demand(&app, name, source, json!([])).await;
+        execute(&app, &id, &json!({})).await.expect(202);
+        let run = finished_run(&app, &id).await;
+        assert_eq!(run["status"], "FAILED", "{name}: {run}");
+        let error = run["error"].as_str().unwrap_or_default();
+        assert!(says.iter().all(|part| error.contains(part)), "{name}: the recorded error says why: {error}");
+    }
+    let ready = Reply::read(app.raw(Method::GET, "/readyz").send().await.expect("readyz")).await;
+    ready.expect(200);
+    let (_, id) = on_demand(&app, "after", SWEEP, json!([value("account", json!("acc-1"), "STRING")])).await;
+    execute(&app, &id, &json!({})).await.expect(202);
+    assert_eq!(finished_run(&app, &id).await["status"], "SUCCEEDED", "scripts still run");
 }
