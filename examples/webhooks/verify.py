@@ -12,7 +12,7 @@ they arrived (before any JSON parsing), `jwks` the parsed document of
 
 Command line (exit 0 when valid; 1 with the reason on stderr when not):
 
-    python verify.py hmac --secret S --headers h.json --body b.bin [--now UNIX]
+    python verify.py hmac --secret=S --headers h.json --body b.bin [--now UNIX]
     python verify.py jws --jwks jwks.json --registration-id ID --url URL --issuer ISS \\
         --headers h.json --body b.bin [--now UNIX]
 

@@ -143,8 +143,9 @@ async fn hmac_deliveries_pass_the_python_verifier_and_tampering_fails(backend: B
     let hmac = |written: &Written, secret: &str, now: i64| {
         let args: Vec<String> = vec![
             "hmac".into(),
-            "--secret".into(),
-            secret.into(),
+            // `=` form: a secret is base64url and may begin with `-`, which argparse would read
+            // as an option.
+            format!("--secret={secret}"),
             "--headers".into(),
             path(&written.headers).into(),
             "--body".into(),
