@@ -7,11 +7,10 @@
 //! "memory stays flat" is a number.
 
 use anyhow::{Context, bail};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
+use tokenops_testkit::{Backend, ServiceProcess};
 
 const RECORDS: i64 = 1_000_000;
 /// Calls per search: enough for a p99.
@@ -70,23 +69,9 @@ fn seed_sql(backend: Backend, tenant: &str, start_micros: i64) -> String {
 }
 
 pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
-    let name = match backend {
-        Backend::Sqlite => "SQLite",
-        Backend::Postgres => "PostgreSQL",
-    };
+    let name = super::store_name(backend);
     println!("== audit export, {name}: {RECORDS} records of one organisation");
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = super::tokenops_app_clock();
-    let tenant = issuer.new_tenant(&clock);
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    let super::Fixture { issuer: _issuer, db, clock, tenant, env } = super::Fixture::new(backend).await;
     // The service migrates the store; the records are written behind its back, then it is
     // started again so that nothing of the seeding stays in its memory.
     ServiceProcess::start(binary, &env).await.terminate().await;

@@ -214,23 +214,9 @@ async fn active_policies(target: &Target, count: usize) -> anyhow::Result<()> {
 }
 
 async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
-    let name = match backend {
-        Backend::Sqlite => "SQLite",
-        Backend::Postgres => "PostgreSQL",
-    };
+    let name = store_name(backend);
     println!("== {name}");
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = tokenops_app_clock();
-    let tenant = issuer.new_tenant(&clock);
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    let Fixture { issuer: _issuer, db, clock: _, tenant, mut env } = Fixture::new(backend).await;
     env.insert("TOKENOPS_RECEIPT_POLL_MS".to_owned(), "50".to_owned());
     env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "50".to_owned());
     env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "50".to_owned());
@@ -491,6 +477,43 @@ fn bench_audit(
         http_status: Some(202),
         detail: json!({}),
         seal: None,
+    }
+}
+
+/// The store's name as the benchmark prints it.
+fn store_name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "SQLite",
+        Backend::Postgres => "PostgreSQL",
+    }
+}
+
+/// What every benchmark starts from: a fresh store, a trusted token issuer (kept alive while the
+/// service verifies tokens against it), an organisation's tenant, and the service's settings for
+/// them.
+struct Fixture {
+    issuer: TestIssuer,
+    db: TestDb,
+    clock: tokenops_app::clock::ManualClock,
+    tenant: tokenops_testkit::Tenant,
+    env: BTreeMap<String, String>,
+}
+
+impl Fixture {
+    async fn new(backend: Backend) -> Self {
+        let issuer = TestIssuer::start().await;
+        let db = TestDb::create(backend).await;
+        let clock = tokenops_app_clock();
+        let tenant = issuer.new_tenant(&clock);
+        let mut env = BTreeMap::new();
+        env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
+        if let Some(schema) = db.schema() {
+            env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
+        }
+        env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
+        env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
+        env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+        Self { issuer, db, clock, tenant, env }
     }
 }
 

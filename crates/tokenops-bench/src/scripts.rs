@@ -7,11 +7,10 @@
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
+use tokenops_testkit::{Backend, ServiceProcess};
 
 /// Runs requested on demand, and how many requests are in flight at once.
 const RUNS: usize = 2_000;
@@ -96,23 +95,9 @@ impl Client {
 }
 
 pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
-    let name = match backend {
-        Backend::Sqlite => "SQLite",
-        Backend::Postgres => "PostgreSQL",
-    };
+    let name = super::store_name(backend);
     println!("== scripts, {name}");
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = super::tokenops_app_clock();
-    let tenant = issuer.new_tenant(&clock);
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    let super::Fixture { issuer: _issuer, db: _db, clock: _, tenant, env } = super::Fixture::new(backend).await;
     let service = ServiceProcess::start(binary, &env).await;
     let pid = service.pid().context("the service's pid")?;
     let client = Arc::new(Client { http: reqwest::Client::new(), base: service.base_url.clone(), token: tenant.token });
