@@ -35,7 +35,7 @@ pub const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         "tokenops_operations_entered_total",
         Kind::Counter,
         None,
-        "Token operations that entered a state, by type and state (SUBMITTED is acceptance)",
+        "Token operations that entered a state, by type and state (SUBMITTED is acceptance; counted as the step writes it, so a step whose commit fails may count again when retried)",
     ),
     ("tokenops_operations_failed_total", Kind::Counter, None, "Token operations that FAILED, by type and failure code"),
     (
