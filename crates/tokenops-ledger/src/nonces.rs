@@ -28,7 +28,7 @@
 //! enough ago that its signature can no longer be on its way to the store.
 
 use alloy::primitives::Address;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::OwnedMutexGuard;
@@ -46,7 +46,9 @@ pub struct Nonces {
 /// again first, and those above `next` held by transactions waiting in the ledger's pool, which
 /// never go out. `handed_out` remembers when
 /// each recent signature took its nonce (a monotonic instant: it bounds how long a signature
-/// may still be on its way to the store, which is real time, not the business clock).
+/// may still be on its way to the store, which is real time, not the business clock), and
+/// `handed_out_order` the same in the order taken, so forgetting the old ones looks only at
+/// those (a wallet signing hundreds a second holds tens of thousands).
 #[derive(Debug, Default)]
 pub struct Slot {
     next: Option<u64>,
@@ -54,6 +56,7 @@ pub struct Slot {
     returned: BTreeSet<u64>,
     held: BTreeSet<u64>,
     handed_out: BTreeMap<u64, Instant>,
+    handed_out_order: VecDeque<(Instant, u64)>,
 }
 
 impl Slot {
@@ -84,9 +87,22 @@ impl Slot {
 
     /// Marks `nonce` (from `next`, or read from the ledger) as handed out.
     pub fn take(&mut self, nonce: u64) {
-        let now = Instant::now();
-        self.handed_out.retain(|_, at| now.duration_since(*at) < HANDED_OUT_MEMORY);
+        self.take_at(nonce, Instant::now());
+    }
+
+    fn take_at(&mut self, nonce: u64, now: Instant) {
+        while let Some(&(at, old)) = self.handed_out_order.front() {
+            if now.duration_since(at) < HANDED_OUT_MEMORY {
+                break;
+            }
+            self.handed_out_order.pop_front();
+            // A nonce given back and taken again is remembered from its later taking.
+            if self.handed_out.get(&old) == Some(&at) {
+                self.handed_out.remove(&old);
+            }
+        }
         self.handed_out.insert(nonce, now);
+        self.handed_out_order.push_back((now, nonce));
         self.consume(nonce);
     }
 
@@ -203,6 +219,21 @@ mod tests {
         assert_eq!(nonces.lock(wallet).await.next(), Some(5));
         nonces.recount(wallet).await;
         assert_eq!(nonces.lock(wallet).await.next(), None, "to be read from the ledger again");
+    }
+
+    #[test]
+    fn old_nonces_are_forgotten_and_a_retaken_one_is_remembered_from_its_later_taking() {
+        let mut slot = Slot::default();
+        let start = Instant::now();
+        for nonce in 0..1_000 {
+            slot.take_at(nonce, start);
+        }
+        slot.returned.insert(3);
+        slot.take_at(3, start + Duration::from_secs(300));
+        slot.take_at(1_000, start + HANDED_OUT_MEMORY + Duration::from_secs(1));
+        let remembered: Vec<u64> = slot.handed_out.keys().copied().collect();
+        assert_eq!(remembered, vec![3, 1_000], "the rest were taken too long ago");
+        assert_eq!(slot.handed_out_order.len(), 2);
     }
 
     #[tokio::test]
