@@ -8,6 +8,7 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{ApprovalStore, StoreError, StoreResult};
 use uuid::Uuid;
@@ -113,25 +114,7 @@ impl ApprovalStore for PostgresTx {
         filter: &ApprovalRequestFilter,
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalRequest>> {
-        let mut clause = Clause::new();
-        if let Some(status) = filter.status {
-            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
-        }
-        if let Some(acted_by) = &filter.acted_by {
-            clause.compare("acted_by", "=", Bind::Text(acted_by.clone()));
-        }
-        if let Some(from) = filter.resolved_from {
-            clause.compare("resolved_at", ">=", Bind::Int(from.as_micros()));
-        }
-        if let Some(to) = filter.resolved_to {
-            clause.compare("resolved_at", "<", Bind::Int(to.as_micros()));
-        }
-        if let Some(action) = &filter.action {
-            clause.compare("action", "=", Bind::Text(action.clone()));
-        }
-        if let Some(resource_id) = &filter.resource_id {
-            clause.compare("resource_id", "=", Bind::Text(resource_id.clone()));
-        }
+        let clause = Clause::of(conditions::approval_requests(filter));
         clause
             .page(
                 self,
@@ -266,11 +249,7 @@ impl ApprovalStore for PostgresTx {
         filter: &ApprovalTaskFilter,
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalTask>> {
-        let mut clause = Clause::new();
-        clause.compare("state", "=", Bind::Text(filter.state.as_str().to_owned()));
-        if let Some(request_id) = filter.request_id {
-            clause.compare("request_id", "=", Bind::Id(request_id));
-        }
+        let mut clause = Clause::of(conditions::approval_tasks(filter));
         if let Some(approver) = &filter.approver {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));

@@ -1,12 +1,13 @@
 //! Automations on PostgreSQL: `AutomationStore`.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::Clause;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::automation::{Automation, AutomationFilter, AutomationStatus, Trigger};
+use tokenops_domain::automation::{Automation, AutomationFilter, Trigger};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::conditions;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult, keyset};
 use uuid::Uuid;
@@ -102,17 +103,7 @@ impl AutomationStore for PostgresTx {
         sort: &[SortKey],
         page: PageRequest,
     ) -> StoreResult<Page<Automation>> {
-        let mut clause = Clause::new();
-        match filter.status {
-            Some(status) => clause.compare("status", "=", Bind::Text(status.as_str().to_owned())),
-            None => clause.compare("status", "<>", Bind::Text(AutomationStatus::Deleted.as_str().to_owned())),
-        }
-        if let Some(script_id) = filter.script_id {
-            clause.compare("script_id", "=", Bind::Id(script_id));
-        }
-        if let Some(trigger) = filter.trigger {
-            clause.compare("trigger_type", "=", Bind::Text(trigger.as_str().to_owned()));
-        }
+        let clause = Clause::of(conditions::automations(filter));
         let order = keyset::order_by(&keyset::plain(sort));
         clause.page(self, tenant, "automations", AUTOMATION_COLUMNS, &order, page, decode).await
     }

@@ -1,6 +1,6 @@
 //! Breaks on PostgreSQL: `BreakStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
-use crate::clause::{Bind, Clause};
+use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -8,6 +8,7 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
@@ -44,19 +45,7 @@ impl BreakStore for PostgresTx {
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
-        let mut clause = Clause::new();
-        if let Some(reason) = filter.reason {
-            clause.compare("reason", "=", Bind::Text(reason.as_str().to_owned()));
-        }
-        if let Some(account) = &filter.account_ref {
-            clause.compare("account_ref", "=", Bind::Text(account.as_str().to_owned()));
-        }
-        if let Some(from) = filter.from {
-            clause.compare("detected_at", ">=", Bind::Int(from.as_micros()));
-        }
-        if let Some(to) = filter.to {
-            clause.compare("detected_at", "<", Bind::Int(to.as_micros()));
-        }
+        let clause = Clause::of(conditions::breaks(filter));
         clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break).await
     }
 }

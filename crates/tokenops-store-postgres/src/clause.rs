@@ -9,6 +9,8 @@ use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
+use tokenops_store::conditions::Condition;
+use tokenops_store::keyset::KeyValue;
 use uuid::Uuid;
 
 /// A value bound to a list's dynamic WHERE clause.
@@ -16,6 +18,16 @@ pub(crate) enum Bind {
     Int(i64),
     Text(String),
     Id(Uuid),
+}
+
+impl From<KeyValue> for Bind {
+    fn from(value: KeyValue) -> Self {
+        match value {
+            KeyValue::Int(v) => Bind::Int(v),
+            KeyValue::Text(v) => Bind::Text(v),
+            KeyValue::Id(v) => Bind::Id(v),
+        }
+    }
 }
 
 /// The WHERE clause of a list: `tenant_id = $1`, then each filter given, its parameters
@@ -28,6 +40,15 @@ pub(crate) struct Clause {
 impl Clause {
     pub(crate) fn new() -> Self {
         Self { sql: String::from("tenant_id = $1"), binds: Vec::new() }
+    }
+
+    /// The clause of a list's shared conditions (`tokenops_store::conditions`).
+    pub(crate) fn of(conditions: Vec<Condition>) -> Self {
+        let mut clause = Self::new();
+        for c in conditions {
+            clause.compare(c.column, c.op, c.value.into());
+        }
+        clause
     }
 
     /// Binds `value` and returns its placeholder.

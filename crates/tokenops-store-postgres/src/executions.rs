@@ -1,12 +1,13 @@
 //! Automation executions on PostgreSQL: `ExecutionStore`.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::Clause;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::conditions;
 use tokenops_store::rows::{self, EXECUTION_COLUMNS};
 use tokenops_store::{ExecutionStore, StoreResult, keyset};
 use uuid::Uuid;
@@ -106,11 +107,7 @@ impl ExecutionStore for PostgresTx {
         sort: &[SortKey],
         page: PageRequest,
     ) -> StoreResult<Page<Execution>> {
-        let mut clause = Clause::new();
-        clause.compare("automation_id", "=", Bind::Id(automation_id));
-        if let Some(status) = filter.status {
-            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
-        }
+        let clause = Clause::of(conditions::executions(automation_id, filter));
         let order = keyset::order_by(&keyset::plain(sort));
         clause.page(self, tenant, "automation_executions", EXECUTION_COLUMNS, &order, page, decode).await
     }

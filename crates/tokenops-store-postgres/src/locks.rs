@@ -1,6 +1,6 @@
 //! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
-use crate::clause::{Bind, Clause};
+use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -9,6 +9,7 @@ use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
@@ -87,11 +88,7 @@ impl LockStore for PostgresTx {
         status: Option<LockStatus>,
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
-        let mut clause = Clause::new();
-        clause.compare("account_ref", "=", Bind::Text(account_ref.as_str().to_owned()));
-        if let Some(status) = status {
-            clause.compare("status", "=", Bind::Text(status.as_str().to_owned()));
-        }
+        let clause = Clause::of(conditions::account_locks(account_ref, status));
         clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock).await
     }
 

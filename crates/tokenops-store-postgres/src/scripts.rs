@@ -1,12 +1,13 @@
 //! Scripts and their versions on PostgreSQL: `ScriptStore`.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::Clause;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptStatus, ScriptVersion};
+use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptVersion};
+use tokenops_store::conditions;
 use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
 use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
 use uuid::Uuid;
@@ -162,14 +163,7 @@ impl ScriptStore for PostgresTx {
         sort: &[SortKey],
         page: PageRequest,
     ) -> StoreResult<Page<Script>> {
-        let mut clause = Clause::new();
-        match filter.status {
-            Some(status) => clause.compare("status", "=", Bind::Text(status.as_str().to_owned())),
-            None => clause.compare("status", "<>", Bind::Text(ScriptStatus::Deleted.as_str().to_owned())),
-        }
-        if let Some(name) = &filter.name {
-            clause.compare("name", "=", Bind::Text(name.clone()));
-        }
+        let clause = Clause::of(conditions::scripts(filter));
         let order = keyset::order_by(&keyset::plain(sort));
         clause.page(self, tenant, "scripts", SCRIPT_COLUMNS, &order, page, decode).await
     }

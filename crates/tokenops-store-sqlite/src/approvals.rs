@@ -9,6 +9,7 @@ use rusqlite::{Row, params};
 use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
@@ -96,25 +97,7 @@ impl ApprovalStore for SqliteTx {
         filter: &ApprovalRequestFilter,
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalRequest>> {
-        let mut clause = Clause::new();
-        if let Some(status) = filter.status {
-            clause.compare("status", "=", Value::Text(status.as_str().to_owned()));
-        }
-        if let Some(acted_by) = &filter.acted_by {
-            clause.compare("acted_by", "=", Value::Text(acted_by.clone()));
-        }
-        if let Some(from) = filter.resolved_from {
-            clause.compare("resolved_at", ">=", Value::Integer(from.as_micros()));
-        }
-        if let Some(to) = filter.resolved_to {
-            clause.compare("resolved_at", "<", Value::Integer(to.as_micros()));
-        }
-        if let Some(action) = &filter.action {
-            clause.compare("action", "=", Value::Text(action.clone()));
-        }
-        if let Some(resource_id) = &filter.resource_id {
-            clause.compare("resource_id", "=", Value::Text(resource_id.clone()));
-        }
+        let clause = Clause::of(conditions::approval_requests(filter));
         clause.page(
             self,
             tenant,
@@ -240,11 +223,7 @@ impl ApprovalStore for SqliteTx {
         filter: &ApprovalTaskFilter,
         page: PageRequest,
     ) -> StoreResult<Page<ApprovalTask>> {
-        let mut clause = Clause::new();
-        clause.compare("state", "=", Value::Text(filter.state.as_str().to_owned()));
-        if let Some(request_id) = filter.request_id {
-            clause.compare("request_id", "=", Value::Text(codec::id_text(request_id)));
-        }
+        let mut clause = Clause::of(conditions::approval_tasks(filter));
         if let Some(approver) = &filter.approver {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));

@@ -3,11 +3,11 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::types::Value;
 use rusqlite::{Row, params};
-use tokenops_domain::automation::{Automation, AutomationFilter, AutomationStatus, Trigger};
+use tokenops_domain::automation::{Automation, AutomationFilter, Trigger};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::conditions;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult, keyset};
 use uuid::Uuid;
@@ -97,17 +97,7 @@ impl AutomationStore for SqliteTx {
         sort: &[SortKey],
         page: PageRequest,
     ) -> StoreResult<Page<Automation>> {
-        let mut clause = Clause::new();
-        match filter.status {
-            Some(status) => clause.compare("status", "=", Value::Text(status.as_str().to_owned())),
-            None => clause.compare("status", "<>", Value::Text(AutomationStatus::Deleted.as_str().to_owned())),
-        }
-        if let Some(script_id) = filter.script_id {
-            clause.compare("script_id", "=", Value::Text(codec::id_text(script_id)));
-        }
-        if let Some(trigger) = filter.trigger {
-            clause.compare("trigger_type", "=", Value::Text(trigger.as_str().to_owned()));
-        }
+        let clause = Clause::of(conditions::automations(filter));
         let order = keyset::order_by(&keyset::plain(sort));
         clause.page(self, tenant, "automations", AUTOMATION_COLUMNS, &order, page, decode)
     }

@@ -4,11 +4,11 @@ use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::types::Value;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
@@ -39,19 +39,7 @@ impl BreakStore for SqliteTx {
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
-        let mut clause = Clause::new();
-        if let Some(reason) = filter.reason {
-            clause.compare("reason", "=", Value::Text(reason.as_str().to_owned()));
-        }
-        if let Some(account) = &filter.account_ref {
-            clause.compare("account_ref", "=", Value::Text(account.as_str().to_owned()));
-        }
-        if let Some(from) = filter.from {
-            clause.compare("detected_at", ">=", Value::Integer(from.as_micros()));
-        }
-        if let Some(to) = filter.to {
-            clause.compare("detected_at", "<", Value::Integer(to.as_micros()));
-        }
+        let clause = Clause::of(conditions::breaks(filter));
         clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break)
     }
 }

@@ -7,6 +7,8 @@ use rusqlite::{Row, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
+use tokenops_store::conditions::Condition;
+use tokenops_store::keyset::KeyValue;
 
 /// The WHERE clause of a list: `tenant_id = ?1`, then each filter given, its parameters
 /// numbered in order.
@@ -19,6 +21,15 @@ pub(crate) struct Clause {
 impl Clause {
     pub(crate) fn new() -> Self {
         Self { sql: String::from("tenant_id = ?1"), binds: Vec::new() }
+    }
+
+    /// The clause of a list's shared conditions (`tokenops_store::conditions`).
+    pub(crate) fn of(conditions: Vec<Condition>) -> Self {
+        let mut clause = Self::new();
+        for c in conditions {
+            clause.compare(c.column, c.op, value(c.value));
+        }
+        clause
     }
 
     /// Binds `value` and returns its placeholder.
@@ -81,5 +92,14 @@ impl Clause {
         values.push(Value::Integer(offset));
         let items = tx.fetch_all(&sql, params_from_iter(values), decode)?;
         Ok(Page { items, total })
+    }
+}
+
+/// A compared value as SQLite stores it (uuids as text).
+pub(crate) fn value(value: KeyValue) -> Value {
+    match value {
+        KeyValue::Int(v) => Value::Integer(v),
+        KeyValue::Text(v) => Value::Text(v),
+        KeyValue::Id(v) => Value::Text(codec::id_text(v)),
     }
 }

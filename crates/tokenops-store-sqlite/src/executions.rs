@@ -3,11 +3,11 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::types::Value;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_store::conditions;
 use tokenops_store::rows::{self, EXECUTION_COLUMNS};
 use tokenops_store::{ExecutionStore, StoreError, StoreResult, keyset};
 use uuid::Uuid;
@@ -99,11 +99,7 @@ impl ExecutionStore for SqliteTx {
         sort: &[SortKey],
         page: PageRequest,
     ) -> StoreResult<Page<Execution>> {
-        let mut clause = Clause::new();
-        clause.compare("automation_id", "=", Value::Text(codec::id_text(automation_id)));
-        if let Some(status) = filter.status {
-            clause.compare("status", "=", Value::Text(status.as_str().to_owned()));
-        }
+        let clause = Clause::of(conditions::executions(automation_id, filter));
         let order = keyset::order_by(&keyset::plain(sort));
         clause.page(self, tenant, "automation_executions", EXECUTION_COLUMNS, &order, page, decode)
     }

@@ -4,12 +4,12 @@ use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::types::Value;
 use rusqlite::{Row, params};
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
@@ -76,11 +76,7 @@ impl LockStore for SqliteTx {
         status: Option<LockStatus>,
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
-        let mut clause = Clause::new();
-        clause.compare("account_ref", "=", Value::Text(account_ref.as_str().to_owned()));
-        if let Some(status) = status {
-            clause.compare("status", "=", Value::Text(status.as_str().to_owned()));
-        }
+        let clause = Clause::of(conditions::account_locks(account_ref, status));
         clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock)
     }
 

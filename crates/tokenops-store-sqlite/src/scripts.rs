@@ -3,11 +3,11 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::types::Value;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptStatus, ScriptVersion};
+use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptVersion};
+use tokenops_store::conditions;
 use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
 use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
 use uuid::Uuid;
@@ -158,14 +158,7 @@ impl ScriptStore for SqliteTx {
         sort: &[SortKey],
         page: PageRequest,
     ) -> StoreResult<Page<Script>> {
-        let mut clause = Clause::new();
-        match filter.status {
-            Some(status) => clause.compare("status", "=", Value::Text(status.as_str().to_owned())),
-            None => clause.compare("status", "<>", Value::Text(ScriptStatus::Deleted.as_str().to_owned())),
-        }
-        if let Some(name) = &filter.name {
-            clause.compare("name", "=", Value::Text(name.clone()));
-        }
+        let clause = Clause::of(conditions::scripts(filter));
         let order = keyset::order_by(&keyset::plain(sort));
         clause.page(self, tenant, "scripts", SCRIPT_COLUMNS, &order, page, decode)
     }

@@ -6,7 +6,7 @@
 use tokenops_domain::paging::{SortDirection, SortKey};
 use uuid::Uuid;
 
-/// A row's value in one sort column, as the store compares it.
+/// A value the store compares a column with: a row's in a sort column, or a filter's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyValue {
     Int(i64),

@@ -15,6 +15,7 @@ mod audit;
 mod automations;
 mod breaks;
 mod challenges;
+pub mod conditions;
 mod contracts;
 mod custody;
 mod customers;

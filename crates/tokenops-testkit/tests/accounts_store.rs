@@ -8,20 +8,18 @@
 //!
 //! The store never reads the clock: tests pass time in, from the fixed instant `T0`.
 
-use std::time::{Duration, Instant};
-use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountFilter, AccountStatus};
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
-use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{Store, StoreError};
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
-/// A fixed instant.
-const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
+mod common;
+use common::{account_ref, at, currency, customer_ref, ids_and_total, page, second_change_waits, tenant};
 
 /// A fresh, migrated store per test: the kit's fixture.
 type Fixture = StoreFixture;
@@ -29,32 +27,8 @@ type Fixture = StoreFixture;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-fn at(seconds: i64) -> Timestamp {
-    T0.plus_millis(seconds * 1000)
-}
-
-fn tenant() -> TenantId {
-    TenantId(new_id())
-}
-
-fn page(page: u64, size: u32) -> PageRequest {
-    PageRequest { page, size }
-}
-
 fn address(n: u8) -> Address {
     Address::from_bytes([n; 20])
-}
-
-fn currency(code: &str) -> AssetId {
-    AssetId::parse(code).expect("a currency")
-}
-
-fn account_ref(text: &str) -> AccountRef {
-    AccountRef::parse(text).expect("valid account reference")
-}
-
-fn customer_ref(text: &str) -> CustomerRef {
-    CustomerRef::parse(text).expect("valid customer reference")
 }
 
 /// A PENDING contract being deployed: no address, nothing to adopt, no failure.
@@ -127,8 +101,7 @@ async fn list_contracts(
     request: PageRequest,
 ) -> (Vec<Uuid>, u64) {
     let mut tx = store.read().await.expect("begin read");
-    let found = tx.contracts().list(tenant, &filter, request).await.expect("list contracts");
-    (found.items.into_iter().map(|c| c.id).collect(), found.total)
+    ids_and_total(tx.contracts().list(tenant, &filter, request).await.expect("list contracts"), |c| c.id)
 }
 
 /// The ids of a page of accounts, and the total.
@@ -139,8 +112,7 @@ async fn list_accounts(
     request: PageRequest,
 ) -> (Vec<Uuid>, u64) {
     let mut tx = store.read().await.expect("begin read");
-    let found = tx.accounts().list(tenant, &filter, request).await.expect("list accounts");
-    (found.items.into_iter().map(|a| a.id).collect(), found.total)
+    ids_and_total(tx.accounts().list(tenant, &filter, request).await.expect("list accounts"), |a| a.id)
 }
 
 fn account_ids<'a>(records: impl IntoIterator<Item = &'a Account>) -> Vec<Uuid> {
@@ -754,34 +726,39 @@ async fn get_for_update_serialises_changes_of_one_contract(backend: Backend) {
     let usd = contract(t, "USD", at(0));
     insert_contracts(&*fx.store, std::slice::from_ref(&usd)).await;
 
-    // The first change holds the contract while it works...
-    let (held, holding) = tokio::sync::oneshot::channel();
-    let first = {
-        let store = fx.store.clone();
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let got = tx.contracts().get_for_update(t, currency("usd")).await.expect("get").expect("exists");
-            assert_eq!(got.status, ContractStatus::Pending);
-            held.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let deployed =
-                Contract { status: ContractStatus::Active, address: Some(address(0x01)), updated_at: at(1), ..got };
-            tx.contracts().update(&deployed).await.expect("update");
-            tx.commit().await.expect("commit");
-        })
-    };
-    holding.await.expect("the first change holds the contract");
-
-    // ...so the second reads it only once the first committed, and sees its outcome.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.contracts().get_for_update(t, currency("USD")).await.expect("get").expect("exists");
-    assert_eq!((got.status, got.updated_at), (ContractStatus::Active, at(1)), "the second sees the first's outcome");
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let switched_off = Contract { status: ContractStatus::Inactive, updated_at: at(2), ..got };
-    tx.contracts().update(&switched_off).await.expect("update");
-    tx.commit().await.expect("commit");
-    first.await.expect("first change");
+    // The first change holds the contract while it works, so the second reads it only once the
+    // first committed, and sees its outcome.
+    let switched_off = second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.contracts().get_for_update(t, currency("usd")).await.expect("get").expect("exists");
+                assert_eq!(got.status, ContractStatus::Pending);
+                got
+            })
+        },
+        |tx, got| {
+            Box::pin(async move {
+                let deployed =
+                    Contract { status: ContractStatus::Active, address: Some(address(0x01)), updated_at: at(1), ..got };
+                tx.contracts().update(&deployed).await.expect("update");
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.contracts().get_for_update(t, currency("USD")).await.expect("get").expect("exists");
+                assert_eq!(
+                    (got.status, got.updated_at),
+                    (ContractStatus::Active, at(1)),
+                    "the second sees the first's outcome"
+                );
+                let switched_off = Contract { status: ContractStatus::Inactive, updated_at: at(2), ..got };
+                tx.contracts().update(&switched_off).await.expect("update");
+                switched_off
+            })
+        },
+    )
+    .await;
 
     let got = get_contract(&*fx.store, t, "USD").await.expect("exists");
     assert_eq!(got, Contract { address: Some(address(0x01)), ..switched_off });
@@ -793,34 +770,38 @@ async fn get_for_update_serialises_changes_of_one_account(backend: Backend) {
     let acc = account(t, "acc-1", "cust-1", "USD", at(0));
     insert_accounts(&*fx.store, std::slice::from_ref(&acc)).await;
 
-    // The first change holds the account while it works...
-    let (held, holding) = tokio::sync::oneshot::channel();
-    let first = {
-        let store = fx.store.clone();
-        let reference = acc.account_ref.clone();
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let got = tx.accounts().get_for_update(t, &reference).await.expect("get").expect("exists");
-            assert_eq!(got.generation, 0);
-            held.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let next = Account { generation: got.generation + 1, updated_at: at(1), ..got };
-            tx.accounts().update(&next).await.expect("update");
-            tx.commit().await.expect("commit");
-        })
-    };
-    holding.await.expect("the first change holds the account");
-
-    // ...so the second reads it only once the first committed, and counts on from it.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.accounts().get_for_update(t, &acc.account_ref).await.expect("get").expect("exists");
-    assert_eq!((got.generation, got.updated_at), (1, at(1)), "the second change sees the first one's outcome");
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let next = Account { generation: got.generation + 1, updated_at: at(2), ..got };
-    tx.accounts().update(&next).await.expect("update");
-    tx.commit().await.expect("commit");
-    first.await.expect("first change");
+    // The first change holds the account while it works, so the second reads it only once the
+    // first committed, and counts on from it.
+    let reference = acc.account_ref.clone();
+    second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.accounts().get_for_update(t, &reference).await.expect("get").expect("exists");
+                assert_eq!(got.generation, 0);
+                got
+            })
+        },
+        |tx, got| {
+            Box::pin(async move {
+                let next = Account { generation: got.generation + 1, updated_at: at(1), ..got };
+                tx.accounts().update(&next).await.expect("update");
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.accounts().get_for_update(t, &acc.account_ref).await.expect("get").expect("exists");
+                assert_eq!(
+                    (got.generation, got.updated_at),
+                    (1, at(1)),
+                    "the second change sees the first one's outcome"
+                );
+                let next = Account { generation: got.generation + 1, updated_at: at(2), ..got };
+                tx.accounts().update(&next).await.expect("update");
+            })
+        },
+    )
+    .await;
 
     let got = get_account(&*fx.store, t, "acc-1").await.expect("exists");
     assert_eq!((got.generation, got.updated_at), (2, at(2)));
@@ -833,35 +814,35 @@ async fn a_customers_accounts_are_held_until_the_cascade_commits(backend: Backen
     let two = Account { status: AccountStatus::Active, ..account(t, "acc-2", "cust-1", "EUR", at(1)) };
     insert_accounts(&*fx.store, &[one.clone(), two.clone()]).await;
 
-    // The customer is deactivated: the cascade holds its ACTIVE accounts while it works...
-    let (held, holding) = tokio::sync::oneshot::channel();
-    let cascade = {
-        let store = fx.store.clone();
-        let customer = one.customer_ref.clone();
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let active =
-                tx.accounts().for_customer_in_status(t, &customer, AccountStatus::Active).await.expect("select");
-            assert_eq!(active.len(), 2);
-            held.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            for a in active {
-                let off = Account { status: AccountStatus::Inactive, updated_at: at(10), ..a };
-                tx.accounts().update(&off).await.expect("deactivate");
-            }
-            tx.commit().await.expect("commit");
-        })
-    };
-    holding.await.expect("the cascade holds the accounts");
-
-    // ...so a concurrent change of one of them waits, and sees the cascade's outcome.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.accounts().get_for_update(t, &two.account_ref).await.expect("get").expect("exists");
-    assert_eq!((got.status, got.updated_at), (AccountStatus::Inactive, at(10)), "sees the cascade");
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the cascade ({:?})", start.elapsed());
-    tx.commit().await.expect("commit");
-    cascade.await.expect("cascade");
+    // The customer is deactivated: the cascade holds its ACTIVE accounts while it works, so a
+    // concurrent change of one of them waits, and sees the cascade's outcome.
+    let customer = one.customer_ref.clone();
+    second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let active =
+                    tx.accounts().for_customer_in_status(t, &customer, AccountStatus::Active).await.expect("select");
+                assert_eq!(active.len(), 2);
+                active
+            })
+        },
+        |tx, active| {
+            Box::pin(async move {
+                for a in active {
+                    let off = Account { status: AccountStatus::Inactive, updated_at: at(10), ..a };
+                    tx.accounts().update(&off).await.expect("deactivate");
+                }
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.accounts().get_for_update(t, &two.account_ref).await.expect("get").expect("exists");
+                assert_eq!((got.status, got.updated_at), (AccountStatus::Inactive, at(10)), "sees the cascade");
+            })
+        },
+    )
+    .await;
 
     let mut tx = fx.store.write().await.expect("begin");
     let active = tx.accounts().for_customer_in_status(t, &one.customer_ref, AccountStatus::Active).await;

@@ -10,16 +10,13 @@ use tokenops_domain::approval::{
 };
 use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState};
 use tokenops_domain::paging::PageRequest;
-use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_domain::{TenantId, new_id};
 use tokenops_store::Store;
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
-const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
-
-fn at(seconds: i64) -> Timestamp {
-    T0.plus_millis(seconds * 1000)
-}
+mod common;
+use common::at;
 
 fn request(tenant: TenantId, created: i64, expires: i64) -> ApprovalRequest {
     ApprovalRequest {

@@ -8,7 +8,7 @@
 //!
 //! The store never reads the clock: tests pass time in, from the fixed instant `T0`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokenops_domain::identity::{GroupStatus, UserStatus};
 use tokenops_domain::paging::{PageRequest, SortDirection, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
@@ -19,8 +19,8 @@ use tokenops_store::{
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
-/// A fixed instant.
-const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
+mod common;
+use common::{T0, at, is_conflict, second_change_waits, tenant};
 
 // ---------------------------------------------------------------------------------------------
 // The fixture
@@ -30,14 +30,6 @@ type Fixture = StoreFixture;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-fn at(seconds: i64) -> Timestamp {
-    T0.plus_millis(seconds * 1000)
-}
-
-fn tenant() -> TenantId {
-    TenantId(new_id())
-}
 
 fn user(tenant: TenantId, email: &str, first_name: &str, last_name: &str) -> UserRecord {
     UserRecord {
@@ -392,34 +384,38 @@ async fn get_for_update_serialises_changes_of_one_user(backend: Backend) {
     assert_eq!(tx.users().get_for_update(a, new_id()).await.expect("get unknown"), None);
     tx.commit().await.expect("commit");
 
-    // The first change holds the user while it works...
-    let (held, holding) = tokio::sync::oneshot::channel();
-    let first = {
-        let store = fx.store.clone();
-        let ada = ada.clone();
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let got = tx.users().get_for_update(a, ada.id).await.expect("get").expect("exists");
-            assert_eq!(got.failed_sign_ins, 0);
-            held.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let failed = UserRecord { failed_sign_ins: got.failed_sign_ins + 1, updated_at: at(1), ..got };
-            tx.users().update(&failed).await.expect("update");
-            tx.commit().await.expect("commit");
-        })
-    };
-    holding.await.expect("the first change holds the user");
-
-    // ...so the second reads the user only once the first committed, and counts on from it.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.users().get_for_update(a, ada.id).await.expect("get").expect("exists");
-    assert_eq!((got.failed_sign_ins, got.updated_at), (1, at(1)), "the second change sees the first one's outcome");
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let failed = UserRecord { failed_sign_ins: got.failed_sign_ins + 1, updated_at: at(2), ..got };
-    tx.users().update(&failed).await.expect("update");
-    tx.commit().await.expect("commit");
-    first.await.expect("first change");
+    // The first change holds the user while it works, so the second reads the user only once the
+    // first committed, and counts on from it.
+    let id = ada.id;
+    second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.users().get_for_update(a, id).await.expect("get").expect("exists");
+                assert_eq!(got.failed_sign_ins, 0);
+                got
+            })
+        },
+        |tx, got| {
+            Box::pin(async move {
+                let failed = UserRecord { failed_sign_ins: got.failed_sign_ins + 1, updated_at: at(1), ..got };
+                tx.users().update(&failed).await.expect("update");
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.users().get_for_update(a, id).await.expect("get").expect("exists");
+                assert_eq!(
+                    (got.failed_sign_ins, got.updated_at),
+                    (1, at(1)),
+                    "the second change sees the first one's outcome"
+                );
+                let failed = UserRecord { failed_sign_ins: got.failed_sign_ins + 1, updated_at: at(2), ..got };
+                tx.users().update(&failed).await.expect("update");
+            })
+        },
+    )
+    .await;
 
     let mut tx = fx.store.read().await.expect("begin read");
     let got = tx.users().get(a, ada.id).await.expect("get").expect("exists");
@@ -711,10 +707,6 @@ fn client(tenant_id: Option<TenantId>, name: &str, created_at: Timestamp) -> Mac
         active: true,
         created_at,
     }
-}
-
-fn is_conflict<T: std::fmt::Debug>(outcome: &Result<T, StoreError>) -> bool {
-    matches!(outcome, Err(StoreError::Conflict(_)))
 }
 
 backends!(

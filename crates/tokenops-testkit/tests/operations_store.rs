@@ -10,11 +10,8 @@
 //! The store never reads the clock: tests pass time in, from the fixed instant `T0`.
 
 use serde_json::json;
-use std::time::{Duration, Instant};
-use tokenops_domain::account::AccountRef;
-use tokenops_domain::asset::{Amount, AssetId};
+use tokenops_domain::asset::Amount;
 use tokenops_domain::chain::TxHash;
-use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::operation::{
     Break, BreakFilter, BreakReason, FailureCode, Lock, LockStatus, Operation, OperationFilter, OperationState, TxType,
 };
@@ -24,38 +21,14 @@ use tokenops_store::{InFlight, Position, Store, StoreError};
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
-/// A fixed instant.
-const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
+mod common;
+use common::{account_ref, at, currency, customer_ref, ids_and_total, is_conflict, page, second_change_waits, tenant};
 
 /// A fresh, migrated store per test: the kit's fixture.
 type Fixture = StoreFixture;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-fn at(seconds: i64) -> Timestamp {
-    T0.plus_millis(seconds * 1000)
-}
-
-fn tenant() -> TenantId {
-    TenantId(new_id())
-}
-
-fn page(page: u64, size: u32) -> PageRequest {
-    PageRequest { page, size }
-}
-
-fn account_ref(text: &str) -> AccountRef {
-    AccountRef::parse(text).expect("valid account reference")
-}
-
-fn customer_ref(text: &str) -> CustomerRef {
-    CustomerRef::parse(text).expect("valid customer reference")
-}
-
-fn asset(code: &str) -> AssetId {
-    AssetId::parse(code).expect("a currency")
-}
 
 fn units(minor_units: u128) -> Amount {
     Amount::from_minor_units(minor_units).expect("a positive amount")
@@ -76,7 +49,7 @@ fn operation(tenant: TenantId, account: &str, created_at: Timestamp) -> Operatio
         id: new_id(),
         tenant_id: tenant,
         tx_type: TxType::Mint,
-        asset_id: asset("USD"),
+        asset_id: currency("USD"),
         account_ref: account_ref(account),
         customer_ref: customer_ref("cust-1"),
         counterparty_ref: None,
@@ -104,7 +77,7 @@ fn lock(tenant: TenantId, account: &str, created_at: Timestamp) -> Lock {
         tenant_id: tenant,
         account_ref: account_ref(account),
         counterparty_ref: None,
-        asset_id: asset("USD"),
+        asset_id: currency("USD"),
         amount: units(50),
         expires_at: None,
         status: LockStatus::Pending,
@@ -120,7 +93,7 @@ fn a_break(tenant: TenantId, account: &str, reason: BreakReason, detected_at: Ti
         tenant_id: tenant,
         transaction_id: None,
         account_ref: account_ref(account),
-        asset_id: asset("USD"),
+        asset_id: currency("USD"),
         reason,
         detail: format!("{} on {account}", reason.as_str()),
         detected_at,
@@ -180,8 +153,7 @@ async fn list_operations(
     request: PageRequest,
 ) -> (Vec<Uuid>, u64) {
     let mut tx = store.read().await.expect("begin read");
-    let found = tx.operations().list(tenant, filter, request).await.expect("list operations");
-    (found.items.into_iter().map(|o| o.id).collect(), found.total)
+    ids_and_total(tx.operations().list(tenant, filter, request).await.expect("list operations"), |o| o.id)
 }
 
 /// Every operation the filter selects, by walking `list_after` `limit` at a time: checks that
@@ -216,7 +188,7 @@ async fn list_locks(
 ) -> (Vec<Uuid>, u64) {
     let mut tx = store.read().await.expect("begin read");
     let found = tx.locks().list_for_account(tenant, &account_ref(account), status, request).await.expect("list locks");
-    (found.items.into_iter().map(|l| l.id).collect(), found.total)
+    ids_and_total(found, |l| l.id)
 }
 
 async fn expired(store: &dyn Store, now: Timestamp, limit: u32) -> Vec<Lock> {
@@ -232,8 +204,7 @@ async fn list_breaks(
     request: PageRequest,
 ) -> (Vec<Uuid>, u64) {
     let mut tx = store.read().await.expect("begin read");
-    let found = tx.breaks().list(tenant, filter, request).await.expect("list breaks");
-    (found.items.into_iter().map(|b| b.id).collect(), found.total)
+    ids_and_total(tx.breaks().list(tenant, filter, request).await.expect("list breaks"), |b| b.id)
 }
 
 /// Ids in list order: newest first, then the greater id first.
@@ -253,10 +224,6 @@ fn lock_key(l: &Lock) -> (Timestamp, Uuid) {
 
 fn break_key(b: &Break) -> (Timestamp, Uuid) {
     (b.detected_at, b.id)
-}
-
-fn is_conflict<T: std::fmt::Debug>(outcome: &Result<T, StoreError>) -> bool {
-    matches!(outcome, Err(StoreError::Conflict(_)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,7 +318,7 @@ async fn operations_round_trip_every_field(backend: Backend) {
     let bare = operation(t, "acc-1", at(1));
     let full = Operation {
         tx_type: TxType::Transfer,
-        asset_id: asset("EUR"),
+        asset_id: currency("EUR"),
         customer_ref: customer_ref("Cust.2:x_y-Z"),
         counterparty_ref: Some(account_ref("Acc.9:x_y-Z")),
         amount: units(i64::MAX as u128),
@@ -403,10 +370,10 @@ async fn operations_round_trip_every_field(backend: Backend) {
     assert_eq!(stored.params["reference"], json!("invoice 42 — ünïcode"));
 
     // An asset given in lower case is stored and read back as its upper-case code.
-    let lower = Operation { asset_id: asset("chf"), ..operation(t, "acc-4", at(4)) };
+    let lower = Operation { asset_id: currency("chf"), ..operation(t, "acc-4", at(4)) };
     insert_operations(&*fx.store, std::slice::from_ref(&lower)).await;
     let stored = get_operation(&*fx.store, t, lower.id).await.expect("stored");
-    assert_eq!(stored, Operation { asset_id: asset("CHF"), ..lower });
+    assert_eq!(stored, Operation { asset_id: currency("CHF"), ..lower });
 
     // Unknown ids are none.
     assert_eq!(get_operation(&*fx.store, t, new_id()).await, None);
@@ -564,7 +531,7 @@ async fn an_operation_update_replaces_exactly_the_mutable_fields(backend: Backen
     // What is not mutable stays as inserted whatever the record says.
     let attempt = Operation {
         tx_type: TxType::Burn,
-        asset_id: asset("JPY"),
+        asset_id: currency("JPY"),
         account_ref: account_ref("acc-renamed"),
         customer_ref: customer_ref("cust-9"),
         counterparty_ref: None,
@@ -879,7 +846,7 @@ async fn locks_round_trip_every_field(backend: Backend) {
     let bare = lock(t, "acc-1", at(1));
     let full = Lock {
         counterparty_ref: Some(account_ref("Acc.9:x_y-Z")),
-        asset_id: asset("EUR"),
+        asset_id: currency("EUR"),
         amount: units(i64::MAX as u128),
         expires_at: Some(at(3600)),
         status: LockStatus::Active,
@@ -899,9 +866,9 @@ async fn locks_round_trip_every_field(backend: Backend) {
         assert_eq!(got.as_ref(), Some(record), "get_for_update");
         tx.commit().await.expect("commit");
     }
-    let lower = Lock { asset_id: asset("chf"), ..lock(t, "acc-4", at(4)) };
+    let lower = Lock { asset_id: currency("chf"), ..lock(t, "acc-4", at(4)) };
     insert_locks(&*fx.store, std::slice::from_ref(&lower)).await;
-    assert_eq!(get_lock(&*fx.store, t, lower.id).await, Some(Lock { asset_id: asset("CHF"), ..lower }));
+    assert_eq!(get_lock(&*fx.store, t, lower.id).await, Some(Lock { asset_id: currency("CHF"), ..lower }));
     assert_eq!(get_lock(&*fx.store, t, new_id()).await, None);
 }
 
@@ -957,7 +924,7 @@ async fn a_lock_update_replaces_exactly_the_mutable_fields(backend: Backend) {
     let attempt = Lock {
         account_ref: account_ref("acc-9"),
         counterparty_ref: None,
-        asset_id: asset("JPY"),
+        asset_id: currency("JPY"),
         amount: units(1),
         expires_at: None,
         created_at: at(999),
@@ -1108,7 +1075,7 @@ async fn breaks_round_trip_and_conflict(backend: Backend) {
     let bare = a_break(a, "acc-1", BreakReason::BalanceMismatch, at(1));
     let full = Break {
         transaction_id: Some(new_id()),
-        asset_id: asset("eur"),
+        asset_id: currency("eur"),
         detail: "expected 100, ledger says 90 — ünïcode".into(),
         ..a_break(a, "Acc.2:x_y-Z", BreakReason::ChainFailed, at(2))
     };
@@ -1122,7 +1089,7 @@ async fn breaks_round_trip_and_conflict(backend: Backend) {
     let mut tx = fx.store.read().await.expect("begin read");
     let listed = tx.breaks().list(a, &BreakFilter::default(), page(0, 50)).await.expect("list");
     drop(tx);
-    let stored_full = Break { asset_id: asset("EUR"), ..full.clone() };
+    let stored_full = Break { asset_id: currency("EUR"), ..full.clone() };
     let mut expected: Vec<Break> = records.iter().rev().cloned().collect();
     expected.push(stored_full);
     expected.push(bare.clone());
@@ -1309,34 +1276,40 @@ async fn get_for_update_serialises_changes_of_one_operation(backend: Backend) {
     let op = operation(t, "acc-1", at(0));
     insert_operations(&*fx.store, std::slice::from_ref(&op)).await;
 
-    // The first change holds the operation while it works...
-    let (held, holding) = tokio::sync::oneshot::channel();
-    let first = {
-        let store = fx.store.clone();
-        let id = op.id;
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let got = tx.operations().get_for_update(t, id).await.expect("get").expect("exists");
-            assert_eq!(got.state, OperationState::Submitted);
-            held.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let next = Operation { state: OperationState::PendingSettlement, updated_at: at(1), ..got };
-            tx.operations().update(&next).await.expect("update");
-            tx.commit().await.expect("commit");
-        })
-    };
-    holding.await.expect("the first change holds the operation");
-
-    // ...so the second reads it only once the first committed, and moves on from its state.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.operations().get_for_update(t, op.id).await.expect("get").expect("exists");
-    assert_eq!((got.state, got.updated_at), (OperationState::PendingSettlement, at(1)), "sees the first's outcome");
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    let next = Operation { state: OperationState::Settling, tx_hash: Some(hash(0xac)), updated_at: at(2), ..got };
-    tx.operations().update(&next).await.expect("update");
-    tx.commit().await.expect("commit");
-    first.await.expect("first change");
+    // The first change holds the operation while it works, so the second reads it only once the
+    // first committed, and moves on from its state.
+    let id = op.id;
+    let next = second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.operations().get_for_update(t, id).await.expect("get").expect("exists");
+                assert_eq!(got.state, OperationState::Submitted);
+                got
+            })
+        },
+        |tx, got| {
+            Box::pin(async move {
+                let next = Operation { state: OperationState::PendingSettlement, updated_at: at(1), ..got };
+                tx.operations().update(&next).await.expect("update");
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.operations().get_for_update(t, id).await.expect("get").expect("exists");
+                assert_eq!(
+                    (got.state, got.updated_at),
+                    (OperationState::PendingSettlement, at(1)),
+                    "sees the first's outcome"
+                );
+                let next =
+                    Operation { state: OperationState::Settling, tx_hash: Some(hash(0xac)), updated_at: at(2), ..got };
+                tx.operations().update(&next).await.expect("update");
+                next
+            })
+        },
+    )
+    .await;
     assert_eq!(get_operation(&*fx.store, t, op.id).await, Some(next));
 }
 
@@ -1346,32 +1319,32 @@ async fn get_for_update_serialises_changes_of_one_lock(backend: Backend) {
     let held = Lock { status: LockStatus::Active, expires_at: Some(at(5)), ..lock(t, "acc-1", at(0)) };
     insert_locks(&*fx.store, std::slice::from_ref(&held)).await;
 
-    // A RELEASE claims the lock while it works...
+    // A RELEASE claims the lock while it works,
     let release = new_id();
-    let (claimed, claiming) = tokio::sync::oneshot::channel();
-    let first = {
-        let store = fx.store.clone();
-        let id = held.id;
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let got = tx.locks().get_for_update(t, id).await.expect("get").expect("exists");
-            assert_eq!(got.completed_by, None);
-            claimed.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let next = Lock { completed_by: Some(release), updated_at: at(1), ..got };
-            tx.locks().update(&next).await.expect("update");
-            tx.commit().await.expect("commit");
-        })
-    };
-    claiming.await.expect("the release holds the lock");
-
     // ...so the expiry sweep's change waits, and finds it already being completed.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.locks().get_for_update(t, held.id).await.expect("get").expect("exists");
-    assert_eq!(got.completed_by, Some(release), "sees the release's claim");
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the release ({:?})", start.elapsed());
-    assert_eq!(tx.locks().expired(at(10), 10).await.expect("expired"), vec![], "nothing left to sweep");
-    tx.commit().await.expect("commit");
-    first.await.expect("first change");
+    let id = held.id;
+    second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.locks().get_for_update(t, id).await.expect("get").expect("exists");
+                assert_eq!(got.completed_by, None);
+                got
+            })
+        },
+        move |tx, got| {
+            Box::pin(async move {
+                let next = Lock { completed_by: Some(release), updated_at: at(1), ..got };
+                tx.locks().update(&next).await.expect("update");
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.locks().get_for_update(t, id).await.expect("get").expect("exists");
+                assert_eq!(got.completed_by, Some(release), "sees the release's claim");
+                assert_eq!(tx.locks().expired(at(10), 10).await.expect("expired"), vec![], "nothing left to sweep");
+            })
+        },
+    )
+    .await;
 }

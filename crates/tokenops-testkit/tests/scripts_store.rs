@@ -9,16 +9,13 @@ use tokenops_domain::automation::{
 };
 use tokenops_domain::paging::{PageRequest, SortDirection, SortKey};
 use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptStatus};
-use tokenops_domain::{TenantId, Timestamp, new_id};
+use tokenops_domain::{TenantId, new_id};
 use tokenops_store::StoreError;
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
-const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
-
-fn at(seconds: i64) -> Timestamp {
-    T0.plus_millis(seconds * 1000)
-}
+mod common;
+use common::at;
 
 fn page(size: u32) -> PageRequest {
     PageRequest { page: 0, size }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::event::{Event, EventFilter, ResourceRef};
-use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest, SortDirection, SortKey};
+use tokenops_domain::paging::{KeysetPosition, KeysetRequest, SortDirection, SortKey};
 use tokenops_domain::{ManualClock, TenantId, Timestamp, new_id};
 use tokenops_store::{
     CustomerFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, QueueStats, Store, StoreError,
@@ -24,8 +24,8 @@ use tokenops_store_sqlite::SqliteStore;
 use tokenops_testkit::{Backend, TestDb, backends};
 use uuid::Uuid;
 
-/// A fixed instant.
-const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
+mod common;
+use common::{T0, page};
 
 // ---------------------------------------------------------------------------------------------
 // The fixture
@@ -163,10 +163,6 @@ fn customer(tenant: TenantId, reference: &str, at: Timestamp) -> Customer {
         created_at: at,
         updated_at: at,
     }
-}
-
-fn page(page: u64, size: u32) -> PageRequest {
-    PageRequest { page, size }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -776,36 +772,37 @@ async fn get_for_update_serialises_changes_of_one_customer(backend: Backend) {
     assert_eq!(tx.customers().get_for_update(TenantId(new_id()), &reference).await.expect("get"), None);
     tx.commit().await.expect("commit");
 
-    // The first change holds the customer while it works...
-    let (held, holding) = tokio::sync::oneshot::channel();
-    let first = {
-        let store = fx.store.clone();
-        let reference = reference.clone();
-        tokio::spawn(async move {
-            let mut tx = store.write().await.expect("begin");
-            let got = tx.customers().get_for_update(tenant, &reference).await.expect("get").expect("exists");
-            assert_eq!(got.status, CustomerStatus::Active);
-            held.send(()).expect("signal");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            tx.customers()
-                .set_status(tenant, &reference, CustomerStatus::Inactive, T0.plus_millis(1))
-                .await
-                .expect("set");
-            tx.commit().await.expect("commit");
-        })
-    };
-    holding.await.expect("the first change holds the customer");
-
-    // ...so the second reads the customer only once the first committed, and starts from it.
-    let start = Instant::now();
-    let mut tx = fx.store.write().await.expect("begin");
-    let got = tx.customers().get_for_update(tenant, &reference).await.expect("get").expect("exists");
-    assert_eq!(got.status, CustomerStatus::Inactive, "the second change sees the first one's outcome");
-    assert_eq!(got.updated_at, T0.plus_millis(1));
-    assert!(start.elapsed() >= Duration::from_millis(200), "waited for the first ({:?})", start.elapsed());
-    tx.customers().set_status(tenant, &reference, CustomerStatus::Active, T0.plus_millis(2)).await.expect("set");
-    tx.commit().await.expect("commit");
-    first.await.expect("first change");
+    // The first change holds the customer while it works, so the second reads the customer only
+    // once the first committed, and starts from it.
+    let (first, second) = (reference.clone(), reference.clone());
+    common::second_change_waits(
+        &fx.store,
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.customers().get_for_update(tenant, &first).await.expect("get").expect("exists");
+                assert_eq!(got.status, CustomerStatus::Active);
+                first
+            })
+        },
+        move |tx, reference| {
+            Box::pin(async move {
+                let inactive = T0.plus_millis(1);
+                tx.customers().set_status(tenant, &reference, CustomerStatus::Inactive, inactive).await.expect("set");
+            })
+        },
+        move |tx| {
+            Box::pin(async move {
+                let got = tx.customers().get_for_update(tenant, &second).await.expect("get").expect("exists");
+                assert_eq!(got.status, CustomerStatus::Inactive, "the second change sees the first one's outcome");
+                assert_eq!(got.updated_at, T0.plus_millis(1));
+                tx.customers()
+                    .set_status(tenant, &second, CustomerStatus::Active, T0.plus_millis(2))
+                    .await
+                    .expect("set");
+            })
+        },
+    )
+    .await;
 
     let mut tx = fx.store.read().await.expect("begin read");
     let got = tx.customers().get(tenant, &reference).await.expect("get").expect("exists");

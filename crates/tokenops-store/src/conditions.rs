@@ -1,0 +1,109 @@
+//! The filters of the offset-paged lists, dialect-neutral: each filter a caller gives becomes a
+//! column compared with a value, and each backend's `Clause` numbers and binds them after the
+//! tenant, so the two backends select the same rows. A filter one dialect spells its own way (a
+//! JSON array's member) stays in that backend.
+
+use crate::keyset::KeyValue;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalTaskFilter};
+use tokenops_domain::automation::{AutomationFilter, AutomationStatus, ExecutionFilter};
+use tokenops_domain::operation::{BreakFilter, LockStatus};
+use tokenops_domain::script::{ScriptFilter, ScriptStatus};
+use uuid::Uuid;
+
+/// One filter of a list: `column op value`, the value bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub column: &'static str,
+    pub op: &'static str,
+    pub value: KeyValue,
+}
+
+/// The conditions of a list, in the order their placeholders are numbered.
+#[derive(Debug, Default)]
+struct Conditions(Vec<Condition>);
+
+impl Conditions {
+    fn compare(mut self, column: &'static str, op: &'static str, value: Option<KeyValue>) -> Self {
+        if let Some(value) = value {
+            self.0.push(Condition { column, op, value });
+        }
+        self
+    }
+
+    fn equal(self, column: &'static str, value: Option<KeyValue>) -> Self {
+        self.compare(column, "=", value)
+    }
+}
+
+fn text(value: &str) -> KeyValue {
+    KeyValue::Text(value.to_owned())
+}
+
+/// The approval requests a filter selects: by status, who acted, when resolved (from inclusive,
+/// to exclusive), action and resource.
+pub fn approval_requests(filter: &ApprovalRequestFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("status", filter.status.map(|s| text(s.as_str())))
+        .equal("acted_by", filter.acted_by.as_deref().map(text))
+        .compare("resolved_at", ">=", filter.resolved_from.map(|t| KeyValue::Int(t.as_micros())))
+        .compare("resolved_at", "<", filter.resolved_to.map(|t| KeyValue::Int(t.as_micros())))
+        .equal("action", filter.action.as_deref().map(text))
+        .equal("resource_id", filter.resource_id.as_deref().map(text))
+        .0
+}
+
+/// The approval tasks in a state, of one request if named; the approver filter is the backend's.
+pub fn approval_tasks(filter: &ApprovalTaskFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("state", Some(text(filter.state.as_str())))
+        .equal("request_id", filter.request_id.map(KeyValue::Id))
+        .0
+}
+
+/// Automations in a status (all but DELETED when none is named), of a script, by trigger.
+pub fn automations(filter: &AutomationFilter) -> Vec<Condition> {
+    let status = match filter.status {
+        Some(status) => Condition { column: "status", op: "=", value: text(status.as_str()) },
+        None => Condition { column: "status", op: "<>", value: text(AutomationStatus::Deleted.as_str()) },
+    };
+    Conditions(vec![status])
+        .equal("script_id", filter.script_id.map(KeyValue::Id))
+        .equal("trigger_type", filter.trigger.map(|t| text(t.as_str())))
+        .0
+}
+
+/// An automation's executions, by status.
+pub fn executions(automation_id: Uuid, filter: &ExecutionFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("automation_id", Some(KeyValue::Id(automation_id)))
+        .equal("status", filter.status.map(|s| text(s.as_str())))
+        .0
+}
+
+/// Scripts in a status (all but DELETED when none is named), by name.
+pub fn scripts(filter: &ScriptFilter) -> Vec<Condition> {
+    let status = match filter.status {
+        Some(status) => Condition { column: "status", op: "=", value: text(status.as_str()) },
+        None => Condition { column: "status", op: "<>", value: text(ScriptStatus::Deleted.as_str()) },
+    };
+    Conditions(vec![status]).equal("name", filter.name.as_deref().map(text)).0
+}
+
+/// Breaks by reason and account, detected from (inclusive) and to (exclusive).
+pub fn breaks(filter: &BreakFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("reason", filter.reason.map(|r| text(r.as_str())))
+        .equal("account_ref", filter.account_ref.as_ref().map(|a| text(a.as_str())))
+        .compare("detected_at", ">=", filter.from.map(|t| KeyValue::Int(t.as_micros())))
+        .compare("detected_at", "<", filter.to.map(|t| KeyValue::Int(t.as_micros())))
+        .0
+}
+
+/// An account's locks, by status.
+pub fn account_locks(account_ref: &AccountRef, status: Option<LockStatus>) -> Vec<Condition> {
+    Conditions::default()
+        .equal("account_ref", Some(text(account_ref.as_str())))
+        .equal("status", status.map(|s| text(s.as_str())))
+        .0
+}
