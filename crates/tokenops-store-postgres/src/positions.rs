@@ -4,7 +4,8 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{Position, PositionStore, StoreResult};
+use tokenops_store::{Position, PositionChange, PositionStore, StoreResult};
+use uuid::Uuid;
 
 #[async_trait]
 impl PositionStore for PostgresTx {
@@ -28,6 +29,39 @@ impl PositionStore for PostgresTx {
             .bind(account_ref.as_str())
             .bind(total_delta)
             .bind(held_delta)
+            .bind(now.as_micros()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// One statement for the whole set: a settlement batch moves the positions of many
+    /// accounts, and a statement each was a round trip each. Rows are upserted in the given
+    /// order (`WITH ORDINALITY`), so concurrent batches lock them alike.
+    async fn apply_all(&mut self, changes: &[PositionChange], now: Timestamp) -> StoreResult<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let tenants: Vec<Uuid> = changes.iter().map(|c| c.tenant.as_uuid()).collect();
+        let accounts: Vec<&str> = changes.iter().map(|c| c.account_ref.as_str()).collect();
+        let totals: Vec<i64> = changes.iter().map(|c| c.total_delta).collect();
+        let helds: Vec<i64> = changes.iter().map(|c| c.held_delta).collect();
+        // A sum beyond the BIGINT range fails ("bigint out of range") rather than wrapping.
+        self.execute(
+            sqlx::query(
+                "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at)
+                 SELECT c.tenant_id, c.account_ref, c.total, c.held, $5
+                 FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY
+                      AS c(tenant_id, account_ref, total, held, position)
+                 ORDER BY c.position
+                 ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = positions.total + excluded.total,
+                                                                    held = positions.held + excluded.held,
+                                                                    updated_at = excluded.updated_at",
+            )
+            .bind(&tenants)
+            .bind(&accounts)
+            .bind(&totals)
+            .bind(&helds)
             .bind(now.as_micros()),
         )
         .await?;

@@ -27,5 +27,23 @@ pub trait PositionStore: Send {
         held_delta: i64,
         now: Timestamp,
     ) -> StoreResult<()>;
+    /// [`PositionStore::apply`] for each change, in the order given (callers order them, so
+    /// two transactions take the rows in one order and never deadlock); a backend where a
+    /// statement is a round trip applies them in one.
+    async fn apply_all(&mut self, changes: &[PositionChange], now: Timestamp) -> StoreResult<()> {
+        for change in changes {
+            self.apply(change.tenant, &change.account_ref, change.total_delta, change.held_delta, now).await?;
+        }
+        Ok(())
+    }
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Position>;
+}
+
+/// One account's position change, for [`PositionStore::apply_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionChange {
+    pub tenant: TenantId,
+    pub account_ref: AccountRef,
+    pub total_delta: i64,
+    pub held_delta: i64,
 }

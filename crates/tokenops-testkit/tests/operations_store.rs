@@ -17,7 +17,7 @@ use tokenops_domain::operation::{
 };
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{InFlight, Position, Store, StoreError};
+use tokenops_store::{InFlight, Position, PositionChange, Store, StoreError};
 use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
@@ -1169,7 +1169,11 @@ async fn breaks_are_listed_newest_first_with_filters_and_totals(backend: Backend
 // ---------------------------------------------------------------------------------------------
 // Positions
 
-backends!(positions_accumulate_in_the_callers_transaction, an_overflowing_position_is_refused);
+backends!(
+    positions_accumulate_in_the_callers_transaction,
+    several_positions_move_in_one_call,
+    an_overflowing_position_is_refused
+);
 
 async fn positions_accumulate_in_the_callers_transaction(backend: Backend) {
     let fx = Fixture::new(backend).await;
@@ -1221,6 +1225,34 @@ async fn positions_accumulate_in_the_callers_transaction(backend: Backend) {
     apply(&*fx.store, t, "debtor", -5, 0, at(9)).await;
     assert_eq!(position(&*fx.store, t, "debtor").await, Position { total: -5, held: 0 }, "deltas are signed");
     assert_eq!(fx.db.count("positions", "").await, 5);
+}
+
+async fn several_positions_move_in_one_call(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let (t, other) = (tenant(), tenant());
+    apply(&*fx.store, t, "alice", 100, 10, at(1)).await;
+    let change = |tenant, account: &str, total_delta, held_delta| PositionChange {
+        tenant,
+        account_ref: account_ref(account),
+        total_delta,
+        held_delta,
+    };
+    let mut tx = fx.store.write().await.expect("begin");
+    tx.positions().apply_all(&[], at(2)).await.expect("nothing to apply");
+    let changes = [change(t, "alice", -30, -10), change(t, "bob", 30, 0), change(other, "alice", 5, 5)];
+    tx.positions().apply_all(&changes, at(2)).await.expect("apply all");
+    tx.commit().await.expect("commit");
+    assert_eq!(position(&*fx.store, t, "alice").await, Position { total: 70, held: 0 });
+    assert_eq!(position(&*fx.store, t, "bob").await, Position { total: 30, held: 0 });
+    assert_eq!(position(&*fx.store, other, "alice").await, Position { total: 5, held: 5 });
+
+    // One overflowing change refuses the whole call, and the transaction moves nothing.
+    let mut tx = fx.store.write().await.expect("begin");
+    let changes = [change(t, "bob", 1, 0), change(t, "alice", i64::MAX, 0)];
+    let outcome = tx.positions().apply_all(&changes, at(3)).await;
+    assert!(outcome.is_err(), "alice's total overflows: {outcome:?}");
+    drop(tx);
+    assert_eq!(position(&*fx.store, t, "bob").await, Position { total: 30, held: 0 });
 }
 
 async fn an_overflowing_position_is_refused(backend: Backend) {

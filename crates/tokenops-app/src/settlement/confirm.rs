@@ -6,7 +6,7 @@ use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::event::EventType;
 use tokenops_domain::operation::{Lock, LockStatus, Operation, OperationState, TxType};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::Tx;
+use tokenops_store::{PositionChange, Tx};
 
 use super::{Pipeline, lock_expiry};
 use crate::jobs::JobError;
@@ -26,9 +26,17 @@ impl PositionDeltas {
     }
 
     pub(super) async fn apply(self, tx: &mut dyn Tx, now: Timestamp) -> Result<(), JobError> {
-        for ((tenant, account), (total, held)) in self.0 {
-            tx.positions().apply(tenant, &account, total, held, now).await?;
-        }
+        let changes: Vec<PositionChange> = self
+            .0
+            .into_iter()
+            .map(|((tenant, account_ref), (total_delta, held_delta))| PositionChange {
+                tenant,
+                account_ref,
+                total_delta,
+                held_delta,
+            })
+            .collect();
+        tx.positions().apply_all(&changes, now).await?;
         Ok(())
     }
 }
