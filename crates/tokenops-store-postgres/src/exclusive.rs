@@ -78,7 +78,10 @@ async fn keep(
             match take(&options, &role).await {
                 Ok(Some(connection)) => break connection,
                 Ok(None) => {
-                    tracing::error!(role, "another process took this node's exclusive role while the database was away");
+                    tracing::error!(
+                        role,
+                        "another process took this node's exclusive role while the database was away"
+                    );
                     let _ = lost.send(true);
                     return;
                 }

@@ -10,8 +10,12 @@ pub(crate) fn exclusive(database: &Path, role: &str) -> StoreResult<Option<Exclu
     let mut name = database.as_os_str().to_owned();
     name.push(format!("-{role}.lock"));
     // Not truncated: the file's content means nothing, only its lock.
-    let file: File =
-        OpenOptions::new().create(true).truncate(false).write(true).open(&name).map_err(|e| StoreError::Backend(Box::new(e)))?;
+    let file: File = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&name)
+        .map_err(|e| StoreError::Backend(Box::new(e)))?;
     match file.try_lock() {
         Ok(()) => Ok(Some(Exclusive::until_dropped(file))),
         Err(TryLockError::WouldBlock) => Ok(None),
