@@ -460,6 +460,19 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     );
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 
+    // Signatures signed anew since each node's last start (on two nodes, mostly a nonce both
+    // took for one wallet): a figure for the report.
+    let mut superseded = 0.0;
+    for service in services.iter().flatten() {
+        let metrics = client.http.get(format!("{}/metrics", service.base_url)).send().await.expect("metrics");
+        let text = metrics.text().await.expect("metrics text");
+        superseded += text
+            .lines()
+            .filter_map(|line| line.strip_prefix("tokenops_signatures_superseded_total "))
+            .filter_map(|value| value.trim().parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    eprintln!("  signatures superseded and signed anew since the nodes' last starts: {superseded}");
     for service in services.into_iter().flatten() {
         assert!(service.terminate().await.success());
     }
