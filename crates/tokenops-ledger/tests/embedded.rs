@@ -1,6 +1,7 @@
 //! The embedded ledger on both stores: the conformance suite, then what only an embedded ledger
 //! has to prove. It keeps everything across a restart, and a transaction lost with the mempool
-//! is included when its same bytes are sent again.
+//! is included when its same bytes are sent again. One process at a time produces its blocks;
+//! others read.
 
 mod suite;
 
@@ -338,11 +339,48 @@ async fn a_send_refused_for_now_keeps_its_nonce_for_the_same_bytes(backend: Back
     assert_eq!(ledger.balances(token, alice).await.expect("balances").total, U256::from(7));
 }
 
+/// The mempool and the nonce slots live in the producing process: a second producer on the
+/// same store is refused while the first holds the role, even from another handle of the store
+/// (another process); a reader beside it sees what the producer commits and signs nothing;
+/// once the producer is gone, a new one opens.
+async fn one_process_produces_others_read(backend: Backend) {
+    let SlowChain { fixture, custody, issuer, alice, config, ledger, token } = slow_chain(backend).await;
+    let other_process = fixture.reopen().await;
+    let refused = EmbeddedLedger::open(other_process.clone(), issuer, custody.clone(), config.clone())
+        .await
+        .expect_err("a second producer on the store");
+    assert!(matches!(&refused, LedgerError::Final { .. }), "{refused}");
+    assert!(refused.to_string().contains("TOKENOPS_LEDGER=evm"), "the refusal says what to run: {refused}");
+
+    let reader = EmbeddedLedger::open_reader(other_process.clone(), issuer, custody.clone(), config.clone())
+        .await
+        .expect("a reader beside the producer");
+    let mint = LedgerCall::Mint { to: alice, amount: U256::from(5) };
+    let hash = ledger.submit(token, &mint, custody.as_ref()).await.expect("submit");
+    assert_eq!(ledger.produce_block().await.expect("block"), 1);
+    let (block, _) = included(&ledger, hash).await;
+    assert_eq!(reader.latest_block().await.expect("the reader's head"), block, "the producer's committed head");
+    assert_eq!(reader.balances(token, alice).await.expect("balances").total, U256::from(5));
+    assert!(matches!(reader.receipt(hash).await.expect("receipt"), ReceiptStatus::Included { .. }));
+    let signing = reader.sign(token, &mint, custody.as_ref()).await.expect_err("a reader does not sign");
+    assert!(matches!(signing, LedgerError::Final { .. }), "{signing}");
+
+    drop(ledger);
+    let next = EmbeddedLedger::open(other_process, issuer, custody.clone(), config)
+        .await
+        .expect("the role is free once the producer is gone");
+    let hash = next.submit(token, &mint, custody.as_ref()).await.expect("submit");
+    assert_eq!(next.produce_block().await.expect("block"), 1);
+    assert_eq!(included(&next, hash).await.1, Outcome::Success);
+    assert_eq!(reader.balances(token, alice).await.expect("balances").total, U256::from(10));
+}
+
 backends!(
     conformance,
     keeps_everything_across_a_restart,
     resends_what_the_mempool_lost,
     a_resent_signature_behind_a_gap_keeps_its_nonce,
     a_send_refused_for_now_keeps_its_nonce_for_the_same_bytes,
-    a_failed_block_write_leaves_nothing_and_is_retried
+    a_failed_block_write_leaves_nothing_and_is_retried,
+    one_process_produces_others_read
 );

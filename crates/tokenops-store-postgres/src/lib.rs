@@ -26,6 +26,7 @@ mod contracts;
 mod custody;
 mod customers;
 mod events;
+mod exclusive;
 mod executions;
 mod groups;
 mod idempotency;
@@ -95,6 +96,8 @@ pub enum ConfigError {
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// How the pool connects: a held role (`exclusive`) takes a connection of its own.
+    options: PgConnectOptions,
     /// One connection, used only by the job listener (so it never starves transactions).
     listener_pool: PgPool,
     channel: Arc<str>,
@@ -155,7 +158,7 @@ impl PostgresStore {
             .min_connections(0)
             .idle_timeout(None)
             .max_lifetime(None)
-            .connect_lazy_with(options);
+            .connect_lazy_with(options.clone());
         let listener = match subscribe(&listener_pool, &channel).await {
             Ok(listener) => listener,
             Err(error) => {
@@ -177,6 +180,7 @@ impl PostgresStore {
         ));
         Ok(Self {
             pool,
+            options,
             listener_pool,
             channel,
             jobs_notified,
@@ -366,6 +370,10 @@ impl Store for PostgresStore {
     async fn ping(&self) -> StoreResult<()> {
         query::execute(&self.pool, sqlx::query("SELECT 1")).await?;
         Ok(())
+    }
+
+    async fn exclusive(&self, role: &str) -> StoreResult<Option<tokenops_store::Exclusive>> {
+        exclusive::exclusive(&self.options, role, self.shutdown.clone()).await
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {

@@ -18,6 +18,7 @@ mod contracts;
 mod custody;
 mod customers;
 mod events;
+mod exclusive;
 mod executions;
 mod group_commit;
 mod groups;
@@ -61,6 +62,8 @@ const READERS: usize = 4;
 
 #[derive(Clone)]
 pub struct SqliteStore {
+    /// The database file, beside which held roles lock files of their own (`exclusive`).
+    path: Arc<std::path::PathBuf>,
     group: Arc<group_commit::GroupCommit>,
     readers: Arc<connection::Readers>,
     jobs_enqueued: Arc<Notify>,
@@ -85,7 +88,7 @@ impl SqliteStore {
         let readers = Arc::new(connection::Readers::new(path, READERS));
         let jobs_enqueued = Arc::new(Notify::new());
         let group = group_commit::GroupCommit::start(path.to_owned(), writer, wal_bound);
-        Ok(Self { group, readers, jobs_enqueued })
+        Ok(Self { path: Arc::new(path.to_owned()), group, readers, jobs_enqueued })
     }
 
     /// Applies every migration not yet applied; returns how many ran. `clock` stamps each one's
@@ -128,6 +131,10 @@ impl Store for SqliteStore {
 
     async fn ping(&self) -> StoreResult<()> {
         self.readers.single(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(codec::backend)).await
+    }
+
+    async fn exclusive(&self, role: &str) -> StoreResult<Option<tokenops_store::Exclusive>> {
+        exclusive::exclusive(&self.path, role)
     }
 
     async fn wait_for_jobs(&self, timeout: Duration) {

@@ -21,6 +21,7 @@ mod custody;
 mod customers;
 mod error;
 mod events;
+mod exclusive;
 mod executions;
 mod groups;
 mod idempotency;
@@ -57,6 +58,7 @@ pub use custody::*;
 pub use customers::*;
 pub use error::{StoreError, StoreResult};
 pub use events::*;
+pub use exclusive::Exclusive;
 pub use executions::*;
 pub use groups::*;
 pub use idempotency::*;
@@ -146,6 +148,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds when the store answers a trivial query: the readiness probe.
     async fn ping(&self) -> StoreResult<()>;
+
+    /// Takes `role` for this process if no other process (or other handle of this one) holds it
+    /// on this store (for PostgreSQL: this schema): `None` while another does. Held until the
+    /// answer is dropped or its holder dies; see [`Exclusive`].
+    async fn exclusive(&self, role: &str) -> StoreResult<Option<Exclusive>>;
 
     /// Waits until a job may have become runnable (a commit enqueued one) or `timeout` passes.
     /// Spurious wake-ups are allowed; callers poll after each.

@@ -85,6 +85,12 @@ impl ServiceProcess {
         panic!("tokenops did not become ready within {timeout:?} ({last})");
     }
 
+    /// The process's exit status once it exits, if it does within `timeout` (a node that refuses
+    /// its settings stops on its own).
+    pub async fn exited_within(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait()).await.ok().map(|status| status.expect("wait for tokenops"))
+    }
+
     /// SIGKILL: the process gets no chance to clean up.
     pub async fn kill9(mut self) {
         self.child.start_kill().expect("kill");

@@ -265,9 +265,14 @@ async fn open_ledger(
                 clock: clock.clone(),
                 ..EmbeddedConfig::default()
             };
-            let ledger = EmbeddedLedger::open(store.clone(), issuer, custody.clone(), settings)
-                .await
-                .context("opening the embedded ledger")?;
+            // The chain's mempool and nonces live in the one process that produces its blocks:
+            // the workers' node. A node of role api only reads it.
+            let ledger = if config.role.runs_workers() {
+                EmbeddedLedger::open(store.clone(), issuer, custody.clone(), settings).await
+            } else {
+                EmbeddedLedger::open_reader(store.clone(), issuer, custody.clone(), settings).await
+            }
+            .context("opening the embedded ledger")?;
             Arc::new(ledger)
         }
         LedgerKind::Evm => {

@@ -41,7 +41,13 @@ impl Ledger for EmbeddedLedger {
     async fn latest_block(&self) -> Result<u64, LedgerError> {
         // A ledger that stopped (another producer on its store) answers nothing any more.
         self.inner.check_running()?;
-        Ok(self.head_number())
+        if !self.inner.reader {
+            return Ok(self.head_number());
+        }
+        // A reader's head is the producer's, as far as it has committed.
+        let mut tx = self.inner.store.read().await.map_err(temporary)?;
+        let head = tx.ledger().head().await.map_err(temporary)?.ok_or_else(|| corrupt("chain", "no head"))?;
+        Ok(head.number)
     }
 
     async fn adopt_token(&self, address: Address) -> Result<TokenInfo, LedgerError> {
@@ -89,7 +95,7 @@ impl Ledger for EmbeddedLedger {
         grace: Duration,
     ) -> Result<Option<TxHash>, LedgerError> {
         let inner = &self.inner;
-        inner.check_running()?;
+        inner.check_producer()?;
         inner.require_token(token).await?;
         let Some(claim) = inner.nonces.claim_gap(sender, nonce, grace).await else { return Ok(None) };
         // Under the slot's lock: still the gap, not filled meanwhile.

@@ -18,9 +18,13 @@
 //! - **Hashes**: a transaction's hash is keccak-256 of its signed bytes, as on any EVM chain. A
 //!   block's hash is keccak-256 over its number, parent hash, timestamp and transaction hashes:
 //!   it identifies the block but is not an Ethereum header hash.
-//! - **One producer per store.** Only one process should run the embedded ledger on a store. A
-//!   second producer's block collides on the block number's primary key and is rolled back;
-//!   the producer then stops, since its view of the chain is stale.
+//! - **One producer per store.** The mempool and the chain's head live in the producing
+//!   process, so only one process may produce blocks on a store: `open` takes the store's
+//!   [`PRODUCER_ROLE`] (`Store::exclusive`) and refuses while another process holds it (a
+//!   deployment of several worker nodes needs the EVM ledger). Nodes that only serve the API
+//!   open the chain as readers (`open_reader`: balances and the head, read from the store).
+//!   Should a second producer write anyway (the role lost while the database was away), its
+//!   block collides on the block number's primary key and is rolled back, and it stops.
 //!
 //! What it leaves out, because tokenops never sends it: gas accounting (fields are accepted
 //! and ignored), native value, and contract calls other than the ledger port's (`approve`,
@@ -47,12 +51,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokenops_custody::Custody;
 use tokenops_domain::{Clock, SystemClock};
-use tokenops_store::{LedgerTransaction, Store, StoreError};
+use tokenops_store::{Exclusive, LedgerTransaction, Store, StoreError};
 use tokio::sync::{Notify, watch};
 
 /// The embedded chain's default id (ASCII "tok"); any value works as long as it stays the same
 /// for a store.
 pub const DEFAULT_CHAIN_ID: u64 = 0x746f6b;
+
+/// The store role (`Store::exclusive`) of the process that produces the embedded chain's blocks.
+pub const PRODUCER_ROLE: &str = "embedded-ledger-producer";
+/// How long `open` waits for the producer role: a restarted process may find its predecessor's
+/// hold still being let go (a connection the database has not seen close yet).
+const PRODUCER_ROLE_WAIT: Duration = Duration::from_secs(5);
+const PRODUCER_ROLE_RETRY: Duration = Duration::from_millis(200);
 
 /// The gas limit written into the embedded ledger's transactions. The embedded ledger does not
 /// meter gas; the field only has to be present.
@@ -147,6 +158,11 @@ struct Inner {
     resync: AtomicBool,
     /// Deployed tokens by address: immutable facts, cached after the first read.
     tokens: Mutex<HashMap<Address, TokenInfo>>,
+    /// The producer role, held while this process produces blocks; `None` for a reader, and
+    /// once closed.
+    producer: Mutex<Option<Exclusive>>,
+    /// Opened by `open_reader`: reads the chain, never signs, sends or produces.
+    reader: bool,
 }
 
 fn temporary(error: StoreError) -> LedgerError {
@@ -177,16 +193,57 @@ fn parse_amount(value: &str) -> Result<U256, LedgerError> {
 impl EmbeddedLedger {
     /// Opens the ledger on `store` (creating its chain on first use) and starts producing
     /// blocks. `issuer` is the custody wallet that deploys tokens and signs mints and burns;
-    /// `issuer_custody` signs its deployments.
+    /// `issuer_custody` signs its deployments. Refused (`Final`) while another process produces
+    /// blocks on the store.
     pub async fn open(
         store: Arc<dyn Store>,
         issuer: Address,
         issuer_custody: Arc<dyn Custody>,
         config: EmbeddedConfig,
     ) -> Result<Self, LedgerError> {
+        let producer = take_producer_role(store.as_ref()).await?;
+        let lost = producer.lost();
+        let ledger = Self::start(store, issuer, issuer_custody, config, Some(producer)).await?;
+        let inner = Arc::downgrade(&ledger.inner);
+        tokio::spawn(async move {
+            lost.await;
+            if let Some(inner) = inner.upgrade() {
+                tracing::error!("another process took the embedded ledger's producer role; this one stops");
+                inner.stopped.store(true, Ordering::SeqCst);
+                inner.wake.notify_one();
+            }
+        });
+        tokio::spawn(produce_blocks(
+            Arc::downgrade(&ledger.inner),
+            ledger.inner.wake.clone(),
+            ledger.inner.config.block_interval,
+        ));
+        Ok(ledger)
+    }
+
+    /// Opens the chain for reading only, on a node that does not run the workers (role `api`):
+    /// balances and the head come from the store, as the producing node writes them; signing,
+    /// sending and deploying are refused (`Final`). Any number of readers may run beside the one
+    /// producer.
+    pub async fn open_reader(
+        store: Arc<dyn Store>,
+        issuer: Address,
+        issuer_custody: Arc<dyn Custody>,
+        config: EmbeddedConfig,
+    ) -> Result<Self, LedgerError> {
+        Self::start(store, issuer, issuer_custody, config, None).await
+    }
+
+    async fn start(
+        store: Arc<dyn Store>,
+        issuer: Address,
+        issuer_custody: Arc<dyn Custody>,
+        config: EmbeddedConfig,
+        producer: Option<Exclusive>,
+    ) -> Result<Self, LedgerError> {
         let head = load_or_init_chain(store.as_ref(), &config).await?;
-        let wake = Arc::new(Notify::new());
         let (head_number, _) = watch::channel(head.number);
+        let reader = producer.is_none();
         let inner = Arc::new(Inner {
             store,
             issuer,
@@ -195,14 +252,15 @@ impl EmbeddedLedger {
             mempool: Mutex::new(Mempool::default()),
             head: Mutex::new(head),
             head_number,
-            wake: wake.clone(),
+            wake: Arc::new(Notify::new()),
             producing: tokio::sync::Mutex::new(()),
             stopped: AtomicBool::new(false),
             resync: AtomicBool::new(false),
             tokens: Mutex::new(HashMap::new()),
+            producer: Mutex::new(producer),
+            reader,
             config,
         });
-        tokio::spawn(produce_blocks(Arc::downgrade(&inner), wake, inner.config.block_interval));
         Ok(Self { inner })
     }
 
@@ -226,6 +284,27 @@ impl EmbeddedLedger {
     pub fn close(&self) {
         self.inner.stopped.store(true, Ordering::SeqCst);
         self.inner.wake.notify_one();
+        // Another process (or this one, reopening) may produce from now on.
+        drop(lock(&self.inner.producer).take());
+    }
+}
+
+/// Takes the store's producer role, waiting [`PRODUCER_ROLE_WAIT`] for a holder that is going
+/// away.
+async fn take_producer_role(store: &dyn Store) -> Result<Exclusive, LedgerError> {
+    let deadline = tokio::time::Instant::now() + PRODUCER_ROLE_WAIT;
+    loop {
+        if let Some(held) = store.exclusive(PRODUCER_ROLE).await.map_err(temporary)? {
+            return Ok(held);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(LedgerError::final_(
+                "another process produces the embedded ledger's blocks on this store: the embedded ledger \
+                 runs its workers on one node only (nodes of role api read it); run several worker nodes \
+                 with TOKENOPS_LEDGER=evm",
+            ));
+        }
+        tokio::time::sleep(PRODUCER_ROLE_RETRY).await;
     }
 }
 
@@ -240,6 +319,19 @@ impl Inner {
     fn check_running(&self) -> Result<(), LedgerError> {
         if self.stopped.load(Ordering::SeqCst) {
             Err(LedgerError::temporary("the embedded ledger is stopped"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Refuses what only the producing process may do: signing (its nonce slots), sending (its
+    /// mempool) and waiting for blocks.
+    fn check_producer(&self) -> Result<(), LedgerError> {
+        self.check_running()?;
+        if self.reader {
+            Err(LedgerError::final_(
+                "this node reads the embedded ledger only (role api): the node running the workers signs and sends",
+            ))
         } else {
             Ok(())
         }
@@ -296,7 +388,7 @@ impl Inner {
         gas_limit: u64,
         custody: &dyn Custody,
     ) -> Result<SignedTransaction, LedgerError> {
-        self.check_running()?;
+        self.check_producer()?;
         let mut slot = self.nonces.lock(sender).await;
         let mut nonce = match slot.next() {
             Some(nonce) => nonce,
@@ -326,7 +418,7 @@ impl Inner {
 
     /// Decodes, checks and admits signed bytes.
     async fn send(&self, raw: &[u8]) -> Result<TxHash, LedgerError> {
-        self.check_running()?;
+        self.check_producer()?;
         let decoded = transaction::decode(raw)?;
         if decoded.chain_id != Some(self.config.chain_id) {
             return Err(LedgerError::final_(format!(

@@ -257,11 +257,14 @@ pub(crate) struct Submitted {
 
 /// An integrator's client: resends a request that got no answer, a 5xx, 409 while the same key
 /// is in flight, or (for a RELEASE or CANCEL) 404 while its LOCK is not visible, with the same
-/// key, reading the node's current address each time.
+/// key, reading the node's current address each time. With a second node (`via`), a submission
+/// that got no answer or a 5xx goes to the other node next, with the same key.
 #[derive(Clone)]
 pub(crate) struct Client {
     pub(crate) http: reqwest::Client,
     pub(crate) node: Arc<RwLock<String>>,
+    /// The other node a submission turns to when its node does not answer.
+    pub(crate) other_node: Option<Arc<RwLock<String>>>,
     pub(crate) token: String,
     pub(crate) counters: Arc<Counters>,
     /// No submission is sent again past this moment.
@@ -278,6 +281,7 @@ impl Client {
         Self {
             http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("http client"),
             node: Arc::new(RwLock::new(base_url.to_owned())),
+            other_node: None,
             token: token.to_owned(),
             counters: Arc::default(),
             give_up_at: Instant::now() + Duration::from_secs(3_600),
@@ -286,15 +290,30 @@ impl Client {
         }
     }
 
+    /// The same client (counters shared) sending to `node` first and to `other` when `node`
+    /// does not answer.
+    pub(crate) fn via(&self, node: &Arc<RwLock<String>>, other: &Arc<RwLock<String>>) -> Self {
+        Self { node: node.clone(), other_node: Some(other.clone()), ..self.clone() }
+    }
+
     pub(crate) fn base(&self) -> String {
         self.node.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// The node a submission goes to after `failovers` sends without an answer.
+    fn base_after(&self, failovers: usize) -> String {
+        match &self.other_node {
+            Some(other) if failovers % 2 == 1 => other.read().unwrap_or_else(PoisonError::into_inner).clone(),
+            _ => self.base(),
+        }
+    }
+
     fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        self.http
-            .request(method, format!("{}{path}", self.base()))
-            .header("API-Version", "1.0.0")
-            .bearer_auth(&self.token)
+        self.request_to(&self.base(), method, path)
+    }
+
+    fn request_to(&self, base: &str, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, format!("{base}{path}")).header("API-Version", "1.0.0").bearer_auth(&self.token)
     }
 
     /// One request of the test's own (setup and checks), while the service is up.
@@ -324,16 +343,22 @@ impl Client {
         let deadline = (Instant::now() + REQUEST_DEADLINE).min(self.give_up_at);
         let mut history: Vec<String> = Vec::new();
         let mut last = String::new();
+        let mut failovers = 0;
         while Instant::now() < deadline {
             *sends += 1;
-            let sent =
-                self.request(Method::POST, "/api/transactions").header("Idempotency-Key", key).json(body).send().await;
+            let sent = self
+                .request_to(&self.base_after(failovers), Method::POST, "/api/transactions")
+                .header("Idempotency-Key", key)
+                .json(body)
+                .send()
+                .await;
             let response = match sent {
                 Ok(response) => response,
                 Err(e) => {
                     last = format!("no answer: {e}");
                     note(&mut history, "no answer".to_owned());
                     self.counters.unanswered.fetch_add(1, Ordering::Relaxed);
+                    failovers += 1;
                     tokio::time::sleep(self.resend_pause).await;
                     continue;
                 }
@@ -381,6 +406,7 @@ impl Client {
                         .entry(format!("{status} {code}"))
                         .or_default() += 1;
                     note(&mut history, format!("{status} {code}"));
+                    failovers += 1;
                     tokio::time::sleep(self.resend_pause).await;
                 }
                 _ => return (Answer::Refused(status, reply), history),

@@ -4,6 +4,11 @@
 //! exists exactly once and is terminal, no ledger transaction is applied twice, and the sum of
 //! balances equals minted minus burned (each account's ledger balance equals the service's
 //! position and the sum of its confirmed operations).
+//!
+//! The same on two nodes on one PostgreSQL database, on the EVM ledger (anvil), as a multi-node
+//! deployment runs (the embedded ledger has one producing node): clients spread over both
+//! nodes and resend to the other when theirs does not answer, and a node drawn at random is
+//! killed and restarted each time.
 
 use crate::crash_load::{
     Answer, Balances, Client, Detail, Planned, Rng, Row, Submitted, amount_text, balances, body, by_type,
@@ -12,22 +17,18 @@ use crate::crash_load::{
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use tokenops_app::clock::{Clock, ManualClock, SystemClock};
+use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
-const OPERATIONS: usize = 2_000;
-/// Each client submits OPERATIONS / CLIENTS of them.
 const CLIENTS: usize = 16;
-const _: () = assert!(OPERATIONS.is_multiple_of(CLIENTS), "every client submits the same number");
 const ACCOUNTS: usize = 8;
 /// Mints each client submits before anything else, one into each account.
 const OPENING_MINTS: usize = ACCOUNTS;
-/// The service is killed once this many submissions have been answered, at each step.
-const KILL_AFTER_ANSWERS: [usize; 3] = [OPERATIONS / 5, OPERATIONS / 2, OPERATIONS * 4 / 5];
 /// An amount no account ever holds: the operation must fail on the ledger.
 const OVERDRAFT: i64 = 999_999_999;
 /// Operations not (yet) CONFIRMED or FAILED.
@@ -40,9 +41,31 @@ const RESEND_PAUSE: Duration = Duration::from_millis(50);
 /// A LOCK's RELEASE or CANCEL is submitted this many of the client's steps after the LOCK.
 const COMPLETION_AFTER_STEPS: usize = 8;
 
-fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
+/// What one run of the crash test does.
+struct Setup {
+    /// Operations submitted, an equal share by each of the CLIENTS.
+    operations: usize,
+    /// Nodes serving the API and running workers on the one store.
+    nodes: usize,
+    /// SIGKILLs, spread evenly over the submissions (each of a node drawn at random).
+    kills: usize,
+    /// The EVM node the service's ledger is on; `None`: the embedded ledger.
+    anvil: Option<Anvil>,
+}
+
+impl Setup {
+    /// A node is killed once this many submissions have been answered, at each step.
+    fn kill_after_answers(&self) -> Vec<usize> {
+        (1..=self.kills).map(|k| self.operations * k / (self.kills + 1)).collect()
+    }
+}
+
+fn environment(db: &TestDb, issuer: &TestIssuer, anvil: Option<&Anvil>) -> BTreeMap<String, String> {
     let mut env = service_environment(db, issuer, "all");
     crash_load_environment(&mut env);
+    if let Some(anvil) = anvil {
+        env.extend(anvil.ledger_settings());
+    }
     // The pipeline itself must hand every operation on: the sweep that would resume one no job
     // carries (after a minute unchanged) is kept out of this test, so such an operation shows.
     env.insert("TOKENOPS_RESUME_SWEEP_SECS".to_owned(), "86400".to_owned());
@@ -58,9 +81,8 @@ fn single(key: String, tx_type: &str, owner: usize, counterparty: Option<usize>,
 /// Client `c`'s operations: its opening mints, then transfers (a few of them overdrafts that
 /// must fail), further mints, burns (a few overdrawn), and LOCKs each followed by a RELEASE or
 /// CANCEL. Each planned submission has its own Idempotency-Key.
-fn plan(c: usize) -> Vec<Planned> {
+fn plan(c: usize, quota: usize) -> Vec<Planned> {
     let mut rng = Rng::from_state(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) * 0x1000_0000_01B3), ACCOUNTS);
-    let quota = OPERATIONS / CLIENTS;
     let mut steps = Vec::new();
     let mut count = 0;
     let key = |count: &mut usize| {
@@ -107,6 +129,7 @@ fn plan(c: usize) -> Vec<Planned> {
 /// One kill: when, and what the killed process had in flight.
 #[derive(Debug)]
 struct Kill {
+    node: usize,
     answered: usize,
     running_jobs: i64,
     in_flight: i64,
@@ -117,36 +140,66 @@ struct Kill {
 impl Kill {
     fn describe(&self) -> String {
         format!(
-            "after {} answers ({} jobs leased, {} operations in flight, {} signed and not settled; ready again in {:?})",
-            self.answered, self.running_jobs, self.in_flight, self.signed_unsettled, self.restart
+            "node {} after {} answers ({} jobs leased, {} operations in flight, {} signed and not settled; ready again in {:?})",
+            self.node, self.answered, self.running_jobs, self.in_flight, self.signed_unsettled, self.restart
         )
     }
 }
 
 async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Backend) {
+    survive_sigkills(backend, Setup { operations: 2_000, nodes: 1, kills: 3, anvil: None }).await;
+}
+
+/// Two nodes on one PostgreSQL database, a random one killed five times: the same promises.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_survive_sigkills_of_either_each_operation_applied_exactly_once() {
+    let anvil = Anvil::start().await;
+    survive_sigkills(Backend::Postgres, Setup { operations: 1_120, nodes: 2, kills: 5, anvil: Some(anvil) }).await;
+}
+
+async fn survive_sigkills(backend: Backend, setup: Setup) {
     tokenops_identity::install_crypto_provider();
+    assert!(setup.operations.is_multiple_of(CLIENTS), "every client submits the same number");
+    let quota = setup.operations / CLIENTS;
+    let name = format!("transactions_crash ({backend:?}, {} node(s))", setup.nodes);
     let started = Instant::now();
     let issuer = TestIssuer::start().await;
     let db = TestDb::create(backend).await;
     let _schema = DropSchema(&db);
     let clock = ManualClock::starting_at(SystemClock.now());
     let tenant = issuer.new_tenant(&clock);
-    let env = environment(&db, &issuer);
+    let env = environment(&db, &issuer, setup.anvil.as_ref());
 
-    let mut service = ServiceProcess::start(BINARY, &env).await;
-    let client = Client::new(&service.base_url, &tenant.token, RESEND_PAUSE, COMPLETION_AFTER_STEPS);
-    let (node, counters) = (client.node.clone(), client.counters.clone());
+    let mut services = Vec::new();
+    for _ in 0..setup.nodes {
+        services.push(Some(ServiceProcess::start(BINARY, &env).await));
+    }
+    let base_url = |s: &Option<ServiceProcess>| s.as_ref().map(|s| s.base_url.clone()).unwrap_or_default();
+    let client = Client::new(&base_url(&services[0]), &tenant.token, RESEND_PAUSE, COMPLETION_AFTER_STEPS);
+    let mut nodes = vec![client.node.clone()];
+    nodes.extend(services[1..].iter().map(|s| Arc::new(RwLock::new(base_url(s)))));
+    let counters = client.counters.clone();
 
     // One contract, one customer, the accounts; all ACTIVE before the first operation.
     open_accounts(&client, &db, ACCOUNTS).await;
     let ready = started.elapsed();
-    eprintln!("transactions_crash ({backend:?}): {ACCOUNTS} accounts ACTIVE after {ready:?}");
+    eprintln!("{name}: {ACCOUNTS} accounts ACTIVE after {ready:?}");
 
-    // The clients, and a controller that kills and restarts the service as they go.
+    // The clients, spread over the nodes, and a controller that kills and restarts a node as
+    // they go.
     let submitting = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS).map(|c| tokio::spawn(client.clone().run(plan(c)))).collect();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let client = match nodes.len() {
+                1 => client.clone(),
+                n => client.via(&nodes[c % n], &nodes[(c + 1) % n]),
+            };
+            tokio::spawn(client.run(plan(c, quota)))
+        })
+        .collect();
+    let mut victims = Rng::seeded(0x6b696c6c, setup.nodes);
     let mut kills = Vec::new();
-    for threshold in KILL_AFTER_ANSWERS {
+    for threshold in setup.kill_after_answers() {
         let finished = || clients.iter().all(|c| c.is_finished());
         while counters.answered.load(Ordering::Relaxed) < threshold && !finished() {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -155,17 +208,19 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
             break;
         }
         let answered = counters.answered.load(Ordering::Relaxed);
-        service.kill9().await;
+        let victim = victims.account();
+        services[victim].take().expect("every node runs between kills").kill9().await;
         let running_jobs = db.count("jobs", "status = 'running'").await;
         let in_flight = db.count("operations", "state NOT IN ('CONFIRMED', 'FAILED')").await;
         let signed_unsettled = db
             .count("operations", "state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL")
             .await;
         let down = Instant::now();
-        service = ServiceProcess::start(BINARY, &env).await;
-        *node.write().unwrap_or_else(PoisonError::into_inner) = service.base_url.clone();
-        let kill = Kill { answered, running_jobs, in_flight, signed_unsettled, restart: down.elapsed() };
-        eprintln!("transactions_crash ({backend:?}): killed at {:?}: {}", submitting.elapsed(), kill.describe());
+        let restarted = ServiceProcess::start(BINARY, &env).await;
+        *nodes[victim].write().unwrap_or_else(PoisonError::into_inner) = restarted.base_url.clone();
+        services[victim] = Some(restarted);
+        let kill = Kill { node: victim, answered, running_jobs, in_flight, signed_unsettled, restart: down.elapsed() };
+        eprintln!("{name}: killed at {:?}: {}", submitting.elapsed(), kill.describe());
         kills.push(kill);
     }
     let mut submitted: Vec<Submitted> = Vec::new();
@@ -174,10 +229,14 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     }
     let submitted_in = submitting.elapsed();
     let replayed_202 = counters.replayed_202.load(Ordering::Relaxed);
-    eprintln!("transactions_crash ({backend:?}): {OPERATIONS} submissions answered in {submitted_in:?}");
+    eprintln!("{name}: {} submissions answered in {submitted_in:?}", setup.operations);
+    let killed: BTreeSet<usize> = kills.iter().map(|k| k.node).collect();
     let kills: Vec<String> = kills.iter().map(Kill::describe).collect();
-    assert_eq!(kills.len(), 3, "the service was killed three times while clients submitted: {kills:?}");
-    assert_eq!(submitted.len(), OPERATIONS);
+    assert_eq!(kills.len(), setup.kills, "a node was killed each time while clients submitted: {kills:?}");
+    if setup.nodes > 1 {
+        assert_eq!(killed.len(), setup.nodes, "each node was killed at least once: {kills:?}");
+    }
+    assert_eq!(submitted.len(), setup.operations);
 
     // Every answer is a 202, or a 400 for a RELEASE or CANCEL of a lock whose LOCK failed.
     let mut accepted: BTreeMap<String, String> = BTreeMap::new(); // key -> transactionId
@@ -203,7 +262,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     })
     .await;
     let settled_in = settling.elapsed();
-    eprintln!("transactions_crash ({backend:?}): settled {settled_in:?} after the last answer");
+    eprintln!("{name}: settled {settled_in:?} after the last answer");
 
     // Findings are collected, so that one run reports every broken promise.
     let mut violations: Vec<String> = Vec::new();
@@ -275,18 +334,10 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
 
     // No ledger transaction applied twice: each operation that reached the ledger has its own
     // hash, included once, and the ledger holds no transaction that no operation accounts for.
-    let ledger: BTreeMap<String, (bool, String)> = db
-        .strings(
-            "SELECT hash || '|' || CASE WHEN success THEN '1' ELSE '0' END || '|' || COALESCE(contract_address, '') \
-             FROM ledger_transactions",
-        )
-        .await
-        .into_iter()
-        .map(|row| {
-            let f: Vec<&str> = row.split('|').collect();
-            (f[0].to_owned(), (f[1] == "1", f[2].to_owned()))
-        })
-        .collect();
+    let (ledger, supply) = match &setup.anvil {
+        None => embedded_chain(&db).await,
+        Some(anvil) => evm_chain(anvil, &client).await,
+    };
     let (hashes, shared_hashes) = tx_hashes(&rows);
     violations.extend(shared_hashes);
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
@@ -345,7 +396,6 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     // account's confirmed operations; their sum is minted minus burned.
     let Balances { minted, burned, shown: balances, violations: found } = balances(&client, &db, &rows, ACCOUNTS).await;
     violations.extend(found);
-    let supply = db.strings("SELECT total_supply FROM ledger_tokens").await;
     check!(supply == vec![(minted - burned).to_string()], "the token's total supply {supply:?}");
 
     // Every key that was resent, and every tenth other one, still answers its one operation.
@@ -365,7 +415,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
                 let original = submitted.iter().find(|s| &s.key == key).expect("submitted");
                 let body = match &original.lock_id {
                     Some(lock_id) => json!({ "txType": original.tx_type, "params": { "lockId": lock_id } }),
-                    None => plan_body(key),
+                    None => plan_body(key, quota),
                 };
                 match client.submit(key, &body).await.0 {
                     Answer::Accepted(again) if &again == id => {}
@@ -381,7 +431,7 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
 
     let by_type = |state: &str| by_type(&rows, state);
     eprintln!(
-        "transactions_crash ({backend:?}): {} submissions, {} accepted, {} completions refused (LOCK failed); \
+        "{name}: {} submissions, {} accepted, {} completions refused (LOCK failed); \
          confirmed {:?}, failed {:?}, open {:?}; failures by code {failures:?}",
         submitted.len(),
         accepted.len(),
@@ -410,8 +460,67 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
     );
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 
-    assert!(service.terminate().await.success());
+    // Signatures signed anew since each node's last start (on two nodes, mostly a nonce both
+    // took for one wallet): a figure for the report.
+    let mut superseded = 0.0;
+    for service in services.iter().flatten() {
+        let metrics = client.http.get(format!("{}/metrics", service.base_url)).send().await.expect("metrics");
+        let text = metrics.text().await.expect("metrics text");
+        superseded += text
+            .lines()
+            .filter_map(|line| line.strip_prefix("tokenops_signatures_superseded_total "))
+            .filter_map(|value| value.trim().parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    eprintln!("  signatures superseded and signed anew since the nodes' last starts: {superseded}");
+    for service in services.into_iter().flatten() {
+        assert!(service.terminate().await.success());
+    }
     assert_eq!(db.count("jobs", "status = 'running'").await, 0);
+}
+
+/// The embedded chain as its store holds it: each transaction (hash -> (success, the address
+/// it deployed)) and the token's total supply.
+async fn embedded_chain(db: &TestDb) -> (BTreeMap<String, (bool, String)>, Vec<String>) {
+    let transactions = db
+        .strings(
+            "SELECT hash || '|' || CASE WHEN success THEN '1' ELSE '0' END || '|' || COALESCE(contract_address, '') \
+             FROM ledger_transactions",
+        )
+        .await
+        .into_iter()
+        .map(|row| {
+            let f: Vec<&str> = row.split('|').collect();
+            (f[0].to_owned(), (f[1] == "1", f[2].to_owned()))
+        })
+        .collect();
+    (transactions, db.strings("SELECT total_supply FROM ledger_tokens").await)
+}
+
+/// The same read from the EVM node: every transaction to the USD token or deploying one, from
+/// every block's receipts, and the token's `totalSupply()`. The gas funding the node's
+/// developer account sends the wallets is not the token's and is left out.
+async fn evm_chain(anvil: &Anvil, client: &Client) -> (BTreeMap<String, (bool, String)>, Vec<String>) {
+    let (status, contract) = client.call(reqwest::Method::GET, "/api/contracts/USD", None).await;
+    assert_eq!(status, 200, "{contract}");
+    let token = contract["contractAddress"].as_str().expect("the token's address").to_lowercase();
+    let head = anvil.rpc("eth_blockNumber", json!([])).await;
+    let head = u64::from_str_radix(head.as_str().expect("block number").trim_start_matches("0x"), 16).expect("hex");
+    let mut transactions = BTreeMap::new();
+    for number in 0..=head {
+        let receipts = anvil.rpc("eth_getBlockReceipts", json!([format!("{number:#x}")])).await;
+        for receipt in receipts.as_array().expect("receipts") {
+            let text = |field: &str| receipt[field].as_str().unwrap_or_default().to_lowercase();
+            let deployed = text("contractAddress");
+            if text("to") == token || deployed == token {
+                transactions.insert(text("transactionHash"), (text("status") == "0x1", deployed));
+            }
+        }
+    }
+    // totalSupply(): 0x18160ddd.
+    let supply = anvil.rpc("eth_call", json!([{ "to": token, "data": "0x18160ddd" }, "latest"])).await;
+    let supply = u128::from_str_radix(supply.as_str().expect("supply").trim_start_matches("0x"), 16).expect("hex");
+    (transactions, vec![supply.to_string()])
 }
 
 /// Drops the test's PostgreSQL schema when the test ends, passed or failed.
@@ -424,9 +533,9 @@ impl Drop for DropSchema<'_> {
 }
 
 /// The body planned for `key` (the plan is deterministic, so it can be made again).
-fn plan_body(key: &str) -> Value {
+fn plan_body(key: &str, quota: usize) -> Value {
     let client: usize = key.get(6..8).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("key {key}"));
-    for step in plan(client) {
+    for step in plan(client, quota) {
         match step {
             Planned::Single { key: k, body } | Planned::Lock { key: k, body, .. } if k == key => return body,
             _ => {}
