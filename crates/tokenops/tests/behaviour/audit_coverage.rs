@@ -281,6 +281,7 @@ impl World {
     }
 
     /// Notes a refused request that must leave a FAILURE record.
+    #[allow(clippy::too_many_arguments)]
     async fn refused(
         &mut self,
         op: &'static str,
