@@ -1,4 +1,5 @@
 //! The audit benchmark (`scripts/bench audit-export [sqlite|postgres]`): a million audit records
+//! (`TOKENOPS_BENCH_AUDIT_RECORDS` to change)
 //! of one organisation written straight into a fresh store, then, through the real binary,
 //! filtered searches (`GET /api/audit/events`, p50 and p99 of each filter over repeated calls)
 //! and the whole log exported through `GET /api/audit/events/export`, read as a stream. Prints
@@ -12,7 +13,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokenops_testkit::{Backend, ServiceProcess};
 
-const RECORDS: i64 = 1_000_000;
+/// How many records are seeded unless `TOKENOPS_BENCH_AUDIT_RECORDS` says otherwise.
+const DEFAULT_RECORDS: i64 = 1_000_000;
+
+/// The records to seed: `TOKENOPS_BENCH_AUDIT_RECORDS` (a smaller run for a quick check), else a
+/// million.
+fn record_count() -> anyhow::Result<i64> {
+    match std::env::var("TOKENOPS_BENCH_AUDIT_RECORDS") {
+        Ok(text) => {
+            let count: i64 = text.trim().replace('_', "").parse().context("TOKENOPS_BENCH_AUDIT_RECORDS")?;
+            if count < 1 {
+                bail!("TOKENOPS_BENCH_AUDIT_RECORDS must be at least 1");
+            }
+            Ok(count)
+        }
+        Err(_) => Ok(DEFAULT_RECORDS),
+    }
+}
 /// Calls per search: enough for a p99.
 const SEARCH_CALLS: usize = 200;
 /// The filtered pages measured: each filter of the spec, alone and combined, and sorts.
@@ -38,12 +55,12 @@ fn resident_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// One statement that writes `RECORDS` records of `tenant`, one microsecond apart, with
+/// One statement that writes `records` records of `tenant`, one microsecond apart, with
 /// actions, actors and details that vary as a real log's do.
-fn seed_sql(backend: Backend, tenant: &str, start_micros: i64) -> String {
+fn seed_sql(backend: Backend, tenant: &str, start_micros: i64, records: i64) -> String {
     match backend {
         Backend::Sqlite => format!(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {RECORDS})
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {records})
              INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
                                         resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
              SELECT lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-7' || substr(hex(randomblob(2)), 2) || '-a'
@@ -63,21 +80,22 @@ fn seed_sql(backend: Backend, tenant: &str, start_micros: i64) -> String {
                     'OPERATIONS', 'API', 'client-' || (i % 17), 'transaction', 'ref-' || i,
                     CASE WHEN i % 50 = 0 THEN 'FAILURE' ELSE 'SUCCESS' END, 'req-' || i, 'key, \"quoted\" ' || i, 202,
                     jsonb_build_object('amount', i || '.00', 'note', '=cell')
-             FROM generate_series(1, {RECORDS}) AS i"
+             FROM generate_series(1, {records}) AS i"
         ),
     }
 }
 
 pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let name = super::store_name(backend);
-    println!("== audit export, {name}: {RECORDS} records of one organisation");
+    let records = record_count()?;
+    println!("== audit export, {name}: {records} records of one organisation");
     let super::Fixture { issuer: _issuer, db, clock, tenant, env } = super::Fixture::new(backend).await;
     // The service migrates the store; the records are written behind its back, then it is
     // started again so that nothing of the seeding stays in its memory.
     ServiceProcess::start(binary, &env).await.terminate().await;
     let seeding = Instant::now();
-    let start_micros = tokenops_domain::Clock::now(&clock).as_micros() - 2 * RECORDS;
-    db.execute(&seed_sql(backend, &tenant.id.to_string(), start_micros)).await;
+    let start_micros = tokenops_domain::Clock::now(&clock).as_micros() - 2 * records;
+    db.execute(&seed_sql(backend, &tenant.id.to_string(), start_micros, records)).await;
     if backend == Backend::Postgres {
         db.execute("ANALYZE audit_records").await;
     }
@@ -137,8 +155,8 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let seconds = began.elapsed().as_secs_f64();
     sampling.abort();
     let rows = lines.saturating_sub(1);
-    if rows != RECORDS as u64 {
-        bail!("exported {rows} rows, expected {RECORDS}");
+    if rows != records as u64 {
+        bail!("exported {rows} rows, expected {records}");
     }
     let peak = peak.load(Ordering::Relaxed);
     println!(

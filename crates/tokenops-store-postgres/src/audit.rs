@@ -13,7 +13,7 @@ use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
-use tokenops_store::{AuditStore, StoreResult, audit_key_values, audit_keys, case_forms};
+use tokenops_store::{AuditStore, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
@@ -66,7 +66,24 @@ fn where_clause(filter: &AuditFilter, binds: &mut Vec<Bind>) -> String {
     if let Some(q) = &filter.query {
         binds.push(Bind::Text(prefix_regex(q)));
         let n = binds.len() + 1;
-        let any = QUERY_COLUMNS.iter().map(|col| format!("{col}::text ~ ${n}")).collect::<Vec<_>>().join(" OR ");
+        // An ASCII query also bounds each column by its range in the column's index of
+        // `lower(column COLLATE "C")` (migration 0017: ASCII folding whatever the server's
+        // locale), so that each column is searched through its index, not the table.
+        let range = ascii_prefix_range(q).map(|(lower, upper)| {
+            binds.push(Bind::Text(lower));
+            binds.push(Bind::Text(upper));
+            (n + 1, n + 2)
+        });
+        let any = QUERY_COLUMNS
+            .iter()
+            .map(|col| match range {
+                Some((lo, hi)) => format!(
+                    "(lower({col}::text COLLATE \"C\") >= ${lo} AND lower({col}::text COLLATE \"C\") < ${hi} AND {col}::text ~ ${n})"
+                ),
+                None => format!("{col}::text ~ ${n}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
         sql.push_str(&format!(" AND ({any})"));
     }
     sql

@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (13, "webhook_key_rotation", include_str!("../migrations/0013_webhook_key_rotation.sql")),
     (14, "audit_chain", include_str!("../migrations/0014_audit_chain.sql")),
     (16, "job_claim", include_str!("../migrations/0016_job_claim.sql")),
+    (17, "audit_query", include_str!("../migrations/0017_audit_query.sql")),
     (20, "job_partial_indexes", include_str!("../migrations/0020_job_partial_indexes.sql")),
 ];
 

@@ -11,7 +11,7 @@ use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
-use tokenops_store::{AuditStore, StoreResult, audit_key_values, audit_keys, case_forms};
+use tokenops_store::{AuditStore, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, case_forms};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
@@ -29,8 +29,17 @@ fn decode(row: &Row<'_>) -> StoreResult<AuditRecord> {
     rows::audit_record(&codec::Cols(row))
 }
 
-/// The WHERE clause shared by the count and the page, with `?1` the tenant.
-fn where_clause(filter: &AuditFilter, binds: &mut Vec<Value>) -> String {
+/// How many matches of the `query` filter a page may still find through the identifier
+/// columns' indexes and sort. SQLite's planner cannot tell a rare prefix from a common one (it
+/// keeps no histograms), and the indexes serve a rare one; a common one's page is found sooner
+/// by reading the newest records in order until the page is full. The count, taken first, tells
+/// which.
+const QUERY_BY_INDEX_UP_TO: i64 = 5_000;
+
+/// The WHERE clause shared by the count and the page, with `?1` the tenant. `by_index`: bound an
+/// ASCII `query` by each identifier column's range, for SQLite to read it through their indexes
+/// (migration 0017); the exact pattern decides either way.
+fn where_clause(filter: &AuditFilter, binds: &mut Vec<Value>, by_index: bool) -> String {
     let mut sql = String::from("tenant_id = ?1");
     let mut push = |sql: &mut String, clause: &str, value: Value| {
         binds.push(value);
@@ -72,6 +81,24 @@ fn where_clause(filter: &AuditFilter, binds: &mut Vec<Value>) -> String {
     if let Some(q) = &filter.query {
         binds.push(Value::Text(prefix_glob(q)));
         let n = binds.len() + 1;
+        // An ASCII query also bounds each column by its range in the column's NOCASE index
+        // (migration 0017), so that each column is searched through its index, not the table.
+        let range = ascii_prefix_range(q).filter(|_| by_index).map(|(lower, upper)| {
+            binds.push(Value::Text(lower));
+            binds.push(Value::Text(upper));
+            (n + 1, n + 2)
+        });
+        // Every match lies in its column's range, so the ranges (one OR, read index by index)
+        // and the exact patterns (another) may be checked apart: SQLite reads an OR through
+        // several indexes only when each of its terms is an index's.
+        if let Some((lo, hi)) = range {
+            let ranges = QUERY_COLUMNS
+                .iter()
+                .map(|col| format!("({col} >= ?{lo} COLLATE NOCASE AND {col} < ?{hi} COLLATE NOCASE)"))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            sql.push_str(&format!(" AND ({ranges})"));
+        }
         let any = QUERY_COLUMNS.iter().map(|col| format!("{col} GLOB ?{n}")).collect::<Vec<_>>().join(" OR ");
         sql.push_str(&format!(" AND ({any})"));
     }
@@ -150,9 +177,15 @@ impl AuditStore for SqliteTx {
     ) -> StoreResult<Page<AuditRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let mut binds = Vec::new();
-        let clause = where_clause(filter, &mut binds);
+        let clause = where_clause(filter, &mut binds, true);
         let count_sql = format!("SELECT COUNT(*) FROM audit_records WHERE {clause}");
         let total: i64 = self.scalar(&count_sql, params_from_iter(bind_all(&tenant_text, &binds)))?;
+        let (clause, binds) = if filter.query.is_some() && total > QUERY_BY_INDEX_UP_TO {
+            let mut in_order = Vec::new();
+            (where_clause(filter, &mut in_order, false), in_order)
+        } else {
+            (clause, binds)
+        };
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
@@ -174,7 +207,9 @@ impl AuditStore for SqliteTx {
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
         let mut binds = Vec::new();
-        let mut clause = where_clause(filter, &mut binds);
+        // In order, batch after batch: read the newest records in order, as a common prefix's
+        // page is (see `QUERY_BY_INDEX_UP_TO`).
+        let mut clause = where_clause(filter, &mut binds, false);
         let keys = audit_keys(sort);
         if let Some(record) = after {
             let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));

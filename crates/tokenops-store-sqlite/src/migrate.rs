@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, "approval_resources", include_str!("../migrations/0012_approval_resources.sql")),
     (13, "webhook_key_rotation", include_str!("../migrations/0013_webhook_key_rotation.sql")),
     (14, "audit_chain", include_str!("../migrations/0014_audit_chain.sql")),
+    (17, "audit_query", include_str!("../migrations/0017_audit_query.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),

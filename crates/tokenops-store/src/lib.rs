@@ -109,6 +109,24 @@ pub fn case_forms(c: char) -> Vec<char> {
     forms
 }
 
+/// The range of ASCII-folded text that every value starting with `query` (ignoring case) lies
+/// in: `(lower, upper)`, the query lower-cased and its successor, for both backends to find
+/// candidates through an index of the ASCII-folded column (SQLite's NOCASE, PostgreSQL's
+/// `lower(… COLLATE "C")`), before the exact pattern of [`case_forms`] checks them. `None` for a
+/// query with a non-ASCII character, whose case forms such an index does not fold alike.
+pub fn ascii_prefix_range(query: &str) -> Option<(String, String)> {
+    if query.is_empty() || !query.is_ascii() {
+        return None;
+    }
+    let lower = query.to_ascii_lowercase();
+    let mut upper = lower.clone();
+    let last = upper.pop()?;
+    // Folding may raise the successor further (`@` + 1 is `A`, compared as `a`): the range only
+    // widens, and the exact pattern still decides.
+    upper.push(char::from_u32(u32::from(last) + 1)?);
+    Some((lower, upper))
+}
+
 /// Which backend a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

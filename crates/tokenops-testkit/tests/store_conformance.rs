@@ -1013,6 +1013,24 @@ async fn audit_lists_filter_sort_and_search(backend: Backend) {
     assert_eq!(listed.total, 0, "a prefix, not a substring");
     let listed = tx.audit().list(tenant, &search("req-"), &[], page(0, 10)).await.expect("list");
     assert_eq!(listed.total, 5, "the platform record is not the tenant's");
+
+    // An ASCII query is looked up by its folded range first: a successor that folds ('@' + 1 is
+    // 'A', compared as 'a') only widens the range, and the exact prefix still decides; a query
+    // beyond ASCII is matched by its case forms alone.
+    drop(tx);
+    let mut write = fx.store.write().await.expect("begin");
+    for (i, actor) in [(10, "Zed@Bank"), (11, "zed[bank"), (12, "zedabank"), (13, "Émile")] {
+        write.audit().record(&audit_record(Some(tenant), i, Some(actor), "customer.update")).await.expect("record");
+    }
+    write.commit().await.expect("commit");
+    let mut tx = fx.store.read().await.expect("begin read");
+    let actors = |listed: &tokenops_domain::paging::Page<AuditRecord>| {
+        listed.items.iter().map(|r| r.actor_id.clone().unwrap_or_default()).collect::<Vec<_>>()
+    };
+    let listed = tx.audit().list(tenant, &search("zED@"), &[], page(0, 10)).await.expect("list");
+    assert_eq!((listed.total, actors(&listed)), (1, vec!["Zed@Bank".to_owned()]));
+    let listed = tx.audit().list(tenant, &search("éMI"), &[], page(0, 10)).await.expect("list");
+    assert_eq!((listed.total, actors(&listed)), (1, vec!["Émile".to_owned()]));
 }
 
 /// An export's batches, two records at a time, meet every record once and in the list's order:

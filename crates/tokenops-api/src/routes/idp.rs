@@ -6,7 +6,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
+use crate::request_id::RequestId;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -146,7 +147,12 @@ fn client_credentials(headers: &HeaderMap, form: &[(String, String)]) -> Result<
         (status = 500, description = "System error occurred", body = crate::openapi::ErrorBody),
     )
 )]
-pub(crate) async fn token(State(state): State<Arc<ApiState>>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+pub(crate) async fn token(
+    State(state): State<Arc<ApiState>>,
+    Extension(request_id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
     require_embedded(&state)?;
     let form_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     if !form_type.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded") {
@@ -172,7 +178,7 @@ pub(crate) async fn token(State(state): State<Arc<ApiState>>, headers: HeaderMap
         Ok(c) => c,
         Err(problem) => return Ok(oauth_error(StatusCode::BAD_REQUEST, "invalid_request", problem)),
     };
-    let Some(issued) = state.app.identity.client_credentials(&client_id, &secret).await? else {
+    let Some(issued) = state.app.identity.client_credentials(&client_id, &secret, &request_id.0).await? else {
         return Ok(oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "client authentication failed"));
     };
     let issued = TokenResponse { access_token: issued.token, token_type: "Bearer", expires_in: issued.expires_in };

@@ -316,10 +316,17 @@ async fn test_webhook(
     if let Some(replay) = write::replay_if_completed(&state, &request).await? {
         return Ok(replay);
     }
-    // The attempt holds no transaction: the write that records it opens after it.
-    let (event_id, outcome) = state.app.webhooks.attempt_test(scope.tenant, id).await?;
+    // The attempt holds no transaction: the write that records it opens after it. A refused
+    // attempt (no such registration, INACTIVE) is that write's outcome, audited as a failure.
+    let attempt = match state.app.webhooks.attempt_test(scope.tenant, id).await {
+        Err(error) if !error.is_final_outcome() => return Err(error.into()),
+        attempt => attempt,
+    };
     write::run(&state, request.about(id.to_string()), |app, mut w| async move {
-        let recorded = app.webhooks.record_test(&mut w, id, event_id, &outcome).await;
+        let recorded = match attempt {
+            Ok((event_id, outcome)) => app.webhooks.record_test(&mut w, id, event_id, &outcome).await,
+            Err(refused) => Err(refused),
+        };
         (w, recorded.and_then(|out| Reply::ok(&out)))
     })
     .await

@@ -233,7 +233,13 @@ impl IdentityProvider {
 
     /// The client-credentials grant: a token whose `sub` is the client id. `None` when the
     /// client is unknown, inactive or the secret is wrong (the caller answers `invalid_client`).
-    pub async fn client_credentials(&self, client_id: &str, secret: &str) -> AppResult<Option<IssuedToken>> {
+    /// `request_id` is the token request's, for its audit record.
+    pub async fn client_credentials(
+        &self,
+        client_id: &str,
+        secret: &str,
+        request_id: &str,
+    ) -> AppResult<Option<IssuedToken>> {
         let Ok(id) = Uuid::parse_str(client_id) else { return Ok(None) };
         let client = {
             let mut tx = self.store.read().await?;
@@ -253,8 +259,12 @@ impl IdentityProvider {
         record.tenant_id = tenant;
         record.actor_id = Some(id.to_string());
         record.source = AuditSource::Api;
+        record.request_id = Some(request_id.to_owned());
+        record.http_status = Some(200);
         if granted.is_none() {
             record.outcome = AuditOutcome::Failure;
+            // The endpoint's answer to a refused client (RFC 6749 §5.2 invalid_client).
+            record.http_status = Some(401);
         }
         let mut tx = self.store.write().await?;
         tx.audit().record(&record).await?;

@@ -6,6 +6,8 @@ mod accounts_crash;
 mod approvals;
 mod approvals_crash;
 mod audit_chain;
+mod audit_chain_crash;
+mod audit_coverage;
 mod audit_export;
 mod automations;
 mod automations_crash;
