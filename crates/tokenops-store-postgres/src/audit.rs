@@ -390,10 +390,15 @@ mod tests {
         };
         let mut binds = Vec::new();
         let sql = where_clause(&filter, &mut binds);
-        assert_eq!(binds.len(), 3);
+        // The regex, then the ASCII query's lower and upper bounds in the columns' indexes.
+        assert_eq!(binds.len(), 5);
         assert!(sql.starts_with("tenant_id = $1 AND action = $2 AND actor_id = ANY($3) AND ("));
-        assert!(sql.contains("id::text ~ $4 OR actor_id::text ~ $4"));
+        assert!(sql.contains(
+            "(lower(id::text COLLATE \"C\") >= $5 AND lower(id::text COLLATE \"C\") < $6 AND id::text ~ $4)"
+        ));
+        assert!(sql.contains(" OR (lower(actor_id::text COLLATE \"C\") >= $5"));
         assert!(matches!(&binds[2], Bind::Text(p) if p == "^[Aa][bB]\\_\\%"));
+        assert!(matches!(&binds[3], Bind::Text(p) if p == "ab_%"));
     }
 
     #[test]

@@ -83,6 +83,7 @@ async fn audit_verify(config: &Config, command: AuditCommand) -> anyhow::Result<
         None => {
             let clock: std::sync::Arc<dyn tokenops_app::clock::Clock> =
                 std::sync::Arc::new(tokenops_app::clock::SystemClock);
+            let config = &one_off(config);
             let store = tokenops::wiring::open_store(config, clock.as_ref()).await?;
             let service = tokenops::wiring::build(config, store, clock).await?;
             let head = match head {
@@ -135,9 +136,17 @@ fn init_logging(config: &Config) {
     tracing_subscriber::registry().with(log).with(spans).init();
 }
 
+/// The settings of a one-off command (`audit verify`, `operator create-client`): it runs beside
+/// the service on the same store, so it opens the embedded ledger as a reader (role api), never
+/// as the producer the service already is.
+fn one_off(config: &Config) -> Config {
+    Config { role: tokenops::config::Role::Api, ..config.clone() }
+}
+
 async fn create_operator_client(config: &Config, name: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let clock: std::sync::Arc<dyn tokenops_app::clock::Clock> = std::sync::Arc::new(tokenops_app::clock::SystemClock);
+    let config = &one_off(config);
     let store = tokenops::wiring::open_store(config, clock.as_ref()).await?;
     let service = tokenops::wiring::build(config, store, clock).await?;
     let credentials = service.app.identity.create_operator_client(name).await?;
