@@ -303,7 +303,11 @@ async fn answer(
     request: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<Full<Bytes>>, ResetConnection> {
     let (parts, body) = request.into_parts();
-    let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
+    // A body cut short is a sender that went away mid-request (a killed service): it was never
+    // a request the sender made whole, so it is not recorded.
+    let Ok(body) = body.collect().await.map(|collected| collected.to_bytes()) else {
+        return Err(ResetConnection);
+    };
     let path = parts.uri.path().to_owned();
     let programmed = lock(&state.answers).get(&path).cloned().unwrap_or(Response::Status(200));
     let programmed = match programmed {

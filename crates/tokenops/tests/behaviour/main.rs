@@ -43,6 +43,7 @@ mod token_attacks;
 mod token_verification;
 mod transactions;
 mod transactions_crash;
+mod webhook_crash;
 mod webhook_deliveries;
 mod webhook_operations;
 mod webhook_ssrf;
