@@ -175,7 +175,7 @@ async fn webhook_deliveries_settle_by_the_rules_across_two_sigkills(backend: Bac
         let api = api.clone();
         tokio::spawn(async move {
             for i in 0..EVENTS {
-                let status = if (i / CUSTOMERS) % 2 == 0 { "INACTIVE" } else { "ACTIVE" };
+                let status = if (i / CUSTOMERS).is_multiple_of(2) { "INACTIVE" } else { "ACTIVE" };
                 let path = format!("/api/customers/wc-{}", i % CUSTOMERS);
                 let body = json!({ "status": status });
                 api.until_answered(reqwest::Method::PATCH, &path, &format!("flip-{i}"), &body, 200).await;
@@ -258,8 +258,8 @@ async fn webhook_deliveries_settle_by_the_rules_across_two_sigkills(backend: Bac
             let requests = received.remove(&(event_id.to_owned(), path.to_owned())).unwrap_or_default();
             let what = format!("{event_id} to {path} (seed {seed})");
             assert!(!requests.is_empty(), "{what}: no attempt reached the receiver");
-            let first = &requests[0].body;
-            assert!(requests.iter().all(|r| &r.body == first), "{what}: the bodies differ between attempts");
+            let first = requests[0].body.clone();
+            assert!(requests.iter().all(|r| r.body == first), "{what}: the bodies differ between attempts");
             assert_eq!(requests[0].json(), expected, "{what}: the body is the event");
             // By attempt number, the answer that counted: the last request under that number
             // (an earlier one was cut off by a kill before its outcome was recorded).
