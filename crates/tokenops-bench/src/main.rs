@@ -30,6 +30,7 @@ use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
 
 mod audit_export;
 mod scripts;
+mod webhooks;
 
 const ACCOUNTS: usize = 32;
 const RATES: &[u64] = &[250, 500, 1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000];
@@ -109,6 +110,17 @@ async fn in_flight(db: &TestDb, tenant: TenantId) -> i64 {
         ),
     )
     .await
+}
+
+/// The service's own settings in the benchmark's environment go to the service (to measure
+/// another worker concurrency, say); the benchmark's and the tests' do not.
+fn service_settings_from_env(env: &mut BTreeMap<String, String>) {
+    for (name, value) in std::env::vars() {
+        if name.starts_with("TOKENOPS_") && !name.starts_with("TOKENOPS_BENCH_") && !name.starts_with("TOKENOPS_TEST_")
+        {
+            env.insert(name, value);
+        }
+    }
 }
 
 /// A comma-separated list of rates from the environment variable `name`, when it is set.
@@ -218,14 +230,7 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     println!("== {name}");
     // The service's default settings: a figure that needs another setting is not the product's.
     let Fixture { issuer: _issuer, db, clock: _, tenant, mut env } = Fixture::new(backend).await;
-    // The service's own settings in the benchmark's environment go to the service (to measure
-    // another worker concurrency, say); the benchmark's and the tests' do not.
-    for (name, value) in std::env::vars() {
-        if name.starts_with("TOKENOPS_") && !name.starts_with("TOKENOPS_BENCH_") && !name.starts_with("TOKENOPS_TEST_")
-        {
-            env.insert(name, value);
-        }
-    }
+    service_settings_from_env(&mut env);
     let client = reqwest::Client::builder().pool_max_idle_per_host(512).build()?;
     let service = ServiceProcess::start(binary, &env).await;
     let target =
@@ -526,11 +531,12 @@ async fn main() -> anyhow::Result<()> {
         std::env::current_exe()?.parent().map(|dir| dir.join("tokenops")).context("where the tokenops binary is")?;
     let binary = binary.to_str().context("binary path")?.to_owned();
     let mut stores: Vec<String> = std::env::args().skip(1).collect();
-    // `audit-export [stores]` or `scripts [stores]`: the audit export or scripts benchmark
-    // instead of the throughput one.
+    // `audit-export [stores]`, `scripts [stores]` or `webhooks [stores]`: the audit export,
+    // scripts or webhook delivery benchmark instead of the throughput one.
     let export = stores.first().is_some_and(|a| a == "audit-export");
     let scripting = stores.first().is_some_and(|a| a == "scripts");
-    if export || scripting {
+    let delivering = stores.first().is_some_and(|a| a == "webhooks");
+    if export || scripting || delivering {
         stores.remove(0);
     }
     let stores = if stores.is_empty() { vec!["sqlite".to_owned(), "postgres".to_owned()] } else { stores };
@@ -539,6 +545,8 @@ async fn main() -> anyhow::Result<()> {
         println!("tokenops audit export benchmark: {cores} cores");
     } else if scripting {
         println!("tokenops scripts benchmark: {cores} cores; default sandbox limits and worker settings");
+    } else if delivering {
+        println!("tokenops webhook delivery benchmark: {cores} cores; a local HTTPS receiver; default worker settings");
     } else {
         println!(
             "tokenops benchmark: {cores} cores; TRANSFERs of 0.01 USD between {ACCOUNTS} accounts; embedded ledger"
@@ -554,6 +562,8 @@ async fn main() -> anyhow::Result<()> {
             audit_export::run(backend, &binary).await?;
         } else if scripting {
             scripts::run(backend, &binary).await?;
+        } else if delivering {
+            webhooks::run(backend, &binary).await?;
         } else {
             run_store(backend, &binary).await?;
         }

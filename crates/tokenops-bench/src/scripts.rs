@@ -38,7 +38,8 @@ fn hog() -> String {
     hog
 }
 
-fn resident_kib(pid: u32) -> Option<u64> {
+/// Resident memory of `pid` in KiB (Linux).
+pub(crate) fn resident_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()

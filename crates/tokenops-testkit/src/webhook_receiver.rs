@@ -118,6 +118,8 @@ struct State {
     answered: std::sync::atomic::AtomicUsize,
     /// Answers `Response::Chaos` has picked so far.
     chaos_picks: std::sync::atomic::AtomicU64,
+    /// TCP connections accepted so far.
+    connections: std::sync::atomic::AtomicUsize,
 }
 
 /// The running receiver. Dropping it stops accepting connections.
@@ -189,6 +191,12 @@ impl Receiver {
         self.state.answered.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// How many TCP connections the receiver has accepted (a sender that keeps its connections
+    /// alive makes fewer than its requests).
+    pub fn connections(&self) -> usize {
+        self.state.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Every request so far, in arrival order.
     pub fn requests(&self) -> Vec<ReceivedRequest> {
         lock(&self.state.requests).clone()
@@ -227,6 +235,65 @@ impl Receiver {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// What a [`Sink`] hands each request to: its path and body, as they arrive.
+pub type OnRequest = Arc<dyn Fn(&str, &Bytes) + Send + Sync>;
+
+/// A lean receiver for the delivery benchmark: it answers every request 200 with an empty body
+/// at once and records nothing, handing each request's path and body to a callback. Same CA and
+/// address rules as [`Receiver`]; keep-alive connections are served as long as the sender keeps
+/// them.
+pub struct Sink {
+    address: SocketAddr,
+    ca_pem: String,
+    accept_loop: JoinHandle<()>,
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.accept_loop.abort();
+    }
+}
+
+impl Sink {
+    pub async fn start(on_request: OnRequest) -> Sink {
+        let (ca_pem, tls) = certificates();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the webhook sink");
+        let address = listener.local_addr().expect("the sink's address");
+        let acceptor = TlsAcceptor::from(Arc::new(tls));
+        let accept_loop = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let (acceptor, on_request) = (acceptor.clone(), on_request.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else { return };
+                    let service = service_fn(move |request: hyper::Request<Incoming>| {
+                        let on_request = on_request.clone();
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body.collect().await?.to_bytes();
+                            on_request(parts.uri.path(), &body);
+                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::new())))
+                        }
+                    });
+                    let _ =
+                        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
+                });
+            }
+        });
+        Sink { address, ca_pem, accept_loop }
+    }
+
+    /// `https://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.address.port())
+    }
+
+    /// The throwaway CA's certificate, PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
     }
 }
 
@@ -273,6 +340,7 @@ fn certificates() -> (String, rustls::ServerConfig) {
 async fn accept(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
+        state.connections.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let acceptor = acceptor.clone();
         let state = state.clone();
         // Each connection on its own task: a client that stalls its handshake holds up no other.
@@ -303,7 +371,11 @@ async fn answer(
     request: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<Full<Bytes>>, ResetConnection> {
     let (parts, body) = request.into_parts();
-    let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
+    // A body cut short is a sender that went away mid-request (a killed service): it was never
+    // a request the sender made whole, so it is not recorded.
+    let Ok(body) = body.collect().await.map(|collected| collected.to_bytes()) else {
+        return Err(ResetConnection);
+    };
     let path = parts.uri.path().to_owned();
     let programmed = lock(&state.answers).get(&path).cloned().unwrap_or(Response::Status(200));
     let programmed = match programmed {
@@ -393,6 +465,22 @@ mod tests {
         assert_eq!(requests[0].query.as_deref(), Some("x=1"));
         assert_eq!(requests[0].header("Content-Type"), Some("application/json"));
         assert_eq!(requests[0].json(), serde_json::json!({ "id": "e1" }));
+    }
+
+    #[tokio::test]
+    async fn attempts_to_one_destination_share_a_kept_alive_connection() {
+        let receiver = Receiver::start().await;
+        let transport = transport(&receiver);
+        for path in ["/one", "/two", "/one"] {
+            assert_eq!(post(&transport, &receiver.url(path)).await, AttemptOutcome::Delivered { status: 200 });
+        }
+        assert_eq!(receiver.requests().len(), 3);
+        assert_eq!(receiver.connections(), 1, "one handshake for the three attempts");
+        // After a failure without an answer the next attempt connects again.
+        receiver.respond("/reset", Response::Reset);
+        post(&transport, &receiver.url("/reset")).await;
+        assert_eq!(post(&transport, &receiver.url("/one")).await, AttemptOutcome::Delivered { status: 200 });
+        assert_eq!(receiver.connections(), 2);
     }
 
     #[tokio::test]

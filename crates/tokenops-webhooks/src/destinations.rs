@@ -1,9 +1,11 @@
 //! The bound on concurrent attempts per destination (normalised origin: scheme, host, port),
-//! per process: a slow or dead receiver holds at most that many of a node's workers, and an
-//! attempt that finds no free slot is put back rather than waiting for one.
+//! per process: a slow or dead receiver holds at most that many attempts of a node, and an
+//! attempt that finds no slot free within a short wait is put back rather than waiting longer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::sync::Notify;
 
 use crate::url::WebhookUrl;
 
@@ -15,6 +17,8 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
 pub struct DestinationSlots {
     limit: usize,
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    /// Told whenever a slot is given back, at any origin.
+    freed: Arc<Notify>,
 }
 
 /// One attempt's place at its destination, given back when dropped.
@@ -23,6 +27,7 @@ pub struct DestinationSlots {
 pub struct Slot {
     origin: String,
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    freed: Arc<Notify>,
 }
 
 /// The origin a URL's attempts count against: the registrations of one receiver (any path, any
@@ -34,7 +39,7 @@ pub fn origin(url: &WebhookUrl) -> String {
 impl DestinationSlots {
     /// `limit` attempts at once per origin (at least one).
     pub fn new(limit: usize) -> Self {
-        Self { limit: limit.max(1), in_flight: Arc::new(Mutex::new(HashMap::new())) }
+        Self { limit: limit.max(1), in_flight: Arc::new(Mutex::new(HashMap::new())), freed: Arc::new(Notify::new()) }
     }
 
     pub fn limit(&self) -> usize {
@@ -50,7 +55,26 @@ impl DestinationSlots {
             return None;
         }
         *count += 1;
-        Some(Slot { origin, in_flight: self.in_flight.clone() })
+        Some(Slot { origin, in_flight: self.in_flight.clone(), freed: self.freed.clone() })
+    }
+
+    /// A slot at `url`'s origin, waiting up to `wait` for one to be given back. A busy but
+    /// healthy receiver frees its slots within milliseconds, so a short wait keeps its
+    /// deliveries flowing; a dead one's attempts hold theirs for seconds, and the wait ends.
+    pub async fn acquire_within(&self, url: &WebhookUrl, wait: Duration) -> Option<Slot> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the check, so a slot given back between the two is not missed.
+            let freed = self.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(slot) = self.try_acquire(url) {
+                return Some(slot);
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Attempts in flight at `url`'s origin now.
@@ -69,6 +93,8 @@ impl Drop for Slot {
                 map.remove(&self.origin);
             }
         }
+        drop(map);
+        self.freed.notify_waiters();
     }
 }
 
@@ -100,6 +126,25 @@ mod tests {
         drop((second, third));
         assert_eq!(slots.in_flight(&a), 0);
         assert!(lock(&slots.in_flight).is_empty(), "idle origins are forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_short_wait_takes_a_slot_given_back_and_gives_up_on_one_held() {
+        let slots = Arc::new(DestinationSlots::new(1));
+        let url = normalise("https://a.example/").expect("url");
+        let held = slots.try_acquire(&url).expect("one");
+        let began = std::time::Instant::now();
+        assert!(slots.acquire_within(&url, Duration::from_millis(50)).await.is_none(), "still held");
+        assert!(began.elapsed() >= Duration::from_millis(50));
+        let waiting = {
+            let (slots, url) = (slots.clone(), url.clone());
+            tokio::spawn(async move { slots.acquire_within(&url, Duration::from_secs(5)).await.is_some() })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let began = std::time::Instant::now();
+        drop(held);
+        assert!(waiting.await.expect("join"), "the slot given back was taken");
+        assert!(began.elapsed() < Duration::from_secs(1), "without waiting out the wait");
     }
 
     #[test]

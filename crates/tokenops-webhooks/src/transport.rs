@@ -2,7 +2,10 @@
 //!
 //! Each attempt resolves the host through the [`AddressRule`] and connects only to the addresses
 //! it checked (pinned into that attempt's client), so a name re-pointed at a private address
-//! between the check and the connection (DNS rebinding) is never reached. Redirects are never
+//! between the check and the connection (DNS rebinding) is never reached. Connections are kept
+//! alive and reused, per destination and *checked address set*: an attempt takes the client
+//! pinned to exactly the addresses it has just checked, so a reused connection was made to one
+//! of them (a handshake per attempt cost more than the rest of a delivery). Redirects are never
 //! followed (a 3xx is a failed attempt), no proxy is used, and at most [`MAX_REASON_BODY`] bytes
 //! of a failed answer are read, for `failureReason`.
 //!
@@ -13,9 +16,11 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::address::{AddressRule, system_lookup};
 use crate::url::WebhookUrl;
@@ -33,6 +38,24 @@ pub const MAX_REASON_BODY: usize = 2 * 1_024;
 
 /// The longest `failureReason` this transport writes, in characters.
 pub const MAX_REASON_CHARS: usize = 512;
+
+/// Clients (each with its pool of kept-alive connections) held at once; past it the one used
+/// longest ago is dropped with its connections.
+const MAX_CLIENTS: usize = 256;
+
+/// How long an unused connection is kept, and how many per destination.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+const IDLE_PER_DESTINATION: usize = 32;
+
+/// What a kept client is pinned to: the destination and the addresses checked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ClientKey {
+    host: String,
+    port: u16,
+    addresses: Vec<SocketAddr>,
+}
+
+type Clients = Arc<Mutex<HashMap<ClientKey, (reqwest::Client, Instant)>>>;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransportError {
@@ -57,6 +80,7 @@ pub struct Transport {
     tls: Arc<rustls::ClientConfig>,
     connect_timeout: Duration,
     read_timeout: Duration,
+    clients: Clients,
 }
 
 impl Transport {
@@ -82,7 +106,13 @@ impl Transport {
             .with_root_certificates(roots)
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Self { rule, tls: Arc::new(tls), connect_timeout: CONNECT_TIMEOUT, read_timeout: READ_TIMEOUT })
+        Ok(Self {
+            rule,
+            tls: Arc::new(tls),
+            connect_timeout: CONNECT_TIMEOUT,
+            read_timeout: READ_TIMEOUT,
+            clients: Clients::default(),
+        })
     }
 
     /// The transport of the operator's settings: `TOKENOPS_WEBHOOK_ALLOW_CIDRS` (comma-separated,
@@ -103,6 +133,8 @@ impl Transport {
     pub fn with_timeouts(mut self, connect: Duration, read: Duration) -> Self {
         self.connect_timeout = connect;
         self.read_timeout = read;
+        // Clients already built keep the timeouts they were built with.
+        self.clients = Clients::default();
         self
     }
 
@@ -138,20 +170,7 @@ impl Transport {
             Ok(map) => map,
             Err(reason) => return unreachable(reason),
         };
-        let mut builder = reqwest::Client::builder()
-            .tls_backend_preconfigured((*self.tls).clone())
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(concat!("tokenops-webhooks/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(self.connect_timeout)
-            .read_timeout(self.read_timeout)
-            // A receiver that trickles its answer is still bounded.
-            .timeout(self.connect_timeout + self.read_timeout)
-            .pool_max_idle_per_host(0);
-        if url.ip_literal().is_none() {
-            builder = builder.resolve_to_addrs(url.host(), &addresses);
-        }
-        let client = match builder.build() {
+        let client = match self.client_for(url, addresses) {
             Ok(client) => client,
             Err(error) => return unreachable(describe(&error.without_url())),
         };
@@ -186,6 +205,43 @@ impl Transport {
             status: Some(status.as_u16()),
             reason: trimmed(&reason),
         }
+    }
+}
+
+impl Transport {
+    /// The client pinned to `url`'s destination and exactly `addresses` (the ones this attempt
+    /// checked), kept from an earlier attempt or built now.
+    fn client_for(&self, url: &WebhookUrl, mut addresses: Vec<SocketAddr>) -> reqwest::Result<reqwest::Client> {
+        addresses.sort_unstable();
+        addresses.dedup();
+        let key = ClientKey { host: url.host().to_owned(), port: url.port(), addresses };
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((client, used)) = clients.get_mut(&key) {
+            *used = Instant::now();
+            return Ok(client.clone());
+        }
+        let mut builder = reqwest::Client::builder()
+            .tls_backend_preconfigured((*self.tls).clone())
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .user_agent(concat!("tokenops-webhooks/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(self.connect_timeout)
+            .read_timeout(self.read_timeout)
+            // A receiver that trickles its answer is still bounded.
+            .timeout(self.connect_timeout + self.read_timeout)
+            .pool_idle_timeout(IDLE_TIMEOUT)
+            .pool_max_idle_per_host(IDLE_PER_DESTINATION);
+        if url.ip_literal().is_none() {
+            builder = builder.resolve_to_addrs(url.host(), &key.addresses);
+        }
+        let client = builder.build()?;
+        if clients.len() >= MAX_CLIENTS
+            && let Some(oldest) = clients.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone())
+        {
+            clients.remove(&oldest);
+        }
+        clients.insert(key, (client.clone(), Instant::now()));
+        Ok(client)
     }
 }
 

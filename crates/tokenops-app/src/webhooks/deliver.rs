@@ -129,6 +129,11 @@ fn stored_url(webhook: &Webhook) -> AppResult<WebhookUrl> {
     normalise(&webhook.url).map_err(|e| Error::internal(format!("a stored webhook URL: {e}")))
 }
 
+/// How long an attempt waits for a slot at its destination before it is put back: a healthy
+/// receiver gives one back within milliseconds (putting the attempt back would cost it a
+/// second), a dead one holds them for seconds.
+const SLOT_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// How long an attempt that found its destination's slots all taken waits before it is tried
 /// again (±50 %, so that the attempts put back together do not all come back together). An
 /// attempt in flight ends within the transport's timeouts, a few seconds at most.
@@ -159,10 +164,10 @@ impl JobHandler for DeliverWebhook {
             return ctx.finish(webhooks.store.write().await?).await;
         };
         let url = stored_url(&webhook).map_err(retry)?;
-        let Some(slot) = webhooks.destinations.try_acquire(&url) else {
-            // The destination has its share of attempts in flight: this one goes back to the
-            // queue, as the same attempt (the delivery's count is unchanged), and the worker is
-            // free for other destinations' deliveries.
+        let Some(slot) = webhooks.destinations.acquire_within(&url, SLOT_WAIT).await else {
+            // The destination has kept its share of attempts in flight: this one goes back to
+            // the queue, as the same attempt (the delivery's count is unchanged), and the worker
+            // is free for other destinations' deliveries.
             let now = ctx.clock().now();
             let spread = rand::thread_rng().gen_range(SLOT_RETRY_MS / 2..=SLOT_RETRY_MS * 3 / 2);
             let job = deliver_job(&delivery, number, now.plus_millis(spread), webhooks.settings.job_max_attempts);

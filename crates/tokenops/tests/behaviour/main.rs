@@ -46,6 +46,7 @@ mod token_verification;
 mod transactions;
 mod transactions_crash;
 mod two_nodes;
+mod webhook_crash;
 mod webhook_deliveries;
 mod webhook_operations;
 mod webhook_ssrf;
