@@ -561,14 +561,7 @@ impl Fixture {
         let db = TestDb::create(backend).await;
         let clock = tokenops_app_clock();
         let tenant = issuer.new_tenant(&clock);
-        let mut env = BTreeMap::new();
-        env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-        if let Some(schema) = db.schema() {
-            env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-        }
-        env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-        env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-        env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+        let env = db.service_environment(&issuer);
         Self { issuer, db, clock, tenant, env }
     }
 }

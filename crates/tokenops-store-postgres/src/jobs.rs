@@ -306,8 +306,13 @@ impl JobStore for PostgresTx {
     async fn live_payload_values(&mut self, kinds: &[&str], field: &str) -> StoreResult<Vec<String>> {
         self.fetch_all(
             sqlx::query(
+                // One branch per status, each a literal, so each reads its partial index
+                // (migration 0020) rather than the whole table with its finished jobs.
                 "SELECT payload->>$2 AS value FROM jobs
-             WHERE status IN ('queued', 'running') AND kind = ANY($1::text[]) AND payload->>$2 IS NOT NULL",
+             WHERE status = 'queued' AND kind = ANY($1::text[]) AND payload->>$2 IS NOT NULL
+             UNION ALL
+             SELECT payload->>$2 AS value FROM jobs
+             WHERE status = 'running' AND kind = ANY($1::text[]) AND payload->>$2 IS NOT NULL",
             )
             .bind(kinds)
             .bind(field),

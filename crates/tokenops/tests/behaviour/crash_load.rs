@@ -23,14 +23,7 @@ pub(crate) const REQUEST_DEADLINE: Duration = Duration::from_secs(90);
 /// The settings every test of the real binary against a [`TestDb`] needs: the store, the data
 /// directory, the identity provider and the node's role.
 pub(crate) fn service_environment(db: &TestDb, issuer: &TestIssuer, role: &str) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    let mut env = db.service_environment(issuer);
     env.insert("TOKENOPS_ROLE".to_owned(), role.to_owned());
     env
 }
