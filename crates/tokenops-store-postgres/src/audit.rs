@@ -140,32 +140,9 @@ fn bind_all<'q>(
 
 #[async_trait]
 impl AuditStore for PostgresTx {
+    /// Held back and written with the transaction's next statement (`deferred`).
     async fn record(&mut self, r: &AuditRecord) -> StoreResult<()> {
-        let done = self.execute(sqlx::query(
-            "INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
-                                        resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(r.id)
-        .bind(r.tenant_id.map(TenantId::as_uuid))
-        .bind(r.occurred_at.as_micros())
-        .bind(r.created_at.as_micros())
-        .bind(&r.action)
-        .bind(&r.category)
-        .bind(r.source.as_str())
-        .bind(r.actor_id.as_deref())
-        .bind(&r.resource_type)
-        .bind(r.resource_id.as_deref())
-        .bind(r.outcome.as_str())
-        .bind(r.request_id.as_deref())
-        .bind(r.idempotency_key.as_deref())
-        .bind(r.http_status.map(i32::from))
-        .bind(&r.detail)).await?;
-        if done == 0 {
-            return Err(codec::conflict("audit record id"));
-        }
-        Ok(())
+        self.hold_back()?.audit(r)
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {

@@ -18,31 +18,9 @@ fn decode(row: &PgRow) -> StoreResult<Event> {
 
 #[async_trait]
 impl EventStore for PostgresTx {
+    /// Held back and written with the transaction's next statement (`deferred`).
     async fn append(&mut self, event: &Event) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
-                                 resource_type, resource_id, data, dispatched_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-             ON CONFLICT DO NOTHING",
-                )
-                .bind(event.id)
-                .bind(event.tenant_id.as_uuid())
-                .bind(&event.event_type)
-                .bind(event.occurred_at.as_micros())
-                .bind(event.correlation_id.as_deref())
-                .bind(event.idempotency_key.as_deref())
-                .bind(&event.resource.kind)
-                .bind(&event.resource.id)
-                .bind(&event.data)
-                .bind(event.dispatched_at.map(Timestamp::as_micros)),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("event id"));
-        }
-        Ok(())
+        self.hold_back()?.event(event)
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {
@@ -84,14 +62,29 @@ impl EventStore for PostgresTx {
         .await
     }
 
-    async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool> {
-        let done = self
-            .execute(
-                sqlx::query("UPDATE events SET dispatched_at = $1 WHERE id = $2 AND dispatched_at IS NULL")
-                    .bind(now.as_micros())
-                    .bind(id),
+    async fn mark_dispatched(&mut self, ids: &[(TenantId, Uuid)], now: Timestamp) -> StoreResult<Vec<Event>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "UPDATE events SET dispatched_at = $1
+             FROM UNNEST($2::uuid[], $3::uuid[]) AS asked(tenant_id, id)
+             WHERE events.tenant_id = asked.tenant_id AND events.id = asked.id AND events.dispatched_at IS NULL
+             RETURNING {}",
+            COLUMNS.split(", ").map(|c| format!("events.{c}")).collect::<Vec<_>>().join(", ")
+        );
+        let tenants: Vec<Uuid> = ids.iter().map(|(tenant, _)| tenant.as_uuid()).collect();
+        let event_ids: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();
+        let mut marked = self
+            .fetch_all(
+                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_micros()).bind(tenants).bind(event_ids),
+                decode,
             )
             .await?;
-        Ok(done == 1)
+        // RETURNING has no order of its own.
+        let position: std::collections::HashMap<Uuid, usize> =
+            ids.iter().enumerate().map(|(at, (_, id))| (*id, at)).collect();
+        marked.sort_by_key(|event| position.get(&event.id).copied());
+        Ok(marked)
     }
 }

@@ -66,6 +66,13 @@ fn decode(row: &PgRow) -> StoreResult<Job> {
 impl JobStore for PostgresTx {
     async fn enqueue(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<Option<Uuid>> {
         let id = new_id();
+        if job.dedupe_key.is_none() {
+            // Nothing can refuse it (its id is new): held back and written with the
+            // transaction's next statement (`deferred`).
+            self.hold_back()?.job(id, job, now);
+            self.enqueued = true;
+            return Ok(Some(id));
+        }
         // Without a conflict target, DO NOTHING also covers the partial unique index on the
         // dedupe key, and the transaction stays usable.
         let done = self.execute(sqlx::query(
@@ -90,35 +97,9 @@ impl JobStore for PostgresTx {
     }
 
     async fn enqueue_all(&mut self, jobs: &[NewJob], now: Timestamp) -> StoreResult<()> {
-        if jobs.is_empty() {
-            return Ok(());
+        for job in jobs {
+            self.enqueue(job, now).await?;
         }
-        if jobs.iter().any(|job| job.dedupe_key.is_some()) {
-            for job in jobs {
-                self.enqueue(job, now).await?;
-            }
-            return Ok(());
-        }
-        let ids: Vec<Uuid> = jobs.iter().map(|_| new_id()).collect();
-        let kinds: Vec<&str> = jobs.iter().map(|job| job.kind.as_str()).collect();
-        let tenants: Vec<Option<Uuid>> = jobs.iter().map(|job| job.tenant_id.map(|t| t.as_uuid())).collect();
-        let payloads: Vec<&serde_json::Value> = jobs.iter().map(|job| &job.payload).collect();
-        let attempts: Vec<i64> = jobs.iter().map(|job| i64::from(job.max_attempts)).collect();
-        let run_at: Vec<i64> = jobs.iter().map(|job| job.run_at.as_micros()).collect();
-        self.execute(sqlx::query(
-            "INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at)
-             SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, $7, $7
-             FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::bigint[], $6::bigint[])
-                  AS j(id, kind, tenant_id, payload, max_attempts, run_at)",
-        )
-        .bind(&ids)
-        .bind(&kinds)
-        .bind(&tenants)
-        .bind(&payloads)
-        .bind(&attempts)
-        .bind(&run_at)
-        .bind(now.as_micros())).await?;
-        self.enqueued = true;
         Ok(())
     }
 

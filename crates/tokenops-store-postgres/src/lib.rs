@@ -25,6 +25,7 @@ mod codec;
 mod contracts;
 mod custody;
 mod customers;
+mod deferred;
 mod events;
 mod exclusive;
 mod executions;
@@ -197,9 +198,11 @@ impl PostgresStore {
         migrate::apply(&self.pool, clock).await
     }
 
-    fn tx(&self, tx: Transaction<'static, Postgres>) -> Box<dyn Tx> {
+    fn tx(&self, tx: Transaction<'static, Postgres>, read_only: bool) -> Box<dyn Tx> {
         Box::new(PostgresTx {
             tx,
+            read_only,
+            deferred: deferred::Deferred::default(),
             enqueued: false,
             jobs_notified: self.jobs_notified.clone(),
             notify_nodes: self.notify_nodes.clone(),
@@ -351,12 +354,12 @@ impl Store for PostgresStore {
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
         let tx = begin(&self.pool, None).await?;
-        Ok(self.tx(tx))
+        Ok(self.tx(tx, false))
     }
 
     async fn read(&self) -> StoreResult<Box<dyn Tx>> {
         let tx = begin(&self.pool, Some("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")).await?;
-        Ok(self.tx(tx))
+        Ok(self.tx(tx, true))
     }
 
     async fn subject_standing(
@@ -394,9 +397,13 @@ impl Store for PostgresStore {
 }
 
 /// One transaction. Enqueuing a job marks it, so that its commit wakes this node's workers at
-/// once and the other nodes by a `NOTIFY`.
+/// once and the other nodes by a `NOTIFY`. The rows it holds back (`deferred`) are written
+/// before its next statement or its COMMIT.
 pub struct PostgresTx {
     tx: Transaction<'static, Postgres>,
+    /// A read transaction refuses a held-back write at once, as the server would its statement.
+    read_only: bool,
+    deferred: deferred::Deferred,
     enqueued: bool,
     jobs_notified: Arc<Notify>,
     notify_nodes: Arc<Notify>,
@@ -406,8 +413,9 @@ pub struct PostgresTx {
 impl Tx for PostgresTx {
     tokenops_store::tx_accessors!();
 
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let PostgresTx { tx, enqueued, jobs_notified, notify_nodes } = *self;
+    async fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        self.flush().await?;
+        let PostgresTx { tx, enqueued, jobs_notified, notify_nodes, .. } = *self;
         tx.commit().await.map_err(codec::backend)?;
         if enqueued {
             jobs_notified.notify_one();

@@ -18,12 +18,8 @@ use tokenops_domain::operation::{FailureCode, Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
-use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult};
+use tokenops_store::{InFlight, OperationStore, StoreResult};
 use uuid::Uuid;
-
-fn int(value: u64) -> StoreResult<i64> {
-    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit a BIGINT column").into()))
-}
 
 const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
@@ -137,7 +133,7 @@ impl OperationStore for PostgresTx {
                     .bind(op.lock_id)
                     .bind(op.state.as_str())
                     .bind(op.tx_hash.map(|h| h.to_string()))
-                    .bind(op.block_number.map(int).transpose()?)
+                    .bind(op.block_number.map(codec::bigint).transpose()?)
                     .bind(op.failure_code.map(FailureCode::as_str))
                     .bind(op.reason_code.as_deref())
                     .bind(op.signed_transaction.as_deref())
@@ -212,21 +208,10 @@ impl OperationStore for PostgresTx {
         self.fetch_operation(tenant, id, "FOR UPDATE").await
     }
 
+    /// Held back and written with the transaction's next statement (`deferred`): a step's batch
+    /// updates all its operations in one statement.
     async fn update(&mut self, op: &Operation) -> StoreResult<()> {
-        self.execute(sqlx::query(
-            "UPDATE operations SET state = $1, tx_hash = $2, block_number = $3, failure_code = $4, reason_code = $5,
-                                   signed_transaction = $6, updated_at = $7
-             WHERE tenant_id = $8 AND id = $9",
-        )
-        .bind(op.state.as_str())
-        .bind(op.tx_hash.map(|h| h.to_string()))
-        .bind(op.block_number.map(int).transpose()?)
-        .bind(op.failure_code.map(FailureCode::as_str))
-        .bind(op.reason_code.as_deref())
-        .bind(op.signed_transaction.as_deref())
-        .bind(op.updated_at.as_micros())
-        .bind(op.tenant_id.as_uuid())
-        .bind(op.id)).await?;
+        self.hold_back()?.operation(op);
         Ok(())
     }
 
@@ -238,6 +223,7 @@ impl OperationStore for PostgresTx {
     ) -> StoreResult<Page<Operation>> {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
+        self.flush().await?;
         let total = clause.count(tenant, selection.count_sql(), &mut self.tx).await?;
         let n = clause.next();
         let sql = selection.rows_sql(&format!("LIMIT ${n} OFFSET ${}", n + 1), &format!("${}", n + 2));

@@ -63,8 +63,27 @@ pub(crate) async fn fetch_one<'c, T>(
 }
 
 impl PostgresTx {
+    /// Writes the rows this transaction holds back (`deferred`), in one statement; every other
+    /// statement of the transaction runs after this, so that it sees them.
+    pub(crate) async fn flush(&mut self) -> StoreResult<()> {
+        let Some((query, expected)) = self.deferred.take()? else {
+            return Ok(());
+        };
+        let written = fetch_one(&mut *self.tx, query, crate::deferred::decode_written).await?;
+        expected.check(written)
+    }
+
+    /// Where a write the transaction holds back goes; a read transaction refuses it.
+    pub(crate) fn hold_back(&mut self) -> StoreResult<&mut crate::deferred::Deferred> {
+        if self.read_only {
+            return Err(tokenops_store::StoreError::Backend("a write in a read-only transaction".into()));
+        }
+        Ok(&mut self.deferred)
+    }
+
     /// [`execute`] in this transaction.
     pub(crate) async fn execute(&mut self, query: PgQuery<'_>) -> StoreResult<u64> {
+        self.flush().await?;
         execute(&mut *self.tx, query).await
     }
 
@@ -74,6 +93,7 @@ impl PostgresTx {
         query: PgQuery<'_>,
         decode: impl FnMut(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
+        self.flush().await?;
         fetch_all(&mut *self.tx, query, decode).await
     }
 
@@ -83,6 +103,7 @@ impl PostgresTx {
         query: PgQuery<'_>,
         decode: impl FnOnce(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Option<T>> {
+        self.flush().await?;
         fetch_optional(&mut *self.tx, query, decode).await
     }
 
@@ -92,6 +113,7 @@ impl PostgresTx {
         query: PgQuery<'_>,
         decode: impl FnOnce(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<T> {
+        self.flush().await?;
         fetch_one(&mut *self.tx, query, decode).await
     }
 
@@ -101,6 +123,7 @@ impl PostgresTx {
         O: Send + Unpin,
         (O,): Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow>,
     {
+        self.flush().await?;
         query.fetch_one(&mut *self.tx).await.map_err(codec::backend)
     }
 
@@ -110,6 +133,7 @@ impl PostgresTx {
         O: Send + Unpin,
         (O,): Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow>,
     {
+        self.flush().await?;
         query.fetch_optional(&mut *self.tx).await.map_err(codec::backend)
     }
 
@@ -119,6 +143,7 @@ impl PostgresTx {
         O: Send + Unpin,
         (O,): Send + Unpin + for<'r> sqlx::FromRow<'r, PgRow>,
     {
+        self.flush().await?;
         query.fetch_all(&mut *self.tx).await.map_err(codec::backend)
     }
 }

@@ -114,6 +114,7 @@ impl RoleStore for PostgresTx {
         }
         // A concurrent role of the same name can still meet the unique index here. Under a
         // savepoint, that violation leaves the transaction usable, as it does on SQLite.
+        self.flush().await?;
         let mut savepoint = sqlx::Acquire::begin(&mut self.tx).await.map_err(codec::backend)?;
         let outcome = sqlx::query(
             "UPDATE roles SET name = $1, name_folded = $2, description = $3, permissions = $4, updated_at = $5

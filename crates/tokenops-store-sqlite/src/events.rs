@@ -78,11 +78,16 @@ impl EventStore for SqliteTx {
         )
     }
 
-    async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool> {
-        let done = self.execute(
-            "UPDATE events SET dispatched_at = ?1 WHERE id = ?2 AND dispatched_at IS NULL",
-            params![now.as_micros(), codec::id_text(id)],
-        )?;
-        Ok(done == 1)
+    async fn mark_dispatched(&mut self, ids: &[(TenantId, Uuid)], now: Timestamp) -> StoreResult<Vec<Event>> {
+        let sql = format!(
+            "UPDATE events SET dispatched_at = ?1 WHERE tenant_id = ?2 AND id = ?3 AND dispatched_at IS NULL
+             RETURNING {COLUMNS}"
+        );
+        let mut marked = Vec::new();
+        for (tenant, id) in ids {
+            let params = params![now.as_micros(), codec::id_text(tenant.as_uuid()), codec::id_text(*id)];
+            marked.extend(self.fetch_optional(&sql, params, decode)?);
+        }
+        Ok(marked)
     }
 }

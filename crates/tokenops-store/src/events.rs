@@ -14,6 +14,8 @@ pub trait EventStore: Send {
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>>;
     /// Newest first by `occurredAt`, then id; up to `window.limit` items after the position.
     async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>>;
-    /// Marks the event dispatched unless it already is; returns whether this call marked it.
-    async fn mark_dispatched(&mut self, id: Uuid, now: Timestamp) -> StoreResult<bool>;
+    /// Marks each of the events (organisation and id) dispatched unless it already is; returns
+    /// those this call marked, as they now stand, in the order asked. One statement for a batch
+    /// of `event.dispatch` jobs where the store can.
+    async fn mark_dispatched(&mut self, ids: &[(TenantId, Uuid)], now: Timestamp) -> StoreResult<Vec<Event>>;
 }

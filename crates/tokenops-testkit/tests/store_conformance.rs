@@ -668,7 +668,7 @@ async fn a_read_transaction_refuses_writes(backend: Backend) {
     refuses!("customers.get_for_update", |tx| tx.customers().get_for_update(tenant, &reference));
     refuses!("customers.set_status", |tx| tx.customers().set_status(tenant, &reference, CustomerStatus::Inactive, T0));
     refuses!("events.append", |tx| tx.events().append(&event));
-    refuses!("events.mark_dispatched", |tx| tx.events().mark_dispatched(new_id(), T0));
+    refuses!("events.mark_dispatched", |tx| tx.events().mark_dispatched(&[(tenant, new_id())], T0));
     refuses!("audit.record", |tx| tx.audit().record(&audit));
     refuses!("idempotency.insert_claim", |tx| tx.idempotency().insert_claim(&scope, "h", new_id(), T0, T0));
     refuses!("idempotency.complete", |tx| tx.idempotency().complete(&scope, new_id(), &response("x"), T0));
@@ -888,9 +888,13 @@ async fn events_page_newest_first_by_keyset(backend: Backend) {
     drop(tx);
 
     let mut tx = fx.store.write().await.expect("begin");
-    assert!(tx.events().mark_dispatched(id, T0.plus_millis(10)).await.expect("mark"));
-    assert!(!tx.events().mark_dispatched(id, T0.plus_millis(11)).await.expect("mark twice"));
-    assert!(!tx.events().mark_dispatched(new_id(), T0.plus_millis(11)).await.expect("mark unknown"));
+    let other = events[4].id;
+    let marked = tx.events().mark_dispatched(&[(tenant, id), (tenant, other)], T0.plus_millis(10)).await.expect("mark");
+    assert_eq!(marked.iter().map(|e| e.id).collect::<Vec<_>>(), [id, other], "in the order asked");
+    assert!(marked.iter().all(|e| e.dispatched_at == Some(T0.plus_millis(10))));
+    let again = [(tenant, id), (tenant, new_id()), (TenantId(new_id()), events[3].id)];
+    let marked = tx.events().mark_dispatched(&again, T0.plus_millis(11)).await.expect("mark twice");
+    assert!(marked.is_empty(), "marked already, unknown, or another organisation's: {marked:?}");
     let event = tx.events().get(tenant, id).await.expect("get").expect("exists");
     assert_eq!(event.dispatched_at, Some(T0.plus_millis(10)));
     tx.commit().await.expect("commit");
@@ -943,6 +947,16 @@ async fn audit_lists_filter_sort_and_search(backend: Backend) {
     let twice = tx.audit().record(&records[0]).await;
     assert!(matches!(twice, Err(StoreError::Conflict(_))), "{twice:?}");
     tx.commit().await.expect("commit");
+    // One an earlier transaction recorded conflicts too: at the call, or at the latest at the
+    // commit (PostgreSQL holds the row back until the transaction's next statement).
+    let again = {
+        let mut tx = fx.store.write().await.expect("begin");
+        match tx.audit().record(&records[1]).await {
+            Ok(()) => tx.commit().await,
+            Err(error) => Err(error),
+        }
+    };
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
 
     let mut tx = fx.store.read().await.expect("begin read");
     let got = tx.audit().get(tenant, records[3].id).await.expect("get").expect("exists");

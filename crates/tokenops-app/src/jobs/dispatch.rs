@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use tokenops_domain::TenantId;
-use tokenops_domain::automation::TriggerType;
+use tokenops_domain::automation::{Automation, TriggerType};
 use tokenops_domain::webhook::Webhook;
 use tokenops_store::{Job, Store};
 use uuid::Uuid;
@@ -38,25 +38,30 @@ impl JobHandler for DispatchEvent {
         let failed = bad.into_iter().map(|job| (job, JobError::Permanent("payload has no eventId".into()))).collect();
         let mut tx = self.store.write().await?;
         // Idempotent: a second run finds the event already dispatched and changes nothing, so
-        // an event fans out once. Each organisation's registrations are read once per batch.
+        // an event fans out once. The batch's events are marked and read in one go; each
+        // organisation's registrations, and its automations of each event type, are read once.
+        let asked: Vec<(TenantId, Uuid)> =
+            events.iter().filter_map(|job| Some((job.tenant_id?, event_of(job)?))).collect();
+        let marked = tx.events().mark_dispatched(&asked, now).await?;
         let mut registrations: HashMap<TenantId, Vec<Webhook>> = HashMap::new();
-        for job in &events {
-            let (Some(event_id), Some(tenant)) = (event_of(job), job.tenant_id) else { continue };
-            if !tx.events().mark_dispatched(event_id, now).await? {
-                continue;
-            }
-            let Some(event) = tx.events().get(tenant, event_id).await? else { continue };
+        let mut listeners: HashMap<(TenantId, String), Vec<Automation>> = HashMap::new();
+        for event in &marked {
+            let tenant = event.tenant_id;
             let subscribers = match registrations.entry(tenant) {
                 Entry::Occupied(known) => known.into_mut(),
                 Entry::Vacant(slot) => slot.insert(tx.webhooks().live(tenant).await?),
             };
-            crate::webhooks::fan_out(tx.as_mut(), &event, subscribers, now, self.job_max_attempts)
+            crate::webhooks::fan_out(tx.as_mut(), event, subscribers, now, self.job_max_attempts)
                 .await
                 .map_err(|e| JobError::Retry(e.to_string()))?;
-            for automation in tx.automations().for_event(tenant, &event.event_type).await? {
+            let automations = match listeners.entry((tenant, event.event_type.clone())) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(slot) => slot.insert(tx.automations().for_event(tenant, &event.event_type).await?),
+            };
+            for automation in automations.iter() {
                 crate::automations::runs::queue_run(
                     tx.as_mut(),
-                    &automation,
+                    automation,
                     TriggerType::Event,
                     None,
                     Some(event.id),

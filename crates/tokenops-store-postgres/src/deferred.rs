@@ -1,0 +1,267 @@
+//! Writes a transaction holds back and sends as one statement: audit records, events, jobs
+//! without a dedupe key and operation updates, the rows every step of the pipeline and every
+//! accepted request leave and whose statements answer nothing the caller reads.
+//!
+//! On PostgreSQL each statement is a round trip costing both processes CPU; a batch of 128
+//! confirmations wrote some 500 single-row statements. Held back, they go as one statement (a
+//! data-modifying CTE per table, each a multi-row `INSERT … SELECT FROM UNNEST` or `UPDATE …
+//! FROM UNNEST`) just before the transaction's next statement of any kind or its COMMIT, so
+//! every statement still sees what came before it and the COMMIT covers everything. What can
+//! refuse such a row (an id taken twice) is counted and reported at that point instead.
+
+use crate::codec;
+use crate::query::PgQuery;
+use std::collections::{HashMap, HashSet};
+use tokenops_domain::audit::AuditRecord;
+use tokenops_domain::event::Event;
+use tokenops_domain::operation::{FailureCode, Operation};
+use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::{NewJob, StoreResult};
+use uuid::Uuid;
+
+/// The held-back rows of one transaction.
+#[derive(Default)]
+pub(crate) struct Deferred {
+    audit: Vec<AuditRecord>,
+    events: Vec<Event>,
+    /// Each with the id it was given and the time of its enqueue.
+    jobs: Vec<(Uuid, NewJob, Timestamp)>,
+    operations: Vec<Operation>,
+    /// Where each operation's latest state sits in `operations`: a second update of one row
+    /// replaces the first (one statement must not update a row twice).
+    operation_slots: HashMap<(TenantId, Uuid), usize>,
+    /// The ids of the audit records and events held back: one held twice is refused at once.
+    held_ids: HashSet<Uuid>,
+}
+
+/// How many rows of each kind one flush wrote, to be checked against what was held back.
+pub(crate) struct Written {
+    audit: i64,
+    events: i64,
+}
+
+impl Deferred {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.audit.is_empty() && self.events.is_empty() && self.jobs.is_empty() && self.operations.is_empty()
+    }
+
+    pub(crate) fn audit(&mut self, record: &AuditRecord) -> StoreResult<()> {
+        if !self.held_ids.insert(record.id) {
+            return Err(codec::conflict("audit record id"));
+        }
+        self.audit.push(record.clone());
+        Ok(())
+    }
+
+    pub(crate) fn event(&mut self, event: &Event) -> StoreResult<()> {
+        if !self.held_ids.insert(event.id) {
+            return Err(codec::conflict("event id"));
+        }
+        self.events.push(event.clone());
+        Ok(())
+    }
+
+    pub(crate) fn job(&mut self, id: Uuid, job: &NewJob, now: Timestamp) {
+        self.jobs.push((id, job.clone(), now));
+    }
+
+    pub(crate) fn operation(&mut self, operation: &Operation) {
+        match self.operation_slots.get(&(operation.tenant_id, operation.id)) {
+            Some(&slot) => self.operations[slot] = operation.clone(),
+            None => {
+                self.operation_slots.insert((operation.tenant_id, operation.id), self.operations.len());
+                self.operations.push(operation.clone());
+            }
+        }
+    }
+
+    /// The one statement writing everything held back, emptying the buffers, with what the
+    /// check after it expects; `None` when nothing is held back.
+    pub(crate) fn take(&mut self) -> StoreResult<Option<(PgQuery<'static>, Expected)>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let Deferred { audit, events, jobs, operations, .. } = std::mem::take(self);
+        let expected = Expected { audit: audit.len(), events: events.len() };
+        let mut parts = Vec::new();
+        let mut next = 1;
+        let mut placeholders = |count: usize| {
+            let first = next;
+            next += count;
+            first
+        };
+        let audit_at = (!audit.is_empty()).then(|| placeholders(15));
+        let events_at = (!events.is_empty()).then(|| placeholders(10));
+        let jobs_at = (!jobs.is_empty()).then(|| placeholders(7));
+        let operations_at = (!operations.is_empty()).then(|| placeholders(9));
+        if let Some(n) = audit_at {
+            parts.push(format!(
+                "a AS (INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
+                                                  resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
+                       SELECT * FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::bigint[], ${}::bigint[], ${}::text[], ${}::text[],
+                                            ${}::text[], ${}::text[], ${}::text[], ${}::text[], ${}::text[], ${}::text[],
+                                            ${}::text[], ${}::int4[], ${}::jsonb[])
+                       ON CONFLICT DO NOTHING RETURNING 1)",
+                n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9, n + 10, n + 11, n + 12, n + 13, n + 14
+            ));
+        }
+        if let Some(n) = events_at {
+            parts.push(format!(
+                "e AS (INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
+                                           resource_type, resource_id, data, dispatched_at)
+                       SELECT * FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::text[], ${}::bigint[], ${}::text[], ${}::text[],
+                                            ${}::text[], ${}::text[], ${}::jsonb[], ${}::bigint[])
+                       ON CONFLICT DO NOTHING RETURNING 1)",
+                n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9
+            ));
+        }
+        if let Some(n) = jobs_at {
+            parts.push(format!(
+                "j AS (INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at)
+                       SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, created_at, created_at
+                       FROM UNNEST(${}::uuid[], ${}::text[], ${}::uuid[], ${}::jsonb[], ${}::bigint[], ${}::bigint[], ${}::bigint[])
+                            AS j(id, kind, tenant_id, payload, max_attempts, run_at, created_at)
+                       RETURNING 1)",
+                n,
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5,
+                n + 6
+            ));
+        }
+        if let Some(n) = operations_at {
+            parts.push(format!(
+                "o AS (UPDATE operations o
+                       SET state = u.state, tx_hash = u.tx_hash, block_number = u.block_number, failure_code = u.failure_code,
+                           reason_code = u.reason_code, signed_transaction = u.signed_transaction, updated_at = u.updated_at
+                       FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::bigint[], ${}::text[], ${}::text[],
+                                   ${}::text[], ${}::bigint[])
+                            AS u(tenant_id, id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, updated_at)
+                       WHERE o.tenant_id = u.tenant_id AND o.id = u.id
+                       RETURNING 1)",
+                n,
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5,
+                n + 6,
+                n + 7,
+                n + 8
+            ));
+        }
+        let count = |present: Option<usize>, name: &str| match present {
+            Some(_) => format!("(SELECT COUNT(*) FROM {name})"),
+            None => "0::bigint".to_owned(),
+        };
+        // Every CTE runs whether or not the outer query reads it; reading the counts checks them.
+        let sql = format!(
+            "WITH {} SELECT {} AS audit, {} AS events",
+            parts.join(", "),
+            count(audit_at, "a"),
+            count(events_at, "e")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if audit_at.is_some() {
+            query = bind_audit(query, &audit);
+        }
+        if events_at.is_some() {
+            query = bind_events(query, &events);
+        }
+        if jobs_at.is_some() {
+            query = bind_jobs(query, &jobs);
+        }
+        if operations_at.is_some() {
+            query = bind_operations(query, &operations)?;
+        }
+        Ok(Some((query, expected)))
+    }
+}
+
+/// What a flush must have written: every audit record and event held back (`ON CONFLICT DO
+/// NOTHING` leaves out one whose id is taken, which the single-row statements reported as a
+/// conflict).
+pub(crate) struct Expected {
+    audit: usize,
+    events: usize,
+}
+
+impl Expected {
+    pub(crate) fn check(&self, written: Written) -> StoreResult<()> {
+        if usize::try_from(written.audit).ok() != Some(self.audit) {
+            return Err(codec::conflict("audit record id"));
+        }
+        if usize::try_from(written.events).ok() != Some(self.events) {
+            return Err(codec::conflict("event id"));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn decode_written(row: &sqlx::postgres::PgRow) -> StoreResult<Written> {
+    Ok(Written { audit: codec::get(row, "audit")?, events: codec::get(row, "events")? })
+}
+
+fn bind_audit(query: PgQuery<'static>, records: &[AuditRecord]) -> PgQuery<'static> {
+    let column = |f: &dyn Fn(&AuditRecord) -> Option<String>| records.iter().map(f).collect::<Vec<_>>();
+    query
+        .bind(records.iter().map(|r| r.id).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.tenant_id.map(TenantId::as_uuid)).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.occurred_at.as_micros()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.created_at.as_micros()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.action.clone()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.category.clone()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.source.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(column(&|r| r.actor_id.clone()))
+        .bind(records.iter().map(|r| r.resource_type.clone()).collect::<Vec<_>>())
+        .bind(column(&|r| r.resource_id.clone()))
+        .bind(records.iter().map(|r| r.outcome.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(column(&|r| r.request_id.clone()))
+        .bind(column(&|r| r.idempotency_key.clone()))
+        .bind(records.iter().map(|r| r.http_status.map(i32::from)).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.detail.clone()).collect::<Vec<_>>())
+}
+
+fn bind_events(query: PgQuery<'static>, events: &[Event]) -> PgQuery<'static> {
+    query
+        .bind(events.iter().map(|e| e.id).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.tenant_id.as_uuid()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.event_type.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.occurred_at.as_micros()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.correlation_id.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.idempotency_key.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.resource.kind.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.resource.id.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.data.clone()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.dispatched_at.map(Timestamp::as_micros)).collect::<Vec<_>>())
+}
+
+fn bind_jobs(query: PgQuery<'static>, jobs: &[(Uuid, NewJob, Timestamp)]) -> PgQuery<'static> {
+    query
+        .bind(jobs.iter().map(|(id, _, _)| *id).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, job, _)| job.kind.clone()).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, job, _)| job.tenant_id.map(TenantId::as_uuid)).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, job, _)| job.payload.clone()).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, job, _)| i64::from(job.max_attempts)).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, job, _)| job.run_at.as_micros()).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, _, now)| now.as_micros()).collect::<Vec<_>>())
+}
+
+fn bind_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {
+    let block_numbers = operations
+        .iter()
+        .map(|o| o.block_number.map(codec::bigint).transpose())
+        .collect::<StoreResult<Vec<Option<i64>>>>()?;
+    Ok(query
+        .bind(operations.iter().map(|o| o.tenant_id.as_uuid()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.id).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.state.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.tx_hash.map(|h| h.to_string())).collect::<Vec<_>>())
+        .bind(block_numbers)
+        .bind(operations.iter().map(|o| o.failure_code.map(|c| FailureCode::as_str(c).to_owned())).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.reason_code.clone()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.signed_transaction.clone()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>()))
+}
