@@ -166,16 +166,19 @@ impl Writes {
         let now = self.clock.now();
         let lease_until = now.plus_millis(self.settings.idempotency_lease_ms);
         let token = new_id();
-        let existing = tx.idempotency().get(&scope).await?;
         let mine =
             |scope| Claimed::Mine(Claim { scope, token, request_hash: request.request_hash.clone(), lease_until });
-        let claimed = match existing {
-            None => match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
-                Ok(()) => mine(scope),
-                // Another node inserted the same key between our read and our insert.
-                Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
-                Err(e) => return Err(e.into()),
-            },
+        // The claim first: a new key (the common case) then costs one statement, not a read and
+        // an insert. An existing key is read after the insert found it; on PostgreSQL the insert
+        // waits for another transaction holding the same key, so that read finds it settled.
+        match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
+            Ok(()) => return Ok(mine(scope)),
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let claimed = match tx.idempotency().get(&scope).await? {
+            // Its holder gave it up between the insert and the read: the retry claims it.
+            None => return Err(in_flight(1)),
             Some(record) if record.request_hash != request.request_hash => {
                 return Err(Error::unprocessable(format!(
                     "Idempotency-Key {:?} was already used with a different request payload; use a new key for a new request",

@@ -1,6 +1,7 @@
 //! Writes a transaction holds back and sends as one statement: audit records, events, jobs
-//! without a dedupe key and operation updates, the rows every step of the pipeline and every
-//! accepted request leave and whose statements answer nothing the caller reads.
+//! without a dedupe key, new operations and operation updates, the rows every step of the
+//! pipeline and every accepted request leave and whose statements answer nothing the caller
+//! reads.
 //!
 //! On PostgreSQL each statement is a round trip costing both processes CPU; a batch of 128
 //! confirmations wrote some 500 single-row statements. Held back, they go as one statement (a
@@ -10,6 +11,7 @@
 //! refuse such a row (an id taken twice) is counted and reported at that point instead.
 
 use crate::codec;
+use crate::operations::OPERATION_COLUMNS;
 use crate::query::PgQuery;
 use std::collections::{HashMap, HashSet};
 use tokenops_domain::audit::AuditRecord;
@@ -26,11 +28,15 @@ pub(crate) struct Deferred {
     events: Vec<Event>,
     /// Each with the id it was given and the time of its enqueue.
     jobs: Vec<(Uuid, NewJob, Timestamp)>,
+    /// New operations, then updates of stored ones.
+    new_operations: Vec<Operation>,
     operations: Vec<Operation>,
-    /// Where each operation's latest state sits in `operations`: a second update of one row
-    /// replaces the first (one statement must not update a row twice).
-    operation_slots: HashMap<(TenantId, Uuid), usize>,
-    /// The ids of the audit records and events held back: one held twice is refused at once.
+    /// Where each operation's latest state sits in `new_operations` (true) or `operations`: a
+    /// second change of one row replaces the first, since one statement must not change a row
+    /// twice, nor update a row it inserts.
+    operation_slots: HashMap<(TenantId, Uuid), (bool, usize)>,
+    /// The ids of the audit records, events and new operations held back: one held twice is
+    /// refused at once.
     held_ids: HashSet<Uuid>,
 }
 
@@ -38,11 +44,16 @@ pub(crate) struct Deferred {
 pub(crate) struct Written {
     audit: i64,
     events: i64,
+    new_operations: i64,
 }
 
 impl Deferred {
     pub(crate) fn is_empty(&self) -> bool {
-        self.audit.is_empty() && self.events.is_empty() && self.jobs.is_empty() && self.operations.is_empty()
+        self.audit.is_empty()
+            && self.events.is_empty()
+            && self.jobs.is_empty()
+            && self.new_operations.is_empty()
+            && self.operations.is_empty()
     }
 
     pub(crate) fn audit(&mut self, record: &AuditRecord) -> StoreResult<()> {
@@ -65,11 +76,21 @@ impl Deferred {
         self.jobs.push((id, job.clone(), now));
     }
 
+    pub(crate) fn new_operation(&mut self, operation: &Operation) -> StoreResult<()> {
+        if !self.held_ids.insert(operation.id) {
+            return Err(codec::conflict("operation id"));
+        }
+        self.operation_slots.insert((operation.tenant_id, operation.id), (true, self.new_operations.len()));
+        self.new_operations.push(operation.clone());
+        Ok(())
+    }
+
     pub(crate) fn operation(&mut self, operation: &Operation) {
         match self.operation_slots.get(&(operation.tenant_id, operation.id)) {
-            Some(&slot) => self.operations[slot] = operation.clone(),
+            Some(&(true, slot)) => self.new_operations[slot] = operation.clone(),
+            Some(&(false, slot)) => self.operations[slot] = operation.clone(),
             None => {
-                self.operation_slots.insert((operation.tenant_id, operation.id), self.operations.len());
+                self.operation_slots.insert((operation.tenant_id, operation.id), (false, self.operations.len()));
                 self.operations.push(operation.clone());
             }
         }
@@ -81,8 +102,8 @@ impl Deferred {
         if self.is_empty() {
             return Ok(None);
         }
-        let Deferred { audit, events, jobs, operations, .. } = std::mem::take(self);
-        let expected = Expected { audit: audit.len(), events: events.len() };
+        let Deferred { audit, events, jobs, new_operations, operations, .. } = std::mem::take(self);
+        let expected = Expected { audit: audit.len(), events: events.len(), new_operations: new_operations.len() };
         let mut parts = Vec::new();
         let mut next = 1;
         let mut placeholders = |count: usize| {
@@ -93,6 +114,7 @@ impl Deferred {
         let audit_at = (!audit.is_empty()).then(|| placeholders(15));
         let events_at = (!events.is_empty()).then(|| placeholders(10));
         let jobs_at = (!jobs.is_empty()).then(|| placeholders(7));
+        let new_operations_at = (!new_operations.is_empty()).then(|| placeholders(21));
         let operations_at = (!operations.is_empty()).then(|| placeholders(9));
         if let Some(n) = audit_at {
             parts.push(format!(
@@ -131,6 +153,21 @@ impl Deferred {
                 n + 6
             ));
         }
+        if let Some(n) = new_operations_at {
+            let arrays = [
+                "uuid", "uuid", "text", "text", "text", "text", "text", "bigint", "jsonb", "uuid", "text", "text", "bigint",
+                "text", "text", "text", "text", "text", "text", "bigint", "bigint",
+            ]
+            .iter()
+            .enumerate()
+            .map(|(at, kind)| format!("${}::{kind}[]", n + at))
+            .collect::<Vec<_>>()
+            .join(", ");
+            parts.push(format!(
+                "n AS (INSERT INTO operations ({OPERATION_COLUMNS}) SELECT * FROM UNNEST({arrays})
+                       ON CONFLICT DO NOTHING RETURNING 1)"
+            ));
+        }
         if let Some(n) = operations_at {
             parts.push(format!(
                 "o AS (UPDATE operations o
@@ -158,10 +195,11 @@ impl Deferred {
         };
         // Every CTE runs whether or not the outer query reads it; reading the counts checks them.
         let sql = format!(
-            "WITH {} SELECT {} AS audit, {} AS events",
+            "WITH {} SELECT {} AS audit, {} AS events, {} AS new_operations",
             parts.join(", "),
             count(audit_at, "a"),
-            count(events_at, "e")
+            count(events_at, "e"),
+            count(new_operations_at, "n")
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         if audit_at.is_some() {
@@ -172,6 +210,9 @@ impl Deferred {
         }
         if jobs_at.is_some() {
             query = bind_jobs(query, &jobs);
+        }
+        if new_operations_at.is_some() {
+            query = bind_new_operations(query, &new_operations)?;
         }
         if operations_at.is_some() {
             query = bind_operations(query, &operations)?;
@@ -186,6 +227,7 @@ impl Deferred {
 pub(crate) struct Expected {
     audit: usize,
     events: usize,
+    new_operations: usize,
 }
 
 impl Expected {
@@ -196,12 +238,19 @@ impl Expected {
         if usize::try_from(written.events).ok() != Some(self.events) {
             return Err(codec::conflict("event id"));
         }
+        if usize::try_from(written.new_operations).ok() != Some(self.new_operations) {
+            return Err(codec::conflict("operation id"));
+        }
         Ok(())
     }
 }
 
 pub(crate) fn decode_written(row: &sqlx::postgres::PgRow) -> StoreResult<Written> {
-    Ok(Written { audit: codec::get(row, "audit")?, events: codec::get(row, "events")? })
+    Ok(Written {
+        audit: codec::get(row, "audit")?,
+        events: codec::get(row, "events")?,
+        new_operations: codec::get(row, "new_operations")?,
+    })
 }
 
 fn bind_audit(query: PgQuery<'static>, records: &[AuditRecord]) -> PgQuery<'static> {
@@ -247,6 +296,36 @@ fn bind_jobs(query: PgQuery<'static>, jobs: &[(Uuid, NewJob, Timestamp)]) -> PgQ
         .bind(jobs.iter().map(|(_, job, _)| i64::from(job.max_attempts)).collect::<Vec<_>>())
         .bind(jobs.iter().map(|(_, job, _)| job.run_at.as_micros()).collect::<Vec<_>>())
         .bind(jobs.iter().map(|(_, _, now)| now.as_micros()).collect::<Vec<_>>())
+}
+
+fn bind_new_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {
+    let block_numbers = operations
+        .iter()
+        .map(|o| o.block_number.map(codec::bigint).transpose())
+        .collect::<StoreResult<Vec<Option<i64>>>>()?;
+    let text = |f: &dyn Fn(&Operation) -> Option<String>| operations.iter().map(f).collect::<Vec<_>>();
+    Ok(query
+        .bind(operations.iter().map(|o| o.id).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.tenant_id.as_uuid()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.tx_type.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| codec::asset_text(o.asset_id).to_owned()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.account_ref.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.customer_ref.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(text(&|o| o.counterparty_ref.as_ref().map(|r| r.as_str().to_owned())))
+        .bind(operations.iter().map(|o| o.amount.as_i64()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.params.clone()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.lock_id).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.state.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(text(&|o| o.tx_hash.map(|h| h.to_string())))
+        .bind(block_numbers)
+        .bind(text(&|o| o.failure_code.map(|c| FailureCode::as_str(c).to_owned())))
+        .bind(text(&|o| o.reason_code.clone()))
+        .bind(text(&|o| o.signed_transaction.clone()))
+        .bind(operations.iter().map(|o| o.submitted_by.clone()).collect::<Vec<_>>())
+        .bind(text(&|o| o.idempotency_key.clone()))
+        .bind(text(&|o| o.correlation_id.clone()))
+        .bind(operations.iter().map(|o| o.created_at.as_micros()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>()))
 }
 
 fn bind_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {

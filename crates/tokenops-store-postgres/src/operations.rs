@@ -9,19 +9,17 @@
 //! the SQL.
 
 use crate::clause::{Bind, Clause};
-use crate::codec::asset_text;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{FailureCode, Operation, OperationFilter};
+use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
 use tokenops_store::{InFlight, OperationStore, StoreResult};
 use uuid::Uuid;
 
-const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
+pub(crate) const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
 fn decode_operation(row: &PgRow) -> StoreResult<Operation> {
     rows::operation(&codec::Cols(row))
@@ -112,42 +110,9 @@ impl PostgresTx {
 
 #[async_trait]
 impl OperationStore for PostgresTx {
+    /// Held back and written with the transaction's next statement (`deferred`).
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO operations ({OPERATION_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-             ON CONFLICT DO NOTHING"
-        );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(op.id)
-                    .bind(op.tenant_id.as_uuid())
-                    .bind(op.tx_type.as_str())
-                    .bind(asset_text(op.asset_id))
-                    .bind(op.account_ref.as_str())
-                    .bind(op.customer_ref.as_str())
-                    .bind(op.counterparty_ref.as_ref().map(AccountRef::as_str))
-                    .bind(op.amount.as_i64())
-                    .bind(&op.params)
-                    .bind(op.lock_id)
-                    .bind(op.state.as_str())
-                    .bind(op.tx_hash.map(|h| h.to_string()))
-                    .bind(op.block_number.map(codec::bigint).transpose()?)
-                    .bind(op.failure_code.map(FailureCode::as_str))
-                    .bind(op.reason_code.as_deref())
-                    .bind(op.signed_transaction.as_deref())
-                    .bind(&op.submitted_by)
-                    .bind(op.idempotency_key.as_deref())
-                    .bind(op.correlation_id.as_deref())
-                    .bind(op.created_at.as_micros())
-                    .bind(op.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("operation id"));
-        }
-        Ok(())
+        self.hold_back()?.new_operation(op)
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {

@@ -434,8 +434,20 @@ async fn a_duplicate_operation_id_is_a_conflict(backend: Backend) {
     assert_eq!(tx.operations().get(a, first.id).await.expect("get"), Some(first.clone()));
     tx.commit().await.expect("commit after conflicts");
 
-    assert_eq!(get_operation(&*fx.store, a, first.id).await, Some(first));
+    assert_eq!(get_operation(&*fx.store, a, first.id).await, Some(first.clone()));
     assert_eq!(get_operation(&*fx.store, a, second.id).await, Some(second));
+    assert_eq!(fx.db.count("operations", "").await, 2);
+
+    // An id an earlier transaction stored conflicts too: at the call, or at the latest at the
+    // commit (PostgreSQL holds the row back until the transaction's next statement).
+    let again = {
+        let mut tx = fx.store.write().await.expect("begin");
+        match tx.operations().insert(&Operation { id: first.id, ..operation(b, "acc-3", at(5)) }).await {
+            Ok(()) => tx.commit().await,
+            Err(error) => Err(error),
+        }
+    };
+    assert!(is_conflict(&again), "the id is stored: {again:?}");
     assert_eq!(fx.db.count("operations", "").await, 2);
 }
 
