@@ -123,15 +123,21 @@ impl FromRequestParts<Arc<ApiState>> for OwnTenantPath {
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
         let scope = TenantScope::from_request_parts(parts, state).await?;
-        let axum::extract::Path(params) =
-            axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
-                .await
-                .map_err(|_| Error::bad_request("Invalid path"))?;
-        let named = params.iter().find(|(name, _)| name == "tenantId").map(|(_, v)| v.as_str()).unwrap_or("");
-        let named = uuid::Uuid::parse_str(named).map_err(|_| Error::invalid_field("tenantId", "must be a UUID"))?;
-        if named != scope.tenant.as_uuid() {
-            return Err(Error::forbidden("Invalid tenant id").into());
-        }
+        require_own_tenant(parts, state, &scope).await?;
         Ok(OwnTenantPath(scope))
     }
+}
+
+/// 403 `Invalid tenant id` unless the path's `{tenantId}` is the caller's own organisation (400
+/// when it is not a UUID).
+pub async fn require_own_tenant(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<(), ApiError> {
+    let axum::extract::Path(params) = axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+        .await
+        .map_err(|_| Error::bad_request("Invalid path"))?;
+    let named = params.iter().find(|(name, _)| name == "tenantId").map(|(_, v)| v.as_str()).unwrap_or("");
+    let named = uuid::Uuid::parse_str(named).map_err(|_| Error::invalid_field("tenantId", "must be a UUID"))?;
+    if named != scope.tenant.as_uuid() {
+        return Err(Error::forbidden("Invalid tenant id").into());
+    }
+    Ok(())
 }

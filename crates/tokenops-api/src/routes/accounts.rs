@@ -19,7 +19,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -88,21 +88,18 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
         (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn register_account(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<AccountIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
+async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> ApiResult<Response> {
     let new = parse_new_account(body.value)?;
-    write::run(&state, request.about(new.account_ref.to_string()), |app, mut w| async move {
-        let result = app.accounts.register(&mut w, new).await;
-        let reply =
-            result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
-        (w, reply)
-    })
+    write::run(
+        &call.state,
+        call.request(&REGISTER, &body.document).about(new.account_ref.to_string()),
+        |app, mut w| async move {
+            let result = app.accounts.register(&mut w, new).await;
+            let reply =
+                result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
+            (w, reply)
+        },
+    )
     .await
 }
 

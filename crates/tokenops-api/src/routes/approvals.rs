@@ -19,7 +19,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
 
 const ACTION_MAX: usize = 100;
 const RESOURCE_TYPE_MAX: usize = 64;
@@ -226,19 +226,12 @@ pub struct ReassignIn {
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
     )
 )]
-async fn reassign_task(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<ReassignIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &approvals::REASSIGN, key, &[&id], &body.document);
+async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn>) -> ApiResult<Response> {
+    let id = call.path.0;
     let text = body.value.approver.ok_or_else(|| Error::invalid_field("approver", "is required"))?;
     let approver = ApproverExpr::parse(text.trim()).map_err(|e| Error::invalid_field("approver", e))?;
     let comment = comment(body.value.comment)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&approvals::REASSIGN, &body.document, |app, mut w| async move {
         let reassigned = app.approvals.reassign(&mut w, id, approver, comment).await;
         (w, reassigned.and_then(|t| Reply::ok(&t)))
     })
@@ -442,16 +435,9 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
         (status = 422, description = "The Idempotency-Key was used with another body", body = crate::openapi::ErrorBody),
     )
 )]
-async fn raise_request(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<ApprovalRequestIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &approvals::RAISE, key, &[], &body.document);
+async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>) -> ApiResult<Response> {
     let raise = validate(body.value)?;
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&approvals::RAISE, &body.document, |app, mut w| async move {
         let raised = app.approvals.raise_manual(&mut w, raise).await;
         let reply = raised.and_then(|r| Reply::created(&r, format!("/api/approvals/requests/{}", r.id)));
         (w, reply)
@@ -475,15 +461,9 @@ async fn raise_request(
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
-async fn cancel_request(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &approvals::CANCEL, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn cancel_request(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&approvals::CANCEL, &serde_json::Value::Null, |app, mut w| async move {
         let cancelled = app.approvals.cancel(&mut w, id).await;
         (w, cancelled.and_then(|r| Reply::ok(&r)))
     })

@@ -22,7 +22,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -179,14 +179,7 @@ async fn list_automations(
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_automation(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<AutomationIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &automations::CREATE, Some(key), &[], &body.document);
+async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>) -> ApiResult<Response> {
     let value = body.value;
     let new = NewAutomation {
         trigger: trigger(&value)?,
@@ -194,7 +187,7 @@ async fn create_automation(
         script_id: value.script_id.ok_or_else(|| Error::invalid_field("scriptId", "is required"))?,
         parameters: overrides("parameters", value.parameters)?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&automations::CREATE, &body.document, |app, mut w| async move {
         let created = app.automations.create(&mut w, new).await;
         (w, created.and_then(|a| Reply::created(&a, format!("/api/automations/{}", a.automation_id))))
     })
@@ -235,20 +228,13 @@ async fn get_automation(
         (status = 409, description = "The key in flight", body = crate::openapi::ErrorBody),
     )
 )]
-async fn set_automation_status(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<StatusIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &automations::UPDATE_STATUS, Some(key), &[&id], &body.document);
+async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<StatusIn>) -> ApiResult<Response> {
+    let id = call.path.0;
     let text = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
     let status = AutomationStatus::parse(&text).ok_or_else(|| {
         Error::invalid_field("status", format!("{text:?} is not one of ACTIVE, INACTIVE, DISABLED, DELETED"))
     })?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&automations::UPDATE_STATUS, &body.document, |app, mut w| async move {
         let changed = app.automations.set_status(&mut w, id, status).await;
         (w, changed.and_then(|a| Reply::ok(&a)))
     })

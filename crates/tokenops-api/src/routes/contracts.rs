@@ -18,7 +18,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 const NAME_MAX: usize = 100;
 
@@ -74,14 +74,7 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn register_contract(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ContractIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
+async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -> ApiResult<Response> {
     let asset = body.value.asset_id.ok_or_else(|| Error::invalid_field("assetId", "is required"))?;
     let asset = asset_field("assetId", &asset)?;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
@@ -92,7 +85,7 @@ async fn register_contract(
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    write::run(&state, request.about(asset.to_string()), |app, mut w| async move {
+    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), |app, mut w| async move {
         let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
         (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
     })

@@ -15,7 +15,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -89,21 +89,18 @@ fn path_ref(text: &str) -> Result<CustomerRef, Error> {
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn register_customer(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<CustomerIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
+async fn register_customer(call: RequiredKeyWrite, body: JsonBody<CustomerIn>) -> ApiResult<Response> {
     let new = parse_new_customer(body.value)?;
-    write::run(&state, request.about(new.customer_ref.to_string()), |app, mut w| async move {
-        let result = app.customers.register(&mut w, new).await;
-        let reply =
-            result.and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
-        (w, reply)
-    })
+    write::run(
+        &call.state,
+        call.request(&REGISTER, &body.document).about(new.customer_ref.to_string()),
+        |app, mut w| async move {
+            let result = app.customers.register(&mut w, new).await;
+            let reply = result
+                .and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
+            (w, reply)
+        },
+    )
     .await
 }
 

@@ -21,7 +21,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, OptionalKeyWrite, OwnTenant, Reply, WriteRoute};
 
 const SORTABLE: &[(&str, &str)] = &[
     ("key", "key"),
@@ -152,18 +152,11 @@ pub struct GroupIn {
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_group(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<GroupIn>,
-) -> ApiResult<Response> {
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &groups::CREATE, key, &[&tenant], &body.document);
+async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>) -> ApiResult<Response> {
+    let tenant = call.scope.tenant;
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&groups::CREATE, &body.document, |app, mut w| async move {
         let created = app.groups.create(&mut w, group_key, name).await;
         let reply =
             created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
@@ -196,15 +189,8 @@ pub struct GroupPatch {
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_group(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<GroupPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &groups::UPDATE, key, &[&scope.tenant, &id], &body.document);
+async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<GroupPatch>) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
     let status = match body.value.status.as_deref() {
         None => None,
@@ -216,7 +202,7 @@ async fn update_group(
     if name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or status").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&groups::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
         (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
     })
@@ -256,19 +242,12 @@ pub struct MembershipOut {
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
     )
 )]
-async fn add_member(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<MemberIn>,
-) -> ApiResult<Response> {
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &groups::ADD_MEMBER, key, &[&tenant, &id], &body.document);
+async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<MemberIn>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    let tenant = call.scope.tenant;
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&groups::ADD_MEMBER, &body.document, |app, mut w| async move {
         let added = app.groups.add_member(&mut w, id, user_id).await;
         let reply = added.and_then(|(group, user, added)| {
             let body = MembershipOut { group_id: group.id, user };

@@ -6,6 +6,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::Value;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::policies::simulation::{
@@ -22,8 +23,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantScope};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
@@ -77,9 +78,7 @@ async fn list_policies(
         status: params.choice("status", PolicyStatus::parse, &statuses)?,
         rule_type: params.choice("ruleType", RuleType::parse, &rule_types)?,
     };
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let policies = state.app.policies.list(scope.tenant, filter, page).await?;
-    Ok(paging::respond(Style::B, &policies, page))
+    paging::list(&params, STRICT_SIZE, Style::B, |page| state.app.policies.list(scope.tenant, filter, page)).await
 }
 
 /// A policy with its current version's content.
@@ -128,16 +127,8 @@ pub struct PolicyPatch {
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<PolicyPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::UPDATE, key, &[&id], &body.document);
-    let value = body.value;
+async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatch>) -> ApiResult<Response> {
+    let (id, value) = (call.path.0, body.value);
     let change = PolicyChange {
         name: optional_text("name", value.name, NAME_MAX)?,
         description: optional_text("description", value.description, TEXT_MAX)?,
@@ -145,7 +136,7 @@ async fn update_policy(
     if change.name.is_none() && change.description.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or description").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&policies::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.policies.update(&mut w, id, change).await;
         (w, updated.and_then(|p| Reply::ok(&p)))
     })
@@ -189,14 +180,7 @@ pub struct PolicyIn {
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<PolicyIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::CREATE, key, &[], &body.document);
+async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiResult<Response> {
     let value = body.value;
     let new = NewPolicy {
         template_key: text("templateKey", value.template_key, KEY_MAX)?,
@@ -205,7 +189,7 @@ async fn create_policy(
         description: optional_text("description", value.description, TEXT_MAX)?,
         change_summary: optional_text("changeSummary", value.change_summary, TEXT_MAX)?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&policies::CREATE, &body.document, |app, mut w| async move {
         let created = app.policies.create(&mut w, new).await;
         let reply = created.and_then(|p| Reply::created(&p, format!("/api/policies/{}", p.id)));
         (w, reply)
@@ -226,15 +210,9 @@ async fn create_policy(
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
 )]
-async fn activate_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::ACTIVATE, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&policies::ACTIVATE, &Value::Null, |app, mut w| async move {
         let activated = app.policies.activate(&mut w, id).await;
         (w, activated.and_then(|p| Reply::ok(&p)))
     })
@@ -253,15 +231,9 @@ async fn activate_policy(
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn archive_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::ARCHIVE, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&policies::ARCHIVE, &Value::Null, |app, mut w| async move {
         let archived = app.policies.archive(&mut w, id).await;
         (w, archived.and_then(|p| Reply::ok(&p)))
     })
@@ -290,9 +262,7 @@ async fn list_versions(
     PathId(id): PathId,
     params: QueryParams,
 ) -> ApiResult<Response> {
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let versions = state.app.policies.list_versions(scope.tenant, id, page).await?;
-    Ok(paging::respond(Style::B, &versions, page))
+    paging::list(&params, STRICT_SIZE, Style::B, |page| state.app.policies.list_versions(scope.tenant, id, page)).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -319,19 +289,11 @@ pub struct VersionIn {
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_version(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<VersionIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::CREATE_VERSION, key, &[&id], &body.document);
-    let value = body.value;
+async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn>) -> ApiResult<Response> {
+    let (id, value) = (call.path.0, body.value);
     let change_summary = optional_text("changeSummary", value.change_summary, TEXT_MAX)?;
     let content = content(value.content)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&policies::CREATE_VERSION, &body.document, |app, mut w| async move {
         let added = app.policies.add_version(&mut w, id, change_summary, content).await;
         // No endpoint reads one version: Location names the list that holds it.
         let reply = added.and_then(|v| Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id)));
@@ -362,21 +324,14 @@ pub struct CurrentVersionIn {
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change", body = crate::openapi::ErrorBody),
     )
 )]
-async fn set_current_version(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<CurrentVersionIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::SET_CURRENT_VERSION, key, &[&id], &body.document);
+async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<CurrentVersionIn>) -> ApiResult<Response> {
+    let id = call.path.0;
     let number = body.value.version_number.ok_or_else(|| Error::invalid_field("versionNumber", "is required"))?;
     let number = u32::try_from(number)
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| Error::invalid_field("versionNumber", "must be a positive integer"))?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&policies::SET_CURRENT_VERSION, &body.document, |app, mut w| async move {
         let set = app.policies.set_current_version(&mut w, id, number).await;
         (w, set.and_then(|p| Reply::ok(&p)))
     })

@@ -19,8 +19,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, OwnTenantPath, PathId, QueryParams};
+use crate::write::{OptionalKeyWrite, OwnTenant, Reply};
 
 /// Sortable properties (API name → store column).
 const SORTABLE: &[(&str, &str)] = &[
@@ -199,21 +199,14 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
         (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<RoleIn>,
-) -> ApiResult<Response> {
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &roles::CREATE, key, &[&tenant], &body.document);
+async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) -> ApiResult<Response> {
+    let tenant = call.scope.tenant;
     let new = NewRole {
         name: text("name", body.value.name, NAME_MAX)?,
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&roles::CREATE, &body.document, |app, mut w| async move {
         let created = app.roles.create(&mut w, new).await;
         let reply =
             created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
@@ -239,15 +232,8 @@ async fn create_role(
         (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<RolePatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &roles::UPDATE, key, &[&scope.tenant, &id], &body.document);
+async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<RolePatch>) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let change = RoleChange {
         name: optional_text("name", body.value.name, NAME_MAX)?,
         description: description(body.value.description)?,
@@ -256,7 +242,7 @@ async fn update_role(
     if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&roles::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.roles.update(&mut w, id, change).await;
         (w, updated.and_then(|r| Reply::ok(&r.out())))
     })
@@ -279,15 +265,9 @@ async fn update_role(
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn delete_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &roles::DELETE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    call.run(&roles::DELETE, &serde_json::Value::Null, |app, mut w| async move {
         let deleted = app.roles.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })

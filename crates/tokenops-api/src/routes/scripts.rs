@@ -22,7 +22,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -170,21 +170,14 @@ async fn list_scripts(
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ScriptIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::CREATE, Some(key), &[], &body.document);
+async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiResult<Response> {
     let value = body.value;
     let new = NewScript {
         name: text("name", value.name, scripts::NAME_MAX)?,
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
         source: value.source.ok_or_else(|| Error::invalid_field("source", "is required"))?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&scripts::CREATE, &body.document, |app, mut w| async move {
         let created = app.scripts.create(&mut w, new).await;
         (w, created.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
     })
@@ -229,15 +222,8 @@ async fn get_script(State(state): State<Arc<ApiState>>, scope: TenantScope, Path
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ScriptPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::UPDATE, Some(key), &[&id], &body.document);
+async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatch>) -> ApiResult<Response> {
+    let id = call.path.0;
     let value = body.value;
     let status = match value.status {
         None => None,
@@ -255,7 +241,7 @@ async fn update_script(
         source: value.source,
         status,
     };
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&scripts::UPDATE, &body.document, |app, mut w| async move {
         let changed = app.scripts.update(&mut w, id, change).await;
         (w, changed.and_then(|s| Reply::ok(&s)))
     })
@@ -275,15 +261,9 @@ async fn update_script(
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
     )
 )]
-async fn delete_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::DELETE, Some(key), &[&id], &Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&scripts::DELETE, &Value::Null, |app, mut w| async move {
         let deleted = app.scripts.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })

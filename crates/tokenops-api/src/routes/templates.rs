@@ -19,7 +19,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::path::PathText;
 use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
 
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
@@ -149,14 +149,7 @@ pub struct TemplateIn {
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_template(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<TemplateIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &templates::CREATE, key, &[], &body.document);
+async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> ApiResult<Response> {
     let value = body.value;
     let template_key = template_key(value.key)?;
     let is_system_key = tokenops_domain::policy::system_templates().iter().any(|t| t.key == template_key);
@@ -174,11 +167,15 @@ async fn create_template(
         action: action(value.action)?,
         default_content: default_content(value.default_content, true)?.unwrap_or_default(),
     };
-    write::run(&state, request.about(new.key.clone()), |app, mut w| async move {
-        let created = app.templates.create(&mut w, new).await;
-        let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
-        (w, reply)
-    })
+    write::run(
+        &call.state,
+        call.request(&templates::CREATE, &body.document).about(new.key.clone()),
+        |app, mut w| async move {
+            let created = app.templates.create(&mut w, new).await;
+            let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
+            (w, reply)
+        },
+    )
     .await
 }
 

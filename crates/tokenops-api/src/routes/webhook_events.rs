@@ -18,7 +18,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 use serde::Deserialize;
 
 const ENDPOINT: &str = "GET /api/webhook-events";
@@ -233,14 +233,7 @@ async fn redeliver_event(
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
     )
 )]
-async fn redeliver_filtered(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<RedeliverFilterIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::REDELIVER_FILTERED, Some(key), &[], &body.document);
+async fn redeliver_filtered(call: RequiredKeyWrite, body: JsonBody<RedeliverFilterIn>) -> ApiResult<Response> {
     let value = body.value;
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut push = |name: &str, value: Option<String>| {
@@ -257,7 +250,7 @@ async fn redeliver_filtered(
         return Err(Error::bad_request("Give at least one filter: type, from, to, status or webhookId").into());
     }
     let filter = filter(&QueryParams(pairs))?;
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&webhooks::REDELIVER_FILTERED, &body.document, |app, mut w| async move {
         let replayed = app.webhooks.redeliver_filtered(&mut w, filter).await;
         (w, replayed.and_then(|out| Reply::accepted(&out, "/api/webhook-events".to_owned())))
     })

@@ -19,7 +19,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute, Written};
+use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, WriteRoute, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
 
@@ -221,15 +221,8 @@ async fn get_webhook(
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<WebhookPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::UPDATE, Some(key), &[&id], &body.document);
+async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPatch>) -> ApiResult<Response> {
+    let id = call.path.0;
     let value = body.value;
     if value.status.is_none() && value.event_types.is_none() {
         return Err(Error::bad_request("Give status, eventTypes or both").into());
@@ -249,7 +242,7 @@ async fn update_webhook(
     let event_types =
         value.event_types.as_deref().map(|types| webhooks::event_types("eventTypes", types)).transpose()?;
     let change = WebhookChange { status, event_types };
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&webhooks::UPDATE, &body.document, |app, mut w| async move {
         let changed = app.webhooks.update(&mut w, id, change).await;
         (w, changed.and_then(|out| Reply::ok(&out)))
     })
@@ -269,15 +262,9 @@ async fn update_webhook(
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
     )
 )]
-async fn delete_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::DELETE, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&webhooks::DELETE, &serde_json::Value::Null, |app, mut w| async move {
         let deleted = app.webhooks.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })
@@ -305,24 +292,19 @@ async fn delete_webhook(
         (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn test_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::TEST, Some(key), &[&id], &serde_json::Value::Null);
-    if let Some(replay) = write::replay_if_completed(&state, &request).await? {
+async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let request = call.request(&webhooks::TEST, &serde_json::Value::Null);
+    if let Some(replay) = write::replay_if_completed(&call.state, &request).await? {
         return Ok(replay);
     }
     // The attempt holds no transaction: the write that records it opens after it. A refused
     // attempt (no such registration, INACTIVE) is that write's outcome, audited as a failure.
-    let attempt = match state.app.webhooks.attempt_test(scope.tenant, id).await {
+    let attempt = match call.state.app.webhooks.attempt_test(call.scope.tenant, id).await {
         Err(error) if !error.is_final_outcome() => return Err(error.into()),
         attempt => attempt,
     };
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    write::run(&call.state, request, |app, mut w| async move {
         let recorded = match attempt {
             Ok((event_id, outcome)) => app.webhooks.record_test(&mut w, id, event_id, &outcome).await,
             Err(refused) => Err(refused),
