@@ -15,13 +15,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write, WriteResponse};
 use tokenops_app::{App, AppResult, Error};
-use tokenops_domain::TenantId;
 
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::auth::require_own_tenant;
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, PathId, TenantScope};
+use crate::extract::path::ScopedPath;
+use crate::extract::{IdempotencyKey, TenantCall, TenantScope};
 
 /// A successful write's response.
 #[derive(Debug)]
@@ -184,8 +182,8 @@ impl WriteRoute {
     }
 }
 
-/// A write request as its handler takes it: the caller's organisation, the route's path values,
-/// the route itself and the Idempotency-Key, read in that order (the body, read last, is the
+/// A write request as its handler takes it: the [`TenantCall`] (the caller's organisation and
+/// the route's path values), then the route itself and the Idempotency-Key, read in that order (the body, read last, is the
 /// handler's own argument). `K` is the key's rule: [`RequiredKeyWrite`] or [`OptionalKeyWrite`].
 pub struct WriteCall<K, P> {
     pub state: Arc<ApiState>,
@@ -204,20 +202,19 @@ pub type OptionalKeyWrite<P = ()> = WriteCall<Option<IdempotencyKey>, P>;
 impl<K, P> FromRequestParts<Arc<ApiState>> for WriteCall<K, P>
 where
     K: FromRequestParts<Arc<ApiState>, Rejection = ApiError> + Into<Option<IdempotencyKey>> + Send,
-    P: WritePath,
+    P: ScopedPath,
 {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
-        let scope = TenantScope::from_request_parts(parts, state).await?;
-        let path = P::read(parts, state, &scope).await?;
-        let route = WriteRoute::from_request_parts(parts, state).await?;
-        let key = K::from_request_parts(parts, state).await?.into();
-        Ok(Self { state: state.clone(), scope, path, route, key, key_rule: PhantomData })
+        let TenantCall { state, scope, path } = TenantCall::from_request_parts(parts, state).await?;
+        let route = WriteRoute::from_request_parts(parts, &state).await?;
+        let key = K::from_request_parts(parts, &state).await?.into();
+        Ok(Self { state, scope, path, route, key, key_rule: PhantomData })
     }
 }
 
-impl<K, P: WritePath> WriteCall<K, P> {
+impl<K, P: ScopedPath> WriteCall<K, P> {
     /// The request for [`run`], about the resource the path names (if it names one by id);
     /// `document` is the body as sent (`Value::Null` without one).
     pub fn request(&self, action: &'static AuditAction, document: &Value) -> WriteRequest<'_> {
@@ -235,84 +232,6 @@ impl<K, P: WritePath> WriteCall<K, P> {
         Fut: Future<Output = (Write, AppResult<Reply>)>,
     {
         run(&self.state, self.request(action, document), work).await
-    }
-}
-
-/// The path values of a write route, read once the caller's organisation is known (so a
-/// caller without one is refused before a malformed path is), for the request's fingerprint.
-pub trait WritePath: Sized + Send {
-    fn read(
-        parts: &mut Parts,
-        state: &Arc<ApiState>,
-        scope: &TenantScope,
-    ) -> impl Future<Output = Result<Self, ApiError>> + Send;
-
-    /// The route's `{…}` values in order, as read (a UUID in its canonical form).
-    fn values(&self) -> Vec<&dyn Display>;
-
-    /// The resource the write is about, when the path names it by id. A text value is parsed
-    /// by its handler, which names the resource as parsed.
-    fn resource(&self) -> Option<String> {
-        None
-    }
-}
-
-/// A route without path values.
-impl WritePath for () {
-    async fn read(_: &mut Parts, _: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
-        Ok(())
-    }
-
-    fn values(&self) -> Vec<&dyn Display> {
-        Vec::new()
-    }
-}
-
-impl WritePath for PathId {
-    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
-        PathId::from_request_parts(parts, state).await
-    }
-
-    fn values(&self) -> Vec<&dyn Display> {
-        vec![&self.0]
-    }
-
-    fn resource(&self) -> Option<String> {
-        Some(self.0.to_string())
-    }
-}
-
-impl WritePath for PathText {
-    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
-        PathText::from_request_parts(parts, state).await
-    }
-
-    fn values(&self) -> Vec<&dyn Display> {
-        vec![&self.0]
-    }
-}
-
-/// A route under `/api/tenants/{tenantId}`, which must name the caller's own organisation
-/// (see `OwnTenantPath`), followed by the path values `P`.
-pub struct OwnTenant<P = ()> {
-    pub tenant: TenantId,
-    pub then: P,
-}
-
-impl<P: WritePath> WritePath for OwnTenant<P> {
-    async fn read(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<Self, ApiError> {
-        require_own_tenant(parts, state, scope).await?;
-        Ok(Self { tenant: scope.tenant, then: P::read(parts, state, scope).await? })
-    }
-
-    fn values(&self) -> Vec<&dyn Display> {
-        let mut values: Vec<&dyn Display> = vec![&self.tenant];
-        values.extend(self.then.values());
-        values
-    }
-
-    fn resource(&self) -> Option<String> {
-        self.then.resource()
     }
 }
 

@@ -1,10 +1,17 @@
-//! Path parameters: a path id that is not a UUID is 400, not 404.
+//! Path parameters: a path id that is not a UUID is 400, not 404; `ScopedPath`, the path values
+//! a tenant-scoped handler reads after its caller's organisation.
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
 use tokenops_app::Error;
+use tokenops_domain::TenantId;
 use uuid::Uuid;
 
+use super::auth::{TenantScope, require_own_tenant};
+use crate::ApiState;
 use crate::error::ApiError;
 
 /// The route's single `{…Id}` path parameter, parsed as a UUID.
@@ -37,5 +44,84 @@ impl<S: Send + Sync> FromRequestParts<S> for PathText {
             .map_err(|_| Error::bad_request("Invalid path"))?;
         let (_, value) = params.last().cloned().ok_or_else(|| Error::bad_request("Invalid path"))?;
         Ok(PathText(value))
+    }
+}
+
+/// A route's path values as a tenant-scoped handler reads them: once the caller's organisation
+/// is known (so a caller without one is refused before a malformed path is).
+pub trait ScopedPath: Sized + Send {
+    fn read(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+        scope: &TenantScope,
+    ) -> impl Future<Output = Result<Self, ApiError>> + Send;
+
+    /// The route's `{…}` values in order, as read (a UUID in its canonical form), for a write's
+    /// fingerprint.
+    fn values(&self) -> Vec<&dyn Display>;
+
+    /// The resource a write is about, when the path names it by id. A text value is parsed
+    /// by its handler, which names the resource as parsed.
+    fn resource(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A route without path values.
+impl ScopedPath for () {
+    async fn read(_: &mut Parts, _: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
+        Ok(())
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        Vec::new()
+    }
+}
+
+impl ScopedPath for PathId {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
+        PathId::from_request_parts(parts, state).await
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        vec![&self.0]
+    }
+
+    fn resource(&self) -> Option<String> {
+        Some(self.0.to_string())
+    }
+}
+
+impl ScopedPath for PathText {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
+        PathText::from_request_parts(parts, state).await
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        vec![&self.0]
+    }
+}
+
+/// A route under `/api/tenants/{tenantId}`, which must name the caller's own organisation
+/// (see `OwnTenantPath`), followed by the path values `P`.
+pub struct OwnTenant<P = ()> {
+    pub tenant: TenantId,
+    pub then: P,
+}
+
+impl<P: ScopedPath> ScopedPath for OwnTenant<P> {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<Self, ApiError> {
+        require_own_tenant(parts, state, scope).await?;
+        Ok(Self { tenant: scope.tenant, then: P::read(parts, state, scope).await? })
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        let mut values: Vec<&dyn Display> = vec![&self.tenant];
+        values.extend(self.then.values());
+        values
+    }
+
+    fn resource(&self) -> Option<String> {
+        self.then.resource()
     }
 }

@@ -17,8 +17,7 @@ use super::contracts::asset_field;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathText, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -155,12 +154,9 @@ async fn change_account_status(
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_account(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-) -> ApiResult<Response> {
-    let account = state.app.accounts.get(scope.tenant, &account_ref).await?;
+async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let account_ref = call.path.0;
+    let account = call.state.app.accounts.get(call.scope.tenant, &account_ref).await?;
     Ok(axum::Json(AccountOut::from(&account)).into_response())
 }
 
@@ -180,11 +176,7 @@ async fn get_account(
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_accounts(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", AccountStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
     let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
     let customer_ref =
@@ -195,8 +187,12 @@ async fn list_accounts(
         let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
         return Ok(paging::respond(Style::A, &empty, page));
     };
-    let accounts =
-        state.app.accounts.list(scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page).await?;
+    let accounts = call
+        .state
+        .app
+        .accounts
+        .list(call.scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page)
+        .await?;
     let view = accounts.map(|a| AccountOut::from(&a));
     Ok(paging::respond(Style::A, &view, page))
 }
@@ -214,11 +210,8 @@ async fn list_accounts(
         (status = 500, description = "The ledger could not be read (never reported as a zero balance)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_balances(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-) -> ApiResult<Response> {
-    let balance = state.app.accounts.balance(scope.tenant, &account_ref, state.app.clock.now()).await?;
+async fn get_balances(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let account_ref = call.path.0;
+    let balance = call.state.app.accounts.balance(call.scope.tenant, &account_ref, call.state.app.clock.now()).await?;
     Ok(axum::Json(balance).into_response())
 }

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
 
 const ACTION_MAX: usize = 100;
@@ -66,11 +66,7 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
         (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_tasks(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let state_filter =
         params.choice("status", ApprovalTaskState::parse, TASK_STATES)?.unwrap_or(ApprovalTaskState::Pending);
     let request_id = params
@@ -83,7 +79,7 @@ async fn list_tasks(
         .transpose()?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let filter = ApprovalTaskFilter { state: state_filter, request_id, approver };
-    let tasks = state.app.approvals.list_tasks(scope.tenant, &filter, page).await?;
+    let tasks = call.state.app.approvals.list_tasks(call.scope.tenant, &filter, page).await?;
     Ok(paging::respond(Style::B, &tasks, page))
 }
 
@@ -99,8 +95,9 @@ async fn list_tasks(
         (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_task(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.approvals.get_task(scope.tenant, id).await?).into_response())
+async fn get_task(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.approvals.get_task(call.scope.tenant, id).await?).into_response())
 }
 
 /// A decision's body: an object, which may be empty.
@@ -273,14 +270,10 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
         (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_requests(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = request_filter(&params)?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let requests = state.app.approvals.list_requests(scope.tenant, &filter, page).await?;
+    let requests = call.state.app.approvals.list_requests(call.scope.tenant, &filter, page).await?;
     Ok(paging::respond(Style::B, &requests, page))
 }
 
@@ -296,12 +289,9 @@ async fn list_requests(
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_request(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.approvals.get_request(scope.tenant, id).await?).into_response())
+async fn get_request(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.approvals.get_request(call.scope.tenant, id).await?).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

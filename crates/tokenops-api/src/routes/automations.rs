@@ -21,7 +21,7 @@ use super::scripts::{OverrideIn, overrides};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -139,11 +139,7 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
         (status = 403, description = "Missing automation:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_automations(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, CLAMPED_SIZE)?;
     let triggers: Vec<&str> = TriggerType::ALL.iter().map(|t| t.as_str()).collect();
@@ -160,7 +156,7 @@ async fn list_automations(
         return Ok(paging::respond(Style::A, &Page::<AutomationOut> { items: Vec::new(), total: 0 }, page));
     }
     let filter = AutomationFilter { status: status.and_then(AutomationStatus::parse), script_id, trigger };
-    let found = state.app.automations.list(scope.tenant, &filter, &sort, page).await?;
+    let found = call.state.app.automations.list(call.scope.tenant, &filter, &sort, page).await?;
     Ok(paging::respond(Style::A, &found, page))
 }
 
@@ -206,12 +202,9 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_automation(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.automations.get(scope.tenant, id).await?).into_response())
+async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.automations.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Change an automation's status.
@@ -297,22 +290,18 @@ async fn execute_automation(
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn automation_history(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn automation_history(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.0;
     let sort = paging::sort_keys(&params, HISTORY_SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, CLAMPED_SIZE)?;
     let status = params.one("status")?;
     let known = status.map(ExecutionStatus::parse);
     if let Some(None) = known {
         // Still a 404 for an unknown automation.
-        state.app.automations.get(scope.tenant, id).await?;
+        call.state.app.automations.get(call.scope.tenant, id).await?;
         return Ok(paging::respond(Style::A, &Page::<ExecutionOut> { items: Vec::new(), total: 0 }, page));
     }
     let filter = ExecutionFilter { status: known.flatten() };
-    let found = state.app.automations.history(scope.tenant, id, &filter, &sort, page).await?;
+    let found = call.state.app.automations.history(call.scope.tenant, id, &filter, &sort, page).await?;
     Ok(paging::respond(Style::A, &found, page))
 }

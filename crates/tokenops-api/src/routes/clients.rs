@@ -2,7 +2,6 @@
 //! one-time secret reveal URL), list (style C, oldest first), disable. The reveal itself is a
 //! bootstrap operation in `auth` (`GET /api/auth/client-secrets/{oneTimeToken}`).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -15,8 +14,8 @@ use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{OptionalKeyWrite, OwnTenant, Reply};
+use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const NAME_MAX: usize = 100;
 
@@ -84,18 +83,14 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
         (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_clients(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     if params.has("sort") {
         return Err(
             tokenops_app::Error::invalid_field("sort", "clients are listed oldest first; no sort is offered").into()
         );
     }
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let clients = state.app.clients.list(scope.tenant, page).await?;
+    let clients = call.state.app.clients.list(call.scope.tenant, page).await?;
     Ok(paging::respond(Style::C, &clients, page))
 }
 
@@ -111,12 +106,9 @@ async fn list_clients(
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_client(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.clients.get(scope.tenant, id).await?).into_response())
+async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    Ok(axum::Json(call.state.app.clients.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Disable a machine client: its tokens are refused from the next request.

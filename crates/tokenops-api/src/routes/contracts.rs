@@ -16,8 +16,7 @@ use super::fields::optional_text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathText, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 const NAME_MAX: usize = 100;
@@ -149,12 +148,9 @@ async fn update_contract(
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_contract(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(asset): PathText,
-) -> ApiResult<Response> {
-    let contract = state.app.contracts.get(scope.tenant, &asset.to_ascii_uppercase()).await?;
+async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let asset = call.path.0;
+    let contract = call.state.app.contracts.get(call.scope.tenant, &asset.to_ascii_uppercase()).await?;
     Ok(axum::Json(ContractOut::from(&contract)).into_response())
 }
 
@@ -173,11 +169,7 @@ async fn get_contract(
         (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_contracts(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", ContractStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
     let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
     let page = paging::page_request(&params, STRICT_SIZE)?;
@@ -186,7 +178,8 @@ async fn list_contracts(
         let empty = tokenops_domain::paging::Page::<ContractOut> { items: Vec::new(), total: 0 };
         return Ok(paging::respond(Style::A, &empty, page));
     };
-    let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
+    let contracts =
+        call.state.app.contracts.list(call.scope.tenant, &ContractFilter { asset_id, status }, page).await?;
     let view = contracts.map(|c| ContractOut::from(&c));
     Ok(paging::respond(Style::A, &view, page))
 }

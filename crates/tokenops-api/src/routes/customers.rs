@@ -13,8 +13,7 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathText, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -148,13 +147,10 @@ async fn change_customer_status(
         (status = 404, description = "No such customer in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_customer(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(customer_ref): PathText,
-) -> ApiResult<Response> {
+async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let customer_ref = call.path.0;
     let customer_ref = path_ref(&customer_ref)?;
-    let customer = state.app.customers.get(scope.tenant, &customer_ref).await?;
+    let customer = call.state.app.customers.get(call.scope.tenant, &customer_ref).await?;
     Ok(axum::Json(CustomerOut::from(&customer)).into_response())
 }
 
@@ -170,14 +166,10 @@ async fn get_customer(
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_customers(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_customers(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", CustomerStatus::parse, &["ACTIVE", "INACTIVE"])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let customers = state.app.customers.list(scope.tenant, status, page).await?;
+    let customers = call.state.app.customers.list(call.scope.tenant, status, page).await?;
     let view = customers.map(|c| CustomerOut::from(&c));
     Ok(paging::respond(Style::A, &view, page))
 }

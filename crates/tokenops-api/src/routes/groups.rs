@@ -15,13 +15,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{optional_text, text};
+use super::fields::{self, optional_text, text};
 use super::roles::UserSummaryPage;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, OptionalKeyWrite, OwnTenant, Reply, WriteRoute};
+use crate::extract::{IdempotencyKey, JsonBody, OwnTenant, OwnTenantPath, PathId, QueryParams, TenantCall};
+use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
 
 const SORTABLE: &[(&str, &str)] = &[
     ("key", "key"),
@@ -59,16 +59,7 @@ pub struct GroupDetail {
 /// A group key: 1–64 letters, digits, `_`, `-` or `.`, starting with a letter or digit (it is
 /// written `#key` in approver expressions).
 fn group_key(value: Option<String>) -> Result<String, Error> {
-    let key = text("key", value, KEY_MAX)?;
-    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !valid {
-        return Err(Error::invalid_field(
-            "key",
-            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
-        ));
-    }
-    Ok(key)
+    fields::key("key", value, KEY_MAX)
 }
 
 /// List the organisation's approval groups (paging style C).
@@ -86,14 +77,10 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_groups(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let groups = state.app.groups.list(scope.tenant, &sort, page).await?;
+    let groups = call.state.app.groups.list(call.scope.tenant, &sort, page).await?;
     let groups = groups.map(|g| GroupOut::from(&g));
     Ok(paging::respond(Style::C, &groups, page))
 }
@@ -114,14 +101,10 @@ async fn list_groups(
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_group(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn get_group(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let (group, members) = state.app.groups.get(scope.tenant, id, page).await?;
+    let (group, members) = call.state.app.groups.get(call.scope.tenant, id, page).await?;
     Ok(axum::Json(GroupDetail { group: GroupOut::from(&group), members: PageC::new(members, page) }).into_response())
 }
 

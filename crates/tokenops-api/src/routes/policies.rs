@@ -23,7 +23,7 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantScope};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
@@ -67,18 +67,15 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_policies(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let statuses: Vec<&str> = PolicyStatus::ALL.iter().map(|s| s.as_str()).collect();
     let rule_types: Vec<&str> = RuleType::ALL.iter().map(|r| r.as_str()).collect();
     let filter = PolicyFilter {
         status: params.choice("status", PolicyStatus::parse, &statuses)?,
         rule_type: params.choice("ruleType", RuleType::parse, &rule_types)?,
     };
-    paging::list(&params, STRICT_SIZE, Style::B, |page| state.app.policies.list(scope.tenant, filter, page)).await
+    paging::list(&params, STRICT_SIZE, Style::B, |page| call.state.app.policies.list(call.scope.tenant, filter, page))
+        .await
 }
 
 /// A policy with its current version's content.
@@ -93,8 +90,9 @@ async fn list_policies(
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_policy(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.policies.get(scope.tenant, id).await?).into_response())
+async fn get_policy(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.policies.get(call.scope.tenant, id).await?).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -256,13 +254,12 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_versions(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
-    paging::list(&params, STRICT_SIZE, Style::B, |page| state.app.policies.list_versions(scope.tenant, id, page)).await
+async fn list_versions(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.0;
+    paging::list(&params, STRICT_SIZE, Style::B, |page| {
+        call.state.app.policies.list_versions(call.scope.tenant, id, page)
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -2,7 +2,6 @@
 //! roles under `/api/tenants/{tenantId}/roles` — list (style C, default sort name,asc), detail
 //! with paged holders, and custom-role create, edit and delete (platform roles are read-only).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -19,8 +18,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{OptionalKeyWrite, OwnTenant, Reply};
+use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 /// Sortable properties (API name → store column).
 const SORTABLE: &[(&str, &str)] = &[
@@ -114,14 +113,10 @@ async fn list_permissions() -> ApiResult<Response> {
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_roles(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let roles = state.app.roles.list(scope.tenant, &sort, page).await?;
+    let roles = call.state.app.roles.list(call.scope.tenant, &sort, page).await?;
     let roles = roles.map(|r| r.out());
     Ok(paging::respond(Style::C, &roles, page))
 }
@@ -142,14 +137,10 @@ async fn list_roles(
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn get_role(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let (role, holders) = state.app.roles.get(scope.tenant, id, page).await?;
+    let (role, holders) = call.state.app.roles.get(call.scope.tenant, id, page).await?;
     Ok(axum::Json(RoleDetail { role: role.out(), holders: PageC::new(holders, page) }).into_response())
 }
 

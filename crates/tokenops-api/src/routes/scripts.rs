@@ -21,7 +21,7 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -140,11 +140,7 @@ pub struct CloneIn {
         (status = 403, description = "Missing script:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_scripts(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let statuses: Vec<&str> = ScriptStatus::ALL.iter().map(|s| s.as_str()).collect();
     let filter = ScriptFilter {
         status: params.choice("status", ScriptStatus::parse, &statuses)?,
@@ -152,7 +148,7 @@ async fn list_scripts(
     };
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let found = state.app.scripts.list(scope.tenant, &filter, &sort, page).await?;
+    let found = call.state.app.scripts.list(call.scope.tenant, &filter, &sort, page).await?;
     Ok(paging::respond(Style::A, &found, page))
 }
 
@@ -196,8 +192,9 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_script(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.scripts.get(scope.tenant, id).await?).into_response())
+async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.scripts.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Change a script's name, description, code or status.
@@ -283,12 +280,9 @@ async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
         (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn download_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    let (name, source) = state.app.scripts.download(scope.tenant, id).await?;
+async fn download_script(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let (name, source) = call.state.app.scripts.download(call.scope.tenant, id).await?;
     let disposition = format!("attachment; filename=\"{name}.rhai\"");
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, disposition)],

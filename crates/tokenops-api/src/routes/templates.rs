@@ -13,12 +13,11 @@ use tokenops_domain::policy::PolicyAction;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{optional_text, text};
+use super::fields::{self, optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathText, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
 
 const KEY_MAX: usize = 100;
@@ -48,16 +47,7 @@ fn flag(params: &QueryParams, name: &str) -> Result<bool, Error> {
 /// A tenant template key: 1–100 letters, digits, `_`, `-` or `.`, starting with a letter or
 /// digit; `system.` starts only the SYSTEM keys.
 fn template_key(value: Option<String>) -> Result<String, Error> {
-    let key = text("key", value, KEY_MAX)?;
-    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !valid {
-        return Err(Error::invalid_field(
-            "key",
-            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
-        ));
-    }
-    Ok(key)
+    fields::key("key", value, KEY_MAX)
 }
 
 fn action(value: Option<String>) -> Result<PolicyAction, Error> {
@@ -94,14 +84,10 @@ fn default_content(value: Option<serde_json::Value>, required: bool) -> Result<O
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_templates(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let include_deprecated = flag(&params, "includeDeprecated")?;
     let ignore_paging = flag(&params, "ignorePaging")?;
-    let all = state.app.templates.list(scope.tenant, include_deprecated).await?;
+    let all = call.state.app.templates.list(call.scope.tenant, include_deprecated).await?;
     let total = all.len() as u64;
     let (items, page) = if ignore_paging {
         let size = u32::try_from(all.len()).unwrap_or(u32::MAX).max(1);

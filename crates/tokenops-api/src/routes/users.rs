@@ -22,8 +22,8 @@ use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{Authenticated, JsonBody, OwnTenantPath, PathId, QueryParams, TenantScope};
-use crate::write::{OptionalKeyWrite, OwnTenant, Reply};
+use crate::extract::{Authenticated, JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -65,8 +65,8 @@ fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
         (status = 404, description = "The caller is a machine client or an external subject, not a user", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_own_profile(State(state): State<Arc<ApiState>>, scope: TenantScope) -> ApiResult<Response> {
-    let user = state.app.users.own_profile(scope.tenant, scope.context.caller.principal).await?;
+async fn get_own_profile(call: TenantCall) -> ApiResult<Response> {
+    let user = call.state.app.users.own_profile(call.scope.tenant, call.scope.context.caller.principal).await?;
     Ok(axum::Json(user).into_response())
 }
 
@@ -113,11 +113,7 @@ async fn get_user_by_id(
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_users(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let default = [
         SortKey { column: "first_name", direction: SortDirection::Asc },
         SortKey { column: "last_name", direction: SortDirection::Asc },
@@ -130,7 +126,8 @@ async fn list_users(
     }
     let status = params.one("status")?.map(|s| user_status("status", s)).transpose()?;
     let role_name = params.one("role")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    let users = state.app.users.list(scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
+    let users =
+        call.state.app.users.list(call.scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
     Ok(paging::respond(Style::C, &users, page))
 }
 
@@ -211,12 +208,9 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_user(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.users.get(scope.tenant, id).await?).into_response())
+async fn get_user(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    Ok(axum::Json(call.state.app.users.get(call.scope.tenant, id).await?).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
 use serde::Deserialize;
 
@@ -101,11 +101,7 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
         (status = 400, description = "limit outside 1 to 100, foreign cursor, cursor with different filters, from not before to", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_webhook_events(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_webhook_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = filter(&params)?;
     let filters = paging::filters_fingerprint(&[
         ("type", filter.event_type.clone()),
@@ -114,15 +110,16 @@ async fn list_webhook_events(
         ("status", filter.delivery_status.clone()),
         ("webhookId", filter.webhook_id.map(|id| id.to_string())),
     ]);
-    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
-    let events = state.app.events.list(scope.tenant, &filter, request.window()).await?;
+    let request =
+        CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
+    let events = call.state.app.events.list(call.scope.tenant, &filter, request.window()).await?;
     let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
-    let deliveries = state.app.webhooks.deliveries_of(scope.tenant, &ids).await?;
+    let deliveries = call.state.app.webhooks.deliveries_of(call.scope.tenant, &ids).await?;
     let body = request.envelope(
         events,
         |e: &Event| KeysetPosition { at_micros: e.occurred_at.as_micros(), id: e.id },
         |e: &Event| WebhookEventOut::new(e, &deliveries),
-        &state.cursors,
+        &call.state.cursors,
     );
     Ok(axum::Json(body).into_response())
 }
@@ -137,13 +134,10 @@ async fn list_webhook_events(
         (status = 404, description = "No such event", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_webhook_event(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    let event = state.app.events.get(scope.tenant, id).await?;
-    let deliveries = state.app.webhooks.deliveries_of(scope.tenant, &[id]).await?;
+async fn get_webhook_event(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let event = call.state.app.events.get(call.scope.tenant, id).await?;
+    let deliveries = call.state.app.webhooks.deliveries_of(call.scope.tenant, &[id]).await?;
     Ok(axum::Json(WebhookEventOut::new(&event, &deliveries)).into_response())
 }
 

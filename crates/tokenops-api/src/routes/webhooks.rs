@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
+use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, WriteRoute, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
@@ -96,20 +96,17 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
         (status = 403, description = "Missing webhook:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_webhooks(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filters = crate::extract::paging::filters_fingerprint(&[]);
-    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
-    let items = state.app.webhooks.list(scope.tenant, request.window()).await?;
-    let now = state.app.clock.now();
+    let request =
+        CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
+    let items = call.state.app.webhooks.list(call.scope.tenant, request.window()).await?;
+    let now = call.state.app.clock.now();
     let body = request.envelope(
         items,
         |w: &Webhook| KeysetPosition { at_micros: w.created_at.as_micros(), id: w.id },
         |w: &Webhook| WebhookOut::new(w, now),
-        &state.cursors,
+        &call.state.cursors,
     );
     Ok(axum::Json(body).into_response())
 }
@@ -194,12 +191,9 @@ async fn replay_with_secret(
         (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.webhooks.get(scope.tenant, id).await?).into_response())
+async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.webhooks.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Change a registration's status or event types.
