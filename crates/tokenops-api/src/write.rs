@@ -257,6 +257,13 @@ impl<'a> WriteRequest<'a> {
         self.resource_id = Some(resource_id.into());
         self
     }
+
+    /// A write whose resource it makes from the one its path names (a clone): the service
+    /// names the new one.
+    pub fn about_what_it_makes(mut self) -> Self {
+        self.resource_id = None;
+        self
+    }
 }
 
 /// What [`run_or_replay`] hands back.

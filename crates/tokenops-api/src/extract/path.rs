@@ -60,8 +60,8 @@ pub trait ScopedPath: Sized + Send {
     /// fingerprint.
     fn values(&self) -> Vec<&dyn Display>;
 
-    /// The resource a write is about, when the path names it by id. A text value is parsed
-    /// by its handler, which names the resource as parsed.
+    /// The resource a write is about, when the path names it (a handler that parses a text
+    /// value names the resource as parsed, with `WriteRequest::about`).
     fn resource(&self) -> Option<String> {
         None
     }
@@ -99,6 +99,10 @@ impl ScopedPath for PathText {
 
     fn values(&self) -> Vec<&dyn Display> {
         vec![&self.0]
+    }
+
+    fn resource(&self) -> Option<String> {
+        Some(self.0.clone())
     }
 }
 

@@ -1,7 +1,6 @@
 //! `/api/accounts`: register an account (provisioned asynchronously), change its status, read
 //! and list accounts (style A, oldest first), and read its balances from the ledger.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -17,8 +16,8 @@ use super::contracts::asset_field;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathText, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
+use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -120,23 +119,16 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
         (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn change_account_status(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<AccountPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &CHANGE_STATUS, Some(key), &[&account_ref], &body.document);
+async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<AccountPatch>) -> ApiResult<Response> {
     let settable = || {
         Error::invalid_field("settableStatus", "status must be ACTIVE or INACTIVE")
             .with_extra("settableStatus", serde_json::json!(["ACTIVE", "INACTIVE"]))
     };
     let status = body.value.status.as_deref().ok_or_else(settable)?;
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
-    let account_ref = path_ref(&account_ref)?;
-    write::run(&state, request.about(account_ref.to_string()), |app, mut w| async move {
+    let account_ref = path_ref(&call.path.0)?;
+    let request = call.request(&CHANGE_STATUS, &body.document).about(account_ref.to_string());
+    write::run(&call.state, request, |app, mut w| async move {
         let result = app.accounts.change_status(&mut w, &account_ref, status).await;
         (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
     })

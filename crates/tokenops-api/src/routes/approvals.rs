@@ -2,7 +2,6 @@
 //! PENDING by default; read; approve, reject, reassign) and requests (list, style B, unresolved
 //! first then resolvedAt descending; read with tasks; raise by hand; cancel while PENDING).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -18,8 +17,8 @@ use uuid::Uuid;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const ACTION_MAX: usize = 100;
 const RESOURCE_TYPE_MAX: usize = 64;
@@ -56,8 +55,7 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
         ("status" = Option<String>, Query, description = "One task state per call: PENDING (default), APPROVED, REJECTED, CANCELLED or EXPIRED"),
         ("requestId" = Option<Uuid>, Query, description = "Only the tasks of this request"),
         ("approver" = Option<String>, Query, description = "Only tasks whose approvers include this expression (#groupKey or user:<uuid>), as written"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of tasks, newest first by createdAt. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = ApprovalTaskPage),
@@ -117,11 +115,7 @@ fn comment(value: Option<String>) -> Result<Option<String>, Error> {
 }
 
 async fn decide(
-    state: Arc<ApiState>,
-    scope: TenantScope,
-    id: Uuid,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
+    call: OptionalKeyWrite<PathId>,
     body: JsonBody<DecisionIn>,
     decision: TaskDecision,
 ) -> ApiResult<Response> {
@@ -129,9 +123,8 @@ async fn decide(
         TaskDecision::Approve => &approvals::APPROVE,
         TaskDecision::Reject => &approvals::REJECT,
     };
-    let request = route.request(&scope, action, key, &[&id], &body.document);
-    let comment = comment(body.value.comment)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    let (id, comment) = (call.path.0, comment(body.value.comment)?);
+    call.run(action, &body.document, |app, mut w| async move {
         let decided = app.approvals.decide(&mut w, id, decision, comment).await;
         (w, decided.and_then(|r| Reply::ok(&r)))
     })
@@ -143,7 +136,7 @@ async fn decide(
     post, path = "/api/approvals/tasks/{taskId}/approve", tag = "approvals", operation_id = "approvals.tasks.approve",
     params(
         ("taskId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = DecisionIn,
     responses(
@@ -155,15 +148,8 @@ async fn decide(
         (status = 409, description = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
-async fn approve_task(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<DecisionIn>,
-) -> ApiResult<Response> {
-    decide(state, scope, id, route, key, body, TaskDecision::Approve).await
+async fn approve_task(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
+    decide(call, body, TaskDecision::Approve).await
 }
 
 /// Reject a task: the request is REJECTED (approval.rejected) and its other pending tasks
@@ -172,7 +158,7 @@ async fn approve_task(
     post, path = "/api/approvals/tasks/{taskId}/reject", tag = "approvals", operation_id = "approvals.tasks.reject",
     params(
         ("taskId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = DecisionIn,
     responses(
@@ -184,15 +170,8 @@ async fn approve_task(
         (status = 409, description = "The task was acted on already, an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
-async fn reject_task(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<DecisionIn>,
-) -> ApiResult<Response> {
-    decide(state, scope, id, route, key, body, TaskDecision::Reject).await
+async fn reject_task(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
+    decide(call, body, TaskDecision::Reject).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -211,7 +190,7 @@ pub struct ReassignIn {
     post, path = "/api/approvals/tasks/{taskId}/reassign", tag = "approvals", operation_id = "approvals.tasks.reassign",
     params(
         ("taskId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = ReassignIn,
     responses(
@@ -260,8 +239,7 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
         ("resolvedTo" = Option<String>, Query, description = "ISO 8601, exclusive; excludes unresolved requests"),
         ("action" = Option<String>, Query, description = "Exact action"),
         ("resourceId" = Option<String>, Query, description = "Exact resource id"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of requests (without tasks), resolvedAt descending; the spec does not place unresolved requests: they come first, newest first", body = ApprovalRequestPage),
@@ -414,7 +392,7 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
 /// Raise an approval request by hand; the caller is its initiator.
 #[utoipa::path(
     post, path = "/api/approvals/requests", tag = "approvals", operation_id = "approvals.requests.create",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(crate::openapi::OptionalIdempotencyKey),
     request_body = ApprovalRequestIn,
     responses(
         (status = 201, description = "Raised: PENDING, source MANUAL, one PENDING task per (step, approver), expiring after the configured lifetime (TOKENOPS_APPROVAL_LIFETIME_MS, default 72 h); approval.requested is published", body = ApprovalRequestOut, headers(("Location" = String))),
@@ -440,7 +418,7 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
     post, path = "/api/approvals/requests/{requestId}/cancel", tag = "approvals", operation_id = "approvals.requests.cancel",
     params(
         ("requestId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),

@@ -2,7 +2,6 @@
 //! 100, default sort createdAt,desc), one automation, creation, status changes, runs on demand
 //! and the history of runs. Writes need an Idempotency-Key.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -21,8 +20,8 @@ use super::scripts::{OverrideIn, overrides};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -172,7 +171,7 @@ async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Re
         (status = 403, description = "Missing automation:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is not PUBLISHED, or the key in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>) -> ApiResult<Response> {
@@ -251,20 +250,16 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
     )
 )]
 async fn execute_automation(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
+    call: RequiredKeyWrite<PathId>,
     body: Option<JsonBody<ExecutionIn>>,
 ) -> ApiResult<Response> {
+    let id = call.path.0;
     let (value, document) = match body {
         Some(body) => (body.value, body.document),
         None => (ExecutionIn::default(), serde_json::Value::Null),
     };
-    let request = route.request(&scope, &automations::EXECUTE, Some(key), &[&id], &document);
     let overrides = overrides("overrides", value.overrides)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&automations::EXECUTE, &document, |app, mut w| async move {
         let run = app.automations.execute(&mut w, id, overrides).await;
         let location = format!("/api/automations/{id}/history");
         (w, run.and_then(|e| Reply::accepted(&e, location)))

@@ -1,9 +1,10 @@
 //! `/api/contracts`: register an asset's token contract (deployed, or an existing one adopted,
 //! asynchronously), change it, read and list contracts (style A, oldest first).
 
-use axum::extract::State;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::fmt::Display;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::contracts::{ContractChange, ContractOut, NewContract, REGISTER, UPDATE, parse_address};
@@ -14,10 +15,11 @@ use utoipa_axum::routes;
 
 use super::fields::optional_text;
 use crate::ApiState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathText, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
+use crate::extract::path::ScopedPath;
+use crate::extract::{JsonBody, PathText, QueryParams, TenantCall, TenantScope};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 const NAME_MAX: usize = 100;
 
@@ -70,7 +72,7 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission contract:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -> ApiResult<Response> {
@@ -91,6 +93,23 @@ async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -
     .await
 }
 
+/// The `{assetId}` of a contract write, upper-cased as assets are named.
+struct AssetPath(String);
+
+impl ScopedPath for AssetPath {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<Self, ApiError> {
+        Ok(Self(PathText::read(parts, state, scope).await?.0.to_ascii_uppercase()))
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        vec![&self.0]
+    }
+
+    fn resource(&self) -> Option<String> {
+        Some(self.0.clone())
+    }
+}
+
 /// Switch a contract between ACTIVE and INACTIVE, or rename it.
 #[utoipa::path(
     patch, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.update",
@@ -109,16 +128,8 @@ async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_contract(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(asset): PathText,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ContractPatch>,
-) -> ApiResult<Response> {
-    let asset = asset.to_ascii_uppercase();
-    let request = route.request(&scope, &UPDATE, Some(key), &[&asset], &body.document);
+async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<ContractPatch>) -> ApiResult<Response> {
+    let asset = call.path.0.clone();
     let status = match body.value.status.as_deref() {
         None => None,
         Some(text @ ("ACTIVE" | "INACTIVE")) => ContractStatus::parse(text),
@@ -130,7 +141,7 @@ async fn update_contract(
     if status.is_none() && name.is_none() {
         return Err(Error::bad_request("Nothing to change: send status and/or name").into());
     }
-    write::run(&state, request.about(asset.clone()), |app, mut w| async move {
+    call.run(&UPDATE, &body.document, |app, mut w| async move {
         let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
         (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
     })

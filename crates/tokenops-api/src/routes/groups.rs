@@ -2,9 +2,11 @@
 //! name,asc), detail with paged members, create (key unique, 409), rename, deactivate and
 //! reactivate, members added and removed (a deactivated group takes no members: 409).
 
-use axum::extract::State;
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use std::fmt::Display;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::groups::{self, GroupChange, GroupOut};
@@ -18,10 +20,11 @@ use uuid::Uuid;
 use super::fields::{self, optional_text, text};
 use super::roles::UserSummaryPage;
 use crate::ApiState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, OwnTenant, OwnTenantPath, PathId, QueryParams, TenantCall};
-use crate::write::{self, OptionalKeyWrite, Reply, WriteRoute};
+use crate::extract::path::ScopedPath;
+use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const SORTABLE: &[(&str, &str)] = &[
     ("key", "key"),
@@ -245,6 +248,33 @@ async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<Me
     .await
 }
 
+/// `{groupId}/members/{userId}`: a group and one of its members, both UUIDs (400 naming the
+/// one that is not).
+#[derive(Clone, Copy)]
+struct GroupMember {
+    group: Uuid,
+    user: Uuid,
+}
+
+impl ScopedPath for GroupMember {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
+        let Path((_, group, user)) = Path::<(String, String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| Error::bad_request("Invalid path"))?;
+        let group = Uuid::parse_str(&group).map_err(|_| Error::invalid_field("groupId", "must be a UUID"))?;
+        let user = Uuid::parse_str(&user).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
+        Ok(Self { group, user })
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        vec![&self.group, &self.user]
+    }
+
+    fn resource(&self) -> Option<String> {
+        Some(self.group.to_string())
+    }
+}
+
 /// Remove a member from an approval group.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
@@ -260,20 +290,9 @@ async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<Me
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
 )]
-async fn remove_member(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    path: axum::extract::Path<(String, String, String)>,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let (_, group, user) = path.0;
-    let id = Uuid::parse_str(&group).map_err(|_| Error::invalid_field("groupId", "must be a UUID"))?;
-    let user_id = Uuid::parse_str(&user).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    let tenant = scope.tenant;
-    let request =
-        route.request(&scope, &groups::REMOVE_MEMBER, key, &[&tenant, &id, &user_id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {
+    let GroupMember { group: id, user: user_id } = call.path.then;
+    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, |app, mut w| async move {
         let removed = app.groups.remove_member(&mut w, id, user_id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

@@ -57,8 +57,7 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
     params(
         ("status" = Option<PolicyStatus>, Query, description = "DRAFT, ACTIVE or ARCHIVED"),
         ("ruleType" = Option<RuleType>, Query, description = "APPROVAL"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of policies, each with its current version's content. The spec gives no order: newest first (createdAt descending, then id). It does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = PolicyPage),
@@ -113,7 +112,7 @@ pub struct PolicyPatch {
 /// Audited as policy.update with the labels before and after.
 #[utoipa::path(
     patch, path = "/api/policies/{policyId}", tag = "policies", operation_id = "policies.update",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     request_body = PolicyPatch,
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
@@ -122,7 +121,7 @@ pub struct PolicyPatch {
         (status = 403, description = "Missing policy:update", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatch>) -> ApiResult<Response> {
@@ -167,7 +166,7 @@ pub struct PolicyIn {
 /// templateKey) slot; only activation checks it.
 #[utoipa::path(
     post, path = "/api/policies", tag = "policies", operation_id = "policies.create",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(crate::openapi::OptionalIdempotencyKey),
     request_body = PolicyIn,
     responses(
         (status = 201, description = "Created: DRAFT, version 1", body = PolicyOut, headers(("Location" = String))),
@@ -175,7 +174,7 @@ pub struct PolicyIn {
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:create", body = crate::openapi::ErrorBody),
         (status = 404, description = "No visible template with that key (another organisation's, a deprecated one, or none)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiResult<Response> {
@@ -198,7 +197,7 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
 /// Activate a policy.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/activate", tag = "policies", operation_id = "policies.activate",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
@@ -220,7 +219,7 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
 /// Archive a policy, from any status.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/archive", tag = "policies", operation_id = "policies.archive",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
@@ -243,8 +242,7 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     get, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.list",
     params(
         ("policyId" = Uuid, Path),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
@@ -275,7 +273,7 @@ pub struct VersionIn {
 /// Add a version to a policy; the current version does not change.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.create",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     request_body = VersionIn,
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
@@ -310,7 +308,7 @@ pub struct CurrentVersionIn {
 /// Choose the version a policy serves (an earlier number rolls back).
 #[utoipa::path(
     put, path = "/api/policies/{policyId}/current-version", tag = "policies", operation_id = "policies.currentVersion.set",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     request_body = CurrentVersionIn,
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),

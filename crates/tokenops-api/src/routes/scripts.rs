@@ -21,8 +21,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -163,7 +163,7 @@ async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Respon
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
         (status = 409, description = "The same Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiResult<Response> {
@@ -216,7 +216,7 @@ async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
         (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
         (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatch>) -> ApiResult<Response> {
@@ -303,25 +303,18 @@ async fn download_script(call: TenantCall<PathId>) -> ApiResult<Response> {
         (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The source is deleted, or the key in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn clone_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<CloneIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::CLONE, Some(key), &[&id], &body.document);
-    let value = body.value;
+async fn clone_script(call: RequiredKeyWrite<PathId>, body: JsonBody<CloneIn>) -> ApiResult<Response> {
+    let (id, value) = (call.path.0, body.value);
     let clone = CloneRequest {
         name: text("name", value.name, scripts::NAME_MAX)?,
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
         overrides: overrides("overrides", value.overrides)?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    let request = call.request(&scripts::CLONE, &body.document).about_what_it_makes();
+    write::run(&call.state, request, |app, mut w| async move {
         let cloned = app.scripts.clone_script(&mut w, id, clone).await;
         (w, cloned.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
     })

@@ -2,7 +2,6 @@
 //! D with limit/cursor; newest first) and list breaks; `/api/locks/{lockId}` and
 //! `/api/accounts/{accountRef}/locks` show locks.
 
-use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -21,8 +20,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, PathText, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, WriteRoute, Written};
+use crate::extract::{JsonBody, PathId, PathText, QueryParams, TenantCall};
+use crate::write::{self, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "transactions.list";
 
@@ -113,16 +112,10 @@ fn accepted(operation: &Operation) -> Response {
         (status = 422, description = "The key was used with another payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn submit_transaction(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<TransactionIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &SUBMIT, Some(key), &[], &body.document);
+async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn>) -> ApiResult<Response> {
     let submission = Submission::from(body.value);
-    let written = write::run_or_replay(&state, request, |app, mut w| async move {
+    let request = call.request(&SUBMIT, &body.document);
+    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
         let reply =
             result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
@@ -134,7 +127,7 @@ async fn submit_transaction(
         && stored.status == StatusCode::ACCEPTED.as_u16()
         && let Some(id) = replayed_operation(stored)
     {
-        let current = state.app.operations.get(scope.tenant, id).await?;
+        let current = call.state.app.operations.get(call.scope.tenant, id).await?;
         let mut fresh = accepted(&current);
         fresh.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
         return Ok(fresh);

@@ -1,7 +1,6 @@
 //! `/api/webhook-events`: the event history, newest first by occurredAt (paging style D), each
 //! event with all its deliveries; and replay, strict for one event, lenient for a filter.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use std::sync::Arc;
@@ -17,8 +16,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, RequiredKeyWrite, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::write::{Reply, RequiredKeyWrite};
 use serde::Deserialize;
 
 const ENDPOINT: &str = "GET /api/webhook-events";
@@ -182,24 +181,17 @@ pub struct RedeliverFilterIn {
         (status = 403, description = "Missing webhook:replay", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such event (EVENT_NOT_FOUND), no delivery to the named destination (DELIVERY_NOT_FOUND), or the destination was deleted (WEBHOOK_NOT_FOUND)", body = crate::openapi::ErrorBody),
         (status = 409, description = "DELIVERY_STILL_QUEUED: the latest delivery (or a replay of it) is still queued; WEBHOOK_INACTIVE; or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
     )
 )]
-async fn redeliver_event(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: Option<JsonBody<RedeliverIn>>,
-) -> ApiResult<Response> {
+async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<RedeliverIn>>) -> ApiResult<Response> {
+    let id = call.path.0;
     let (document, only) = match body {
         Some(body) => (body.document, body.value.webhook_id),
         None => (serde_json::Value::Null, None),
     };
-    let request = route.request(&scope, &webhooks::REDELIVER, Some(key), &[&id], &document);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&webhooks::REDELIVER, &document, |app, mut w| async move {
         let replayed = app.webhooks.redeliver(&mut w, id, only).await;
         (w, replayed.and_then(|out| Reply::accepted(&out, format!("/api/webhook-events/{id}"))))
     })
@@ -223,7 +215,7 @@ async fn redeliver_event(
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing webhook:replay", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
     )
 )]

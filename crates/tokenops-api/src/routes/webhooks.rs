@@ -18,8 +18,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, WriteRoute, Written};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
 
@@ -131,17 +131,10 @@ async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Respo
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_URL_TAKEN: the URL is registered in the organisation (existingWebhookId); or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn create_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<WebhookIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::CREATE, Some(key), &[], &body.document);
+async fn create_webhook(call: RequiredKeyWrite, body: JsonBody<WebhookIn>) -> ApiResult<Response> {
     let value = body.value;
     let url = value.url.ok_or_else(|| Error::invalid_field("url", "is required"))?;
     let url = tokenops_webhooks::url::normalise(&url).map_err(|e| Error::invalid_field("url", e))?;
@@ -151,15 +144,16 @@ async fn create_webhook(
         return Err(Error::invalid_field("eventTypes", "needs at least one event type").into());
     }
     let event_types = webhooks::event_types("eventTypes", &types)?;
-    state.app.webhooks.check_url(&url).await?;
+    call.state.app.webhooks.check_url(&url).await?;
     let new = NewWebhook { url, signature_scheme, event_types };
-    let written = write::run_or_replay(&state, request, |app, mut w| async move {
+    let request = call.request(&webhooks::CREATE, &body.document);
+    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
         let created = app.webhooks.create(&mut w, new).await;
         let reply = created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id)));
         (w, reply.map(|r| r.with_secret("secret")))
     })
     .await?;
-    replay_with_secret(&state, &scope, written, 201).await
+    replay_with_secret(&call.state, &call.scope, written, 201).await
 }
 
 /// A replayed creation or rotation answers its secret again while it is still the current one
@@ -212,7 +206,7 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPatch>) -> ApiResult<Response> {
@@ -283,7 +277,7 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
@@ -323,21 +317,16 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn rotate_secret(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::ROTATE, Some(key), &[&id], &serde_json::Value::Null);
-    let written = write::run_or_replay(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn rotate_secret(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let request = call.request(&webhooks::ROTATE, &serde_json::Value::Null);
+    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
         let rotated = app.webhooks.rotate(&mut w, id).await;
         (w, rotated.and_then(|out| Reply::ok(&out)).map(|r| r.with_secret("secret")))
     })
     .await?;
-    replay_with_secret(&state, &scope, written, 200).await
+    replay_with_secret(&call.state, &call.scope, written, 200).await
 }
