@@ -14,6 +14,23 @@ use super::auth::{TenantScope, require_own_tenant};
 use crate::ApiState;
 use crate::error::ApiError;
 
+/// The route's path parameters by name, in order.
+pub async fn params<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<Vec<(String, String)>, ApiError> {
+    let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+        .await
+        .map_err(|_| Error::bad_request("Invalid path"))?;
+    Ok(params)
+}
+
+async fn last_param<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<(String, String), ApiError> {
+    params(parts, state).await?.pop().ok_or_else(|| Error::bad_request("Invalid path").into())
+}
+
+/// A path parameter that must be a UUID (400 naming it otherwise).
+pub fn uuid_param(name: &str, value: &str) -> Result<Uuid, Error> {
+    Uuid::parse_str(value).map_err(|_| Error::invalid_field(name, "must be a UUID"))
+}
+
 /// The route's single `{…Id}` path parameter, parsed as a UUID.
 #[derive(Debug, Clone, Copy)]
 pub struct PathId(pub Uuid);
@@ -22,12 +39,8 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| Error::bad_request("Invalid path"))?;
-        let (name, value) = params.last().cloned().ok_or_else(|| Error::bad_request("Invalid path"))?;
-        let id = Uuid::parse_str(&value).map_err(|_| Error::invalid_field(&name, "must be a UUID"))?;
-        Ok(PathId(id))
+        let (name, value) = last_param(parts, state).await?;
+        Ok(PathId(uuid_param(&name, &value)?))
     }
 }
 
@@ -39,11 +52,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathText {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| Error::bad_request("Invalid path"))?;
-        let (_, value) = params.last().cloned().ok_or_else(|| Error::bad_request("Invalid path"))?;
-        Ok(PathText(value))
+        Ok(PathText(last_param(parts, state).await?.1))
     }
 }
 

@@ -250,9 +250,10 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
 )]
 async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = request_filter(&params)?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let requests = call.state.app.approvals.list_requests(call.scope.tenant, &filter, page).await?;
-    Ok(paging::respond(Style::B, &requests, page))
+    paging::list(&params, STRICT_SIZE, Style::B, |page| {
+        call.state.app.approvals.list_requests(call.scope.tenant, &filter, page)
+    })
+    .await
 }
 
 /// Read one approval request with its tasks.

@@ -89,9 +89,7 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
             tokenops_app::Error::invalid_field("sort", "clients are listed oldest first; no sort is offered").into()
         );
     }
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let clients = call.state.app.clients.list(call.scope.tenant, page).await?;
-    Ok(paging::respond(Style::C, &clients, page))
+    paging::list(&params, STRICT_SIZE, Style::C, |page| call.state.app.clients.list(call.scope.tenant, page)).await
 }
 
 /// One of the organisation's machine clients (never its secret).

@@ -2,7 +2,6 @@
 //! name,asc), detail with paged members, create (key unique, 409), rename, deactivate and
 //! reactivate, members added and removed (a deactivated group takes no members: 409).
 
-use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -22,7 +21,7 @@ use super::roles::UserSummaryPage;
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::path::ScopedPath;
+use crate::extract::path::{self, ScopedPath, uuid_param};
 use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall, TenantScope};
 use crate::write::{OptionalKeyWrite, Reply};
 
@@ -258,12 +257,9 @@ struct GroupMember {
 
 impl ScopedPath for GroupMember {
     async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
-        let Path((_, group, user)) = Path::<(String, String, String)>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| Error::bad_request("Invalid path"))?;
-        let group = Uuid::parse_str(&group).map_err(|_| Error::invalid_field("groupId", "must be a UUID"))?;
-        let user = Uuid::parse_str(&user).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-        Ok(Self { group, user })
+        let params = path::params(parts, state).await?;
+        let value = |name: &str| params.iter().find(|(n, _)| n == name).map_or("", |(_, v)| v.as_str());
+        Ok(Self { group: uuid_param("groupId", value("groupId"))?, user: uuid_param("userId", value("userId"))? })
     }
 
     fn values(&self) -> Vec<&dyn Display> {

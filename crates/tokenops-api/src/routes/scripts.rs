@@ -147,9 +147,10 @@ async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Respon
         name: params.one("name")?.map(str::to_owned),
     };
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let found = call.state.app.scripts.list(call.scope.tenant, &filter, &sort, page).await?;
-    Ok(paging::respond(Style::A, &found, page))
+    paging::list(&params, STRICT_SIZE, Style::A, |page| {
+        call.state.app.scripts.list(call.scope.tenant, &filter, &sort, page)
+    })
+    .await
 }
 
 /// Create a script: a DRAFT at version 1, compiled.
