@@ -10,7 +10,7 @@ pub mod paging;
 pub mod params;
 pub mod path;
 
-pub use auth::{Authenticated, OwnTenantPath, TenantScope};
+pub use auth::{Authenticated, TenantScope};
 pub use body::JsonBody;
 pub use call::TenantCall;
 pub use idempotency::IdempotencyKey;

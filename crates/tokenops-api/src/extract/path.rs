@@ -116,7 +116,7 @@ impl ScopedPath for PathText {
 }
 
 /// A route under `/api/tenants/{tenantId}`, which must name the caller's own organisation
-/// (see `OwnTenantPath`), followed by the path values `P`.
+/// (see `auth::require_own_tenant`), followed by the path values `P`.
 pub struct OwnTenant<P = ()> {
     pub tenant: TenantId,
     pub then: P,
