@@ -74,7 +74,13 @@ pub struct RevokedAccess(ErrorBody);
 #[allow(dead_code)]
 pub struct NoUsableToken(ErrorBody);
 
-/// The paging query of a style C list, as the organisation's lists take it.
+/// The 422 row of a write whose Idempotency-Key was first used with another request.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 422, description = "Idempotency-Key reused with a different payload")]
+#[allow(dead_code)]
+pub struct KeyReusedWithAnotherPayload(ErrorBody);
+
+/// The paging query of an offset-paged list whose sizes run from 1 to 100.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]

@@ -11,13 +11,15 @@ use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Display;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write, WriteResponse};
 use tokenops_app::{App, AppResult, Error};
 
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{IdempotencyKey, TenantScope};
+use crate::extract::path::ScopedPath;
+use crate::extract::{IdempotencyKey, TenantCall, TenantScope};
 
 /// A successful write's response.
 #[derive(Debug)]
@@ -180,6 +182,59 @@ impl WriteRoute {
     }
 }
 
+/// A write request as its handler takes it: the [`TenantCall`] (the caller's organisation and
+/// the route's path values), then the route itself and the Idempotency-Key, read in that order (the body, read last, is the
+/// handler's own argument). `K` is the key's rule: [`RequiredKeyWrite`] or [`OptionalKeyWrite`].
+pub struct WriteCall<K, P> {
+    pub state: Arc<ApiState>,
+    pub scope: TenantScope,
+    pub path: P,
+    route: WriteRoute,
+    key: Option<IdempotencyKey>,
+    key_rule: PhantomData<K>,
+}
+
+/// A write of the spec's resources: the Idempotency-Key is required (400 without it).
+pub type RequiredKeyWrite<P = ()> = WriteCall<IdempotencyKey, P>;
+/// A write whose Idempotency-Key is optional (still checked when sent).
+pub type OptionalKeyWrite<P = ()> = WriteCall<Option<IdempotencyKey>, P>;
+
+impl<K, P> FromRequestParts<Arc<ApiState>> for WriteCall<K, P>
+where
+    K: FromRequestParts<Arc<ApiState>, Rejection = ApiError> + Into<Option<IdempotencyKey>> + Send,
+    P: ScopedPath,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        let TenantCall { state, scope, path } = TenantCall::from_request_parts(parts, state).await?;
+        let route = WriteRoute::from_request_parts(parts, &state).await?;
+        let key = K::from_request_parts(parts, &state).await?.into();
+        Ok(Self { state, scope, path, route, key, key_rule: PhantomData })
+    }
+}
+
+impl<K, P: ScopedPath> WriteCall<K, P> {
+    /// The request for [`run`], about the resource the path names (if it names one by id);
+    /// `document` is the body as sent (`Value::Null` without one).
+    pub fn request(&self, action: &'static AuditAction, document: &Value) -> WriteRequest<'_> {
+        let request = self.route.request(&self.scope, action, self.key.clone(), &self.path.values(), document);
+        match self.path.resource() {
+            Some(resource_id) => request.about(resource_id),
+            None => request,
+        }
+    }
+
+    /// Runs `work` as this request's write (see [`run`]).
+    pub async fn run<F, Fut>(&self, action: &'static AuditAction, document: &Value, work: F) -> ApiResult<Response>
+    where
+        F: FnOnce(Arc<App>, Write) -> Fut,
+        Fut: Future<Output = (Write, AppResult<Reply>)>,
+    {
+        run(&self.state, self.request(action, document), work).await
+    }
+}
+
 /// What [`run`] admits: who writes, the audit action (also the Idempotency-Key's scope), the key
 /// with the request's fingerprint, and the resource the write is about. Made by
 /// [`WriteRoute::request`].
@@ -200,6 +255,13 @@ impl<'a> WriteRequest<'a> {
     /// Names the resource the write is about, when the request names it (for the audit record).
     pub fn about(mut self, resource_id: impl Into<String>) -> Self {
         self.resource_id = Some(resource_id.into());
+        self
+    }
+
+    /// A write whose resource it makes from the one its path names (a clone): the service
+    /// names the new one.
+    pub fn about_what_it_makes(mut self) -> Self {
+        self.resource_id = None;
         self
     }
 }

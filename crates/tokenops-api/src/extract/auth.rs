@@ -97,6 +97,20 @@ impl FromRequestParts<Arc<ApiState>> for TenantScope {
     }
 }
 
+/// On a path that names an organisation (`/api/tenants/{tenantId}/…`): 403 `Invalid tenant id`
+/// unless it is the caller's own (400 when it is not a UUID).
+pub async fn require_own_tenant(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<(), ApiError> {
+    let axum::extract::Path(params) = axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+        .await
+        .map_err(|_| Error::bad_request("Invalid path"))?;
+    let named = params.iter().find(|(name, _)| name == "tenantId").map(|(_, v)| v.as_str()).unwrap_or("");
+    let named = uuid::Uuid::parse_str(named).map_err(|_| Error::invalid_field("tenantId", "must be a UUID"))?;
+    if named != scope.tenant.as_uuid() {
+        return Err(Error::forbidden("Invalid tenant id").into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::bearer_token;
@@ -110,28 +124,5 @@ mod tests {
         assert_eq!(bearer_token("Bearer   "), None);
         assert_eq!(bearer_token("Basic abc"), None);
         assert_eq!(bearer_token("Bearerabc"), None);
-    }
-}
-
-/// A tenant-scoped caller on a path that names an organisation (`/api/tenants/{tenantId}/…`):
-/// the path must name the caller's own organisation (403 `Invalid tenant id` otherwise).
-#[derive(Debug, Clone)]
-pub struct OwnTenantPath(pub TenantScope);
-
-impl FromRequestParts<Arc<ApiState>> for OwnTenantPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
-        let scope = TenantScope::from_request_parts(parts, state).await?;
-        let axum::extract::Path(params) =
-            axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
-                .await
-                .map_err(|_| Error::bad_request("Invalid path"))?;
-        let named = params.iter().find(|(name, _)| name == "tenantId").map(|(_, v)| v.as_str()).unwrap_or("");
-        let named = uuid::Uuid::parse_str(named).map_err(|_| Error::invalid_field("tenantId", "must be a UUID"))?;
-        if named != scope.tenant.as_uuid() {
-            return Err(Error::forbidden("Invalid tenant id").into());
-        }
-        Ok(OwnTenantPath(scope))
     }
 }

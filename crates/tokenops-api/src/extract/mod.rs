@@ -4,13 +4,15 @@
 pub mod api_version;
 pub mod auth;
 pub mod body;
+pub mod call;
 pub mod idempotency;
 pub mod paging;
 pub mod params;
 pub mod path;
 
-pub use auth::{Authenticated, OwnTenantPath, TenantScope};
+pub use auth::{Authenticated, TenantScope};
 pub use body::JsonBody;
+pub use call::TenantCall;
 pub use idempotency::IdempotencyKey;
 pub use params::QueryParams;
-pub use path::PathId;
+pub use path::{OwnTenant, PathId, PathText};

@@ -25,7 +25,10 @@ use tokenops_domain::TenantId;
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest, SortDirection, SortKey};
 use uuid::Uuid;
 
+use std::future::Future;
+
 use super::params::QueryParams;
+use crate::error::ApiError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
@@ -149,6 +152,23 @@ pub fn envelope<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest
 /// The 200 answer of an offset-paged list: the page in the endpoint's envelope.
 pub fn respond<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest) -> Response {
     axum::Json(envelope(style, page, request)).into_response()
+}
+
+/// An offset-paged list's answer: `page` and `size` read by `rule`, that page fetched, and the
+/// 200 in `style`'s envelope. The handler reads its filters first, so theirs are the first 400s.
+pub async fn list<T, Fut>(
+    params: &QueryParams,
+    rule: SizeRule,
+    style: Style,
+    fetch: impl FnOnce(PageRequest) -> Fut,
+) -> Result<Response, ApiError>
+where
+    T: Serialize,
+    Fut: Future<Output = Result<Page<T>, Error>>,
+{
+    let request = page_request(params, rule)?;
+    let page = fetch(request).await?;
+    Ok(respond(style, &page, request))
 }
 
 /// Style A: `content`, `page`, `size`, `totalElements`, `totalPages`. The same struct is

@@ -1,7 +1,6 @@
 //! `/api/accounts`: register an account (provisioned asynchronously), change its status, read
 //! and list accounts (style A, oldest first), and read its balances from the ledger.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -17,9 +16,8 @@ use super::contracts::asset_field;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -88,21 +86,18 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
         (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn register_account(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<AccountIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
+async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> ApiResult<Response> {
     let new = parse_new_account(body.value)?;
-    write::run(&state, request.about(new.account_ref.to_string()), |app, mut w| async move {
-        let result = app.accounts.register(&mut w, new).await;
-        let reply =
-            result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
-        (w, reply)
-    })
+    write::run(
+        &call.state,
+        call.request(&REGISTER, &body.document).about(new.account_ref.to_string()),
+        |app, mut w| async move {
+            let result = app.accounts.register(&mut w, new).await;
+            let reply =
+                result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
+            (w, reply)
+        },
+    )
     .await
 }
 
@@ -124,23 +119,16 @@ async fn register_account(
         (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn change_account_status(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<AccountPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &CHANGE_STATUS, Some(key), &[&account_ref], &body.document);
+async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<AccountPatch>) -> ApiResult<Response> {
     let settable = || {
         Error::invalid_field("settableStatus", "status must be ACTIVE or INACTIVE")
             .with_extra("settableStatus", serde_json::json!(["ACTIVE", "INACTIVE"]))
     };
     let status = body.value.status.as_deref().ok_or_else(settable)?;
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
-    let account_ref = path_ref(&account_ref)?;
-    write::run(&state, request.about(account_ref.to_string()), |app, mut w| async move {
+    let account_ref = path_ref(&call.path.0)?;
+    let request = call.request(&CHANGE_STATUS, &body.document).about(account_ref.to_string());
+    write::run(&call.state, request, |app, mut w| async move {
         let result = app.accounts.change_status(&mut w, &account_ref, status).await;
         (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
     })
@@ -158,12 +146,9 @@ async fn change_account_status(
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_account(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-) -> ApiResult<Response> {
-    let account = state.app.accounts.get(scope.tenant, &account_ref).await?;
+async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let account_ref = call.path.0;
+    let account = call.state.app.accounts.get(call.scope.tenant, &account_ref).await?;
     Ok(axum::Json(AccountOut::from(&account)).into_response())
 }
 
@@ -183,11 +168,7 @@ async fn get_account(
         (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_accounts(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", AccountStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
     let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
     let customer_ref =
@@ -198,8 +179,12 @@ async fn list_accounts(
         let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
         return Ok(paging::respond(Style::A, &empty, page));
     };
-    let accounts =
-        state.app.accounts.list(scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page).await?;
+    let accounts = call
+        .state
+        .app
+        .accounts
+        .list(call.scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page)
+        .await?;
     let view = accounts.map(|a| AccountOut::from(&a));
     Ok(paging::respond(Style::A, &view, page))
 }
@@ -217,11 +202,8 @@ async fn list_accounts(
         (status = 500, description = "The ledger could not be read (never reported as a zero balance)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_balances(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-) -> ApiResult<Response> {
-    let balance = state.app.accounts.balance(scope.tenant, &account_ref, state.app.clock.now()).await?;
+async fn get_balances(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let account_ref = call.path.0;
+    let balance = call.state.app.accounts.balance(call.scope.tenant, &account_ref, call.state.app.clock.now()).await?;
     Ok(axum::Json(balance).into_response())
 }

@@ -2,7 +2,6 @@
 //! PENDING by default; read; approve, reject, reassign) and requests (list, style B, unresolved
 //! first then resolvedAt descending; read with tasks; raise by hand; cancel while PENDING).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -18,8 +17,8 @@ use uuid::Uuid;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const ACTION_MAX: usize = 100;
 const RESOURCE_TYPE_MAX: usize = 64;
@@ -56,8 +55,7 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
         ("status" = Option<String>, Query, description = "One task state per call: PENDING (default), APPROVED, REJECTED, CANCELLED or EXPIRED"),
         ("requestId" = Option<Uuid>, Query, description = "Only the tasks of this request"),
         ("approver" = Option<String>, Query, description = "Only tasks whose approvers include this expression (#groupKey or user:<uuid>), as written"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of tasks, newest first by createdAt. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = ApprovalTaskPage),
@@ -66,11 +64,7 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
         (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_tasks(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let state_filter =
         params.choice("status", ApprovalTaskState::parse, TASK_STATES)?.unwrap_or(ApprovalTaskState::Pending);
     let request_id = params
@@ -83,7 +77,7 @@ async fn list_tasks(
         .transpose()?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let filter = ApprovalTaskFilter { state: state_filter, request_id, approver };
-    let tasks = state.app.approvals.list_tasks(scope.tenant, &filter, page).await?;
+    let tasks = call.state.app.approvals.list_tasks(call.scope.tenant, &filter, page).await?;
     Ok(paging::respond(Style::B, &tasks, page))
 }
 
@@ -99,8 +93,9 @@ async fn list_tasks(
         (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_task(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.approvals.get_task(scope.tenant, id).await?).into_response())
+async fn get_task(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.approvals.get_task(call.scope.tenant, id).await?).into_response())
 }
 
 /// A decision's body: an object, which may be empty.
@@ -120,11 +115,7 @@ fn comment(value: Option<String>) -> Result<Option<String>, Error> {
 }
 
 async fn decide(
-    state: Arc<ApiState>,
-    scope: TenantScope,
-    id: Uuid,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
+    call: OptionalKeyWrite<PathId>,
     body: JsonBody<DecisionIn>,
     decision: TaskDecision,
 ) -> ApiResult<Response> {
@@ -132,9 +123,8 @@ async fn decide(
         TaskDecision::Approve => &approvals::APPROVE,
         TaskDecision::Reject => &approvals::REJECT,
     };
-    let request = route.request(&scope, action, key, &[&id], &body.document);
-    let comment = comment(body.value.comment)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    let (id, comment) = (call.path.0, comment(body.value.comment)?);
+    call.run(action, &body.document, |app, mut w| async move {
         let decided = app.approvals.decide(&mut w, id, decision, comment).await;
         (w, decided.and_then(|r| Reply::ok(&r)))
     })
@@ -146,7 +136,7 @@ async fn decide(
     post, path = "/api/approvals/tasks/{taskId}/approve", tag = "approvals", operation_id = "approvals.tasks.approve",
     params(
         ("taskId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = DecisionIn,
     responses(
@@ -158,15 +148,8 @@ async fn decide(
         (status = 409, description = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
-async fn approve_task(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<DecisionIn>,
-) -> ApiResult<Response> {
-    decide(state, scope, id, route, key, body, TaskDecision::Approve).await
+async fn approve_task(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
+    decide(call, body, TaskDecision::Approve).await
 }
 
 /// Reject a task: the request is REJECTED (approval.rejected) and its other pending tasks
@@ -175,7 +158,7 @@ async fn approve_task(
     post, path = "/api/approvals/tasks/{taskId}/reject", tag = "approvals", operation_id = "approvals.tasks.reject",
     params(
         ("taskId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = DecisionIn,
     responses(
@@ -187,15 +170,8 @@ async fn approve_task(
         (status = 409, description = "The task was acted on already, an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
-async fn reject_task(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<DecisionIn>,
-) -> ApiResult<Response> {
-    decide(state, scope, id, route, key, body, TaskDecision::Reject).await
+async fn reject_task(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
+    decide(call, body, TaskDecision::Reject).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -214,7 +190,7 @@ pub struct ReassignIn {
     post, path = "/api/approvals/tasks/{taskId}/reassign", tag = "approvals", operation_id = "approvals.tasks.reassign",
     params(
         ("taskId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = ReassignIn,
     responses(
@@ -226,19 +202,12 @@ pub struct ReassignIn {
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
     )
 )]
-async fn reassign_task(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<ReassignIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &approvals::REASSIGN, key, &[&id], &body.document);
+async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn>) -> ApiResult<Response> {
+    let id = call.path.0;
     let text = body.value.approver.ok_or_else(|| Error::invalid_field("approver", "is required"))?;
     let approver = ApproverExpr::parse(text.trim()).map_err(|e| Error::invalid_field("approver", e))?;
     let comment = comment(body.value.comment)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&approvals::REASSIGN, &body.document, |app, mut w| async move {
         let reassigned = app.approvals.reassign(&mut w, id, approver, comment).await;
         (w, reassigned.and_then(|t| Reply::ok(&t)))
     })
@@ -270,8 +239,7 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
         ("resolvedTo" = Option<String>, Query, description = "ISO 8601, exclusive; excludes unresolved requests"),
         ("action" = Option<String>, Query, description = "Exact action"),
         ("resourceId" = Option<String>, Query, description = "Exact resource id"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of requests (without tasks), resolvedAt descending; the spec does not place unresolved requests: they come first, newest first", body = ApprovalRequestPage),
@@ -280,15 +248,12 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
         (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_requests(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = request_filter(&params)?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let requests = state.app.approvals.list_requests(scope.tenant, &filter, page).await?;
-    Ok(paging::respond(Style::B, &requests, page))
+    paging::list(&params, STRICT_SIZE, Style::B, |page| {
+        call.state.app.approvals.list_requests(call.scope.tenant, &filter, page)
+    })
+    .await
 }
 
 /// Read one approval request with its tasks.
@@ -303,12 +268,9 @@ async fn list_requests(
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_request(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.approvals.get_request(scope.tenant, id).await?).into_response())
+async fn get_request(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.approvals.get_request(call.scope.tenant, id).await?).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -431,7 +393,7 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
 /// Raise an approval request by hand; the caller is its initiator.
 #[utoipa::path(
     post, path = "/api/approvals/requests", tag = "approvals", operation_id = "approvals.requests.create",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(crate::openapi::OptionalIdempotencyKey),
     request_body = ApprovalRequestIn,
     responses(
         (status = 201, description = "Raised: PENDING, source MANUAL, one PENDING task per (step, approver), expiring after the configured lifetime (TOKENOPS_APPROVAL_LIFETIME_MS, default 72 h); approval.requested is published", body = ApprovalRequestOut, headers(("Location" = String))),
@@ -442,16 +404,9 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
         (status = 422, description = "The Idempotency-Key was used with another body", body = crate::openapi::ErrorBody),
     )
 )]
-async fn raise_request(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<ApprovalRequestIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &approvals::RAISE, key, &[], &body.document);
+async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>) -> ApiResult<Response> {
     let raise = validate(body.value)?;
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&approvals::RAISE, &body.document, |app, mut w| async move {
         let raised = app.approvals.raise_manual(&mut w, raise).await;
         let reply = raised.and_then(|r| Reply::created(&r, format!("/api/approvals/requests/{}", r.id)));
         (w, reply)
@@ -464,7 +419,7 @@ async fn raise_request(
     post, path = "/api/approvals/requests/{requestId}/cancel", tag = "approvals", operation_id = "approvals.requests.cancel",
     params(
         ("requestId" = Uuid, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
@@ -475,15 +430,9 @@ async fn raise_request(
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
-async fn cancel_request(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &approvals::CANCEL, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn cancel_request(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&approvals::CANCEL, &serde_json::Value::Null, |app, mut w| async move {
         let cancelled = app.approvals.cancel(&mut w, id).await;
         (w, cancelled.and_then(|r| Reply::ok(&r)))
     })

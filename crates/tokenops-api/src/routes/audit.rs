@@ -1,7 +1,6 @@
 //! `/api/audit/events`: search the audit log (paging style B, default sort occurredAt,desc), read
 //! one record, and export the whole filtered log as CSV.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Serialize;
@@ -15,7 +14,7 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, AUDIT_SIZE, PageB, Style};
-use crate::extract::{PathId, QueryParams, TenantScope};
+use crate::extract::{PathId, QueryParams, TenantCall};
 
 pub const QUERY_MAX_LEN: usize = 128;
 
@@ -196,15 +195,11 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
         (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_audit_events(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = filter(&params)?;
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, AUDIT_SIZE)?;
-    let records = state.app.audit.list(scope.tenant, &filter, &sort, page).await?;
+    let records = call.state.app.audit.list(call.scope.tenant, &filter, &sort, page).await?;
     let view = records.map(|r| AuditEventOut::from(&r));
     Ok(paging::respond(Style::B, &view, page))
 }
@@ -242,14 +237,10 @@ async fn list_audit_events(
         (status = 403, description = "Missing audit:export", body = crate::openapi::ErrorBody),
     )
 )]
-async fn export_audit_events(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = filter(&params)?;
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
-    let mut export = state.app.audit.export(scope.tenant, &filter, &sort);
+    let mut export = call.state.app.audit.export(call.scope.tenant, &filter, &sort);
     // The first batch is read before answering, so that a store that cannot be read is an error
     // response, not a 200 that breaks off.
     let first = export.next_batch().await?;
@@ -290,12 +281,9 @@ async fn export_audit_events(
         (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_audit_event(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    let record = state.app.audit.get(scope.tenant, id).await?;
+async fn get_audit_event(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let record = call.state.app.audit.get(call.scope.tenant, id).await?;
     Ok(axum::Json(AuditEventOut::from(&record)).into_response())
 }
 
@@ -334,8 +322,8 @@ pub struct AuditChainHeadOut {
         (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_audit_chain_head(State(state): State<Arc<ApiState>>, scope: TenantScope) -> ApiResult<Response> {
-    let Some(signed) = state.app.audit_chain.head(Some(scope.tenant)).await? else {
+async fn get_audit_chain_head(call: TenantCall) -> ApiResult<Response> {
+    let Some(signed) = call.state.app.audit_chain.head(Some(call.scope.tenant)).await? else {
         return Err(Error::not_found("Nothing of the audit log is sealed yet").into());
     };
     let head = signed.head;
@@ -346,7 +334,7 @@ async fn get_audit_chain_head(State(state): State<Arc<ApiState>>, scope: TenantS
         record_count: head.record_count,
         sealed_at: head.sealed_at,
         signature: signed.signature,
-        jwks_uri: format!("{}/.well-known/webhook-jwks.json", state.app.audit_chain.issuer()),
+        jwks_uri: format!("{}/.well-known/webhook-jwks.json", call.state.app.audit_chain.issuer()),
     })
     .into_response())
 }

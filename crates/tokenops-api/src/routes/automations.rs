@@ -2,7 +2,6 @@
 //! 100, default sort createdAt,desc), one automation, creation, status changes, runs on demand
 //! and the history of runs. Writes need an Idempotency-Key.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -21,8 +20,8 @@ use super::scripts::{OverrideIn, overrides};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -139,11 +138,7 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
         (status = 403, description = "Missing automation:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_automations(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, CLAMPED_SIZE)?;
     let triggers: Vec<&str> = TriggerType::ALL.iter().map(|t| t.as_str()).collect();
@@ -160,7 +155,7 @@ async fn list_automations(
         return Ok(paging::respond(Style::A, &Page::<AutomationOut> { items: Vec::new(), total: 0 }, page));
     }
     let filter = AutomationFilter { status: status.and_then(AutomationStatus::parse), script_id, trigger };
-    let found = state.app.automations.list(scope.tenant, &filter, &sort, page).await?;
+    let found = call.state.app.automations.list(call.scope.tenant, &filter, &sort, page).await?;
     Ok(paging::respond(Style::A, &found, page))
 }
 
@@ -176,17 +171,10 @@ async fn list_automations(
         (status = 403, description = "Missing automation:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is not PUBLISHED, or the key in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn create_automation(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<AutomationIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &automations::CREATE, Some(key), &[], &body.document);
+async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>) -> ApiResult<Response> {
     let value = body.value;
     let new = NewAutomation {
         trigger: trigger(&value)?,
@@ -194,7 +182,7 @@ async fn create_automation(
         script_id: value.script_id.ok_or_else(|| Error::invalid_field("scriptId", "is required"))?,
         parameters: overrides("parameters", value.parameters)?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&automations::CREATE, &body.document, |app, mut w| async move {
         let created = app.automations.create(&mut w, new).await;
         (w, created.and_then(|a| Reply::created(&a, format!("/api/automations/{}", a.automation_id))))
     })
@@ -213,12 +201,9 @@ async fn create_automation(
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_automation(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.automations.get(scope.tenant, id).await?).into_response())
+async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.automations.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Change an automation's status.
@@ -235,20 +220,13 @@ async fn get_automation(
         (status = 409, description = "The key in flight", body = crate::openapi::ErrorBody),
     )
 )]
-async fn set_automation_status(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<StatusIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &automations::UPDATE_STATUS, Some(key), &[&id], &body.document);
+async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<StatusIn>) -> ApiResult<Response> {
+    let id = call.path.0;
     let text = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
     let status = AutomationStatus::parse(&text).ok_or_else(|| {
         Error::invalid_field("status", format!("{text:?} is not one of ACTIVE, INACTIVE, DISABLED, DELETED"))
     })?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&automations::UPDATE_STATUS, &body.document, |app, mut w| async move {
         let changed = app.automations.set_status(&mut w, id, status).await;
         (w, changed.and_then(|a| Reply::ok(&a)))
     })
@@ -272,20 +250,16 @@ async fn set_automation_status(
     )
 )]
 async fn execute_automation(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
+    call: RequiredKeyWrite<PathId>,
     body: Option<JsonBody<ExecutionIn>>,
 ) -> ApiResult<Response> {
+    let id = call.path.0;
     let (value, document) = match body {
         Some(body) => (body.value, body.document),
         None => (ExecutionIn::default(), serde_json::Value::Null),
     };
-    let request = route.request(&scope, &automations::EXECUTE, Some(key), &[&id], &document);
     let overrides = overrides("overrides", value.overrides)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&automations::EXECUTE, &document, |app, mut w| async move {
         let run = app.automations.execute(&mut w, id, overrides).await;
         let location = format!("/api/automations/{id}/history");
         (w, run.and_then(|e| Reply::accepted(&e, location)))
@@ -311,22 +285,18 @@ async fn execute_automation(
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn automation_history(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn automation_history(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.0;
     let sort = paging::sort_keys(&params, HISTORY_SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, CLAMPED_SIZE)?;
     let status = params.one("status")?;
     let known = status.map(ExecutionStatus::parse);
     if let Some(None) = known {
         // Still a 404 for an unknown automation.
-        state.app.automations.get(scope.tenant, id).await?;
+        call.state.app.automations.get(call.scope.tenant, id).await?;
         return Ok(paging::respond(Style::A, &Page::<ExecutionOut> { items: Vec::new(), total: 0 }, page));
     }
     let filter = ExecutionFilter { status: known.flatten() };
-    let found = state.app.automations.history(scope.tenant, id, &filter, &sort, page).await?;
+    let found = call.state.app.automations.history(call.scope.tenant, id, &filter, &sort, page).await?;
     Ok(paging::respond(Style::A, &found, page))
 }

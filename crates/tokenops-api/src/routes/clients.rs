@@ -2,7 +2,6 @@
 //! one-time secret reveal URL), list (style C, oldest first), disable. The reveal itself is a
 //! bootstrap operation in `auth` (`GET /api/auth/client-secrets/{oneTimeToken}`).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -15,8 +14,8 @@ use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const NAME_MAX: usize = 100;
 
@@ -53,20 +52,16 @@ pub struct ClientIn {
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_client(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<ClientIn>,
-) -> ApiResult<Response> {
-    embedded_provider_only(&state, "Machine clients are registered at this deployment's external identity provider")?;
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &clients::CREATE, key, &[&tenant], &body.document);
+async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientIn>) -> ApiResult<Response> {
+    embedded_provider_only(
+        &call.state,
+        "Machine clients are registered at this deployment's external identity provider",
+    )?;
+    let tenant = call.scope.tenant;
     let name = text("name", body.value.name, NAME_MAX)?;
     let role_name = body.value.role_name;
-    let reveal_base = format!("{}/api/auth/client-secrets", state.public_url);
-    write::run(&state, request, |app, mut w| async move {
+    let reveal_base = format!("{}/api/auth/client-secrets", call.state.public_url);
+    call.run(&clients::CREATE, &body.document, |app, mut w| async move {
         let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
         let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
         (w, reply)
@@ -88,19 +83,13 @@ async fn create_client(
         (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_clients(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     if params.has("sort") {
         return Err(
             tokenops_app::Error::invalid_field("sort", "clients are listed oldest first; no sort is offered").into()
         );
     }
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let clients = state.app.clients.list(scope.tenant, page).await?;
-    Ok(paging::respond(Style::C, &clients, page))
+    paging::list(&params, STRICT_SIZE, Style::C, |page| call.state.app.clients.list(call.scope.tenant, page)).await
 }
 
 /// One of the organisation's machine clients (never its secret).
@@ -115,12 +104,9 @@ async fn list_clients(
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_client(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.clients.get(scope.tenant, id).await?).into_response())
+async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    Ok(axum::Json(call.state.app.clients.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Disable a machine client: its tokens are refused from the next request.
@@ -138,15 +124,9 @@ async fn get_client(
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn disable_client(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &clients::DISABLE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn disable_client(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    call.run(&clients::DISABLE, &serde_json::Value::Null, |app, mut w| async move {
         let disabled = app.clients.disable(&mut w, id).await;
         (w, disabled.map(|()| Reply::no_content()))
     })

@@ -1,9 +1,10 @@
 //! `/api/contracts`: register an asset's token contract (deployed, or an existing one adopted,
 //! asynchronously), change it, read and list contracts (style A, oldest first).
 
-use axum::extract::State;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::fmt::Display;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::contracts::{ContractChange, ContractOut, NewContract, REGISTER, UPDATE, parse_address};
@@ -14,11 +15,11 @@ use utoipa_axum::routes;
 
 use super::fields::optional_text;
 use crate::ApiState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::path::ScopedPath;
+use crate::extract::{JsonBody, PathText, QueryParams, TenantCall, TenantScope};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 const NAME_MAX: usize = 100;
 
@@ -71,17 +72,10 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission contract:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn register_contract(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ContractIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
+async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -> ApiResult<Response> {
     let asset = body.value.asset_id.ok_or_else(|| Error::invalid_field("assetId", "is required"))?;
     let asset = asset_field("assetId", &asset)?;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
@@ -92,11 +86,28 @@ async fn register_contract(
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    write::run(&state, request.about(asset.to_string()), |app, mut w| async move {
+    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), |app, mut w| async move {
         let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
         (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
     })
     .await
+}
+
+/// The `{assetId}` of a contract write, upper-cased as assets are named.
+struct AssetPath(String);
+
+impl ScopedPath for AssetPath {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<Self, ApiError> {
+        Ok(Self(PathText::read(parts, state, scope).await?.0.to_ascii_uppercase()))
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        vec![&self.0]
+    }
+
+    fn resource(&self) -> Option<String> {
+        Some(self.0.clone())
+    }
 }
 
 /// Switch a contract between ACTIVE and INACTIVE, or rename it.
@@ -117,16 +128,8 @@ async fn register_contract(
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_contract(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(asset): PathText,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ContractPatch>,
-) -> ApiResult<Response> {
-    let asset = asset.to_ascii_uppercase();
-    let request = route.request(&scope, &UPDATE, Some(key), &[&asset], &body.document);
+async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<ContractPatch>) -> ApiResult<Response> {
+    let asset = call.path.0.clone();
     let status = match body.value.status.as_deref() {
         None => None,
         Some(text @ ("ACTIVE" | "INACTIVE")) => ContractStatus::parse(text),
@@ -138,7 +141,7 @@ async fn update_contract(
     if status.is_none() && name.is_none() {
         return Err(Error::bad_request("Nothing to change: send status and/or name").into());
     }
-    write::run(&state, request.about(asset.clone()), |app, mut w| async move {
+    call.run(&UPDATE, &body.document, |app, mut w| async move {
         let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
         (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
     })
@@ -156,12 +159,9 @@ async fn update_contract(
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_contract(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(asset): PathText,
-) -> ApiResult<Response> {
-    let contract = state.app.contracts.get(scope.tenant, &asset.to_ascii_uppercase()).await?;
+async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let asset = call.path.0;
+    let contract = call.state.app.contracts.get(call.scope.tenant, &asset.to_ascii_uppercase()).await?;
     Ok(axum::Json(ContractOut::from(&contract)).into_response())
 }
 
@@ -180,11 +180,7 @@ async fn get_contract(
         (status = 403, description = "Missing permission contract:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_contracts(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", ContractStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
     let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
     let page = paging::page_request(&params, STRICT_SIZE)?;
@@ -193,7 +189,8 @@ async fn list_contracts(
         let empty = tokenops_domain::paging::Page::<ContractOut> { items: Vec::new(), total: 0 };
         return Ok(paging::respond(Style::A, &empty, page));
     };
-    let contracts = state.app.contracts.list(scope.tenant, &ContractFilter { asset_id, status }, page).await?;
+    let contracts =
+        call.state.app.contracts.list(call.scope.tenant, &ContractFilter { asset_id, status }, page).await?;
     let view = contracts.map(|c| ContractOut::from(&c));
     Ok(paging::respond(Style::A, &view, page))
 }

@@ -1,6 +1,5 @@
 //! `/api/customers`: register, change status, read and list customers (style A, oldest first).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -13,9 +12,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -86,24 +84,21 @@ fn path_ref(text: &str) -> Result<CustomerRef, Error> {
         (status = 201, description = "Registered", body = CustomerOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
         (status = 409, description = "customerRef exists (body adds customerRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn register_customer(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<CustomerIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &REGISTER, Some(key), &[], &body.document);
+async fn register_customer(call: RequiredKeyWrite, body: JsonBody<CustomerIn>) -> ApiResult<Response> {
     let new = parse_new_customer(body.value)?;
-    write::run(&state, request.about(new.customer_ref.to_string()), |app, mut w| async move {
-        let result = app.customers.register(&mut w, new).await;
-        let reply =
-            result.and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
-        (w, reply)
-    })
+    write::run(
+        &call.state,
+        call.request(&REGISTER, &body.document).about(new.customer_ref.to_string()),
+        |app, mut w| async move {
+            let result = app.customers.register(&mut w, new).await;
+            let reply = result
+                .and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
+            (w, reply)
+        },
+    )
     .await
 }
 
@@ -120,22 +115,18 @@ async fn register_customer(
         (status = 400, description = "status missing or unknown, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such customer", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn change_customer_status(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(customer_ref): PathText,
-    route: WriteRoute,
-    key: IdempotencyKey,
+    call: RequiredKeyWrite<PathText>,
     body: JsonBody<CustomerPatch>,
 ) -> ApiResult<Response> {
-    let request = route.request(&scope, &CHANGE_STATUS, Some(key), &[&customer_ref], &body.document);
     let status = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
     let status = parse_status("status", &status)?;
-    let customer_ref = path_ref(&customer_ref)?;
-    write::run(&state, request.about(customer_ref.to_string()), |app, mut w| async move {
+    let customer_ref = path_ref(&call.path.0)?;
+    let request = call.request(&CHANGE_STATUS, &body.document).about(customer_ref.to_string());
+    write::run(&call.state, request, |app, mut w| async move {
         let result = app.customers.change_status(&mut w, &customer_ref, status).await;
         (w, result.and_then(|c| Reply::ok(&CustomerOut::from(&c))))
     })
@@ -151,13 +142,10 @@ async fn change_customer_status(
         (status = 404, description = "No such customer in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_customer(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(customer_ref): PathText,
-) -> ApiResult<Response> {
+async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {
+    let customer_ref = call.path.0;
     let customer_ref = path_ref(&customer_ref)?;
-    let customer = state.app.customers.get(scope.tenant, &customer_ref).await?;
+    let customer = call.state.app.customers.get(call.scope.tenant, &customer_ref).await?;
     Ok(axum::Json(CustomerOut::from(&customer)).into_response())
 }
 
@@ -173,14 +161,10 @@ async fn get_customer(
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_customers(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_customers(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", CustomerStatus::parse, &["ACTIVE", "INACTIVE"])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let customers = state.app.customers.list(scope.tenant, status, page).await?;
+    let customers = call.state.app.customers.list(call.scope.tenant, status, page).await?;
     let view = customers.map(|c| CustomerOut::from(&c));
     Ok(paging::respond(Style::A, &view, page))
 }

@@ -1,5 +1,6 @@
 //! Text fields of request bodies, checked the same way on every route: trimmed, required or
-//! optional, never blank, bounded in length; an email address as a user's or an owner's.
+//! optional, never blank, bounded in length; an email address as a user's or an owner's; a key
+//! a resource is named by (a group's, a template's).
 
 use tokenops_app::Error;
 
@@ -32,4 +33,19 @@ pub fn email(field: &str, value: Option<String>) -> Result<String, Error> {
         return Err(Error::invalid_field(field, "is not an email address"));
     }
     Ok(email)
+}
+
+/// A required key of at most `max` characters: letters, digits, `_`, `-` or `.`, starting with a
+/// letter or digit.
+pub fn key(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
+    let key = text(field, value, max)?;
+    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return Err(Error::invalid_field(
+            field,
+            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
+        ));
+    }
+    Ok(key)
 }

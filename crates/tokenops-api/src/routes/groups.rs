@@ -2,9 +2,10 @@
 //! name,asc), detail with paged members, create (key unique, 409), rename, deactivate and
 //! reactivate, members added and removed (a deactivated group takes no members: 409).
 
-use axum::extract::State;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use std::fmt::Display;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::groups::{self, GroupChange, GroupOut};
@@ -15,13 +16,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{optional_text, text};
+use super::fields::{self, optional_text, text};
 use super::roles::UserSummaryPage;
 use crate::ApiState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::path::{self, ScopedPath, uuid_param};
+use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const SORTABLE: &[(&str, &str)] = &[
     ("key", "key"),
@@ -59,16 +61,7 @@ pub struct GroupDetail {
 /// A group key: 1–64 letters, digits, `_`, `-` or `.`, starting with a letter or digit (it is
 /// written `#key` in approver expressions).
 fn group_key(value: Option<String>) -> Result<String, Error> {
-    let key = text("key", value, KEY_MAX)?;
-    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !valid {
-        return Err(Error::invalid_field(
-            "key",
-            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
-        ));
-    }
-    Ok(key)
+    fields::key("key", value, KEY_MAX)
 }
 
 /// List the organisation's approval groups (paging style C).
@@ -86,14 +79,10 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
         (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_groups(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let groups = state.app.groups.list(scope.tenant, &sort, page).await?;
+    let groups = call.state.app.groups.list(call.scope.tenant, &sort, page).await?;
     let groups = groups.map(|g| GroupOut::from(&g));
     Ok(paging::respond(Style::C, &groups, page))
 }
@@ -114,14 +103,10 @@ async fn list_groups(
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_group(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn get_group(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let (group, members) = state.app.groups.get(scope.tenant, id, page).await?;
+    let (group, members) = call.state.app.groups.get(call.scope.tenant, id, page).await?;
     Ok(axum::Json(GroupDetail { group: GroupOut::from(&group), members: PageC::new(members, page) }).into_response())
 }
 
@@ -152,18 +137,11 @@ pub struct GroupIn {
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_group(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<GroupIn>,
-) -> ApiResult<Response> {
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &groups::CREATE, key, &[&tenant], &body.document);
+async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>) -> ApiResult<Response> {
+    let tenant = call.scope.tenant;
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&groups::CREATE, &body.document, |app, mut w| async move {
         let created = app.groups.create(&mut w, group_key, name).await;
         let reply =
             created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
@@ -196,15 +174,8 @@ pub struct GroupPatch {
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_group(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<GroupPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &groups::UPDATE, key, &[&scope.tenant, &id], &body.document);
+async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<GroupPatch>) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
     let status = match body.value.status.as_deref() {
         None => None,
@@ -216,7 +187,7 @@ async fn update_group(
     if name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or status").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&groups::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
         (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
     })
@@ -256,19 +227,12 @@ pub struct MembershipOut {
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
     )
 )]
-async fn add_member(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<MemberIn>,
-) -> ApiResult<Response> {
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &groups::ADD_MEMBER, key, &[&tenant, &id], &body.document);
+async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<MemberIn>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    let tenant = call.scope.tenant;
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&groups::ADD_MEMBER, &body.document, |app, mut w| async move {
         let added = app.groups.add_member(&mut w, id, user_id).await;
         let reply = added.and_then(|(group, user, added)| {
             let body = MembershipOut { group_id: group.id, user };
@@ -281,6 +245,30 @@ async fn add_member(
         (w, reply)
     })
     .await
+}
+
+/// `{groupId}/members/{userId}`: a group and one of its members, both UUIDs (400 naming the
+/// one that is not).
+#[derive(Clone, Copy)]
+struct GroupMember {
+    group: Uuid,
+    user: Uuid,
+}
+
+impl ScopedPath for GroupMember {
+    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
+        let params = path::params(parts, state).await?;
+        let value = |name: &str| params.iter().find(|(n, _)| n == name).map_or("", |(_, v)| v.as_str());
+        Ok(Self { group: uuid_param("groupId", value("groupId"))?, user: uuid_param("userId", value("userId"))? })
+    }
+
+    fn values(&self) -> Vec<&dyn Display> {
+        vec![&self.group, &self.user]
+    }
+
+    fn resource(&self) -> Option<String> {
+        Some(self.group.to_string())
+    }
 }
 
 /// Remove a member from an approval group.
@@ -298,20 +286,9 @@ async fn add_member(
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
 )]
-async fn remove_member(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    path: axum::extract::Path<(String, String, String)>,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let (_, group, user) = path.0;
-    let id = Uuid::parse_str(&group).map_err(|_| Error::invalid_field("groupId", "must be a UUID"))?;
-    let user_id = Uuid::parse_str(&user).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    let tenant = scope.tenant;
-    let request =
-        route.request(&scope, &groups::REMOVE_MEMBER, key, &[&tenant, &id, &user_id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {
+    let GroupMember { group: id, user: user_id } = call.path.then;
+    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, |app, mut w| async move {
         let removed = app.groups.remove_member(&mut w, id, user_id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

@@ -6,6 +6,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::Value;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::policies::simulation::{
@@ -22,8 +23,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
@@ -56,8 +57,7 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
     params(
         ("status" = Option<PolicyStatus>, Query, description = "DRAFT, ACTIVE or ARCHIVED"),
         ("ruleType" = Option<RuleType>, Query, description = "APPROVAL"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of policies, each with its current version's content. The spec gives no order: newest first (createdAt descending, then id). It does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = PolicyPage),
@@ -66,20 +66,15 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_policies(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let statuses: Vec<&str> = PolicyStatus::ALL.iter().map(|s| s.as_str()).collect();
     let rule_types: Vec<&str> = RuleType::ALL.iter().map(|r| r.as_str()).collect();
     let filter = PolicyFilter {
         status: params.choice("status", PolicyStatus::parse, &statuses)?,
         rule_type: params.choice("ruleType", RuleType::parse, &rule_types)?,
     };
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let policies = state.app.policies.list(scope.tenant, filter, page).await?;
-    Ok(paging::respond(Style::B, &policies, page))
+    paging::list(&params, STRICT_SIZE, Style::B, |page| call.state.app.policies.list(call.scope.tenant, filter, page))
+        .await
 }
 
 /// A policy with its current version's content.
@@ -94,8 +89,9 @@ async fn list_policies(
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_policy(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.policies.get(scope.tenant, id).await?).into_response())
+async fn get_policy(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.policies.get(call.scope.tenant, id).await?).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -116,7 +112,7 @@ pub struct PolicyPatch {
 /// Audited as policy.update with the labels before and after.
 #[utoipa::path(
     patch, path = "/api/policies/{policyId}", tag = "policies", operation_id = "policies.update",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     request_body = PolicyPatch,
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
@@ -125,19 +121,11 @@ pub struct PolicyPatch {
         (status = 403, description = "Missing policy:update", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn update_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<PolicyPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::UPDATE, key, &[&id], &body.document);
-    let value = body.value;
+async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatch>) -> ApiResult<Response> {
+    let (id, value) = (call.path.0, body.value);
     let change = PolicyChange {
         name: optional_text("name", value.name, NAME_MAX)?,
         description: optional_text("description", value.description, TEXT_MAX)?,
@@ -145,7 +133,7 @@ async fn update_policy(
     if change.name.is_none() && change.description.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or description").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&policies::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.policies.update(&mut w, id, change).await;
         (w, updated.and_then(|p| Reply::ok(&p)))
     })
@@ -178,7 +166,7 @@ pub struct PolicyIn {
 /// templateKey) slot; only activation checks it.
 #[utoipa::path(
     post, path = "/api/policies", tag = "policies", operation_id = "policies.create",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(crate::openapi::OptionalIdempotencyKey),
     request_body = PolicyIn,
     responses(
         (status = 201, description = "Created: DRAFT, version 1", body = PolicyOut, headers(("Location" = String))),
@@ -186,17 +174,10 @@ pub struct PolicyIn {
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing policy:create", body = crate::openapi::ErrorBody),
         (status = 404, description = "No visible template with that key (another organisation's, a deprecated one, or none)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn create_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<PolicyIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::CREATE, key, &[], &body.document);
+async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiResult<Response> {
     let value = body.value;
     let new = NewPolicy {
         template_key: text("templateKey", value.template_key, KEY_MAX)?,
@@ -205,7 +186,7 @@ async fn create_policy(
         description: optional_text("description", value.description, TEXT_MAX)?,
         change_summary: optional_text("changeSummary", value.change_summary, TEXT_MAX)?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&policies::CREATE, &body.document, |app, mut w| async move {
         let created = app.policies.create(&mut w, new).await;
         let reply = created.and_then(|p| Reply::created(&p, format!("/api/policies/{}", p.id)));
         (w, reply)
@@ -216,7 +197,7 @@ async fn create_policy(
 /// Activate a policy.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/activate", tag = "policies", operation_id = "policies.activate",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
@@ -226,15 +207,9 @@ async fn create_policy(
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
 )]
-async fn activate_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::ACTIVATE, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&policies::ACTIVATE, &Value::Null, |app, mut w| async move {
         let activated = app.policies.activate(&mut w, id).await;
         (w, activated.and_then(|p| Reply::ok(&p)))
     })
@@ -244,7 +219,7 @@ async fn activate_policy(
 /// Archive a policy, from any status.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/archive", tag = "policies", operation_id = "policies.archive",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
@@ -253,15 +228,9 @@ async fn activate_policy(
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn archive_policy(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::ARCHIVE, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&policies::ARCHIVE, &Value::Null, |app, mut w| async move {
         let archived = app.policies.archive(&mut w, id).await;
         (w, archived.and_then(|p| Reply::ok(&p)))
     })
@@ -273,8 +242,7 @@ async fn archive_policy(
     get, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.list",
     params(
         ("policyId" = Uuid, Path),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
@@ -284,15 +252,12 @@ async fn archive_policy(
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_versions(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let versions = state.app.policies.list_versions(scope.tenant, id, page).await?;
-    Ok(paging::respond(Style::B, &versions, page))
+async fn list_versions(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.0;
+    paging::list(&params, STRICT_SIZE, Style::B, |page| {
+        call.state.app.policies.list_versions(call.scope.tenant, id, page)
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -308,7 +273,7 @@ pub struct VersionIn {
 /// Add a version to a policy; the current version does not change.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.create",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     request_body = VersionIn,
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
@@ -319,19 +284,11 @@ pub struct VersionIn {
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_version(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<VersionIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::CREATE_VERSION, key, &[&id], &body.document);
-    let value = body.value;
+async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn>) -> ApiResult<Response> {
+    let (id, value) = (call.path.0, body.value);
     let change_summary = optional_text("changeSummary", value.change_summary, TEXT_MAX)?;
     let content = content(value.content)?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&policies::CREATE_VERSION, &body.document, |app, mut w| async move {
         let added = app.policies.add_version(&mut w, id, change_summary, content).await;
         // No endpoint reads one version: Location names the list that holds it.
         let reply = added.and_then(|v| Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id)));
@@ -351,7 +308,7 @@ pub struct CurrentVersionIn {
 /// Choose the version a policy serves (an earlier number rolls back).
 #[utoipa::path(
     put, path = "/api/policies/{policyId}/current-version", tag = "policies", operation_id = "policies.currentVersion.set",
-    params(("policyId" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     request_body = CurrentVersionIn,
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),
@@ -362,21 +319,14 @@ pub struct CurrentVersionIn {
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change", body = crate::openapi::ErrorBody),
     )
 )]
-async fn set_current_version(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<CurrentVersionIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &policies::SET_CURRENT_VERSION, key, &[&id], &body.document);
+async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<CurrentVersionIn>) -> ApiResult<Response> {
+    let id = call.path.0;
     let number = body.value.version_number.ok_or_else(|| Error::invalid_field("versionNumber", "is required"))?;
     let number = u32::try_from(number)
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| Error::invalid_field("versionNumber", "must be a positive integer"))?;
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&policies::SET_CURRENT_VERSION, &body.document, |app, mut w| async move {
         let set = app.policies.set_current_version(&mut w, id, number).await;
         (w, set.and_then(|p| Reply::ok(&p)))
     })

@@ -2,7 +2,6 @@
 //! roles under `/api/tenants/{tenantId}/roles` — list (style C, default sort name,asc), detail
 //! with paged holders, and custom-role create, edit and delete (platform roles are read-only).
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -19,8 +18,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 /// Sortable properties (API name → store column).
 const SORTABLE: &[(&str, &str)] = &[
@@ -114,14 +113,10 @@ async fn list_permissions() -> ApiResult<Response> {
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_roles(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let roles = state.app.roles.list(scope.tenant, &sort, page).await?;
+    let roles = call.state.app.roles.list(call.scope.tenant, &sort, page).await?;
     let roles = roles.map(|r| r.out());
     Ok(paging::respond(Style::C, &roles, page))
 }
@@ -142,14 +137,10 @@ async fn list_roles(
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn get_role(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let (role, holders) = state.app.roles.get(scope.tenant, id, page).await?;
+    let (role, holders) = call.state.app.roles.get(call.scope.tenant, id, page).await?;
     Ok(axum::Json(RoleDetail { role: role.out(), holders: PageC::new(holders, page) }).into_response())
 }
 
@@ -199,21 +190,14 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
         (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn create_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<RoleIn>,
-) -> ApiResult<Response> {
-    let tenant = scope.tenant;
-    let request = route.request(&scope, &roles::CREATE, key, &[&tenant], &body.document);
+async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) -> ApiResult<Response> {
+    let tenant = call.scope.tenant;
     let new = NewRole {
         name: text("name", body.value.name, NAME_MAX)?,
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&roles::CREATE, &body.document, |app, mut w| async move {
         let created = app.roles.create(&mut w, new).await;
         let reply =
             created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
@@ -239,15 +223,8 @@ async fn create_role(
         (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<RolePatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &roles::UPDATE, key, &[&scope.tenant, &id], &body.document);
+async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<RolePatch>) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let change = RoleChange {
         name: optional_text("name", body.value.name, NAME_MAX)?,
         description: description(body.value.description)?,
@@ -256,7 +233,7 @@ async fn update_role(
     if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&roles::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.roles.update(&mut w, id, change).await;
         (w, updated.and_then(|r| Reply::ok(&r.out())))
     })
@@ -279,15 +256,9 @@ async fn update_role(
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
     )
 )]
-async fn delete_role(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &roles::DELETE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    call.run(&roles::DELETE, &serde_json::Value::Null, |app, mut w| async move {
         let deleted = app.roles.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })

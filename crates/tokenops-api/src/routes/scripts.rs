@@ -21,8 +21,8 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -140,20 +140,17 @@ pub struct CloneIn {
         (status = 403, description = "Missing script:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_scripts(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let statuses: Vec<&str> = ScriptStatus::ALL.iter().map(|s| s.as_str()).collect();
     let filter = ScriptFilter {
         status: params.choice("status", ScriptStatus::parse, &statuses)?,
         name: params.one("name")?.map(str::to_owned),
     };
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let found = state.app.scripts.list(scope.tenant, &filter, &sort, page).await?;
-    Ok(paging::respond(Style::A, &found, page))
+    paging::list(&params, STRICT_SIZE, Style::A, |page| {
+        call.state.app.scripts.list(call.scope.tenant, &filter, &sort, page)
+    })
+    .await
 }
 
 /// Create a script: a DRAFT at version 1, compiled.
@@ -167,24 +164,17 @@ async fn list_scripts(
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
         (status = 409, description = "The same Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn create_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ScriptIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::CREATE, Some(key), &[], &body.document);
+async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiResult<Response> {
     let value = body.value;
     let new = NewScript {
         name: text("name", value.name, scripts::NAME_MAX)?,
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
         source: value.source.ok_or_else(|| Error::invalid_field("source", "is required"))?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&scripts::CREATE, &body.document, |app, mut w| async move {
         let created = app.scripts.create(&mut w, new).await;
         (w, created.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
     })
@@ -203,8 +193,9 @@ async fn create_script(
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_script(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.scripts.get(scope.tenant, id).await?).into_response())
+async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.scripts.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Change a script's name, description, code or status.
@@ -226,18 +217,11 @@ async fn get_script(State(state): State<Arc<ApiState>>, scope: TenantScope, Path
         (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
         (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn update_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<ScriptPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::UPDATE, Some(key), &[&id], &body.document);
+async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatch>) -> ApiResult<Response> {
+    let id = call.path.0;
     let value = body.value;
     let status = match value.status {
         None => None,
@@ -255,7 +239,7 @@ async fn update_script(
         source: value.source,
         status,
     };
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&scripts::UPDATE, &body.document, |app, mut w| async move {
         let changed = app.scripts.update(&mut w, id, change).await;
         (w, changed.and_then(|s| Reply::ok(&s)))
     })
@@ -275,15 +259,9 @@ async fn update_script(
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
     )
 )]
-async fn delete_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::DELETE, Some(key), &[&id], &Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&scripts::DELETE, &Value::Null, |app, mut w| async move {
         let deleted = app.scripts.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })
@@ -303,12 +281,9 @@ async fn delete_script(
         (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
     )
 )]
-async fn download_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    let (name, source) = state.app.scripts.download(scope.tenant, id).await?;
+async fn download_script(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let (name, source) = call.state.app.scripts.download(call.scope.tenant, id).await?;
     let disposition = format!("attachment; filename=\"{name}.rhai\"");
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, disposition)],
@@ -329,25 +304,18 @@ async fn download_script(
         (status = 403, description = "Missing script:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The source is deleted, or the key in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn clone_script(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<CloneIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &scripts::CLONE, Some(key), &[&id], &body.document);
-    let value = body.value;
+async fn clone_script(call: RequiredKeyWrite<PathId>, body: JsonBody<CloneIn>) -> ApiResult<Response> {
+    let (id, value) = (call.path.0, body.value);
     let clone = CloneRequest {
         name: text("name", value.name, scripts::NAME_MAX)?,
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
         overrides: overrides("overrides", value.overrides)?,
     };
-    write::run(&state, request, |app, mut w| async move {
+    let request = call.request(&scripts::CLONE, &body.document).about_what_it_makes();
+    write::run(&call.state, request, |app, mut w| async move {
         let cloned = app.scripts.clone_script(&mut w, id, clone).await;
         (w, cloned.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
     })

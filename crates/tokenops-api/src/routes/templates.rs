@@ -2,7 +2,6 @@
 //! each by key; paging style B, or every template in one page with `ignorePaging=true`), and
 //! the organisation's own templates created, changed and deprecated.
 
-use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
@@ -13,13 +12,12 @@ use tokenops_domain::policy::PolicyAction;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{optional_text, text};
+use super::fields::{self, optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
+use crate::write::{self, OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
@@ -48,16 +46,7 @@ fn flag(params: &QueryParams, name: &str) -> Result<bool, Error> {
 /// A tenant template key: 1–100 letters, digits, `_`, `-` or `.`, starting with a letter or
 /// digit; `system.` starts only the SYSTEM keys.
 fn template_key(value: Option<String>) -> Result<String, Error> {
-    let key = text("key", value, KEY_MAX)?;
-    let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !valid {
-        return Err(Error::invalid_field(
-            "key",
-            "must be letters, digits, '_', '-' or '.', starting with a letter or digit",
-        ));
-    }
-    Ok(key)
+    fields::key("key", value, KEY_MAX)
 }
 
 fn action(value: Option<String>) -> Result<PolicyAction, Error> {
@@ -84,8 +73,7 @@ fn default_content(value: Option<serde_json::Value>, required: bool) -> Result<O
     params(
         ("includeDeprecated" = Option<bool>, Query, description = "true shows DEPRECATED templates too; default false"),
         ("ignorePaging" = Option<bool>, Query, description = "true answers every template in one page (page and size are then ignored)"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page: SYSTEM templates first, then the organisation's own (TENANT), each by key ascending. The spec does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = TemplatePage),
@@ -94,14 +82,10 @@ fn default_content(value: Option<serde_json::Value>, required: bool) -> Result<O
         (status = 403, description = "Missing policy:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_templates(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let include_deprecated = flag(&params, "includeDeprecated")?;
     let ignore_paging = flag(&params, "ignorePaging")?;
-    let all = state.app.templates.list(scope.tenant, include_deprecated).await?;
+    let all = call.state.app.templates.list(call.scope.tenant, include_deprecated).await?;
     let total = all.len() as u64;
     let (items, page) = if ignore_paging {
         let size = u32::try_from(all.len()).unwrap_or(u32::MAX).max(1);
@@ -138,7 +122,7 @@ pub struct TemplateIn {
 /// Create one of the organisation's own (TENANT) templates.
 #[utoipa::path(
     post, path = "/api/templates", tag = "policies", operation_id = "templates.create",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters")),
+    params(crate::openapi::OptionalIdempotencyKey),
     request_body = TemplateIn,
     responses(
         (status = 201, description = "Created, ACTIVE, templateVersion 1. defaultContent is not validated against the context catalogue: invalid rules are refused when a policy is created with them", body = TemplateOut, headers(("Location" = String))),
@@ -146,17 +130,10 @@ pub struct TemplateIn {
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing template:create", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn create_template(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<TemplateIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &templates::CREATE, key, &[], &body.document);
+async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> ApiResult<Response> {
     let value = body.value;
     let template_key = template_key(value.key)?;
     let is_system_key = tokenops_domain::policy::system_templates().iter().any(|t| t.key == template_key);
@@ -174,11 +151,15 @@ async fn create_template(
         action: action(value.action)?,
         default_content: default_content(value.default_content, true)?.unwrap_or_default(),
     };
-    write::run(&state, request.about(new.key.clone()), |app, mut w| async move {
-        let created = app.templates.create(&mut w, new).await;
-        let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
-        (w, reply)
-    })
+    write::run(
+        &call.state,
+        call.request(&templates::CREATE, &body.document).about(new.key.clone()),
+        |app, mut w| async move {
+            let created = app.templates.create(&mut w, new).await;
+            let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
+            (w, reply)
+        },
+    )
     .await
 }
 
@@ -202,7 +183,7 @@ pub struct TemplatePatch {
     patch, path = "/api/templates/{key}", tag = "policies", operation_id = "templates.update",
     params(
         ("key" = String, Path, description = "The template's key"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = TemplatePatch,
     responses(
@@ -213,16 +194,8 @@ pub struct TemplatePatch {
         (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_template(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(template_key): PathText,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<TemplatePatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &templates::UPDATE, key, &[&template_key], &body.document);
-    let value = body.value;
+async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<TemplatePatch>) -> ApiResult<Response> {
+    let (template_key, value) = (call.path.0.clone(), body.value);
     let change = TemplateChange {
         name: optional_text("name", value.name, NAME_MAX)?,
         description: optional_text("description", value.description, DESCRIPTION_MAX)?,
@@ -231,7 +204,7 @@ async fn update_template(
     if change.name.is_none() && change.description.is_none() && change.default_content.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or defaultContent").into());
     }
-    write::run(&state, request.about(template_key.clone()), |app, mut w| async move {
+    call.run(&templates::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.templates.update(&mut w, &template_key, change).await;
         (w, updated.and_then(|t| Reply::ok(&t)))
     })
@@ -247,7 +220,7 @@ async fn update_template(
     post, path = "/api/templates/{key}/deprecate", tag = "policies", operation_id = "templates.deprecate",
     params(
         ("key" = String, Path, description = "The template's key"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters"),
+        crate::openapi::OptionalIdempotencyKey,
     ),
     responses(
         (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
@@ -256,15 +229,9 @@ async fn update_template(
         (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn deprecate_template(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(template_key): PathText,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &templates::DEPRECATE, key, &[&template_key], &serde_json::Value::Null);
-    write::run(&state, request.about(template_key.clone()), |app, mut w| async move {
+async fn deprecate_template(call: OptionalKeyWrite<PathText>) -> ApiResult<Response> {
+    let template_key = call.path.0.clone();
+    call.run(&templates::DEPRECATE, &serde_json::Value::Null, |app, mut w| async move {
         let deprecated = app.templates.deprecate(&mut w, &template_key).await;
         (w, deprecated.and_then(|t| Reply::ok(&t)))
     })

@@ -2,7 +2,6 @@
 //! D with limit/cursor; newest first) and list breaks; `/api/locks/{lockId}` and
 //! `/api/accounts/{accountRef}/locks` show locks.
 
-use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -21,9 +20,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
-use crate::extract::path::PathText;
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute, Written};
+use crate::extract::{JsonBody, PathId, PathText, QueryParams, TenantCall};
+use crate::write::{self, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "transactions.list";
 
@@ -114,16 +112,10 @@ fn accepted(operation: &Operation) -> Response {
         (status = 422, description = "The key was used with another payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn submit_transaction(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<TransactionIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &SUBMIT, Some(key), &[], &body.document);
+async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn>) -> ApiResult<Response> {
     let submission = Submission::from(body.value);
-    let written = write::run_or_replay(&state, request, |app, mut w| async move {
+    let request = call.request(&SUBMIT, &body.document);
+    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
         let result = app.operations.submit(&mut w, submission).await;
         let reply =
             result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
@@ -135,7 +127,7 @@ async fn submit_transaction(
         && stored.status == StatusCode::ACCEPTED.as_u16()
         && let Some(id) = replayed_operation(stored)
     {
-        let current = state.app.operations.get(scope.tenant, id).await?;
+        let current = call.state.app.operations.get(call.scope.tenant, id).await?;
         let mut fresh = accepted(&current);
         fresh.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
         return Ok(fresh);
@@ -170,12 +162,9 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
         (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_transaction(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    let operation = state.app.operations.get(scope.tenant, id).await?;
+async fn get_transaction(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let operation = call.state.app.operations.get(call.scope.tenant, id).await?;
     Ok(axum::Json(OperationOut::from(&operation)).into_response())
 }
 
@@ -211,11 +200,7 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_transactions(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = operation_filter(&params)?;
     let keyset = params.has("limit") || params.has("cursor");
     if keyset && (params.has("page") || params.has("size")) {
@@ -223,7 +208,7 @@ async fn list_transactions(
     }
     if !keyset {
         let page = paging::page_request(&params, STRICT_SIZE)?;
-        let operations = state.app.operations.list(scope.tenant, &filter, page).await?;
+        let operations = call.state.app.operations.list(call.scope.tenant, &filter, page).await?;
         let view = operations.map(|o| OperationOut::from(&o));
         return Ok(axum::Json(OperationList::Offset(PageA::new(view, page))).into_response());
     }
@@ -232,13 +217,14 @@ async fn list_transactions(
         ("accountRef", filter.account_ref.as_ref().map(ToString::to_string)),
         ("txType", filter.tx_type.map(|t| t.as_str().to_owned())),
     ]);
-    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
-    let operations = state.app.operations.list_after(scope.tenant, &filter, request.window()).await?;
+    let request =
+        CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
+    let operations = call.state.app.operations.list_after(call.scope.tenant, &filter, request.window()).await?;
     let body = request.envelope(
         operations,
         |o: &Operation| KeysetPosition { at_micros: o.created_at.as_micros(), id: o.id },
         |o: &Operation| OperationOut::from(o),
-        &state.cursors,
+        &call.state.cursors,
     );
     Ok(axum::Json(OperationList::Keyset(body)).into_response())
 }
@@ -260,11 +246,7 @@ async fn list_transactions(
         (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_breaks(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (from, to) = params.window("from", "to")?;
     let empty = || paging::respond(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page);
@@ -282,8 +264,12 @@ async fn list_breaks(
             Err(_) => return Ok(empty()),
         },
     };
-    let breaks =
-        state.app.operations.breaks(scope.tenant, &BreakFilter { reason, account_ref, from, to }, page).await?;
+    let breaks = call
+        .state
+        .app
+        .operations
+        .breaks(call.scope.tenant, &BreakFilter { reason, account_ref, from, to }, page)
+        .await?;
     let view = breaks.map(|b| BreakOut::from(&b));
     Ok(paging::respond(Style::A, &view, page))
 }
@@ -300,8 +286,9 @@ async fn list_breaks(
         (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_lock(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId(id): PathId) -> ApiResult<Response> {
-    let lock = state.app.operations.lock(scope.tenant, id).await?;
+async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let lock = call.state.app.operations.lock(call.scope.tenant, id).await?;
     Ok(axum::Json(LockOut::from(&lock)).into_response())
 }
 
@@ -321,16 +308,12 @@ async fn get_lock(State(state): State<Arc<ApiState>>, scope: TenantScope, PathId
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_account_locks(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathText(account_ref): PathText,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_account_locks(call: TenantCall<PathText>, params: QueryParams) -> ApiResult<Response> {
+    let account_ref = call.path.0;
     let statuses: Vec<&str> = LockStatus::ALL.iter().map(|s| s.as_str()).collect();
     let status = params.choice("status", LockStatus::parse, &statuses)?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let locks = state.app.operations.locks_of(scope.tenant, &account_ref, status, page).await?;
+    let locks = call.state.app.operations.locks_of(call.scope.tenant, &account_ref, status, page).await?;
     let view = locks.map(|l| LockOut::from(&l));
     Ok(paging::respond(Style::A, &view, page))
 }

@@ -22,8 +22,8 @@ use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{Authenticated, IdempotencyKey, JsonBody, OwnTenantPath, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{Authenticated, JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::write::{OptionalKeyWrite, Reply};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -65,8 +65,8 @@ fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
         (status = 404, description = "The caller is a machine client or an external subject, not a user", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_own_profile(State(state): State<Arc<ApiState>>, scope: TenantScope) -> ApiResult<Response> {
-    let user = state.app.users.own_profile(scope.tenant, scope.context.caller.principal).await?;
+async fn get_own_profile(call: TenantCall) -> ApiResult<Response> {
+    let user = call.state.app.users.own_profile(call.scope.tenant, call.scope.context.caller.principal).await?;
     Ok(axum::Json(user).into_response())
 }
 
@@ -113,11 +113,7 @@ async fn get_user_by_id(
         (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_users(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let default = [
         SortKey { column: "first_name", direction: SortDirection::Asc },
         SortKey { column: "last_name", direction: SortDirection::Asc },
@@ -130,7 +126,8 @@ async fn list_users(
     }
     let status = params.one("status")?.map(|s| user_status("status", s)).transpose()?;
     let role_name = params.one("role")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    let users = state.app.users.list(scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
+    let users =
+        call.state.app.users.list(call.scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
     Ok(paging::respond(Style::C, &users, page))
 }
 
@@ -187,19 +184,12 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
         (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
     )
 )]
-async fn invite_user(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<InvitationIn>,
-) -> ApiResult<Response> {
-    embedded_provider_only(&state, "Users are created at this deployment's external identity provider")?;
-    let request = route.request(&scope, &users::INVITE, key, &[&scope.tenant], &body.document);
+async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<InvitationIn>) -> ApiResult<Response> {
+    embedded_provider_only(&call.state, "Users are created at this deployment's external identity provider")?;
     let invitation = parse_invitation(body.value)?;
     let temporary = organisations::temporary_password().await?;
-    let sign_in_url = format!("{}/api/auth/login", state.public_url);
-    write::run(&state, request, |app, mut w| async move {
+    let sign_in_url = format!("{}/api/auth/login", call.state.public_url);
+    call.run(&users::INVITE, &body.document, |app, mut w| async move {
         let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
         (w, invited.and_then(|u| Reply::ok(&u)))
     })
@@ -218,12 +208,9 @@ async fn invite_user(
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_user(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.users.get(scope.tenant, id).await?).into_response())
+async fn get_user(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    Ok(axum::Json(call.state.app.users.get(call.scope.tenant, id).await?).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -252,15 +239,8 @@ pub struct UserPatch {
         (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_user(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-    body: JsonBody<UserPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &users::UPDATE, key, &[&scope.tenant, &id], &body.document);
+async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<UserPatch>) -> ApiResult<Response> {
+    let id = call.path.then.0;
     let role_name = optional_text("roleName", body.value.role_name, NAME_MAX)?;
     let status = match body.value.status.as_deref() {
         None => None,
@@ -272,7 +252,7 @@ async fn update_user(
     if role_name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
     }
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&users::UPDATE, &body.document, |app, mut w| async move {
         let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
         (w, updated.and_then(|u| Reply::ok(&u)))
     })
@@ -294,15 +274,9 @@ async fn update_user(
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
     )
 )]
-async fn remove_user(
-    State(state): State<Arc<ApiState>>,
-    OwnTenantPath(scope): OwnTenantPath,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &users::REMOVE, key, &[&scope.tenant, &id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
+    let id = call.path.then.0;
+    call.run(&users::REMOVE, &serde_json::Value::Null, |app, mut w| async move {
         let removed = app.users.remove(&mut w, id).await;
         (w, removed.map(|()| Reply::no_content()))
     })

@@ -1,7 +1,6 @@
 //! `/api/webhook-events`: the event history, newest first by occurredAt (paging style D), each
 //! event with all its deliveries; and replay, strict for one event, lenient for a filter.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use std::sync::Arc;
@@ -17,8 +16,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::write::{Reply, RequiredKeyWrite};
 use serde::Deserialize;
 
 const ENDPOINT: &str = "GET /api/webhook-events";
@@ -101,11 +100,7 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
         (status = 400, description = "limit outside 1 to 100, foreign cursor, cursor with different filters, from not before to", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_webhook_events(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_webhook_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = filter(&params)?;
     let filters = paging::filters_fingerprint(&[
         ("type", filter.event_type.clone()),
@@ -114,15 +109,16 @@ async fn list_webhook_events(
         ("status", filter.delivery_status.clone()),
         ("webhookId", filter.webhook_id.map(|id| id.to_string())),
     ]);
-    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
-    let events = state.app.events.list(scope.tenant, &filter, request.window()).await?;
+    let request =
+        CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
+    let events = call.state.app.events.list(call.scope.tenant, &filter, request.window()).await?;
     let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.id).collect();
-    let deliveries = state.app.webhooks.deliveries_of(scope.tenant, &ids).await?;
+    let deliveries = call.state.app.webhooks.deliveries_of(call.scope.tenant, &ids).await?;
     let body = request.envelope(
         events,
         |e: &Event| KeysetPosition { at_micros: e.occurred_at.as_micros(), id: e.id },
         |e: &Event| WebhookEventOut::new(e, &deliveries),
-        &state.cursors,
+        &call.state.cursors,
     );
     Ok(axum::Json(body).into_response())
 }
@@ -137,13 +133,10 @@ async fn list_webhook_events(
         (status = 404, description = "No such event", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_webhook_event(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    let event = state.app.events.get(scope.tenant, id).await?;
-    let deliveries = state.app.webhooks.deliveries_of(scope.tenant, &[id]).await?;
+async fn get_webhook_event(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let event = call.state.app.events.get(call.scope.tenant, id).await?;
+    let deliveries = call.state.app.webhooks.deliveries_of(call.scope.tenant, &[id]).await?;
     Ok(axum::Json(WebhookEventOut::new(&event, &deliveries)).into_response())
 }
 
@@ -188,24 +181,17 @@ pub struct RedeliverFilterIn {
         (status = 403, description = "Missing webhook:replay", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such event (EVENT_NOT_FOUND), no delivery to the named destination (DELIVERY_NOT_FOUND), or the destination was deleted (WEBHOOK_NOT_FOUND)", body = crate::openapi::ErrorBody),
         (status = 409, description = "DELIVERY_STILL_QUEUED: the latest delivery (or a replay of it) is still queued; WEBHOOK_INACTIVE; or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
     )
 )]
-async fn redeliver_event(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: Option<JsonBody<RedeliverIn>>,
-) -> ApiResult<Response> {
+async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<RedeliverIn>>) -> ApiResult<Response> {
+    let id = call.path.0;
     let (document, only) = match body {
         Some(body) => (body.document, body.value.webhook_id),
         None => (serde_json::Value::Null, None),
     };
-    let request = route.request(&scope, &webhooks::REDELIVER, Some(key), &[&id], &document);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&webhooks::REDELIVER, &document, |app, mut w| async move {
         let replayed = app.webhooks.redeliver(&mut w, id, only).await;
         (w, replayed.and_then(|out| Reply::accepted(&out, format!("/api/webhook-events/{id}"))))
     })
@@ -229,18 +215,11 @@ async fn redeliver_event(
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing webhook:replay", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
     )
 )]
-async fn redeliver_filtered(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<RedeliverFilterIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::REDELIVER_FILTERED, Some(key), &[], &body.document);
+async fn redeliver_filtered(call: RequiredKeyWrite, body: JsonBody<RedeliverFilterIn>) -> ApiResult<Response> {
     let value = body.value;
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut push = |name: &str, value: Option<String>| {
@@ -257,7 +236,7 @@ async fn redeliver_filtered(
         return Err(Error::bad_request("Give at least one filter: type, from, to, status or webhookId").into());
     }
     let filter = filter(&QueryParams(pairs))?;
-    write::run(&state, request, |app, mut w| async move {
+    call.run(&webhooks::REDELIVER_FILTERED, &body.document, |app, mut w| async move {
         let replayed = app.webhooks.redeliver_filtered(&mut w, filter).await;
         (w, replayed.and_then(|out| Reply::accepted(&out, "/api/webhook-events".to_owned())))
     })

@@ -18,8 +18,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams, TenantScope};
-use crate::write::{self, Reply, WriteRoute, Written};
+use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
 
@@ -96,20 +96,17 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
         (status = 403, description = "Missing webhook:read", body = crate::openapi::ErrorBody),
     )
 )]
-async fn list_webhooks(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    params: QueryParams,
-) -> ApiResult<Response> {
+async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filters = crate::extract::paging::filters_fingerprint(&[]);
-    let request = CursorRequest::parse(&params, STRICT_SIZE, &state.cursors, ENDPOINT, scope.tenant, &filters)?;
-    let items = state.app.webhooks.list(scope.tenant, request.window()).await?;
-    let now = state.app.clock.now();
+    let request =
+        CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
+    let items = call.state.app.webhooks.list(call.scope.tenant, request.window()).await?;
+    let now = call.state.app.clock.now();
     let body = request.envelope(
         items,
         |w: &Webhook| KeysetPosition { at_micros: w.created_at.as_micros(), id: w.id },
         |w: &Webhook| WebhookOut::new(w, now),
-        &state.cursors,
+        &call.state.cursors,
     );
     Ok(axum::Json(body).into_response())
 }
@@ -134,17 +131,10 @@ async fn list_webhooks(
         crate::openapi::NoUsableToken,
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_URL_TAKEN: the URL is registered in the organisation (existingWebhookId); or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn create_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<WebhookIn>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::CREATE, Some(key), &[], &body.document);
+async fn create_webhook(call: RequiredKeyWrite, body: JsonBody<WebhookIn>) -> ApiResult<Response> {
     let value = body.value;
     let url = value.url.ok_or_else(|| Error::invalid_field("url", "is required"))?;
     let url = tokenops_webhooks::url::normalise(&url).map_err(|e| Error::invalid_field("url", e))?;
@@ -154,15 +144,16 @@ async fn create_webhook(
         return Err(Error::invalid_field("eventTypes", "needs at least one event type").into());
     }
     let event_types = webhooks::event_types("eventTypes", &types)?;
-    state.app.webhooks.check_url(&url).await?;
+    call.state.app.webhooks.check_url(&url).await?;
     let new = NewWebhook { url, signature_scheme, event_types };
-    let written = write::run_or_replay(&state, request, |app, mut w| async move {
+    let request = call.request(&webhooks::CREATE, &body.document);
+    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
         let created = app.webhooks.create(&mut w, new).await;
         let reply = created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id)));
         (w, reply.map(|r| r.with_secret("secret")))
     })
     .await?;
-    replay_with_secret(&state, &scope, written, 201).await
+    replay_with_secret(&call.state, &call.scope, written, 201).await
 }
 
 /// A replayed creation or rotation answers its secret again while it is still the current one
@@ -194,12 +185,9 @@ async fn replay_with_secret(
         (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn get_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-) -> ApiResult<Response> {
-    Ok(axum::Json(state.app.webhooks.get(scope.tenant, id).await?).into_response())
+async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    Ok(axum::Json(call.state.app.webhooks.get(call.scope.tenant, id).await?).into_response())
 }
 
 /// Change a registration's status or event types.
@@ -218,18 +206,11 @@ async fn get_webhook(
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn update_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-    body: JsonBody<WebhookPatch>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::UPDATE, Some(key), &[&id], &body.document);
+async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPatch>) -> ApiResult<Response> {
+    let id = call.path.0;
     let value = body.value;
     if value.status.is_none() && value.event_types.is_none() {
         return Err(Error::bad_request("Give status, eventTypes or both").into());
@@ -249,7 +230,7 @@ async fn update_webhook(
     let event_types =
         value.event_types.as_deref().map(|types| webhooks::event_types("eventTypes", types)).transpose()?;
     let change = WebhookChange { status, event_types };
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    call.run(&webhooks::UPDATE, &body.document, |app, mut w| async move {
         let changed = app.webhooks.update(&mut w, id, change).await;
         (w, changed.and_then(|out| Reply::ok(&out)))
     })
@@ -269,15 +250,9 @@ async fn update_webhook(
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
     )
 )]
-async fn delete_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: Option<IdempotencyKey>,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::DELETE, key, &[&id], &serde_json::Value::Null);
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    call.run(&webhooks::DELETE, &serde_json::Value::Null, |app, mut w| async move {
         let deleted = app.webhooks.delete(&mut w, id).await;
         (w, deleted.map(|()| Reply::no_content()))
     })
@@ -302,27 +277,22 @@ async fn delete_webhook(
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn test_webhook(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::TEST, Some(key), &[&id], &serde_json::Value::Null);
-    if let Some(replay) = write::replay_if_completed(&state, &request).await? {
+async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let request = call.request(&webhooks::TEST, &serde_json::Value::Null);
+    if let Some(replay) = write::replay_if_completed(&call.state, &request).await? {
         return Ok(replay);
     }
     // The attempt holds no transaction: the write that records it opens after it. A refused
     // attempt (no such registration, INACTIVE) is that write's outcome, audited as a failure.
-    let attempt = match state.app.webhooks.attempt_test(scope.tenant, id).await {
+    let attempt = match call.state.app.webhooks.attempt_test(call.scope.tenant, id).await {
         Err(error) if !error.is_final_outcome() => return Err(error.into()),
         attempt => attempt,
     };
-    write::run(&state, request.about(id.to_string()), |app, mut w| async move {
+    write::run(&call.state, request, |app, mut w| async move {
         let recorded = match attempt {
             Ok((event_id, outcome)) => app.webhooks.record_test(&mut w, id, event_id, &outcome).await,
             Err(refused) => Err(refused),
@@ -347,21 +317,16 @@ async fn test_webhook(
         (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Idempotency-Key reused with a different payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn rotate_secret(
-    State(state): State<Arc<ApiState>>,
-    scope: TenantScope,
-    PathId(id): PathId,
-    route: WriteRoute,
-    key: IdempotencyKey,
-) -> ApiResult<Response> {
-    let request = route.request(&scope, &webhooks::ROTATE, Some(key), &[&id], &serde_json::Value::Null);
-    let written = write::run_or_replay(&state, request.about(id.to_string()), |app, mut w| async move {
+async fn rotate_secret(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
+    let id = call.path.0;
+    let request = call.request(&webhooks::ROTATE, &serde_json::Value::Null);
+    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
         let rotated = app.webhooks.rotate(&mut w, id).await;
         (w, rotated.and_then(|out| Reply::ok(&out)).map(|r| r.with_secret("secret")))
     })
     .await?;
-    replay_with_secret(&state, &scope, written, 200).await
+    replay_with_secret(&call.state, &call.scope, written, 200).await
 }

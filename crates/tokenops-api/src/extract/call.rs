@@ -1,0 +1,29 @@
+//! `TenantCall`: what a tenant-scoped handler reads before its query and body, in the order
+//! the checks answer: the caller's organisation, then the route's path values.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use std::sync::Arc;
+
+use super::auth::TenantScope;
+use super::path::ScopedPath;
+use crate::ApiState;
+use crate::error::ApiError;
+
+/// The state, the caller acting for its organisation, and the path values `P` (see
+/// [`ScopedPath`]: none, an id, a text, or a path under the caller's own organisation).
+pub struct TenantCall<P = ()> {
+    pub state: Arc<ApiState>,
+    pub scope: TenantScope,
+    pub path: P,
+}
+
+impl<P: ScopedPath> FromRequestParts<Arc<ApiState>> for TenantCall<P> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+        let scope = TenantScope::from_request_parts(parts, state).await?;
+        let path = P::read(parts, state, &scope).await?;
+        Ok(Self { state: state.clone(), scope, path })
+    }
+}
