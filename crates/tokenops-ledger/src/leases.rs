@@ -97,7 +97,8 @@ impl SigningLeases {
                         Some(Known::Held { used, .. }) if address != wallet => *used,
                         _ => now,
                     };
-                    let changed = !matches!(known.get(&address), Some(Known::Held { epoch: before, .. }) if *before == epoch);
+                    let changed =
+                        !matches!(known.get(&address), Some(Known::Held { epoch: before, .. }) if *before == epoch);
                     if changed {
                         tracing::info!(wallet = %address, epoch, "took the wallet's signing lease");
                     }

@@ -342,6 +342,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_slot_used_under_a_lease_another_node_held_since_is_read_afresh() {
+        let nonces = Nonces::default();
+        let wallet = Address::repeat_byte(8);
+        let mut slot = nonces.lock(wallet).await;
+        slot.lease(1);
+        assert_eq!(slot.fill(10, [12]), 10);
+        for nonce in [10, 11, 13] {
+            slot.take(nonce);
+        }
+        slot.returned.insert(11);
+        slot.lease(1);
+        assert_eq!(slot.next(), Some(11), "the same lease: the slot is kept");
+        // Another node held the wallet meanwhile: the slot is read from the ledger again, even
+        // below what this node handed out (the other node's nonces superseded those).
+        slot.lease(3);
+        assert_eq!(slot.next(), None);
+        assert_eq!(slot.fill(12, []), 12);
+        assert!(slot.handed_out_within(13, Duration::from_secs(60)), "when 13 went out is kept");
+    }
+
+    #[tokio::test]
     async fn a_gap_is_filled_only_once_its_nonce_has_been_out_longer_than_the_grace() {
         let nonces = Nonces::default();
         let wallet = Address::repeat_byte(4);

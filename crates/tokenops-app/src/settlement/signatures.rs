@@ -285,6 +285,7 @@ impl Pipeline {
                     }
                 }
                 Ending::Later => {
+                    metrics::counter!("tokenops_settle_deferred_elsewhere_total").increment(1);
                     if let Some(o) = row.filter(|o| o.state == OperationState::PendingSettlement) {
                         let later = now.plus_millis(ELSEWHERE_DELAY_MS);
                         next.push(p.job_after(&job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, later));

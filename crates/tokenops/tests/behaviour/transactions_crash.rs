@@ -464,17 +464,23 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
 
     // Signatures signed anew since each node's last start (on two nodes, a nonce handed out
     // again when a wallet's signing lease changed hands): a figure for the report.
-    let mut superseded = 0.0;
+    let (mut superseded, mut deferred) = (0.0, 0.0);
     for service in services.iter().flatten() {
         let metrics = client.http.get(format!("{}/metrics", service.base_url)).send().await.expect("metrics");
         let text = metrics.text().await.expect("metrics text");
-        superseded += text
-            .lines()
-            .filter_map(|line| line.strip_prefix("tokenops_signatures_superseded_total "))
-            .filter_map(|value| value.trim().parse::<f64>().ok())
-            .sum::<f64>();
+        let sum = |name: &str| {
+            text.lines()
+                .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+                .filter_map(|value| value.trim().parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        superseded += sum("tokenops_signatures_superseded_total");
+        deferred += sum("tokenops_settle_deferred_elsewhere_total");
     }
-    eprintln!("  signatures superseded and signed anew since the nodes' last starts: {superseded}");
+    eprintln!(
+        "  since the nodes' last starts: {superseded} signatures superseded and signed anew, \
+         {deferred} settle steps sent back to the queue (their wallet's lease held by the other node)"
+    );
     for service in services.into_iter().flatten() {
         assert!(service.terminate().await.success());
     }
