@@ -340,6 +340,9 @@ impl EvmLedger {
         fallback_gas: u64,
         custody: &dyn Custody,
     ) -> Result<SignedTransaction, LedgerError> {
+        if self.leases.as_ref().is_some_and(|leases| leases.known_elsewhere(sender)) {
+            return Err(LedgerError::elsewhere(sender));
+        }
         let gas_limit = self.gas_limit(sender, to, &input, fallback_gas).await?;
         let fees = self.fees().await?;
         let mut slot = self.nonces.lock(sender).await;

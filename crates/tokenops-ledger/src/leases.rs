@@ -58,6 +58,12 @@ impl SigningLeases {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether another node held `wallet` when last asked, recently enough not to ask again:
+    /// what a signature checks before paying the node's gas and fee estimates.
+    pub(crate) fn known_elsewhere(&self, wallet: Address) -> bool {
+        matches!(self.known().get(&wallet), Some(Known::Elsewhere { until }) if *until > Instant::now())
+    }
+
     /// The epoch of this node's lease of `wallet`, with at least [`RENEW_BELOW`] of it left
     /// (taken or renewed first if need be); `None` while another node holds it. Called under the
     /// wallet's slot lock, so one signature at a time decides for a wallet.
