@@ -91,6 +91,7 @@ pub fn ledger_send_failed(error: &LedgerError) {
         LedgerError::Temporary { .. } => "temporary",
         LedgerError::Final { .. } => "final",
         LedgerError::Superseded { .. } => "superseded",
+        LedgerError::Elsewhere { .. } => "elsewhere",
         LedgerError::Signing(_) => "signing",
     };
     metrics::counter!("tokenops_ledger_send_errors_total", "kind" => kind).increment(1);

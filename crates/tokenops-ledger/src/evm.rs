@@ -11,6 +11,10 @@
 //!   geth and reth, `txpool_inspect` on anvil), and the wallet's signatures skip them. A node
 //!   that shows neither (Besu, or geth without its `txpool` API) shows nothing, and then only the
 //!   refusal at send below is left.
+//! - **Several nodes** signing for the same wallets (worker nodes on one store): a node signs for
+//!   a wallet only under its signing lease in the store (`leases`, set up by
+//!   [`EvmLedger::with_signing_leases`]); a wallet another node holds is
+//!   [`LedgerError::Elsewhere`]. Without leases (one node) nothing changes.
 //! - **Gas** is estimated with a margin. When the estimate fails because the call would revert,
 //!   the configured fallback limit is used, so the transaction still goes on chain and is
 //!   included reverted, with a hash and a block, as the pipeline reports it.
@@ -26,7 +30,8 @@
 //!   answer their hash.
 
 use crate::contract::{self, TokenopsToken as C};
-use crate::nonces::Nonces;
+use crate::leases::SigningLeases;
+use crate::nonces::{Nonces, Slot};
 use crate::port::{
     Balances, Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus, SignedTransaction, TokenInfo, TokenSpec, TxHash,
 };
@@ -115,6 +120,8 @@ pub struct EvmLedger {
     outcomes: Mutex<HashMap<TxHash, (u64, Outcome)>>,
     /// How this node shows its pool, learnt at the first look.
     pool_api: Mutex<PoolApi>,
+    /// Where other nodes may sign for the same wallets: who signs for each.
+    leases: Option<SigningLeases>,
 }
 
 /// The `txpool` method the node answers. Nodes differ, and asking one that does not answer
@@ -260,7 +267,29 @@ impl EvmLedger {
             tokens: Mutex::new(HashSet::new()),
             outcomes: Mutex::new(HashMap::new()),
             pool_api: Mutex::new(PoolApi::Untried),
+            leases: None,
         })
+    }
+
+    /// Signs for a wallet only while this ledger holds the wallet's signing lease in `store`:
+    /// for worker nodes that share the store and sign for the same wallets, so that no two of
+    /// them hand out nonces for one wallet at the same time.
+    pub fn with_signing_leases(mut self, store: Arc<dyn tokenops_store::Store>) -> Self {
+        self.leases = Some(SigningLeases::new(store));
+        self
+    }
+
+    /// Makes sure this node may sign for `wallet` now (its slot locked by the caller): holds the
+    /// wallet's signing lease, and has the slot read anew if another node held it meanwhile.
+    async fn lease(&self, wallet: Address, slot: &mut Slot) -> Result<(), LedgerError> {
+        let Some(leases) = &self.leases else { return Ok(()) };
+        match leases.hold(wallet).await? {
+            Some(epoch) => {
+                slot.lease(epoch);
+                Ok(())
+            }
+            None => Err(LedgerError::elsewhere(wallet)),
+        }
     }
 
     pub fn chain_id(&self) -> u64 {
@@ -311,9 +340,13 @@ impl EvmLedger {
         fallback_gas: u64,
         custody: &dyn Custody,
     ) -> Result<SignedTransaction, LedgerError> {
+        if self.leases.as_ref().is_some_and(|leases| leases.known_elsewhere(sender)) {
+            return Err(LedgerError::elsewhere(sender));
+        }
         let gas_limit = self.gas_limit(sender, to, &input, fallback_gas).await?;
         let fees = self.fees().await?;
         let mut slot = self.nonces.lock(sender).await;
+        self.lease(sender, &mut slot).await?;
         let nonce = match slot.next() {
             Some(nonce) => nonce,
             None => {
@@ -616,7 +649,12 @@ impl Ledger for EvmLedger {
         let input = contract::calldata(&LedgerCall::Transfer { from: sender, to: sender, amount: U256::ZERO });
         let gas_limit = self.gas_limit(sender, Some(token), &input, self.config.fallback_gas_limit).await?;
         let fees = self.fees().await?;
-        let Some(claim) = self.nonces.claim_gap(sender, nonce, grace).await else { return Ok(None) };
+        let Some(mut claim) = self.nonces.claim_gap(sender, nonce, grace).await else { return Ok(None) };
+        // Another node signs for the wallet: it may be handing the nonce out right now.
+        match self.lease(sender, claim.slot()).await {
+            Err(LedgerError::Elsewhere { .. }) => return Ok(None),
+            other => other?,
+        }
         // Under the slot's lock: still the gap, not filled meanwhile.
         if self.pending_count(sender).await? != nonce {
             return Ok(None);

@@ -13,6 +13,7 @@
 pub mod contract;
 mod embedded;
 mod evm;
+mod leases;
 mod nonces;
 pub mod port;
 mod transaction;

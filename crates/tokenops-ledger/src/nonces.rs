@@ -26,6 +26,10 @@
 //! wallet back. The settlement's gap sweep fills such a gap from what the store and the ledger
 //! show ([`Nonces::claim_gap`]): a nonce is filled only once this process handed it out long
 //! enough ago that its signature can no longer be on its way to the store.
+//!
+//! Where several nodes sign for one wallet's ledger, each signs only under the wallet's signing
+//! lease (`leases`), and a slot used under a lease another node held since is read from the
+//! ledger afresh ([`Slot::lease`]).
 
 use alloy::primitives::Address;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -57,6 +61,8 @@ pub struct Slot {
     held: BTreeSet<u64>,
     handed_out: BTreeMap<u64, Instant>,
     handed_out_order: VecDeque<(Instant, u64)>,
+    /// The epoch of the signing lease the slot was last used under (none without leases).
+    epoch: Option<u64>,
 }
 
 impl Slot {
@@ -83,6 +89,22 @@ impl Slot {
         self.next = Some(next);
         self.recount = false;
         self.returned.first().copied().unwrap_or(next)
+    }
+
+    /// The slot is about to be used under the wallet's signing lease of `epoch`. Under another
+    /// epoch than before, another node signed for the wallet meanwhile, and what the slot knows
+    /// is stale: it is read from the ledger again, and not with its own `next` as a floor (the
+    /// other node may have used fewer nonces than this one handed out, whose signatures that
+    /// node's nonces then superseded). When this node handed out each nonce is kept: the gap
+    /// sweep's grace still holds for them.
+    pub fn lease(&mut self, epoch: u64) {
+        if self.epoch != Some(epoch) {
+            self.next = None;
+            self.recount = false;
+            self.returned.clear();
+            self.held.clear();
+            self.epoch = Some(epoch);
+        }
     }
 
     /// Marks `nonce` (from `next`, or read from the ledger) as handed out.
@@ -189,6 +211,11 @@ pub struct GapClaim {
 }
 
 impl GapClaim {
+    /// The wallet's slot, locked for the filler.
+    pub fn slot(&mut self) -> &mut Slot {
+        &mut self.slot
+    }
+
     /// The filler is signed: the nonce is used. A slot not read from the ledger yet stays so
     /// (the ledger will count the filler).
     pub fn filled(mut self) {
@@ -312,6 +339,27 @@ mod tests {
         // The count itself is never held (the ledger counts only consecutive nonces), but a
         // slot filled with it held would still not hand it out.
         assert_eq!(Slot::default().fill(4, [4, 5]), 6);
+    }
+
+    #[tokio::test]
+    async fn a_slot_used_under_a_lease_another_node_held_since_is_read_afresh() {
+        let nonces = Nonces::default();
+        let wallet = Address::repeat_byte(8);
+        let mut slot = nonces.lock(wallet).await;
+        slot.lease(1);
+        assert_eq!(slot.fill(10, [12]), 10);
+        for nonce in [10, 11, 13] {
+            slot.take(nonce);
+        }
+        slot.returned.insert(11);
+        slot.lease(1);
+        assert_eq!(slot.next(), Some(11), "the same lease: the slot is kept");
+        // Another node held the wallet meanwhile: the slot is read from the ledger again, even
+        // below what this node handed out (the other node's nonces superseded those).
+        slot.lease(3);
+        assert_eq!(slot.next(), None);
+        assert_eq!(slot.fill(12, []), 12);
+        assert!(slot.handed_out_within(13, Duration::from_secs(60)), "when 13 went out is kept");
     }
 
     #[tokio::test]

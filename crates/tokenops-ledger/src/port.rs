@@ -130,6 +130,11 @@ pub enum LedgerError {
     /// call may be signed anew (with another nonce) without any risk of running twice.
     #[error("ledger refused: {reason}")]
     Superseded { reason: String },
+    /// Another worker node signs for the sender now (it holds the wallet's signing lease):
+    /// nothing was signed. Temporary, and no failure of the call: it goes to whichever node
+    /// holds the wallet then.
+    #[error("{reason}")]
+    Elsewhere { reason: String },
     /// Custody did not sign: nothing reached the ledger. A refusal is the spec's
     /// `SIGNING_REJECTED`; an unavailable custody is temporary (see [`LedgerError::is_temporary`]).
     #[error("signing failed: {0}")]
@@ -150,10 +155,16 @@ impl LedgerError {
         LedgerError::Superseded { reason: format!("nonce {nonce} of {sender} is already used by another transaction") }
     }
 
-    /// True when retrying may succeed: the ledger or custody was unavailable.
+    /// Another node holds `wallet`'s signing lease.
+    pub fn elsewhere(wallet: Address) -> Self {
+        LedgerError::Elsewhere { reason: format!("another node signs for {wallet} now") }
+    }
+
+    /// True when retrying may succeed: the ledger or custody was unavailable, or another node
+    /// signed for the wallet.
     pub fn is_temporary(&self) -> bool {
         match self {
-            LedgerError::Temporary { .. } => true,
+            LedgerError::Temporary { .. } | LedgerError::Elsewhere { .. } => true,
             LedgerError::Final { .. } | LedgerError::Superseded { .. } => false,
             LedgerError::Signing(error) => !error.is_refusal(),
         }

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use suite::Network;
 use tokenops_custody::{Custody, EmbeddedKeystore};
 use tokenops_ledger::{
-    Address, EvmConfig, EvmLedger, GasFunding, Ledger, LedgerCall, Outcome, ReceiptStatus, SignedTransaction, TokenSpec,
+    Address, EvmConfig, EvmLedger, GasFunding, Ledger, LedgerCall, LedgerError, Outcome, ReceiptStatus,
+    SignedTransaction, TokenSpec,
 };
 use tokenops_secrets::Sealer;
 use tokenops_testkit::Backend;
@@ -90,6 +91,52 @@ async fn anvil_conformance() {
     let network = AnvilNetwork { anvil, ledger: Arc::new(ledger), custody };
     suite::run(&network).await;
     eprintln!("anvil conformance suite: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Two nodes on one store, both signing for the issuer: only the holder of the wallet's signing
+/// lease signs; the other is told so and signs nothing, until the holder stops signing and its
+/// lease lapses. Then the other takes the wallet over and continues after the holder's nonces,
+/// and the first is the one told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_on_one_store_sign_for_a_wallet_one_at_a_time() {
+    let setup = Setup::start().await;
+    let store = setup._fixture.store.clone();
+    let first = setup.connect().await.with_signing_leases(store.clone());
+    let second = setup.connect().await.with_signing_leases(store);
+    let alice = setup.custody.create_wallet("alice").await.expect("alice");
+    let spec = TokenSpec { name: "Euro".into(), symbol: "EUR".into(), decimals: 2 };
+    let token = first.deploy_token(&spec).await.expect("deploy");
+    let custody = setup.custody.as_ref();
+    let mut last = None;
+    for amount in [1, 2, 4] {
+        let signed = first.sign(token, &mint(alice, amount), custody).await.expect("the holder signs");
+        first.send(&signed).await.expect("send");
+        let refused = second.sign(token, &mint(alice, 100), custody).await;
+        assert!(matches!(refused, Err(LedgerError::Elsewhere { .. })), "the other node does not sign: {refused:?}");
+        last = Some(signed);
+    }
+    let last = last.expect("signed");
+
+    let lapsed = Instant::now();
+    let taken = loop {
+        match second.sign(token, &mint(alice, 8), custody).await {
+            Ok(signed) => break signed,
+            Err(LedgerError::Elsewhere { .. }) => {
+                assert!(lapsed.elapsed() < Duration::from_secs(10), "the unused lease lapses within seconds");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("signing: {e}"),
+        }
+    };
+    eprintln!("the lease changed hands after {:?}", lapsed.elapsed());
+    assert_eq!(taken.nonce, last.nonce + 1, "after the first node's nonces");
+    second.send(&taken).await.expect("send");
+    let refused = first.sign(token, &mint(alice, 100), custody).await;
+    assert!(matches!(refused, Err(LedgerError::Elsewhere { .. })), "the first node no longer signs: {refused:?}");
+    for transaction in [&last, &taken] {
+        assert_eq!(suite::included(&second, transaction.hash).await.1, Outcome::Success);
+    }
+    assert_eq!(second.balances(token, alice).await.expect("balances").total, U256::from(15));
 }
 
 /// A crash leaves a gap: `lost` was signed but never recorded, the two after it were. Returns

@@ -303,4 +303,37 @@ impl LedgerStore for PostgresTx {
         )
         .await
     }
+
+    async fn take_signing_leases(
+        &mut self,
+        node: &str,
+        wallets: &[String],
+        lease_ms: u64,
+    ) -> StoreResult<Vec<(String, u64)>> {
+        if wallets.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Rows go in sorted, so two nodes taking overlapping sets lock them in one order.
+        let mut sorted = wallets.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        self.fetch_all(
+            sqlx::query(
+                "INSERT INTO signing_leases AS l (wallet, holder, expires_at_ms, epoch)
+                 SELECT w, $2, CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT) + $3, 1
+                 FROM UNNEST($1::text[]) AS w ORDER BY w
+                 ON CONFLICT (wallet) DO UPDATE
+                 SET holder = EXCLUDED.holder, expires_at_ms = EXCLUDED.expires_at_ms,
+                     epoch = l.epoch + CASE WHEN l.holder = EXCLUDED.holder THEN 0 ELSE 1 END
+                 WHERE l.holder = EXCLUDED.holder
+                    OR l.expires_at_ms < CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)
+                 RETURNING l.wallet, l.epoch",
+            )
+            .bind(&sorted)
+            .bind(node)
+            .bind(int(lease_ms)?),
+            |row| Ok((codec::get(row, "wallet")?, uint(codec::get(row, "epoch")?, "lease epoch")?)),
+        )
+        .await
+    }
 }

@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (16, "job_claim", include_str!("../migrations/0016_job_claim.sql")),
     (17, "audit_query", include_str!("../migrations/0017_audit_query.sql")),
     (20, "job_partial_indexes", include_str!("../migrations/0020_job_partial_indexes.sql")),
+    (22, "signing_leases", include_str!("../migrations/0022_signing_leases.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

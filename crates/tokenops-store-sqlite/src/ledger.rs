@@ -266,4 +266,29 @@ impl LedgerStore for SqliteTx {
             },
         )
     }
+
+    async fn take_signing_leases(
+        &mut self,
+        node: &str,
+        wallets: &[String],
+        lease_ms: u64,
+    ) -> StoreResult<Vec<(String, u64)>> {
+        if wallets.is_empty() {
+            return Ok(Vec::new());
+        }
+        // `WHERE true`: SQLite's parser needs it between a SELECT and an upsert's ON CONFLICT.
+        self.fetch_all(
+            "INSERT INTO signing_leases (wallet, holder, expires_at_ms, epoch)
+             SELECT DISTINCT k.value, ?2, CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?3, 1
+             FROM json_each(?1) AS k WHERE true
+             ON CONFLICT (wallet) DO UPDATE
+             SET holder = excluded.holder, expires_at_ms = excluded.expires_at_ms,
+                 epoch = signing_leases.epoch + (signing_leases.holder <> excluded.holder)
+             WHERE signing_leases.holder = excluded.holder
+                OR signing_leases.expires_at_ms < CAST(unixepoch('subsec') * 1000 AS INTEGER)
+             RETURNING wallet, epoch",
+            params![json!(wallets).to_string(), node, int(lease_ms)?],
+            |row| Ok((codec::get(row, "wallet")?, uint(codec::get(row, "epoch")?, "lease epoch")?)),
+        )
+    }
 }

@@ -8,6 +8,9 @@
 //! are `0x`-prefixed lower-case hex; amounts are the decimal text of a `uint256` (never a float,
 //! never a bounded integer column); block timestamps are EVM seconds. The ledger is platform
 //! state, not tenant-scoped: tenants reach it through their accounts' wallets.
+//!
+//! Beside it, for an EVM ledger shared by several worker nodes, the wallets' signing leases:
+//! which node hands out each wallet's nonces ([`LedgerStore::take_signing_leases`]).
 
 use async_trait::async_trait;
 use tokenops_domain::Timestamp;
@@ -156,4 +159,15 @@ pub trait LedgerStore: Send {
     async fn holds(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<LedgerHold>>;
     /// The stored nonces of the addresses; an address without a row has nonce 0.
     async fn nonces(&mut self, addresses: &[String]) -> StoreResult<Vec<LedgerNonce>>;
+    /// Takes or keeps for `node` the signing lease of each of `wallets` that no other node
+    /// holds unexpired, until `lease_ms` past the store's own clock (one clock for every node,
+    /// whatever theirs say). Answers the wallets `node` holds now, each with its lease's epoch:
+    /// the epoch goes up whenever a lease changes hands, and stays while one node keeps it
+    /// (a lapse nobody took included), so a node can tell whether another signed meanwhile.
+    async fn take_signing_leases(
+        &mut self,
+        node: &str,
+        wallets: &[String],
+        lease_ms: u64,
+    ) -> StoreResult<Vec<(String, u64)>>;
 }

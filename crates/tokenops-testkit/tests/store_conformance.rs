@@ -1410,3 +1410,37 @@ async fn live_payload_values_name_what_queued_and_running_jobs_of_the_kinds_act_
     assert_eq!(live, vec!["later".to_owned(), "queued".to_owned(), "running".to_owned()]);
     assert_eq!(tx.jobs().live_payload_values(&["none"], "transactionId").await.expect("live"), Vec::<String>::new());
 }
+
+backends!(signing_leases_go_to_one_node_at_a_time_and_change_epoch_with_their_holder);
+
+/// `take_signing_leases`: a wallet's lease is one node's until it expires by the store's clock;
+/// its epoch stays while one node keeps it (a lapse nobody took included) and goes up when
+/// another takes it.
+async fn signing_leases_go_to_one_node_at_a_time_and_change_epoch_with_their_holder(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let take = |node: &'static str, wallets: &[&str], lease_ms: u64| {
+        let store = fx.store.clone();
+        let wallets: Vec<String> = wallets.iter().map(|w| (*w).to_owned()).collect();
+        async move {
+            let mut tx = store.write().await.expect("begin");
+            let mut held = tx.ledger().take_signing_leases(node, &wallets, lease_ms).await.expect("take");
+            tx.commit().await.expect("commit");
+            held.sort();
+            held
+        }
+    };
+    let held = |pairs: &[(&str, u64)]| pairs.iter().map(|(w, e)| ((*w).to_owned(), *e)).collect::<Vec<_>>();
+    assert_eq!(take("a", &["0x01", "0x02"], 60_000).await, held(&[("0x01", 1), ("0x02", 1)]));
+    assert_eq!(take("b", &["0x01", "0x03"], 60_000).await, held(&[("0x03", 1)]), "0x01 is a's");
+    assert_eq!(take("a", &["0x01"], 60_000).await, held(&[("0x01", 1)]), "renewed, same epoch");
+    assert_eq!(take("a", &[], 60_000).await, held(&[]));
+
+    // A short lease lapses: its holder takes it back under the same epoch, another node under
+    // the next one, after which the first holder no longer has it.
+    assert_eq!(take("a", &["0x04"], 100).await, held(&[("0x04", 1)]));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(take("a", &["0x04"], 100).await, held(&[("0x04", 1)]), "nobody took it meanwhile");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(take("b", &["0x04"], 60_000).await, held(&[("0x04", 2)]), "changed hands");
+    assert_eq!(take("a", &["0x04", "0x02"], 60_000).await, held(&[("0x02", 1)]));
+}

@@ -282,9 +282,12 @@ async fn open_ledger(
             if config.evm_dev_gas {
                 settings.gas_funding = GasFunding::DevSetBalance(U256::from(10u64).pow(U256::from(21u64)));
             }
+            // Other worker nodes on this store sign for the same wallets: the store's leases
+            // say which one signs for each.
             let ledger = EvmLedger::connect(settings, issuer, custody.clone())
                 .await
-                .with_context(|| format!("connecting to the EVM node at {}", redact_url(&url)))?;
+                .with_context(|| format!("connecting to the EVM node at {}", redact_url(&url)))?
+                .with_signing_leases(store.clone());
             ledger.register_wallet(issuer).await.context("preparing the issuer wallet on the EVM node")?;
             Arc::new(ledger)
         }

@@ -16,6 +16,10 @@ use super::evaluate::signed_unsent;
 use super::{Lookups, Pipeline, Sorted, internal, lock_rows};
 use crate::jobs::{BatchContext, BatchFinished, JobError, kinds};
 
+/// How long an operation whose wallet another node signs for waits before its settle step is
+/// claimed again (by either node: the one holding the wallet, or, once its lease lapsed, any).
+const ELSEWHERE_DELAY_MS: i64 = 200;
+
 /// Signatures made but not yet handed to `record_signatures`: dropped armed (the run was
 /// stopped), it gives their nonces back.
 struct Unrecorded {
@@ -177,6 +181,8 @@ impl Pipeline {
                 }
                 // Approved, not signed: the settle step signs it, with its own retries.
                 Err(_) if from == OperationState::Submitted => endings.push((job, operation, Ending::Approve)),
+                // Another node signs for the wallet: no failure, so no attempt spent.
+                Err(LedgerError::Elsewhere { .. }) => endings.push((job, operation, Ending::Later)),
                 Err(LedgerError::Signing(CustodyError::Refused { reason, .. })) => {
                     let reason = format!("custody refused to sign: {reason}");
                     endings.push((job, operation, Ending::Fail { from, code: FailureCode::SigningRejected, reason }));
@@ -278,6 +284,13 @@ impl Pipeline {
                         next.push(p.job_after(&job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
                     }
                 }
+                Ending::Later => {
+                    metrics::counter!("tokenops_settle_deferred_elsewhere_total").increment(1);
+                    if let Some(o) = row.filter(|o| o.state == OperationState::PendingSettlement) {
+                        let later = now.plus_millis(ELSEWHERE_DELAY_MS);
+                        next.push(p.job_after(&job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, later));
+                    }
+                }
                 Ending::Hold(approval) => p.hold_row(tx.as_mut(), row, approval, now).await?,
                 Ending::Fail { from, code, reason } => {
                     p.fail_row(tx.as_mut(), row, from, code, reason, None, now).await?;
@@ -342,6 +355,9 @@ enum Ending {
         superseded: tokenops_ledger::TxHash,
         reason: String,
     },
+    /// Not signed because another node signs for its wallet now: a settle job again, shortly,
+    /// for whichever node holds the wallet then.
+    Later,
     /// Held by the policies: AWAITING_APPROVAL (or refused, when its approvers cannot be
     /// resolved).
     Hold(Approval),

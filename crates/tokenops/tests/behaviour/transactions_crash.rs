@@ -151,12 +151,14 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
 }
 
 /// Two nodes on one PostgreSQL database, a random one killed five times: the same promises.
-/// Out of the default run until nonces are handed out through the database: about one run in
-/// five, two EVM nodes' nonces for the issuer leave a gap that outlasts the test's deadline
-/// (operations SETTLING behind a nonce the node never received). Run it with
-/// `cargo nextest run -p tokenops --test behaviour --run-ignored only two_nodes_survive`.
+/// Both sign for the same wallets, each only under the wallet's signing lease, which a killed
+/// node's survivor takes over within seconds. Out of the default run while anvil can leave a
+/// ready transaction unmined: in one run of ten, a wallet's next nonce, sent before the two
+/// below it, stayed pending after both were included while anvil mined other wallets' blocks
+/// for minutes (its 41 successors SETTLING behind it, every recorded nonce present). Run it with
+/// `cargo nextest run -p tokenops --test behaviour --run-ignored only -E 'test(two_nodes_survive)'`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a nonce gap between two EVM nodes can outlast the deadline; see the comment"]
+#[ignore = "anvil can leave a ready transaction unmined; see the comment"]
 async fn two_nodes_survive_sigkills_of_either_each_operation_applied_exactly_once() {
     let anvil = Anvil::start().await;
     survive_sigkills(Backend::Postgres, Setup { operations: 1_120, nodes: 2, kills: 5, anvil: Some(anvil) }).await;
@@ -388,11 +390,19 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
             crash_failures.len()
         ));
     }
-    let strays: Vec<_> = ledger
-        .iter()
-        .filter(|(hash, (_, deployed))| deployed.is_empty() && !hashes.contains_key(hash.as_str()))
-        .map(|(hash, (success, _))| format!("{hash} (success {success})"))
-        .collect();
+    let mut strays = Vec::new();
+    let mut fillers = 0;
+    for (hash, (success, deployed)) in &ledger {
+        if !deployed.is_empty() || hashes.contains_key(hash.as_str()) {
+            continue;
+        }
+        // The gap sweep's zero transfers are accounted for: each used up a nonce nothing else
+        // would have, so that the wallet's later transactions could be included.
+        match &setup.anvil {
+            Some(anvil) if *success && is_gap_filler(anvil, hash).await => fillers += 1,
+            _ => strays.push(format!("{hash} (success {success})")),
+        }
+    }
     check!(strays.is_empty(), "ledger transactions no operation accounts for: {strays:?}");
     // The planned overdrafts failed on the ledger.
     violations.extend(overdraft_violations(&rows, OVERDRAFT));
@@ -465,19 +475,26 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     );
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 
-    // Signatures signed anew since each node's last start (on two nodes, mostly a nonce both
-    // took for one wallet): a figure for the report.
-    let mut superseded = 0.0;
+    // Signatures signed anew since each node's last start (on two nodes, a nonce handed out
+    // again when a wallet's signing lease changed hands): a figure for the report.
+    let (mut superseded, mut deferred) = (0.0, 0.0);
     for service in services.iter().flatten() {
         let metrics = client.http.get(format!("{}/metrics", service.base_url)).send().await.expect("metrics");
         let text = metrics.text().await.expect("metrics text");
-        superseded += text
-            .lines()
-            .filter_map(|line| line.strip_prefix("tokenops_signatures_superseded_total "))
-            .filter_map(|value| value.trim().parse::<f64>().ok())
-            .sum::<f64>();
+        let sum = |name: &str| {
+            text.lines()
+                .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+                .filter_map(|value| value.trim().parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        superseded += sum("tokenops_signatures_superseded_total");
+        deferred += sum("tokenops_settle_deferred_elsewhere_total");
     }
-    eprintln!("  signatures superseded and signed anew since the nodes' last starts: {superseded}");
+    eprintln!("  nonce gaps filled by the sweep: {fillers}");
+    eprintln!(
+        "  since the nodes' last starts: {superseded} signatures superseded and signed anew, \
+         {deferred} settle steps sent back to the queue (their wallet's lease held by the other node)"
+    );
     for service in services.into_iter().flatten() {
         assert!(service.terminate().await.success());
     }
@@ -526,6 +543,16 @@ async fn evm_chain(anvil: &Anvil, client: &Client) -> (BTreeMap<String, (bool, S
     let supply = anvil.rpc("eth_call", json!([{ "to": token, "data": "0x18160ddd" }, "latest"])).await;
     let supply = u128::from_str_radix(supply.as_str().expect("supply").trim_start_matches("0x"), 16).expect("hex");
     (transactions, vec![supply.to_string()])
+}
+
+/// Whether the EVM transaction `hash` is a nonce gap's filler (`nonce_gaps`): a transfer of zero
+/// tokens from its sender to itself.
+async fn is_gap_filler(anvil: &Anvil, hash: &str) -> bool {
+    let transaction = anvil.rpc("eth_getTransactionByHash", json!([hash])).await;
+    let text = |field: &str| transaction[field].as_str().unwrap_or_default().to_lowercase();
+    // transfer(address,uint256): 0xa9059cbb, the recipient and the amount in 32-byte words.
+    let filler = format!("0xa9059cbb{:0>64}{:0>64}", text("from").trim_start_matches("0x"), "");
+    text("input") == filler
 }
 
 /// Drops the test's PostgreSQL schema when the test ends, passed or failed.
