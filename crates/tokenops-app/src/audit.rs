@@ -3,11 +3,12 @@
 
 use crate::clock::Clock;
 use crate::error::{AppResult, Error};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::Store;
+use tokenops_store::{SealedCount, Store};
 use uuid::Uuid;
 
 /// The audit record of something a job did (source WORKER, no actor), under the same audit
@@ -44,14 +45,71 @@ pub fn worker_record(
 /// small enough that memory stays flat and no read holds the store for long.
 const EXPORT_BATCH: u32 = 2_000;
 
+/// How many filters' sealed counts a node keeps: a few bytes each.
+const SEALED_COUNTS_MAX: usize = 1_024;
+
+/// The filters' counts over sealed records (`SealedCount`), per organisation and filter, the
+/// least recently used dropped first. Each node keeps its own: a count is exact whoever made
+/// it, so nodes need not agree on what they keep.
+#[derive(Default)]
+struct SealedCounts {
+    entries: HashMap<(TenantId, AuditFilter), (SealedCount, u64)>,
+    /// Advances on each use; an entry's last use is its value then.
+    clock: u64,
+}
+
+impl SealedCounts {
+    fn get(&mut self, key: &(TenantId, AuditFilter)) -> Option<SealedCount> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(key).map(|(count, used)| {
+            *used = clock;
+            *count
+        })
+    }
+
+    /// Keeps `count` unless a count further along the chain is kept already (a request that
+    /// read an older snapshot finishing last).
+    fn put(&mut self, key: (TenantId, AuditFilter), count: SealedCount) {
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some((kept, used)) = self.entries.get_mut(&key) {
+            if kept.through_seq <= count.through_seq {
+                *kept = count;
+            }
+            *used = clock;
+            return;
+        }
+        if self.entries.len() >= SEALED_COUNTS_MAX {
+            let oldest = self.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.entries.remove(&oldest);
+            }
+        }
+        self.entries.insert(key, (count, clock));
+    }
+}
+
+/// `filter` as a cache key: the actors as a set, which is what the filter means.
+fn normalised(filter: &AuditFilter) -> AuditFilter {
+    let mut filter = filter.clone();
+    filter.actor_ids.sort();
+    filter.actor_ids.dedup();
+    filter
+}
+
 pub struct AuditLog {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    /// Style B wants an exact total, and a broad filter matches most of the log: its count over
+    /// the sealed records is kept, so that the next page of it counts only what was sealed or
+    /// written since.
+    sealed_counts: Mutex<SealedCounts>,
 }
 
 impl AuditLog {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+        Self { store, clock, sealed_counts: Mutex::new(SealedCounts::default()) }
     }
 
     /// The whole filtered log in `sort` order, read in batches. It covers the records that
@@ -70,8 +128,14 @@ impl AuditLog {
         sort: &[SortKey],
         page: PageRequest,
     ) -> AppResult<Page<AuditRecord>> {
+        let key = (tenant, normalised(filter));
+        let known = self.sealed_counts.lock().unwrap_or_else(PoisonError::into_inner).get(&key);
         let mut tx = self.store.read().await?;
-        Ok(tx.audit().list(tenant, filter, sort, page).await?)
+        let counted = tx.audit().count(tenant, filter, known).await?;
+        let items = tx.audit().page(tenant, filter, sort, page, counted.total).await?;
+        drop(tx);
+        self.sealed_counts.lock().unwrap_or_else(PoisonError::into_inner).put(key, counted.sealed);
+        Ok(Page { items, total: counted.total })
     }
 
     pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<AuditRecord> {

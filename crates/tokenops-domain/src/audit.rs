@@ -95,7 +95,7 @@ pub struct AuditSeal {
 }
 
 /// Which audit records a list shows.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct AuditFilter {
     pub occurred_from: Option<Timestamp>,
     pub occurred_to: Option<Timestamp>,

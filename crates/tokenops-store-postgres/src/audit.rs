@@ -10,10 +10,13 @@ use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
-use tokenops_store::{AuditStore, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, case_forms};
+use tokenops_store::{
+    AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
+    case_forms,
+};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
@@ -138,6 +141,18 @@ fn bind_all<'q>(
     query
 }
 
+impl PostgresTx {
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` whose `$1` is the tenant and then `binds`.
+    async fn count_where(&mut self, sql: String, tenant: TenantId, binds: &[Bind]) -> StoreResult<u64> {
+        let total: i64 = self
+            .fetch_one(bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), binds), |row| {
+                codec::get(row, "total")
+            })
+            .await?;
+        Ok(codec::count(total))
+    }
+}
+
 #[async_trait]
 impl AuditStore for PostgresTx {
     /// Held back and written with the transaction's next statement (`deferred`).
@@ -150,34 +165,78 @@ impl AuditStore for PostgresTx {
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
-    async fn list(
+    async fn count(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        known: Option<SealedCount>,
+    ) -> StoreResult<AuditCount> {
+        // A read transaction is one snapshot (REPEATABLE READ): the head, the unsealed matches
+        // and the sealed ones agree.
+        let head: Option<i64> = self
+            .fetch_one(
+                sqlx::query(
+                    "SELECT MAX(chain_seq) AS head FROM audit_records WHERE tenant_id = $1 AND chain_seq IS NOT NULL",
+                )
+                .bind(tenant.as_uuid()),
+                |row| codec::get(row, "head"),
+            )
+            .await?;
+        let head = head.unwrap_or(0);
+        let mut binds = Vec::new();
+        let clause = where_clause(filter, &mut binds);
+        // Both short counts read the unsealed records' partial index and the chain's index.
+        let unsealed = self
+            .count_where(
+                format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause} AND chain_seq IS NULL"),
+                tenant,
+                &binds,
+            )
+            .await?;
+        let sealed = match carries(known, head) {
+            Some(known) => {
+                let n = binds.len() + 2;
+                binds.push(Bind::Int(known.through_seq));
+                let since = self
+                    .count_where(
+                        format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause} AND chain_seq > ${n}"),
+                        tenant,
+                        &binds,
+                    )
+                    .await?;
+                known.count + since
+            }
+            None => {
+                let full = self
+                    .count_where(format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause}"), tenant, &binds)
+                    .await?;
+                full.saturating_sub(unsealed)
+            }
+        };
+        Ok(AuditCount::new(head, sealed, unsealed))
+    }
+
+    async fn page(
         &mut self,
         tenant: TenantId,
         filter: &AuditFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<AuditRecord>> {
+        _total: u64,
+    ) -> StoreResult<Vec<AuditRecord>> {
         let mut binds = Vec::new();
         let clause = where_clause(filter, &mut binds);
-        let count_sql = format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause}");
-        let total: i64 = self
-            .fetch_one(bind_all(sqlx::query(sqlx::AssertSqlSafe(count_sql)), tenant.as_uuid(), &binds), |row| {
-                codec::get(row, "total")
-            })
-            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
         let sql =
             format!("SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n} OFFSET ${}", n + 1);
-        let items = self
-            .fetch_all(
-                bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind_page(page),
-                decode,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.fetch_all(
+            bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind_page(page),
+            decode,
+        )
+        .await
     }
 
     async fn batch_after(

@@ -8,10 +8,13 @@ use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
 use tokenops_store::rows;
-use tokenops_store::{AuditStore, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, case_forms};
+use tokenops_store::{
+    AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
+    case_forms,
+};
 use uuid::Uuid;
 
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
@@ -34,7 +37,7 @@ fn decode(row: &Row<'_>) -> StoreResult<AuditRecord> {
 /// keeps no histograms), and the indexes serve a rare one; a common one's page is found sooner
 /// by reading the newest records in order until the page is full. The count, taken first, tells
 /// which.
-const QUERY_BY_INDEX_UP_TO: i64 = 5_000;
+const QUERY_BY_INDEX_UP_TO: u64 = 5_000;
 
 /// The WHERE clause shared by the count and the page, with `?1` the tenant. `by_index`: bound an
 /// ASCII `query` by each identifier column's range, for SQLite to read it through their indexes
@@ -135,6 +138,14 @@ fn bind_all(tenant: &str, binds: &[Value]) -> Vec<Value> {
     values
 }
 
+impl SqliteTx {
+    /// Runs `sql`, a `SELECT COUNT(*)`.
+    fn count_where(&self, sql: &str, values: Vec<Value>) -> StoreResult<u64> {
+        let count: i64 = self.scalar(sql, params_from_iter(values))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}
+
 #[async_trait]
 impl AuditStore for SqliteTx {
     async fn record(&mut self, r: &AuditRecord) -> StoreResult<()> {
@@ -168,24 +179,64 @@ impl AuditStore for SqliteTx {
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode)
     }
 
-    async fn list(
+    async fn count(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        known: Option<SealedCount>,
+    ) -> StoreResult<AuditCount> {
+        // One read transaction: the head, the unsealed matches and the sealed ones are one
+        // snapshot's.
+        let tenant_text = codec::id_text(tenant.as_uuid());
+        let head: Option<i64> = self.scalar(
+            "SELECT MAX(chain_seq) FROM audit_records WHERE tenant_id = ?1 AND chain_seq IS NOT NULL",
+            params![&tenant_text],
+        )?;
+        let head = head.unwrap_or(0);
+        let mut binds = Vec::new();
+        let plain = where_clause(filter, &mut binds, false);
+        // The planner would read a broad filter's own index to find these few (it keeps no
+        // histograms): `INDEXED BY` reads the unsealed records' partial index, and the chain's.
+        let unsealed = self.count_where(
+            &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_unsealed WHERE {plain} AND chain_seq IS NULL"),
+            bind_all(&tenant_text, &binds),
+        )?;
+        let sealed = match carries(known, head) {
+            Some(known) => {
+                let n = binds.len() + 2;
+                let mut values = bind_all(&tenant_text, &binds);
+                values.push(Value::Integer(known.through_seq));
+                let since = self.count_where(
+                    &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE {plain} AND chain_seq > ?{n}"),
+                    values,
+                )?;
+                known.count + since
+            }
+            None => {
+                let mut binds = Vec::new();
+                let clause = where_clause(filter, &mut binds, true);
+                let full = self.count_where(
+                    &format!("SELECT COUNT(*) FROM audit_records WHERE {clause}"),
+                    bind_all(&tenant_text, &binds),
+                )?;
+                full.saturating_sub(unsealed)
+            }
+        };
+        Ok(AuditCount::new(head, sealed, unsealed))
+    }
+
+    async fn page(
         &mut self,
         tenant: TenantId,
         filter: &AuditFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<AuditRecord>> {
+        total: u64,
+    ) -> StoreResult<Vec<AuditRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let mut binds = Vec::new();
-        let clause = where_clause(filter, &mut binds, true);
-        let count_sql = format!("SELECT COUNT(*) FROM audit_records WHERE {clause}");
-        let total: i64 = self.scalar(&count_sql, params_from_iter(bind_all(&tenant_text, &binds)))?;
-        let (clause, binds) = if filter.query.is_some() && total > QUERY_BY_INDEX_UP_TO {
-            let mut in_order = Vec::new();
-            (where_clause(filter, &mut in_order, false), in_order)
-        } else {
-            (clause, binds)
-        };
+        let by_index = filter.query.is_none() || total <= QUERY_BY_INDEX_UP_TO;
+        let clause = where_clause(filter, &mut binds, by_index);
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
@@ -194,8 +245,7 @@ impl AuditStore for SqliteTx {
         let mut values = bind_all(&tenant_text, &binds);
         values.push(Value::Integer(i64::from(page.size)));
         values.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.fetch_all(&sql, params_from_iter(values), decode)
     }
 
     async fn batch_after(

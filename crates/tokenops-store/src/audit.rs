@@ -15,13 +15,41 @@ use crate::keyset::{self, KeyColumn, KeyValue};
 pub trait AuditStore: Send {
     async fn record(&mut self, record: &AuditRecord) -> StoreResult<()>;
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>>;
+
+    /// One page of `filter` with its exact total, counted in full.
     async fn list(
         &mut self,
         tenant: TenantId,
         filter: &AuditFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<AuditRecord>>;
+    ) -> StoreResult<Page<AuditRecord>> {
+        let counted = self.count(tenant, filter, None).await?;
+        let items = self.page(tenant, filter, sort, page, counted.total).await?;
+        Ok(Page { items, total: counted.total })
+    }
+
+    /// The exact number of records of `filter`. With `known`, the filter's count over the
+    /// sealed records up to a chain position (an earlier answer's [`AuditCount::sealed`]), only
+    /// the records sealed after it and those not sealed yet are counted: few, where a full
+    /// count reads every match.
+    async fn count(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        known: Option<SealedCount>,
+    ) -> StoreResult<AuditCount>;
+
+    /// One page of `filter` in `sort` order (then `id`); `total` is the filter's count, which
+    /// a backend may use to choose how to read it.
+    async fn page(
+        &mut self,
+        tenant: TenantId,
+        filter: &AuditFilter,
+        sort: &[SortKey],
+        page: PageRequest,
+        total: u64,
+    ) -> StoreResult<Vec<AuditRecord>>;
 
     /// Up to `limit` records of `filter` in the order of `sort` (then `id`), strictly after
     /// `after`, the last record of the previous batch: an export reads the log this way, each
@@ -78,6 +106,42 @@ pub trait AuditStore: Send {
 
     /// How many of the chain's records are not sealed yet.
     async fn unsealed_count(&mut self, chain: Option<TenantId>) -> StoreResult<u64>;
+}
+
+/// A filter's count over an organisation's sealed records up to chain position `through_seq`.
+/// Records are sealed in order (1, 2, … without gaps), and neither a sealed record's place nor
+/// its fields change, so this count never changes: it can be kept, and a later total is it
+/// plus the matches sealed after `through_seq` or not sealed yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealedCount {
+    pub through_seq: i64,
+    pub count: u64,
+}
+
+/// How far behind the chain a [`SealedCount`] may be and still be carried forward: past this,
+/// the records sealed since are read one by one from the table, and a count of the whole
+/// filter through its index is no slower.
+pub const SEALED_COUNT_CARRY_MAX: i64 = 20_000;
+
+/// A filter's exact total, and its count over the sealed records as of the same read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditCount {
+    pub total: u64,
+    pub sealed: SealedCount,
+}
+
+impl AuditCount {
+    /// The total of `sealed` matches up to the chain's last sealed position `head` (0 when
+    /// none is) and `unsealed` matches not sealed yet, both read in one snapshot.
+    pub fn new(head: i64, sealed: u64, unsealed: u64) -> Self {
+        AuditCount { total: sealed + unsealed, sealed: SealedCount { through_seq: head, count: sealed } }
+    }
+}
+
+/// Whether `known` can be carried forward to the chain's position `head` (see
+/// [`SEALED_COUNT_CARRY_MAX`]); a count from ahead of the chain (another store) cannot.
+pub fn carries(known: Option<SealedCount>, head: i64) -> Option<SealedCount> {
+    known.filter(|k| k.through_seq <= head && head - k.through_seq <= SEALED_COUNT_CARRY_MAX)
 }
 
 /// The keyset columns of an audit list sorted by `sort` (columns from the endpoint's allow

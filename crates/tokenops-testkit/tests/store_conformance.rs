@@ -10,14 +10,15 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSeal, AuditSource};
+use tokenops_domain::audit_chain::AuditBlock;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::event::{Event, EventFilter, ResourceRef};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, SortDirection, SortKey};
 use tokenops_domain::{ManualClock, TenantId, Timestamp, new_id};
 use tokenops_store::{
-    CustomerFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, QueueStats, Store, StoreError,
-    StoreResult, StoredResponse,
+    CustomerFilter, IdempotencyScope, IdempotencyState, Job, JobStatus, Lease, NewJob, QueueStats, SealedCount, Store,
+    StoreError, StoreResult, StoredResponse,
 };
 use tokenops_store_postgres::PostgresStore;
 use tokenops_store_sqlite::SqliteStore;
@@ -908,7 +909,98 @@ backends!(
     audit_search_ignores_case_beyond_ascii,
     audit_sorts_nulls_first_ascending_and_last_descending,
     audit_batches_walk_every_sort_in_the_lists_order_without_gaps_or_repeats,
+    audit_counts_carry_a_sealed_count_forward_exactly,
 );
+
+/// Seals the tenant's unsealed records (oldest first) up to `limit` into one block, as the
+/// sealer would (the store checks no hash).
+async fn seal_some(fx: &Fixture, tenant: TenantId, number: i64, first_seq: i64, limit: u32) -> i64 {
+    let mut tx = fx.store.write().await.expect("begin");
+    let records = tx.audit().unsealed(Some(tenant), limit).await.expect("unsealed");
+    let seals: Vec<(uuid::Uuid, AuditSeal)> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            (r.id, AuditSeal { chain_seq: first_seq + i as i64, block_number: number, record_hash: "00".repeat(32) })
+        })
+        .collect();
+    let block = AuditBlock {
+        chain_id: tenant.as_uuid(),
+        number,
+        previous_hash: "00".repeat(32),
+        hash: format!("{number:064}"),
+        first_seq,
+        record_count: seals.len() as i64,
+        sealed_at: T0,
+        head_signature: String::new(),
+    };
+    tx.audit().seal_block(Some(tenant), &block, &seals).await.expect("seal");
+    tx.commit().await.expect("commit");
+    first_seq + seals.len() as i64
+}
+
+/// A filter's count over sealed records, kept from an earlier read, plus what was sealed or
+/// written since, is the filter's exact total; and it is what the total is made of (a count
+/// kept wrong shows through), so the short path is the one taken.
+async fn audit_counts_carry_a_sealed_count_forward_exactly(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let tenant = TenantId(new_id());
+    let write = |range: std::ops::Range<i64>| {
+        let fx = &fx;
+        async move {
+            let mut tx = fx.store.write().await.expect("begin");
+            for i in range {
+                let action = if i % 2 == 0 { "customer.create" } else { "customer.update" };
+                tx.audit().record(&audit_record(Some(tenant), i, Some("alice"), action)).await.expect("record");
+            }
+            tx.commit().await.expect("commit");
+        }
+    };
+    let filters = [
+        AuditFilter::default(),
+        AuditFilter { action: Some("customer.create".into()), ..AuditFilter::default() },
+        AuditFilter { query: Some("CUST_1".into()), ..AuditFilter::default() },
+    ];
+    let full = |filter: &AuditFilter| {
+        let fx = &fx;
+        let filter = filter.clone();
+        async move {
+            let mut tx = fx.store.read().await.expect("begin");
+            tx.audit().count(tenant, &filter, None).await.expect("count")
+        }
+    };
+    write(0..12).await;
+    let mut next_seq = seal_some(&fx, tenant, 1, 1, 8).await;
+    let mut kept = Vec::new();
+    for filter in &filters {
+        let counted = full(filter).await;
+        assert_eq!(counted.sealed.through_seq, 8);
+        kept.push(counted.sealed);
+    }
+    // Written since, sealed since, and both.
+    for (block, more) in [(2, 12..15), (3, 15..20)] {
+        write(more).await;
+        next_seq = seal_some(&fx, tenant, block, next_seq, 4).await;
+        for (filter, known) in filters.iter().zip(kept.iter_mut()) {
+            let exact = full(filter).await;
+            let mut tx = fx.store.read().await.expect("begin");
+            let carried = tx.audit().count(tenant, filter, Some(*known)).await.expect("count");
+            assert_eq!(carried, exact, "{filter:?} carried from {known:?}");
+            let listed = tx.audit().list(tenant, filter, &[], page(0, 100)).await.expect("list");
+            assert_eq!(listed.total, exact.total, "{filter:?}");
+            assert_eq!(listed.items.len() as u64, exact.total, "{filter:?}");
+            *known = carried.sealed;
+        }
+    }
+    let mut tx = fx.store.read().await.expect("begin");
+    let known = kept[0];
+    let skewed = SealedCount { count: known.count + 1_000, ..known };
+    let total = full(&filters[0]).await.total;
+    assert_eq!(tx.audit().count(tenant, &filters[0], Some(skewed)).await.expect("count").total, total + 1_000);
+    // A count from beyond this chain's head (another store's) is not carried.
+    let ahead = SealedCount { through_seq: next_seq + 5, count: 3 };
+    assert_eq!(tx.audit().count(tenant, &filters[0], Some(ahead)).await.expect("count").total, total);
+}
 
 fn audit_record(tenant: Option<TenantId>, i: i64, actor: Option<&str>, action: &str) -> AuditRecord {
     AuditRecord {

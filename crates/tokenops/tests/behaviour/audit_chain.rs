@@ -18,6 +18,7 @@ backends!(
     an_untouched_chain_verifies_and_a_changed_record_is_named,
     sealing_resumes_after_a_restart_without_sealing_twice_or_skipping,
     the_binary_verifies_an_export_and_the_store_and_names_a_changed_record,
+    the_search_total_stays_exact_for_records_written_and_sealed_after_a_kept_count,
 );
 
 async fn write_customers(app: &TestApp, refs: &[&str]) {
@@ -298,4 +299,43 @@ async fn the_binary_verifies_an_export_and_the_store_and_names_a_changed_record(
     let unknown = Uuid::now_v7().to_string();
     let (code, out) = verify(&app, &["--tenant", &unknown]);
     assert_eq!(code, 2, "nothing sealed cannot verify: {out}");
+}
+
+/// The search keeps each filter's count over sealed records and adds what was sealed or written
+/// since: its `totalItems` is the store's count whatever happened after a count was kept.
+async fn the_search_total_stays_exact_for_records_written_and_sealed_after_a_kept_count(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let tenant = app.tenant.id.as_uuid();
+    let searches = [
+        ("", "TRUE"),
+        ("action=customer.create", "action = 'customer.create'"),
+        ("query=CUSTOMER.CR&size=2", "action LIKE 'customer.cr%'"),
+    ];
+    let check = |step: &'static str| {
+        let app = &app;
+        async move {
+            for (query, condition) in searches {
+                let stored = app
+                    .db
+                    .count("audit_records", &format!("CAST(tenant_id AS TEXT) = '{tenant}' AND {condition}"))
+                    .await;
+                for page in [0, 1] {
+                    let reply = app.get(&format!("/api/audit/events?page={page}&{query}")).await;
+                    reply.expect(200);
+                    assert_eq!(reply.body["totalItems"].as_i64(), Some(stored), "{step}: {query} page {page}");
+                }
+            }
+        }
+    };
+    write_customers(&app, &["cache-1", "cache-2", "cache-3"]).await;
+    seal(&app).await;
+    check("sealed, counted in full").await;
+    write_customers(&app, &["cache-4", "cache-5"]).await;
+    check("written after the kept count").await;
+    seal(&app).await;
+    check("sealed after the kept count").await;
+    write_customers(&app, &["cache-6"]).await;
+    seal(&app).await;
+    write_customers(&app, &["cache-7", "cache-8"]).await;
+    check("sealed and written after the kept count").await;
 }
