@@ -155,8 +155,8 @@ impl Deferred {
         }
         if let Some(n) = new_operations_at {
             let arrays = [
-                "uuid", "uuid", "text", "text", "text", "text", "text", "bigint", "jsonb", "uuid", "text", "text", "bigint",
-                "text", "text", "text", "text", "text", "text", "bigint", "bigint",
+                "uuid", "uuid", "text", "text", "text", "text", "text", "bigint", "jsonb", "uuid", "text", "text",
+                "bigint", "text", "text", "text", "text", "text", "text", "bigint", "bigint",
             ]
             .iter()
             .enumerate()
