@@ -9,6 +9,7 @@ use tokio::process::{Child, Command};
 
 pub struct ServiceProcess {
     pub base_url: String,
+    port: u16,
     child: Child,
 }
 
@@ -20,6 +21,27 @@ impl Drop for ServiceProcess {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port` (Linux: the listening
+/// socket's inode in `/proc/net/tcp`, among the process's open files). Elsewhere, true.
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else { return true };
+    let local = format!("0100007F:{port:04X}");
+    let Some(inode) = table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
+            .then(|| fields.get(9).map(|i| i.to_string()))?
+    }) else {
+        return false;
+    };
+    let socket = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == socket.as_str()))
+        })
+        .unwrap_or(false)
 }
 
 impl ServiceProcess {
@@ -57,7 +79,7 @@ impl ServiceProcess {
             .stderr(stderr)
             .kill_on_drop(true);
         let child = command.spawn().unwrap_or_else(|e| panic!("starting {binary}: {e}"));
-        Self { base_url: format!("http://127.0.0.1:{port}"), child }
+        Self { base_url: format!("http://127.0.0.1:{port}"), port, child }
     }
 
     /// The process's id, while it runs.
@@ -76,7 +98,12 @@ impl ServiceProcess {
                 panic!("tokenops exited with {status} before it was ready");
             }
             match client.get(format!("{}/readyz", self.base_url)).send().await {
-                Ok(r) if r.status().is_success() => return,
+                // Another test's service may have taken the port between `free_port` and this
+                // child's bind (the child then exits): only our own process's answer counts.
+                Ok(r) if r.status().is_success() && self.child.id().is_some_and(|pid| listens_on(pid, self.port)) => {
+                    return;
+                }
+                Ok(r) if r.status().is_success() => last = format!("port {} is another process's", self.port),
                 Ok(r) => last = format!("/readyz answered {}", r.status()),
                 Err(e) => last = format!("/readyz: {e}"),
             }
