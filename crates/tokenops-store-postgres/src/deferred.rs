@@ -298,11 +298,13 @@ fn bind_jobs(query: PgQuery<'static>, jobs: &[(Uuid, NewJob, Timestamp)]) -> PgQ
         .bind(jobs.iter().map(|(_, _, now)| now.as_micros()).collect::<Vec<_>>())
 }
 
+/// The operations' block numbers as BIGINTs, refused rather than wrapped.
+fn block_numbers(operations: &[Operation]) -> StoreResult<Vec<Option<i64>>> {
+    operations.iter().map(|o| o.block_number.map(codec::bigint).transpose()).collect()
+}
+
 fn bind_new_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {
-    let block_numbers = operations
-        .iter()
-        .map(|o| o.block_number.map(codec::bigint).transpose())
-        .collect::<StoreResult<Vec<Option<i64>>>>()?;
+    let block_numbers = block_numbers(operations)?;
     let text = |f: &dyn Fn(&Operation) -> Option<String>| operations.iter().map(f).collect::<Vec<_>>();
     Ok(query
         .bind(operations.iter().map(|o| o.id).collect::<Vec<_>>())
@@ -329,10 +331,7 @@ fn bind_new_operations(query: PgQuery<'static>, operations: &[Operation]) -> Sto
 }
 
 fn bind_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {
-    let block_numbers = operations
-        .iter()
-        .map(|o| o.block_number.map(codec::bigint).transpose())
-        .collect::<StoreResult<Vec<Option<i64>>>>()?;
+    let block_numbers = block_numbers(operations)?;
     Ok(query
         .bind(operations.iter().map(|o| o.tenant_id.as_uuid()).collect::<Vec<_>>())
         .bind(operations.iter().map(|o| o.id).collect::<Vec<_>>())
