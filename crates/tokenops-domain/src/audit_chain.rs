@@ -24,6 +24,11 @@ pub fn chain_id(tenant: Option<TenantId>) -> Uuid {
     tenant.map_or(Uuid::nil(), TenantId::as_uuid)
 }
 
+/// The organisation whose chain `chain_id` is: the inverse of [`chain_id`].
+pub fn chain_tenant(chain_id: Uuid) -> Option<TenantId> {
+    (!chain_id.is_nil()).then_some(TenantId(chain_id))
+}
+
 /// JSON with every object's members sorted by key (byte order of their UTF-8), no white space,
 /// strings escaped as JSON's grammar requires and nothing more (serde_json's and Python's
 /// `json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`'s escaping). The

@@ -19,13 +19,21 @@ use tokenops_store::{
 };
 use uuid::Uuid;
 
+/// A record's own columns. Its seal is in `audit_seals` (migration 0023), whose column names
+/// differ from these, so that a join of the two names each column once.
+const RECORD_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
+
+/// A record and its seal, from `RECORDS`.
 const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
+
+/// Records with their seals (NULL while unsealed).
+const RECORDS: &str = "audit_records r LEFT JOIN audit_seals s ON s.record_id = r.id";
+
+/// A record not sealed yet, with the seal columns `decode` reads.
+const UNSEALED_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, NULL::bigint AS chain_seq, NULL::bigint AS block_number, NULL::text AS record_hash";
 
 const BLOCK_COLUMNS: &str =
     "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
-
-/// The records of a chain, with `$1` its tenant (NULL for the platform's chain).
-const IN_CHAIN: &str = "(tenant_id = $1 OR (tenant_id IS NULL AND $1::uuid IS NULL))";
 
 /// The identifier columns the free-text query matches by case-insensitive prefix.
 const QUERY_COLUMNS: &[&str] = &["id", "actor_id", "resource_id", "request_id", "action"];
@@ -161,7 +169,7 @@ impl AuditStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = $1 AND id = $2");
+        let sql = format!("SELECT {COLUMNS} FROM {RECORDS} WHERE r.tenant_id = $1 AND r.id = $2");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
@@ -175,20 +183,21 @@ impl AuditStore for PostgresTx {
         // and the sealed ones agree.
         let head: Option<i64> = self
             .fetch_one(
-                sqlx::query(
-                    "SELECT MAX(chain_seq) AS head FROM audit_records WHERE tenant_id = $1 AND chain_seq IS NOT NULL",
-                )
-                .bind(tenant.as_uuid()),
+                sqlx::query("SELECT MAX(chain_seq) AS head FROM audit_seals WHERE chain_id = $1")
+                    .bind(tenant.as_uuid()),
                 |row| codec::get(row, "head"),
             )
             .await?;
         let head = head.unwrap_or(0);
         let mut binds = Vec::new();
         let clause = where_clause(filter, &mut binds);
-        // Both short counts read the unsealed records' partial index and the chain's index.
+        // Both short counts start from the few records of the queue or of the chain's end.
         let unsealed = self
             .count_where(
-                format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause} AND chain_seq IS NULL"),
+                format!(
+                    "SELECT COUNT(*) AS total FROM audit_unsealed u JOIN audit_records r ON r.id = u.record_id
+                     WHERE u.chain_id = $1 AND {clause}"
+                ),
                 tenant,
                 &binds,
             )
@@ -199,7 +208,10 @@ impl AuditStore for PostgresTx {
                 binds.push(Bind::Int(known.through_seq));
                 let since = self
                     .count_where(
-                        format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause} AND chain_seq > ${n}"),
+                        format!(
+                            "SELECT COUNT(*) AS total FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
+                             WHERE s.chain_id = $1 AND s.chain_seq > ${n} AND {clause}"
+                        ),
                         tenant,
                         &binds,
                     )
@@ -230,8 +242,13 @@ impl AuditStore for PostgresTx {
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
-        let sql =
-            format!("SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n} OFFSET ${}", n + 1);
+        // The page is chosen among the records alone; only its rows are joined to their seals.
+        let sql = format!(
+            "SELECT {COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause}
+                                    ORDER BY {order} LIMIT ${n} OFFSET ${}) r
+             LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}",
+            n + 1
+        );
         self.fetch_all(
             bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind_page(page),
             decode,
@@ -261,21 +278,23 @@ impl AuditStore for PostgresTx {
             }));
         }
         let n = binds.len() + 2;
+        let order = keyset::order_by(&keys);
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ${n}",
-            keyset::order_by(&keys)
+            "SELECT {COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n}) r
+             LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}"
         );
         let query = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind(i64::from(limit));
         self.fetch_all(query, decode).await
     }
 
     async fn unsealed_chains(&mut self, limit: u32) -> StoreResult<Vec<Option<TenantId>>> {
-        self.fetch_all(
-            sqlx::query("SELECT DISTINCT tenant_id FROM audit_records WHERE chain_seq IS NULL LIMIT $1")
-                .bind(i64::from(limit)),
-            |row| rows::Columns::opt_tenant(&codec::Cols(row), "tenant_id"),
-        )
-        .await
+        let chains: Vec<Uuid> = self
+            .fetch_all(
+                sqlx::query("SELECT DISTINCT chain_id FROM audit_unsealed LIMIT $1").bind(i64::from(limit)),
+                |row| codec::get(row, "chain_id"),
+            )
+            .await?;
+        Ok(chains.into_iter().map(audit_chain::chain_tenant).collect())
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
@@ -312,10 +331,11 @@ impl AuditStore for PostgresTx {
 
     async fn unsealed(&mut self, chain: Option<TenantId>, limit: u32) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {IN_CHAIN} AND chain_seq IS NULL ORDER BY created_at, id LIMIT $2"
+            "SELECT {UNSEALED_COLUMNS} FROM audit_unsealed u JOIN audit_records r ON r.id = u.record_id
+             WHERE u.chain_id = $1 ORDER BY u.record_created_at, u.record_id LIMIT $2"
         );
         self.fetch_all(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(chain.map(TenantId::as_uuid)).bind(i64::from(limit)),
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(audit_chain::chain_id(chain)).bind(i64::from(limit)),
             decode,
         )
         .await
@@ -346,16 +366,18 @@ impl AuditStore for PostgresTx {
         let ids: Vec<Uuid> = seals.iter().map(|(id, _)| *id).collect();
         let seqs: Vec<i64> = seals.iter().map(|(_, s)| s.chain_seq).collect();
         let hashes: Vec<String> = seals.iter().map(|(_, s)| s.record_hash.clone()).collect();
-        let sql = format!(
-            "UPDATE audit_records AS r SET chain_seq = s.seq, block_number = $2, record_hash = s.hash
-             FROM UNNEST($3::uuid[], $4::bigint[], $5::text[]) AS s(id, seq, hash)
-             WHERE r.id = s.id AND {} AND r.chain_seq IS NULL",
-            IN_CHAIN.replace("tenant_id", "r.tenant_id")
-        );
+        // A record leaves the queue as its seal is written: one that another sealer took first,
+        // or that is not in this chain's queue, is missing from `gone`, and so from the count.
+        let sql = "WITH gone AS (DELETE FROM audit_unsealed WHERE chain_id = $1 AND record_id = ANY($3::uuid[])
+                                 RETURNING record_id)
+                   INSERT INTO audit_seals (record_id, chain_id, chain_seq, block_number, record_hash)
+                   SELECT s.id, $1, s.seq, $2, s.hash
+                   FROM UNNEST($3::uuid[], $4::bigint[], $5::text[]) AS s(id, seq, hash)
+                   JOIN gone ON gone.record_id = s.id";
         let changed = self
             .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(chain.map(TenantId::as_uuid))
+                sqlx::query(sql)
+                    .bind(audit_chain::chain_id(chain))
                     .bind(block.number)
                     .bind(ids)
                     .bind(seqs)
@@ -375,11 +397,12 @@ impl AuditStore for PostgresTx {
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {IN_CHAIN} AND chain_seq > $2 ORDER BY chain_seq LIMIT $3"
+            "SELECT {COLUMNS} FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
+             WHERE s.chain_id = $1 AND s.chain_seq > $2 ORDER BY s.chain_seq LIMIT $3"
         );
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(chain.map(TenantId::as_uuid))
+                .bind(audit_chain::chain_id(chain))
                 .bind(after_seq)
                 .bind(i64::from(limit)),
             decode,
@@ -402,11 +425,12 @@ impl AuditStore for PostgresTx {
     }
 
     async fn unsealed_count(&mut self, chain: Option<TenantId>) -> StoreResult<u64> {
-        let sql = format!("SELECT COUNT(*) AS total FROM audit_records WHERE {IN_CHAIN} AND chain_seq IS NULL");
         let total: i64 = self
-            .fetch_one(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(chain.map(TenantId::as_uuid)), |row| {
-                codec::get(row, "total")
-            })
+            .fetch_one(
+                sqlx::query("SELECT COUNT(*) AS total FROM audit_unsealed WHERE chain_id = $1")
+                    .bind(audit_chain::chain_id(chain)),
+                |row| codec::get(row, "total"),
+            )
             .await?;
         Ok(codec::count(total))
     }

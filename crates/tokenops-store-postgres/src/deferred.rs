@@ -123,7 +123,9 @@ impl Deferred {
                        SELECT * FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::bigint[], ${}::bigint[], ${}::text[], ${}::text[],
                                             ${}::text[], ${}::text[], ${}::text[], ${}::text[], ${}::text[], ${}::text[],
                                             ${}::text[], ${}::int4[], ${}::jsonb[])
-                       ON CONFLICT DO NOTHING RETURNING 1)",
+                       ON CONFLICT DO NOTHING RETURNING id, tenant_id, created_at),
+                 au AS (INSERT INTO audit_unsealed (record_id, chain_id, record_created_at)
+                        SELECT id, COALESCE(tenant_id, '00000000-0000-0000-0000-000000000000'::uuid), created_at FROM a)",
                 n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9, n + 10, n + 11, n + 12, n + 13, n + 14
             ));
         }

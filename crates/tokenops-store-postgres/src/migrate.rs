@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (17, "audit_query", include_str!("../migrations/0017_audit_query.sql")),
     (20, "job_partial_indexes", include_str!("../migrations/0020_job_partial_indexes.sql")),
     (22, "signing_leases", include_str!("../migrations/0022_signing_leases.sql")),
+    (23, "audit_seals", include_str!("../migrations/0023_audit_seals.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

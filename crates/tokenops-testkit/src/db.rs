@@ -172,6 +172,19 @@ impl TestDb {
         rows.expect("text query")
     }
 
+    /// The audit records with their seals (`chain_seq`, `block_number`, `record_hash`; NULL while
+    /// unsealed), to read in place of a table: SQLite keeps a record's seal in its row,
+    /// PostgreSQL in `audit_seals` (its migration 0023).
+    pub fn sealed_audit_records(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "audit_records",
+            Backend::Postgres => {
+                "(SELECT r.*, s.chain_seq, s.block_number, s.record_hash
+                  FROM audit_records r LEFT JOIN audit_seals s ON s.record_id = r.id) AS audit_records"
+            }
+        }
+    }
+
     /// Counts the rows of `table` (optionally filtered by a WHERE clause).
     pub async fn count(&self, table: &str, condition: &str) -> i64 {
         let condition = if condition.is_empty() { String::new() } else { format!(" WHERE {condition}") };

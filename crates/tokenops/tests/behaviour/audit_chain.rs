@@ -40,8 +40,9 @@ async fn stored(app: &TestApp) -> Vec<(String, i64)> {
     let tenant = app.tenant.id.as_uuid();
     app.db
         .strings(&format!(
-            "SELECT CAST(id AS TEXT) || ' ' || CAST(COALESCE(chain_seq, 0) AS TEXT) FROM audit_records
-             WHERE CAST(tenant_id AS TEXT) = '{tenant}' ORDER BY chain_seq"
+            "SELECT CAST(id AS TEXT) || ' ' || CAST(COALESCE(chain_seq, 0) AS TEXT) FROM {}
+             WHERE CAST(tenant_id AS TEXT) = '{tenant}' ORDER BY chain_seq",
+            app.db.sealed_audit_records()
         ))
         .await
         .into_iter()

@@ -133,7 +133,7 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let unsealed = format!("CAST(tenant_id AS TEXT) = '{tenant_id}' AND chain_seq IS NULL");
     wait_until(Duration::from_secs(30), Duration::from_millis(50), "every record sealed", || async {
-        db.count("audit_records", &unsealed).await == 0
+        db.count(db.sealed_audit_records(), &unsealed).await == 0
     })
     .await;
 
@@ -146,7 +146,8 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
     // Each record sealed once: sequence numbers 1..=records, none twice.
     let mut seqs: Vec<i64> = db
         .strings(&format!(
-            "SELECT CAST(chain_seq AS TEXT) FROM audit_records WHERE CAST(tenant_id AS TEXT) = '{tenant_id}'"
+            "SELECT CAST(chain_seq AS TEXT) FROM {} WHERE CAST(tenant_id AS TEXT) = '{tenant_id}'",
+            db.sealed_audit_records()
         ))
         .await
         .iter()
