@@ -53,27 +53,23 @@ impl AccountStore for PostgresTx {
             "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(account.id)
-                    .bind(account.tenant_id.as_uuid())
-                    .bind(account.account_ref.as_str())
-                    .bind(account.customer_ref.as_str())
-                    .bind(asset_text(account.asset_id))
-                    .bind(account.status.as_str())
-                    .bind(account.wallet_address.map(|a| a.to_string()))
-                    .bind(account.failure_reason.as_deref())
-                    .bind(i64::from(account.generation))
-                    .bind(account.provisioned_at.map(Timestamp::as_micros))
-                    .bind(account.created_at.as_micros())
-                    .bind(account.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("account id or reference"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(account.id)
+                .bind(account.tenant_id.as_uuid())
+                .bind(account.account_ref.as_str())
+                .bind(account.customer_ref.as_str())
+                .bind(asset_text(account.asset_id))
+                .bind(account.status.as_str())
+                .bind(account.wallet_address.map(|a| a.to_string()))
+                .bind(account.failure_reason.as_deref())
+                .bind(i64::from(account.generation))
+                .bind(account.provisioned_at.map(Timestamp::as_micros))
+                .bind(account.created_at.as_micros())
+                .bind(account.updated_at.as_micros()),
+            "account id or reference",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {

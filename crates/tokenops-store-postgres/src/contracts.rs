@@ -52,27 +52,23 @@ impl ContractStore for PostgresTx {
             "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(contract.id)
-                    .bind(contract.tenant_id.as_uuid())
-                    .bind(asset_text(contract.asset_id))
-                    .bind(&contract.name)
-                    .bind(&contract.symbol)
-                    .bind(i16::from(contract.decimals))
-                    .bind(contract.status.as_str())
-                    .bind(contract.address.map(|a| a.to_string()))
-                    .bind(contract.adopt_address.map(|a| a.to_string()))
-                    .bind(contract.failure_reason.as_deref())
-                    .bind(contract.created_at.as_micros())
-                    .bind(contract.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("contract id or asset"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(contract.id)
+                .bind(contract.tenant_id.as_uuid())
+                .bind(asset_text(contract.asset_id))
+                .bind(&contract.name)
+                .bind(&contract.symbol)
+                .bind(i16::from(contract.decimals))
+                .bind(contract.status.as_str())
+                .bind(contract.address.map(|a| a.to_string()))
+                .bind(contract.adopt_address.map(|a| a.to_string()))
+                .bind(contract.failure_reason.as_deref())
+                .bind(contract.created_at.as_micros())
+                .bind(contract.updated_at.as_micros()),
+            "contract id or asset",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {

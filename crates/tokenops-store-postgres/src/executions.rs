@@ -43,30 +43,26 @@ impl ExecutionStore for PostgresTx {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(e.id)
-                    .bind(e.tenant_id.as_uuid())
-                    .bind(e.automation_id)
-                    .bind(e.trigger.as_str())
-                    .bind(e.status.as_str())
-                    .bind(&e.parameters)
-                    .bind(e.scheduled_for.map(|t| t.as_micros()))
-                    .bind(e.event_id)
-                    .bind(log)
-                    .bind(submitted)
-                    .bind(&e.error)
-                    .bind(to_i32(e.attempts))
-                    .bind(e.created_at.as_micros())
-                    .bind(e.started_at.map(|t| t.as_micros()))
-                    .bind(e.finished_at.map(|t| t.as_micros())),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("the automation's run"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(e.id)
+                .bind(e.tenant_id.as_uuid())
+                .bind(e.automation_id)
+                .bind(e.trigger.as_str())
+                .bind(e.status.as_str())
+                .bind(&e.parameters)
+                .bind(e.scheduled_for.map(|t| t.as_micros()))
+                .bind(e.event_id)
+                .bind(log)
+                .bind(submitted)
+                .bind(&e.error)
+                .bind(to_i32(e.attempts))
+                .bind(e.created_at.as_micros())
+                .bind(e.started_at.map(|t| t.as_micros()))
+                .bind(e.finished_at.map(|t| t.as_micros())),
+            "the automation's run",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {

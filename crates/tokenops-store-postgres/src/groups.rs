@@ -56,7 +56,7 @@ impl PostgresTx {
 #[async_trait]
 impl GroupStore for PostgresTx {
     async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        let done = self.execute(sqlx::query(
+        self.insert_new(sqlx::query(
             "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING",
@@ -68,11 +68,7 @@ impl GroupStore for PostgresTx {
         .bind(&group.name)
         .bind(group.status.as_str())
         .bind(group.created_at.as_micros())
-        .bind(group.updated_at.as_micros())).await?;
-        if done == 0 {
-            return Err(codec::conflict("group id or key"));
-        }
-        Ok(())
+        .bind(group.updated_at.as_micros()), "group id or key").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {

@@ -56,23 +56,19 @@ impl PostgresTx {
             "INSERT INTO policy_versions ({VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(v.id)
-                    .bind(v.tenant_id.as_uuid())
-                    .bind(v.policy_id)
-                    .bind(to_i32(v.version_number))
-                    .bind(&v.content)
-                    .bind(&v.change_summary)
-                    .bind(&v.created_by)
-                    .bind(v.created_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("policy version"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(v.id)
+                .bind(v.tenant_id.as_uuid())
+                .bind(v.policy_id)
+                .bind(to_i32(v.version_number))
+                .bind(&v.content)
+                .bind(&v.change_summary)
+                .bind(&v.created_by)
+                .bind(v.created_at.as_micros()),
+            "policy version",
+        )
+        .await
     }
 }
 
@@ -83,26 +79,23 @@ impl PolicyStore for PostgresTx {
             "INSERT INTO policies ({POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(p.id)
-                    .bind(p.tenant_id.as_uuid())
-                    .bind(p.status.as_str())
-                    .bind(p.rule_type.as_str())
-                    .bind(p.action.as_str())
-                    .bind(&p.template_key)
-                    .bind(to_i32(p.version))
-                    .bind(&p.name)
-                    .bind(&p.description)
-                    .bind(&p.created_by)
-                    .bind(p.created_at.as_micros())
-                    .bind(p.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("policy id"));
-        }
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(p.id)
+                .bind(p.tenant_id.as_uuid())
+                .bind(p.status.as_str())
+                .bind(p.rule_type.as_str())
+                .bind(p.action.as_str())
+                .bind(&p.template_key)
+                .bind(to_i32(p.version))
+                .bind(&p.name)
+                .bind(&p.description)
+                .bind(&p.created_by)
+                .bind(p.created_at.as_micros())
+                .bind(p.updated_at.as_micros()),
+            "policy id",
+        )
+        .await?;
         self.insert_policy_version(first).await
     }
 

@@ -69,23 +69,23 @@ impl RoleStore for PostgresTx {
         if self.role_name_taken(tenant, &name_folded, role.id).await? {
             return Err(codec::conflict("role name"));
         }
-        let done = self.execute(sqlx::query(
-            "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING",
+            )
+            .bind(role.id)
+            .bind(tenant.as_uuid())
+            .bind(&role.name)
+            .bind(&name_folded)
+            .bind(&role.description)
+            .bind(&role.permissions)
+            .bind(role.created_at.as_micros())
+            .bind(role.updated_at.as_micros()),
+            "role id or name",
         )
-        .bind(role.id)
-        .bind(tenant.as_uuid())
-        .bind(&role.name)
-        .bind(&name_folded)
-        .bind(&role.description)
-        .bind(&role.permissions)
-        .bind(role.created_at.as_micros())
-        .bind(role.updated_at.as_micros())).await?;
-        if done == 0 {
-            return Err(codec::conflict("role id or name"));
-        }
-        Ok(())
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {

@@ -117,23 +117,19 @@ impl ScriptStore for PostgresTx {
             "INSERT INTO script_versions ({SCRIPT_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(v.tenant_id.as_uuid())
-                    .bind(v.script_id)
-                    .bind(to_i32(v.version))
-                    .bind(&v.source)
-                    .bind(&v.parameters)
-                    .bind(serde_json::Value::from(v.imports.clone()).to_string())
-                    .bind(&v.created_by)
-                    .bind(v.created_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("script version"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(v.tenant_id.as_uuid())
+                .bind(v.script_id)
+                .bind(to_i32(v.version))
+                .bind(&v.source)
+                .bind(&v.parameters)
+                .bind(serde_json::Value::from(v.imports.clone()).to_string())
+                .bind(&v.created_by)
+                .bind(v.created_at.as_micros()),
+            "script version",
+        )
+        .await
     }
 
     async fn version(&mut self, tenant: TenantId, script_id: Uuid, version: u32) -> StoreResult<Option<ScriptVersion>> {

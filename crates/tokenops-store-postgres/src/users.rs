@@ -40,6 +40,14 @@ pub(crate) fn decode_user(row: &PgRow) -> StoreResult<UserRecord> {
     rows::user(&codec::Cols(row))
 }
 
+impl PostgresTx {
+    /// The organisation's user with the id, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_user(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+    }
+}
+
 #[async_trait]
 impl UserStore for PostgresTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
@@ -47,39 +55,33 @@ impl UserStore for PostgresTx {
             "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(user.id)
-                    .bind(user.tenant_id.as_uuid())
-                    .bind(user.email.to_lowercase())
-                    .bind(&user.first_name)
-                    .bind(&user.last_name)
-                    .bind(user.status.as_str())
-                    .bind(user.role_id)
-                    .bind(user.password_hash.as_deref())
-                    .bind(user.temporary_password_hash.as_deref())
-                    .bind(i64::from(user.failed_sign_ins))
-                    .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-                    .bind(user.locked_until.map(Timestamp::as_micros))
-                    .bind(user.created_at.as_micros())
-                    .bind(user.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("user id or email"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(user.id)
+                .bind(user.tenant_id.as_uuid())
+                .bind(user.email.to_lowercase())
+                .bind(&user.first_name)
+                .bind(&user.last_name)
+                .bind(user.status.as_str())
+                .bind(user.role_id)
+                .bind(user.password_hash.as_deref())
+                .bind(user.temporary_password_hash.as_deref())
+                .bind(i64::from(user.failed_sign_ins))
+                .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
+                .bind(user.locked_until.map(Timestamp::as_micros))
+                .bind(user.created_at.as_micros())
+                .bind(user.updated_at.as_micros()),
+            "user id or email",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+        self.fetch_user(tenant, id, "").await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 FOR UPDATE");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+        self.fetch_user(tenant, id, "FOR UPDATE").await
     }
 
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {

@@ -37,6 +37,21 @@ fn int4(value: u32, what: &str) -> StoreResult<i32> {
     i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
 }
 
+impl PostgresTx {
+    /// The organisation's webhook with the id, `suffix` ending the statement (liveness, lock).
+    async fn fetch_webhook(&mut self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
+        let sql = format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 {suffix}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
+    }
+
+    /// The organisation's delivery with the id, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_delivery(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Delivery>> {
+        let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_delivery)
+            .await
+    }
+}
+
 #[async_trait]
 impl WebhookStore for PostgresTx {
     async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>> {
@@ -49,31 +64,27 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                      ON CONFLICT DO NOTHING"
-                )))
-                .bind(w.id)
-                .bind(w.tenant_id.as_uuid())
-                .bind(w.url.clone())
-                .bind(w.signature_scheme.as_str())
-                .bind(names_text(&w.event_types))
-                .bind(w.status.as_str())
-                .bind(int4(w.consecutive_failures, "failure count")?)
-                .bind(w.sealed_secret.clone())
-                .bind(w.sealed_previous_secret.clone())
-                .bind(micros(w.previous_secret_expires_at))
-                .bind(w.created_at.as_micros())
-                .bind(w.updated_at.as_micros())
-                .bind(micros(w.deleted_at)),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("webhook url"));
-        }
-        Ok(())
+            )))
+            .bind(w.id)
+            .bind(w.tenant_id.as_uuid())
+            .bind(w.url.clone())
+            .bind(w.signature_scheme.as_str())
+            .bind(names_text(&w.event_types))
+            .bind(w.status.as_str())
+            .bind(int4(w.consecutive_failures, "failure count")?)
+            .bind(w.sealed_secret.clone())
+            .bind(w.sealed_previous_secret.clone())
+            .bind(micros(w.previous_secret_expires_at))
+            .bind(w.created_at.as_micros())
+            .bind(w.updated_at.as_micros())
+            .bind(micros(w.deleted_at)),
+            "webhook url",
+        )
+        .await
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
@@ -99,39 +110,15 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode,
-        )
-        .await
+        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL").await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode,
-        )
-        .await
+        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL FOR UPDATE").await
     }
 
     async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode,
-        )
-        .await
+        self.fetch_webhook(tenant, id, "").await
     }
 
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
@@ -175,34 +162,30 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                      ON CONFLICT DO NOTHING"
-                )))
-                .bind(d.id)
-                .bind(d.tenant_id.as_uuid())
-                .bind(d.event_id)
-                .bind(d.webhook_id)
-                .bind(int4(d.generation, "generation")?)
-                .bind(d.status.as_str())
-                .bind(int4(d.attempts, "attempts")?)
-                .bind(d.created_at.as_micros())
-                .bind(d.updated_at.as_micros())
-                .bind(micros(d.next_retry_at))
-                .bind(d.failure_class.map(|c| c.as_str()))
-                .bind(d.failure_reason.clone())
-                .bind(micros(d.parked_at))
-                .bind(micros(d.last_attempt_at))
-                .bind(d.last_status_code.map(i32::from)),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("delivery generation"));
-        }
-        Ok(())
+            )))
+            .bind(d.id)
+            .bind(d.tenant_id.as_uuid())
+            .bind(d.event_id)
+            .bind(d.webhook_id)
+            .bind(int4(d.generation, "generation")?)
+            .bind(d.status.as_str())
+            .bind(int4(d.attempts, "attempts")?)
+            .bind(d.created_at.as_micros())
+            .bind(d.updated_at.as_micros())
+            .bind(micros(d.next_retry_at))
+            .bind(d.failure_class.map(|c| c.as_str()))
+            .bind(d.failure_reason.clone())
+            .bind(micros(d.parked_at))
+            .bind(micros(d.last_attempt_at))
+            .bind(d.last_status_code.map(i32::from)),
+            "delivery generation",
+        )
+        .await
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
@@ -229,27 +212,11 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_delivery,
-        )
-        .await
+        self.fetch_delivery(tenant, id, "").await
     }
 
     async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_delivery,
-        )
-        .await
+        self.fetch_delivery(tenant, id, "FOR UPDATE").await
     }
 
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {
@@ -307,22 +274,18 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
                      ON CONFLICT DO NOTHING",
-                )
-                .bind(key.kid.clone())
-                .bind(key.sealed_key.clone())
-                .bind(key.created_at.as_micros())
-                .bind(key.retire_at.map(Timestamp::as_micros)),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("webhook signing key"));
-        }
-        Ok(())
+            .bind(key.kid.clone())
+            .bind(key.sealed_key.clone())
+            .bind(key.created_at.as_micros())
+            .bind(key.retire_at.map(Timestamp::as_micros)),
+            "webhook signing key",
+        )
+        .await
     }
 
     async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool> {
