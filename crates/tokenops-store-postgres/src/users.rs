@@ -2,7 +2,7 @@
 
 use crate::audit::prefix_regex;
 use crate::codec::order_by;
-use crate::query::BindPage;
+use crate::query::{BindPage, PgQuery};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -40,6 +40,26 @@ pub(crate) fn decode_user(row: &PgRow) -> StoreResult<UserRecord> {
     rows::user(&codec::Cols(row))
 }
 
+/// Binds a user's values in `USER_COLUMNS` order (the email lower-cased): the insert binds them
+/// all, the update the columns it may change, each by its place in that list.
+fn bind_user<'q>(query: PgQuery<'q>, user: &'q UserRecord) -> PgQuery<'q> {
+    query
+        .bind(user.id)
+        .bind(user.tenant_id.as_uuid())
+        .bind(user.email.to_lowercase())
+        .bind(&user.first_name)
+        .bind(&user.last_name)
+        .bind(user.status.as_str())
+        .bind(user.role_id)
+        .bind(user.password_hash.as_deref())
+        .bind(user.temporary_password_hash.as_deref())
+        .bind(i64::from(user.failed_sign_ins))
+        .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
+        .bind(user.locked_until.map(Timestamp::as_micros))
+        .bind(user.created_at.as_micros())
+        .bind(user.updated_at.as_micros())
+}
+
 impl PostgresTx {
     /// The organisation's user with the id, locked when `lock` is `FOR UPDATE`.
     async fn fetch_user(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<UserRecord>> {
@@ -55,25 +75,7 @@ impl UserStore for PostgresTx {
             "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              ON CONFLICT DO NOTHING"
         );
-        self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(user.id)
-                .bind(user.tenant_id.as_uuid())
-                .bind(user.email.to_lowercase())
-                .bind(&user.first_name)
-                .bind(&user.last_name)
-                .bind(user.status.as_str())
-                .bind(user.role_id)
-                .bind(user.password_hash.as_deref())
-                .bind(user.temporary_password_hash.as_deref())
-                .bind(i64::from(user.failed_sign_ins))
-                .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-                .bind(user.locked_until.map(Timestamp::as_micros))
-                .bind(user.created_at.as_micros())
-                .bind(user.updated_at.as_micros()),
-            "user id or email",
-        )
-        .await
+        self.insert_new(bind_user(sqlx::query(sqlx::AssertSqlSafe(sql)), user), "user id or email").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
@@ -95,27 +97,13 @@ impl UserStore for PostgresTx {
     }
 
     async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE users SET first_name = $1, last_name = $2, status = $3, role_id = $4, password_hash = $5,
-                              temporary_password_hash = $6, failed_sign_ins = $7, first_failed_sign_in_at = $8,
-                              locked_until = $9, updated_at = $10
-             WHERE tenant_id = $11 AND id = $12",
-            )
-            .bind(&user.first_name)
-            .bind(&user.last_name)
-            .bind(user.status.as_str())
-            .bind(user.role_id)
-            .bind(user.password_hash.as_deref())
-            .bind(user.temporary_password_hash.as_deref())
-            .bind(i64::from(user.failed_sign_ins))
-            .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-            .bind(user.locked_until.map(Timestamp::as_micros))
-            .bind(user.updated_at.as_micros())
-            .bind(user.tenant_id.as_uuid())
-            .bind(user.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE users SET first_name = $4, last_name = $5, status = $6, role_id = $7, password_hash = $8,
+                              temporary_password_hash = $9, failed_sign_ins = $10, first_failed_sign_in_at = $11,
+                              locked_until = $12, updated_at = $14
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_user(query, user)).await?;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! Webhook registrations, their deliveries and the delivery signing keys on PostgreSQL:
 //! `WebhookStore`. Event types are a JSON array kept as text, as on SQLite.
 
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -37,6 +38,45 @@ fn int4(value: u32, what: &str) -> StoreResult<i32> {
     i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
 }
 
+/// Binds a webhook's values in `COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn bind_webhook<'q>(query: PgQuery<'q>, w: &'q Webhook) -> StoreResult<PgQuery<'q>> {
+    Ok(query
+        .bind(w.id)
+        .bind(w.tenant_id.as_uuid())
+        .bind(&w.url)
+        .bind(w.signature_scheme.as_str())
+        .bind(names_text(&w.event_types))
+        .bind(w.status.as_str())
+        .bind(int4(w.consecutive_failures, "failure count")?)
+        .bind(&w.sealed_secret)
+        .bind(&w.sealed_previous_secret)
+        .bind(micros(w.previous_secret_expires_at))
+        .bind(w.created_at.as_micros())
+        .bind(w.updated_at.as_micros())
+        .bind(micros(w.deleted_at)))
+}
+
+/// Binds a delivery's values in `DELIVERY_COLUMNS` order, as `bind_webhook`.
+fn bind_delivery<'q>(query: PgQuery<'q>, d: &'q Delivery) -> StoreResult<PgQuery<'q>> {
+    Ok(query
+        .bind(d.id)
+        .bind(d.tenant_id.as_uuid())
+        .bind(d.event_id)
+        .bind(d.webhook_id)
+        .bind(int4(d.generation, "generation")?)
+        .bind(d.status.as_str())
+        .bind(int4(d.attempts, "attempts")?)
+        .bind(d.created_at.as_micros())
+        .bind(d.updated_at.as_micros())
+        .bind(micros(d.next_retry_at))
+        .bind(d.failure_class.map(|c| c.as_str()))
+        .bind(&d.failure_reason)
+        .bind(micros(d.parked_at))
+        .bind(micros(d.last_attempt_at))
+        .bind(d.last_status_code.map(i32::from)))
+}
+
 impl PostgresTx {
     /// The organisation's webhook with the id, `suffix` ending the statement (liveness, lock).
     async fn fetch_webhook(&mut self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
@@ -64,48 +104,20 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                     ON CONFLICT DO NOTHING"
-            )))
-            .bind(w.id)
-            .bind(w.tenant_id.as_uuid())
-            .bind(w.url.clone())
-            .bind(w.signature_scheme.as_str())
-            .bind(names_text(&w.event_types))
-            .bind(w.status.as_str())
-            .bind(int4(w.consecutive_failures, "failure count")?)
-            .bind(w.sealed_secret.clone())
-            .bind(w.sealed_previous_secret.clone())
-            .bind(micros(w.previous_secret_expires_at))
-            .bind(w.created_at.as_micros())
-            .bind(w.updated_at.as_micros())
-            .bind(micros(w.deleted_at)),
-            "webhook url",
-        )
-        .await
+        let sql = format!(
+            "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+             ON CONFLICT DO NOTHING"
+        );
+        self.insert_new(bind_webhook(sqlx::query(sqlx::AssertSqlSafe(sql)), w)?, "webhook url").await
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE webhooks SET event_types = $1, status = $2, consecutive_failures = $3, sealed_secret = $4,
-                 sealed_previous_secret = $5, previous_secret_expires_at = $6, updated_at = $7, deleted_at = $8
-                 WHERE tenant_id = $9 AND id = $10",
-            )
-            .bind(names_text(&w.event_types))
-            .bind(w.status.as_str())
-            .bind(int4(w.consecutive_failures, "failure count")?)
-            .bind(w.sealed_secret.clone())
-            .bind(w.sealed_previous_secret.clone())
-            .bind(micros(w.previous_secret_expires_at))
-            .bind(w.updated_at.as_micros())
-            .bind(micros(w.deleted_at))
-            .bind(w.tenant_id.as_uuid())
-            .bind(w.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE webhooks SET event_types = $5, status = $6, consecutive_failures = $7, sealed_secret = $8,
+             sealed_previous_secret = $9, previous_secret_expires_at = $10, updated_at = $12, deleted_at = $13
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_webhook(query, w)?).await?;
         Ok(())
     }
 
@@ -162,52 +174,21 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                     ON CONFLICT DO NOTHING"
-            )))
-            .bind(d.id)
-            .bind(d.tenant_id.as_uuid())
-            .bind(d.event_id)
-            .bind(d.webhook_id)
-            .bind(int4(d.generation, "generation")?)
-            .bind(d.status.as_str())
-            .bind(int4(d.attempts, "attempts")?)
-            .bind(d.created_at.as_micros())
-            .bind(d.updated_at.as_micros())
-            .bind(micros(d.next_retry_at))
-            .bind(d.failure_class.map(|c| c.as_str()))
-            .bind(d.failure_reason.clone())
-            .bind(micros(d.parked_at))
-            .bind(micros(d.last_attempt_at))
-            .bind(d.last_status_code.map(i32::from)),
-            "delivery generation",
-        )
-        .await
+        let sql = format!(
+            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT DO NOTHING"
+        );
+        self.insert_new(bind_delivery(sqlx::query(sqlx::AssertSqlSafe(sql)), d)?, "delivery generation").await
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = $1, attempts = $2, updated_at = $3, next_retry_at = $4,
-                 failure_class = $5, failure_reason = $6, parked_at = $7, last_attempt_at = $8, last_status_code = $9
-                 WHERE tenant_id = $10 AND id = $11",
-            )
-            .bind(d.status.as_str())
-            .bind(int4(d.attempts, "attempts")?)
-            .bind(d.updated_at.as_micros())
-            .bind(micros(d.next_retry_at))
-            .bind(d.failure_class.map(|c| c.as_str()))
-            .bind(d.failure_reason.clone())
-            .bind(micros(d.parked_at))
-            .bind(micros(d.last_attempt_at))
-            .bind(d.last_status_code.map(i32::from))
-            .bind(d.tenant_id.as_uuid())
-            .bind(d.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE webhook_deliveries SET status = $6, attempts = $7, updated_at = $9, next_retry_at = $10,
+             failure_class = $11, failure_reason = $12, parked_at = $13, last_attempt_at = $14, last_status_code = $15
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_delivery(query, d)?).await?;
         Ok(())
     }
 
