@@ -4,12 +4,12 @@ use crate::clause::Clause;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::automation::{Automation, AutomationFilter, Trigger};
+use tokenops_domain::automation::{Automation, AutomationFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Automation> {
@@ -18,15 +18,6 @@ fn decode(row: &PgRow) -> StoreResult<Automation> {
 
 fn to_i32(value: u32) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
-}
-
-/// The trigger's own columns: cron, time zone, event type.
-fn trigger_columns(trigger: &Trigger) -> (Option<String>, Option<String>, Option<String>) {
-    match trigger {
-        Trigger::OnDemand => (None, None, None),
-        Trigger::Scheduled { cron, time_zone } => (Some(cron.clone()), Some(time_zone.clone()), None),
-        Trigger::Event { event_type } => (None, None, Some(event_type.clone())),
-    }
 }
 
 impl PostgresTx {
@@ -39,7 +30,7 @@ impl PostgresTx {
 #[async_trait]
 impl AutomationStore for PostgresTx {
     async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        let (cron, time_zone, event_type) = trigger_columns(&a.trigger);
+        let (cron, time_zone, event_type) = encode::trigger_columns(&a.trigger);
         let sql = format!(
             "INSERT INTO automations ({AUTOMATION_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"

@@ -7,9 +7,9 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, EXECUTION_COLUMNS};
 use tokenops_store::{ExecutionStore, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Execution> {
@@ -18,12 +18,6 @@ fn decode(row: &PgRow) -> StoreResult<Execution> {
 
 fn to_i32(value: u32) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
-}
-
-/// The log lines and submitted ids as the JSON arrays the table keeps.
-fn lists(e: &Execution) -> (String, String) {
-    let submitted: Vec<String> = e.submitted.iter().map(Uuid::to_string).collect();
-    (serde_json::Value::from(e.log.clone()).to_string(), serde_json::Value::from(submitted).to_string())
 }
 
 impl PostgresTx {
@@ -37,7 +31,7 @@ impl PostgresTx {
 #[async_trait]
 impl ExecutionStore for PostgresTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
+        let (log, submitted) = encode::execution_lists(e);
         let sql = format!(
             "INSERT INTO automation_executions ({EXECUTION_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
@@ -74,7 +68,7 @@ impl ExecutionStore for PostgresTx {
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
+        let (log, submitted) = encode::execution_lists(e);
         self.execute(
             sqlx::query(
                 "UPDATE automation_executions SET status = $1, log = $2, submitted = $3, error = $4, attempts = $5,

@@ -9,13 +9,11 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion, RuleType};
-use tokenops_store::rows;
+use tokenops_store::rows::{
+    self, CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy_with_version_columns,
+};
 use tokenops_store::{PolicyStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
-const VERSION_COLUMNS: &str =
-    "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
 
 fn to_i32(value: u32) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
@@ -34,17 +32,6 @@ fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
 
-/// Joins each policy `p` with its current version `v`.
-const CURRENT_VERSION: &str = "JOIN policy_versions v ON v.policy_id = p.id AND v.version_number = p.version";
-
-/// The policy columns of a join with `policies p`, then the version columns of
-/// `policy_versions v` prefixed `v_`.
-fn joined_columns() -> String {
-    let p = POLICY_COLUMNS.split(", ").map(|c| format!("p.{c} AS {c}"));
-    let v = VERSION_COLUMNS.split(", ").map(|c| format!("v.{c} AS v_{c}"));
-    p.chain(v).collect::<Vec<_>>().join(", ")
-}
-
 impl PostgresTx {
     async fn fetch_policy(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Policy>> {
         let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = $1 AND id = $2 {lock}");
@@ -53,7 +40,7 @@ impl PostgresTx {
 
     async fn insert_policy_version(&mut self, v: &PolicyVersion) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO policy_versions ({VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            "INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
         self.insert_new(
@@ -144,9 +131,9 @@ impl PolicyStore for PostgresTx {
             )
             .await?;
         let sql = format!(
-            "SELECT {} FROM policies p {CURRENT_VERSION} WHERE {condition}
+            "SELECT {} FROM policies p {CURRENT_POLICY_VERSION} WHERE {condition}
              ORDER BY p.created_at DESC, p.id DESC LIMIT $4 OFFSET $5",
-            joined_columns()
+            policy_with_version_columns()
         );
         let items = self
             .fetch_all(
@@ -208,7 +195,7 @@ impl PolicyStore for PostgresTx {
         version_number: u32,
     ) -> StoreResult<Option<PolicyVersion>> {
         let sql = format!(
-            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2 AND version_number = $3"
+            "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2 AND version_number = $3"
         );
         self.fetch_optional(
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind(to_i32(version_number)),
@@ -231,7 +218,7 @@ impl PolicyStore for PostgresTx {
             )
             .await?;
         let sql = format!(
-            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
+            "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
              ORDER BY version_number DESC LIMIT $3 OFFSET $4"
         );
         let items = self
@@ -249,10 +236,10 @@ impl PolicyStore for PostgresTx {
         action: PolicyAction,
     ) -> StoreResult<Vec<(Policy, PolicyVersion)>> {
         let sql = format!(
-            "SELECT {} FROM policies p {CURRENT_VERSION}
+            "SELECT {} FROM policies p {CURRENT_POLICY_VERSION}
              WHERE p.tenant_id = $1 AND p.action = $2 AND p.status = 'ACTIVE'
              ORDER BY p.created_at ASC, p.id ASC",
-            joined_columns()
+            policy_with_version_columns()
         );
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(action.as_str()),

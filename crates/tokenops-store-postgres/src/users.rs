@@ -1,7 +1,6 @@
 //! Users on PostgreSQL: `UserStore`.
 
 use crate::audit::prefix_regex;
-use crate::codec::order_by;
 use crate::query::{BindPage, PgQuery};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -9,27 +8,10 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, USER_COLUMNS};
+use tokenops_store::sorting::{USER_SORT, order_by};
 use tokenops_store::{StoreResult, UserFilter, UserRecord, UserStore};
 use uuid::Uuid;
-
-pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
-
-/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
-/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
-const USER_SORT: &[(&str, &str)] = &[
-    ("email", "email"),
-    ("first_name", "first_name"),
-    ("last_name", "last_name"),
-    ("status", "status"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-    (
-        "role_name",
-        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
-    ),
-];
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the status, `$3` the role,
 /// `$4` the search pattern (each NULL when not filtered on).

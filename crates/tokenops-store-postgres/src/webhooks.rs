@@ -30,10 +30,6 @@ fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
-fn names_text(names: &[String]) -> String {
-    serde_json::Value::from(names.to_vec()).to_string()
-}
-
 fn int4(value: u32, what: &str) -> StoreResult<i32> {
     i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
 }
@@ -46,7 +42,7 @@ fn bind_webhook<'q>(query: PgQuery<'q>, w: &'q Webhook) -> StoreResult<PgQuery<'
         .bind(w.tenant_id.as_uuid())
         .bind(&w.url)
         .bind(w.signature_scheme.as_str())
-        .bind(names_text(&w.event_types))
+        .bind(codec::names_text(&w.event_types))
         .bind(w.status.as_str())
         .bind(int4(w.consecutive_failures, "failure count")?)
         .bind(&w.sealed_secret)

@@ -7,25 +7,19 @@ use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, EXECUTION_COLUMNS};
 use tokenops_store::{ExecutionStore, StoreError, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &Row<'_>) -> StoreResult<Execution> {
     rows::execution(&codec::Cols(row))
 }
 
-/// The log lines and submitted ids as the JSON arrays the table keeps.
-fn lists(e: &Execution) -> (String, String) {
-    let submitted: Vec<String> = e.submitted.iter().map(Uuid::to_string).collect();
-    (serde_json::Value::from(e.log.clone()).to_string(), serde_json::Value::from(submitted).to_string())
-}
-
 #[async_trait]
 impl ExecutionStore for SqliteTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
+        let (log, submitted) = encode::execution_lists(e);
         let inserted = self.execute(
             &format!(
                 "INSERT INTO automation_executions ({EXECUTION_COLUMNS})
@@ -71,7 +65,7 @@ impl ExecutionStore for SqliteTx {
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
+        let (log, submitted) = encode::execution_lists(e);
         self.execute(
             "UPDATE automation_executions SET status = ?1, log = ?2, submitted = ?3, error = ?4, attempts = ?5,
                     started_at = ?6, finished_at = ?7
