@@ -70,6 +70,11 @@ pub fn count(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+/// A version, count or step for an INTEGER column, saturating rather than wrapping.
+pub fn saturating_int4(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
 /// An offset or limit for SQL, saturating rather than wrapping.
 pub fn sql_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)

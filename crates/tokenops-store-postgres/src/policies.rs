@@ -15,10 +15,6 @@ use tokenops_store::rows::{
 use tokenops_store::{PolicyStore, StoreError, StoreResult};
 use uuid::Uuid;
 
-fn to_i32(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
-
 fn decode_policy(row: &PgRow) -> StoreResult<Policy> {
     rows::policy(&codec::Cols(row))
 }
@@ -48,7 +44,7 @@ impl PostgresTx {
                 .bind(v.id)
                 .bind(v.tenant_id.as_uuid())
                 .bind(v.policy_id)
-                .bind(to_i32(v.version_number))
+                .bind(codec::saturating_int4(v.version_number))
                 .bind(&v.content)
                 .bind(&v.change_summary)
                 .bind(&v.created_by)
@@ -74,7 +70,7 @@ impl PolicyStore for PostgresTx {
                 .bind(p.rule_type.as_str())
                 .bind(p.action.as_str())
                 .bind(&p.template_key)
-                .bind(to_i32(p.version))
+                .bind(codec::saturating_int4(p.version))
                 .bind(&p.name)
                 .bind(&p.description)
                 .bind(&p.created_by)
@@ -101,7 +97,7 @@ impl PolicyStore for PostgresTx {
                  WHERE tenant_id = $6 AND id = $7",
             )
             .bind(p.status.as_str())
-            .bind(to_i32(p.version))
+            .bind(codec::saturating_int4(p.version))
             .bind(p.updated_at.as_micros())
             .bind(p.name.as_deref())
             .bind(p.description.as_deref())
@@ -198,7 +194,10 @@ impl PolicyStore for PostgresTx {
             "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2 AND version_number = $3"
         );
         self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind(to_i32(version_number)),
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(policy_id)
+                .bind(codec::saturating_int4(version_number)),
             decode_version,
         )
         .await

@@ -21,10 +21,6 @@ fn decode_version(row: &PgRow) -> StoreResult<ScriptVersion> {
     rows::script_version(&codec::Cols(row))
 }
 
-fn to_i32(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
-
 /// Binds a script's values in `SCRIPT_COLUMNS` order (the imports as the JSON text the table
 /// keeps, the resolved dependencies as JSON): the insert binds them all, the update the columns
 /// it may change, each by its place in that list.
@@ -36,7 +32,7 @@ fn bind_script<'q>(query: PgQuery<'q>, s: &'q Script) -> StoreResult<PgQuery<'q>
         .bind(&s.name)
         .bind(&s.description)
         .bind(s.status.as_str())
-        .bind(to_i32(s.version))
+        .bind(codec::saturating_int4(s.version))
         .bind(&s.source)
         .bind(&s.parameters)
         .bind(serde_json::Value::from(s.imports.to_vec()).to_string())
@@ -104,7 +100,7 @@ impl ScriptStore for PostgresTx {
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(v.tenant_id.as_uuid())
                 .bind(v.script_id)
-                .bind(to_i32(v.version))
+                .bind(codec::saturating_int4(v.version))
                 .bind(&v.source)
                 .bind(&v.parameters)
                 .bind(serde_json::Value::from(v.imports.clone()).to_string())
@@ -120,7 +116,10 @@ impl ScriptStore for PostgresTx {
             "SELECT {SCRIPT_VERSION_COLUMNS} FROM script_versions WHERE tenant_id = $1 AND script_id = $2 AND version = $3"
         );
         self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(script_id).bind(to_i32(version)),
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(script_id)
+                .bind(codec::saturating_int4(version)),
             decode_version,
         )
         .await
