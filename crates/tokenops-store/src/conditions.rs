@@ -175,3 +175,32 @@ pub fn account_locks(account_ref: &AccountRef, status: Option<LockStatus>) -> Ve
         .equal("status", status.map(|s| text(s.as_str())))
         .0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clause_numbers_its_filters_after_the_tenant_in_the_backends_style() {
+        for sigil in ['?', '$'] {
+            let conditions = vec![
+                Condition { column: "status", op: "=", value: text("OPEN") },
+                Condition { column: "created_at", op: "<", value: KeyValue::Int(7) },
+            ];
+            let mut clause = Clause::of(sigil, conditions, |v| v);
+            let p = clause.param(text("a-1"));
+            clause.and(&format!("account_ref = {p}"));
+            let s = sigil;
+            assert_eq!(
+                clause.sql,
+                format!("tenant_id = {s}1 AND status = {s}2 AND created_at < {s}3 AND account_ref = {s}4")
+            );
+            assert_eq!(clause.binds, vec![text("OPEN"), KeyValue::Int(7), text("a-1")]);
+            assert_eq!(
+                clause.page_sql("locks", "id", "id DESC"),
+                format!("SELECT id FROM locks WHERE {} ORDER BY id DESC LIMIT {s}5 OFFSET {s}6", clause.sql)
+            );
+            assert_eq!(clause.count_sql("locks"), format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql));
+        }
+    }
+}
