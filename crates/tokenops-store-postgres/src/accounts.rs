@@ -6,7 +6,7 @@
 //! account never changes).
 
 use crate::codec::asset_text;
-use crate::query::BindPage;
+use crate::query::{BindPage, PgQuery};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -27,6 +27,24 @@ const ACCOUNT_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR customer_r
 
 fn decode_account(row: &PgRow) -> StoreResult<Account> {
     rows::account(&codec::Cols(row))
+}
+
+/// Binds an account's values in `ACCOUNT_COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn bind_account<'q>(query: PgQuery<'q>, account: &'q Account) -> PgQuery<'q> {
+    query
+        .bind(account.id)
+        .bind(account.tenant_id.as_uuid())
+        .bind(account.account_ref.as_str())
+        .bind(account.customer_ref.as_str())
+        .bind(asset_text(account.asset_id))
+        .bind(account.status.as_str())
+        .bind(account.wallet_address.map(|a| a.to_string()))
+        .bind(account.failure_reason.as_deref())
+        .bind(i64::from(account.generation))
+        .bind(account.provisioned_at.map(Timestamp::as_micros))
+        .bind(account.created_at.as_micros())
+        .bind(account.updated_at.as_micros())
 }
 
 impl PostgresTx {
@@ -53,27 +71,7 @@ impl AccountStore for PostgresTx {
             "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(account.id)
-                    .bind(account.tenant_id.as_uuid())
-                    .bind(account.account_ref.as_str())
-                    .bind(account.customer_ref.as_str())
-                    .bind(asset_text(account.asset_id))
-                    .bind(account.status.as_str())
-                    .bind(account.wallet_address.map(|a| a.to_string()))
-                    .bind(account.failure_reason.as_deref())
-                    .bind(i64::from(account.generation))
-                    .bind(account.provisioned_at.map(Timestamp::as_micros))
-                    .bind(account.created_at.as_micros())
-                    .bind(account.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("account id or reference"));
-        }
-        Ok(())
+        self.insert_new(bind_account(sqlx::query(sqlx::AssertSqlSafe(sql)), account), "account id or reference").await
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
@@ -85,21 +83,12 @@ impl AccountStore for PostgresTx {
     }
 
     async fn update(&mut self, account: &Account) -> StoreResult<()> {
-        self.execute(sqlx::query(
-            "UPDATE accounts SET customer_ref = $1, asset_id = $2, status = $3, wallet_address = $4, failure_reason = $5,
-                                 generation = $6, provisioned_at = $7, updated_at = $8
-             WHERE tenant_id = $9 AND id = $10",
-        )
-        .bind(account.customer_ref.as_str())
-        .bind(asset_text(account.asset_id))
-        .bind(account.status.as_str())
-        .bind(account.wallet_address.map(|a| a.to_string()))
-        .bind(account.failure_reason.as_deref())
-        .bind(i64::from(account.generation))
-        .bind(account.provisioned_at.map(Timestamp::as_micros))
-        .bind(account.updated_at.as_micros())
-        .bind(account.tenant_id.as_uuid())
-        .bind(account.id)).await?;
+        let query = sqlx::query(
+            "UPDATE accounts SET customer_ref = $4, asset_id = $5, status = $6, wallet_address = $7, failure_reason = $8,
+                                 generation = $9, provisioned_at = $10, updated_at = $12
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_account(query, account)).await?;
         Ok(())
     }
 

@@ -39,6 +39,14 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
+impl PostgresTx {
+    /// The organisation's approval request with the id, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_request(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<ApprovalRequest>> {
+        let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_request).await
+    }
+}
+
 #[async_trait]
 impl ApprovalStore for PostgresTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
@@ -85,27 +93,11 @@ impl ApprovalStore for PostgresTx {
     }
 
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_request,
-        )
-        .await
+        self.fetch_request(tenant, id, "").await
     }
 
     async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_request,
-        )
-        .await
+        self.fetch_request(tenant, id, "FOR UPDATE").await
     }
 
     async fn list_requests(

@@ -1,32 +1,44 @@
 //! Automations on PostgreSQL: `AutomationStore`.
 
 use crate::clause::Clause;
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::automation::{Automation, AutomationFilter, Trigger};
+use tokenops_domain::automation::{Automation, AutomationFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Automation> {
     rows::automation(&codec::Cols(row))
 }
 
-fn to_i32(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
-
-/// The trigger's own columns: cron, time zone, event type.
-fn trigger_columns(trigger: &Trigger) -> (Option<String>, Option<String>, Option<String>) {
-    match trigger {
-        Trigger::OnDemand => (None, None, None),
-        Trigger::Scheduled { cron, time_zone } => (Some(cron.clone()), Some(time_zone.clone()), None),
-        Trigger::Event { event_type } => (None, None, Some(event_type.clone())),
-    }
+/// Binds an automation's values in `AUTOMATION_COLUMNS` order: the insert binds them all, the
+/// update the columns it may change, each by its place in that list.
+fn bind_automation<'q>(query: PgQuery<'q>, a: &'q Automation) -> PgQuery<'q> {
+    let (cron, time_zone, event_type) = encode::trigger_columns(&a.trigger);
+    query
+        .bind(a.id)
+        .bind(a.tenant_id.as_uuid())
+        .bind(&a.name)
+        .bind(a.script_id)
+        .bind(a.root_script_id)
+        .bind(&a.user_id)
+        .bind(serde_json::Value::from(a.creator_permissions.clone()).to_string())
+        .bind(a.trigger.kind().as_str())
+        .bind(cron)
+        .bind(time_zone)
+        .bind(event_type)
+        .bind(a.status.as_str())
+        .bind(&a.parameters)
+        .bind(codec::saturating_int4(a.consecutive_failures))
+        .bind(a.next_run_at.map(|t| t.as_micros()))
+        .bind(a.created_at.as_micros())
+        .bind(a.updated_at.as_micros())
 }
 
 impl PostgresTx {
@@ -39,32 +51,11 @@ impl PostgresTx {
 #[async_trait]
 impl AutomationStore for PostgresTx {
     async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        let (cron, time_zone, event_type) = trigger_columns(&a.trigger);
         let sql = format!(
             "INSERT INTO automations ({AUTOMATION_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
         );
-        self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(a.id)
-                .bind(a.tenant_id.as_uuid())
-                .bind(&a.name)
-                .bind(a.script_id)
-                .bind(a.root_script_id)
-                .bind(&a.user_id)
-                .bind(serde_json::Value::from(a.creator_permissions.clone()).to_string())
-                .bind(a.trigger.kind().as_str())
-                .bind(cron)
-                .bind(time_zone)
-                .bind(event_type)
-                .bind(a.status.as_str())
-                .bind(&a.parameters)
-                .bind(to_i32(a.consecutive_failures))
-                .bind(a.next_run_at.map(|t| t.as_micros()))
-                .bind(a.created_at.as_micros())
-                .bind(a.updated_at.as_micros()),
-        )
-        .await?;
+        self.execute(bind_automation(sqlx::query(sqlx::AssertSqlSafe(sql)), a)).await?;
         Ok(())
     }
 
@@ -77,22 +68,12 @@ impl AutomationStore for PostgresTx {
     }
 
     async fn update(&mut self, a: &Automation) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE automations SET name = $1, status = $2, parameters = $3, consecutive_failures = $4,
-                        next_run_at = $5, updated_at = $6
-                 WHERE tenant_id = $7 AND id = $8",
-            )
-            .bind(&a.name)
-            .bind(a.status.as_str())
-            .bind(&a.parameters)
-            .bind(to_i32(a.consecutive_failures))
-            .bind(a.next_run_at.map(|t| t.as_micros()))
-            .bind(a.updated_at.as_micros())
-            .bind(a.tenant_id.as_uuid())
-            .bind(a.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE automations SET name = $3, status = $12, parameters = $13, consecutive_failures = $14,
+                    next_run_at = $15, updated_at = $17
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_automation(query, a)).await?;
         Ok(())
     }
 

@@ -25,23 +25,19 @@ impl BreakStore for PostgresTx {
             "INSERT INTO breaks ({BREAK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(record.id)
-                    .bind(record.tenant_id.as_uuid())
-                    .bind(record.transaction_id)
-                    .bind(record.account_ref.as_str())
-                    .bind(asset_text(record.asset_id))
-                    .bind(record.reason.as_str())
-                    .bind(&record.detail)
-                    .bind(record.detected_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("break id"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(record.id)
+                .bind(record.tenant_id.as_uuid())
+                .bind(record.transaction_id)
+                .bind(record.account_ref.as_str())
+                .bind(asset_text(record.asset_id))
+                .bind(record.reason.as_str())
+                .bind(&record.detail)
+                .bind(record.detected_at.as_micros()),
+            "break id",
+        )
+        .await
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {

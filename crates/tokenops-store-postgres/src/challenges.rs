@@ -8,16 +8,16 @@ use tokenops_store::{ChallengeRecord, ChallengeStore, StoreResult};
 #[async_trait]
 impl ChallengeStore for PostgresTx {
     async fn insert(&mut self, challenge: &ChallengeRecord) -> StoreResult<()> {
-        let done = self.execute(sqlx::query(
-            "INSERT INTO challenges (session_hash, user_id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO challenges (session_hash, user_id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            )
+            .bind(&challenge.session_hash)
+            .bind(challenge.user_id)
+            .bind(challenge.expires_at.as_micros()),
+            "challenge session",
         )
-        .bind(&challenge.session_hash)
-        .bind(challenge.user_id)
-        .bind(challenge.expires_at.as_micros())).await?;
-        if done == 0 {
-            return Err(codec::conflict("challenge session"));
-        }
-        Ok(())
+        .await
     }
 
     async fn take(&mut self, session_hash: &str, now: Timestamp) -> StoreResult<Option<ChallengeRecord>> {

@@ -1,5 +1,5 @@
-//! The WHERE clause of a filtered list (operations, locks, breaks): built from the filters actually
-//! given, each a fixed fragment numbered after the tenant.
+//! The WHERE clause of a filtered list on PostgreSQL: the shared `conditions::Clause` with `$N`
+//! placeholders and PostgreSQL's bound values, and running a page of it.
 
 use crate::query::BindPage;
 use crate::{PostgresTx, codec, query};
@@ -9,7 +9,7 @@ use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
-use tokenops_store::conditions::Condition;
+use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
 use uuid::Uuid;
 
@@ -30,47 +30,30 @@ impl From<KeyValue> for Bind {
     }
 }
 
-/// The WHERE clause of a list: `tenant_id = $1`, then each filter given, its parameters
-/// numbered in order.
-pub(crate) struct Clause {
-    pub(crate) sql: String,
-    pub(crate) binds: Vec<Bind>,
+/// The shared clause, numbered `$1`, `$2`, …
+pub(crate) struct Clause(conditions::Clause<Bind>);
+
+impl std::ops::Deref for Clause {
+    type Target = conditions::Clause<Bind>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Clause {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 impl Clause {
     pub(crate) fn new() -> Self {
-        Self { sql: String::from("tenant_id = $1"), binds: Vec::new() }
+        Self(conditions::Clause::new('$'))
     }
 
     /// The clause of a list's shared conditions (`tokenops_store::conditions`).
     pub(crate) fn of(conditions: Vec<Condition>) -> Self {
-        let mut clause = Self::new();
-        for c in conditions {
-            clause.compare(c.column, c.op, c.value.into());
-        }
-        clause
-    }
-
-    /// Binds `value` and returns its placeholder.
-    pub(crate) fn param(&mut self, value: Bind) -> String {
-        self.binds.push(value);
-        format!("${}", self.binds.len() + 1)
-    }
-
-    pub(crate) fn and(&mut self, fragment: &str) {
-        self.sql.push_str(" AND ");
-        self.sql.push_str(fragment);
-    }
-
-    /// Adds the filter `column op value`, `value` bound.
-    pub(crate) fn compare(&mut self, column: &str, op: &str, value: Bind) {
-        let p = self.param(value);
-        self.and(&format!("{column} {op} {p}"));
-    }
-
-    /// The next free placeholder number (for LIMIT and OFFSET).
-    pub(crate) fn next(&self) -> usize {
-        self.binds.len() + 2
+        Self(conditions::Clause::of('$', conditions, Bind::from))
     }
 
     pub(crate) fn bind<'q>(
@@ -108,11 +91,8 @@ impl Clause {
         page: PageRequest,
         decode: impl FnMut(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let count_sql = format!("SELECT COUNT(*) AS total FROM {table} WHERE {}", self.sql);
-        let total = self.count(tenant, count_sql, &mut tx.tx).await?;
-        let n = self.next();
-        let sql =
-            format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} LIMIT ${n} OFFSET ${}", self.sql, n + 1);
+        let total = self.count(tenant, self.count_sql(table), &mut tx.tx).await?;
+        let sql = self.page_sql(table, columns, order);
         let items =
             tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
         Ok(Page { items, total })

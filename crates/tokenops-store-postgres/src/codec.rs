@@ -2,9 +2,8 @@
 
 use sqlx::postgres::PgRow;
 use sqlx::{Column, Decode, Postgres, Row, Type, TypeInfo};
-use tokenops_domain::asset::AssetId;
-use tokenops_domain::paging::SortKey;
 use tokenops_domain::{TenantId, Timestamp};
+pub use tokenops_store::encode::{asset_text, folded, names_text};
 use tokenops_store::rows::Columns;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
@@ -71,6 +70,11 @@ pub fn count(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+/// A version, count or step for an INTEGER column, saturating rather than wrapping.
+pub fn saturating_int4(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
 /// An offset or limit for SQL, saturating rather than wrapping.
 pub fn sql_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -88,35 +92,6 @@ pub fn bigint(value: u64) -> StoreResult<i64> {
 /// SQLite.
 pub fn conflict(what: &str) -> StoreError {
     StoreError::Conflict(format!("{what} already exists"))
-}
-
-/// A name or key as compared ignoring case (role names, group keys): the upper case of its lower
-/// case, by Rust's full Unicode mappings, so that "straße" and "STRASSE", or the Kelvin sign and
-/// "k", fold alike, independent of the server's locale. The SQLite store folds identically;
-/// uniqueness is on the folded column.
-pub fn folded(text: &str) -> String {
-    text.to_lowercase().to_uppercase()
-}
-
-/// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
-/// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
-/// from the request; a column the list does not know is refused rather than placed in SQL.
-pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
-    let mut order = Vec::with_capacity(sort.len() + 1);
-    for key in sort {
-        let (_, sql) = columns
-            .iter()
-            .find(|(name, _)| *name == key.column)
-            .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
-        order.push(format!("{sql} {}", key.direction.sql()));
-    }
-    order.push("id ASC".to_owned());
-    Ok(order.join(", "))
-}
-
-/// An asset as stored: its upper-case ISO 4217 code, one spelling for the unique index.
-pub fn asset_text(asset_id: AssetId) -> &'static str {
-    asset_id.code()
 }
 
 /// A row read through the shared decoders (`tokenops_store::rows`): uuids and JSON are native

@@ -5,7 +5,7 @@
 //! contract never changes).
 
 use crate::codec::asset_text;
-use crate::query::BindPage;
+use crate::query::{BindPage, PgQuery};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -26,6 +26,24 @@ const CONTRACT_FILTER: &str =
 
 fn decode_contract(row: &PgRow) -> StoreResult<Contract> {
     rows::contract(&codec::Cols(row))
+}
+
+/// Binds a contract's values in `CONTRACT_COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn bind_contract<'q>(query: PgQuery<'q>, contract: &'q Contract) -> PgQuery<'q> {
+    query
+        .bind(contract.id)
+        .bind(contract.tenant_id.as_uuid())
+        .bind(asset_text(contract.asset_id))
+        .bind(&contract.name)
+        .bind(&contract.symbol)
+        .bind(i16::from(contract.decimals))
+        .bind(contract.status.as_str())
+        .bind(contract.address.map(|a| a.to_string()))
+        .bind(contract.adopt_address.map(|a| a.to_string()))
+        .bind(contract.failure_reason.as_deref())
+        .bind(contract.created_at.as_micros())
+        .bind(contract.updated_at.as_micros())
 }
 
 impl PostgresTx {
@@ -52,27 +70,7 @@ impl ContractStore for PostgresTx {
             "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(contract.id)
-                    .bind(contract.tenant_id.as_uuid())
-                    .bind(asset_text(contract.asset_id))
-                    .bind(&contract.name)
-                    .bind(&contract.symbol)
-                    .bind(i16::from(contract.decimals))
-                    .bind(contract.status.as_str())
-                    .bind(contract.address.map(|a| a.to_string()))
-                    .bind(contract.adopt_address.map(|a| a.to_string()))
-                    .bind(contract.failure_reason.as_deref())
-                    .bind(contract.created_at.as_micros())
-                    .bind(contract.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("contract id or asset"));
-        }
-        Ok(())
+        self.insert_new(bind_contract(sqlx::query(sqlx::AssertSqlSafe(sql)), contract), "contract id or asset").await
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
@@ -89,21 +87,12 @@ impl ContractStore for PostgresTx {
     }
 
     async fn update(&mut self, contract: &Contract) -> StoreResult<()> {
-        self.execute(sqlx::query(
-            "UPDATE contracts SET name = $1, symbol = $2, decimals = $3, status = $4, address = $5, adopt_address = $6,
-                                  failure_reason = $7, updated_at = $8
-             WHERE tenant_id = $9 AND id = $10",
-        )
-        .bind(&contract.name)
-        .bind(&contract.symbol)
-        .bind(i16::from(contract.decimals))
-        .bind(contract.status.as_str())
-        .bind(contract.address.map(|a| a.to_string()))
-        .bind(contract.adopt_address.map(|a| a.to_string()))
-        .bind(contract.failure_reason.as_deref())
-        .bind(contract.updated_at.as_micros())
-        .bind(contract.tenant_id.as_uuid())
-        .bind(contract.id)).await?;
+        let query = sqlx::query(
+            "UPDATE contracts SET name = $4, symbol = $5, decimals = $6, status = $7, address = $8, adopt_address = $9,
+                                  failure_reason = $10, updated_at = $12
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_contract(query, contract)).await?;
         Ok(())
     }
 

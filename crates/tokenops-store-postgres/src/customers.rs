@@ -16,49 +16,52 @@ fn decode(row: &PgRow) -> StoreResult<Customer> {
     rows::customer(&codec::Cols(row))
 }
 
+impl PostgresTx {
+    /// The organisation's customer with the reference, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_customer(
+        &mut self,
+        tenant: TenantId,
+        customer_ref: &CustomerRef,
+        lock: &str,
+    ) -> StoreResult<Option<Customer>> {
+        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 {lock}");
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
+            decode,
+        )
+        .await
+    }
+}
+
 #[async_trait]
 impl CustomerStore for PostgresTx {
     async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
         // ON CONFLICT keeps the transaction usable after a duplicate (a unique violation would
         // abort it), so callers can go on as they would on SQLite.
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO customers (id, tenant_id, customer_ref, display_name, status, created_at, updated_at)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO customers (id, tenant_id, customer_ref, display_name, status, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT DO NOTHING",
-                )
-                .bind(customer.id)
-                .bind(customer.tenant_id.as_uuid())
-                .bind(customer.customer_ref.as_str())
-                .bind(customer.display_name.as_deref())
-                .bind(customer.status.as_str())
-                .bind(customer.created_at.as_micros())
-                .bind(customer.updated_at.as_micros()),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("customer reference"));
-        }
-        Ok(())
+            .bind(customer.id)
+            .bind(customer.tenant_id.as_uuid())
+            .bind(customer.customer_ref.as_str())
+            .bind(customer.display_name.as_deref())
+            .bind(customer.status.as_str())
+            .bind(customer.created_at.as_micros())
+            .bind(customer.updated_at.as_micros()),
+            "customer reference",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
-            decode,
-        )
-        .await
+        self.fetch_customer(tenant, customer_ref, "").await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 FOR UPDATE");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
-            decode,
-        )
-        .await
+        self.fetch_customer(tenant, customer_ref, "FOR UPDATE").await
     }
 
     async fn set_status(

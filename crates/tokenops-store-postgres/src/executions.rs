@@ -1,29 +1,42 @@
 //! Automation executions on PostgreSQL: `ExecutionStore`.
 
 use crate::clause::Clause;
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, EXECUTION_COLUMNS};
 use tokenops_store::{ExecutionStore, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Execution> {
     rows::execution(&codec::Cols(row))
 }
 
-fn to_i32(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
-
-/// The log lines and submitted ids as the JSON arrays the table keeps.
-fn lists(e: &Execution) -> (String, String) {
-    let submitted: Vec<String> = e.submitted.iter().map(Uuid::to_string).collect();
-    (serde_json::Value::from(e.log.clone()).to_string(), serde_json::Value::from(submitted).to_string())
+/// Binds an execution's values in `EXECUTION_COLUMNS` order: the insert binds them all, the
+/// update the columns it may change, each by its place in that list.
+fn bind_execution<'q>(query: PgQuery<'q>, e: &'q Execution) -> PgQuery<'q> {
+    let (log, submitted) = encode::execution_lists(e);
+    query
+        .bind(e.id)
+        .bind(e.tenant_id.as_uuid())
+        .bind(e.automation_id)
+        .bind(e.trigger.as_str())
+        .bind(e.status.as_str())
+        .bind(&e.parameters)
+        .bind(e.scheduled_for.map(|t| t.as_micros()))
+        .bind(e.event_id)
+        .bind(log)
+        .bind(submitted)
+        .bind(&e.error)
+        .bind(codec::saturating_int4(e.attempts))
+        .bind(e.created_at.as_micros())
+        .bind(e.started_at.map(|t| t.as_micros()))
+        .bind(e.finished_at.map(|t| t.as_micros()))
 }
 
 impl PostgresTx {
@@ -37,36 +50,12 @@ impl PostgresTx {
 #[async_trait]
 impl ExecutionStore for PostgresTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
         let sql = format!(
             "INSERT INTO automation_executions ({EXECUTION_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(e.id)
-                    .bind(e.tenant_id.as_uuid())
-                    .bind(e.automation_id)
-                    .bind(e.trigger.as_str())
-                    .bind(e.status.as_str())
-                    .bind(&e.parameters)
-                    .bind(e.scheduled_for.map(|t| t.as_micros()))
-                    .bind(e.event_id)
-                    .bind(log)
-                    .bind(submitted)
-                    .bind(&e.error)
-                    .bind(to_i32(e.attempts))
-                    .bind(e.created_at.as_micros())
-                    .bind(e.started_at.map(|t| t.as_micros()))
-                    .bind(e.finished_at.map(|t| t.as_micros())),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("the automation's run"));
-        }
-        Ok(())
+        self.insert_new(bind_execution(sqlx::query(sqlx::AssertSqlSafe(sql)), e), "the automation's run").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
@@ -78,24 +67,12 @@ impl ExecutionStore for PostgresTx {
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
-        self.execute(
-            sqlx::query(
-                "UPDATE automation_executions SET status = $1, log = $2, submitted = $3, error = $4, attempts = $5,
-                        started_at = $6, finished_at = $7
-                 WHERE tenant_id = $8 AND id = $9",
-            )
-            .bind(e.status.as_str())
-            .bind(log)
-            .bind(submitted)
-            .bind(&e.error)
-            .bind(to_i32(e.attempts))
-            .bind(e.started_at.map(|t| t.as_micros()))
-            .bind(e.finished_at.map(|t| t.as_micros()))
-            .bind(e.tenant_id.as_uuid())
-            .bind(e.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE automation_executions SET status = $5, log = $9, submitted = $10, error = $11, attempts = $12,
+                    started_at = $14, finished_at = $15
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_execution(query, e)).await?;
         Ok(())
     }
 

@@ -3,9 +3,8 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::order_by;
 use crate::query::BindPage;
-use crate::users::{USER_COLUMNS, decode_user};
+use crate::users::decode_user;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
@@ -13,27 +12,14 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
+use tokenops_store::sorting::{GROUP_SORT, order_by};
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
 
 const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
 
-const GROUP_SORT: &[(&str, &str)] = &[
-    ("key", "group_key"),
-    ("name", "name"),
-    ("status", "status"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-];
-
 fn decode_group(row: &PgRow) -> StoreResult<GroupRecord> {
     rows::group(&codec::Cols(row))
-}
-
-/// The user columns of a join with `users u`, named as in `users`.
-fn member_columns() -> String {
-    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
 }
 
 /// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
@@ -56,7 +42,7 @@ impl PostgresTx {
 #[async_trait]
 impl GroupStore for PostgresTx {
     async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        let done = self.execute(sqlx::query(
+        self.insert_new(sqlx::query(
             "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING",
@@ -68,11 +54,7 @@ impl GroupStore for PostgresTx {
         .bind(&group.name)
         .bind(group.status.as_str())
         .bind(group.created_at.as_micros())
-        .bind(group.updated_at.as_micros())).await?;
-        if done == 0 {
-            return Err(codec::conflict("group id or key"));
-        }
-        Ok(())
+        .bind(group.updated_at.as_micros()), "group id or key").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
@@ -175,7 +157,7 @@ impl GroupStore for PostgresTx {
             .await?;
         let sql = format!(
             "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
-            member_columns()
+            rows::joined_user_columns()
         );
         let items = self
             .fetch_all(

@@ -69,7 +69,7 @@ impl IdempotencyStore for PostgresTx {
     ) -> StoreResult<()> {
         // ON CONFLICT keeps the transaction usable when the key exists (a unique violation would
         // abort it), so the caller can read the existing record in the same transaction.
-        let done = self.execute(sqlx::query(
+        self.insert_new(sqlx::query(
             "INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, request_hash, state, lease_token, lease_until, created_at)
              VALUES ($1, $2, $3, $4, 'IN_FLIGHT', $5, $6, $7)
              ON CONFLICT DO NOTHING",
@@ -80,11 +80,7 @@ impl IdempotencyStore for PostgresTx {
         .bind(request_hash)
         .bind(token)
         .bind(lease_until.as_micros())
-        .bind(now.as_micros())).await?;
-        if done == 0 {
-            return Err(codec::conflict("idempotency key"));
-        }
-        Ok(())
+        .bind(now.as_micros()), "idempotency key").await
     }
 
     async fn complete(

@@ -35,26 +35,22 @@ impl LockStore for PostgresTx {
             "INSERT INTO locks ({LOCK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(lock.id)
-                    .bind(lock.tenant_id.as_uuid())
-                    .bind(lock.account_ref.as_str())
-                    .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
-                    .bind(asset_text(lock.asset_id))
-                    .bind(lock.amount.as_i64())
-                    .bind(lock.expires_at.map(Timestamp::as_micros))
-                    .bind(lock.status.as_str())
-                    .bind(lock.completed_by)
-                    .bind(lock.created_at.as_micros())
-                    .bind(lock.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("lock id"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(lock.id)
+                .bind(lock.tenant_id.as_uuid())
+                .bind(lock.account_ref.as_str())
+                .bind(lock.counterparty_ref.as_ref().map(AccountRef::as_str))
+                .bind(asset_text(lock.asset_id))
+                .bind(lock.amount.as_i64())
+                .bind(lock.expires_at.map(Timestamp::as_micros))
+                .bind(lock.status.as_str())
+                .bind(lock.completed_by)
+                .bind(lock.created_at.as_micros())
+                .bind(lock.updated_at.as_micros()),
+            "lock id",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {

@@ -19,26 +19,22 @@ fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
 #[async_trait]
 impl MachineClientStore for PostgresTx {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT DO NOTHING",
-                )
-                .bind(client.id)
-                .bind(client.tenant_id.map(TenantId::as_uuid))
-                .bind(&client.name)
-                .bind(client.role_id)
-                .bind(&client.secret_hash)
-                .bind(client.active)
-                .bind(client.created_at.as_micros()),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("machine client id"));
-        }
-        Ok(())
+            .bind(client.id)
+            .bind(client.tenant_id.map(TenantId::as_uuid))
+            .bind(&client.name)
+            .bind(client.role_id)
+            .bind(&client.secret_hash)
+            .bind(client.active)
+            .bind(client.created_at.as_micros()),
+            "machine client id",
+        )
+        .await
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {

@@ -190,8 +190,7 @@ impl OperationStore for PostgresTx {
         let clause = &selection.clause;
         self.flush().await?;
         let total = clause.count(tenant, selection.count_sql(), &mut self.tx).await?;
-        let n = clause.next();
-        let sql = selection.rows_sql(&format!("LIMIT ${n} OFFSET ${}", n + 1), &format!("${}", n + 2));
+        let sql = selection.rows_sql(&clause.limit_offset(), &clause.placeholder(clause.next() + 2));
         let offset = codec::sql_i64(page.offset());
         let mut query =
             clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(page.size)).bind(offset);
@@ -210,7 +209,7 @@ impl OperationStore for PostgresTx {
     ) -> StoreResult<Vec<Operation>> {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
-        let limit = format!("${}", clause.next());
+        let limit = clause.placeholder(clause.next());
         let sql = selection.rows_sql(&format!("LIMIT {limit}"), &limit);
         self.fetch_all(
             clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),

@@ -9,17 +9,11 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion, RuleType};
-use tokenops_store::rows;
+use tokenops_store::rows::{
+    self, CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy_with_version_columns,
+};
 use tokenops_store::{PolicyStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
-const VERSION_COLUMNS: &str =
-    "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
-
-fn to_i32(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
 
 fn decode_policy(row: &PgRow) -> StoreResult<Policy> {
     rows::policy(&codec::Cols(row))
@@ -34,17 +28,6 @@ fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
 
-/// Joins each policy `p` with its current version `v`.
-const CURRENT_VERSION: &str = "JOIN policy_versions v ON v.policy_id = p.id AND v.version_number = p.version";
-
-/// The policy columns of a join with `policies p`, then the version columns of
-/// `policy_versions v` prefixed `v_`.
-fn joined_columns() -> String {
-    let p = POLICY_COLUMNS.split(", ").map(|c| format!("p.{c} AS {c}"));
-    let v = VERSION_COLUMNS.split(", ").map(|c| format!("v.{c} AS v_{c}"));
-    p.chain(v).collect::<Vec<_>>().join(", ")
-}
-
 impl PostgresTx {
     async fn fetch_policy(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Policy>> {
         let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = $1 AND id = $2 {lock}");
@@ -53,26 +36,22 @@ impl PostgresTx {
 
     async fn insert_policy_version(&mut self, v: &PolicyVersion) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO policy_versions ({VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            "INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(v.id)
-                    .bind(v.tenant_id.as_uuid())
-                    .bind(v.policy_id)
-                    .bind(to_i32(v.version_number))
-                    .bind(&v.content)
-                    .bind(&v.change_summary)
-                    .bind(&v.created_by)
-                    .bind(v.created_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("policy version"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(v.id)
+                .bind(v.tenant_id.as_uuid())
+                .bind(v.policy_id)
+                .bind(codec::saturating_int4(v.version_number))
+                .bind(&v.content)
+                .bind(&v.change_summary)
+                .bind(&v.created_by)
+                .bind(v.created_at.as_micros()),
+            "policy version",
+        )
+        .await
     }
 }
 
@@ -83,26 +62,23 @@ impl PolicyStore for PostgresTx {
             "INSERT INTO policies ({POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(p.id)
-                    .bind(p.tenant_id.as_uuid())
-                    .bind(p.status.as_str())
-                    .bind(p.rule_type.as_str())
-                    .bind(p.action.as_str())
-                    .bind(&p.template_key)
-                    .bind(to_i32(p.version))
-                    .bind(&p.name)
-                    .bind(&p.description)
-                    .bind(&p.created_by)
-                    .bind(p.created_at.as_micros())
-                    .bind(p.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("policy id"));
-        }
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(p.id)
+                .bind(p.tenant_id.as_uuid())
+                .bind(p.status.as_str())
+                .bind(p.rule_type.as_str())
+                .bind(p.action.as_str())
+                .bind(&p.template_key)
+                .bind(codec::saturating_int4(p.version))
+                .bind(&p.name)
+                .bind(&p.description)
+                .bind(&p.created_by)
+                .bind(p.created_at.as_micros())
+                .bind(p.updated_at.as_micros()),
+            "policy id",
+        )
+        .await?;
         self.insert_policy_version(first).await
     }
 
@@ -121,7 +97,7 @@ impl PolicyStore for PostgresTx {
                  WHERE tenant_id = $6 AND id = $7",
             )
             .bind(p.status.as_str())
-            .bind(to_i32(p.version))
+            .bind(codec::saturating_int4(p.version))
             .bind(p.updated_at.as_micros())
             .bind(p.name.as_deref())
             .bind(p.description.as_deref())
@@ -151,9 +127,9 @@ impl PolicyStore for PostgresTx {
             )
             .await?;
         let sql = format!(
-            "SELECT {} FROM policies p {CURRENT_VERSION} WHERE {condition}
+            "SELECT {} FROM policies p {CURRENT_POLICY_VERSION} WHERE {condition}
              ORDER BY p.created_at DESC, p.id DESC LIMIT $4 OFFSET $5",
-            joined_columns()
+            policy_with_version_columns()
         );
         let items = self
             .fetch_all(
@@ -215,10 +191,13 @@ impl PolicyStore for PostgresTx {
         version_number: u32,
     ) -> StoreResult<Option<PolicyVersion>> {
         let sql = format!(
-            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2 AND version_number = $3"
+            "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2 AND version_number = $3"
         );
         self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind(to_i32(version_number)),
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(policy_id)
+                .bind(codec::saturating_int4(version_number)),
             decode_version,
         )
         .await
@@ -238,7 +217,7 @@ impl PolicyStore for PostgresTx {
             )
             .await?;
         let sql = format!(
-            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
+            "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
              ORDER BY version_number DESC LIMIT $3 OFFSET $4"
         );
         let items = self
@@ -256,10 +235,10 @@ impl PolicyStore for PostgresTx {
         action: PolicyAction,
     ) -> StoreResult<Vec<(Policy, PolicyVersion)>> {
         let sql = format!(
-            "SELECT {} FROM policies p {CURRENT_VERSION}
+            "SELECT {} FROM policies p {CURRENT_POLICY_VERSION}
              WHERE p.tenant_id = $1 AND p.action = $2 AND p.status = 'ACTIVE'
              ORDER BY p.created_at ASC, p.id ASC",
-            joined_columns()
+            policy_with_version_columns()
         );
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(action.as_str()),

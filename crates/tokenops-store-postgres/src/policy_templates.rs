@@ -15,10 +15,6 @@ fn decode_template(row: &PgRow) -> StoreResult<TenantTemplate> {
     rows::tenant_template(&codec::Cols(row))
 }
 
-fn version_i32(version: u32) -> i32 {
-    i32::try_from(version).unwrap_or(i32::MAX)
-}
-
 impl PostgresTx {
     async fn fetch_template(&mut self, tenant: TenantId, key: &str, lock: &str) -> StoreResult<Option<TenantTemplate>> {
         let sql = format!(
@@ -39,26 +35,22 @@ impl PolicyTemplateStore for PostgresTx {
             "INSERT INTO policy_templates ({TEMPLATE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(t.tenant_id.as_uuid())
-                    .bind(&t.key)
-                    .bind(version_i32(t.template_version))
-                    .bind(&t.name)
-                    .bind(&t.description)
-                    .bind(t.action.as_str())
-                    .bind(t.status.as_str())
-                    .bind(&t.default_content)
-                    .bind(&t.created_by)
-                    .bind(t.created_at.as_micros())
-                    .bind(t.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("template key"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(t.tenant_id.as_uuid())
+                .bind(&t.key)
+                .bind(codec::saturating_int4(t.template_version))
+                .bind(&t.name)
+                .bind(&t.description)
+                .bind(t.action.as_str())
+                .bind(t.status.as_str())
+                .bind(&t.default_content)
+                .bind(&t.created_by)
+                .bind(t.created_at.as_micros())
+                .bind(t.updated_at.as_micros()),
+            "template key",
+        )
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
@@ -76,7 +68,7 @@ impl PolicyTemplateStore for PostgresTx {
                      default_content = $5, updated_at = $6
                  WHERE tenant_id = $7 AND template_key = $8",
             )
-            .bind(version_i32(t.template_version))
+            .bind(codec::saturating_int4(t.template_version))
             .bind(&t.name)
             .bind(&t.description)
             .bind(t.status.as_str())

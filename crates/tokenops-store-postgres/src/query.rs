@@ -87,6 +87,16 @@ impl PostgresTx {
         execute(&mut *self.tx, query).await
     }
 
+    /// Runs an `INSERT … ON CONFLICT DO NOTHING`; a row that already exists is
+    /// `StoreError::Conflict` naming `what` (see `codec::conflict` for why not the unique
+    /// violation itself).
+    pub(crate) async fn insert_new(&mut self, query: PgQuery<'_>, what: &str) -> StoreResult<()> {
+        if self.execute(query).await? == 0 {
+            return Err(codec::conflict(what));
+        }
+        Ok(())
+    }
+
     /// [`fetch_all`] in this transaction.
     pub(crate) async fn fetch_all<T>(
         &mut self,

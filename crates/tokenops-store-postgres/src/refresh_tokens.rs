@@ -9,25 +9,21 @@ use uuid::Uuid;
 #[async_trait]
 impl RefreshTokenStore for PostgresTx {
     async fn insert(&mut self, token: &RefreshTokenRecord) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO refresh_tokens (token_hash, user_id, tenant_id, expires_at, revoked_at, created_at)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO refresh_tokens (token_hash, user_id, tenant_id, expires_at, revoked_at, created_at)
              VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT DO NOTHING",
-                )
-                .bind(&token.token_hash)
-                .bind(token.user_id)
-                .bind(token.tenant_id.as_uuid())
-                .bind(token.expires_at.as_micros())
-                .bind(token.revoked_at.map(Timestamp::as_micros))
-                .bind(token.created_at.as_micros()),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("refresh token"));
-        }
-        Ok(())
+            .bind(&token.token_hash)
+            .bind(token.user_id)
+            .bind(token.tenant_id.as_uuid())
+            .bind(token.expires_at.as_micros())
+            .bind(token.revoked_at.map(Timestamp::as_micros))
+            .bind(token.created_at.as_micros()),
+            "refresh token",
+        )
+        .await
     }
 
     async fn get(&mut self, token_hash: &str) -> StoreResult<Option<RefreshTokenRecord>> {

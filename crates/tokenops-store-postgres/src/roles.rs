@@ -4,7 +4,6 @@
 //! (`codec::folded`), which carries the uniqueness. Renaming a role, the one update that can
 //! violate a unique index, runs under a savepoint.
 
-use crate::codec::order_by;
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -13,6 +12,7 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_store::rows;
+use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -20,14 +20,6 @@ const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, creat
 
 /// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
-
-const ROLE_SORT: &[(&str, &str)] = &[
-    ("name", "name"),
-    ("description", "description"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-];
 
 fn decode_role(row: &PgRow) -> StoreResult<RoleRecord> {
     rows::role(&codec::Cols(row))
@@ -69,23 +61,23 @@ impl RoleStore for PostgresTx {
         if self.role_name_taken(tenant, &name_folded, role.id).await? {
             return Err(codec::conflict("role name"));
         }
-        let done = self.execute(sqlx::query(
-            "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING",
+            )
+            .bind(role.id)
+            .bind(tenant.as_uuid())
+            .bind(&role.name)
+            .bind(&name_folded)
+            .bind(&role.description)
+            .bind(&role.permissions)
+            .bind(role.created_at.as_micros())
+            .bind(role.updated_at.as_micros()),
+            "role id or name",
         )
-        .bind(role.id)
-        .bind(tenant.as_uuid())
-        .bind(&role.name)
-        .bind(&name_folded)
-        .bind(&role.description)
-        .bind(&role.permissions)
-        .bind(role.created_at.as_micros())
-        .bind(role.updated_at.as_micros())).await?;
-        if done == 0 {
-            return Err(codec::conflict("role id or name"));
-        }
-        Ok(())
+        .await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {

@@ -1,12 +1,13 @@
 //! Scripts and their versions on PostgreSQL: `ScriptStore`.
 
 use crate::clause::Clause;
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptVersion};
+use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
 use tokenops_store::conditions;
 use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
 use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
@@ -20,14 +21,28 @@ fn decode_version(row: &PgRow) -> StoreResult<ScriptVersion> {
     rows::script_version(&codec::Cols(row))
 }
 
-fn to_i32(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
-
-/// The imports as the JSON text the table keeps, and the resolved dependencies as JSON.
-fn lists(imports: &[String], dependencies: &[ResolvedDependency]) -> StoreResult<(String, serde_json::Value)> {
-    let dependencies = serde_json::to_value(dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
-    Ok((serde_json::Value::from(imports.to_vec()).to_string(), dependencies))
+/// Binds a script's values in `SCRIPT_COLUMNS` order (the imports as the JSON text the table
+/// keeps, the resolved dependencies as JSON): the insert binds them all, the update the columns
+/// it may change, each by its place in that list.
+fn bind_script<'q>(query: PgQuery<'q>, s: &'q Script) -> StoreResult<PgQuery<'q>> {
+    let dependencies = serde_json::to_value(&s.dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
+    Ok(query
+        .bind(s.id)
+        .bind(s.tenant_id.as_uuid())
+        .bind(&s.name)
+        .bind(&s.description)
+        .bind(s.status.as_str())
+        .bind(codec::saturating_int4(s.version))
+        .bind(&s.source)
+        .bind(&s.parameters)
+        .bind(serde_json::Value::from(s.imports.to_vec()).to_string())
+        .bind(dependencies)
+        .bind(s.root_script_id)
+        .bind(s.cloned_from)
+        .bind(&s.created_by)
+        .bind(s.created_at.as_micros())
+        .bind(s.updated_at.as_micros())
+        .bind(s.published_at.map(|t| t.as_micros())))
 }
 
 impl PostgresTx {
@@ -40,33 +55,12 @@ impl PostgresTx {
 #[async_trait]
 impl ScriptStore for PostgresTx {
     async fn insert(&mut self, s: &Script) -> StoreResult<()> {
-        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
         let sql = format!(
             "INSERT INTO scripts ({SCRIPT_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(s.id)
-                    .bind(s.tenant_id.as_uuid())
-                    .bind(&s.name)
-                    .bind(&s.description)
-                    .bind(s.status.as_str())
-                    .bind(to_i32(s.version))
-                    .bind(&s.source)
-                    .bind(&s.parameters)
-                    .bind(imports)
-                    .bind(dependencies)
-                    .bind(s.root_script_id)
-                    .bind(s.cloned_from)
-                    .bind(&s.created_by)
-                    .bind(s.created_at.as_micros())
-                    .bind(s.updated_at.as_micros())
-                    .bind(s.published_at.map(|t| t.as_micros())),
-            )
-            .await?;
+        let done = self.execute(bind_script(sqlx::query(sqlx::AssertSqlSafe(sql)), s)?).await?;
         if done == 0 {
             return Err(StoreError::Conflict(format!("a script named {:?} exists", s.name)));
         }
@@ -88,27 +82,12 @@ impl ScriptStore for PostgresTx {
     }
 
     async fn update(&mut self, s: &Script) -> StoreResult<()> {
-        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
-        self.execute(
-            sqlx::query(
-                "UPDATE scripts SET name = $1, description = $2, status = $3, version = $4, source = $5, parameters = $6,
-                        imports = $7, dependencies = $8, updated_at = $9, published_at = $10
-                 WHERE tenant_id = $11 AND id = $12",
-            )
-            .bind(&s.name)
-            .bind(&s.description)
-            .bind(s.status.as_str())
-            .bind(to_i32(s.version))
-            .bind(&s.source)
-            .bind(&s.parameters)
-            .bind(imports)
-            .bind(dependencies)
-            .bind(s.updated_at.as_micros())
-            .bind(s.published_at.map(|t| t.as_micros()))
-            .bind(s.tenant_id.as_uuid())
-            .bind(s.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE scripts SET name = $3, description = $4, status = $5, version = $6, source = $7, parameters = $8,
+                    imports = $9, dependencies = $10, updated_at = $15, published_at = $16
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_script(query, s)?).await?;
         Ok(())
     }
 
@@ -117,23 +96,19 @@ impl ScriptStore for PostgresTx {
             "INSERT INTO script_versions ({SCRIPT_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(v.tenant_id.as_uuid())
-                    .bind(v.script_id)
-                    .bind(to_i32(v.version))
-                    .bind(&v.source)
-                    .bind(&v.parameters)
-                    .bind(serde_json::Value::from(v.imports.clone()).to_string())
-                    .bind(&v.created_by)
-                    .bind(v.created_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("script version"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(v.tenant_id.as_uuid())
+                .bind(v.script_id)
+                .bind(codec::saturating_int4(v.version))
+                .bind(&v.source)
+                .bind(&v.parameters)
+                .bind(serde_json::Value::from(v.imports.clone()).to_string())
+                .bind(&v.created_by)
+                .bind(v.created_at.as_micros()),
+            "script version",
+        )
+        .await
     }
 
     async fn version(&mut self, tenant: TenantId, script_id: Uuid, version: u32) -> StoreResult<Option<ScriptVersion>> {
@@ -141,7 +116,10 @@ impl ScriptStore for PostgresTx {
             "SELECT {SCRIPT_VERSION_COLUMNS} FROM script_versions WHERE tenant_id = $1 AND script_id = $2 AND version = $3"
         );
         self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(script_id).bind(to_i32(version)),
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(script_id)
+                .bind(codec::saturating_int4(version)),
             decode_version,
         )
         .await

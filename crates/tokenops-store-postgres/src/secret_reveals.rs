@@ -18,20 +18,16 @@ impl SecretRevealStore for PostgresTx {
     async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
         let sql =
             format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING");
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(&reveal.token_hash)
-                    .bind(reveal.client_id)
-                    .bind(&reveal.sealed_secret)
-                    .bind(reveal.expires_at.as_micros())
-                    .bind(reveal.created_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("secret reveal"));
-        }
-        Ok(())
+        self.insert_new(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(&reveal.token_hash)
+                .bind(reveal.client_id)
+                .bind(&reveal.sealed_secret)
+                .bind(reveal.expires_at.as_micros())
+                .bind(reveal.created_at.as_micros()),
+            "secret reveal",
+        )
+        .await
     }
 
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {

@@ -25,22 +25,18 @@ impl SigningKeyStore for PostgresTx {
     }
 
     async fn insert(&mut self, key: &SigningKeyRecord) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
              ON CONFLICT DO NOTHING",
-                )
-                .bind(&key.kid)
-                .bind(&key.sealed_key)
-                .bind(key.created_at.as_micros())
-                .bind(key.retire_at.map(Timestamp::as_micros)),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("signing key id"));
-        }
-        Ok(())
+            .bind(&key.kid)
+            .bind(&key.sealed_key)
+            .bind(key.created_at.as_micros())
+            .bind(key.retire_at.map(Timestamp::as_micros)),
+            "signing key id",
+        )
+        .await
     }
 
     async fn set_retire_at(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<()> {

@@ -14,23 +14,19 @@ fn decode_tenant(row: &PgRow) -> StoreResult<TenantRecord> {
 #[async_trait]
 impl TenantStore for PostgresTx {
     async fn insert(&mut self, tenant: &TenantRecord) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO tenants (id, name, owner_user_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT DO NOTHING",
-                )
-                .bind(tenant.id.as_uuid())
-                .bind(&tenant.name)
-                .bind(tenant.owner_user_id)
-                .bind(tenant.created_at.as_micros())
-                .bind(tenant.updated_at.as_micros()),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("organisation id"));
-        }
-        Ok(())
+            .bind(tenant.id.as_uuid())
+            .bind(&tenant.name)
+            .bind(tenant.owner_user_id)
+            .bind(tenant.created_at.as_micros())
+            .bind(tenant.updated_at.as_micros()),
+            "organisation id",
+        )
+        .await
     }
 
     async fn get(&mut self, id: TenantId) -> StoreResult<Option<TenantRecord>> {

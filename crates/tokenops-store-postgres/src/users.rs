@@ -1,35 +1,17 @@
 //! Users on PostgreSQL: `UserStore`.
 
 use crate::audit::prefix_regex;
-use crate::codec::order_by;
-use crate::query::BindPage;
+use crate::query::{BindPage, PgQuery};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, USER_COLUMNS};
+use tokenops_store::sorting::{USER_SORT, order_by};
 use tokenops_store::{StoreResult, UserFilter, UserRecord, UserStore};
 use uuid::Uuid;
-
-pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
-
-/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
-/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
-const USER_SORT: &[(&str, &str)] = &[
-    ("email", "email"),
-    ("first_name", "first_name"),
-    ("last_name", "last_name"),
-    ("status", "status"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-    (
-        "role_name",
-        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
-    ),
-];
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the status, `$3` the role,
 /// `$4` the search pattern (each NULL when not filtered on).
@@ -40,6 +22,34 @@ pub(crate) fn decode_user(row: &PgRow) -> StoreResult<UserRecord> {
     rows::user(&codec::Cols(row))
 }
 
+/// Binds a user's values in `USER_COLUMNS` order (the email lower-cased): the insert binds them
+/// all, the update the columns it may change, each by its place in that list.
+fn bind_user<'q>(query: PgQuery<'q>, user: &'q UserRecord) -> PgQuery<'q> {
+    query
+        .bind(user.id)
+        .bind(user.tenant_id.as_uuid())
+        .bind(user.email.to_lowercase())
+        .bind(&user.first_name)
+        .bind(&user.last_name)
+        .bind(user.status.as_str())
+        .bind(user.role_id)
+        .bind(user.password_hash.as_deref())
+        .bind(user.temporary_password_hash.as_deref())
+        .bind(i64::from(user.failed_sign_ins))
+        .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
+        .bind(user.locked_until.map(Timestamp::as_micros))
+        .bind(user.created_at.as_micros())
+        .bind(user.updated_at.as_micros())
+}
+
+impl PostgresTx {
+    /// The organisation's user with the id, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_user(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<UserRecord>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+    }
+}
+
 #[async_trait]
 impl UserStore for PostgresTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
@@ -47,39 +57,15 @@ impl UserStore for PostgresTx {
             "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              ON CONFLICT DO NOTHING"
         );
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(user.id)
-                    .bind(user.tenant_id.as_uuid())
-                    .bind(user.email.to_lowercase())
-                    .bind(&user.first_name)
-                    .bind(&user.last_name)
-                    .bind(user.status.as_str())
-                    .bind(user.role_id)
-                    .bind(user.password_hash.as_deref())
-                    .bind(user.temporary_password_hash.as_deref())
-                    .bind(i64::from(user.failed_sign_ins))
-                    .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-                    .bind(user.locked_until.map(Timestamp::as_micros))
-                    .bind(user.created_at.as_micros())
-                    .bind(user.updated_at.as_micros()),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("user id or email"));
-        }
-        Ok(())
+        self.insert_new(bind_user(sqlx::query(sqlx::AssertSqlSafe(sql)), user), "user id or email").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+        self.fetch_user(tenant, id, "").await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 FOR UPDATE");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
+        self.fetch_user(tenant, id, "FOR UPDATE").await
     }
 
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
@@ -93,27 +79,13 @@ impl UserStore for PostgresTx {
     }
 
     async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE users SET first_name = $1, last_name = $2, status = $3, role_id = $4, password_hash = $5,
-                              temporary_password_hash = $6, failed_sign_ins = $7, first_failed_sign_in_at = $8,
-                              locked_until = $9, updated_at = $10
-             WHERE tenant_id = $11 AND id = $12",
-            )
-            .bind(&user.first_name)
-            .bind(&user.last_name)
-            .bind(user.status.as_str())
-            .bind(user.role_id)
-            .bind(user.password_hash.as_deref())
-            .bind(user.temporary_password_hash.as_deref())
-            .bind(i64::from(user.failed_sign_ins))
-            .bind(user.first_failed_sign_in_at.map(Timestamp::as_micros))
-            .bind(user.locked_until.map(Timestamp::as_micros))
-            .bind(user.updated_at.as_micros())
-            .bind(user.tenant_id.as_uuid())
-            .bind(user.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE users SET first_name = $4, last_name = $5, status = $6, role_id = $7, password_hash = $8,
+                              temporary_password_hash = $9, failed_sign_ins = $10, first_failed_sign_in_at = $11,
+                              locked_until = $12, updated_at = $14
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_user(query, user)).await?;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! Webhook registrations, their deliveries and the delivery signing keys on PostgreSQL:
 //! `WebhookStore`. Event types are a JSON array kept as text, as on SQLite.
 
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -29,12 +30,62 @@ fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
-fn names_text(names: &[String]) -> String {
-    serde_json::Value::from(names.to_vec()).to_string()
-}
-
 fn int4(value: u32, what: &str) -> StoreResult<i32> {
     i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
+}
+
+/// Binds a webhook's values in `COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn bind_webhook<'q>(query: PgQuery<'q>, w: &'q Webhook) -> StoreResult<PgQuery<'q>> {
+    Ok(query
+        .bind(w.id)
+        .bind(w.tenant_id.as_uuid())
+        .bind(&w.url)
+        .bind(w.signature_scheme.as_str())
+        .bind(codec::names_text(&w.event_types))
+        .bind(w.status.as_str())
+        .bind(int4(w.consecutive_failures, "failure count")?)
+        .bind(&w.sealed_secret)
+        .bind(&w.sealed_previous_secret)
+        .bind(micros(w.previous_secret_expires_at))
+        .bind(w.created_at.as_micros())
+        .bind(w.updated_at.as_micros())
+        .bind(micros(w.deleted_at)))
+}
+
+/// Binds a delivery's values in `DELIVERY_COLUMNS` order, as `bind_webhook`.
+fn bind_delivery<'q>(query: PgQuery<'q>, d: &'q Delivery) -> StoreResult<PgQuery<'q>> {
+    Ok(query
+        .bind(d.id)
+        .bind(d.tenant_id.as_uuid())
+        .bind(d.event_id)
+        .bind(d.webhook_id)
+        .bind(int4(d.generation, "generation")?)
+        .bind(d.status.as_str())
+        .bind(int4(d.attempts, "attempts")?)
+        .bind(d.created_at.as_micros())
+        .bind(d.updated_at.as_micros())
+        .bind(micros(d.next_retry_at))
+        .bind(d.failure_class.map(|c| c.as_str()))
+        .bind(&d.failure_reason)
+        .bind(micros(d.parked_at))
+        .bind(micros(d.last_attempt_at))
+        .bind(d.last_status_code.map(i32::from)))
+}
+
+impl PostgresTx {
+    /// The organisation's webhook with the id, `suffix` ending the statement (liveness, lock).
+    async fn fetch_webhook(&mut self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
+        let sql = format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 {suffix}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
+    }
+
+    /// The organisation's delivery with the id, locked when `lock` is `FOR UPDATE`.
+    async fn fetch_delivery(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Delivery>> {
+        let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2 {lock}");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_delivery)
+            .await
+    }
 }
 
 #[async_trait]
@@ -49,89 +100,33 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                     ON CONFLICT DO NOTHING"
-                )))
-                .bind(w.id)
-                .bind(w.tenant_id.as_uuid())
-                .bind(w.url.clone())
-                .bind(w.signature_scheme.as_str())
-                .bind(names_text(&w.event_types))
-                .bind(w.status.as_str())
-                .bind(int4(w.consecutive_failures, "failure count")?)
-                .bind(w.sealed_secret.clone())
-                .bind(w.sealed_previous_secret.clone())
-                .bind(micros(w.previous_secret_expires_at))
-                .bind(w.created_at.as_micros())
-                .bind(w.updated_at.as_micros())
-                .bind(micros(w.deleted_at)),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("webhook url"));
-        }
-        Ok(())
+        let sql = format!(
+            "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+             ON CONFLICT DO NOTHING"
+        );
+        self.insert_new(bind_webhook(sqlx::query(sqlx::AssertSqlSafe(sql)), w)?, "webhook url").await
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE webhooks SET event_types = $1, status = $2, consecutive_failures = $3, sealed_secret = $4,
-                 sealed_previous_secret = $5, previous_secret_expires_at = $6, updated_at = $7, deleted_at = $8
-                 WHERE tenant_id = $9 AND id = $10",
-            )
-            .bind(names_text(&w.event_types))
-            .bind(w.status.as_str())
-            .bind(int4(w.consecutive_failures, "failure count")?)
-            .bind(w.sealed_secret.clone())
-            .bind(w.sealed_previous_secret.clone())
-            .bind(micros(w.previous_secret_expires_at))
-            .bind(w.updated_at.as_micros())
-            .bind(micros(w.deleted_at))
-            .bind(w.tenant_id.as_uuid())
-            .bind(w.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE webhooks SET event_types = $5, status = $6, consecutive_failures = $7, sealed_secret = $8,
+             sealed_previous_secret = $9, previous_secret_expires_at = $10, updated_at = $12, deleted_at = $13
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_webhook(query, w)?).await?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode,
-        )
-        .await
+        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL").await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode,
-        )
-        .await
+        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL FOR UPDATE").await
     }
 
     async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode,
-        )
-        .await
+        self.fetch_webhook(tenant, id, "").await
     }
 
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
@@ -175,81 +170,30 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                     ON CONFLICT DO NOTHING"
-                )))
-                .bind(d.id)
-                .bind(d.tenant_id.as_uuid())
-                .bind(d.event_id)
-                .bind(d.webhook_id)
-                .bind(int4(d.generation, "generation")?)
-                .bind(d.status.as_str())
-                .bind(int4(d.attempts, "attempts")?)
-                .bind(d.created_at.as_micros())
-                .bind(d.updated_at.as_micros())
-                .bind(micros(d.next_retry_at))
-                .bind(d.failure_class.map(|c| c.as_str()))
-                .bind(d.failure_reason.clone())
-                .bind(micros(d.parked_at))
-                .bind(micros(d.last_attempt_at))
-                .bind(d.last_status_code.map(i32::from)),
-            )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("delivery generation"));
-        }
-        Ok(())
+        let sql = format!(
+            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT DO NOTHING"
+        );
+        self.insert_new(bind_delivery(sqlx::query(sqlx::AssertSqlSafe(sql)), d)?, "delivery generation").await
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = $1, attempts = $2, updated_at = $3, next_retry_at = $4,
-                 failure_class = $5, failure_reason = $6, parked_at = $7, last_attempt_at = $8, last_status_code = $9
-                 WHERE tenant_id = $10 AND id = $11",
-            )
-            .bind(d.status.as_str())
-            .bind(int4(d.attempts, "attempts")?)
-            .bind(d.updated_at.as_micros())
-            .bind(micros(d.next_retry_at))
-            .bind(d.failure_class.map(|c| c.as_str()))
-            .bind(d.failure_reason.clone())
-            .bind(micros(d.parked_at))
-            .bind(micros(d.last_attempt_at))
-            .bind(d.last_status_code.map(i32::from))
-            .bind(d.tenant_id.as_uuid())
-            .bind(d.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE webhook_deliveries SET status = $6, attempts = $7, updated_at = $9, next_retry_at = $10,
+             failure_class = $11, failure_reason = $12, parked_at = $13, last_attempt_at = $14, last_status_code = $15
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_delivery(query, d)?).await?;
         Ok(())
     }
 
     async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_delivery,
-        )
-        .await
+        self.fetch_delivery(tenant, id, "").await
     }
 
     async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_delivery,
-        )
-        .await
+        self.fetch_delivery(tenant, id, "FOR UPDATE").await
     }
 
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {
@@ -307,22 +251,18 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
+        self.insert_new(
+            sqlx::query(
+                "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
                      ON CONFLICT DO NOTHING",
-                )
-                .bind(key.kid.clone())
-                .bind(key.sealed_key.clone())
-                .bind(key.created_at.as_micros())
-                .bind(key.retire_at.map(Timestamp::as_micros)),
             )
-            .await?;
-        if done == 0 {
-            return Err(codec::conflict("webhook signing key"));
-        }
-        Ok(())
+            .bind(key.kid.clone())
+            .bind(key.sealed_key.clone())
+            .bind(key.created_at.as_micros())
+            .bind(key.retire_at.map(Timestamp::as_micros)),
+            "webhook signing key",
+        )
+        .await
     }
 
     async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool> {

@@ -4,7 +4,7 @@
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::{Params, Row, params};
 use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
@@ -24,29 +24,32 @@ fn decode_account(row: &Row<'_>) -> StoreResult<Account> {
     rows::account(&codec::Cols(row))
 }
 
+/// An account's values in `ACCOUNT_COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn account_values(account: &Account) -> impl Params + '_ {
+    (
+        codec::id_text(account.id),
+        codec::id_text(account.tenant_id.as_uuid()),
+        account.account_ref.as_str(),
+        account.customer_ref.as_str(),
+        asset_text(account.asset_id),
+        account.status.as_str(),
+        account.wallet_address.map(|a| a.to_string()),
+        account.failure_reason.as_deref(),
+        i64::from(account.generation),
+        account.provisioned_at.map(Timestamp::as_micros),
+        account.created_at.as_micros(),
+        account.updated_at.as_micros(),
+    )
+}
+
 #[async_trait]
 impl AccountStore for SqliteTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         );
-        self.execute(
-            &sql,
-            params![
-                codec::id_text(account.id),
-                codec::id_text(account.tenant_id.as_uuid()),
-                account.account_ref.as_str(),
-                account.customer_ref.as_str(),
-                asset_text(account.asset_id),
-                account.status.as_str(),
-                account.wallet_address.map(|a| a.to_string()),
-                account.failure_reason.as_deref(),
-                i64::from(account.generation),
-                account.provisioned_at.map(Timestamp::as_micros),
-                account.created_at.as_micros(),
-                account.updated_at.as_micros(),
-            ],
-        )?;
+        self.execute(&sql, account_values(account))?;
         Ok(())
     }
 
@@ -63,21 +66,10 @@ impl AccountStore for SqliteTx {
 
     async fn update(&mut self, account: &Account) -> StoreResult<()> {
         self.execute(
-            "UPDATE accounts SET customer_ref = ?1, asset_id = ?2, status = ?3, wallet_address = ?4, failure_reason = ?5,
-                                 generation = ?6, provisioned_at = ?7, updated_at = ?8
-             WHERE tenant_id = ?9 AND id = ?10",
-            params![
-                account.customer_ref.as_str(),
-                asset_text(account.asset_id),
-                account.status.as_str(),
-                account.wallet_address.map(|a| a.to_string()),
-                account.failure_reason.as_deref(),
-                i64::from(account.generation),
-                account.provisioned_at.map(Timestamp::as_micros),
-                account.updated_at.as_micros(),
-                codec::id_text(account.tenant_id.as_uuid()),
-                codec::id_text(account.id),
-            ],
+            "UPDATE accounts SET customer_ref = ?4, asset_id = ?5, status = ?6, wallet_address = ?7, failure_reason = ?8,
+                                 generation = ?9, provisioned_at = ?10, updated_at = ?12
+             WHERE tenant_id = ?2 AND id = ?1",
+            account_values(account),
         )?;
         Ok(())
     }

@@ -4,31 +4,22 @@ use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use tokenops_domain::automation::{Automation, AutomationFilter, Trigger};
+use tokenops_domain::automation::{Automation, AutomationFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &Row<'_>) -> StoreResult<Automation> {
     rows::automation(&codec::Cols(row))
 }
 
-/// The trigger's own columns: cron, time zone, event type.
-fn trigger_columns(trigger: &Trigger) -> (Option<&str>, Option<&str>, Option<&str>) {
-    match trigger {
-        Trigger::OnDemand => (None, None, None),
-        Trigger::Scheduled { cron, time_zone } => (Some(cron), Some(time_zone), None),
-        Trigger::Event { event_type } => (None, None, Some(event_type)),
-    }
-}
-
 #[async_trait]
 impl AutomationStore for SqliteTx {
     async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        let (cron, time_zone, event_type) = trigger_columns(&a.trigger);
+        let (cron, time_zone, event_type) = encode::trigger_columns(&a.trigger);
         self.execute(
             &format!(
                 "INSERT INTO automations ({AUTOMATION_COLUMNS})

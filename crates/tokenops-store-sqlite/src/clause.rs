@@ -1,5 +1,5 @@
-//! The WHERE clause of a filtered list (operations, locks, breaks): built from the filters actually
-//! given, each a fixed fragment numbered after the tenant.
+//! The WHERE clause of a filtered list on SQLite: the shared `conditions::Clause` with `?N`
+//! placeholders and SQLite's values, and running a page of it.
 
 use crate::{SqliteTx, codec};
 use rusqlite::types::Value;
@@ -7,51 +7,33 @@ use rusqlite::{Row, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
-use tokenops_store::conditions::Condition;
+use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
 
-/// The WHERE clause of a list: `tenant_id = ?1`, then each filter given, its parameters
-/// numbered in order.
-pub(crate) struct Clause {
-    pub(crate) sql: String,
-    /// The values bound to the filters, from `?2` on.
-    pub(crate) binds: Vec<Value>,
+/// The shared clause, numbered `?1`, `?2`, …
+pub(crate) struct Clause(conditions::Clause<Value>);
+
+impl std::ops::Deref for Clause {
+    type Target = conditions::Clause<Value>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Clause {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 impl Clause {
     pub(crate) fn new() -> Self {
-        Self { sql: String::from("tenant_id = ?1"), binds: Vec::new() }
+        Self(conditions::Clause::new('?'))
     }
 
     /// The clause of a list's shared conditions (`tokenops_store::conditions`).
     pub(crate) fn of(conditions: Vec<Condition>) -> Self {
-        let mut clause = Self::new();
-        for c in conditions {
-            clause.compare(c.column, c.op, value(c.value));
-        }
-        clause
-    }
-
-    /// Binds `value` and returns its placeholder.
-    pub(crate) fn param(&mut self, value: Value) -> String {
-        self.binds.push(value);
-        format!("?{}", self.binds.len() + 1)
-    }
-
-    pub(crate) fn and(&mut self, fragment: &str) {
-        self.sql.push_str(" AND ");
-        self.sql.push_str(fragment);
-    }
-
-    /// Adds the filter `column op value`, `value` bound.
-    pub(crate) fn compare(&mut self, column: &str, op: &str, value: Value) {
-        let p = self.param(value);
-        self.and(&format!("{column} {op} {p}"));
-    }
-
-    /// The next free placeholder number (for LIMIT and OFFSET).
-    pub(crate) fn next(&self) -> usize {
-        self.binds.len() + 2
+        Self(conditions::Clause::of('?', conditions, value))
     }
 
     /// The values of the clause's placeholders, in order: the tenant, then each filter's; the
@@ -82,15 +64,12 @@ impl Clause {
         page: PageRequest,
         decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, &format!("SELECT COUNT(*) FROM {table} WHERE {}", self.sql), tx)?;
-        let n = self.next();
-        let sql =
-            format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} LIMIT ?{n} OFFSET ?{}", self.sql, n + 1);
+        let total = self.count(tenant, &self.count_sql(table), tx)?;
         let (limit, offset) = codec::page_limits(page);
         let mut values = self.values(tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
-        let items = tx.fetch_all(&sql, params_from_iter(values), decode)?;
+        let items = tx.fetch_all(&self.page_sql(table, columns, order), params_from_iter(values), decode)?;
         Ok(Page { items, total })
     }
 }

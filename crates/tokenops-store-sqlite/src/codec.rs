@@ -2,9 +2,9 @@
 
 use rusqlite::Row;
 use rusqlite::types::FromSql;
-use tokenops_domain::asset::AssetId;
-use tokenops_domain::paging::{PageRequest, SortKey};
+use tokenops_domain::paging::PageRequest;
 use tokenops_domain::{TenantId, Timestamp};
+pub use tokenops_store::encode::{asset_text, folded, names_text};
 use tokenops_store::rows::Columns;
 pub use tokenops_store::rows::names;
 use tokenops_store::{StoreError, StoreResult};
@@ -64,18 +64,6 @@ pub fn json_text(value: &serde_json::Value) -> String {
     value.to_string()
 }
 
-/// A name or key as compared ignoring case (role names, group keys): the upper case of its lower
-/// case, by Rust's full Unicode mappings, so that "straße" and "STRASSE", or the Kelvin sign and
-/// "k", fold alike. The PostgreSQL store folds identically; uniqueness is on the folded column.
-pub fn folded(text: &str) -> String {
-    text.to_lowercase().to_uppercase()
-}
-
-/// A list of names as stored: a JSON array of strings, in the given order.
-pub fn names_text(names: &[String]) -> String {
-    serde_json::Value::from(names.to_vec()).to_string()
-}
-
 pub fn text(row: &Row<'_>, name: &str) -> StoreResult<String> {
     get(row, name)
 }
@@ -88,29 +76,8 @@ pub fn opt_ts(row: &Row<'_>, name: &str) -> StoreResult<Option<Timestamp>> {
     Ok(get::<Option<i64>>(row, name)?.map(ts))
 }
 
-/// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
-/// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
-/// from the request; a column the list does not know is refused rather than placed in SQL.
-pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
-    let mut order = Vec::with_capacity(sort.len() + 1);
-    for key in sort {
-        let (_, sql) = columns
-            .iter()
-            .find(|(name, _)| *name == key.column)
-            .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
-        order.push(format!("{sql} {}", key.direction.sql()));
-    }
-    order.push("id ASC".to_owned());
-    Ok(order.join(", "))
-}
-
 pub fn page_limits(page: PageRequest) -> (i64, i64) {
     (i64::from(page.size), i64::try_from(page.offset()).unwrap_or(i64::MAX))
-}
-
-/// An asset as stored: its upper-case ISO 4217 code, one spelling for the unique index.
-pub fn asset_text(asset_id: AssetId) -> &'static str {
-    asset_id.code()
 }
 
 /// A row read through the shared decoders (`tokenops_store::rows`): uuids and JSON are text

@@ -3,7 +3,7 @@
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::{Params, Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
@@ -22,29 +22,32 @@ fn decode_contract(row: &Row<'_>) -> StoreResult<Contract> {
     rows::contract(&codec::Cols(row))
 }
 
+/// A contract's values in `CONTRACT_COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn contract_values(contract: &Contract) -> impl Params + '_ {
+    (
+        codec::id_text(contract.id),
+        codec::id_text(contract.tenant_id.as_uuid()),
+        asset_text(contract.asset_id),
+        &contract.name,
+        &contract.symbol,
+        i64::from(contract.decimals),
+        contract.status.as_str(),
+        contract.address.map(|a| a.to_string()),
+        contract.adopt_address.map(|a| a.to_string()),
+        contract.failure_reason.as_deref(),
+        contract.created_at.as_micros(),
+        contract.updated_at.as_micros(),
+    )
+}
+
 #[async_trait]
 impl ContractStore for SqliteTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         );
-        self.execute(
-            &sql,
-            params![
-                codec::id_text(contract.id),
-                codec::id_text(contract.tenant_id.as_uuid()),
-                asset_text(contract.asset_id),
-                &contract.name,
-                &contract.symbol,
-                i64::from(contract.decimals),
-                contract.status.as_str(),
-                contract.address.map(|a| a.to_string()),
-                contract.adopt_address.map(|a| a.to_string()),
-                contract.failure_reason.as_deref(),
-                contract.created_at.as_micros(),
-                contract.updated_at.as_micros(),
-            ],
-        )?;
+        self.execute(&sql, contract_values(contract))?;
         Ok(())
     }
 
@@ -66,21 +69,10 @@ impl ContractStore for SqliteTx {
 
     async fn update(&mut self, contract: &Contract) -> StoreResult<()> {
         self.execute(
-            "UPDATE contracts SET name = ?1, symbol = ?2, decimals = ?3, status = ?4, address = ?5, adopt_address = ?6,
-                                  failure_reason = ?7, updated_at = ?8
-             WHERE tenant_id = ?9 AND id = ?10",
-            params![
-                &contract.name,
-                &contract.symbol,
-                i64::from(contract.decimals),
-                contract.status.as_str(),
-                contract.address.map(|a| a.to_string()),
-                contract.adopt_address.map(|a| a.to_string()),
-                contract.failure_reason.as_deref(),
-                contract.updated_at.as_micros(),
-                codec::id_text(contract.tenant_id.as_uuid()),
-                codec::id_text(contract.id),
-            ],
+            "UPDATE contracts SET name = ?4, symbol = ?5, decimals = ?6, status = ?7, address = ?8, adopt_address = ?9,
+                                  failure_reason = ?10, updated_at = ?12
+             WHERE tenant_id = ?2 AND id = ?1",
+            contract_values(contract),
         )?;
         Ok(())
     }

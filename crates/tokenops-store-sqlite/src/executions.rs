@@ -3,52 +3,52 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::{Params, Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, EXECUTION_COLUMNS};
 use tokenops_store::{ExecutionStore, StoreError, StoreResult, keyset};
+use tokenops_store::{conditions, encode};
 use uuid::Uuid;
 
 fn decode(row: &Row<'_>) -> StoreResult<Execution> {
     rows::execution(&codec::Cols(row))
 }
 
-/// The log lines and submitted ids as the JSON arrays the table keeps.
-fn lists(e: &Execution) -> (String, String) {
-    let submitted: Vec<String> = e.submitted.iter().map(Uuid::to_string).collect();
-    (serde_json::Value::from(e.log.clone()).to_string(), serde_json::Value::from(submitted).to_string())
+/// An execution's values in `EXECUTION_COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn execution_values(e: &Execution) -> impl Params + '_ {
+    let (log, submitted) = encode::execution_lists(e);
+    (
+        codec::id_text(e.id),
+        codec::id_text(e.tenant_id.as_uuid()),
+        codec::id_text(e.automation_id),
+        e.trigger.as_str(),
+        e.status.as_str(),
+        codec::json_text(&e.parameters),
+        e.scheduled_for.map(|t| t.as_micros()),
+        e.event_id.map(codec::id_text),
+        log,
+        submitted,
+        &e.error,
+        i64::from(e.attempts),
+        e.created_at.as_micros(),
+        e.started_at.map(|t| t.as_micros()),
+        e.finished_at.map(|t| t.as_micros()),
+    )
 }
 
 #[async_trait]
 impl ExecutionStore for SqliteTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
         let inserted = self.execute(
             &format!(
                 "INSERT INTO automation_executions ({EXECUTION_COLUMNS})
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                  ON CONFLICT DO NOTHING"
             ),
-            params![
-                codec::id_text(e.id),
-                codec::id_text(e.tenant_id.as_uuid()),
-                codec::id_text(e.automation_id),
-                e.trigger.as_str(),
-                e.status.as_str(),
-                codec::json_text(&e.parameters),
-                e.scheduled_for.map(|t| t.as_micros()),
-                e.event_id.map(codec::id_text),
-                log,
-                submitted,
-                &e.error,
-                i64::from(e.attempts),
-                e.created_at.as_micros(),
-                e.started_at.map(|t| t.as_micros()),
-                e.finished_at.map(|t| t.as_micros()),
-            ],
+            execution_values(e),
         )?;
         if inserted == 0 {
             return Err(StoreError::Conflict("the automation already has this run".into()));
@@ -71,22 +71,11 @@ impl ExecutionStore for SqliteTx {
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
-        let (log, submitted) = lists(e);
         self.execute(
-            "UPDATE automation_executions SET status = ?1, log = ?2, submitted = ?3, error = ?4, attempts = ?5,
-                    started_at = ?6, finished_at = ?7
-             WHERE tenant_id = ?8 AND id = ?9",
-            params![
-                e.status.as_str(),
-                log,
-                submitted,
-                &e.error,
-                i64::from(e.attempts),
-                e.started_at.map(|t| t.as_micros()),
-                e.finished_at.map(|t| t.as_micros()),
-                codec::id_text(e.tenant_id.as_uuid()),
-                codec::id_text(e.id),
-            ],
+            "UPDATE automation_executions SET status = ?5, log = ?9, submitted = ?10, error = ?11, attempts = ?12,
+                    started_at = ?14, finished_at = ?15
+             WHERE tenant_id = ?2 AND id = ?1",
+            execution_values(e),
         )?;
         Ok(())
     }

@@ -3,35 +3,22 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::{order_by, page_limits};
-use crate::users::{USER_COLUMNS, decode_user};
+use crate::codec::page_limits;
+use crate::users::decode_user;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
+use tokenops_store::sorting::{GROUP_SORT, order_by};
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
 
 const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
 
-const GROUP_SORT: &[(&str, &str)] = &[
-    ("key", "group_key"),
-    ("name", "name"),
-    ("status", "status"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-];
-
 fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
     rows::group(&codec::Cols(row))
-}
-
-/// The user columns of a join with `users u`, named as in `users`.
-fn member_columns() -> String {
-    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
 }
 
 /// A group's members (`?1` the tenant, `?2` the group): memberships of users still in the
@@ -152,7 +139,7 @@ impl GroupStore for SqliteTx {
         let total: i64 = self.scalar(&format!("SELECT COUNT(*) FROM {MEMBERS}"), params![&tenant_text, &group_text])?;
         let sql = format!(
             "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT ?3 OFFSET ?4",
-            member_columns()
+            rows::joined_user_columns()
         );
         let (limit, offset) = page_limits(page);
         let items = self.fetch_all(&sql, params![&tenant_text, &group_text, limit, offset], decode_user)?;

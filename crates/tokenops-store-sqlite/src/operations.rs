@@ -202,8 +202,7 @@ impl OperationStore for SqliteTx {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
         let total = clause.count(tenant, &selection.count_sql(), self)?;
-        let n = clause.next();
-        let sql = selection.rows_sql(&format!("LIMIT ?{n} OFFSET ?{}", n + 1));
+        let sql = selection.rows_sql(&clause.limit_offset());
         let (limit, offset) = page_limits(page);
         let mut values = clause.values(tenant);
         values.push(Value::Integer(limit));
@@ -220,7 +219,7 @@ impl OperationStore for SqliteTx {
     ) -> StoreResult<Vec<Operation>> {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
-        let sql = selection.rows_sql(&format!("LIMIT ?{}", clause.next()));
+        let sql = selection.rows_sql(&format!("LIMIT {}", clause.placeholder(clause.next())));
         let mut values = clause.values(tenant);
         values.push(Value::Integer(i64::from(window.limit)));
         self.fetch_all(&sql, params_from_iter(values), decode_operation)

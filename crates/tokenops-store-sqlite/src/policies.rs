@@ -7,13 +7,11 @@ use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyStatus, PolicyVersion, RuleType};
-use tokenops_store::rows;
+use tokenops_store::rows::{
+    self, CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy_with_version_columns,
+};
 use tokenops_store::{PolicyStore, StoreResult};
 use uuid::Uuid;
-
-const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
-const VERSION_COLUMNS: &str =
-    "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
 
 fn decode_policy(row: &Row<'_>) -> StoreResult<Policy> {
     rows::policy(&codec::Cols(row))
@@ -23,17 +21,6 @@ fn decode_version(row: &Row<'_>) -> StoreResult<PolicyVersion> {
     rows::policy_version(&codec::Cols(row))
 }
 
-/// Joins each policy `p` with its current version `v`.
-const CURRENT_VERSION: &str = "JOIN policy_versions v ON v.policy_id = p.id AND v.version_number = p.version";
-
-/// The policy columns of a join with `policies p`, then the version columns of
-/// `policy_versions v` prefixed `v_`.
-fn joined_columns() -> String {
-    let p = POLICY_COLUMNS.split(", ").map(|c| format!("p.{c} AS {c}"));
-    let v = VERSION_COLUMNS.split(", ").map(|c| format!("v.{c} AS v_{c}"));
-    p.chain(v).collect::<Vec<_>>().join(", ")
-}
-
 fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
@@ -41,7 +28,7 @@ fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
 impl SqliteTx {
     fn insert_policy_version(&self, v: &PolicyVersion) -> StoreResult<()> {
         self.execute(
-            &format!("INSERT INTO policy_versions ({VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+            &format!("INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
             params![
                 codec::id_text(v.id),
                 codec::id_text(v.tenant_id.as_uuid()),
@@ -130,9 +117,9 @@ impl PolicyStore for SqliteTx {
         let (limit, offset) = page_limits(page);
         let items = self.fetch_all(
             &format!(
-                "SELECT {} FROM policies p {CURRENT_VERSION} WHERE {condition}
+                "SELECT {} FROM policies p {CURRENT_POLICY_VERSION} WHERE {condition}
                  ORDER BY p.created_at DESC, p.id DESC LIMIT ?4 OFFSET ?5",
-                joined_columns()
+                policy_with_version_columns()
             ),
             params![&tenant_text, status, rule_type, limit, offset],
             decode_joined,
@@ -181,7 +168,7 @@ impl PolicyStore for SqliteTx {
     ) -> StoreResult<Option<PolicyVersion>> {
         self.fetch_optional(
             &format!(
-                "SELECT {VERSION_COLUMNS} FROM policy_versions
+                "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions
                  WHERE tenant_id = ?1 AND policy_id = ?2 AND version_number = ?3"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(policy_id), i64::from(version_number)],
@@ -204,7 +191,7 @@ impl PolicyStore for SqliteTx {
         let (limit, offset) = page_limits(page);
         let items = self.fetch_all(
             &format!(
-                "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2
+                "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2
                  ORDER BY version_number DESC LIMIT ?3 OFFSET ?4"
             ),
             params![&tenant_text, &policy_text, limit, offset],
@@ -220,10 +207,10 @@ impl PolicyStore for SqliteTx {
     ) -> StoreResult<Vec<(Policy, PolicyVersion)>> {
         self.fetch_all(
             &format!(
-                "SELECT {} FROM policies p {CURRENT_VERSION}
+                "SELECT {} FROM policies p {CURRENT_POLICY_VERSION}
                  WHERE p.tenant_id = ?1 AND p.action = ?2 AND p.status = 'ACTIVE'
                  ORDER BY p.created_at ASC, p.id ASC",
-                joined_columns()
+                policy_with_version_columns()
             ),
             params![codec::id_text(tenant.as_uuid()), action.as_str()],
             decode_joined,

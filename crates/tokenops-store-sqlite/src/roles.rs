@@ -3,13 +3,14 @@
 //! Role names are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::{order_by, page_limits};
+use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_store::rows;
+use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -17,14 +18,6 @@ const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, creat
 
 /// The roles an organisation sees, `?1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = ?1 OR tenant_id IS NULL)";
-
-const ROLE_SORT: &[(&str, &str)] = &[
-    ("name", "name"),
-    ("description", "description"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-];
 
 fn decode_role(row: &Row<'_>) -> StoreResult<RoleRecord> {
     rows::role(&codec::Cols(row))

@@ -3,10 +3,10 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::{Params, Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::{ResolvedDependency, Script, ScriptFilter, ScriptVersion};
+use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
 use tokenops_store::conditions;
 use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
 use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
@@ -20,39 +20,40 @@ fn decode_version(row: &Row<'_>) -> StoreResult<ScriptVersion> {
     rows::script_version(&codec::Cols(row))
 }
 
-/// The imports and the resolved dependencies as the JSON text the table keeps.
-fn lists(s_imports: &[String], dependencies: &[ResolvedDependency]) -> StoreResult<(String, String)> {
-    let dependencies = serde_json::to_string(dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
-    Ok((serde_json::Value::from(s_imports.to_vec()).to_string(), dependencies))
+/// A script's values in `SCRIPT_COLUMNS` order (imports and resolved dependencies as the JSON
+/// text the table keeps): the insert binds them all, the update the columns it may change, each
+/// by its place in that list.
+fn script_values(s: &Script) -> StoreResult<impl Params + '_> {
+    let dependencies = serde_json::to_string(&s.dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
+    Ok((
+        codec::id_text(s.id),
+        codec::id_text(s.tenant_id.as_uuid()),
+        &s.name,
+        &s.description,
+        s.status.as_str(),
+        i64::from(s.version),
+        &s.source,
+        codec::json_text(&s.parameters),
+        codec::names_text(&s.imports),
+        dependencies,
+        codec::id_text(s.root_script_id),
+        s.cloned_from.map(codec::id_text),
+        &s.created_by,
+        s.created_at.as_micros(),
+        s.updated_at.as_micros(),
+        s.published_at.map(|t| t.as_micros()),
+    ))
 }
 
 #[async_trait]
 impl ScriptStore for SqliteTx {
     async fn insert(&mut self, s: &Script) -> StoreResult<()> {
-        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
         let inserted = self.execute(
             &format!(
                 "INSERT INTO scripts ({SCRIPT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
                  ON CONFLICT DO NOTHING"
             ),
-            params![
-                codec::id_text(s.id),
-                codec::id_text(s.tenant_id.as_uuid()),
-                &s.name,
-                &s.description,
-                s.status.as_str(),
-                i64::from(s.version),
-                &s.source,
-                codec::json_text(&s.parameters),
-                imports,
-                dependencies,
-                codec::id_text(s.root_script_id),
-                s.cloned_from.map(codec::id_text),
-                &s.created_by,
-                s.created_at.as_micros(),
-                s.updated_at.as_micros(),
-                s.published_at.map(|t| t.as_micros()),
-            ],
+            script_values(s)?,
         )?;
         if inserted == 0 {
             return Err(StoreError::Conflict(format!("a script named {:?} exists", s.name)));
@@ -83,25 +84,11 @@ impl ScriptStore for SqliteTx {
     }
 
     async fn update(&mut self, s: &Script) -> StoreResult<()> {
-        let (imports, dependencies) = lists(&s.imports, &s.dependencies)?;
         self.execute(
-            "UPDATE scripts SET name = ?1, description = ?2, status = ?3, version = ?4, source = ?5, parameters = ?6,
-                    imports = ?7, dependencies = ?8, updated_at = ?9, published_at = ?10
-             WHERE tenant_id = ?11 AND id = ?12",
-            params![
-                &s.name,
-                &s.description,
-                s.status.as_str(),
-                i64::from(s.version),
-                &s.source,
-                codec::json_text(&s.parameters),
-                imports,
-                dependencies,
-                s.updated_at.as_micros(),
-                s.published_at.map(|t| t.as_micros()),
-                codec::id_text(s.tenant_id.as_uuid()),
-                codec::id_text(s.id),
-            ],
+            "UPDATE scripts SET name = ?3, description = ?4, status = ?5, version = ?6, source = ?7, parameters = ?8,
+                    imports = ?9, dependencies = ?10, updated_at = ?15, published_at = ?16
+             WHERE tenant_id = ?2 AND id = ?1",
+            script_values(s)?,
         )?;
         Ok(())
     }

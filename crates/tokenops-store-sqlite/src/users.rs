@@ -1,34 +1,17 @@
 //! Users on SQLite: `UserStore`.
 
 use crate::audit::prefix_glob;
-use crate::codec::{order_by, page_limits};
+use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params, params_from_iter};
+use rusqlite::{Params, Row, params, params_from_iter};
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, USER_COLUMNS};
+use tokenops_store::sorting::{USER_SORT, order_by};
 use tokenops_store::{StoreResult, UserFilter, UserRecord, UserStore};
 use uuid::Uuid;
-
-pub(crate) const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
-
-/// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
-/// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
-const USER_SORT: &[(&str, &str)] = &[
-    ("email", "email"),
-    ("first_name", "first_name"),
-    ("last_name", "last_name"),
-    ("status", "status"),
-    ("created_at", "created_at"),
-    ("updated_at", "updated_at"),
-    ("id", "id"),
-    (
-        "role_name",
-        "(SELECT r.name FROM roles r WHERE r.id = users.role_id AND (r.tenant_id = users.tenant_id OR r.tenant_id IS NULL))",
-    ),
-];
 
 /// The filter shared by the count and the page: `?1` the tenant, `?2` the status, `?3` the role,
 /// `?4` the search pattern (each NULL when not filtered on).
@@ -46,31 +29,34 @@ impl SqliteTx {
     }
 }
 
+/// A user's values in `USER_COLUMNS` order (the email lower-cased): the insert binds them all,
+/// the update the columns it may change, each by its place in that list.
+fn user_values(user: &UserRecord) -> impl Params + '_ {
+    (
+        codec::id_text(user.id),
+        codec::id_text(user.tenant_id.as_uuid()),
+        user.email.to_lowercase(),
+        &user.first_name,
+        &user.last_name,
+        user.status.as_str(),
+        codec::id_text(user.role_id),
+        user.password_hash.as_deref(),
+        user.temporary_password_hash.as_deref(),
+        i64::from(user.failed_sign_ins),
+        user.first_failed_sign_in_at.map(Timestamp::as_micros),
+        user.locked_until.map(Timestamp::as_micros),
+        user.created_at.as_micros(),
+        user.updated_at.as_micros(),
+    )
+}
+
 #[async_trait]
 impl UserStore for SqliteTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO users ({USER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
         );
-        self.execute(
-            &sql,
-            params![
-                codec::id_text(user.id),
-                codec::id_text(user.tenant_id.as_uuid()),
-                user.email.to_lowercase(),
-                &user.first_name,
-                &user.last_name,
-                user.status.as_str(),
-                codec::id_text(user.role_id),
-                user.password_hash.as_deref(),
-                user.temporary_password_hash.as_deref(),
-                i64::from(user.failed_sign_ins),
-                user.first_failed_sign_in_at.map(Timestamp::as_micros),
-                user.locked_until.map(Timestamp::as_micros),
-                user.created_at.as_micros(),
-                user.updated_at.as_micros(),
-            ],
-        )?;
+        self.execute(&sql, user_values(user))?;
         Ok(())
     }
 
@@ -94,24 +80,11 @@ impl UserStore for SqliteTx {
 
     async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
         self.execute(
-            "UPDATE users SET first_name = ?1, last_name = ?2, status = ?3, role_id = ?4, password_hash = ?5,
-                              temporary_password_hash = ?6, failed_sign_ins = ?7, first_failed_sign_in_at = ?8,
-                              locked_until = ?9, updated_at = ?10
-             WHERE tenant_id = ?11 AND id = ?12",
-            params![
-                &user.first_name,
-                &user.last_name,
-                user.status.as_str(),
-                codec::id_text(user.role_id),
-                user.password_hash.as_deref(),
-                user.temporary_password_hash.as_deref(),
-                i64::from(user.failed_sign_ins),
-                user.first_failed_sign_in_at.map(Timestamp::as_micros),
-                user.locked_until.map(Timestamp::as_micros),
-                user.updated_at.as_micros(),
-                codec::id_text(user.tenant_id.as_uuid()),
-                codec::id_text(user.id),
-            ],
+            "UPDATE users SET first_name = ?4, last_name = ?5, status = ?6, role_id = ?7, password_hash = ?8,
+                              temporary_password_hash = ?9, failed_sign_ins = ?10, first_failed_sign_in_at = ?11,
+                              locked_until = ?12, updated_at = ?14
+             WHERE tenant_id = ?2 AND id = ?1",
+            user_values(user),
         )?;
         Ok(())
     }

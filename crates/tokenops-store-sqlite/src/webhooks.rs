@@ -3,7 +3,7 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::{Params, Row, params};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
@@ -29,6 +29,58 @@ fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
+/// A webhook's values in `COLUMNS` order: the insert binds them all, the update the columns it
+/// may change, each by its place in that list.
+fn webhook_values(w: &Webhook) -> impl Params + '_ {
+    (
+        codec::id_text(w.id),
+        codec::id_text(w.tenant_id.as_uuid()),
+        &w.url,
+        w.signature_scheme.as_str(),
+        codec::names_text(&w.event_types),
+        w.status.as_str(),
+        i64::from(w.consecutive_failures),
+        &w.sealed_secret,
+        &w.sealed_previous_secret,
+        micros(w.previous_secret_expires_at),
+        w.created_at.as_micros(),
+        w.updated_at.as_micros(),
+        micros(w.deleted_at),
+    )
+}
+
+/// A delivery's values in `DELIVERY_COLUMNS` order, as `webhook_values`.
+fn delivery_values(d: &Delivery) -> impl Params + '_ {
+    (
+        codec::id_text(d.id),
+        codec::id_text(d.tenant_id.as_uuid()),
+        codec::id_text(d.event_id),
+        codec::id_text(d.webhook_id),
+        i64::from(d.generation),
+        d.status.as_str(),
+        i64::from(d.attempts),
+        d.created_at.as_micros(),
+        d.updated_at.as_micros(),
+        micros(d.next_retry_at),
+        d.failure_class.map(|c| c.as_str()),
+        &d.failure_reason,
+        micros(d.parked_at),
+        micros(d.last_attempt_at),
+        d.last_status_code.map(i64::from),
+    )
+}
+
+impl SqliteTx {
+    /// The organisation's webhook with the id, `suffix` ending the condition (liveness).
+    fn fetch_webhook(&self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
+        self.fetch_optional(
+            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2 {suffix}"),
+            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
+            decode,
+        )
+    }
+}
+
 #[async_trait]
 impl WebhookStore for SqliteTx {
     async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>> {
@@ -46,52 +98,23 @@ impl WebhookStore for SqliteTx {
             &format!(
                 "INSERT INTO webhooks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
             ),
-            params![
-                codec::id_text(w.id),
-                codec::id_text(w.tenant_id.as_uuid()),
-                &w.url,
-                w.signature_scheme.as_str(),
-                codec::names_text(&w.event_types),
-                w.status.as_str(),
-                i64::from(w.consecutive_failures),
-                &w.sealed_secret,
-                &w.sealed_previous_secret,
-                micros(w.previous_secret_expires_at),
-                w.created_at.as_micros(),
-                w.updated_at.as_micros(),
-                micros(w.deleted_at),
-            ],
+            webhook_values(w),
         )?;
         Ok(())
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
         self.execute(
-            "UPDATE webhooks SET event_types = ?1, status = ?2, consecutive_failures = ?3, sealed_secret = ?4,
-             sealed_previous_secret = ?5, previous_secret_expires_at = ?6, updated_at = ?7, deleted_at = ?8
-             WHERE tenant_id = ?9 AND id = ?10",
-            params![
-                codec::names_text(&w.event_types),
-                w.status.as_str(),
-                i64::from(w.consecutive_failures),
-                &w.sealed_secret,
-                &w.sealed_previous_secret,
-                micros(w.previous_secret_expires_at),
-                w.updated_at.as_micros(),
-                micros(w.deleted_at),
-                codec::id_text(w.tenant_id.as_uuid()),
-                codec::id_text(w.id),
-            ],
+            "UPDATE webhooks SET event_types = ?5, status = ?6, consecutive_failures = ?7, sealed_secret = ?8,
+             sealed_previous_secret = ?9, previous_secret_expires_at = ?10, updated_at = ?12, deleted_at = ?13
+             WHERE tenant_id = ?2 AND id = ?1",
+            webhook_values(w),
         )?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2 AND deleted_at IS NULL"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode,
-        )
+        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL")
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
@@ -101,11 +124,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_optional(
-            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode,
-        )
+        self.fetch_webhook(tenant, id, "")
     }
 
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
@@ -150,45 +169,17 @@ impl WebhookStore for SqliteTx {
                 "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
             ),
-            params![
-                codec::id_text(d.id),
-                codec::id_text(d.tenant_id.as_uuid()),
-                codec::id_text(d.event_id),
-                codec::id_text(d.webhook_id),
-                i64::from(d.generation),
-                d.status.as_str(),
-                i64::from(d.attempts),
-                d.created_at.as_micros(),
-                d.updated_at.as_micros(),
-                micros(d.next_retry_at),
-                d.failure_class.map(|c| c.as_str()),
-                &d.failure_reason,
-                micros(d.parked_at),
-                micros(d.last_attempt_at),
-                d.last_status_code.map(i64::from),
-            ],
+            delivery_values(d),
         )?;
         Ok(())
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
         self.execute(
-            "UPDATE webhook_deliveries SET status = ?1, attempts = ?2, updated_at = ?3, next_retry_at = ?4,
-             failure_class = ?5, failure_reason = ?6, parked_at = ?7, last_attempt_at = ?8, last_status_code = ?9
-             WHERE tenant_id = ?10 AND id = ?11",
-            params![
-                d.status.as_str(),
-                i64::from(d.attempts),
-                d.updated_at.as_micros(),
-                micros(d.next_retry_at),
-                d.failure_class.map(|c| c.as_str()),
-                &d.failure_reason,
-                micros(d.parked_at),
-                micros(d.last_attempt_at),
-                d.last_status_code.map(i64::from),
-                codec::id_text(d.tenant_id.as_uuid()),
-                codec::id_text(d.id),
-            ],
+            "UPDATE webhook_deliveries SET status = ?6, attempts = ?7, updated_at = ?9, next_retry_at = ?10,
+             failure_class = ?11, failure_reason = ?12, parked_at = ?13, last_attempt_at = ?14, last_status_code = ?15
+             WHERE tenant_id = ?2 AND id = ?1",
+            delivery_values(d),
         )?;
         Ok(())
     }

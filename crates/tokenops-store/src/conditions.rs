@@ -1,7 +1,7 @@
 //! The filters of the offset-paged lists, dialect-neutral: each filter a caller gives becomes a
-//! column compared with a value, and each backend's `Clause` numbers and binds them after the
-//! tenant, so the two backends select the same rows. A filter one dialect spells its own way (a
-//! JSON array's member) stays in that backend.
+//! column compared with a value, and a `Clause` numbers them after the tenant in the backend's
+//! placeholder style, so the two backends select the same rows. A filter one dialect spells its
+//! own way (a JSON array's member) stays in that backend, as does binding the values.
 
 use crate::keyset::KeyValue;
 use tokenops_domain::account::AccountRef;
@@ -17,6 +17,74 @@ pub struct Condition {
     pub column: &'static str,
     pub op: &'static str,
     pub value: KeyValue,
+}
+
+/// The WHERE clause of a list: `tenant_id = <1>`, then each filter given, its placeholders
+/// numbered in order in the backend's style (`sigil` `?` or `$`); `V` is the backend's bound
+/// value, the tenant's not among them (the backend binds it first).
+#[derive(Debug)]
+pub struct Clause<V> {
+    pub sql: String,
+    /// The values bound to the filters, from placeholder 2 on.
+    pub binds: Vec<V>,
+    sigil: char,
+}
+
+impl<V> Clause<V> {
+    pub fn new(sigil: char) -> Self {
+        Self { sql: format!("tenant_id = {sigil}1"), binds: Vec::new(), sigil }
+    }
+
+    /// The clause of a list's shared conditions, each value as the backend binds it.
+    pub fn of(sigil: char, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) -> Self {
+        let mut clause = Self::new(sigil);
+        for c in conditions {
+            clause.compare(c.column, c.op, value(c.value));
+        }
+        clause
+    }
+
+    /// Binds `value` and returns its placeholder.
+    pub fn param(&mut self, value: V) -> String {
+        self.binds.push(value);
+        self.placeholder(self.binds.len() + 1)
+    }
+
+    pub fn placeholder(&self, n: usize) -> String {
+        format!("{}{n}", self.sigil)
+    }
+
+    pub fn and(&mut self, fragment: &str) {
+        self.sql.push_str(" AND ");
+        self.sql.push_str(fragment);
+    }
+
+    /// Adds the filter `column op value`, `value` bound.
+    pub fn compare(&mut self, column: &str, op: &str, value: V) {
+        let p = self.param(value);
+        self.and(&format!("{column} {op} {p}"));
+    }
+
+    /// The next free placeholder number (for LIMIT and OFFSET).
+    pub fn next(&self) -> usize {
+        self.binds.len() + 2
+    }
+
+    /// `LIMIT` and `OFFSET` on the next two placeholders, which the caller binds in that order.
+    pub fn limit_offset(&self) -> String {
+        let n = self.next();
+        format!("LIMIT {} OFFSET {}", self.placeholder(n), self.placeholder(n + 1))
+    }
+
+    /// The total the clause selects from `table`, as the column `total`.
+    pub fn count_sql(&self, table: &str) -> String {
+        format!("SELECT COUNT(*) AS total FROM {table} WHERE {}", self.sql)
+    }
+
+    /// One page of the rows of `table` the clause selects (`columns` of them, in `order`).
+    pub fn page_sql(&self, table: &str, columns: &str, order: &str) -> String {
+        format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} {}", self.sql, self.limit_offset())
+    }
 }
 
 /// The conditions of a list, in the order their placeholders are numbered.
@@ -106,4 +174,33 @@ pub fn account_locks(account_ref: &AccountRef, status: Option<LockStatus>) -> Ve
         .equal("account_ref", Some(text(account_ref.as_str())))
         .equal("status", status.map(|s| text(s.as_str())))
         .0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clause_numbers_its_filters_after_the_tenant_in_the_backends_style() {
+        for sigil in ['?', '$'] {
+            let conditions = vec![
+                Condition { column: "status", op: "=", value: text("OPEN") },
+                Condition { column: "created_at", op: "<", value: KeyValue::Int(7) },
+            ];
+            let mut clause = Clause::of(sigil, conditions, |v| v);
+            let p = clause.param(text("a-1"));
+            clause.and(&format!("account_ref = {p}"));
+            let s = sigil;
+            assert_eq!(
+                clause.sql,
+                format!("tenant_id = {s}1 AND status = {s}2 AND created_at < {s}3 AND account_ref = {s}4")
+            );
+            assert_eq!(clause.binds, vec![text("OPEN"), KeyValue::Int(7), text("a-1")]);
+            assert_eq!(
+                clause.page_sql("locks", "id", "id DESC"),
+                format!("SELECT id FROM locks WHERE {} ORDER BY id DESC LIMIT {s}5 OFFSET {s}6", clause.sql)
+            );
+            assert_eq!(clause.count_sql("locks"), format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql));
+        }
+    }
 }

@@ -42,7 +42,10 @@ pub use ledger::{ledger_block, ledger_hold, ledger_token, ledger_transaction};
 pub use locks::lock;
 pub use machine_clients::machine_client;
 pub use operations::{in_flight, operation};
-pub use policies::{policy, policy_version, policy_with_version};
+pub use policies::{
+    CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy, policy_version, policy_with_version,
+    policy_with_version_columns,
+};
 pub use policy_templates::tenant_template;
 pub use roles::role;
 pub use scripts::{
@@ -51,7 +54,7 @@ pub use scripts::{
 };
 pub use secret_reveals::secret_reveal;
 pub use tenants::tenant;
-pub use users::user;
+pub use users::{USER_COLUMNS, joined_user_columns, user};
 pub use webhooks::{delivery, webhook, webhook_signing_key};
 
 use crate::{StoreError, StoreResult};

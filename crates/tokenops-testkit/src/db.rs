@@ -193,21 +193,7 @@ impl TestDb {
 
     /// Makes every insert into `table` fail, as a failing disk or constraint would.
     pub async fn fail_inserts_into(&self, table: &str) {
-        match self.backend {
-            Backend::Sqlite => {
-                self.execute(&format!(
-                    "CREATE TRIGGER injected_failure BEFORE INSERT ON {table} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
-                ))
-                .await
-            }
-            Backend::Postgres => {
-                self.execute(&format!(
-                    "CREATE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-                     CREATE TRIGGER injected_failure BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION injected_failure()"
-                ))
-                .await
-            }
-        }
+        self.inject_failure("INSERT", table, "1 = 1").await;
     }
 
     /// Makes every update of `table` fail.
@@ -218,17 +204,23 @@ impl TestDb {
     /// Makes the updates of `table` that match `condition` fail; the condition may name the
     /// row's `OLD` and `NEW` values, in SQL both stores understand.
     pub async fn fail_updates_of_where(&self, table: &str, condition: &str) {
+        self.inject_failure("UPDATE", table, condition).await;
+    }
+
+    /// A trigger that makes each `event` (INSERT or UPDATE) on `table` for which `condition`
+    /// holds fail.
+    async fn inject_failure(&self, event: &str, table: &str, condition: &str) {
         match self.backend {
             Backend::Sqlite => {
                 self.execute(&format!(
-                    "CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} WHEN {condition} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+                    "CREATE TRIGGER injected_failure BEFORE {event} ON {table} WHEN {condition} BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
                 ))
                 .await
             }
             Backend::Postgres => {
                 self.execute(&format!(
                     "CREATE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-                     CREATE TRIGGER injected_failure BEFORE UPDATE ON {table} FOR EACH ROW WHEN ({condition}) EXECUTE FUNCTION injected_failure()"
+                     CREATE TRIGGER injected_failure BEFORE {event} ON {table} FOR EACH ROW WHEN ({condition}) EXECUTE FUNCTION injected_failure()"
                 ))
                 .await
             }

@@ -19,7 +19,7 @@ use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
 mod common;
-use common::{account_ref, at, currency, customer_ref, ids_and_total, page, second_change_waits, tenant};
+use common::{account_ref, at, currency, customer_ref, ids_and_total, insert_all, page, second_change_waits, tenant};
 
 /// A fresh, migrated store per test: the kit's fixture.
 type Fixture = StoreFixture;
@@ -68,19 +68,11 @@ fn account(tenant: TenantId, reference: &str, customer: &str, asset_id: &str, cr
 }
 
 async fn insert_contracts(store: &dyn Store, contracts: &[Contract]) {
-    let mut tx = store.write().await.expect("begin");
-    for c in contracts {
-        tx.contracts().insert(c).await.expect("insert contract");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, contracts, |tx, c| tx.contracts().insert(c)).await
 }
 
 async fn insert_accounts(store: &dyn Store, accounts: &[Account]) {
-    let mut tx = store.write().await.expect("begin");
-    for a in accounts {
-        tx.accounts().insert(a).await.expect("insert account");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, accounts, |tx, a| tx.accounts().insert(a)).await
 }
 
 async fn get_contract(store: &dyn Store, tenant: TenantId, asset_id: &str) -> Option<Contract> {

@@ -20,7 +20,7 @@ use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
 mod common;
-use common::{T0, at, is_conflict, second_change_waits, tenant};
+use common::{T0, at, insert_all, is_conflict, second_change_waits, tenant};
 
 // ---------------------------------------------------------------------------------------------
 // The fixture
@@ -51,11 +51,7 @@ fn user(tenant: TenantId, email: &str, first_name: &str, last_name: &str) -> Use
 }
 
 async fn insert_users(store: &dyn Store, users: &[UserRecord]) {
-    let mut tx = store.write().await.expect("begin");
-    for u in users {
-        tx.users().insert(u).await.expect("insert user");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, users, |tx, u| tx.users().insert(u)).await
 }
 
 async fn list(
@@ -684,11 +680,7 @@ fn custom_role(tenant: TenantId, name: &str, permissions: &[&str], created_at: T
 }
 
 async fn insert_roles(store: &dyn Store, roles: &[RoleRecord]) {
-    let mut tx = store.write().await.expect("begin");
-    for r in roles {
-        tx.roles().insert(r).await.expect("insert role");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, roles, |tx, r| tx.roles().insert(r)).await
 }
 
 async fn list_roles(store: &dyn Store, tenant: TenantId, sort: &[SortKey], page: u64, size: u32) -> (Vec<String>, u64) {
@@ -1015,11 +1007,7 @@ fn group(tenant: TenantId, key: &str, name: &str, created_at: Timestamp) -> Grou
 }
 
 async fn insert_groups(store: &dyn Store, groups: &[GroupRecord]) {
-    let mut tx = store.write().await.expect("begin");
-    for g in groups {
-        tx.groups().insert(g).await.expect("insert group");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, groups, |tx, g| tx.groups().insert(g)).await
 }
 
 async fn list_groups(

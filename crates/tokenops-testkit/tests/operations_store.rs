@@ -22,7 +22,9 @@ use tokenops_testkit::{Backend, StoreFixture, backends};
 use uuid::Uuid;
 
 mod common;
-use common::{account_ref, at, currency, customer_ref, ids_and_total, is_conflict, page, second_change_waits, tenant};
+use common::{
+    account_ref, at, currency, customer_ref, ids_and_total, insert_all, is_conflict, page, second_change_waits, tenant,
+};
 
 /// A fresh, migrated store per test: the kit's fixture.
 type Fixture = StoreFixture;
@@ -101,27 +103,15 @@ fn a_break(tenant: TenantId, account: &str, reason: BreakReason, detected_at: Ti
 }
 
 async fn insert_operations(store: &dyn Store, operations: &[Operation]) {
-    let mut tx = store.write().await.expect("begin");
-    for o in operations {
-        tx.operations().insert(o).await.expect("insert operation");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, operations, |tx, o| tx.operations().insert(o)).await
 }
 
 async fn insert_locks(store: &dyn Store, locks: &[Lock]) {
-    let mut tx = store.write().await.expect("begin");
-    for l in locks {
-        tx.locks().insert(l).await.expect("insert lock");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, locks, |tx, l| tx.locks().insert(l)).await
 }
 
 async fn insert_breaks(store: &dyn Store, breaks: &[Break]) {
-    let mut tx = store.write().await.expect("begin");
-    for b in breaks {
-        tx.breaks().insert(b).await.expect("insert break");
-    }
-    tx.commit().await.expect("commit");
+    insert_all(store, breaks, |tx, b| tx.breaks().insert(b)).await
 }
 
 async fn get_operation(store: &dyn Store, tenant: TenantId, id: Uuid) -> Option<Operation> {

@@ -4,6 +4,22 @@ use super::Columns;
 use crate::StoreResult;
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyStatus, PolicyVersion, RuleType};
 
+pub const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
+pub const POLICY_VERSION_COLUMNS: &str =
+    "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
+
+/// Joins each policy `p` with its current version `v`.
+pub const CURRENT_POLICY_VERSION: &str =
+    "JOIN policy_versions v ON v.policy_id = p.id AND v.version_number = p.version";
+
+/// The policy columns of a join with `policies p`, then the version columns of
+/// `policy_versions v` prefixed `v_`, as `policy_with_version` reads them.
+pub fn policy_with_version_columns() -> String {
+    let p = POLICY_COLUMNS.split(", ").map(|c| format!("p.{c} AS {c}"));
+    let v = POLICY_VERSION_COLUMNS.split(", ").map(|c| format!("v.{c} AS v_{c}"));
+    p.chain(v).collect::<Vec<_>>().join(", ")
+}
+
 pub fn policy(row: &impl Columns) -> StoreResult<Policy> {
     Ok(Policy {
         id: row.uuid("id")?,

@@ -4,6 +4,13 @@ use super::Columns;
 use crate::{StoreResult, UserRecord};
 use tokenops_domain::identity::UserStatus;
 
+pub const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
+
+/// The user columns of a join with `users u`, named as `user` reads them.
+pub fn joined_user_columns() -> String {
+    USER_COLUMNS.split(", ").map(|c| format!("u.{c} AS {c}")).collect::<Vec<_>>().join(", ")
+}
+
 pub fn user(row: &impl Columns) -> StoreResult<UserRecord> {
     Ok(UserRecord {
         id: row.uuid("id")?,

@@ -12,7 +12,7 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{Store, StoreError, Tx};
+use tokenops_store::{Store, StoreError, StoreResult, Tx};
 use uuid::Uuid;
 
 /// A fixed instant.
@@ -53,6 +53,20 @@ pub fn ids_and_total<T>(found: Page<T>, id: impl Fn(&T) -> Uuid) -> (Vec<Uuid>, 
 
 /// A step of a change, run in the change's write transaction.
 pub type Step<'t, R> = Pin<Box<dyn Future<Output = R> + Send + 't>>;
+
+/// Inserts `items` in one write transaction, each by `insert`, and commits: a test's rows, set
+/// down before what it checks.
+pub async fn insert_all<T: Sync>(
+    store: &dyn Store,
+    items: &[T],
+    insert: impl for<'t> Fn(&'t mut dyn Tx, &'t T) -> Step<'t, StoreResult<()>>,
+) {
+    let mut tx = store.write().await.expect("begin");
+    for item in items {
+        insert(&mut *tx, item).await.expect("insert");
+    }
+    tx.commit().await.expect("commit");
+}
 
 /// The race a read for update decides: a first change reads (`hold`) and, while it holds what it
 /// read for 300 ms, a second change begins; the first then writes (`change`) and commits. The
