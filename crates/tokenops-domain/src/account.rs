@@ -14,8 +14,9 @@
 use crate::asset::AssetId;
 use crate::chain::Address;
 use crate::customer::{CustomerRef, CustomerStatus, ReferenceError, validate_reference};
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::fmt;
 use uuid::Uuid;
 
@@ -83,18 +84,18 @@ impl fmt::Display for AccountRef {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum AccountStatus {
-    /// Registered; its wallet is being provisioned. No wallet address yet.
-    Pending,
-    /// Provisioned and usable.
-    Active,
-    /// Provisioned, but switched off: operations refuse it; its balance stays readable.
-    Inactive,
-    /// Provisioning failed (the reason is on the account). No wallet address; the reference may
-    /// be registered again.
-    Failed,
+wire_enum! {
+    AccountStatus {
+        /// Registered; its wallet is being provisioned. No wallet address yet.
+        Pending => "PENDING",
+        /// Provisioned and usable.
+        Active => "ACTIVE",
+        /// Provisioned, but switched off: operations refuse it; its balance stays readable.
+        Inactive => "INACTIVE",
+        /// Provisioning failed (the reason is on the account). No wallet address; the reference may
+        /// be registered again.
+        Failed => "FAILED",
+    }
 }
 
 /// Why a PATCH status change is refused (422), in words an integrator can act on.
@@ -116,25 +117,8 @@ pub enum AccountChange {
 }
 
 impl AccountStatus {
-    pub const ALL: [AccountStatus; 4] =
-        [AccountStatus::Pending, AccountStatus::Active, AccountStatus::Inactive, AccountStatus::Failed];
-
     /// What PATCH may set.
     pub const SETTABLE: [AccountStatus; 2] = [AccountStatus::Active, AccountStatus::Inactive];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccountStatus::Pending => "PENDING",
-            AccountStatus::Active => "ACTIVE",
-            AccountStatus::Inactive => "INACTIVE",
-            AccountStatus::Failed => "FAILED",
-        }
-    }
-
-    /// Exact, case-sensitive match on the spec's spelling.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
 
     /// Whether the account has a wallet (ACTIVE or INACTIVE).
     pub fn is_provisioned(self) -> bool {

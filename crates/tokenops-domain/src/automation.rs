@@ -4,33 +4,17 @@
 
 pub mod schedule;
 
+use crate::wire::wire_enum;
 use uuid::Uuid;
 
 use crate::{TenantId, Timestamp};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AutomationStatus {
-    Active,
-    Inactive,
-    Disabled,
-    Deleted,
-}
-
-impl AutomationStatus {
-    pub const ALL: [AutomationStatus; 4] =
-        [AutomationStatus::Active, AutomationStatus::Inactive, AutomationStatus::Disabled, AutomationStatus::Deleted];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AutomationStatus::Active => "ACTIVE",
-            AutomationStatus::Inactive => "INACTIVE",
-            AutomationStatus::Disabled => "DISABLED",
-            AutomationStatus::Deleted => "DELETED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
+wire_enum! {
+    AutomationStatus {
+        Active => "ACTIVE",
+        Inactive => "INACTIVE",
+        Disabled => "DISABLED",
+        Deleted => "DELETED",
     }
 }
 
@@ -46,26 +30,11 @@ pub fn check_status_change(from: AutomationStatus, to: AutomationStatus) -> Resu
     Ok(())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TriggerType {
-    OnDemand,
-    Scheduled,
-    Event,
-}
-
-impl TriggerType {
-    pub const ALL: [TriggerType; 3] = [TriggerType::OnDemand, TriggerType::Scheduled, TriggerType::Event];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TriggerType::OnDemand => "ON_DEMAND",
-            TriggerType::Scheduled => "SCHEDULED",
-            TriggerType::Event => "EVENT",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == text)
+wire_enum! {
+    TriggerType {
+        OnDemand => "ON_DEMAND",
+        Scheduled => "SCHEDULED",
+        Event => "EVENT",
     }
 }
 
@@ -119,31 +88,16 @@ pub struct Automation {
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExecutionStatus {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
+wire_enum! {
+    ExecutionStatus {
+        Queued => "QUEUED",
+        Running => "RUNNING",
+        Succeeded => "SUCCEEDED",
+        Failed => "FAILED",
+    }
 }
 
 impl ExecutionStatus {
-    pub const ALL: [ExecutionStatus; 4] =
-        [ExecutionStatus::Queued, ExecutionStatus::Running, ExecutionStatus::Succeeded, ExecutionStatus::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecutionStatus::Queued => "QUEUED",
-            ExecutionStatus::Running => "RUNNING",
-            ExecutionStatus::Succeeded => "SUCCEEDED",
-            ExecutionStatus::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     pub fn is_final(self) -> bool {
         matches!(self, ExecutionStatus::Succeeded | ExecutionStatus::Failed)
     }

@@ -1,7 +1,8 @@
 //! Customers: the client-chosen reference, the status set and the allowed status changes.
 
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::fmt;
 use uuid::Uuid;
 
@@ -65,29 +66,15 @@ impl fmt::Display for CustomerRef {
     }
 }
 
-/// The statuses a customer can hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum CustomerStatus {
-    Active,
-    Inactive,
+wire_enum! {
+    /// The statuses a customer can hold.
+    CustomerStatus {
+        Active => "ACTIVE",
+        Inactive => "INACTIVE",
+    }
 }
 
 impl CustomerStatus {
-    pub const ALL: [CustomerStatus; 2] = [CustomerStatus::Active, CustomerStatus::Inactive];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CustomerStatus::Active => "ACTIVE",
-            CustomerStatus::Inactive => "INACTIVE",
-        }
-    }
-
-    /// Exact, case-sensitive match on the spec's spelling; anything else is unknown.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     /// A customer moves freely between ACTIVE and INACTIVE; asking for the current status is
     /// allowed and changes nothing (see [`StatusChange`]).
     pub fn change_to(self, target: CustomerStatus) -> StatusChange {
