@@ -13,11 +13,9 @@
 
 use crate::asset::AssetId;
 use crate::chain::Address;
-use crate::customer::{CustomerRef, CustomerStatus, ReferenceError, validate_reference};
+use crate::customer::{CustomerRef, CustomerStatus, reference};
 use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::Serialize;
-use std::fmt;
 use uuid::Uuid;
 
 /// An account: one wallet, once provisioned, holding one asset for one customer.
@@ -51,37 +49,9 @@ pub struct AccountFilter {
     pub asset_id: Option<AssetId>,
 }
 
-/// A client-chosen account reference, under the same rule as customer references.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct AccountRef(String);
-
-impl AccountRef {
-    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
-        validate_reference(text)?;
-        Ok(Self(text.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// For values read back from the store, which only ever holds parsed references.
-    pub fn from_stored(text: String) -> Self {
-        Self(text)
-    }
-}
-
-impl fmt::Debug for AccountRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AccountRef({})", self.0)
-    }
-}
-
-impl fmt::Display for AccountRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+reference! {
+    /// A client-chosen account reference, under the same rule as customer references.
+    AccountRef
 }
 
 wire_enum! {
@@ -171,9 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn statuses_parse_exactly() {
-        assert_eq!(AccountStatus::parse("PENDING"), Some(Pending));
-        assert_eq!(AccountStatus::parse("pending"), None);
+    fn only_active_and_inactive_accounts_are_provisioned() {
         assert!(Active.is_provisioned() && Inactive.is_provisioned() && !Pending.is_provisioned());
     }
 }

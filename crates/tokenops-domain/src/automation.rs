@@ -154,17 +154,4 @@ mod tests {
             }
         }
     }
-
-    #[test]
-    fn names_round_trip() {
-        for s in AutomationStatus::ALL {
-            assert_eq!(AutomationStatus::parse(s.as_str()), Some(s));
-        }
-        for t in TriggerType::ALL {
-            assert_eq!(TriggerType::parse(t.as_str()), Some(t));
-        }
-        for e in ExecutionStatus::ALL {
-            assert_eq!(ExecutionStatus::parse(e.as_str()), Some(e));
-        }
-    }
 }

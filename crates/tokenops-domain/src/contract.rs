@@ -46,14 +46,3 @@ wire_enum! {
         Failed => "FAILED",
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_parse_exactly() {
-        assert_eq!(ContractStatus::parse("ACTIVE"), Some(ContractStatus::Active));
-        assert_eq!(ContractStatus::parse("active"), None);
-    }
-}
