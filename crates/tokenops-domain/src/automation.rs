@@ -126,6 +126,35 @@ pub struct Execution {
     pub finished_at: Option<Timestamp>,
 }
 
+impl Execution {
+    /// A run just asked for: QUEUED, not yet attempted, with every parameter's value.
+    pub fn queued(
+        tenant_id: TenantId,
+        automation_id: Uuid,
+        trigger: TriggerType,
+        parameters: serde_json::Value,
+        now: Timestamp,
+    ) -> Execution {
+        Execution {
+            id: crate::new_id(),
+            tenant_id,
+            automation_id,
+            trigger,
+            status: ExecutionStatus::Queued,
+            parameters,
+            event_id: None,
+            scheduled_for: None,
+            log: Vec::new(),
+            submitted: Vec::new(),
+            error: None,
+            attempts: 0,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
 /// The criteria of the automation list. Deleted automations are listed only when asked for.
 #[derive(Debug, Clone, Default)]
 pub struct AutomationFilter {
