@@ -21,11 +21,15 @@ pub fn worker_record(
     detail: serde_json::Value,
     now: Timestamp,
 ) -> AuditRecord {
-    unattended_record(Some(tenant), AuditSource::Worker, action, resource_id, outcome, detail, now)
+    AuditRecord {
+        tenant_id: Some(tenant),
+        outcome,
+        ..platform_record(AuditSource::Worker, action, resource_id, detail, now)
+    }
 }
 
-/// A platform record (no organisation) of a change the service made of itself, at start
-/// (SYSTEM) or in a job (WORKER).
+/// A platform record (no organisation, no actor, no request) of a change the service made of
+/// itself, at start (SYSTEM) or in a job (WORKER).
 pub fn platform_record(
     source: AuditSource,
     action: &crate::write::AuditAction,
@@ -33,22 +37,9 @@ pub fn platform_record(
     detail: serde_json::Value,
     now: Timestamp,
 ) -> AuditRecord {
-    unattended_record(None, source, action, resource_id, AuditOutcome::Success, detail, now)
-}
-
-/// A record with no actor and no request behind it.
-fn unattended_record(
-    tenant: Option<TenantId>,
-    source: AuditSource,
-    action: &crate::write::AuditAction,
-    resource_id: String,
-    outcome: AuditOutcome,
-    detail: serde_json::Value,
-    now: Timestamp,
-) -> AuditRecord {
     AuditRecord {
         id: new_id(),
-        tenant_id: tenant,
+        tenant_id: None,
         occurred_at: now,
         created_at: now,
         action: action.name.to_owned(),
@@ -57,7 +48,7 @@ fn unattended_record(
         actor_id: None,
         resource_type: action.resource_type.to_owned(),
         resource_id: Some(resource_id),
-        outcome,
+        outcome: AuditOutcome::Success,
         request_id: None,
         idempotency_key: None,
         http_status: None,
