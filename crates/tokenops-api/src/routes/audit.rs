@@ -192,7 +192,6 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
         (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),
         (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -234,7 +233,6 @@ async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<R
         (status = 200, description = "The filtered audit records as CSV", content_type = "text/csv", body = String),
         (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing audit:export", body = crate::openapi::ErrorBody),
     )
 )]
 async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -278,7 +276,6 @@ async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult
         (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "Not in the organisation", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_audit_event(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -319,7 +316,6 @@ pub struct AuditChainHeadOut {
         (status = 200, description = "The chain's signed head", body = AuditChainHeadOut),
         (status = 404, description = "Nothing of the organisation's audit log is sealed yet", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing audit:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_audit_chain_head(call: TenantCall) -> ApiResult<Response> {
