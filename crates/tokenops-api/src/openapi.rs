@@ -243,15 +243,16 @@ impl Modify for CommonHeaders {
     }
 }
 
-/// The 403 row an operation has unless it writes its own: the permission its guard
-/// (`access::GUARDS`) names, so that the document and the enforcement cannot disagree; and on
-/// `/api/tenants/{tenantId}/…`, another organisation in the path.
+/// The 403 row an operation has unless it writes its own: what its guard (`access::GUARDS`)
+/// asks for, a permission or the platform operator, so that the document and the enforcement
+/// cannot disagree; and on `/api/tenants/{tenantId}/…`, another organisation in the path.
 fn forbidden(method: &Method, path: &str) -> String {
     match crate::access::guard_of(method, path) {
         Some(Guard::Permission(permission)) if path.starts_with("/api/tenants/{tenantId}/") => {
             format!("Invalid tenant id, or missing permission {permission}")
         }
         Some(Guard::Permission(permission)) => format!("Missing permission {permission}"),
+        Some(Guard::Operator) => "The caller is not the platform operator".to_owned(),
         _ => "The token acts for no organisation, or lacks the permission".to_owned(),
     }
 }
