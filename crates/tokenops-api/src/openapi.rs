@@ -1,6 +1,7 @@
 //! The OpenAPI 3.1 document: assembled from the handlers' annotations by `utoipa`, with the
 //! common headers and the security schemes added to every API operation here, once.
 
+use axum::http::Method;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::security::{
     ClientCredentials, Flow, HttpAuthScheme, HttpBuilder, OAuth2, Scopes, SecurityRequirement, SecurityScheme,
@@ -8,6 +9,7 @@ use utoipa::openapi::security::{
 use utoipa::openapi::{Object, Required, Type};
 use utoipa::{Modify, OpenApi};
 
+use crate::access::Guard;
 use crate::extract::api_version::{CURRENT, SUPPORTED};
 
 /// The embedded identity provider's token endpoint, relative to the service.
@@ -193,9 +195,15 @@ impl Modify for CommonHeaders {
             if !path.starts_with("/api/") {
                 continue;
             }
-            for operation in
-                [&mut item.get, &mut item.post, &mut item.patch, &mut item.put, &mut item.delete].into_iter().flatten()
-            {
+            let operations = [
+                (Method::GET, &mut item.get),
+                (Method::POST, &mut item.post),
+                (Method::PATCH, &mut item.patch),
+                (Method::PUT, &mut item.put),
+                (Method::DELETE, &mut item.delete),
+            ];
+            for (method, operation) in operations {
+                let Some(operation) = operation else { continue };
                 let params = operation.parameters.get_or_insert_with(Vec::new);
                 params.insert(0, header("API-Version", &version, true).into());
                 params.push(
@@ -216,10 +224,11 @@ impl Modify for CommonHeaders {
                 }
                 let has_body = operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;
+                let forbidden = forbidden(&method, path);
                 let mut common = vec![
                     ("400", "Missing, malformed or unsupported API-Version, or an invalid request"),
                     ("401", "No token, or the token failed verification"),
-                    ("403", "The token acts for no organisation, or lacks the permission"),
+                    ("403", forbidden.as_str()),
                     ("500", "System error occurred: nothing was changed; retry with the same Idempotency-Key"),
                 ];
                 if has_body {
@@ -231,6 +240,20 @@ impl Modify for CommonHeaders {
                 }
             }
         }
+    }
+}
+
+/// The 403 row an operation has unless it writes its own: what its guard (`access::GUARDS`)
+/// asks for, a permission or the platform operator, so that the document and the enforcement
+/// cannot disagree; and on `/api/tenants/{tenantId}/…`, another organisation in the path.
+fn forbidden(method: &Method, path: &str) -> String {
+    match crate::access::guard_of(method, path) {
+        Some(Guard::Permission(permission)) if path.starts_with("/api/tenants/{tenantId}/") => {
+            format!("Invalid tenant id, or missing permission {permission}")
+        }
+        Some(Guard::Permission(permission)) => format!("Missing permission {permission}"),
+        Some(Guard::Operator) => "The caller is not the platform operator".to_owned(),
+        _ => "The token acts for no organisation, or lacks the permission".to_owned(),
     }
 }
 

@@ -22,17 +22,33 @@ pub fn worker_record(
     now: Timestamp,
 ) -> AuditRecord {
     AuditRecord {
-        id: new_id(),
         tenant_id: Some(tenant),
+        outcome,
+        ..platform_record(AuditSource::Worker, action, resource_id, detail, now)
+    }
+}
+
+/// A platform record (no organisation, no actor, no request) of a change the service made of
+/// itself, at start (SYSTEM) or in a job (WORKER).
+pub fn platform_record(
+    source: AuditSource,
+    action: &crate::write::AuditAction,
+    resource_id: String,
+    detail: serde_json::Value,
+    now: Timestamp,
+) -> AuditRecord {
+    AuditRecord {
+        id: new_id(),
+        tenant_id: None,
         occurred_at: now,
         created_at: now,
         action: action.name.to_owned(),
         category: action.category.to_owned(),
-        source: AuditSource::Worker,
+        source,
         actor_id: None,
         resource_type: action.resource_type.to_owned(),
         resource_id: Some(resource_id),
-        outcome,
+        outcome: AuditOutcome::Success,
         request_id: None,
         idempotency_key: None,
         http_status: None,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use tokenops_domain::automation::schedule::Schedule;
 use tokenops_domain::automation::{
-    Automation, AutomationFilter, AutomationStatus, Execution, ExecutionFilter, ExecutionStatus, Trigger, TriggerType,
+    Automation, AutomationFilter, AutomationStatus, Execution, ExecutionFilter, Trigger, TriggerType,
     check_status_change,
 };
 use tokenops_domain::event::EventType;
@@ -343,23 +343,7 @@ impl Automations {
             not_fitting(Error::unprocessable, "overrides", problems).with_code(Code::OverridesDoNotFit)
         })?;
         let now = w.now();
-        let execution = Execution {
-            id: new_id(),
-            tenant_id: tenant,
-            automation_id: id,
-            trigger: TriggerType::OnDemand,
-            status: ExecutionStatus::Queued,
-            parameters: values_json(&values),
-            event_id: None,
-            scheduled_for: None,
-            log: Vec::new(),
-            submitted: Vec::new(),
-            error: None,
-            attempts: 0,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-        };
+        let execution = Execution::queued(tenant, id, TriggerType::OnDemand, values_json(&values), now);
         w.tx().executions().insert(&execution).await?;
         w.enqueue(kinds::AUTOMATION_RUN, json!({ "executionId": execution.id })).await?;
         let out = ExecutionOut::from(&execution);

@@ -13,10 +13,9 @@
 
 use crate::asset::AssetId;
 use crate::chain::Address;
-use crate::customer::{CustomerRef, CustomerStatus, ReferenceError, validate_reference};
+use crate::customer::{CustomerRef, CustomerStatus, reference};
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::{Deserialize, Serialize};
-use std::fmt;
 use uuid::Uuid;
 
 /// An account: one wallet, once provisioned, holding one asset for one customer.
@@ -50,51 +49,23 @@ pub struct AccountFilter {
     pub asset_id: Option<AssetId>,
 }
 
-/// A client-chosen account reference, under the same rule as customer references.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct AccountRef(String);
-
-impl AccountRef {
-    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
-        validate_reference(text)?;
-        Ok(Self(text.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// For values read back from the store, which only ever holds parsed references.
-    pub fn from_stored(text: String) -> Self {
-        Self(text)
-    }
+reference! {
+    /// A client-chosen account reference, under the same rule as customer references.
+    AccountRef
 }
 
-impl fmt::Debug for AccountRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AccountRef({})", self.0)
+wire_enum! {
+    AccountStatus {
+        /// Registered; its wallet is being provisioned. No wallet address yet.
+        Pending => "PENDING",
+        /// Provisioned and usable.
+        Active => "ACTIVE",
+        /// Provisioned, but switched off: operations refuse it; its balance stays readable.
+        Inactive => "INACTIVE",
+        /// Provisioning failed (the reason is on the account). No wallet address; the reference may
+        /// be registered again.
+        Failed => "FAILED",
     }
-}
-
-impl fmt::Display for AccountRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum AccountStatus {
-    /// Registered; its wallet is being provisioned. No wallet address yet.
-    Pending,
-    /// Provisioned and usable.
-    Active,
-    /// Provisioned, but switched off: operations refuse it; its balance stays readable.
-    Inactive,
-    /// Provisioning failed (the reason is on the account). No wallet address; the reference may
-    /// be registered again.
-    Failed,
 }
 
 /// Why a PATCH status change is refused (422), in words an integrator can act on.
@@ -116,25 +87,8 @@ pub enum AccountChange {
 }
 
 impl AccountStatus {
-    pub const ALL: [AccountStatus; 4] =
-        [AccountStatus::Pending, AccountStatus::Active, AccountStatus::Inactive, AccountStatus::Failed];
-
     /// What PATCH may set.
     pub const SETTABLE: [AccountStatus; 2] = [AccountStatus::Active, AccountStatus::Inactive];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccountStatus::Pending => "PENDING",
-            AccountStatus::Active => "ACTIVE",
-            AccountStatus::Inactive => "INACTIVE",
-            AccountStatus::Failed => "FAILED",
-        }
-    }
-
-    /// Exact, case-sensitive match on the spec's spelling.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
 
     /// Whether the account has a wallet (ACTIVE or INACTIVE).
     pub fn is_provisioned(self) -> bool {
@@ -187,9 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn statuses_parse_exactly() {
-        assert_eq!(AccountStatus::parse("PENDING"), Some(Pending));
-        assert_eq!(AccountStatus::parse("pending"), None);
+    fn only_active_and_inactive_accounts_are_provisioned() {
         assert!(Active.is_provisioned() && Inactive.is_provisioned() && !Pending.is_provisioned());
     }
 }

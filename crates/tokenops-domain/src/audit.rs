@@ -1,59 +1,26 @@
 //! The audit vocabulary: an audit record per write attempt, with the spec's audit fields plus
 //! the idempotency key, the HTTP outcome and a free-form detail; the criteria of the trail's list.
 
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditOutcome {
-    Success,
-    Failure,
-}
-
-impl AuditOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditOutcome::Success => "SUCCESS",
-            AuditOutcome::Failure => "FAILURE",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "SUCCESS" => Some(AuditOutcome::Success),
-            "FAILURE" => Some(AuditOutcome::Failure),
-            _ => None,
-        }
+wire_enum! {
+    AuditOutcome {
+        Success => "SUCCESS",
+        Failure => "FAILURE",
     }
 }
 
-/// Where the audited action came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditSource {
-    /// A request to the HTTP API.
-    Api,
-    /// A background job acting on the service's own behalf.
-    Worker,
-    /// The service itself at start, or an operator command (`tokenops operator …`).
-    System,
-}
-
-impl AuditSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditSource::Api => "API",
-            AuditSource::Worker => "WORKER",
-            AuditSource::System => "SYSTEM",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "API" => Some(AuditSource::Api),
-            "WORKER" => Some(AuditSource::Worker),
-            "SYSTEM" => Some(AuditSource::System),
-            _ => None,
-        }
+wire_enum! {
+    /// Where the audited action came from.
+    AuditSource {
+        /// A request to the HTTP API.
+        Api => "API",
+        /// A background job acting on the service's own behalf.
+        Worker => "WORKER",
+        /// The service itself at start, or an operator command (`tokenops operator …`).
+        System => "SYSTEM",
     }
 }
 

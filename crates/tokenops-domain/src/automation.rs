@@ -4,33 +4,17 @@
 
 pub mod schedule;
 
+use crate::wire::wire_enum;
 use uuid::Uuid;
 
 use crate::{TenantId, Timestamp};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AutomationStatus {
-    Active,
-    Inactive,
-    Disabled,
-    Deleted,
-}
-
-impl AutomationStatus {
-    pub const ALL: [AutomationStatus; 4] =
-        [AutomationStatus::Active, AutomationStatus::Inactive, AutomationStatus::Disabled, AutomationStatus::Deleted];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AutomationStatus::Active => "ACTIVE",
-            AutomationStatus::Inactive => "INACTIVE",
-            AutomationStatus::Disabled => "DISABLED",
-            AutomationStatus::Deleted => "DELETED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
+wire_enum! {
+    AutomationStatus {
+        Active => "ACTIVE",
+        Inactive => "INACTIVE",
+        Disabled => "DISABLED",
+        Deleted => "DELETED",
     }
 }
 
@@ -46,26 +30,11 @@ pub fn check_status_change(from: AutomationStatus, to: AutomationStatus) -> Resu
     Ok(())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TriggerType {
-    OnDemand,
-    Scheduled,
-    Event,
-}
-
-impl TriggerType {
-    pub const ALL: [TriggerType; 3] = [TriggerType::OnDemand, TriggerType::Scheduled, TriggerType::Event];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TriggerType::OnDemand => "ON_DEMAND",
-            TriggerType::Scheduled => "SCHEDULED",
-            TriggerType::Event => "EVENT",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == text)
+wire_enum! {
+    TriggerType {
+        OnDemand => "ON_DEMAND",
+        Scheduled => "SCHEDULED",
+        Event => "EVENT",
     }
 }
 
@@ -119,31 +88,16 @@ pub struct Automation {
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExecutionStatus {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
+wire_enum! {
+    ExecutionStatus {
+        Queued => "QUEUED",
+        Running => "RUNNING",
+        Succeeded => "SUCCEEDED",
+        Failed => "FAILED",
+    }
 }
 
 impl ExecutionStatus {
-    pub const ALL: [ExecutionStatus; 4] =
-        [ExecutionStatus::Queued, ExecutionStatus::Running, ExecutionStatus::Succeeded, ExecutionStatus::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecutionStatus::Queued => "QUEUED",
-            ExecutionStatus::Running => "RUNNING",
-            ExecutionStatus::Succeeded => "SUCCEEDED",
-            ExecutionStatus::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     pub fn is_final(self) -> bool {
         matches!(self, ExecutionStatus::Succeeded | ExecutionStatus::Failed)
     }
@@ -172,6 +126,35 @@ pub struct Execution {
     pub finished_at: Option<Timestamp>,
 }
 
+impl Execution {
+    /// A run just asked for: QUEUED, not yet attempted, with every parameter's value.
+    pub fn queued(
+        tenant_id: TenantId,
+        automation_id: Uuid,
+        trigger: TriggerType,
+        parameters: serde_json::Value,
+        now: Timestamp,
+    ) -> Execution {
+        Execution {
+            id: crate::new_id(),
+            tenant_id,
+            automation_id,
+            trigger,
+            status: ExecutionStatus::Queued,
+            parameters,
+            event_id: None,
+            scheduled_for: None,
+            log: Vec::new(),
+            submitted: Vec::new(),
+            error: None,
+            attempts: 0,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
 /// The criteria of the automation list. Deleted automations are listed only when asked for.
 #[derive(Debug, Clone, Default)]
 pub struct AutomationFilter {
@@ -198,19 +181,6 @@ mod tests {
                 let allowed = from != Deleted && from != to;
                 assert_eq!(check_status_change(from, to).is_ok(), allowed, "{from:?} -> {to:?}");
             }
-        }
-    }
-
-    #[test]
-    fn names_round_trip() {
-        for s in AutomationStatus::ALL {
-            assert_eq!(AutomationStatus::parse(s.as_str()), Some(s));
-        }
-        for t in TriggerType::ALL {
-            assert_eq!(TriggerType::parse(t.as_str()), Some(t));
-        }
-        for e in ExecutionStatus::ALL {
-            assert_eq!(ExecutionStatus::parse(e.as_str()), Some(e));
         }
     }
 }

@@ -36,56 +36,51 @@ fn hex_text(bytes: &[u8]) -> String {
     text
 }
 
-/// An account's wallet or a token contract on the ledger. Displayed as lower-case `0x` hex: how
-/// the API shows it and the stores keep it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Address([u8; 20]);
+/// Declares a fixed-length ledger identifier: parsed from `0x` and hex digits of any case,
+/// displayed in lower case.
+macro_rules! hex_id {
+    ($(#[$meta:meta])* $name:ident, $len:literal, $what:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name([u8; $len]);
 
-impl Address {
-    /// `0x` and 40 hex digits, any case (a mixed-case address is not checksum-checked).
-    pub fn parse(text: &str) -> Result<Address, ChainIdError> {
-        parse_hex::<20>(text, "an address").map(Address)
-    }
+        impl $name {
+            pub fn parse(text: &str) -> Result<$name, ChainIdError> {
+                parse_hex::<$len>(text, $what).map($name)
+            }
 
-    pub fn from_bytes(bytes: [u8; 20]) -> Address {
-        Address(bytes)
-    }
+            pub fn from_bytes(bytes: [u8; $len]) -> $name {
+                $name(bytes)
+            }
 
-    pub fn to_bytes(self) -> [u8; 20] {
-        self.0
-    }
+            pub fn to_bytes(self) -> [u8; $len] {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&hex_text(&self.0))
+            }
+        }
+    };
 }
 
-impl fmt::Display for Address {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex_text(&self.0))
-    }
-}
+hex_id!(
+    /// An account's wallet or a token contract on the ledger: `0x` and 40 hex digits (a
+    /// mixed-case address is not checksum-checked). Displayed as lower-case `0x` hex: how the API
+    /// shows it and the stores keep it.
+    Address,
+    20,
+    "an address"
+);
 
-/// A ledger transaction's hash, displayed as lower-case `0x` hex.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TxHash([u8; 32]);
-
-impl TxHash {
-    /// `0x` and 64 hex digits, any case.
-    pub fn parse(text: &str) -> Result<TxHash, ChainIdError> {
-        parse_hex::<32>(text, "a transaction hash").map(TxHash)
-    }
-
-    pub fn from_bytes(bytes: [u8; 32]) -> TxHash {
-        TxHash(bytes)
-    }
-
-    pub fn to_bytes(self) -> [u8; 32] {
-        self.0
-    }
-}
-
-impl fmt::Display for TxHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex_text(&self.0))
-    }
-}
+hex_id!(
+    /// A ledger transaction's hash: `0x` and 64 hex digits.
+    TxHash,
+    32,
+    "a transaction hash"
+);
 
 #[cfg(test)]
 mod tests {

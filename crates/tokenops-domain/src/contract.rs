@@ -3,8 +3,8 @@
 
 use crate::asset::AssetId;
 use crate::chain::Address;
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,42 +36,13 @@ pub struct ContractFilter {
     pub status: Option<ContractStatus>,
 }
 
-/// A token contract's status: PENDING while it is deployed (or adopted), then ACTIVE; INACTIVE
-/// switched off by the bank; FAILED when deployment failed (the asset may be registered again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ContractStatus {
-    Pending,
-    Active,
-    Inactive,
-    Failed,
-}
-
-impl ContractStatus {
-    pub const ALL: [ContractStatus; 4] =
-        [ContractStatus::Pending, ContractStatus::Active, ContractStatus::Inactive, ContractStatus::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContractStatus::Pending => "PENDING",
-            ContractStatus::Active => "ACTIVE",
-            ContractStatus::Inactive => "INACTIVE",
-            ContractStatus::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_parse_exactly() {
-        assert_eq!(ContractStatus::parse("ACTIVE"), Some(ContractStatus::Active));
-        assert_eq!(ContractStatus::parse("active"), None);
+wire_enum! {
+    /// A token contract's status: PENDING while it is deployed (or adopted), then ACTIVE; INACTIVE
+    /// switched off by the bank; FAILED when deployment failed (the asset may be registered again).
+    ContractStatus {
+        Pending => "PENDING",
+        Active => "ACTIVE",
+        Inactive => "INACTIVE",
+        Failed => "FAILED",
     }
 }

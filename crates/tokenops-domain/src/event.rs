@@ -1,81 +1,39 @@
 //! Outbox events: the spec's event types and the event record every write emits through the
 //! outbox, and the criteria of the event list.
 
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
 use serde::Serialize;
 use uuid::Uuid;
 
-/// The event types of the spec's Events section, and two beyond it (`webhook.failing`,
-/// `webhook.suspended`: a registration's own health, told to the organisation's other
-/// registrations). The set is open for later additions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    TransactionConfirmed,
-    TransactionFailed,
-    TransactionRejected,
-    TransactionCancelled,
-    TransactionAwaitingApproval,
-    AccountProvisioned,
-    AccountProvisioningFailed,
-    AccountStatusChanged,
-    CustomerStatusChanged,
-    ApprovalRequested,
-    ApprovalGranted,
-    ApprovalRejected,
-    ApprovalExpired,
-    WebhookTest,
-    /// Beyond the spec: a registration reached `webhook::FAILING_AFTER_FAILURES` failed
-    /// attempts in a row.
-    WebhookFailing,
-    /// Beyond the spec: a registration was suspended (`webhook::SUSPEND_AFTER_FAILURES`).
-    WebhookSuspended,
+wire_enum! {
+    /// The event types of the spec's Events section, and two beyond it (`webhook.failing`,
+    /// `webhook.suspended`: a registration's own health, told to the organisation's other
+    /// registrations). The set is open for later additions.
+    EventType {
+        TransactionConfirmed => "transaction.confirmed",
+        TransactionFailed => "transaction.failed",
+        TransactionRejected => "transaction.rejected",
+        TransactionCancelled => "transaction.cancelled",
+        TransactionAwaitingApproval => "transaction.awaiting_approval",
+        AccountProvisioned => "account.provisioned",
+        AccountProvisioningFailed => "account.provisioning_failed",
+        AccountStatusChanged => "account.status_changed",
+        CustomerStatusChanged => "customer.status_changed",
+        ApprovalRequested => "approval.requested",
+        ApprovalGranted => "approval.granted",
+        ApprovalRejected => "approval.rejected",
+        ApprovalExpired => "approval.expired",
+        WebhookTest => "webhook.test",
+        /// Beyond the spec: a registration reached `webhook::FAILING_AFTER_FAILURES` failed
+        /// attempts in a row.
+        WebhookFailing => "webhook.failing",
+        /// Beyond the spec: a registration was suspended (`webhook::SUSPEND_AFTER_FAILURES`).
+        WebhookSuspended => "webhook.suspended",
+    }
 }
 
 impl EventType {
-    pub const ALL: [EventType; 16] = [
-        EventType::TransactionConfirmed,
-        EventType::TransactionFailed,
-        EventType::TransactionRejected,
-        EventType::TransactionCancelled,
-        EventType::TransactionAwaitingApproval,
-        EventType::AccountProvisioned,
-        EventType::AccountProvisioningFailed,
-        EventType::AccountStatusChanged,
-        EventType::CustomerStatusChanged,
-        EventType::ApprovalRequested,
-        EventType::ApprovalGranted,
-        EventType::ApprovalRejected,
-        EventType::ApprovalExpired,
-        EventType::WebhookTest,
-        EventType::WebhookFailing,
-        EventType::WebhookSuspended,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::TransactionConfirmed => "transaction.confirmed",
-            EventType::TransactionFailed => "transaction.failed",
-            EventType::TransactionRejected => "transaction.rejected",
-            EventType::TransactionCancelled => "transaction.cancelled",
-            EventType::TransactionAwaitingApproval => "transaction.awaiting_approval",
-            EventType::AccountProvisioned => "account.provisioned",
-            EventType::AccountProvisioningFailed => "account.provisioning_failed",
-            EventType::AccountStatusChanged => "account.status_changed",
-            EventType::CustomerStatusChanged => "customer.status_changed",
-            EventType::ApprovalRequested => "approval.requested",
-            EventType::ApprovalGranted => "approval.granted",
-            EventType::ApprovalRejected => "approval.rejected",
-            EventType::ApprovalExpired => "approval.expired",
-            EventType::WebhookTest => "webhook.test",
-            EventType::WebhookFailing => "webhook.failing",
-            EventType::WebhookSuspended => "webhook.suspended",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == text)
-    }
-
     /// Whether an event of this type is about the registration it names (`resource`), which
     /// is then never sent to that registration itself: a failing endpoint would not hear it,
     /// and each attempt to tell it would count one more failure.

@@ -27,6 +27,7 @@ pub mod role;
 pub mod script;
 pub mod timestamp;
 pub mod webhook;
+mod wire;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{TenantId, new_id};

@@ -16,8 +16,8 @@ use crate::account::AccountRef;
 use crate::asset::{Amount, AssetId};
 use crate::chain::TxHash;
 use crate::customer::CustomerRef;
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// A token operation (the spec's transaction).
@@ -109,38 +109,20 @@ pub struct BreakFilter {
     pub to: Option<Timestamp>,
 }
 
-/// What an operation does. TRANSFER, LOCK, RELEASE and CANCEL are the spec's; MINT and BURN
-/// (supplement §5) fund and defund accounts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum TxType {
-    Transfer,
-    Lock,
-    Release,
-    Cancel,
-    Mint,
-    Burn,
+wire_enum! {
+    /// What an operation does. TRANSFER, LOCK, RELEASE and CANCEL are the spec's; MINT and BURN
+    /// (supplement §5) fund and defund accounts.
+    TxType {
+        Transfer => "TRANSFER",
+        Lock => "LOCK",
+        Release => "RELEASE",
+        Cancel => "CANCEL",
+        Mint => "MINT",
+        Burn => "BURN",
+    }
 }
 
 impl TxType {
-    pub const ALL: [TxType; 6] =
-        [TxType::Transfer, TxType::Lock, TxType::Release, TxType::Cancel, TxType::Mint, TxType::Burn];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TxType::Transfer => "TRANSFER",
-            TxType::Lock => "LOCK",
-            TxType::Release => "RELEASE",
-            TxType::Cancel => "CANCEL",
-            TxType::Mint => "MINT",
-            TxType::Burn => "BURN",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == text)
-    }
-
     /// Whether `counterpartyRef` may be given (TRANSFER, LOCK) and must be (TRANSFER).
     pub fn counterparty(self) -> Counterparty {
         match self {
@@ -163,50 +145,24 @@ pub enum Counterparty {
     Forbidden,
 }
 
-/// Where an operation is. Ordered: an operation only ever moves to a later state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum OperationState {
-    /// Accepted (202); waiting for policy evaluation.
-    Submitted,
-    /// A policy requires approvers; waiting for their decision.
-    AwaitingApproval,
-    /// Approved; being signed and sent to the ledger.
-    PendingSettlement,
-    /// On the ledger (txHash known); waiting for its receipt.
-    Settling,
-    Confirmed,
-    Failed,
-    Cancelled,
+wire_enum! {
+    /// Where an operation is. Ordered: an operation only ever moves to a later state.
+    OperationState {
+        /// Accepted (202); waiting for policy evaluation.
+        Submitted => "SUBMITTED",
+        /// A policy requires approvers; waiting for their decision.
+        AwaitingApproval => "AWAITING_APPROVAL",
+        /// Approved; being signed and sent to the ledger.
+        PendingSettlement => "PENDING_SETTLEMENT",
+        /// On the ledger (txHash known); waiting for its receipt.
+        Settling => "SETTLING",
+        Confirmed => "CONFIRMED",
+        Failed => "FAILED",
+        Cancelled => "CANCELLED",
+    }
 }
 
 impl OperationState {
-    pub const ALL: [OperationState; 7] = [
-        OperationState::Submitted,
-        OperationState::AwaitingApproval,
-        OperationState::PendingSettlement,
-        OperationState::Settling,
-        OperationState::Confirmed,
-        OperationState::Failed,
-        OperationState::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OperationState::Submitted => "SUBMITTED",
-            OperationState::AwaitingApproval => "AWAITING_APPROVAL",
-            OperationState::PendingSettlement => "PENDING_SETTLEMENT",
-            OperationState::Settling => "SETTLING",
-            OperationState::Confirmed => "CONFIRMED",
-            OperationState::Failed => "FAILED",
-            OperationState::Cancelled => "CANCELLED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     pub fn is_terminal(self) -> bool {
         matches!(self, OperationState::Confirmed | OperationState::Failed | OperationState::Cancelled)
     }
@@ -226,117 +182,44 @@ impl OperationState {
     }
 }
 
-/// Why an operation failed (the spec's Failed operations table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum FailureCode {
-    ValidationRejected,
-    ApprovalRejected,
-    SigningRejected,
-    ChainFailed,
-    RetryExhausted,
-    Unprocessable,
-    PolicyExpired,
-    PolicyTimeout,
-}
-
-impl FailureCode {
-    pub const ALL: [FailureCode; 8] = [
-        FailureCode::ValidationRejected,
-        FailureCode::ApprovalRejected,
-        FailureCode::SigningRejected,
-        FailureCode::ChainFailed,
-        FailureCode::RetryExhausted,
-        FailureCode::Unprocessable,
-        FailureCode::PolicyExpired,
-        FailureCode::PolicyTimeout,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureCode::ValidationRejected => "VALIDATION_REJECTED",
-            FailureCode::ApprovalRejected => "APPROVAL_REJECTED",
-            FailureCode::SigningRejected => "SIGNING_REJECTED",
-            FailureCode::ChainFailed => "CHAIN_FAILED",
-            FailureCode::RetryExhausted => "RETRY_EXHAUSTED",
-            FailureCode::Unprocessable => "UNPROCESSABLE",
-            FailureCode::PolicyExpired => "POLICY_EXPIRED",
-            FailureCode::PolicyTimeout => "POLICY_TIMEOUT",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == text)
+wire_enum! {
+    /// Why an operation failed (the spec's Failed operations table).
+    FailureCode {
+        ValidationRejected => "VALIDATION_REJECTED",
+        ApprovalRejected => "APPROVAL_REJECTED",
+        SigningRejected => "SIGNING_REJECTED",
+        ChainFailed => "CHAIN_FAILED",
+        RetryExhausted => "RETRY_EXHAUSTED",
+        Unprocessable => "UNPROCESSABLE",
+        PolicyExpired => "POLICY_EXPIRED",
+        PolicyTimeout => "POLICY_TIMEOUT",
     }
 }
 
-/// A lock's life: ACTIVE once its LOCK is on the ledger; RELEASED, CANCELLED (by a CANCEL, or
-/// returned to the owner after it expired) once completed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum LockStatus {
-    /// The LOCK is accepted but not yet on the ledger.
-    Pending,
-    Active,
-    Released,
-    Cancelled,
-    Expired,
-    /// The LOCK itself failed: nothing is held.
-    Failed,
-}
-
-impl LockStatus {
-    pub const ALL: [LockStatus; 6] = [
-        LockStatus::Pending,
-        LockStatus::Active,
-        LockStatus::Released,
-        LockStatus::Cancelled,
-        LockStatus::Expired,
-        LockStatus::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LockStatus::Pending => "PENDING",
-            LockStatus::Active => "ACTIVE",
-            LockStatus::Released => "RELEASED",
-            LockStatus::Cancelled => "CANCELLED",
-            LockStatus::Expired => "EXPIRED",
-            LockStatus::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
+wire_enum! {
+    /// A lock's life: ACTIVE once its LOCK is on the ledger; RELEASED, CANCELLED (by a CANCEL, or
+    /// returned to the owner after it expired) once completed.
+    LockStatus {
+        /// The LOCK is accepted but not yet on the ledger.
+        Pending => "PENDING",
+        Active => "ACTIVE",
+        Released => "RELEASED",
+        Cancelled => "CANCELLED",
+        Expired => "EXPIRED",
+        /// The LOCK itself failed: nothing is held.
+        Failed => "FAILED",
     }
 }
 
-/// Why a break was recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum BreakReason {
-    /// The operation reached the ledger and reverted.
-    ChainFailed,
-    /// Retries of a temporary failure ran out; the ledger outcome may need checking.
-    RetryExhausted,
-    /// The ledger's balance differs from the service's own expectation.
-    BalanceMismatch,
-}
-
-impl BreakReason {
-    pub const ALL: [BreakReason; 3] =
-        [BreakReason::ChainFailed, BreakReason::RetryExhausted, BreakReason::BalanceMismatch];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BreakReason::ChainFailed => "CHAIN_FAILED",
-            BreakReason::RetryExhausted => "RETRY_EXHAUSTED",
-            BreakReason::BalanceMismatch => "BALANCE_MISMATCH",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == text)
+wire_enum! {
+    /// Why a break was recorded.
+    BreakReason {
+        /// The operation reached the ledger and reverted.
+        ChainFailed => "CHAIN_FAILED",
+        /// Retries of a temporary failure ran out; the ledger outcome may need checking.
+        RetryExhausted => "RETRY_EXHAUSTED",
+        /// The ledger's balance differs from the service's own expectation.
+        BalanceMismatch => "BALANCE_MISMATCH",
     }
 }
 

@@ -17,42 +17,22 @@
 //! Code sent for an OUTDATED or DEPRECATED script is 409 (the spec): an OUTDATED script is
 //! published again, which takes its dependencies' current versions, before its code changes.
 
+use crate::wire::wire_enum;
 use uuid::Uuid;
 
 use crate::{TenantId, Timestamp};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScriptStatus {
-    Draft,
-    Published,
-    Outdated,
-    Deprecated,
-    Deleted,
+wire_enum! {
+    ScriptStatus {
+        Draft => "DRAFT",
+        Published => "PUBLISHED",
+        Outdated => "OUTDATED",
+        Deprecated => "DEPRECATED",
+        Deleted => "DELETED",
+    }
 }
 
 impl ScriptStatus {
-    pub const ALL: [ScriptStatus; 5] = [
-        ScriptStatus::Draft,
-        ScriptStatus::Published,
-        ScriptStatus::Outdated,
-        ScriptStatus::Deprecated,
-        ScriptStatus::Deleted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScriptStatus::Draft => "DRAFT",
-            ScriptStatus::Published => "PUBLISHED",
-            ScriptStatus::Outdated => "OUTDATED",
-            ScriptStatus::Deprecated => "DEPRECATED",
-            ScriptStatus::Deleted => "DELETED",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     /// The statuses a caller may ask for in PATCH (deletion is DELETE; OUTDATED is the
     /// service's to set).
     pub const REQUESTABLE: [ScriptStatus; 3] = [ScriptStatus::Draft, ScriptStatus::Published, ScriptStatus::Deprecated];
@@ -191,14 +171,6 @@ pub struct ScriptFilter {
 mod tests {
     use super::*;
     use ScriptStatus::*;
-
-    #[test]
-    fn statuses_round_trip() {
-        for status in ScriptStatus::ALL {
-            assert_eq!(ScriptStatus::parse(status.as_str()), Some(status));
-        }
-        assert_eq!(ScriptStatus::parse("published"), None);
-    }
 
     #[test]
     fn the_status_table_holds() {

@@ -1,9 +1,8 @@
 //! Webhook registrations and their deliveries: the schemes, the statuses and the spec's two state
 //! tables (registration, delivery) as pure rules; the failure count that suspends a destination.
 
+use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
-use serde::{Deserialize, Serialize};
-use std::fmt;
 use uuid::Uuid;
 
 /// Consecutive failed attempts (across a registration's deliveries) that suspend it.
@@ -27,61 +26,31 @@ pub enum FailureMark {
 /// How long the previous secret keeps signing after a rotation.
 pub const SECRET_OVERLAP_MS: i64 = 24 * 3_600_000;
 
-macro_rules! wire_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-        pub enum $name {
-            $(#[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-
-            pub fn parse(text: &str) -> Option<Self> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == text)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
+wire_enum! {
+    /// How deliveries to a registration are signed; fixed for the registration.
+    SignatureScheme { HmacSha256 => "HMAC_SHA256", JwsEs256 => "JWS_ES256" }
 }
 
-wire_enum!(
-    /// How deliveries to a registration are signed; fixed for the registration.
-    SignatureScheme { HmacSha256 = "HMAC_SHA256", JwsEs256 = "JWS_ES256" }
-);
-
-wire_enum!(
+wire_enum! {
     /// A registration's status. SUSPENDED is set by the service only.
-    WebhookStatus { Active = "ACTIVE", Inactive = "INACTIVE", Suspended = "SUSPENDED" }
-);
+    WebhookStatus { Active => "ACTIVE", Inactive => "INACTIVE", Suspended => "SUSPENDED" }
+}
 
-wire_enum!(
+wire_enum! {
     /// A delivery's status (the spec's delivery state table).
     DeliveryStatus {
-        Pending = "PENDING",
-        RetryPending = "RETRY_PENDING",
-        Delivered = "DELIVERED",
-        Parked = "PARKED",
-        Cancelled = "CANCELLED",
+        Pending => "PENDING",
+        RetryPending => "RETRY_PENDING",
+        Delivered => "DELIVERED",
+        Parked => "PARKED",
+        Cancelled => "CANCELLED",
     }
-);
+}
 
-wire_enum!(
+wire_enum! {
     /// Why a delivery was parked.
-    FailureClass { Unreachable = "UNREACHABLE", Timeout = "TIMEOUT", Rejected = "REJECTED" }
-);
+    FailureClass { Unreachable => "UNREACHABLE", Timeout => "TIMEOUT", Rejected => "REJECTED" }
+}
 
 impl WebhookStatus {
     /// The statuses a user may ask for (PATCH): SUSPENDED is the service's alone.

@@ -80,7 +80,6 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
         (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
@@ -113,7 +112,6 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
         (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission account:write", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -142,7 +140,6 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     responses(
         (status = 200, description = "The account", body = AccountOut),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -165,7 +162,6 @@ async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
         (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission account:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -196,7 +192,6 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission balance:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 422, description = "The account has no wallet yet (PENDING or FAILED)", body = crate::openapi::ErrorBody),
         (status = 500, description = "The ledger could not be read (never reported as a zero balance)", body = crate::openapi::ErrorBody),

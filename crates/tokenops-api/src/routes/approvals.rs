@@ -61,7 +61,6 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
         (status = 200, description = "Style B page of tasks, newest first by createdAt. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = ApprovalTaskPage),
         (status = 400, description = "Unknown task state, status given twice, requestId not a UUID, malformed approver expression, invalid paging", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -89,7 +88,6 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
         (status = 200, description = "The task", body = ApprovalTaskOut),
         (status = 400, description = "taskId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -245,7 +243,6 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
         (status = 200, description = "Style B page of requests (without tasks), resolvedAt descending; the spec does not place unresolved requests: they come first, newest first", body = ApprovalRequestPage),
         (status = 400, description = "Unknown status, unparseable instant, resolvedFrom not before resolvedTo, a filter given twice, invalid paging", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -264,7 +261,6 @@ async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Respo
         (status = 200, description = "The request with its tasks", body = ApprovalRequestOut),
         (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -399,7 +395,6 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
         (status = 201, description = "Raised: PENDING, source MANUAL, one PENDING task per (step, approver), expiring after the configured lifetime (TOKENOPS_APPROVAL_LIFETIME_MS, default 72 h); approval.requested is published", body = ApprovalRequestOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (every field's problem): missing or too long fields, malformed or repeated approvers, an expression naming no ACTIVE group or user of the organisation, or naming nobody but the caller", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:request", body = crate::openapi::ErrorBody),
         (status = 409, description = "The same Idempotency-Key is still being processed (IDEMPOTENCY_CONFLICT)", body = crate::openapi::ErrorBody),
         (status = 422, description = "The Idempotency-Key was used with another body", body = crate::openapi::ErrorBody),
     )
@@ -425,7 +420,6 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
         (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:request", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )

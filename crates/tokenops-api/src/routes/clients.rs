@@ -80,7 +80,6 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
         (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -100,7 +99,6 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
         (status = 200, description = "The client", body = ClientOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing client:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -120,7 +118,6 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
         (status = 204, description = "Disabled"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing client:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]

@@ -76,7 +76,6 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -99,7 +98,6 @@ async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRes
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing group:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
@@ -133,7 +131,6 @@ pub struct GroupIn {
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
         (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
 )]
@@ -170,7 +167,6 @@ pub struct GroupPatch {
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
@@ -222,7 +218,6 @@ pub struct MembershipOut {
         (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
         (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
     )
@@ -282,7 +277,6 @@ impl ScopedPath for GroupMember {
         (status = 204, description = "Removed"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing group:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
 )]

@@ -79,7 +79,6 @@ pub struct PermissionCatalogue {
     responses(
         (status = 200, description = "Every permission with the platform roles that grant it. The spec does not show the catalogue: this service publishes it here", body = PermissionCatalogue),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing permission role:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_permissions() -> ApiResult<Response> {
@@ -133,7 +132,6 @@ async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing role:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -251,7 +249,6 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing role:delete", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
     )

@@ -80,7 +80,6 @@ fn no_organisation_routes() -> ApiError {
         (status = 200, description = "The organisation and its owner", body = OrganisationOut),
         (status = 400, description = "The id is not a UUID", body = crate::openapi::ErrorBody),
         (status = 401, description = "No usable bearer token", body = crate::openapi::ErrorBody),
-        (status = 403, description = "The caller is not the platform operator", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -101,7 +100,6 @@ async fn read_tenant(State(state): State<Arc<ApiState>>, PathId(id): PathId) -> 
     responses(
         (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 403, description = "The caller is not the platform operator", body = crate::openapi::ErrorBody),
         (status = 409, description = "The owner's email is registered already, or the key is in flight", body = crate::openapi::ErrorBody),
     )
 )]

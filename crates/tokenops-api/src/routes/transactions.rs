@@ -158,7 +158,6 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
         (status = 200, description = "The operation in its current state", body = OperationOut),
         (status = 400, description = "transactionId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -197,7 +196,6 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
         (status = 200, description = "Style A page (content, page, size, totalElements, totalPages), or style D (items, nextCursor, limit) when limit or cursor is given", body = OperationList),
         (status = 400, description = "Negative page, size or limit outside 1 to 100, unknown state or txType, mixed paging styles, a foreign cursor", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -243,7 +241,6 @@ async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<R
         (status = 200, description = "Style A page of breaks, newest first. The spec shows a break's reason and detail only; this service adds id, transactionId (when an operation broke), accountRef, assetId and detectedAt", body = BreakPage),
         (status = 400, description = "from not before to, negative page, size outside 1 to 100", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -282,7 +279,6 @@ async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Respons
         (status = 200, description = "The lock", body = LockOut),
         (status = 400, description = "lockId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
     )
 )]
@@ -304,7 +300,6 @@ async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
         (status = 200, description = "Style A page of the account's locks, newest first", body = LockPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing permission transaction:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
     )
 )]

@@ -78,7 +78,6 @@ async fn get_own_profile(call: TenantCall) -> ApiResult<Response> {
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "id not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing permission user:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
     )
@@ -110,7 +109,6 @@ async fn get_user_by_id(
         (status = 200, description = "Style C page of users. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = UserPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -204,7 +202,6 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::RevokedAccess,
-        (status = 403, description = "Invalid tenant id, or missing permission user:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
 )]

@@ -93,7 +93,6 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
         (status = 200, description = "Style D page of registrations, newest first (never a secret)", body = WebhookPage),
         (status = 400, description = "limit outside 1 to 100, or a foreign cursor", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -129,7 +128,6 @@ async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Respo
         (status = 201, description = "Registered, ACTIVE; with the secret (HMAC_SHA256 only)", body = WebhookOut, headers(("Location" = String))),
         (status = 400, description = "url not https, not resolvable or not public; unknown signatureScheme; no eventTypes; unknown event types (each named in details); Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_URL_TAKEN: the URL is registered in the organisation (existingWebhookId); or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -181,7 +179,6 @@ async fn replay_with_secret(
         (status = 200, description = "The registration", body = WebhookOut),
         (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:read", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -203,7 +200,6 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
         (status = 200, description = "The registration as changed", body = WebhookOut),
         (status = 400, description = "No field, status SUSPENDED or unknown, unknown event types, webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -246,7 +242,6 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
         (status = 204, description = "Deleted"),
         (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
     )
 )]
@@ -274,7 +269,6 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
         (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
         (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -314,7 +308,6 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
         (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
         (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::NoUsableToken,
-        (status = 403, description = "Missing webhook:manage", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,

@@ -21,7 +21,7 @@ use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::permission::{Permission, PermissionSet};
-use tokenops_domain::{Clock, TenantId, Timestamp, new_id};
+use tokenops_domain::{Clock, TenantId, Timestamp};
 use tokenops_scripting::{Compiler, Host, Limits, ParamValue, RunOutcome};
 use tokenops_store::{Job, NewJob, Store, Tx};
 use uuid::Uuid;
@@ -680,21 +680,9 @@ pub async fn queue_run(
     settings: RunSettings,
 ) -> AppResult<()> {
     let execution = Execution {
-        id: new_id(),
-        tenant_id: automation.tenant_id,
-        automation_id: automation.id,
-        trigger,
-        status: ExecutionStatus::Queued,
-        parameters: automation.parameters.clone(),
         event_id,
         scheduled_for,
-        log: Vec::new(),
-        submitted: Vec::new(),
-        error: None,
-        attempts: 0,
-        created_at: now,
-        started_at: None,
-        finished_at: None,
+        ..Execution::queued(automation.tenant_id, automation.id, trigger, automation.parameters.clone(), now)
     };
     match tx.executions().insert(&execution).await {
         Ok(()) => {}

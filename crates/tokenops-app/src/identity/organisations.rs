@@ -64,7 +64,7 @@ pub async fn read(store: &dyn tokenops_store::Store, id: TenantId) -> AppResult<
     }))
 }
 
-pub fn invitation(
+fn invitation(
     email: &str,
     first_name: &str,
     organisation: &str,
@@ -93,6 +93,58 @@ pub async fn temporary_password() -> AppResult<TemporaryPassword> {
     Ok(TemporaryPassword { plain, hash })
 }
 
+/// Who is invited: a new user of `tenant`, INVITED until the temporary password is used.
+pub struct Invitee {
+    pub id: Uuid,
+    pub tenant: TenantId,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    pub role_id: Uuid,
+}
+
+/// Adds an invited user (an organisation's owner or a member) and mails the invitation with the
+/// temporary password. An email registered in any organisation is a 409.
+pub async fn invite(
+    w: &mut Write,
+    sealer: &tokenops_identity::Sealer,
+    sign_in_url: &str,
+    invitee: Invitee,
+    organisation: &str,
+    temporary: TemporaryPassword,
+) -> AppResult<UserRecord> {
+    let now = w.now();
+    let TemporaryPassword { plain: temporary, hash: temporary_hash } = temporary;
+    let user = UserRecord {
+        id: invitee.id,
+        tenant_id: invitee.tenant,
+        email: invitee.email.to_lowercase(),
+        first_name: invitee.first_name,
+        last_name: invitee.last_name,
+        status: UserStatus::Invited,
+        role_id: invitee.role_id,
+        password_hash: None,
+        temporary_password_hash: Some(temporary_hash),
+        failed_sign_ins: 0,
+        first_failed_sign_in_at: None,
+        locked_until: None,
+        created_at: now,
+        updated_at: now,
+    };
+    match w.tx().users().insert(&user).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_)) => {
+            return Err(
+                Error::conflict(format!("The email {} is already registered", user.email)).with_code(Code::EmailExists)
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let message = invitation(&user.email, &user.first_name, organisation, &temporary, sign_in_url);
+    w.enqueue(crate::jobs::kinds::MAIL_SEND, mail::job_payload(sealer, &message).map_err(Error::internal)?).await?;
+    Ok(user)
+}
+
 /// Creates the organisation, invites its owner and enqueues the invitation.
 pub async fn create(
     w: &mut Write,
@@ -102,35 +154,17 @@ pub async fn create(
     temporary: TemporaryPassword,
 ) -> AppResult<OrganisationOut> {
     let now = w.now();
-    let TemporaryPassword { plain: temporary, hash: temporary_hash } = temporary;
-    let owner = UserRecord {
+    let owner = Invitee {
         id: tokenops_domain::new_id(),
-        tenant_id: new.id,
-        email: new.owner_email.to_lowercase(),
+        tenant: new.id,
+        email: new.owner_email,
         first_name: new.owner_first_name,
         last_name: new.owner_last_name,
-        status: UserStatus::Invited,
         role_id: tokenops_domain::role::SUPER_ADMIN.id,
-        password_hash: None,
-        temporary_password_hash: Some(temporary_hash),
-        failed_sign_ins: 0,
-        first_failed_sign_in_at: None,
-        locked_until: None,
-        created_at: now,
-        updated_at: now,
     };
     let tenant = TenantRecord { id: new.id, name: new.name, owner_user_id: owner.id, created_at: now, updated_at: now };
     w.tx().tenants().insert(&tenant).await?;
-    match w.tx().users().insert(&owner).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict(_)) => {
-            return Err(Error::conflict(format!("The email {} is already registered", owner.email))
-                .with_code(Code::EmailExists));
-        }
-        Err(e) => return Err(e.into()),
-    }
-    let message = invitation(&owner.email, &owner.first_name, &tenant.name, &temporary, sign_in_url);
-    w.enqueue(crate::jobs::kinds::MAIL_SEND, mail::job_payload(sealer, &message).map_err(Error::internal)?).await?;
+    let owner = invite(w, sealer, sign_in_url, owner, &tenant.name, temporary).await?;
     w.set_resource_id(tenant.id.to_string());
     w.set_audit_detail(serde_json::json!({ "name": tenant.name, "ownerId": owner.id, "ownerEmail": owner.email }));
     Ok(OrganisationOut {

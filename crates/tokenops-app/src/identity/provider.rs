@@ -7,11 +7,13 @@
 //! the store when its copy is older than `ring_refresh_ms`, which is how a rotation on one node
 //! reaches the others.
 
+use crate::audit::platform_record;
 use crate::clock::Clock;
 use crate::error::{AppResult, Error};
+use crate::write::AuditAction;
 use serde::Serialize;
 use std::sync::Arc;
-use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditOutcome, AuditSource};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_identity::keys::{KeyRing, SigningKey};
 use tokenops_identity::tokens::{AccessClaims, IssuedToken, TokenIssuer};
@@ -68,32 +70,12 @@ pub struct IdentityProvider {
     cache: RwLock<CachedRing>,
 }
 
-fn audit(
-    action: &str,
-    resource_type: &str,
-    resource_id: String,
-    now: Timestamp,
-    detail: serde_json::Value,
-) -> AuditRecord {
-    AuditRecord {
-        id: new_id(),
-        tenant_id: None,
-        occurred_at: now,
-        created_at: now,
-        action: action.to_owned(),
-        category: "IDENTITY".to_owned(),
-        source: AuditSource::System,
-        actor_id: None,
-        resource_type: resource_type.to_owned(),
-        resource_id: Some(resource_id),
-        outcome: AuditOutcome::Success,
-        request_id: None,
-        idempotency_key: None,
-        http_status: None,
-        detail,
-        seal: None,
-    }
-}
+const SIGNING_KEY_ROTATE: AuditAction =
+    AuditAction { name: "identity.signing_key.rotate", category: "IDENTITY", resource_type: "signing_key" };
+const CLIENT_CREDENTIALS: AuditAction =
+    AuditAction { name: "auth.client_credentials", category: "IDENTITY", resource_type: "machine_client" };
+const OPERATOR_CLIENT_CREATE: AuditAction =
+    AuditAction { name: "identity.operator_client.create", category: "IDENTITY", resource_type: "machine_client" };
 
 impl IdentityProvider {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, sealer: Arc<Sealer>, settings: ProviderSettings) -> Self {
@@ -189,9 +171,9 @@ impl IdentityProvider {
             })
             .await?;
         tx.signing_keys().delete_retired(now).await?;
-        tx.audit()
-            .record(&audit("identity.signing_key.rotate", "signing_key", key.kid.clone(), now, serde_json::json!({})))
-            .await?;
+        let record =
+            platform_record(AuditSource::System, &SIGNING_KEY_ROTATE, key.kid.clone(), serde_json::json!({}), now);
+        tx.audit().record(&record).await?;
         Ok(key.kid)
     }
 
@@ -249,13 +231,9 @@ impl IdentityProvider {
         let granted = client.filter(|c| c.active && opaque::opaque_matches(secret, &c.secret_hash));
         // Every grant and every refusal of a known client is an identity event in the client's
         // organisation's audit log (an unknown client id is recorded on the platform's).
-        let mut record = audit(
-            "auth.client_credentials",
-            "machine_client",
-            id.to_string(),
-            self.clock.now(),
-            serde_json::json!({ "granted": granted.is_some() }),
-        );
+        let detail = serde_json::json!({ "granted": granted.is_some() });
+        let mut record =
+            platform_record(AuditSource::System, &CLIENT_CREDENTIALS, id.to_string(), detail, self.clock.now());
         record.tenant_id = tenant;
         record.actor_id = Some(id.to_string());
         record.source = AuditSource::Api;
@@ -302,14 +280,9 @@ impl IdentityProvider {
             OperatorCredentials { client_id: client.id, client_secret: secret, token_url: self.token_url() };
         let mut tx = self.store.write().await?;
         tx.machine_clients().insert(&client).await?;
+        let detail = serde_json::json!({ "name": name });
         tx.audit()
-            .record(&audit(
-                "identity.operator_client.create",
-                "machine_client",
-                client.id.to_string(),
-                now,
-                serde_json::json!({ "name": name }),
-            ))
+            .record(&platform_record(AuditSource::System, &OPERATOR_CLIENT_CREATE, client.id.to_string(), detail, now))
             .await?;
         keep(&credentials).map_err(Error::internal)?;
         tx.commit().await?;

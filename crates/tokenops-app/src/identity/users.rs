@@ -11,15 +11,13 @@ use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
-use tokenops_store::{StoreError, Tx, UserFilter, UserRecord};
+use tokenops_store::{Tx, UserFilter, UserRecord};
 use uuid::Uuid;
 
-use super::organisations::{TemporaryPassword, invitation};
+use super::organisations::{Invitee, TemporaryPassword, invite};
 use super::roles::{Role, role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::context::Principal;
 use crate::error::{AppResult, Code, Error};
-use crate::jobs::kinds::MAIL_SEND;
-use crate::mail;
 use crate::write::{AuditAction, Write};
 
 pub const INVITE: AuditAction = AuditAction { name: "user.invite", category: "ORGANISATION", resource_type: "user" };
@@ -162,33 +160,17 @@ impl Users {
         let role_name = role_name_or_user(new.role_name.as_deref());
         let role = role_named(w.tx(), tenant, role_name).await?.ok_or_else(|| role_not_found(role_name))?;
         role.check_assignable_by(&w.context().caller)?;
-        let now = w.now();
-        let TemporaryPassword { plain: temporary, hash: temporary_hash } = temporary;
-        let user = UserRecord {
-            id: new_id(),
-            tenant_id: tenant,
-            email: new.email.to_lowercase(),
-            first_name: new.first_name,
-            last_name: new.last_name,
-            status: UserStatus::Invited,
-            role_id: role.record.id,
-            password_hash: None,
-            temporary_password_hash: Some(temporary_hash),
-            failed_sign_ins: 0,
-            first_failed_sign_in_at: None,
-            locked_until: None,
-            created_at: now,
-            updated_at: now,
-        };
-        match w.tx().users().insert(&user).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(_)) => return Err(email_taken(&user.email)),
-            Err(e) => return Err(e.into()),
-        }
         let organisation =
             w.tx().tenants().get(tenant).await?.map(|t| t.name).unwrap_or_else(|| "your organisation".to_owned());
-        let message = invitation(&user.email, &user.first_name, &organisation, &temporary, sign_in_url);
-        w.enqueue(MAIL_SEND, mail::job_payload(sealer, &message).map_err(Error::internal)?).await?;
+        let invitee = Invitee {
+            id: new_id(),
+            tenant,
+            email: new.email,
+            first_name: new.first_name,
+            last_name: new.last_name,
+            role_id: role.record.id,
+        };
+        let user = invite(w, sealer, sign_in_url, invitee, &organisation, temporary).await?;
         let view = out(&user, role.record.name.clone());
         w.set_resource_id(user.id.to_string());
         w.set_audit_detail(serde_json::json!({ "after": view }));
@@ -319,8 +301,4 @@ impl Users {
         role.check_assignable_by(&w.context().caller)?;
         Ok((user, role))
     }
-}
-
-fn email_taken(email: &str) -> Error {
-    Error::conflict(format!("The email {email} is already registered")).with_code(Code::EmailExists)
 }

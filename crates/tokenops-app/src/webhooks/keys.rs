@@ -10,15 +10,17 @@
 
 use async_trait::async_trait;
 use std::sync::Arc;
-use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
-use tokenops_domain::{Timestamp, new_id};
+use tokenops_domain::Timestamp;
+use tokenops_domain::audit::AuditSource;
 use tokenops_identity::Sealer;
 use tokenops_store::{Job, Store, StoreError, Tx, WebhookSigningKeyRecord};
 use tokenops_webhooks::signing::JwsKey;
 
+use crate::audit::platform_record;
 use crate::clock::Clock;
 use crate::error::{AppResult, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
+use crate::write::AuditAction;
 
 /// How long a replaced key stays in the JWKS. It must outlive every signature it made: a
 /// delivery's JWS expires 60 s after it was made, other nodes may sign with the old key until
@@ -170,7 +172,8 @@ impl DeliveryKeys {
             let record = self.new_record(now);
             tx.webhooks().insert_signing_key(&record).await?;
             let detail = serde_json::json!({ "retired": retired, "retireAt": retire_at.to_iso8601() });
-            tx.audit().record(&rotation_record(&record.kid, detail, now)).await?;
+            let audit = platform_record(AuditSource::Worker, &SIGNING_KEY_ROTATE, record.kid.clone(), detail, now);
+            tx.audit().record(&audit).await?;
             rotated = Some(record.kid);
         }
         tx.webhooks().delete_retired_signing_keys(now).await?;
@@ -188,27 +191,8 @@ fn current(keys: &[OpenKey]) -> Option<&OpenKey> {
     keys.iter().filter(|k| k.retire_at.is_none()).min_by_key(|k| (k.created_at, k.key.kid().to_owned()))
 }
 
-/// A platform record (no organisation) of the rotation, by a job.
-fn rotation_record(kid: &str, detail: serde_json::Value, now: Timestamp) -> AuditRecord {
-    AuditRecord {
-        id: new_id(),
-        tenant_id: None,
-        occurred_at: now,
-        created_at: now,
-        action: "webhook.signing_key.rotate".to_owned(),
-        category: "WEBHOOKS".to_owned(),
-        source: AuditSource::Worker,
-        actor_id: None,
-        resource_type: "webhook_signing_key".to_owned(),
-        resource_id: Some(kid.to_owned()),
-        outcome: AuditOutcome::Success,
-        request_id: None,
-        idempotency_key: None,
-        http_status: None,
-        detail,
-        seal: None,
-    }
-}
+const SIGNING_KEY_ROTATE: AuditAction =
+    AuditAction { name: "webhook.signing_key.rotate", category: "WEBHOOKS", resource_type: "webhook_signing_key" };
 
 /// `webhooks.rotate_key` (periodic): the age check, the rotation and the withdrawal of keys
 /// past their overlap, with the job's completion in one commit.

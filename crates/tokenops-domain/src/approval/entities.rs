@@ -1,32 +1,17 @@
 //! The approval area's entities as the store keeps them: an `ApprovalRequest` (raised by a
 //! policy or by hand, `ApprovalSource`), its `ApprovalTask`s, and their list filters.
 
+use crate::wire::wire_enum;
 use uuid::Uuid;
 
 use super::{ApprovalRequestStatus, ApprovalTaskState};
 use crate::{TenantId, Timestamp};
 
-/// Who raised a request: a policy's decision on an operation, or a caller by hand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ApprovalSource {
-    Policy,
-    Manual,
-}
-
-impl ApprovalSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalSource::Policy => "POLICY",
-            ApprovalSource::Manual => "MANUAL",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "POLICY" => Some(ApprovalSource::Policy),
-            "MANUAL" => Some(ApprovalSource::Manual),
-            _ => None,
-        }
+wire_enum! {
+    /// Who raised a request: a policy's decision on an operation, or a caller by hand.
+    ApprovalSource {
+        Policy => "POLICY",
+        Manual => "MANUAL",
     }
 }
 

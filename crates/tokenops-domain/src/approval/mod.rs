@@ -2,7 +2,7 @@
 //! decides when a task may be acted on and what a decision does to its request. Pure: the
 //! app loads a request's tasks and asks these functions.
 
-use crate::policy::vocabulary;
+use crate::wire::wire_enum;
 use std::fmt;
 use std::str::FromStr;
 use uuid::Uuid;
@@ -101,7 +101,7 @@ impl<'de> serde::Deserialize<'de> for ApproverExpr {
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// An approval request's status: PENDING until resolved, then one of the others for good.
     ApprovalRequestStatus {
         Pending => "PENDING",
@@ -134,7 +134,7 @@ impl ApprovalRequestStatus {
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// An approval task's state. A task is acted on once; tasks still PENDING when their request
     /// is cancelled or expires take that state.
     ApprovalTaskState {
@@ -320,11 +320,11 @@ mod tests {
     #[test]
     fn statuses_parse_for_filters_and_only_pending_is_not_terminal() {
         for s in ApprovalRequestStatus::ALL {
-            assert_eq!(ApprovalRequestStatus::parse(s.as_str()), Some(*s));
-            assert_eq!(s.is_terminal(), *s != ApprovalRequestStatus::Pending);
+            assert_eq!(ApprovalRequestStatus::parse(s.as_str()), Some(s));
+            assert_eq!(s.is_terminal(), s != ApprovalRequestStatus::Pending);
         }
         for s in ApprovalTaskState::ALL {
-            assert_eq!(ApprovalTaskState::parse(s.as_str()), Some(*s));
+            assert_eq!(ApprovalTaskState::parse(s.as_str()), Some(s));
         }
         assert_eq!(ApprovalTaskState::parse("DONE"), None);
     }
@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn cancel_is_allowed_only_while_pending() {
         for s in ApprovalRequestStatus::ALL {
-            assert_eq!(s.may_cancel(), *s == ApprovalRequestStatus::Pending);
+            assert_eq!(s.may_cancel(), s == ApprovalRequestStatus::Pending);
         }
     }
 

@@ -3,8 +3,9 @@
 //! statuses and scopes, and which policy action governs each kind of token operation.
 
 use crate::operation::TxType;
+use crate::wire::wire_enum;
 
-vocabulary! {
+wire_enum! {
     /// What a policy governs (`appliesTo.action`).
     PolicyAction {
         Mint => "MINT",
@@ -18,7 +19,7 @@ vocabulary! {
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// A context field's type: it decides which condition forms suit the field.
     FieldType {
         Amount => "AMOUNT",
@@ -26,14 +27,14 @@ vocabulary! {
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// The kinds of policy; approval is the only one the platform defines.
     RuleType {
         Approval => "APPROVAL",
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// A policy's status; its moves are in `lifecycle`.
     PolicyStatus {
         Draft => "DRAFT",
@@ -42,7 +43,7 @@ vocabulary! {
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// Who sees a template: SYSTEM ones every organisation, TENANT ones their owner only.
     TemplateScope {
         System => "SYSTEM",
@@ -50,7 +51,7 @@ vocabulary! {
     }
 }
 
-vocabulary! {
+wire_enum! {
     /// DEPRECATED templates are hidden from listings unless asked for.
     TemplateStatus {
         Active => "ACTIVE",
@@ -58,33 +59,19 @@ vocabulary! {
     }
 }
 
-/// A field of the context catalogue, named in a rule's `when` by its wire name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ContextField {
-    /// The amount moved; for conversions the source side's.
-    Amount,
-    /// The asset moved; for conversions the source side's.
-    AssetId,
-    /// The asset received, on conversion actions only.
-    TargetAssetId,
+wire_enum! {
+    /// A field of the context catalogue, named in a rule's `when` by its wire name.
+    ContextField {
+        /// The amount moved; for conversions the source side's.
+        Amount => "amount",
+        /// The asset moved; for conversions the source side's.
+        AssetId => "assetId",
+        /// The asset received, on conversion actions only.
+        TargetAssetId => "targetAssetId",
+    }
 }
 
 impl ContextField {
-    pub const ALL: &'static [ContextField] =
-        &[ContextField::Amount, ContextField::AssetId, ContextField::TargetAssetId];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContextField::Amount => "amount",
-            ContextField::AssetId => "assetId",
-            ContextField::TargetAssetId => "targetAssetId",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<ContextField> {
-        Self::ALL.iter().copied().find(|f| f.as_str() == text)
-    }
-
     pub fn field_type(self) -> FieldType {
         match self {
             ContextField::Amount => FieldType::Amount,
@@ -95,12 +82,6 @@ impl ContextField {
     /// Fields whose values are ISO 4217 codes: their `==` value must be a recognised code.
     pub fn is_asset(self) -> bool {
         matches!(self, ContextField::AssetId | ContextField::TargetAssetId)
-    }
-}
-
-impl std::fmt::Display for ContextField {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -138,40 +119,6 @@ impl PolicyAction {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_vocabulary_round_trips_through_its_wire_string() {
-        for a in PolicyAction::ALL {
-            assert_eq!(PolicyAction::parse(a.as_str()), Some(*a));
-        }
-        for s in PolicyStatus::ALL {
-            assert_eq!(PolicyStatus::parse(s.as_str()), Some(*s));
-        }
-        for t in [FieldType::Amount, FieldType::String] {
-            assert_eq!(FieldType::parse(t.as_str()), Some(t));
-        }
-        assert_eq!(RuleType::parse("APPROVAL"), Some(RuleType::Approval));
-        assert_eq!(TemplateScope::parse("SYSTEM"), Some(TemplateScope::System));
-        assert_eq!(TemplateStatus::parse("DEPRECATED"), Some(TemplateStatus::Deprecated));
-        for f in ContextField::ALL {
-            assert_eq!(ContextField::parse(f.as_str()), Some(*f));
-        }
-        assert_eq!(PolicyAction::ALL.len(), 8);
-    }
-
-    #[test]
-    fn wire_strings_are_case_sensitive() {
-        assert_eq!(PolicyAction::parse("transfer"), None);
-        assert_eq!(PolicyStatus::parse("Active"), None);
-        assert_eq!(RuleType::parse("REJECTION"), None);
-    }
-
-    #[test]
-    fn serde_uses_the_wire_strings() {
-        assert_eq!(serde_json::to_value(PolicyAction::FxConversion).ok(), Some(serde_json::json!("FX_CONVERSION")));
-        let parsed: Result<PolicyStatus, _> = serde_json::from_value(serde_json::json!("ARCHIVED"));
-        assert_eq!(parsed.ok(), Some(PolicyStatus::Archived));
-    }
 
     #[test]
     fn plain_actions_supply_amount_and_asset_id() {

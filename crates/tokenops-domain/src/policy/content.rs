@@ -66,7 +66,7 @@ impl Violation {
     }
 }
 
-super::vocabulary! {
+crate::wire::wire_enum! {
     /// What a policy does with an event none of its rules matches (`defaults.unmatched`).
     #[derive(Default)]
     Unmatched {
@@ -128,7 +128,7 @@ impl PolicyContent {
                     Some(Value::String(text)) => match PolicyAction::parse(text) {
                         None => v.push(Violation::new(
                             "appliesTo.action",
-                            format!("{text:?} is not a policy action; one of {}", names(PolicyAction::ALL)),
+                            format!("{text:?} is not a policy action; one of {}", names(&PolicyAction::ALL)),
                         )),
                         Some(a) if a != action => v.push(Violation::new(
                             "appliesTo.action",

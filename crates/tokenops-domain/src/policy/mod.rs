@@ -5,42 +5,6 @@
 //! templates the platform ships (`templates`). No I/O: the app loads ACTIVE policies and hands
 //! them to `engine::evaluate`.
 
-/// A closed vocabulary of wire strings: an enum with `ALL`, `as_str`, `parse` (exact,
-/// case-sensitive, as the API's enums are) and `Display`, serialised as its wire string.
-macro_rules! vocabulary {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(
-            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord,
-            serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-        )]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-
-            pub fn parse(text: &str) -> Option<$name> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == text)
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-pub(crate) use vocabulary;
-
 pub mod catalogue;
 pub mod condition;
 pub mod content;
