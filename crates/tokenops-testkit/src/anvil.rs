@@ -14,6 +14,9 @@ use tokio::process::{Child, Command};
 /// anvil on a free loopback port.
 pub struct Anvil {
     child: Mutex<Option<Child>>,
+    /// One client for every call, so that a test reading thousands of blocks reuses its
+    /// connections.
+    http: reqwest::Client,
     /// The JSON-RPC URL (`http://127.0.0.1:{port}`).
     pub url: String,
 }
@@ -65,7 +68,8 @@ impl Anvil {
         .expect("anvil listens within 20 s");
         // Keep draining its output so that anvil never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child: Mutex::new(Some(child)), url: format!("http://{address}") }
+        let http = reqwest::Client::builder().build().expect("HTTP client");
+        Self { child: Mutex::new(Some(child)), http, url: format!("http://{address}") }
     }
 
     /// The app settings that put its ledger on this node, with gas funded by anvil's dev accounts.
@@ -80,7 +84,8 @@ impl Anvil {
     /// Calls a JSON-RPC method and returns its `result`; panics on an error answer.
     pub async fn rpc(&self, method: &str, params: Value) -> Value {
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-        let response: Value = reqwest::Client::new()
+        let response: Value = self
+            .http
             .post(&self.url)
             .json(&body)
             .send()

@@ -341,10 +341,12 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
 
     // No ledger transaction applied twice: each operation that reached the ledger has its own
     // hash, included once, and the ledger holds no transaction that no operation accounts for.
+    let reading = Instant::now();
     let (ledger, supply) = match &setup.anvil {
         None => embedded_chain(&db).await,
         Some(anvil) => evm_chain(anvil, &client).await,
     };
+    let ledger_read_in = reading.elapsed();
     let (hashes, shared_hashes) = tx_hashes(&rows);
     violations.extend(shared_hashes);
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
@@ -442,6 +444,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     }))
     .await;
     let wrong: Vec<String> = replays.into_iter().flatten().collect();
+    let checked_in = settling.elapsed() - settled_in;
     check!(wrong.is_empty(), "replays that did not answer the original operation: {wrong:?}");
 
     let by_type = |state: &str| by_type(&rows, state);
@@ -468,7 +471,8 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     );
     eprintln!(
         "  minted {} burned {} balances {balances:?}; setup {ready:?}, submissions {submitted_in:?}, \
-         settlement after them {settled_in:?}, total {:?}",
+         settlement after them {settled_in:?}, checks after it {checked_in:?} (the ledger read in \
+         {ledger_read_in:?}), total {:?}",
         amount_text(minted),
         amount_text(burned),
         started.elapsed()
@@ -564,7 +568,8 @@ async fn pool_report(anvil: &Anvil) -> String {
         queued.sort_unstable();
         let on_chain = anvil.rpc("eth_getTransactionCount", json!([sender, "latest"])).await;
         let on_chain = on_chain.as_str().and_then(|n| u64::from_str_radix(n.trim_start_matches("0x"), 16).ok());
-        report.push_str(&format!("\n    {sender}: next nonce on chain {on_chain:?}, ready {ready:?}, queued {queued:?}"));
+        report
+            .push_str(&format!("\n    {sender}: next nonce on chain {on_chain:?}, ready {ready:?}, queued {queued:?}"));
     }
     report
 }
