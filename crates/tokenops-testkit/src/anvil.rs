@@ -68,6 +68,8 @@ impl Anvil {
         .expect("anvil listens within 20 s");
         // Keep draining its output so that anvil never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // The HTTP client needs the process's TLS provider, even for plain HTTP.
+        tokenops_identity::install_crypto_provider();
         let http = reqwest::Client::builder().build().expect("HTTP client");
         Self { child: Mutex::new(Some(child)), http, url: format!("http://{address}") }
     }
