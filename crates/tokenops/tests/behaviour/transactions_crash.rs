@@ -152,9 +152,10 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
 
 /// Two nodes on one PostgreSQL database, a random one killed five times: the same promises.
 /// Both sign for the same wallets, each only under the wallet's signing lease, which a killed
-/// node's survivor takes over within seconds. anvil also mines a block every second, as a chain
-/// does: mining only on arrival once left a wallet's ready transaction (its next nonce, sent
-/// before the two below it) unmined for minutes while other wallets' blocks came.
+/// node's survivor takes over within seconds. anvil runs as a chain's node does: a block every
+/// second, its pool re-read at each (`Anvil::start_with_block_time`). Mining only on arrival, it
+/// left a wallet's transaction unmined for minutes while other wallets' blocks came (once its
+/// next nonce after the two below were included; once queued with the chain's next nonce).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_survive_sigkills_of_either_each_operation_applied_exactly_once() {
     let anvil = Anvil::start_with_block_time(1).await;
@@ -495,6 +496,9 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
         deferred += sum("tokenops_settle_deferred_elsewhere_total");
     }
     eprintln!("  nonce gaps filled by the sweep: {fillers}");
+    if let Some(anvil) = &setup.anvil {
+        eprintln!("  senders whose transactions anvil held back and were sent again: {}", anvil.requeued());
+    }
     eprintln!(
         "  since the nodes' last starts: {superseded} signatures superseded and signed anew, \
          {deferred} settle steps sent back to the queue (their wallet's lease held by the other node)"
