@@ -202,3 +202,30 @@ async fn requeue(http: &reqwest::Client, url: &str, sender: &str) -> Result<(), 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// anvil's state after the race: a transaction queued, needing the nonce below it, while
+    /// the chain's count already stands at its own nonce. Here `anvil_setNonce` moves the count
+    /// instead of a block; timer blocks alone leave the transaction queued.
+    #[tokio::test]
+    async fn a_transaction_queued_with_the_next_nonce_on_chain_is_sent_again_and_mined() {
+        let anvil = Anvil::start_with_block_time(1).await;
+        let sender = anvil.rpc("eth_accounts", json!([])).await[0].as_str().expect("a dev account").to_owned();
+        let transfer = json!({ "from": sender, "to": sender, "value": "0x1", "nonce": "0x1" });
+        let hash = anvil.rpc("eth_sendTransaction", json!([transfer])).await;
+        anvil.rpc("anvil_setNonce", json!([sender, "0x1"])).await;
+        let mut receipt = Value::Null;
+        for _ in 0..50 {
+            receipt = anvil.rpc("eth_getTransactionReceipt", json!([hash])).await;
+            if !receipt.is_null() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(receipt["status"], "0x1", "mined within 5 s: {receipt}");
+        assert_eq!(anvil.requeued(), 1);
+    }
+}
