@@ -497,7 +497,10 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     }
     eprintln!("  nonce gaps filled by the sweep: {fillers}");
     if let Some(anvil) = &setup.anvil {
-        eprintln!("  senders whose transactions anvil held back and were sent again: {}", anvil.requeued());
+        eprintln!(
+            "  times anvil held a sender's next nonce back and its transactions were sent again: {}",
+            anvil.requeued()
+        );
     }
     eprintln!(
         "  since the nodes' last starts: {superseded} signatures superseded and signed anew, \
