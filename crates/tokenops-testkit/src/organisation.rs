@@ -79,10 +79,13 @@ pub async fn login(app: &TestApp, email: &str, password: &str) -> Reply {
 }
 
 /// Signs an invited user in through the challenge with [`NEW_PASSWORD`]; returns their tokens.
+/// The temporary password's login is the challenge only, never tokens.
 pub async fn activate_through_challenge(app: &TestApp, email: &str, temporary: &str) -> Value {
     let challenged = login(app, email, temporary).await;
     challenged.expect(200);
     assert_eq!(challenged.body["challenge"], "NEW_PASSWORD_REQUIRED", "{}", challenged.body);
+    let tokens = ["accessToken", "refreshToken"];
+    assert!(tokens.iter().all(|t| challenged.body.get(t).is_none()), "a challenge, not tokens: {}", challenged.body);
     let session = challenged.body["session"].as_str().expect("session").to_owned();
     let done = call(
         app,

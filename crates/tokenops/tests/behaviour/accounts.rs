@@ -8,7 +8,6 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use tokenops_app::clock::Clock;
 use tokenops_testkit::anvil::Anvil;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
@@ -17,16 +16,14 @@ use uuid::Uuid;
 use crate::fixtures::{
     active_account, active_account_as, active_contract, active_contract_as, assert_address, customer, customer_as,
 };
-use crate::support::{assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key};
+use crate::support::{
+    assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, drain_past_three_attempts,
+    key, three_attempts, write_correlated,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// The settings of an app whose jobs give up after three attempts (provisioning failures).
-fn three_attempts() -> BTreeMap<String, String> {
-    BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())])
-}
 
 /// The contract of `asset` as `tenant` reads it.
 async fn contract_as(app: &TestApp, tenant: &Tenant, asset: &str) -> Value {
@@ -145,6 +142,26 @@ fn listed(reply: &Reply, field: &str) -> Vec<String> {
         .iter()
         .map(|item| item[field].as_str().unwrap_or_default().to_owned())
         .collect()
+}
+
+/// The list at `path` refuses, with 400, a status filter that names no status (as spelled) and
+/// a page or size out of range or not a number.
+async fn assert_list_refuses_an_unknown_status_and_invalid_paging(app: &TestApp, path: &str) {
+    for query in [
+        "status=CLOSED",
+        "status=active",
+        "status=",
+        "page=-1",
+        "page=x",
+        "size=0",
+        "size=101",
+        "size=-1",
+        "size=-5",
+        "size=x",
+        "size=ten",
+    ] {
+        assert_get_refused(app, &format!("{path}?{query}"), 400).await;
+    }
 }
 
 #[track_caller]
@@ -377,15 +394,9 @@ async fn a_contract_does_not_stay_pending_after_its_deployment_job_ran_out_of_at
     app.post("/api/contracts", &json!({ "assetId": "USD" })).await.expect(201);
     // The deployment's outcome commits with its audit record: make that insert fail.
     app.db.fail_inserts_into("audit_records").await;
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     app.db.heal_inserts_into("audit_records").await;
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     let contract = contract(&app, "USD").await;
     assert_ne!(
         contract["status"],
@@ -527,11 +538,7 @@ async fn contract_list_is_style_a_oldest_first_with_asset_and_status_filters(bac
 async fn contract_list_refuses_an_unknown_status_and_invalid_paging(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     active_contract(&app, "USD").await;
-    for query in
-        ["status=CLOSED", "status=active", "status=", "page=-1", "page=x", "size=0", "size=101", "size=-5", "size=ten"]
-    {
-        assert_get_refused(&app, &format!("/api/contracts?{query}"), 400).await;
-    }
+    assert_list_refuses_an_unknown_status_and_invalid_paging(&app, "/api/contracts").await;
     app.get("/api/contracts?size=100&page=7").await.expect(200);
 }
 
@@ -895,16 +902,9 @@ async fn a_failed_account_reference_can_be_registered_again(backend: Backend) {
     let correlation = "corr-failed";
     app.db.fail_inserts_into("custody_keys").await;
     let k = key();
-    let created = Reply::read(
-        app.request(Method::POST, "/api/accounts")
-            .header("Idempotency-Key", &k)
-            .header("X-Correlation-Id", correlation)
-            .json(&account_body("a-1", "c-1", "USD"))
-            .send()
-            .await
-            .expect("POST"),
-    )
-    .await;
+    let created =
+        write_correlated(&app, Method::POST, "/api/accounts", &k, correlation, &account_body("a-1", "c-1", "USD"))
+            .await;
     created.expect(201);
     let failed = provisioning_fails(&app, "a-1").await;
     let reason = failed["failureReason"].as_str().unwrap_or_default();
@@ -965,15 +965,9 @@ async fn an_account_does_not_stay_pending_after_its_provisioning_job_ran_out_of_
     customer(&app, "c-1").await;
     pending_account(&app, "a-1", "c-1", "USD").await;
     app.db.fail_inserts_into("events").await;
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     app.db.heal_inserts_into("events").await;
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     let account = account(&app, "a-1").await;
     let outcomes = account_events(&app, "account.provisioned", "a-1").await.len()
         + account_events(&app, "account.provisioning_failed", "a-1").await.len();
@@ -1008,15 +1002,8 @@ async fn patch_switches_a_provisioned_account_and_emits_account_status_changed(b
     app.clock.advance_millis(1_000);
 
     let k = key();
-    let response = app
-        .request(Method::PATCH, "/api/accounts/a-1")
-        .header("Idempotency-Key", &k)
-        .header("X-Correlation-Id", "corr-7")
-        .json(&json!({ "status": "INACTIVE" }))
-        .send()
-        .await
-        .expect("PATCH");
-    let inactive = Reply::read(response).await;
+    let body = json!({ "status": "INACTIVE" });
+    let inactive = write_correlated(&app, Method::PATCH, "/api/accounts/a-1", &k, "corr-7", &body).await;
     inactive.expect(200);
     assert_eq!(inactive.body["status"], "INACTIVE");
     assert_eq!(inactive.body["walletAddress"], provisioned["walletAddress"], "an INACTIVE account keeps its wallet");
@@ -1218,15 +1205,8 @@ async fn account_provisioned_carries_the_account_as_the_api_returns_it(backend: 
     let app = TestApp::spawn(backend).await;
     active_contract(&app, "USD").await;
     customer(&app, "c-1").await;
-    let response = app
-        .request(Method::POST, "/api/accounts")
-        .header("Idempotency-Key", key())
-        .header("X-Correlation-Id", "corr-provision")
-        .json(&account_body("a-1", "c-1", "USD"))
-        .send()
-        .await
-        .expect("POST");
-    Reply::read(response).await.expect(201);
+    let body = account_body("a-1", "c-1", "USD");
+    write_correlated(&app, Method::POST, "/api/accounts", &key(), "corr-provision", &body).await.expect(201);
     assert!(events(&app, "account.provisioned").await.is_empty(), "nothing before provisioning");
     app.drain_jobs().await;
     let active = account(&app, "a-1").await;
@@ -1306,11 +1286,7 @@ async fn account_list_is_style_a_oldest_first_with_filters(backend: Backend) {
 async fn account_list_refuses_an_unknown_status_and_invalid_paging(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     one_active_account(&app).await;
-    for query in
-        ["status=CLOSED", "status=active", "status=", "page=-1", "page=x", "size=0", "size=101", "size=-1", "size=x"]
-    {
-        assert_get_refused(&app, &format!("/api/accounts?{query}"), 400).await;
-    }
+    assert_list_refuses_an_unknown_status_and_invalid_paging(&app, "/api/accounts").await;
     app.get("/api/accounts?size=100").await.expect(200);
 }
 

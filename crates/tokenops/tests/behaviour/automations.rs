@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::fixtures::{active_account, active_contract, customer};
 use crate::scripts::{SWEEP, create, id_of, publish};
-use crate::support::key;
+use crate::support::{drain_past_three_attempts, key, three_attempts};
 
 #[track_caller]
 pub fn refused(reply: &Reply, status: u16, says: &str) {
@@ -332,21 +332,14 @@ async fn an_event_automation_runs_once_per_event_of_its_type_with_the_event(back
 /// A run whose end cannot be recorded until its job's attempts are spent (as after repeated
 /// crashes) must not stay RUNNING for ever: the job's burial records it FAILED.
 async fn a_run_does_not_stay_running_after_its_job_ran_out_of_attempts(backend: Backend) {
-    let three_attempts = std::collections::BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())]);
-    let app = TestApp::spawn_with(backend, three_attempts).await;
+    let app = TestApp::spawn_with(backend, three_attempts()).await;
     let (_, id) = on_demand(&app, "sweep", SWEEP, json!([value("account", json!("acc-1"), "STRING")])).await;
     execute(&app, &id, &json!({})).await.expect(202);
     // The run's end commits with its audit record: make that insert fail.
     app.db.fail_inserts_into("audit_records").await;
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     app.db.heal_inserts_into("audit_records").await;
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     let dead = app.db.count("jobs", "kind = 'automation.run' AND status = 'dead'").await;
     assert_eq!(dead, 1, "the run's job ran out of attempts");
     let history = app.get(&format!("/api/automations/{id}/history")).await;

@@ -7,7 +7,9 @@ use tokenops_app::clock::Clock;
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
-use crate::support::{assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key};
+use crate::support::{
+    assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key, write_correlated,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -357,15 +359,8 @@ async fn a_status_change_emits_one_customer_status_changed_event_with_the_custom
     let app = TestApp::spawn(backend).await;
     create(&app, "c-1").await;
     let k = key();
-    let response = app
-        .request(Method::PATCH, "/api/customers/c-1")
-        .header("Idempotency-Key", &k)
-        .header("X-Correlation-Id", "corr-42")
-        .json(&json!({ "status": "INACTIVE" }))
-        .send()
-        .await
-        .expect("PATCH");
-    let changed = Reply::read(response).await;
+    let body = json!({ "status": "INACTIVE" });
+    let changed = write_correlated(&app, Method::PATCH, "/api/customers/c-1", &k, "corr-42", &body).await;
     changed.expect(200);
 
     let events = status_changed_events(&app).await;

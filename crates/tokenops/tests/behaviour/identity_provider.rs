@@ -18,6 +18,12 @@ fn claims_of(token: &str) -> Value {
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("claims JSON")
 }
 
+/// An organisation endpoint's read with `token`, which verifies it before anything else.
+async fn customers_with(app: &TestApp, token: &str) -> Reply {
+    let request = app.raw(Method::GET, "/api/customers").header("API-Version", "1.0.0").bearer_auth(token);
+    Reply::read(request.send().await.expect("get")).await
+}
+
 fn header_of(token: &str) -> Value {
     let header = token.split('.').next().expect("JWT header");
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).expect("base64url")).expect("header JSON")
@@ -103,16 +109,7 @@ async fn the_token_endpoint_grants_client_credentials_by_basic_or_form(backend: 
     assert!(jwks.body["keys"].as_array().expect("keys").iter().all(|k| k.get("d").is_none()), "no private part");
 
     // The operator's token is verified, and refused on organisation endpoints.
-    let refused = Reply::read(
-        app.raw(Method::GET, "/api/customers")
-            .header("API-Version", "1.0.0")
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("get"),
-    )
-    .await;
-    refused.expect(403);
+    customers_with(&app, token).await.expect(403);
 }
 
 async fn the_token_endpoint_answers_oauth_errors(backend: Backend) {
@@ -159,15 +156,7 @@ async fn a_rotated_key_keeps_verifying_its_tokens_until_they_expire(backend: Bac
     let kids: Vec<Value> = jwks.body["keys"].as_array().expect("keys").iter().map(|k| k["kid"].clone()).collect();
     assert!(kids.contains(&old_kid) && kids.len() == 2, "both keys published during the overlap: {kids:?}");
     for token in [&before, &after] {
-        let reply = Reply::read(
-            app.raw(Method::GET, "/api/customers")
-                .header("API-Version", "1.0.0")
-                .bearer_auth(token)
-                .send()
-                .await
-                .expect("get"),
-        )
-        .await;
+        let reply = customers_with(&app, token).await;
         assert_eq!(reply.status, 403, "verified (then refused for lacking an organisation): {}", reply.body);
     }
     // Past one access-token lifetime and the overlap's slack, the old key is withdrawn.

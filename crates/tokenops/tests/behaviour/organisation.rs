@@ -224,21 +224,8 @@ async fn a_newcomer_goes_from_operator_to_a_user_with_a_custom_role(backend: Bac
     let temporary = temporary_password(&app, OWNER);
 
     // Login with the temporary password is a challenge; the new password gives tokens.
-    let challenged = login(&app, OWNER, &temporary).await;
-    challenged.expect(200);
-    assert_eq!(challenged.body["challenge"], "NEW_PASSWORD_REQUIRED");
-    assert!(challenged.body.get("accessToken").is_none());
-    let session = challenged.body["session"].as_str().expect("session");
-    let tokens = call(
-        &app,
-        Method::POST,
-        "/api/auth/new-password",
-        None,
-        Some(&json!({ "email": OWNER, "newPassword": NEW_PASSWORD, "session": session })),
-    )
-    .await;
-    tokens.expect(200);
-    let owner = tokens.body["accessToken"].as_str().expect("owner's access token").to_owned();
+    let tokens = activate_through_challenge(&app, OWNER, &temporary).await;
+    let owner = tokens["accessToken"].as_str().expect("owner's access token").to_owned();
 
     // The creation's Location is the organisation's read (the operator's), the owner as now.
     let location = created.header("location").expect("Location").to_owned();

@@ -10,6 +10,8 @@ use tokenops_testkit::organisation::{call, create_organisation, invite_and_activ
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
+use crate::support::assert_invalid;
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
@@ -47,15 +49,6 @@ async fn action(app: &TestApp, id: &str, verb: &str) -> Reply {
 async fn put_current(app: &TestApp, id: &str, number: Value) -> Reply {
     let path = format!("/api/policies/{id}/current-version");
     app.write(Method::PUT, &path, &Uuid::now_v7().to_string(), &json!({"versionNumber": number})).await
-}
-
-/// A VALIDATION_FAILED 400 whose details name `field`.
-#[track_caller]
-fn invalid(reply: &Reply, field: &str) {
-    reply.expect(400);
-    assert_eq!(reply.body["code"], "VALIDATION_FAILED", "body: {}", reply.body);
-    let details = reply.body["details"].as_array().unwrap_or_else(|| panic!("details: {}", reply.body));
-    assert!(details.iter().any(|d| d["field"] == field), "details name {field}: {}", reply.body);
 }
 
 fn versions(reply: &Reply) -> Vec<u64> {
@@ -167,12 +160,12 @@ async fn a_policys_name_and_description_change_audited_and_idempotent(backend: B
     let fresh = || Uuid::now_v7().to_string();
     patch(&fresh(), json!({})).await.expect(400);
     patch(&fresh(), json!({"name": null})).await.expect(400);
-    invalid(&patch(&fresh(), json!({"name": "  "})).await, "name");
-    invalid(&patch(&fresh(), json!({"description": "d".repeat(2001)})).await, "description");
-    invalid(&patch(&fresh(), json!({"name": "n".repeat(201)})).await, "name");
+    assert_invalid(&patch(&fresh(), json!({"name": "  "})).await, "name");
+    assert_invalid(&patch(&fresh(), json!({"description": "d".repeat(2001)})).await, "description");
+    assert_invalid(&patch(&fresh(), json!({"name": "n".repeat(201)})).await, "name");
     patch(&fresh(), json!({"status": "ACTIVE"})).await.expect(400);
     let bad_id = app.write(Method::PATCH, "/api/policies/not-a-uuid", &fresh(), &json!({"name": "x"})).await;
-    invalid(&bad_id, "policyId");
+    assert_invalid(&bad_id, "policyId");
     // 404: unknown, or another organisation's.
     let unknown = format!("/api/policies/{}", Uuid::now_v7());
     app.write(Method::PATCH, &unknown, &fresh(), &json!({"name": "x"})).await.expect(404);
@@ -207,7 +200,7 @@ async fn invalid_content_is_400_naming_every_offending_rule_and_field(backend: B
         "content.rules[3].when.amount",
         "content.aprover",
     ] {
-        invalid(&reply, field);
+        assert_invalid(&reply, field);
     }
     let not_equal = reply.body["details"]
         .as_array()
@@ -219,12 +212,12 @@ async fn invalid_content_is_400_naming_every_offending_rule_and_field(backend: B
 
     // The content must govern the template's action.
     let wrong = json!({"appliesTo": {"action": "MINT"}, "rules": []});
-    invalid(
+    assert_invalid(
         &app.post("/api/policies", &json!({"templateKey": TRANSFER_TEMPLATE, "content": wrong})).await,
         "content.appliesTo.action",
     );
-    invalid(&app.post("/api/policies", &json!({"templateKey": TRANSFER_TEMPLATE})).await, "content");
-    invalid(&app.post("/api/policies", &json!({"content": content("1")})).await, "templateKey");
+    assert_invalid(&app.post("/api/policies", &json!({"templateKey": TRANSFER_TEMPLATE})).await, "content");
+    assert_invalid(&app.post("/api/policies", &json!({"content": content("1")})).await, "templateKey");
     app.post("/api/policies", &json!({"templateKey": TRANSFER_TEMPLATE, "content": content("1"), "extra": 1}))
         .await
         .expect(400);
@@ -305,8 +298,8 @@ async fn one_non_archived_policy_holds_a_slot_and_archiving_frees_it(backend: Ba
     let paged = app.get("/api/policies?page=1&size=3").await;
     assert_eq!(paged.body["data"].as_array().expect("data").len(), 1);
     assert_eq!(paged.body["totalPages"], 2);
-    invalid(&app.get("/api/policies?status=ENABLED").await, "status");
-    invalid(&app.get("/api/policies?ruleType=LIMIT").await, "ruleType");
+    assert_invalid(&app.get("/api/policies?status=ENABLED").await, "status");
+    assert_invalid(&app.get("/api/policies?ruleType=LIMIT").await, "ruleType");
 
     let audit = app.get(&format!("/api/audit/events?action=policy.activate&resourceId={b}")).await;
     let outcomes: Vec<&str> =
@@ -375,8 +368,8 @@ async fn versions_are_added_listed_newest_first_and_chosen_as_current(backend: B
     let missing = put_current(&app, &id, json!(9)).await;
     missing.expect(404);
     assert_eq!(missing.body["code"], "POLICY_VERSION_NOT_FOUND");
-    invalid(&put_current(&app, &id, json!(0)).await, "versionNumber");
-    invalid(&put_current(&app, &id, Value::Null).await, "versionNumber");
+    assert_invalid(&put_current(&app, &id, json!(0)).await, "versionNumber");
+    assert_invalid(&put_current(&app, &id, Value::Null).await, "versionNumber");
 
     // Versions never change.
     let again = app.get(&path).await;
@@ -385,7 +378,7 @@ async fn versions_are_added_listed_newest_first_and_chosen_as_current(backend: B
 
     // Invalid content is refused, and adds nothing.
     let bad = json!({"appliesTo": {"action": "TRANSFER"}, "rules": [{"id": "x", "when": {"amount": ">= 1"}, "emit": {"autoApproval": true}}]});
-    invalid(&app.post(&path, &json!({"content": bad})).await, "content.rules[0].when");
+    assert_invalid(&app.post(&path, &json!({"content": bad})).await, "content.rules[0].when");
     assert_eq!(app.get(&path).await.body["totalItems"], 3);
 
     // Archived: versions kept, frozen.
@@ -428,10 +421,10 @@ async fn unknown_and_foreign_policies_are_404_and_bad_ids_400(backend: Backend) 
         put_current(&app, &id, json!(1)).await.expect(404);
     }
     for path in ["/api/policies/not-a-uuid", "/api/policies/not-a-uuid/versions"] {
-        invalid(&app.get(path).await, "policyId");
+        assert_invalid(&app.get(path).await, "policyId");
     }
-    invalid(&action(&app, "not-a-uuid", "activate").await, "policyId");
-    invalid(&put_current(&app, "not-a-uuid", json!(1)).await, "policyId");
+    assert_invalid(&action(&app, "not-a-uuid", "activate").await, "policyId");
+    assert_invalid(&put_current(&app, "not-a-uuid", json!(1)).await, "policyId");
 }
 
 backends!(each_policy_permission_is_required);

@@ -12,6 +12,7 @@ use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
 use uuid::Uuid;
 
 use crate::fixtures::{active_account_as, active_contract_as, customer_as};
+use crate::support::assert_invalid;
 
 backends!(
     a_stricter_version_turns_approvals_into_holds_and_refusals_and_writes_nothing,
@@ -270,13 +271,6 @@ async fn each_refusal_of_a_simulation_has_its_status(backend: Backend) {
         let (app, owner) = (&app, &owner);
         async move { app.post_as(owner, PATH, &body).await }
     };
-    #[track_caller]
-    fn invalid(reply: &Reply, field: &str) {
-        reply.expect(400);
-        assert_eq!(reply.body["code"], "VALIDATION_FAILED", "{}", reply.body);
-        let details = reply.body["details"].as_array().unwrap_or_else(|| panic!("details: {}", reply.body));
-        assert!(details.iter().any(|d| d["field"] == field), "details name {field}: {}", reply.body);
-    }
 
     // A DRAFT's version simulates (it joins, as it is not ACTIVE).
     let draft = post(json!({ "policyId": policy, "from": from, "to": to })).await;
@@ -284,27 +278,30 @@ async fn each_refusal_of_a_simulation_has_its_status(backend: Backend) {
     assert_eq!((draft.body["mode"].as_str(), draft.body["examined"].as_u64()), (Some("JOINS"), Some(0)));
 
     // 400: the window.
-    invalid(&post(json!({ "policyId": policy, "from": to, "to": from })).await, "from");
-    invalid(&post(json!({ "policyId": policy, "from": to, "to": to })).await, "from");
-    invalid(&post(json!({ "policyId": policy, "from": "yesterday", "to": to })).await, "from");
-    invalid(&post(json!({ "policyId": policy, "from": from })).await, "to");
+    assert_invalid(&post(json!({ "policyId": policy, "from": to, "to": from })).await, "from");
+    assert_invalid(&post(json!({ "policyId": policy, "from": to, "to": to })).await, "from");
+    assert_invalid(&post(json!({ "policyId": policy, "from": "yesterday", "to": to })).await, "from");
+    assert_invalid(&post(json!({ "policyId": policy, "from": from })).await, "to");
     let long = now.minus_millis(32 * 86_400_000).to_iso8601();
-    invalid(&post(json!({ "policyId": policy, "from": long, "to": to })).await, "to");
+    assert_invalid(&post(json!({ "policyId": policy, "from": long, "to": to })).await, "to");
     // 400: the source.
-    invalid(&post(json!({ "from": from, "to": to })).await, "policyId");
+    assert_invalid(&post(json!({ "from": from, "to": to })).await, "policyId");
     let both =
         json!({ "policyId": policy, "templateKey": TEMPLATE, "content": rules("1", "2"), "from": from, "to": to });
-    invalid(&post(both).await, "policyId");
-    invalid(&post(json!({ "policyId": "not-a-uuid", "from": from, "to": to })).await, "policyId");
-    invalid(&post(json!({ "policyId": policy, "versionNumber": 0, "from": from, "to": to })).await, "versionNumber");
-    invalid(&post(json!({ "content": rules("1", "2"), "from": from, "to": to })).await, "templateKey");
+    assert_invalid(&post(both).await, "policyId");
+    assert_invalid(&post(json!({ "policyId": "not-a-uuid", "from": from, "to": to })).await, "policyId");
+    assert_invalid(
+        &post(json!({ "policyId": policy, "versionNumber": 0, "from": from, "to": to })).await,
+        "versionNumber",
+    );
+    assert_invalid(&post(json!({ "content": rules("1", "2"), "from": from, "to": to })).await, "templateKey");
     // 400: content that would not save, with the same details as on save.
     let mut bad = rules("1", "2");
     bad["rules"][0]["when"]["amount"] = json!("!= 5");
     bad["rules"][1]["when"]["colour"] = json!("== red");
     let refused = post(json!({ "templateKey": TEMPLATE, "content": bad, "from": from, "to": to })).await;
-    invalid(&refused, "content.rules[0].when.amount");
-    invalid(&refused, "content.rules[1].when.colour");
+    assert_invalid(&refused, "content.rules[0].when.amount");
+    assert_invalid(&refused, "content.rules[1].when.colour");
     let saved = app.post_as(&owner, "/api/policies", &json!({ "templateKey": TEMPLATE, "content": bad })).await;
     assert_eq!(saved.body["details"], refused.body["details"], "validated exactly as on save");
 

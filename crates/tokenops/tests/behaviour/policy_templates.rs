@@ -8,6 +8,8 @@ use tokenops_domain::policy::system_templates;
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
+use crate::support::assert_invalid;
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
@@ -54,15 +56,6 @@ fn system_keys() -> Vec<String> {
     system_templates().into_iter().map(|t| t.key).collect()
 }
 
-/// A VALIDATION_FAILED 400 whose details name `field`.
-#[track_caller]
-fn invalid(reply: &Reply, field: &str) {
-    reply.expect(400);
-    assert_eq!(reply.body["code"], "VALIDATION_FAILED", "body: {}", reply.body);
-    let details = reply.body["details"].as_array().unwrap_or_else(|| panic!("details: {}", reply.body));
-    assert!(details.iter().any(|d| d["field"] == field), "details name {field}: {}", reply.body);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Listing
 // ---------------------------------------------------------------------------------------------
@@ -107,9 +100,9 @@ async fn templates_list_system_first_then_the_organisations_by_key(backend: Back
     assert_eq!(default.body["size"], 20);
     assert_eq!(keys(&default), expected);
 
-    invalid(&app.get("/api/templates?size=0").await, "size");
-    invalid(&app.get("/api/templates?includeDeprecated=yes").await, "includeDeprecated");
-    invalid(&app.get("/api/templates?ignorePaging=1").await, "ignorePaging");
+    assert_invalid(&app.get("/api/templates?size=0").await, "size");
+    assert_invalid(&app.get("/api/templates?includeDeprecated=yes").await, "includeDeprecated");
+    assert_invalid(&app.get("/api/templates?ignorePaging=1").await, "ignorePaging");
 
     // Another organisation sees the SYSTEM templates only.
     let other = app.new_tenant();
@@ -147,8 +140,8 @@ async fn a_tenant_template_is_stored_as_sent_and_its_key_is_unique(backend: Back
     let policy = app
         .post("/api/policies", &json!({"templateKey": "treasury.transfers", "content": body["defaultContent"]}))
         .await;
-    invalid(&policy, "content.rules[0].when.assetId");
-    invalid(&policy, "content.rules[0].when.colour");
+    assert_invalid(&policy, "content.rules[0].when.assetId");
+    assert_invalid(&policy, "content.rules[0].when.colour");
 
     // 409: the key exists in the organisation, or is a SYSTEM key.
     let again = app.post("/api/templates", &body).await;
@@ -167,15 +160,15 @@ async fn a_tenant_template_is_stored_as_sent_and_its_key_is_unique(backend: Back
     let mut missing = body.clone();
     for field in ["key", "name", "description", "action", "defaultContent"] {
         missing.as_object_mut().expect("object").remove(field);
-        invalid(&app.post("/api/templates", &missing).await, field);
+        assert_invalid(&app.post("/api/templates", &missing).await, field);
         missing = body.clone();
     }
-    invalid(&app.post("/api/templates", &template("has space", "TRANSFER")).await, "key");
-    invalid(&app.post("/api/templates", &template("system.mine", "TRANSFER")).await, "key");
-    invalid(&app.post("/api/templates", &template("fine", "LOCK")).await, "action");
+    assert_invalid(&app.post("/api/templates", &template("has space", "TRANSFER")).await, "key");
+    assert_invalid(&app.post("/api/templates", &template("system.mine", "TRANSFER")).await, "key");
+    assert_invalid(&app.post("/api/templates", &template("fine", "LOCK")).await, "action");
     let mut not_object = template("fine", "TRANSFER");
     not_object["defaultContent"] = json!("rules");
-    invalid(&app.post("/api/templates", &not_object).await, "defaultContent");
+    assert_invalid(&app.post("/api/templates", &not_object).await, "defaultContent");
     let unknown = app.post("/api/templates", &json!({"key": "k", "colour": "red"})).await;
     unknown.expect(400);
 
@@ -236,8 +229,8 @@ async fn a_template_change_bumps_its_version_and_leaves_policies_alone(backend: 
     assert_eq!(read.body["templateKey"], "payments");
     assert_eq!(read.body["action"], "FIAT_PAYMENT");
 
-    invalid(&app.patch("/api/templates/payments", &json!({"name": " "})).await, "name");
-    invalid(&app.patch("/api/templates/payments", &json!({"defaultContent": [1]})).await, "defaultContent");
+    assert_invalid(&app.patch("/api/templates/payments", &json!({"name": " "})).await, "name");
+    assert_invalid(&app.patch("/api/templates/payments", &json!({"defaultContent": [1]})).await, "defaultContent");
     let nothing = app.patch("/api/templates/payments", &json!({})).await;
     nothing.expect(400);
     assert_eq!(nothing.body["code"], "VALIDATION_FAILED");

@@ -21,26 +21,13 @@ async fn a_newcomer_goes_from_operator_to_signed_in_owner(backend: Backend) {
     let email = "olivia@bank.example";
     let (tenant_id, temporary) = create_organisation(&app, email).await;
 
-    // First login with the temporary password: a challenge, never tokens.
-    let challenged = login(&app, email, &temporary).await;
-    challenged.expect(200);
-    assert_eq!(challenged.body["challenge"], "NEW_PASSWORD_REQUIRED");
-    assert!(challenged.body.get("accessToken").is_none() && challenged.body.get("refreshToken").is_none());
-    let session = challenged.body["session"].as_str().expect("session");
-
-    let tokens = call(
-        &app,
-        Method::POST,
-        "/api/auth/new-password",
-        None,
-        Some(&json!({ "email": email, "newPassword": NEW_PASSWORD, "session": session })),
-    )
-    .await;
-    tokens.expect(200);
-    assert_eq!(tokens.body["tokenType"], "Bearer");
-    assert_eq!(tokens.body["expiresIn"], 3600);
-    let access = tokens.body["accessToken"].as_str().expect("access token");
-    assert!(tokens.body["refreshToken"].as_str().is_some());
+    // First login with the temporary password: a challenge, never tokens; the new password
+    // answers it with tokens.
+    let tokens = activate_through_challenge(&app, email, &temporary).await;
+    assert_eq!(tokens["tokenType"], "Bearer");
+    assert_eq!(tokens["expiresIn"], 3600);
+    let access = tokens["accessToken"].as_str().expect("access token");
+    assert!(tokens["refreshToken"].as_str().is_some());
 
     let me = call(&app, Method::GET, "/api/users/me", Some(access), None).await;
     me.expect(200);

@@ -1,8 +1,10 @@
 //! What several areas of the suite check the same way: a fresh Idempotency-Key, the ISO 8601
 //! timestamp, the error envelope and the empty style A list of the resource areas (customers,
-//! contracts, accounts, transactions).
+//! contracts, accounts, transactions), and the jobs that run out of attempts.
 
+use reqwest::Method;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use tokenops_testkit::{Reply, TestApp};
 use uuid::Uuid;
 
@@ -51,4 +53,42 @@ pub async fn assert_empty_style_a(app: &TestApp, path: &str) {
 /// A GET of `path` refused with the error envelope and `status`.
 pub async fn assert_get_refused(app: &TestApp, path: &str, status: u16) {
     assert_refused(&app.get(path).await, status, &format!("GET {path}"));
+}
+
+/// A VALIDATION_FAILED 400 whose details name `field`.
+#[track_caller]
+pub fn assert_invalid(reply: &Reply, field: &str) {
+    reply.expect(400);
+    assert_eq!(reply.body["code"], "VALIDATION_FAILED", "body: {}", reply.body);
+    let details = reply.body["details"].as_array().unwrap_or_else(|| panic!("details: {}", reply.body));
+    assert!(details.iter().any(|d| d["field"] == field), "details name {field}: {}", reply.body);
+}
+
+/// A JSON write with an Idempotency-Key and an X-Correlation-Id, which the events it causes
+/// carry.
+pub async fn write_correlated(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    key: &str,
+    correlation: &str,
+    body: &Value,
+) -> Reply {
+    let request =
+        app.request(method, path).header("Idempotency-Key", key).header("X-Correlation-Id", correlation).json(body);
+    Reply::read(request.send().await.expect("write")).await
+}
+
+/// The settings of an app whose jobs give up after three attempts.
+pub fn three_attempts() -> BTreeMap<String, String> {
+    BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())])
+}
+
+/// Runs the due jobs five times, a minute of the app's clock apart: past every backoff of a
+/// job that gives up after three attempts, so each job due now has run or given up.
+pub async fn drain_past_three_attempts(app: &TestApp) {
+    for _ in 0..5 {
+        app.drain_jobs().await;
+        app.clock.advance_millis(60_000);
+    }
 }

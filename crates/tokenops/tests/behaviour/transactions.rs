@@ -19,7 +19,7 @@ use tokenops_testkit::{Backend, Reply, Tenant, TestApp, TestSigner, backends};
 use uuid::Uuid;
 
 use crate::fixtures::{active_account, active_contract, customer};
-use crate::support::{assert_error, assert_iso_utc, key};
+use crate::support::{assert_error, assert_iso_utc, drain_past_three_attempts, key, three_attempts};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -270,15 +270,9 @@ async fn a_lifecycle_of_mint_transfer_lock_and_release(backend: Backend) {
     .await;
     let lock_id = lock.body["transactionId"].as_str().expect("id").to_owned();
     // Not visible until the LOCK is processed: 404, retry with the same key.
-    let early = app
-        .write(
-            reqwest::Method::POST,
-            "/api/transactions",
-            "release-1",
-            &json!({ "txType": "RELEASE", "params": { "lockId": lock_id } }),
-        )
-        .await;
-    early.expect(404);
+    let release_body = json!({ "txType": "RELEASE", "params": { "lockId": lock_id } });
+    let release = || app.write(reqwest::Method::POST, "/api/transactions", "release-1", &release_body);
+    release().await.expect(404);
     settle(&app).await;
     let held = balance(&app, "a").await;
     assert_eq!(
@@ -288,14 +282,7 @@ async fn a_lifecycle_of_mint_transfer_lock_and_release(backend: Backend) {
     let visible = app.get(&format!("/api/locks/{lock_id}")).await;
     visible.expect(200);
     assert_eq!(visible.body["status"], "ACTIVE");
-    let release = app
-        .write(
-            reqwest::Method::POST,
-            "/api/transactions",
-            "release-1",
-            &json!({ "txType": "RELEASE", "params": { "lockId": lock_id } }),
-        )
-        .await;
+    let release = release().await;
     release.expect(202);
     // A second completion while one is in flight is refused.
     let cancel = app.post("/api/transactions", &json!({ "txType": "CANCEL", "params": { "lockId": lock_id } })).await;
@@ -995,15 +982,11 @@ async fn an_operation_no_job_carries_is_resumed_by_the_sweep(backend: Backend) {
 /// An evaluation that runs out of attempts does not leave its operation waiting: FAILED
 /// `RETRY_EXHAUSTED`, with a break and `transaction.failed`.
 async fn an_evaluation_out_of_attempts_fails_retry_exhausted(backend: Backend) {
-    let app =
-        TestApp::spawn_with(backend, BTreeMap::from([("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned())])).await;
+    let app = TestApp::spawn_with(backend, three_attempts()).await;
     setup(&app).await;
     app.db.fail_updates_of_where("operations", "NEW.state = 'PENDING_SETTLEMENT'").await;
     let id = id_of(&submit(&app, transfer("a", "b", "1")).await);
-    for _ in 0..5 {
-        app.drain_jobs().await;
-        app.clock.advance_millis(60_000);
-    }
+    drain_past_three_attempts(&app).await;
     app.db.heal_inserts_into("operations").await;
     let failed = get_operation(&app, &id).await;
     assert_eq!(

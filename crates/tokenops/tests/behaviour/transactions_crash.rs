@@ -152,15 +152,13 @@ async fn operations_survive_three_sigkills_each_applied_exactly_once(backend: Ba
 
 /// Two nodes on one PostgreSQL database, a random one killed five times: the same promises.
 /// Both sign for the same wallets, each only under the wallet's signing lease, which a killed
-/// node's survivor takes over within seconds. Out of the default run while anvil can leave a
-/// ready transaction unmined: in one run of ten, a wallet's next nonce, sent before the two
-/// below it, stayed pending after both were included while anvil mined other wallets' blocks
-/// for minutes (its 41 successors SETTLING behind it, every recorded nonce present). Run it with
-/// `cargo nextest run -p tokenops --test behaviour --run-ignored only -E 'test(two_nodes_survive)'`.
+/// node's survivor takes over within seconds. anvil runs as a chain's node does: a block every
+/// second, its pool re-read at each (`Anvil::start_with_block_time`). Mining only on arrival, it
+/// left a wallet's transaction unmined for minutes while other wallets' blocks came (once its
+/// next nonce after the two below were included; once queued with the chain's next nonce).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "anvil can leave a ready transaction unmined; see the comment"]
 async fn two_nodes_survive_sigkills_of_either_each_operation_applied_exactly_once() {
-    let anvil = Anvil::start().await;
+    let anvil = Anvil::start_with_block_time(1).await;
     survive_sigkills(Backend::Postgres, Setup { operations: 1_120, nodes: 2, kills: 5, anvil: Some(anvil) }).await;
 }
 
@@ -282,7 +280,10 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     }
     let open = db.strings(&format!("SELECT CAST(id AS TEXT) FROM operations WHERE {OPEN}")).await;
     if !open.is_empty() {
-        let report = evidence_report(&db, open.iter().map(String::as_str), Detail::Brief).await;
+        let mut report = evidence_report(&db, open.iter().map(String::as_str), Detail::Brief).await;
+        if let Some(anvil) = &setup.anvil {
+            report.push_str(&pool_report(anvil).await);
+        }
         violations.push(format!(
             "{} operations never reached CONFIRMED or FAILED ({} of them with no job left to move them):\n{report}",
             open.len(),
@@ -341,10 +342,12 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
 
     // No ledger transaction applied twice: each operation that reached the ledger has its own
     // hash, included once, and the ledger holds no transaction that no operation accounts for.
+    let reading = Instant::now();
     let (ledger, supply) = match &setup.anvil {
         None => embedded_chain(&db).await,
         Some(anvil) => evm_chain(anvil, &client).await,
     };
+    let ledger_read_in = reading.elapsed();
     let (hashes, shared_hashes) = tx_hashes(&rows);
     violations.extend(shared_hashes);
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
@@ -442,6 +445,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     }))
     .await;
     let wrong: Vec<String> = replays.into_iter().flatten().collect();
+    let checked_in = settling.elapsed() - settled_in;
     check!(wrong.is_empty(), "replays that did not answer the original operation: {wrong:?}");
 
     let by_type = |state: &str| by_type(&rows, state);
@@ -468,7 +472,8 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     );
     eprintln!(
         "  minted {} burned {} balances {balances:?}; setup {ready:?}, submissions {submitted_in:?}, \
-         settlement after them {settled_in:?}, total {:?}",
+         settlement after them {settled_in:?}, checks after it {checked_in:?} (the ledger read in \
+         {ledger_read_in:?}), total {:?}",
         amount_text(minted),
         amount_text(burned),
         started.elapsed()
@@ -491,6 +496,12 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
         deferred += sum("tokenops_settle_deferred_elsewhere_total");
     }
     eprintln!("  nonce gaps filled by the sweep: {fillers}");
+    if let Some(anvil) = &setup.anvil {
+        eprintln!(
+            "  times anvil held a sender's next nonce back and its transactions were sent again: {}",
+            anvil.requeued()
+        );
+    }
     eprintln!(
         "  since the nodes' last starts: {superseded} signatures superseded and signed anew, \
          {deferred} settle steps sent back to the queue (their wallet's lease held by the other node)"
@@ -543,6 +554,31 @@ async fn evm_chain(anvil: &Anvil, client: &Client) -> (BTreeMap<String, (bool, S
     let supply = anvil.rpc("eth_call", json!([{ "to": token, "data": "0x18160ddd" }, "latest"])).await;
     let supply = u128::from_str_radix(supply.as_str().expect("supply").trim_start_matches("0x"), 16).expect("hex");
     (transactions, vec![supply.to_string()])
+}
+
+/// What the EVM node holds back, per sender: the nonces it could include now ("ready") and those
+/// waiting behind a nonce gap ("queued"), against the sender's nonce on chain. A ready nonce
+/// left there is the node's stall; a queued one is a gap the service left.
+async fn pool_report(anvil: &Anvil) -> String {
+    let pool = anvil.rpc("txpool_inspect", json!([])).await;
+    let mut senders: BTreeMap<String, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
+    for (part, ready) in [("pending", true), ("queued", false)] {
+        for (sender, nonces) in pool[part].as_object().into_iter().flatten() {
+            let entry = senders.entry(sender.to_lowercase()).or_default();
+            let nonces = nonces.as_object().into_iter().flatten().filter_map(|(nonce, _)| nonce.parse::<u64>().ok());
+            if ready { entry.0.extend(nonces) } else { entry.1.extend(nonces) }
+        }
+    }
+    let mut report = format!("\n  the EVM node's pool ({} senders):", senders.len());
+    for (sender, (mut ready, mut queued)) in senders {
+        ready.sort_unstable();
+        queued.sort_unstable();
+        let on_chain = anvil.rpc("eth_getTransactionCount", json!([sender, "latest"])).await;
+        let on_chain = on_chain.as_str().and_then(|n| u64::from_str_radix(n.trim_start_matches("0x"), 16).ok());
+        report
+            .push_str(&format!("\n    {sender}: next nonce on chain {on_chain:?}, ready {ready:?}, queued {queued:?}"));
+    }
+    report
 }
 
 /// Whether the EVM transaction `hash` is a nonce gap's filler (`nonce_gaps`): a transfer of zero

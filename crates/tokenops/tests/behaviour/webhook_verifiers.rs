@@ -51,6 +51,7 @@ impl Drop for Scratch {
 }
 
 /// One delivery as files for the CLI: its headers (a JSON object) and its exact body.
+#[derive(Clone)]
 struct Written {
     headers: PathBuf,
     body: PathBuf,
@@ -123,6 +124,14 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 temp path")
 }
 
+/// The verifier's verdict on `delivery` at `now` (Unix seconds), run with `scheme`: the
+/// subcommand and its options.
+async fn verify(scheme: Vec<String>, delivery: Written, now: i64) -> Verdict {
+    let now = now.to_string();
+    let files = ["--headers", path(&delivery.headers), "--body", path(&delivery.body), "--now", &now];
+    run(&scheme.iter().map(String::as_str).chain(files).collect::<Vec<_>>()).await
+}
+
 backends!(
     hmac_deliveries_pass_the_python_verifier_and_tampering_fails,
     jws_deliveries_pass_the_python_verifier_and_tampering_fails
@@ -140,20 +149,10 @@ async fn hmac_deliveries_pass_the_python_verifier_and_tampering_fails(backend: B
     let scratch = Scratch::new();
     let delivery = write_delivery(&scratch, "d", &headers_of(request), &request.body);
     let timestamp: i64 = request.header("webhook-timestamp").and_then(|t| t.parse().ok()).expect("timestamp");
+    // `=` form: a secret is base64url and may begin with `-`, which argparse would read as an
+    // option.
     let hmac = |written: &Written, secret: &str, now: i64| {
-        let args: Vec<String> = vec![
-            "hmac".into(),
-            // `=` form: a secret is base64url and may begin with `-`, which argparse would read
-            // as an option.
-            format!("--secret={secret}"),
-            "--headers".into(),
-            path(&written.headers).into(),
-            "--body".into(),
-            path(&written.body).into(),
-            "--now".into(),
-            now.to_string(),
-        ];
-        async move { run(&args.iter().map(String::as_str).collect::<Vec<_>>()).await }
+        verify(vec!["hmac".into(), format!("--secret={secret}")], written.clone(), now)
     };
     let now = now_secs(&app);
 
@@ -210,24 +209,8 @@ async fn jws_deliveries_pass_the_python_verifier_and_tampering_fails(backend: Ba
     let now = now_secs(&app);
     let issuer = app.base_url.clone();
     let jws = |written: &Written, keys: &Path, registration: &str, url: &str, issuer: &str, now: i64| {
-        let args: Vec<String> = vec![
-            "jws".into(),
-            "--jwks".into(),
-            path(keys).into(),
-            "--registration-id".into(),
-            registration.into(),
-            "--url".into(),
-            url.into(),
-            "--issuer".into(),
-            issuer.into(),
-            "--headers".into(),
-            path(&written.headers).into(),
-            "--body".into(),
-            path(&written.body).into(),
-            "--now".into(),
-            now.to_string(),
-        ];
-        async move { run(&args.iter().map(String::as_str).collect::<Vec<_>>()).await }
+        let scheme = ["jws", "--jwks", path(keys), "--registration-id", registration, "--url", url, "--issuer", issuer];
+        verify(scheme.map(str::to_owned).to_vec(), written.clone(), now)
     };
 
     assert_valid(&jws(&delivery, &trusted, &id, &url, &issuer, now).await, "the delivery as it arrived");
