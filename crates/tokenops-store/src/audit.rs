@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::AuditBlock;
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::paging::{Page, PageRequest, SortDirection, SortKey};
 use uuid::Uuid;
 
 use crate::StoreResult;
@@ -145,13 +145,22 @@ pub fn carries(known: Option<SealedCount>, head: i64) -> Option<SealedCount> {
 }
 
 /// The keyset columns of an audit list sorted by `sort` (columns from the endpoint's allow
-/// list), `id` last.
+/// list): ties broken by `occurred_at`, then `id`, both in the direction of the last sort
+/// property. So a sort on a property with a search index (`(tenant, property, occurred_at)`:
+/// action, source, actor, resource type and id) reads that index forwards or backwards and
+/// stops at the page, as the default order (`occurred_at` then `id`, newest first) does; with
+/// `id` always descending, an ascending sort had to sort every match.
 pub fn audit_keys(sort: &[SortKey]) -> Vec<KeyColumn> {
-    let keys: Vec<KeyColumn> = sort
+    let direction = sort.last().map_or(SortDirection::Desc, |key| key.direction);
+    let mut keys: Vec<KeyColumn> = sort
         .iter()
         .map(|key| KeyColumn { key: *key, nullable: matches!(key.column, "actor_id" | "resource_id") })
         .collect();
-    keyset::with_id(&keys)
+    if !keys.iter().any(|k| k.key.column == "occurred_at") {
+        keys.push(KeyColumn { key: SortKey { column: "occurred_at", direction }, nullable: false });
+    }
+    keys.push(KeyColumn { key: SortKey { column: "id", direction }, nullable: false });
+    keys
 }
 
 /// `record`'s values in `keys` (from [`audit_keys`]), as the store compares them.
@@ -173,4 +182,26 @@ pub fn audit_key_values(record: &AuditRecord, keys: &[KeyColumn]) -> Vec<KeyValu
             other => text(other),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(sort: &[SortKey]) -> Vec<(&'static str, SortDirection)> {
+        audit_keys(sort).iter().map(|k| (k.key.column, k.key.direction)).collect()
+    }
+
+    #[test]
+    fn ties_are_broken_by_occurrence_then_id_in_the_last_propertys_direction() {
+        use SortDirection::{Asc, Desc};
+        let key = |column, direction| SortKey { column, direction };
+        assert_eq!(order(&[key("occurred_at", Desc)]), [("occurred_at", Desc), ("id", Desc)]);
+        assert_eq!(order(&[key("occurred_at", Asc)]), [("occurred_at", Asc), ("id", Asc)]);
+        assert_eq!(order(&[key("action", Asc)]), [("action", Asc), ("occurred_at", Asc), ("id", Asc)]);
+        assert_eq!(
+            order(&[key("action", Desc), key("resource_id", Asc)]),
+            [("action", Desc), ("resource_id", Asc), ("occurred_at", Asc), ("id", Asc)]
+        );
+    }
 }

@@ -199,7 +199,9 @@ struct AuditQuery {
     resource_id: Option<String>,
     /// Case-insensitive prefix on identifier fields, at most 128 characters
     query: Option<String>,
-    /// property or property,asc|desc; repeatable; default occurredAt,desc
+    /// property or property,asc|desc; repeatable; default occurredAt,desc. Records equal in
+    /// every property given are ordered by occurredAt, then id, in the direction of the last
+    /// property given.
     sort: Option<Vec<String>>,
 }
 
