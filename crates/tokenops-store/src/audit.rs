@@ -9,7 +9,7 @@ use tokenops_domain::paging::{Page, PageRequest, SortDirection, SortKey};
 use uuid::Uuid;
 
 use crate::StoreResult;
-use crate::keyset::{self, KeyColumn, KeyValue};
+use crate::keyset::{KeyColumn, KeyValue};
 
 #[async_trait]
 pub trait AuditStore: Send {
