@@ -228,6 +228,20 @@ async fn audit_sort_by_action_orders_by_action_then_the_next_key(backend: Backen
     assert_eq!(strings(&desc.body["data"], "action")[0], "customer.update_status");
 }
 
+/// The spec is silent on ties; the OpenAPI document states the rule: records equal in every
+/// property given go by occurredAt, then id, in the direction of the last property given.
+async fn audit_ties_go_by_occurrence_in_the_last_sort_propertys_direction(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    audit_fixture(&app).await;
+    let asc = app.get("/api/audit/events?sort=action,asc").await;
+    asc.expect(200);
+    assert_eq!(strings(&asc.body["data"], "resourceId"), ["a-1", "b-2", "c-3", "a-1"]);
+    let desc = app.get("/api/audit/events?sort=action,desc").await;
+    desc.expect(200);
+    assert_eq!(strings(&desc.body["data"], "action")[0], "customer.update_status");
+    assert_eq!(strings(&desc.body["data"], "resourceId")[1..], ["c-3", "b-2", "a-1"]);
+}
+
 async fn audit_sort_by_outcome_puts_failures_first_ascending(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     create_customer(&app, "c-1").await;
@@ -712,6 +726,7 @@ backends!(
     audit_default_sort_is_newest_first,
     audit_sort_by_occurred_at_without_direction_is_ascending,
     audit_sort_by_action_orders_by_action_then_the_next_key,
+    audit_ties_go_by_occurrence_in_the_last_sort_propertys_direction,
     audit_sort_by_outcome_puts_failures_first_ascending,
     audit_unknown_sort_property_or_direction_is_400,
     audit_filters_by_action_resource_request_source_and_type,
