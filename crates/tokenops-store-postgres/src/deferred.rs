@@ -1,7 +1,8 @@
 //! Writes a transaction holds back and sends as one statement: audit records, events, jobs
 //! without a dedupe key, new operations and operation updates, the rows every step of the
 //! pipeline and every accepted request leave and whose statements answer nothing the caller
-//! reads.
+//! reads; and a write's idempotency completion, which rides on that statement (its answer, whether
+//! the claim was still ours, is the statement's).
 //!
 //! On PostgreSQL each statement is a round trip costing both processes CPU; a batch of 128
 //! confirmations wrote some 500 single-row statements. Held back, they go as one statement (a
@@ -18,7 +19,7 @@ use tokenops_domain::audit::AuditRecord;
 use tokenops_domain::event::Event;
 use tokenops_domain::operation::{FailureCode, Operation};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{NewJob, StoreResult};
+use tokenops_store::{IdempotencyScope, NewJob, StoreResult};
 use uuid::Uuid;
 
 /// The held-back rows of one transaction.
@@ -38,6 +39,19 @@ pub(crate) struct Deferred {
     /// The ids of the audit records, events and new operations held back: one held twice is
     /// refused at once.
     held_ids: HashSet<Uuid>,
+    completion: Option<Completion>,
+}
+
+/// An idempotency claim completed with the response to replay: `IdempotencyStore::complete`,
+/// fenced by the claim's token.
+pub(crate) struct Completion {
+    pub(crate) scope: IdempotencyScope,
+    pub(crate) token: Uuid,
+    pub(crate) status: i32,
+    pub(crate) body: String,
+    pub(crate) headers: serde_json::Value,
+    pub(crate) resource_id: Option<String>,
+    pub(crate) now: Timestamp,
 }
 
 /// How many rows of each kind one flush wrote, to be checked against what was held back.
@@ -45,6 +59,8 @@ pub(crate) struct Written {
     audit: i64,
     events: i64,
     new_operations: i64,
+    /// Claims completed: 0 when the held-back completion's claim was no longer ours.
+    pub(crate) completed: i64,
 }
 
 impl Deferred {
@@ -54,6 +70,12 @@ impl Deferred {
             && self.jobs.is_empty()
             && self.new_operations.is_empty()
             && self.operations.is_empty()
+            && self.completion.is_none()
+    }
+
+    /// Holds the completion of the transaction's idempotency claim back for the next flush.
+    pub(crate) fn completion(&mut self, completion: Completion) {
+        self.completion = Some(completion);
     }
 
     pub(crate) fn audit(&mut self, record: &AuditRecord) -> StoreResult<()> {
@@ -102,7 +124,7 @@ impl Deferred {
         if self.is_empty() {
             return Ok(None);
         }
-        let Deferred { audit, events, jobs, new_operations, operations, .. } = std::mem::take(self);
+        let Deferred { audit, events, jobs, new_operations, operations, completion, .. } = std::mem::take(self);
         let expected = Expected { audit: audit.len(), events: events.len(), new_operations: new_operations.len() };
         let mut parts = Vec::new();
         let mut next = 1;
@@ -116,6 +138,7 @@ impl Deferred {
         let jobs_at = (!jobs.is_empty()).then(|| placeholders(7));
         let new_operations_at = (!new_operations.is_empty()).then(|| placeholders(21));
         let operations_at = (!operations.is_empty()).then(|| placeholders(9));
+        let completion_at = completion.is_some().then(|| placeholders(9));
         if let Some(n) = audit_at {
             parts.push(format!(
                 "a AS (INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
@@ -191,17 +214,37 @@ impl Deferred {
                 n + 8
             ));
         }
+        if let Some(n) = completion_at {
+            parts.push(format!(
+                "c AS (UPDATE idempotency_records
+                       SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL, response_status = ${}, response_body = ${},
+                           response_headers = ${}, completed_at = ${}, resource_id = ${}
+                       WHERE tenant_id = ${} AND operation = ${} AND idempotency_key = ${} AND state = 'IN_FLIGHT'
+                             AND lease_token = ${}
+                       RETURNING 1)",
+                n,
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5,
+                n + 6,
+                n + 7,
+                n + 8
+            ));
+        }
         let count = |present: Option<usize>, name: &str| match present {
             Some(_) => format!("(SELECT COUNT(*) FROM {name})"),
             None => "0::bigint".to_owned(),
         };
         // Every CTE runs whether or not the outer query reads it; reading the counts checks them.
         let sql = format!(
-            "WITH {} SELECT {} AS audit, {} AS events, {} AS new_operations",
+            "WITH {} SELECT {} AS audit, {} AS events, {} AS new_operations, {} AS completed",
             parts.join(", "),
             count(audit_at, "a"),
             count(events_at, "e"),
-            count(new_operations_at, "n")
+            count(new_operations_at, "n"),
+            count(completion_at, "c")
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         if audit_at.is_some() {
@@ -219,6 +262,18 @@ impl Deferred {
         if operations_at.is_some() {
             query = bind_operations(query, &operations)?;
         }
+        if let Some(c) = completion {
+            query = query
+                .bind(c.status)
+                .bind(c.body)
+                .bind(c.headers)
+                .bind(c.now.as_micros())
+                .bind(c.resource_id)
+                .bind(codec::tenant_key(c.scope.tenant))
+                .bind(c.scope.operation)
+                .bind(c.scope.key)
+                .bind(c.token);
+        }
         Ok(Some((query, expected)))
     }
 }
@@ -233,7 +288,7 @@ pub(crate) struct Expected {
 }
 
 impl Expected {
-    pub(crate) fn check(&self, written: Written) -> StoreResult<()> {
+    pub(crate) fn check(&self, written: &Written) -> StoreResult<()> {
         if usize::try_from(written.audit).ok() != Some(self.audit) {
             return Err(codec::conflict("audit record id"));
         }
@@ -252,6 +307,7 @@ pub(crate) fn decode_written(row: &sqlx::postgres::PgRow) -> StoreResult<Written
         audit: codec::get(row, "audit")?,
         events: codec::get(row, "events")?,
         new_operations: codec::get(row, "new_operations")?,
+        completed: codec::get(row, "completed")?,
     })
 }
 

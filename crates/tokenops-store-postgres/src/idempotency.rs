@@ -1,5 +1,6 @@
 //! Idempotency records on PostgreSQL. The platform scope is the nil UUID in `tenant_id`.
 
+use crate::deferred::Completion;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use tokenops_domain::Timestamp;
@@ -91,22 +92,17 @@ impl IdempotencyStore for PostgresTx {
         now: Timestamp,
     ) -> StoreResult<bool> {
         let headers = serde_json::to_value(&response.headers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let done = self.execute(sqlx::query(
-            "UPDATE idempotency_records
-             SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL,
-                 response_status = $1, response_body = $2, response_headers = $3, completed_at = $4, resource_id = $9
-             WHERE tenant_id = $5 AND operation = $6 AND idempotency_key = $7 AND state = 'IN_FLIGHT' AND lease_token = $8",
-        )
-        .bind(i32::from(response.status))
-        .bind(response.body.to_string())
-        .bind(headers)
-        .bind(now.as_micros())
-        .bind(codec::tenant_key(scope.tenant))
-        .bind(&scope.operation)
-        .bind(&scope.key)
-        .bind(token)
-        .bind(response.resource_id.as_deref())).await?;
-        Ok(done == 1)
+        // Sent with the rows the write held back: the accept path's last statement before COMMIT.
+        self.hold_back()?.completion(Completion {
+            scope: scope.clone(),
+            token,
+            status: i32::from(response.status),
+            body: response.body.to_string(),
+            headers,
+            resource_id: response.resource_id.clone(),
+            now,
+        });
+        Ok(self.flush_written().await?.is_some_and(|written| written.completed == 1))
     }
 
     async fn release(&mut self, scope: &IdempotencyScope, token: Uuid) -> StoreResult<()> {

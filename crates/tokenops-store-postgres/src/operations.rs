@@ -12,11 +12,14 @@ use crate::clause::{Bind, Clause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
+use tokenops_domain::account::AccountRef;
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
-use tokenops_store::{InFlight, OperationStore, StoreResult};
+use tokenops_store::{InFlight, OperationStore, StoreResult, SubmissionReads};
 use uuid::Uuid;
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
@@ -110,6 +113,22 @@ impl PostgresTx {
 
 #[async_trait]
 impl OperationStore for PostgresTx {
+    async fn submission_reads(
+        &mut self,
+        tenant: TenantId,
+        asset: AssetId,
+        accounts: &[AccountRef],
+    ) -> StoreResult<SubmissionReads> {
+        let sql = rows::submission_reads_sql("$1", "$2", "$3", "a.account_ref = ANY($4)");
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .bind(codec::asset_text(asset))
+            .bind(ContractStatus::Active.as_str())
+            .bind(accounts.iter().map(AccountRef::as_str).collect::<Vec<_>>());
+        let found = self.fetch_all(query, |row| rows::submission_row(&codec::Cols(row))).await?;
+        Ok(rows::submission_reads(found))
+    }
+
     /// Held back and written with the transaction's next statement (`deferred`).
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
         self.hold_back()?.new_operation(op)

@@ -66,11 +66,18 @@ impl PostgresTx {
     /// Writes the rows this transaction holds back (`deferred`), in one statement; every other
     /// statement of the transaction runs after this, so that it sees them.
     pub(crate) async fn flush(&mut self) -> StoreResult<()> {
+        self.flush_written().await.map(drop)
+    }
+
+    /// [`flush`](Self::flush), answering what the statement wrote (`None` when nothing was held
+    /// back).
+    pub(crate) async fn flush_written(&mut self) -> StoreResult<Option<crate::deferred::Written>> {
         let Some((query, expected)) = self.deferred.take()? else {
-            return Ok(());
+            return Ok(None);
         };
         let written = fetch_one(&mut *self.tx, query, crate::deferred::decode_written).await?;
-        expected.check(written)
+        expected.check(&written)?;
+        Ok(Some(written))
     }
 
     /// Where a write the transaction holds back goes; a read transaction refuses it.

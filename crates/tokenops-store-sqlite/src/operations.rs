@@ -12,11 +12,13 @@ use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
 use tokenops_domain::account::AccountRef;
+use tokenops_domain::asset::AssetId;
+use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{FailureCode, Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
-use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult};
+use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult, SubmissionReads};
 use uuid::Uuid;
 
 fn int(value: u64) -> StoreResult<i64> {
@@ -97,6 +99,24 @@ impl OperationSelection {
 
 #[async_trait]
 impl OperationStore for SqliteTx {
+    async fn submission_reads(
+        &mut self,
+        tenant: TenantId,
+        asset: AssetId,
+        accounts: &[AccountRef],
+    ) -> StoreResult<SubmissionReads> {
+        let list = (0..accounts.len()).map(|at| format!("?{}", at + 4)).collect::<Vec<_>>().join(", ");
+        let sql = rows::submission_reads_sql("?1", "?2", "?3", &format!("a.account_ref IN ({list})"));
+        let mut values: Vec<Value> = vec![
+            Value::Text(codec::id_text(tenant.as_uuid())),
+            Value::Text(asset_text(asset).to_owned()),
+            Value::Text(ContractStatus::Active.as_str().to_owned()),
+        ];
+        values.extend(accounts.iter().map(|r| Value::Text(r.as_str().to_owned())));
+        let found = self.fetch_all(&sql, params_from_iter(values), |row| rows::submission_row(&codec::Cols(row)))?;
+        Ok(rows::submission_reads(found))
+    }
+
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO operations ({OPERATION_COLUMNS})

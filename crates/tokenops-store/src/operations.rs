@@ -1,6 +1,9 @@
-//! Token operations: `OperationStore` (of the domain's `Operation`) and `InFlight`.
+//! Token operations: `OperationStore` (of the domain's `Operation`), `InFlight` and
+//! `SubmissionReads`.
 
 use async_trait::async_trait;
+use tokenops_domain::account::{Account, AccountRef};
+use tokenops_domain::asset::AssetId;
 use tokenops_domain::operation::{Operation, OperationFilter, OperationState};
 use tokenops_domain::paging::{KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
@@ -28,6 +31,15 @@ pub trait OperationStore: Send {
         }
         Ok(found)
     }
+    /// What accepting a submission on `asset` reads, in one statement: whether the asset has an
+    /// ACTIVE contract, and those of `accounts` that exist (in no particular order). On
+    /// PostgreSQL every statement is a round trip, and these were three on every submission.
+    async fn submission_reads(
+        &mut self,
+        tenant: TenantId,
+        asset: AssetId,
+        accounts: &[AccountRef],
+    ) -> StoreResult<SubmissionReads>;
     /// Replaces the mutable fields (state, tx_hash, block_number, failure_code, reason_code,
     /// signed_transaction, updated_at) of the operation with `operation.id`.
     async fn update(&mut self, operation: &Operation) -> StoreResult<()>;
@@ -65,4 +77,13 @@ pub struct InFlight {
     pub id: Uuid,
     pub state: OperationState,
     pub updated_at: Timestamp,
+}
+
+/// What accepting a submission reads (`OperationStore::submission_reads`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmissionReads {
+    /// Whether the asset has a contract in status ACTIVE.
+    pub asset_active: bool,
+    /// The accounts asked for that exist.
+    pub accounts: Vec<Account>,
 }

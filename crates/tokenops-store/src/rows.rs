@@ -41,7 +41,7 @@ pub use jobs::job;
 pub use ledger::{ledger_block, ledger_hold, ledger_token, ledger_transaction};
 pub use locks::lock;
 pub use machine_clients::machine_client;
-pub use operations::{in_flight, operation};
+pub use operations::{in_flight, operation, submission_reads, submission_reads_sql, submission_row};
 pub use policies::{
     CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy, policy_version, policy_with_version,
     policy_with_version_columns,

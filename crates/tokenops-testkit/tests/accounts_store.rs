@@ -679,6 +679,44 @@ async fn a_customers_accounts_in_a_status_are_selected_oldest_first(backend: Bac
 // ---------------------------------------------------------------------------------------------
 // Reads for update
 
+backends!(what_a_submission_reads_comes_in_one_answer);
+
+/// `OperationStore::submission_reads`: the asset's contract counts only when ACTIVE and in the
+/// organisation; the accounts are those named that exist there, whatever their asset or status
+/// (the service judges those), and the contract's answer comes even when none matches.
+async fn what_a_submission_reads_comes_in_one_answer(backend: Backend) {
+    let fx = Fixture::new(backend).await;
+    let (a, b) = (tenant(), tenant());
+    let usd = Contract { status: ContractStatus::Active, ..contract(a, "USD", at(1)) };
+    insert_contracts(
+        &*fx.store,
+        &[usd, contract(a, "EUR", at(2)), Contract { status: ContractStatus::Active, ..contract(b, "CHF", at(3)) }],
+    )
+    .await;
+    let mine = account(a, "acc-1", "cust-1", "USD", at(4));
+    let other_asset = account(a, "acc-2", "cust-1", "EUR", at(5));
+    let theirs = account(b, "acc-3", "cust-9", "USD", at(6));
+    insert_accounts(&*fx.store, &[mine.clone(), other_asset.clone(), theirs]).await;
+
+    let reads = |tenant: TenantId, asset: &'static str, refs: Vec<&'static str>| {
+        let store = fx.store.clone();
+        async move {
+            let mut tx = store.read().await.expect("begin read");
+            let refs: Vec<_> = refs.into_iter().map(account_ref).collect();
+            let mut found = tx.operations().submission_reads(tenant, currency(asset), &refs).await.expect("reads");
+            found.accounts.sort_by(|x, y| x.account_ref.as_str().cmp(y.account_ref.as_str()));
+            (found.asset_active, found.accounts)
+        }
+    };
+    assert_eq!(reads(a, "USD", vec!["acc-1", "acc-2"]).await, (true, vec![mine.clone(), other_asset.clone()]));
+    assert_eq!(reads(a, "usd", vec!["acc-1"]).await, (true, vec![mine.clone()]), "asset codes ignore case");
+    assert_eq!(reads(a, "EUR", vec!["acc-2"]).await, (false, vec![other_asset]), "a PENDING contract is not ACTIVE");
+    assert_eq!(reads(a, "USD", vec!["nope", "acc-3"]).await, (true, vec![]), "no match, another's account");
+    assert_eq!(reads(a, "USD", vec![]).await, (true, vec![]));
+    assert_eq!(reads(a, "CHF", vec!["acc-1"]).await, (false, vec![mine]), "another's contract");
+    assert_eq!(reads(a, "GBP", vec![]).await, (false, vec![]), "no contract");
+}
+
 backends!(
     reads_for_update_need_a_write_transaction,
     get_for_update_serialises_changes_of_one_contract,

@@ -1,7 +1,8 @@
 //! Operations as read from either backend.
 
-use super::{Columns, opt_tx_hash};
-use crate::{InFlight, StoreResult};
+use super::{Columns, account, opt_tx_hash};
+use crate::{InFlight, StoreResult, SubmissionReads};
+use tokenops_domain::account::Account;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::operation::{FailureCode, Operation, OperationState, TxType};
@@ -39,4 +40,32 @@ pub fn in_flight(row: &impl Columns) -> StoreResult<InFlight> {
         state: row.parsed("state", "operation state", OperationState::parse)?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+/// The statement of `OperationStore::submission_reads`, in either dialect: `tenant`, `asset`
+/// and `active` are the placeholders of the organisation, the asset and the status ACTIVE;
+/// `named` tests `a.account_ref` against the accounts asked for. The join from one constant
+/// row answers the contract's question even when no account matches.
+pub fn submission_reads_sql(tenant: &str, asset: &str, active: &str, named: &str) -> String {
+    format!(
+        "SELECT EXISTS (SELECT 1 FROM contracts WHERE tenant_id = {tenant} AND asset_id = {asset} AND status = {active})
+                AS asset_active,
+                a.id, a.tenant_id, a.account_ref, a.customer_ref, a.asset_id, a.status, a.wallet_address,
+                a.failure_reason, a.generation, a.provisioned_at, a.created_at, a.updated_at
+         FROM (SELECT 1) AS one LEFT JOIN accounts a ON a.tenant_id = {tenant} AND {named}"
+    )
+}
+
+/// One row of `submission_reads_sql`: the contract's answer, and the account if one matched.
+pub fn submission_row(row: &impl Columns) -> StoreResult<(bool, Option<Account>)> {
+    let found = row.opt_uuid("id")?.is_some();
+    Ok((row.bool("asset_active")?, if found { Some(account(row)?) } else { None }))
+}
+
+/// The rows of `submission_reads_sql`, gathered.
+pub fn submission_reads(rows: Vec<(bool, Option<Account>)>) -> SubmissionReads {
+    SubmissionReads {
+        asset_active: rows.first().is_some_and(|(active, _)| *active),
+        accounts: rows.into_iter().filter_map(|(_, account)| account).collect(),
+    }
 }
