@@ -1,8 +1,9 @@
 //! Writes a transaction holds back and sends as one statement: audit records, events, jobs
 //! without a dedupe key, new operations and operation updates, the rows every step of the
 //! pipeline and every accepted request leave and whose statements answer nothing the caller
-//! reads; and a write's idempotency completion, which rides on that statement (its answer, whether
-//! the claim was still ours, is the statement's).
+//! reads; and the completions that end a transaction (a write's idempotency claim, a job's or a
+//! batch's jobs), which ride on that statement: their answer, whether the claim or the leases were
+//! still ours, is the statement's, read just before the COMMIT.
 //!
 //! On PostgreSQL each statement is a round trip costing both processes CPU; a batch of 128
 //! confirmations wrote some 500 single-row statements. Held back, they go as one statement (a
@@ -19,7 +20,7 @@ use tokenops_domain::audit::AuditRecord;
 use tokenops_domain::event::Event;
 use tokenops_domain::operation::{FailureCode, Operation};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{IdempotencyScope, NewJob, StoreResult};
+use tokenops_store::{IdempotencyScope, Lease, NewJob, StoreResult};
 use uuid::Uuid;
 
 /// The held-back rows of one transaction.
@@ -40,6 +41,8 @@ pub(crate) struct Deferred {
     /// refused at once.
     held_ids: HashSet<Uuid>,
     completion: Option<Completion>,
+    /// Jobs completed under their leases, with the time.
+    jobs_done: Option<(Vec<Lease>, Timestamp)>,
 }
 
 /// An idempotency claim completed with the response to replay: `IdempotencyStore::complete`,
@@ -61,6 +64,8 @@ pub(crate) struct Written {
     new_operations: i64,
     /// Claims completed: 0 when the held-back completion's claim was no longer ours.
     pub(crate) completed: i64,
+    /// Jobs completed: fewer than held back when a lease was no longer ours.
+    pub(crate) jobs_done: i64,
 }
 
 impl Deferred {
@@ -71,11 +76,18 @@ impl Deferred {
             && self.new_operations.is_empty()
             && self.operations.is_empty()
             && self.completion.is_none()
+            && self.jobs_done.is_none()
     }
 
     /// Holds the completion of the transaction's idempotency claim back for the next flush.
     pub(crate) fn completion(&mut self, completion: Completion) {
         self.completion = Some(completion);
+    }
+
+    /// Holds the completion of jobs back for the next flush (a second call replaces the first:
+    /// a transaction completes its jobs once).
+    pub(crate) fn jobs_done(&mut self, leases: &[Lease], now: Timestamp) {
+        self.jobs_done = Some((leases.to_vec(), now));
     }
 
     pub(crate) fn audit(&mut self, record: &AuditRecord) -> StoreResult<()> {
@@ -124,7 +136,8 @@ impl Deferred {
         if self.is_empty() {
             return Ok(None);
         }
-        let Deferred { audit, events, jobs, new_operations, operations, completion, .. } = std::mem::take(self);
+        let Deferred { audit, events, jobs, new_operations, operations, completion, jobs_done, .. } =
+            std::mem::take(self);
         let expected = Expected { audit: audit.len(), events: events.len(), new_operations: new_operations.len() };
         let mut parts = Vec::new();
         let mut next = 1;
@@ -139,6 +152,7 @@ impl Deferred {
         let new_operations_at = (!new_operations.is_empty()).then(|| placeholders(21));
         let operations_at = (!operations.is_empty()).then(|| placeholders(9));
         let completion_at = completion.is_some().then(|| placeholders(9));
+        let jobs_done_at = jobs_done.is_some().then(|| placeholders(3));
         if let Some(n) = audit_at {
             parts.push(format!(
                 "a AS (INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
@@ -233,18 +247,34 @@ impl Deferred {
                 n + 8
             ));
         }
+        if let Some(n) = jobs_done_at {
+            // Rows locked in id order, as the runner's heartbeat extends them.
+            parts.push(format!(
+                "held AS (SELECT jobs.id FROM jobs JOIN UNNEST(${}::uuid[], ${}::uuid[]) AS l(id, token)
+                              ON jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token
+                          ORDER BY jobs.id
+                          FOR UPDATE OF jobs),
+                 d AS (UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = ${}
+                       FROM held WHERE jobs.id = held.id
+                       RETURNING 1)",
+                n,
+                n + 1,
+                n + 2
+            ));
+        }
         let count = |present: Option<usize>, name: &str| match present {
             Some(_) => format!("(SELECT COUNT(*) FROM {name})"),
             None => "0::bigint".to_owned(),
         };
         // Every CTE runs whether or not the outer query reads it; reading the counts checks them.
         let sql = format!(
-            "WITH {} SELECT {} AS audit, {} AS events, {} AS new_operations, {} AS completed",
+            "WITH {} SELECT {} AS audit, {} AS events, {} AS new_operations, {} AS completed, {} AS jobs_done",
             parts.join(", "),
             count(audit_at, "a"),
             count(events_at, "e"),
             count(new_operations_at, "n"),
-            count(completion_at, "c")
+            count(completion_at, "c"),
+            count(jobs_done_at, "d")
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         if audit_at.is_some() {
@@ -273,6 +303,12 @@ impl Deferred {
                 .bind(c.scope.operation)
                 .bind(c.scope.key)
                 .bind(c.token);
+        }
+        if let Some((leases, now)) = jobs_done {
+            query = query
+                .bind(leases.iter().map(|lease| lease.job_id).collect::<Vec<_>>())
+                .bind(leases.iter().map(|lease| lease.token).collect::<Vec<_>>())
+                .bind(now.as_micros());
         }
         Ok(Some((query, expected)))
     }
@@ -308,6 +344,7 @@ pub(crate) fn decode_written(row: &sqlx::postgres::PgRow) -> StoreResult<Written
         events: codec::get(row, "events")?,
         new_operations: codec::get(row, "new_operations")?,
         completed: codec::get(row, "completed")?,
+        jobs_done: codec::get(row, "jobs_done")?,
     })
 }
 

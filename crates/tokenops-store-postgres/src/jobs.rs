@@ -171,43 +171,17 @@ impl JobStore for PostgresTx {
         Ok(done == 1)
     }
 
+    /// Sent with the rows the job's transaction held back, as its last statement before COMMIT.
     async fn complete(&mut self, lease: Lease, now: Timestamp) -> StoreResult<bool> {
-        let done = self
-            .execute(
-                sqlx::query(
-                    "UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
-             WHERE id = $2 AND status = 'running' AND lease_token = $3",
-                )
-                .bind(now.as_micros())
-                .bind(lease.job_id)
-                .bind(lease.token),
-            )
-            .await?;
-        Ok(done == 1)
+        Ok(self.complete_all(&[lease], now).await? == 1)
     }
 
+    /// Sent with the rows the batch's transaction held back, as its last statement before
+    /// COMMIT.
     async fn complete_all(&mut self, leases: &[Lease], now: Timestamp) -> StoreResult<usize> {
-        let ids: Vec<Uuid> = leases.iter().map(|lease| lease.job_id).collect();
-        let tokens: Vec<Uuid> = leases.iter().map(|lease| lease.token).collect();
-        let done = self
-            .execute(
-                sqlx::query(
-                    // Rows locked in id order, as the runner's heartbeat extends them.
-                    "WITH held AS (
-                 SELECT jobs.id FROM jobs JOIN UNNEST($2::uuid[], $3::uuid[]) AS l(id, token)
-                     ON jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token
-                 ORDER BY jobs.id
-                 FOR UPDATE OF jobs
-             )
-             UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $1
-             FROM held WHERE jobs.id = held.id",
-                )
-                .bind(now.as_micros())
-                .bind(&ids)
-                .bind(&tokens),
-            )
-            .await?;
-        Ok(usize::try_from(done).unwrap_or(usize::MAX))
+        self.hold_back()?.jobs_done(leases, now);
+        let written = self.flush_written().await?;
+        Ok(written.map_or(0, |written| usize::try_from(written.jobs_done).unwrap_or(usize::MAX)))
     }
 
     async fn retry(&mut self, lease: Lease, run_at: Timestamp, error: &str, now: Timestamp) -> StoreResult<bool> {
