@@ -90,11 +90,9 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
     write::run(
         &call.state,
         call.request(&REGISTER, &body.document).about(new.account_ref.to_string()),
-        |app, mut w| async move {
-            let result = app.accounts.register(&mut w, new).await;
-            let reply =
-                result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
-            (w, reply)
+        async |app, w| {
+            let a = app.accounts.register(w, new).await?;
+            Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref))
         },
     )
     .await
@@ -126,9 +124,8 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&call.path.0)?;
     let request = call.request(&CHANGE_STATUS, &body.document).about(account_ref.to_string());
-    write::run(&call.state, request, |app, mut w| async move {
-        let result = app.accounts.change_status(&mut w, &account_ref, status).await;
-        (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
+    write::run(&call.state, request, async |app, w| {
+        Reply::ok(&AccountOut::from(&app.accounts.change_status(w, &account_ref, status).await?))
     })
     .await
 }

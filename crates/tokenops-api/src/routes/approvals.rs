@@ -122,11 +122,8 @@ async fn decide(
         TaskDecision::Reject => &approvals::REJECT,
     };
     let (id, comment) = (call.path.0, comment(body.value.comment)?);
-    call.run(action, &body.document, |app, mut w| async move {
-        let decided = app.approvals.decide(&mut w, id, decision, comment).await;
-        (w, decided.and_then(|r| Reply::ok(&r)))
-    })
-    .await
+    call.run(action, &body.document, async |app, w| Reply::ok(&app.approvals.decide(w, id, decision, comment).await?))
+        .await
 }
 
 /// Approve a task. The last approval of the last step grants the request (approval.granted).
@@ -205,9 +202,8 @@ async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn
     let text = body.value.approver.ok_or_else(|| Error::invalid_field("approver", "is required"))?;
     let approver = ApproverExpr::parse(text.trim()).map_err(|e| Error::invalid_field("approver", e))?;
     let comment = comment(body.value.comment)?;
-    call.run(&approvals::REASSIGN, &body.document, |app, mut w| async move {
-        let reassigned = app.approvals.reassign(&mut w, id, approver, comment).await;
-        (w, reassigned.and_then(|t| Reply::ok(&t)))
+    call.run(&approvals::REASSIGN, &body.document, async |app, w| {
+        Reply::ok(&app.approvals.reassign(w, id, approver, comment).await?)
     })
     .await
 }
@@ -401,10 +397,9 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
 )]
 async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>) -> ApiResult<Response> {
     let raise = validate(body.value)?;
-    call.run(&approvals::RAISE, &body.document, |app, mut w| async move {
-        let raised = app.approvals.raise_manual(&mut w, raise).await;
-        let reply = raised.and_then(|r| Reply::created(&r, format!("/api/approvals/requests/{}", r.id)));
-        (w, reply)
+    call.run(&approvals::RAISE, &body.document, async |app, w| {
+        let r = app.approvals.raise_manual(w, raise).await?;
+        Reply::created(&r, format!("/api/approvals/requests/{}", r.id))
     })
     .await
 }
@@ -426,9 +421,8 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
 )]
 async fn cancel_request(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&approvals::CANCEL, &serde_json::Value::Null, |app, mut w| async move {
-        let cancelled = app.approvals.cancel(&mut w, id).await;
-        (w, cancelled.and_then(|r| Reply::ok(&r)))
+    call.run(&approvals::CANCEL, &serde_json::Value::Null, async |app, w| {
+        Reply::ok(&app.approvals.cancel(w, id).await?)
     })
     .await
 }

@@ -180,9 +180,9 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
         script_id: value.script_id.ok_or_else(|| Error::invalid_field("scriptId", "is required"))?,
         parameters: overrides("parameters", value.parameters)?,
     };
-    call.run(&automations::CREATE, &body.document, |app, mut w| async move {
-        let created = app.automations.create(&mut w, new).await;
-        (w, created.and_then(|a| Reply::created(&a, format!("/api/automations/{}", a.automation_id))))
+    call.run(&automations::CREATE, &body.document, async |app, w| {
+        let a = app.automations.create(w, new).await?;
+        Reply::created(&a, format!("/api/automations/{}", a.automation_id))
     })
     .await
 }
@@ -222,9 +222,8 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
     let status = AutomationStatus::parse(&text).ok_or_else(|| {
         Error::invalid_field("status", format!("{text:?} is not one of ACTIVE, INACTIVE, DISABLED, DELETED"))
     })?;
-    call.run(&automations::UPDATE_STATUS, &body.document, |app, mut w| async move {
-        let changed = app.automations.set_status(&mut w, id, status).await;
-        (w, changed.and_then(|a| Reply::ok(&a)))
+    call.run(&automations::UPDATE_STATUS, &body.document, async |app, w| {
+        Reply::ok(&app.automations.set_status(w, id, status).await?)
     })
     .await
 }
@@ -254,10 +253,9 @@ async fn execute_automation(
         None => (ExecutionIn::default(), serde_json::Value::Null),
     };
     let overrides = overrides("overrides", value.overrides)?;
-    call.run(&automations::EXECUTE, &document, |app, mut w| async move {
-        let run = app.automations.execute(&mut w, id, overrides).await;
-        let location = format!("/api/automations/{id}/history");
-        (w, run.and_then(|e| Reply::accepted(&e, location)))
+    call.run(&automations::EXECUTE, &document, async |app, w| {
+        let run = app.automations.execute(w, id, overrides).await?;
+        Reply::accepted(&run, format!("/api/automations/{id}/history"))
     })
     .await
 }

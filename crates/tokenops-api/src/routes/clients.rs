@@ -61,10 +61,9 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
     let name = text("name", body.value.name, NAME_MAX)?;
     let role_name = body.value.role_name;
     let reveal_base = format!("{}/api/auth/client-secrets", call.state.public_url);
-    call.run(&clients::CREATE, &body.document, |app, mut w| async move {
-        let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
-        let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
-        (w, reply)
+    call.run(&clients::CREATE, &body.document, async |app, w| {
+        let c = app.clients.create(w, &app.sealer, &reveal_base, name, role_name).await?;
+        Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id))
     })
     .await
 }
@@ -123,9 +122,9 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
 )]
 async fn disable_client(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&clients::DISABLE, &serde_json::Value::Null, |app, mut w| async move {
-        let disabled = app.clients.disable(&mut w, id).await;
-        (w, disabled.map(|()| Reply::no_content()))
+    call.run(&clients::DISABLE, &serde_json::Value::Null, async |app, w| {
+        app.clients.disable(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

@@ -85,9 +85,9 @@ async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), |app, mut w| async move {
-        let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
-        (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
+    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), async |app, w| {
+        let c = app.contracts.register(w, NewContract { asset, name, adopt }).await?;
+        Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))
     })
     .await
 }
@@ -139,9 +139,8 @@ async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<Contr
     if status.is_none() && name.is_none() {
         return Err(Error::bad_request("Nothing to change: send status and/or name").into());
     }
-    call.run(&UPDATE, &body.document, |app, mut w| async move {
-        let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
-        (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
+    call.run(&UPDATE, &body.document, async |app, w| {
+        Reply::ok(&ContractOut::from(&app.contracts.update(w, &asset, ContractChange { status, name }).await?))
     })
     .await
 }

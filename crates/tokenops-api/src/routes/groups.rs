@@ -138,11 +138,9 @@ async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>
     let tenant = call.scope.tenant;
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
-    call.run(&groups::CREATE, &body.document, |app, mut w| async move {
-        let created = app.groups.create(&mut w, group_key, name).await;
-        let reply =
-            created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
-        (w, reply)
+    call.run(&groups::CREATE, &body.document, async |app, w| {
+        let g = app.groups.create(w, group_key, name).await?;
+        Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id))
     })
     .await
 }
@@ -183,9 +181,8 @@ async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<
     if name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or status").into());
     }
-    call.run(&groups::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
-        (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
+    call.run(&groups::UPDATE, &body.document, async |app, w| {
+        Reply::ok(&GroupOut::from(&app.groups.update(w, id, GroupChange { name, status }).await?))
     })
     .await
 }
@@ -227,17 +224,14 @@ async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<Me
     let tenant = call.scope.tenant;
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    call.run(&groups::ADD_MEMBER, &body.document, |app, mut w| async move {
-        let added = app.groups.add_member(&mut w, id, user_id).await;
-        let reply = added.and_then(|(group, user, added)| {
-            let body = MembershipOut { group_id: group.id, user };
-            if added {
-                Reply::created(&body, format!("/api/tenants/{tenant}/groups/{}/members/{user_id}", group.id))
-            } else {
-                Reply::ok(&body)
-            }
-        });
-        (w, reply)
+    call.run(&groups::ADD_MEMBER, &body.document, async |app, w| {
+        let (group, user, added) = app.groups.add_member(w, id, user_id).await?;
+        let body = MembershipOut { group_id: group.id, user };
+        if added {
+            Reply::created(&body, format!("/api/tenants/{tenant}/groups/{}/members/{user_id}", group.id))
+        } else {
+            Reply::ok(&body)
+        }
     })
     .await
 }
@@ -282,9 +276,9 @@ impl ScopedPath for GroupMember {
 )]
 async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {
     let GroupMember { group: id, user: user_id } = call.path.then;
-    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, |app, mut w| async move {
-        let removed = app.groups.remove_member(&mut w, id, user_id).await;
-        (w, removed.map(|()| Reply::no_content()))
+    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, async |app, w| {
+        app.groups.remove_member(w, id, user_id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

@@ -130,11 +130,8 @@ async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatc
     if change.name.is_none() && change.description.is_none() {
         return Err(Error::bad_request("Nothing to change: send name and/or description").into());
     }
-    call.run(&policies::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.policies.update(&mut w, id, change).await;
-        (w, updated.and_then(|p| Reply::ok(&p)))
-    })
-    .await
+    call.run(&policies::UPDATE, &body.document, async |app, w| Reply::ok(&app.policies.update(w, id, change).await?))
+        .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -182,10 +179,9 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
         description: optional_text("description", value.description, TEXT_MAX)?,
         change_summary: optional_text("changeSummary", value.change_summary, TEXT_MAX)?,
     };
-    call.run(&policies::CREATE, &body.document, |app, mut w| async move {
-        let created = app.policies.create(&mut w, new).await;
-        let reply = created.and_then(|p| Reply::created(&p, format!("/api/policies/{}", p.id)));
-        (w, reply)
+    call.run(&policies::CREATE, &body.document, async |app, w| {
+        let p = app.policies.create(w, new).await?;
+        Reply::created(&p, format!("/api/policies/{}", p.id))
     })
     .await
 }
@@ -204,11 +200,7 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
 )]
 async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&policies::ACTIVATE, &Value::Null, |app, mut w| async move {
-        let activated = app.policies.activate(&mut w, id).await;
-        (w, activated.and_then(|p| Reply::ok(&p)))
-    })
-    .await
+    call.run(&policies::ACTIVATE, &Value::Null, async |app, w| Reply::ok(&app.policies.activate(w, id).await?)).await
 }
 
 /// Archive a policy, from any status.
@@ -224,11 +216,7 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
 )]
 async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&policies::ARCHIVE, &Value::Null, |app, mut w| async move {
-        let archived = app.policies.archive(&mut w, id).await;
-        (w, archived.and_then(|p| Reply::ok(&p)))
-    })
-    .await
+    call.run(&policies::ARCHIVE, &Value::Null, async |app, w| Reply::ok(&app.policies.archive(w, id).await?)).await
 }
 
 /// List a policy's versions (paging style B, newest first).
@@ -280,11 +268,10 @@ async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn
     let (id, value) = (call.path.0, body.value);
     let change_summary = optional_text("changeSummary", value.change_summary, TEXT_MAX)?;
     let content = content(value.content)?;
-    call.run(&policies::CREATE_VERSION, &body.document, |app, mut w| async move {
-        let added = app.policies.add_version(&mut w, id, change_summary, content).await;
+    call.run(&policies::CREATE_VERSION, &body.document, async |app, w| {
+        let v = app.policies.add_version(w, id, change_summary, content).await?;
         // No endpoint reads one version: Location names the list that holds it.
-        let reply = added.and_then(|v| Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id)));
-        (w, reply)
+        Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id))
     })
     .await
 }
@@ -317,9 +304,8 @@ async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<Curr
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| Error::invalid_field("versionNumber", "must be a positive integer"))?;
-    call.run(&policies::SET_CURRENT_VERSION, &body.document, |app, mut w| async move {
-        let set = app.policies.set_current_version(&mut w, id, number).await;
-        (w, set.and_then(|p| Reply::ok(&p)))
+    call.run(&policies::SET_CURRENT_VERSION, &body.document, async |app, w| {
+        Reply::ok(&app.policies.set_current_version(w, id, number).await?)
     })
     .await
 }

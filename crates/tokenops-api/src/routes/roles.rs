@@ -195,11 +195,9 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
-    call.run(&roles::CREATE, &body.document, |app, mut w| async move {
-        let created = app.roles.create(&mut w, new).await;
-        let reply =
-            created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
-        (w, reply)
+    call.run(&roles::CREATE, &body.document, async |app, w| {
+        let r = app.roles.create(w, new).await?;
+        Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id))
     })
     .await
 }
@@ -231,9 +229,9 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
     if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
     }
-    call.run(&roles::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.roles.update(&mut w, id, change).await;
-        (w, updated.and_then(|r| Reply::ok(&r.out())))
+    call.run(&roles::UPDATE, &body.document, async |app, w| {
+        let r = app.roles.update(w, id, change).await?;
+        Reply::ok(&r.out())
     })
     .await
 }
@@ -255,9 +253,9 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
 )]
 async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&roles::DELETE, &serde_json::Value::Null, |app, mut w| async move {
-        let deleted = app.roles.delete(&mut w, id).await;
-        (w, deleted.map(|()| Reply::no_content()))
+    call.run(&roles::DELETE, &serde_json::Value::Null, async |app, w| {
+        app.roles.delete(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

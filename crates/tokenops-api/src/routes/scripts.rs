@@ -172,9 +172,9 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
         source: value.source.ok_or_else(|| Error::invalid_field("source", "is required"))?,
     };
-    call.run(&scripts::CREATE, &body.document, |app, mut w| async move {
-        let created = app.scripts.create(&mut w, new).await;
-        (w, created.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
+    call.run(&scripts::CREATE, &body.document, async |app, w| {
+        let s = app.scripts.create(w, new).await?;
+        Reply::created(&s, format!("/api/scripts/{}", s.script_id))
     })
     .await
 }
@@ -235,11 +235,8 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
         source: value.source,
         status,
     };
-    call.run(&scripts::UPDATE, &body.document, |app, mut w| async move {
-        let changed = app.scripts.update(&mut w, id, change).await;
-        (w, changed.and_then(|s| Reply::ok(&s)))
-    })
-    .await
+    call.run(&scripts::UPDATE, &body.document, async |app, w| Reply::ok(&app.scripts.update(w, id, change).await?))
+        .await
 }
 
 /// Delete a script that is not PUBLISHED.
@@ -256,9 +253,9 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
 )]
 async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&scripts::DELETE, &Value::Null, |app, mut w| async move {
-        let deleted = app.scripts.delete(&mut w, id).await;
-        (w, deleted.map(|()| Reply::no_content()))
+    call.run(&scripts::DELETE, &Value::Null, async |app, w| {
+        app.scripts.delete(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }
@@ -308,9 +305,9 @@ async fn clone_script(call: RequiredKeyWrite<PathId>, body: JsonBody<CloneIn>) -
         overrides: overrides("overrides", value.overrides)?,
     };
     let request = call.request(&scripts::CLONE, &body.document).about_what_it_makes();
-    write::run(&call.state, request, |app, mut w| async move {
-        let cloned = app.scripts.clone_script(&mut w, id, clone).await;
-        (w, cloned.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
+    write::run(&call.state, request, async |app, w| {
+        let s = app.scripts.clone_script(w, id, clone).await?;
+        Reply::created(&s, format!("/api/scripts/{}", s.script_id))
     })
     .await
 }

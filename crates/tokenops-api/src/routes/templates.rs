@@ -149,15 +149,10 @@ async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> 
         action: action(value.action)?,
         default_content: default_content(value.default_content, true)?.unwrap_or_default(),
     };
-    write::run(
-        &call.state,
-        call.request(&templates::CREATE, &body.document).about(new.key.clone()),
-        |app, mut w| async move {
-            let created = app.templates.create(&mut w, new).await;
-            let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
-            (w, reply)
-        },
-    )
+    write::run(&call.state, call.request(&templates::CREATE, &body.document).about(new.key.clone()), async |app, w| {
+        let t = app.templates.create(w, new).await?;
+        Reply::created(&t, format!("/api/templates/{}", t.key))
+    })
     .await
 }
 
@@ -201,9 +196,8 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
     if change.name.is_none() && change.description.is_none() && change.default_content.is_none() {
         return Err(Error::bad_request("Nothing to change: send name, description and/or defaultContent").into());
     }
-    call.run(&templates::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.templates.update(&mut w, &template_key, change).await;
-        (w, updated.and_then(|t| Reply::ok(&t)))
+    call.run(&templates::UPDATE, &body.document, async |app, w| {
+        Reply::ok(&app.templates.update(w, &template_key, change).await?)
     })
     .await
 }
@@ -227,9 +221,8 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
 )]
 async fn deprecate_template(call: OptionalKeyWrite<PathText>) -> ApiResult<Response> {
     let template_key = call.path.0.clone();
-    call.run(&templates::DEPRECATE, &serde_json::Value::Null, |app, mut w| async move {
-        let deprecated = app.templates.deprecate(&mut w, &template_key).await;
-        (w, deprecated.and_then(|t| Reply::ok(&t)))
+    call.run(&templates::DEPRECATE, &serde_json::Value::Null, async |app, w| {
+        Reply::ok(&app.templates.deprecate(w, &template_key).await?)
     })
     .await
 }

@@ -115,11 +115,9 @@ fn accepted(operation: &Operation) -> Response {
 async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn>) -> ApiResult<Response> {
     let submission = Submission::from(body.value);
     let request = call.request(&SUBMIT, &body.document);
-    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
-        let result = app.operations.submit(&mut w, submission).await;
-        let reply =
-            result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
-        (w, reply)
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        let o = app.operations.submit(w, submission).await?;
+        Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id))
     })
     .await?;
     // A replay answers with the operation as it is now, not as it was accepted.

@@ -187,9 +187,8 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
     let invitation = parse_invitation(body.value)?;
     let temporary = organisations::temporary_password().await?;
     let sign_in_url = format!("{}/api/auth/login", call.state.public_url);
-    call.run(&users::INVITE, &body.document, |app, mut w| async move {
-        let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
-        (w, invited.and_then(|u| Reply::ok(&u)))
+    call.run(&users::INVITE, &body.document, async |app, w| {
+        Reply::ok(&app.users.invite(w, &app.sealer, &sign_in_url, invitation, temporary).await?)
     })
     .await
 }
@@ -249,9 +248,8 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
     if role_name.is_none() && status.is_none() {
         return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
     }
-    call.run(&users::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
-        (w, updated.and_then(|u| Reply::ok(&u)))
+    call.run(&users::UPDATE, &body.document, async |app, w| {
+        Reply::ok(&app.users.update(w, id, UserChange { role_name, status }).await?)
     })
     .await
 }
@@ -273,9 +271,9 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
 )]
 async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&users::REMOVE, &serde_json::Value::Null, |app, mut w| async move {
-        let removed = app.users.remove(&mut w, id).await;
-        (w, removed.map(|()| Reply::no_content()))
+    call.run(&users::REMOVE, &serde_json::Value::Null, async |app, w| {
+        app.users.remove(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

@@ -190,9 +190,9 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
         Some(body) => (body.document, body.value.webhook_id),
         None => (serde_json::Value::Null, None),
     };
-    call.run(&webhooks::REDELIVER, &document, |app, mut w| async move {
-        let replayed = app.webhooks.redeliver(&mut w, id, only).await;
-        (w, replayed.and_then(|out| Reply::accepted(&out, format!("/api/webhook-events/{id}"))))
+    call.run(&webhooks::REDELIVER, &document, async |app, w| {
+        let out = app.webhooks.redeliver(w, id, only).await?;
+        Reply::accepted(&out, format!("/api/webhook-events/{id}"))
     })
     .await
 }
@@ -234,9 +234,9 @@ async fn redeliver_filtered(call: RequiredKeyWrite, body: JsonBody<RedeliverFilt
         return Err(Error::bad_request("Give at least one filter: type, from, to, status or webhookId").into());
     }
     let filter = filter(&QueryParams(pairs))?;
-    call.run(&webhooks::REDELIVER_FILTERED, &body.document, |app, mut w| async move {
-        let replayed = app.webhooks.redeliver_filtered(&mut w, filter).await;
-        (w, replayed.and_then(|out| Reply::accepted(&out, "/api/webhook-events".to_owned())))
+    call.run(&webhooks::REDELIVER_FILTERED, &body.document, async |app, w| {
+        let out = app.webhooks.redeliver_filtered(w, filter).await?;
+        Reply::accepted(&out, "/api/webhook-events".to_owned())
     })
     .await
 }

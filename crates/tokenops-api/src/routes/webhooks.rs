@@ -145,10 +145,9 @@ async fn create_webhook(call: RequiredKeyWrite, body: JsonBody<WebhookIn>) -> Ap
     call.state.app.webhooks.check_url(&url).await?;
     let new = NewWebhook { url, signature_scheme, event_types };
     let request = call.request(&webhooks::CREATE, &body.document);
-    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
-        let created = app.webhooks.create(&mut w, new).await;
-        let reply = created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id)));
-        (w, reply.map(|r| r.with_secret("secret")))
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        let out = app.webhooks.create(w, new).await?;
+        Ok(Reply::created(&out, format!("/api/webhooks/{}", out.id))?.with_secret("secret"))
     })
     .await?;
     replay_with_secret(&call.state, &call.scope, written, 201).await
@@ -226,11 +225,8 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
     let event_types =
         value.event_types.as_deref().map(|types| webhooks::event_types("eventTypes", types)).transpose()?;
     let change = WebhookChange { status, event_types };
-    call.run(&webhooks::UPDATE, &body.document, |app, mut w| async move {
-        let changed = app.webhooks.update(&mut w, id, change).await;
-        (w, changed.and_then(|out| Reply::ok(&out)))
-    })
-    .await
+    call.run(&webhooks::UPDATE, &body.document, async |app, w| Reply::ok(&app.webhooks.update(w, id, change).await?))
+        .await
 }
 
 /// Delete a registration: its queued deliveries are CANCELLED and its URL may be registered
@@ -247,9 +243,9 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
 )]
 async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&webhooks::DELETE, &serde_json::Value::Null, |app, mut w| async move {
-        let deleted = app.webhooks.delete(&mut w, id).await;
-        (w, deleted.map(|()| Reply::no_content()))
+    call.run(&webhooks::DELETE, &serde_json::Value::Null, async |app, w| {
+        app.webhooks.delete(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }
@@ -286,12 +282,9 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
         Err(error) if !error.is_final_outcome() => return Err(error.into()),
         attempt => attempt,
     };
-    write::run(&call.state, request, |app, mut w| async move {
-        let recorded = match attempt {
-            Ok((event_id, outcome)) => app.webhooks.record_test(&mut w, id, event_id, &outcome).await,
-            Err(refused) => Err(refused),
-        };
-        (w, recorded.and_then(|out| Reply::ok(&out)))
+    write::run(&call.state, request, async |app, w| {
+        let (event_id, outcome) = attempt?;
+        Reply::ok(&app.webhooks.record_test(w, id, event_id, &outcome).await?)
     })
     .await
 }
@@ -316,9 +309,8 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
 async fn rotate_secret(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
     let request = call.request(&webhooks::ROTATE, &serde_json::Value::Null);
-    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
-        let rotated = app.webhooks.rotate(&mut w, id).await;
-        (w, rotated.and_then(|out| Reply::ok(&out)).map(|r| r.with_secret("secret")))
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        Ok(Reply::ok(&app.webhooks.rotate(w, id).await?)?.with_secret("secret"))
     })
     .await?;
     replay_with_secret(&call.state, &call.scope, written, 200).await
