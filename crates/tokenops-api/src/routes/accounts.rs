@@ -79,7 +79,6 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
     responses(
         (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
@@ -109,7 +108,6 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
     responses(
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
         (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -136,7 +134,6 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The account", body = AccountOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -158,7 +155,6 @@ async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -188,7 +184,6 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 422, description = "The account has no wallet yet (PENDING or FAILED)", body = crate::openapi::ErrorBody),
         (status = 500, description = "The ledger could not be read (never reported as a zero balance)", body = crate::openapi::ErrorBody),

@@ -134,7 +134,6 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
     responses(
         (status = 200, description = "Style A page of automations", body = AutomationPage),
         (status = 400, description = "Invalid page, sort, scriptId or triggerType", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -166,7 +165,6 @@ async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Re
     responses(
         (status = 201, description = "Created ACTIVE; its runs act as the caller (userId), with the caller's permissions at each run", body = AutomationOut, headers(("Location" = String))),
         (status = 400, description = "A field invalid (trigger, cron, time zone, event type, parameters that do not fit the script), Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is not PUBLISHED, or the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -194,7 +192,6 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
     responses(
         (status = 200, description = "The automation", body = AutomationOut),
         (status = 400, description = "automationId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
@@ -211,7 +208,6 @@ async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
         (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key in flight", body = crate::openapi::ErrorBody),
     )
@@ -236,7 +232,6 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
     responses(
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
         (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
         (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, or the key in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "An override does not fit the script's declared parameters (each reason in details), or the key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -273,7 +268,6 @@ async fn execute_automation(
     responses(
         (status = 200, description = "Style A page of runs: trigger, parameters, timings, log lines, submitted operation ids, error", body = ExecutionPage),
         (status = 400, description = "automationId not a UUID, invalid page or sort", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]

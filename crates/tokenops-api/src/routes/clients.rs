@@ -47,7 +47,6 @@ pub struct ClientIn {
     responses(
         (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient),
         (status = 400, description = "Blank or too long name", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing client:manage, or missing the permission handing out the role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
     )
@@ -78,7 +77,6 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
     responses(
         (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -97,7 +95,6 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
     responses(
         (status = 200, description = "The client", body = ClientOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -116,7 +113,6 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
     responses(
         (status = 204, description = "Disabled"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]

@@ -69,7 +69,6 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
     responses(
         (status = 201, description = "Registered PENDING; deployment (or adoption) runs in the background, then the contract is ACTIVE, or FAILED with failureReason", body = ContractOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field (assetId not a recognised ISO 4217 code with a minor unit, contractAddress not an address), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -120,7 +119,6 @@ impl ScopedPath for AssetPath {
     responses(
         (status = 200, description = "The contract after the change", body = ContractOut),
         (status = 400, description = "Nothing to change, unknown status, blank or too long name, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
@@ -151,7 +149,6 @@ async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<Contr
     params(("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)")),
     responses(
         (status = 200, description = "The asset's contract", body = ContractOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
     )
 )]
@@ -172,7 +169,6 @@ async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style A page of contracts, oldest first", body = ContractPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {

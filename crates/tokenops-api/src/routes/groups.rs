@@ -75,7 +75,6 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
     responses(
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -97,7 +96,6 @@ async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRes
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
@@ -130,7 +128,6 @@ pub struct GroupIn {
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
         (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
 )]
@@ -164,7 +161,6 @@ pub struct GroupPatch {
     responses(
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
@@ -214,7 +210,6 @@ pub struct MembershipOut {
         (status = 201, description = "Added", body = MembershipOut),
         (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
         (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
     )
@@ -270,7 +265,6 @@ impl ScopedPath for GroupMember {
     responses(
         (status = 204, description = "Removed"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
 )]

@@ -62,7 +62,6 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
     responses(
         (status = 200, description = "Style B page of policies, each with its current version's content. The spec gives no order: newest first (createdAt descending, then id). It does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = PolicyPage),
         (status = 400, description = "Invalid paging, or an unknown status or ruleType", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -83,7 +82,6 @@ async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     responses(
         (status = 200, description = "The policy; content is its current version's", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -115,7 +113,6 @@ pub struct PolicyPatch {
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long name or description, an unknown field, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -165,7 +162,6 @@ pub struct PolicyIn {
     responses(
         (status = 201, description = "Created: DRAFT, version 1", body = PolicyOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details: a missing field, or content that breaks a rule (each violation with its JSON path under content: a field outside the catalogue, !=, an amount compared without assetId, a bad decimal, an unknown key)", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No visible template with that key (another organisation's, a deprecated one, or none)", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -193,7 +189,6 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
@@ -210,7 +205,6 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -229,7 +223,6 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
         (status = 400, description = "policyId is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -259,7 +252,6 @@ pub struct VersionIn {
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
     )
@@ -292,7 +284,6 @@ pub struct CurrentVersionIn {
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),
         (status = 400, description = "versionNumber missing or not a positive integer, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation, or no such version number", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change", body = crate::openapi::ErrorBody),
     )
@@ -403,7 +394,6 @@ fn simulation_source(value: &mut SimulationIn) -> Result<SimulationSource, Error
     responses(
         (status = 200, description = "The examined operations, newest first, each with the decision it got and the one it would get, and the count of each (got, wouldGet) pair", body = SimulationOut),
         (status = 400, description = "VALIDATION_FAILED with details: neither or both of policyId and content, templateKey missing with content, versionNumber not a positive integer, policyId not a UUID, from or to missing or not ISO 8601, from not before to, a window longer than 31 days, or content that breaks a rule (as on POST /api/policies)", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation, no such version of it, or (with content) no visible template with that key", body = crate::openapi::ErrorBody),
     )
 )]

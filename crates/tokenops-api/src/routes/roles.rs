@@ -78,7 +78,6 @@ pub struct PermissionCatalogue {
     get, path = "/api/permissions", tag = "roles", operation_id = "permissions.list",
     responses(
         (status = 200, description = "Every permission with the platform roles that grant it. The spec does not show the catalogue: this service publishes it here", body = PermissionCatalogue),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_permissions() -> ApiResult<Response> {
@@ -108,7 +107,6 @@ async fn list_permissions() -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style C page of roles, platform and custom. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = RolePage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -131,7 +129,6 @@ async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
     responses(
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -183,7 +180,6 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
     responses(
         (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
         (status = 400, description = "Blank or too long name or description, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing role:create, or granting a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
     )
@@ -213,7 +209,6 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
     responses(
         (status = 200, description = "The role after the change", body = RoleOut),
         (status = 400, description = "Editing a platform role, nothing to change, blank or too long name, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing role:update, or adding a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
@@ -246,7 +241,6 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
     )

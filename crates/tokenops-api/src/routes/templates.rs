@@ -78,7 +78,6 @@ fn default_content(value: Option<serde_json::Value>, required: bool) -> Result<O
     responses(
         (status = 200, description = "Style B page: SYSTEM templates first, then the organisation's own (TENANT), each by key ascending. The spec does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = TemplatePage),
         (status = 400, description = "Invalid paging, or includeDeprecated/ignorePaging not true or false", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -126,7 +125,6 @@ pub struct TemplateIn {
     responses(
         (status = 201, description = "Created, ACTIVE, templateVersion 1. defaultContent is not validated against the context catalogue: invalid rules are refused when a policy is created with them", body = TemplateOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED: a field missing, blank or too long, a malformed key, a key starting with system., an unknown action, or defaultContent not an object", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -182,7 +180,6 @@ pub struct TemplatePatch {
     responses(
         (status = 200, description = "The template after the change, templateVersion one up", body = TemplateOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long field, or defaultContent not an object", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
     )
 )]
@@ -215,7 +212,6 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
     ),
     responses(
         (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
     )
 )]

@@ -92,7 +92,6 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
     responses(
         (status = 200, description = "Style D page of registrations, newest first (never a secret)", body = WebhookPage),
         (status = 400, description = "limit outside 1 to 100, or a foreign cursor", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -127,7 +126,6 @@ async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     responses(
         (status = 201, description = "Registered, ACTIVE; with the secret (HMAC_SHA256 only)", body = WebhookOut, headers(("Location" = String))),
         (status = 400, description = "url not https, not resolvable or not public; unknown signatureScheme; no eventTypes; unknown event types (each named in details); Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "WEBHOOK_URL_TAKEN: the URL is registered in the organisation (existingWebhookId); or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -177,7 +175,6 @@ async fn replay_with_secret(
     responses(
         (status = 200, description = "The registration", body = WebhookOut),
         (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -198,7 +195,6 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The registration as changed", body = WebhookOut),
         (status = 400, description = "No field, status SUSPENDED or unknown, unknown event types, webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -237,7 +233,6 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
     )
 )]
@@ -264,7 +259,6 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
         (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -300,7 +294,6 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
         (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
