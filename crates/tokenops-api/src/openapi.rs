@@ -79,6 +79,18 @@ pub struct PageQuery {
     size: Option<u32>,
 }
 
+/// The paging query of an offset-paged list whose sizes are clamped to 1 to 100
+/// (`paging::CLAMPED_SIZE`).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ClampedPageQuery {
+    /// Zero-based, default 0
+    page: Option<u64>,
+    /// Default 20; above 100 is 100, below 1 is 1
+    size: Option<u32>,
+}
+
 /// The Idempotency-Key header of an organisation write, where the key is optional.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]

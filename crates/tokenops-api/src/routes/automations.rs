@@ -128,8 +128,7 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
         ("scriptId" = Option<Uuid>, Query),
         ("triggerType" = Option<String>, Query, description = "ON_DEMAND, SCHEDULED or EVENT"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt, updatedAt, status or triggerType, with ,asc or ,desc; default createdAt,desc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "Default 20; above 100 is 100, below 1 is 1"),
+        crate::openapi::ClampedPageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of automations", body = AutomationPage),
@@ -262,8 +261,7 @@ async fn execute_automation(
         ("automationId" = Uuid, Path),
         ("status" = Option<String>, Query, description = "QUEUED, RUNNING, SUCCEEDED or FAILED; another value gives an empty page"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt or status, with ,asc or ,desc; default createdAt,desc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "Default 20; above 100 is 100, below 1 is 1"),
+        crate::openapi::ClampedPageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of runs: trigger, parameters, timings, log lines, submitted operation ids, error", body = ExecutionPage),

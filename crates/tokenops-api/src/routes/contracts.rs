@@ -13,7 +13,7 @@ use tokenops_domain::contract::{ContractFilter, ContractStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::optional_text;
+use super::fields::{optional_text, something_to_change};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
@@ -134,9 +134,7 @@ async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<Contr
         }
     };
     let name = optional_text("name", body.value.name, NAME_MAX)?;
-    if status.is_none() && name.is_none() {
-        return Err(Error::bad_request("Nothing to change: send status and/or name").into());
-    }
+    something_to_change(&[status.is_some(), name.is_some()], "status and/or name")?;
     call.run(&UPDATE, &body.document, async |app, w| {
         Reply::ok(&ContractOut::from(&app.contracts.update(w, &asset, ContractChange { status, name }).await?))
     })

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{self, optional_text, text};
+use super::fields::{self, optional_text, something_to_change, text};
 use super::roles::UserSummaryPage;
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
@@ -174,9 +174,7 @@ async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<
                 .ok_or_else(|| Error::invalid_field("status", format!("{text:?} must be ACTIVE or INACTIVE")))?,
         ),
     };
-    if name.is_none() && status.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name and/or status").into());
-    }
+    something_to_change(&[name.is_some(), status.is_some()], "name and/or status")?;
     call.run(&groups::UPDATE, &body.document, async |app, w| {
         Reply::ok(&GroupOut::from(&app.groups.update(w, id, GroupChange { name, status }).await?))
     })

@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{optional_text, text};
+use super::fields::{optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -124,9 +124,7 @@ async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatc
         name: optional_text("name", value.name, NAME_MAX)?,
         description: optional_text("description", value.description, TEXT_MAX)?,
     };
-    if change.name.is_none() && change.description.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name and/or description").into());
-    }
+    something_to_change(&[change.name.is_some(), change.description.is_some()], "name and/or description")?;
     call.run(&policies::UPDATE, &body.document, async |app, w| Reply::ok(&app.policies.update(w, id, change).await?))
         .await
 }

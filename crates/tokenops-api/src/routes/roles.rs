@@ -14,7 +14,7 @@ use tokenops_domain::role::PLATFORM_ROLES;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{optional_text, text};
+use super::fields::{optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
@@ -221,9 +221,10 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
         description: description(body.value.description)?,
         permissions: body.value.permissions,
     };
-    if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
-    }
+    something_to_change(
+        &[change.name.is_some(), change.description.is_some(), change.permissions.is_some()],
+        "name, description and/or permissions",
+    )?;
     call.run(&roles::UPDATE, &body.document, async |app, w| {
         let r = app.roles.update(w, id, change).await?;
         Reply::ok(&r.out())

@@ -12,7 +12,7 @@ use tokenops_domain::policy::PolicyAction;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{self, optional_text, text};
+use super::fields::{self, optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -190,9 +190,10 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
         description: optional_text("description", value.description, DESCRIPTION_MAX)?,
         default_content: default_content(value.default_content, false)?,
     };
-    if change.name.is_none() && change.description.is_none() && change.default_content.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name, description and/or defaultContent").into());
-    }
+    something_to_change(
+        &[change.name.is_some(), change.description.is_some(), change.default_content.is_some()],
+        "name, description and/or defaultContent",
+    )?;
     call.run(&templates::UPDATE, &body.document, async |app, w| {
         Reply::ok(&app.templates.update(w, &template_key, change).await?)
     })

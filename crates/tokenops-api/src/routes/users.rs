@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{email, optional_text, text};
+use super::fields::{email, optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
@@ -240,9 +240,7 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
             return Err(Error::invalid_field("status", format!("{other:?} must be ACTIVE or SUSPENDED")).into());
         }
     };
-    if role_name.is_none() && status.is_none() {
-        return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
-    }
+    something_to_change(&[role_name.is_some(), status.is_some()], "roleName and/or status")?;
     call.run(&users::UPDATE, &body.document, async |app, w| {
         Reply::ok(&app.users.update(w, id, UserChange { role_name, status }).await?)
     })
