@@ -62,20 +62,6 @@ pub struct ErrorBody {
     request_id: String,
 }
 
-/// The 401 row of the organisation, role, group and approval operations: the token is unusable, or its
-/// user is no longer ACTIVE (the access is then refused with the spec's own message).
-#[derive(utoipa::IntoResponses)]
-#[response(status = 401, description = "No usable token, or Your access has been revoked.")]
-#[allow(dead_code)]
-pub struct RevokedAccess(ErrorBody);
-
-/// The 401 row of the resource operations (contracts, accounts, transactions, policies, templates,
-/// audit).
-#[derive(utoipa::IntoResponses)]
-#[response(status = 401, description = "No usable token")]
-#[allow(dead_code)]
-pub struct NoUsableToken(ErrorBody);
-
 /// The 422 row of a write whose Idempotency-Key was first used with another request.
 #[derive(utoipa::IntoResponses)]
 #[response(status = 422, description = "Idempotency-Key reused with a different payload")]
@@ -90,6 +76,18 @@ pub struct PageQuery {
     /// Zero-based, default 0
     page: Option<u64>,
     /// 1 to 100, default 20
+    size: Option<u32>,
+}
+
+/// The paging query of an offset-paged list whose sizes are clamped to 1 to 100
+/// (`paging::CLAMPED_SIZE`).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ClampedPageQuery {
+    /// Zero-based, default 0
+    page: Option<u64>,
+    /// Default 20; above 100 is 100, below 1 is 1
     size: Option<u32>,
 }
 
@@ -224,10 +222,11 @@ impl Modify for CommonHeaders {
                 }
                 let has_body = operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;
-                let forbidden = forbidden(&method, path);
+                let guard = crate::access::guard_of(&method, path);
+                let forbidden = forbidden(guard, path);
                 let mut common = vec![
                     ("400", "Missing, malformed or unsupported API-Version, or an invalid request"),
-                    ("401", "No token, or the token failed verification"),
+                    ("401", unauthorized(guard)),
                     ("403", forbidden.as_str()),
                     ("500", "System error occurred: nothing was changed; retry with the same Idempotency-Key"),
                 ];
@@ -243,11 +242,21 @@ impl Modify for CommonHeaders {
     }
 }
 
+/// The 401 row an operation has unless it writes its own. Behind any guard but `Public` the
+/// caller is resolved from the token, and a user or client no longer ACTIVE is refused with the
+/// spec's own message (`access::authorize`).
+fn unauthorized(guard: Option<Guard>) -> &'static str {
+    match guard {
+        Some(Guard::Public) | None => "No token, or the token failed verification",
+        Some(_) => "No usable token, or Your access has been revoked.",
+    }
+}
+
 /// The 403 row an operation has unless it writes its own: what its guard (`access::GUARDS`)
 /// asks for, a permission or the platform operator, so that the document and the enforcement
 /// cannot disagree; and on `/api/tenants/{tenantId}/…`, another organisation in the path.
-fn forbidden(method: &Method, path: &str) -> String {
-    match crate::access::guard_of(method, path) {
+fn forbidden(guard: Option<Guard>, path: &str) -> String {
+    match guard {
         Some(Guard::Permission(permission)) if path.starts_with("/api/tenants/{tenantId}/") => {
             format!("Invalid tenant id, or missing permission {permission}")
         }

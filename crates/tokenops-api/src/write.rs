@@ -10,7 +10,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Display;
-use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write, WriteResponse};
@@ -226,10 +225,9 @@ impl<K, P: ScopedPath> WriteCall<K, P> {
     }
 
     /// Runs `work` as this request's write (see [`run`]).
-    pub async fn run<F, Fut>(&self, action: &'static AuditAction, document: &Value, work: F) -> ApiResult<Response>
+    pub async fn run<F>(&self, action: &'static AuditAction, document: &Value, work: F) -> ApiResult<Response>
     where
-        F: FnOnce(Arc<App>, Write) -> Fut,
-        Fut: Future<Output = (Write, AppResult<Reply>)>,
+        F: AsyncFnOnce(&App, &mut Write) -> AppResult<Reply>,
     {
         run(&self.state, self.request(action, document), work).await
     }
@@ -296,30 +294,28 @@ pub async fn replay_if_completed(state: &ApiState, request: &WriteRequest<'_>) -
 }
 
 /// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
-pub async fn run<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
+pub async fn run<F>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Response>
 where
-    F: FnOnce(Arc<App>, Write) -> Fut,
-    Fut: Future<Output = (Write, AppResult<Reply>)>,
+    F: AsyncFnOnce(&App, &mut Write) -> AppResult<Reply>,
 {
     Ok(run_or_replay(state, request, work).await?.into_response())
 }
 
 /// Admits the request and runs `work` on the admitted write, or hands back the stored response
 /// of a completed key, for a handler whose replay answers otherwise than as stored. `work` is
-/// handed the app with the write, as it runs after the handler has lent out the state.
-pub async fn run_or_replay<F, Fut>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Written>
+/// lent the app with the admitted write: one service call, and the reply it makes.
+pub async fn run_or_replay<F>(state: &ApiState, request: WriteRequest<'_>, work: F) -> ApiResult<Written>
 where
-    F: FnOnce(Arc<App>, Write) -> Fut,
-    Fut: Future<Output = (Write, AppResult<Reply>)>,
+    F: AsyncFnOnce(&App, &mut Write) -> AppResult<Reply>,
 {
     let WriteRequest { scope, action, key, fingerprint, resource_id } = request;
     let idempotency = key.map(|k| IdempotencyRequest { key: k.0, request_hash: fingerprint });
     let writes = &state.app.writes;
-    let write = match writes.begin(scope.context.clone(), action, idempotency, resource_id).await? {
+    let mut write = match writes.begin(scope.context.clone(), action, idempotency, resource_id).await? {
         Admission::Replay(stored) => return Ok(Written::Replayed(stored)),
         Admission::Proceed(write) => write,
     };
-    let (write, outcome) = work(state.app.clone(), write).await;
+    let outcome = work(&state.app, &mut write).await;
     match outcome {
         Ok(mut reply) => {
             let secret = reply.secret.take();

@@ -273,46 +273,56 @@ mod schema {
         object.into()
     }
 
+    /// An offset page's envelope (styles A to C): the items, the page number, its size and the
+    /// total under the style's own names `[items, page, size, total]`, and where the style has
+    /// it the count of pages.
+    fn offset_page<T: ToSchema>(
+        description: String,
+        [items, page, size, total]: [&str; 4],
+        size_is: &str,
+        pages: Option<&str>,
+    ) -> RefOr<Schema> {
+        let mut fields = vec![
+            (items, list_of::<T>("The page's items; empty past the last page")),
+            (page, count("The zero-based page number, as requested")),
+            (size, count(size_is)),
+            (total, count("Items matching the filters, on every page")),
+        ];
+        fields.extend(pages.map(|formula| ("totalPages", count(formula))));
+        object(description, fields)
+    }
+
+    const AS_REQUESTED: &str = "The page size, as requested (or its default)";
+
     impl<T: ToSchema> PartialSchema for PageA<T> {
         fn schema() -> RefOr<Schema> {
-            object(
+            offset_page::<T>(
                 format!("Paging style A: one page of {}, oldest or newest first as the endpoint says.", T::name()),
-                vec![
-                    ("content", list_of::<T>("The page's items; empty past the last page")),
-                    ("page", count("The zero-based page number, as requested")),
-                    ("size", count("The page size, as requested (or its default)")),
-                    ("totalElements", count("Items matching the filters, on every page")),
-                    ("totalPages", count("ceil(totalElements / size)")),
-                ],
+                ["content", "page", "size", "totalElements"],
+                AS_REQUESTED,
+                Some("ceil(totalElements / size)"),
             )
         }
     }
 
     impl<T: ToSchema> PartialSchema for PageB<T> {
         fn schema() -> RefOr<Schema> {
-            object(
+            offset_page::<T>(
                 format!("Paging style B: one page of {}.", T::name()),
-                vec![
-                    ("data", list_of::<T>("The page's items; empty past the last page")),
-                    ("page", count("The zero-based page number, as requested")),
-                    ("size", count("The page size after the endpoint's bounds")),
-                    ("totalItems", count("Items matching the filters, on every page")),
-                    ("totalPages", count("ceil(totalItems / size)")),
-                ],
+                ["data", "page", "size", "totalItems"],
+                "The page size after the endpoint's bounds",
+                Some("ceil(totalItems / size)"),
             )
         }
     }
 
     impl<T: ToSchema> PartialSchema for PageC<T> {
         fn schema() -> RefOr<Schema> {
-            object(
+            offset_page::<T>(
                 format!("Paging style C: one page of {}.", T::name()),
-                vec![
-                    ("items", list_of::<T>("The page's items; empty past the last page")),
-                    ("pageNumber", count("The zero-based page number, as requested")),
-                    ("pageSize", count("The page size, as requested (or its default)")),
-                    ("totalResults", count("Items matching the filters, on every page")),
-                ],
+                ["items", "pageNumber", "pageSize", "totalResults"],
+                AS_REQUESTED,
+                None,
             )
         }
     }

@@ -79,7 +79,6 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
     responses(
         (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
@@ -90,11 +89,9 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
     write::run(
         &call.state,
         call.request(&REGISTER, &body.document).about(new.account_ref.to_string()),
-        |app, mut w| async move {
-            let result = app.accounts.register(&mut w, new).await;
-            let reply =
-                result.and_then(|a| Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref)));
-            (w, reply)
+        async |app, w| {
+            let a = app.accounts.register(w, new).await?;
+            Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref))
         },
     )
     .await
@@ -111,7 +108,6 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
     responses(
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
         (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -126,9 +122,8 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&call.path.0)?;
     let request = call.request(&CHANGE_STATUS, &body.document).about(account_ref.to_string());
-    write::run(&call.state, request, |app, mut w| async move {
-        let result = app.accounts.change_status(&mut w, &account_ref, status).await;
-        (w, result.and_then(|a| Reply::ok(&AccountOut::from(&a))))
+    write::run(&call.state, request, async |app, w| {
+        Reply::ok(&AccountOut::from(&app.accounts.change_status(w, &account_ref, status).await?))
     })
     .await
 }
@@ -139,7 +134,6 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The account", body = AccountOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -161,7 +155,6 @@ async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -191,7 +184,6 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     params(("accountRef" = String, Path)),
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 422, description = "The account has no wallet yet (PENDING or FAILED)", body = crate::openapi::ErrorBody),
         (status = 500, description = "The ledger could not be read (never reported as a zero balance)", body = crate::openapi::ErrorBody),

@@ -60,7 +60,6 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
     responses(
         (status = 200, description = "Style B page of tasks, newest first by createdAt. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = ApprovalTaskPage),
         (status = 400, description = "Unknown task state, status given twice, requestId not a UUID, malformed approver expression, invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -87,7 +86,6 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
     responses(
         (status = 200, description = "The task", body = ApprovalTaskOut),
         (status = 400, description = "taskId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -122,54 +120,53 @@ async fn decide(
         TaskDecision::Reject => &approvals::REJECT,
     };
     let (id, comment) = (call.path.0, comment(body.value.comment)?);
-    call.run(action, &body.document, |app, mut w| async move {
-        let decided = app.approvals.decide(&mut w, id, decision, comment).await;
-        (w, decided.and_then(|r| Reply::ok(&r)))
-    })
-    .await
+    call.run(action, &body.document, async |app, w| Reply::ok(&app.approvals.decide(w, id, decision, comment).await?))
+        .await
 }
 
-/// Approve a task. The last approval of the last step grants the request (approval.granted).
-#[utoipa::path(
-    post, path = "/api/approvals/tasks/{taskId}/approve", tag = "approvals", operation_id = "approvals.tasks.approve",
-    params(
-        ("taskId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
-    request_body = DecisionIn,
-    responses(
-        (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
-        (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:decide; or separation of duties (SEPARATION_OF_DUTIES): the caller is the request's initiator, or not among the users the task's approvers name now (a group's ACTIVE members, or the named user). Machine clients are never approvers", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
-    )
-)]
-async fn approve_task(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
-    decide(call, body, TaskDecision::Approve).await
+/// A decision's route: the same path shape, body and answers for both decisions; the 403 and
+/// 409 rows say what each refuses.
+macro_rules! decision_route {
+    (
+        $(#[doc = $doc:tt])*
+        $name:ident, $path:tt, $operation:tt, $decision:expr,
+        forbidden = $forbidden:tt, conflict = $conflict:tt $(,)?
+    ) => {
+        $(#[doc = $doc])*
+        #[utoipa::path(
+            post, path = $path, tag = "approvals", operation_id = $operation,
+            params(
+                ("taskId" = Uuid, Path),
+                crate::openapi::OptionalIdempotencyKey,
+            ),
+            request_body = DecisionIn,
+            responses(
+                (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
+                (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
+                (status = 403, description = $forbidden, body = crate::openapi::ErrorBody),
+                (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+                (status = 409, description = $conflict, body = crate::openapi::ErrorBody),
+            )
+        )]
+        async fn $name(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
+            decide(call, body, $decision).await
+        }
+    };
 }
 
-/// Reject a task: the request is REJECTED (approval.rejected) and its other pending tasks
-/// CANCELLED.
-#[utoipa::path(
-    post, path = "/api/approvals/tasks/{taskId}/reject", tag = "approvals", operation_id = "approvals.tasks.reject",
-    params(
-        ("taskId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
-    request_body = DecisionIn,
-    responses(
-        (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
-        (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
-        (status = 403, description = "Missing approval:decide; or separation of duties: the initiator, or a caller the task's approvers do not name", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The task was acted on already, an earlier step is still pending, or the request is not PENDING", body = crate::openapi::ErrorBody),
-    )
-)]
-async fn reject_task(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
-    decide(call, body, TaskDecision::Reject).await
+decision_route! {
+    /// Approve a task. The last approval of the last step grants the request (approval.granted).
+    approve_task, "/api/approvals/tasks/{taskId}/approve", "approvals.tasks.approve", TaskDecision::Approve,
+    forbidden = "Missing approval:decide; or separation of duties (SEPARATION_OF_DUTIES): the caller is the request's initiator, or not among the users the task's approvers name now (a group's ACTIVE members, or the named user). Machine clients are never approvers",
+    conflict = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING",
+}
+
+decision_route! {
+    /// Reject a task: the request is REJECTED (approval.rejected) and its other pending tasks
+    /// CANCELLED.
+    reject_task, "/api/approvals/tasks/{taskId}/reject", "approvals.tasks.reject", TaskDecision::Reject,
+    forbidden = "Missing approval:decide; or separation of duties: the initiator, or a caller the task's approvers do not name",
+    conflict = "The task was acted on already, an earlier step is still pending, or the request is not PENDING",
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -194,7 +191,6 @@ pub struct ReassignIn {
     responses(
         (status = 200, description = "The task with its new approvers", body = ApprovalTaskOut),
         (status = 400, description = "approver missing or malformed, names no ACTIVE group or user of the organisation, or names no ACTIVE user but the initiator", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Missing approval:decide; or the caller is the request's initiator (the spec does not say who may reassign: this service lets any holder of approval:decide but the initiator)", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
@@ -205,9 +201,8 @@ async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn
     let text = body.value.approver.ok_or_else(|| Error::invalid_field("approver", "is required"))?;
     let approver = ApproverExpr::parse(text.trim()).map_err(|e| Error::invalid_field("approver", e))?;
     let comment = comment(body.value.comment)?;
-    call.run(&approvals::REASSIGN, &body.document, |app, mut w| async move {
-        let reassigned = app.approvals.reassign(&mut w, id, approver, comment).await;
-        (w, reassigned.and_then(|t| Reply::ok(&t)))
+    call.run(&approvals::REASSIGN, &body.document, async |app, w| {
+        Reply::ok(&app.approvals.reassign(w, id, approver, comment).await?)
     })
     .await
 }
@@ -242,7 +237,6 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
     responses(
         (status = 200, description = "Style B page of requests (without tasks), resolvedAt descending; the spec does not place unresolved requests: they come first, newest first", body = ApprovalRequestPage),
         (status = 400, description = "Unknown status, unparseable instant, resolvedFrom not before resolvedTo, a filter given twice, invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -260,7 +254,6 @@ async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     responses(
         (status = 200, description = "The request with its tasks", body = ApprovalRequestOut),
         (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -394,17 +387,15 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
     responses(
         (status = 201, description = "Raised: PENDING, source MANUAL, one PENDING task per (step, approver), expiring after the configured lifetime (TOKENOPS_APPROVAL_LIFETIME_MS, default 72 h); approval.requested is published", body = ApprovalRequestOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (every field's problem): missing or too long fields, malformed or repeated approvers, an expression naming no ACTIVE group or user of the organisation, or naming nobody but the caller", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 409, description = "The same Idempotency-Key is still being processed (IDEMPOTENCY_CONFLICT)", body = crate::openapi::ErrorBody),
         (status = 422, description = "The Idempotency-Key was used with another body", body = crate::openapi::ErrorBody),
     )
 )]
 async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>) -> ApiResult<Response> {
     let raise = validate(body.value)?;
-    call.run(&approvals::RAISE, &body.document, |app, mut w| async move {
-        let raised = app.approvals.raise_manual(&mut w, raise).await;
-        let reply = raised.and_then(|r| Reply::created(&r, format!("/api/approvals/requests/{}", r.id)));
-        (w, reply)
+    call.run(&approvals::RAISE, &body.document, async |app, w| {
+        let r = app.approvals.raise_manual(w, raise).await?;
+        Reply::created(&r, format!("/api/approvals/requests/{}", r.id))
     })
     .await
 }
@@ -419,16 +410,14 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
     responses(
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
         (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]
 async fn cancel_request(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&approvals::CANCEL, &serde_json::Value::Null, |app, mut w| async move {
-        let cancelled = app.approvals.cancel(&mut w, id).await;
-        (w, cancelled.and_then(|r| Reply::ok(&r)))
+    call.run(&approvals::CANCEL, &serde_json::Value::Null, async |app, w| {
+        Reply::ok(&app.approvals.cancel(w, id).await?)
     })
     .await
 }

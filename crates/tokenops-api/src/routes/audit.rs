@@ -215,7 +215,6 @@ struct AuditQuery {
     responses(
         (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),
         (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -250,7 +249,6 @@ async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<R
     responses(
         (status = 200, description = "The filtered audit records as CSV", content_type = "text/csv", body = String),
         (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -293,7 +291,6 @@ async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult
         (status = 200, description = "The audit record", body = AuditEventOut),
         (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "Not in the organisation", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn get_audit_event(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -333,7 +330,6 @@ pub struct AuditChainHeadOut {
     responses(
         (status = 200, description = "The chain's signed head", body = AuditChainHeadOut),
         (status = 404, description = "Nothing of the organisation's audit log is sealed yet", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn get_audit_chain_head(call: TenantCall) -> ApiResult<Response> {

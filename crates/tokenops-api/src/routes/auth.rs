@@ -304,9 +304,8 @@ async fn reveal_client_secret(
     };
     let token_url = state.app.identity.token_url();
     let request = WriteRequest::unkeyed(&scope, &clients::REVEAL);
-    let mut response = write::run(&state, request, |app, mut w| async move {
-        let revealed = app.clients.reveal(&mut w, &app.sealer, &token_url, &token).await;
-        (w, revealed.and_then(|r| Reply::ok(&r)))
+    let mut response = write::run(&state, request, async |app, w| {
+        Reply::ok(&app.clients.reveal(w, &app.sealer, &token_url, &token).await?)
     })
     .await?;
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));

@@ -128,13 +128,11 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
         ("scriptId" = Option<Uuid>, Query),
         ("triggerType" = Option<String>, Query, description = "ON_DEMAND, SCHEDULED or EVENT"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt, updatedAt, status or triggerType, with ,asc or ,desc; default createdAt,desc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "Default 20; above 100 is 100, below 1 is 1"),
+        crate::openapi::ClampedPageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of automations", body = AutomationPage),
         (status = 400, description = "Invalid page, sort, scriptId or triggerType", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -166,7 +164,6 @@ async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Re
     responses(
         (status = 201, description = "Created ACTIVE; its runs act as the caller (userId), with the caller's permissions at each run", body = AutomationOut, headers(("Location" = String))),
         (status = 400, description = "A field invalid (trigger, cron, time zone, event type, parameters that do not fit the script), Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is not PUBLISHED, or the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -180,9 +177,9 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
         script_id: value.script_id.ok_or_else(|| Error::invalid_field("scriptId", "is required"))?,
         parameters: overrides("parameters", value.parameters)?,
     };
-    call.run(&automations::CREATE, &body.document, |app, mut w| async move {
-        let created = app.automations.create(&mut w, new).await;
-        (w, created.and_then(|a| Reply::created(&a, format!("/api/automations/{}", a.automation_id))))
+    call.run(&automations::CREATE, &body.document, async |app, w| {
+        let a = app.automations.create(w, new).await?;
+        Reply::created(&a, format!("/api/automations/{}", a.automation_id))
     })
     .await
 }
@@ -194,7 +191,6 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
     responses(
         (status = 200, description = "The automation", body = AutomationOut),
         (status = 400, description = "automationId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
@@ -211,7 +207,6 @@ async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
         (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key in flight", body = crate::openapi::ErrorBody),
     )
@@ -222,9 +217,8 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
     let status = AutomationStatus::parse(&text).ok_or_else(|| {
         Error::invalid_field("status", format!("{text:?} is not one of ACTIVE, INACTIVE, DISABLED, DELETED"))
     })?;
-    call.run(&automations::UPDATE_STATUS, &body.document, |app, mut w| async move {
-        let changed = app.automations.set_status(&mut w, id, status).await;
-        (w, changed.and_then(|a| Reply::ok(&a)))
+    call.run(&automations::UPDATE_STATUS, &body.document, async |app, w| {
+        Reply::ok(&app.automations.set_status(w, id, status).await?)
     })
     .await
 }
@@ -237,7 +231,6 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
     responses(
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
         (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
         (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, or the key in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "An override does not fit the script's declared parameters (each reason in details), or the key reused with a different payload", body = crate::openapi::ErrorBody),
@@ -254,10 +247,9 @@ async fn execute_automation(
         None => (ExecutionIn::default(), serde_json::Value::Null),
     };
     let overrides = overrides("overrides", value.overrides)?;
-    call.run(&automations::EXECUTE, &document, |app, mut w| async move {
-        let run = app.automations.execute(&mut w, id, overrides).await;
-        let location = format!("/api/automations/{id}/history");
-        (w, run.and_then(|e| Reply::accepted(&e, location)))
+    call.run(&automations::EXECUTE, &document, async |app, w| {
+        let run = app.automations.execute(w, id, overrides).await?;
+        Reply::accepted(&run, format!("/api/automations/{id}/history"))
     })
     .await
 }
@@ -269,13 +261,11 @@ async fn execute_automation(
         ("automationId" = Uuid, Path),
         ("status" = Option<String>, Query, description = "QUEUED, RUNNING, SUCCEEDED or FAILED; another value gives an empty page"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt or status, with ,asc or ,desc; default createdAt,desc"),
-        ("page" = Option<u64>, Query, description = "Zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "Default 20; above 100 is 100, below 1 is 1"),
+        crate::openapi::ClampedPageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of runs: trigger, parameters, timings, log lines, submitted operation ids, error", body = ExecutionPage),
         (status = 400, description = "automationId not a UUID, invalid page or sort", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
     )
 )]

@@ -47,7 +47,6 @@ pub struct ClientIn {
     responses(
         (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient),
         (status = 400, description = "Blank or too long name", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing client:manage, or missing the permission handing out the role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
     )
@@ -61,10 +60,9 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
     let name = text("name", body.value.name, NAME_MAX)?;
     let role_name = body.value.role_name;
     let reveal_base = format!("{}/api/auth/client-secrets", call.state.public_url);
-    call.run(&clients::CREATE, &body.document, |app, mut w| async move {
-        let created = app.clients.create(&mut w, &app.sealer, &reveal_base, name, role_name).await;
-        let reply = created.and_then(|c| Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id)));
-        (w, reply)
+    call.run(&clients::CREATE, &body.document, async |app, w| {
+        let c = app.clients.create(w, &app.sealer, &reveal_base, name, role_name).await?;
+        Reply::created(&c, format!("/api/tenants/{tenant}/clients/{}", c.client_id))
     })
     .await
 }
@@ -79,7 +77,6 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
     responses(
         (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -98,7 +95,6 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
     responses(
         (status = 200, description = "The client", body = ClientOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -117,15 +113,14 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
     responses(
         (status = 204, description = "Disabled"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn disable_client(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&clients::DISABLE, &serde_json::Value::Null, |app, mut w| async move {
-        let disabled = app.clients.disable(&mut w, id).await;
-        (w, disabled.map(|()| Reply::no_content()))
+    call.run(&clients::DISABLE, &serde_json::Value::Null, async |app, w| {
+        app.clients.disable(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

@@ -13,7 +13,7 @@ use tokenops_domain::contract::{ContractFilter, ContractStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::optional_text;
+use super::fields::{optional_text, something_to_change};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
@@ -69,7 +69,6 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
     responses(
         (status = 201, description = "Registered PENDING; deployment (or adoption) runs in the background, then the contract is ACTIVE, or FAILED with failureReason", body = ContractOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field (assetId not a recognised ISO 4217 code with a minor unit, contractAddress not an address), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -85,9 +84,9 @@ async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), |app, mut w| async move {
-        let result = app.contracts.register(&mut w, NewContract { asset, name, adopt }).await;
-        (w, result.and_then(|c| Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))))
+    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), async |app, w| {
+        let c = app.contracts.register(w, NewContract { asset, name, adopt }).await?;
+        Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))
     })
     .await
 }
@@ -120,7 +119,6 @@ impl ScopedPath for AssetPath {
     responses(
         (status = 200, description = "The contract after the change", body = ContractOut),
         (status = 400, description = "Nothing to change, unknown status, blank or too long name, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
         (status = 409, description = "Key still in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
@@ -136,12 +134,9 @@ async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<Contr
         }
     };
     let name = optional_text("name", body.value.name, NAME_MAX)?;
-    if status.is_none() && name.is_none() {
-        return Err(Error::bad_request("Nothing to change: send status and/or name").into());
-    }
-    call.run(&UPDATE, &body.document, |app, mut w| async move {
-        let result = app.contracts.update(&mut w, &asset, ContractChange { status, name }).await;
-        (w, result.and_then(|c| Reply::ok(&ContractOut::from(&c))))
+    something_to_change(&[status.is_some(), name.is_some()], "status and/or name")?;
+    call.run(&UPDATE, &body.document, async |app, w| {
+        Reply::ok(&ContractOut::from(&app.contracts.update(w, &asset, ContractChange { status, name }).await?))
     })
     .await
 }
@@ -152,7 +147,6 @@ async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<Contr
     params(("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)")),
     responses(
         (status = 200, description = "The asset's contract", body = ContractOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
     )
 )]
@@ -173,7 +167,6 @@ async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style A page of contracts, oldest first", body = ContractPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {

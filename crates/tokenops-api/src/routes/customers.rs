@@ -92,11 +92,9 @@ async fn register_customer(call: RequiredKeyWrite, body: JsonBody<CustomerIn>) -
     write::run(
         &call.state,
         call.request(&REGISTER, &body.document).about(new.customer_ref.to_string()),
-        |app, mut w| async move {
-            let result = app.customers.register(&mut w, new).await;
-            let reply = result
-                .and_then(|c| Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref)));
-            (w, reply)
+        async |app, w| {
+            let c = app.customers.register(w, new).await?;
+            Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref))
         },
     )
     .await
@@ -126,9 +124,8 @@ async fn change_customer_status(
     let status = parse_status("status", &status)?;
     let customer_ref = path_ref(&call.path.0)?;
     let request = call.request(&CHANGE_STATUS, &body.document).about(customer_ref.to_string());
-    write::run(&call.state, request, |app, mut w| async move {
-        let result = app.customers.change_status(&mut w, &customer_ref, status).await;
-        (w, result.and_then(|c| Reply::ok(&CustomerOut::from(&c))))
+    write::run(&call.state, request, async |app, w| {
+        Reply::ok(&CustomerOut::from(&app.customers.change_status(w, &customer_ref, status).await?))
     })
     .await
 }

@@ -1,6 +1,6 @@
 //! Text fields of request bodies, checked the same way on every route: trimmed, required or
 //! optional, never blank, bounded in length; an email address as a user's or an owner's; a key
-//! a resource is named by (a group's, a template's).
+//! a resource is named by (a group's, a template's); and the rule that a change sends something.
 
 use tokenops_app::Error;
 
@@ -48,4 +48,10 @@ pub fn key(field: &str, value: Option<String>, max: usize) -> Result<String, Err
         ));
     }
     Ok(key)
+}
+
+/// A change (PATCH) sends at least one of its fields: otherwise 400 `Nothing to change: send
+/// {fields}`. `sent` holds, per field, whether the body sent it.
+pub fn something_to_change(sent: &[bool], fields: &str) -> Result<(), Error> {
+    if sent.contains(&true) { Ok(()) } else { Err(Error::bad_request(format!("Nothing to change: send {fields}"))) }
 }

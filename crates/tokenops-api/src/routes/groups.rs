@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{self, optional_text, text};
+use super::fields::{self, optional_text, something_to_change, text};
 use super::roles::UserSummaryPage;
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
@@ -75,7 +75,6 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
     responses(
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -97,7 +96,6 @@ async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRes
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
@@ -130,7 +128,6 @@ pub struct GroupIn {
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
         (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
     )
 )]
@@ -138,11 +135,9 @@ async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>
     let tenant = call.scope.tenant;
     let group_key = group_key(body.value.key)?;
     let name = text("name", body.value.name, NAME_MAX)?;
-    call.run(&groups::CREATE, &body.document, |app, mut w| async move {
-        let created = app.groups.create(&mut w, group_key, name).await;
-        let reply =
-            created.and_then(|g| Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id)));
-        (w, reply)
+    call.run(&groups::CREATE, &body.document, async |app, w| {
+        let g = app.groups.create(w, group_key, name).await?;
+        Reply::created(&GroupOut::from(&g), format!("/api/tenants/{tenant}/groups/{}", g.id))
     })
     .await
 }
@@ -166,7 +161,6 @@ pub struct GroupPatch {
     responses(
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
@@ -180,12 +174,9 @@ async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<
                 .ok_or_else(|| Error::invalid_field("status", format!("{text:?} must be ACTIVE or INACTIVE")))?,
         ),
     };
-    if name.is_none() && status.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name and/or status").into());
-    }
-    call.run(&groups::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.groups.update(&mut w, id, GroupChange { name, status }).await;
-        (w, updated.and_then(|g| Reply::ok(&GroupOut::from(&g))))
+    something_to_change(&[name.is_some(), status.is_some()], "name and/or status")?;
+    call.run(&groups::UPDATE, &body.document, async |app, w| {
+        Reply::ok(&GroupOut::from(&app.groups.update(w, id, GroupChange { name, status }).await?))
     })
     .await
 }
@@ -217,7 +208,6 @@ pub struct MembershipOut {
         (status = 201, description = "Added", body = MembershipOut),
         (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
         (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
     )
@@ -227,17 +217,14 @@ async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<Me
     let tenant = call.scope.tenant;
     let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
-    call.run(&groups::ADD_MEMBER, &body.document, |app, mut w| async move {
-        let added = app.groups.add_member(&mut w, id, user_id).await;
-        let reply = added.and_then(|(group, user, added)| {
-            let body = MembershipOut { group_id: group.id, user };
-            if added {
-                Reply::created(&body, format!("/api/tenants/{tenant}/groups/{}/members/{user_id}", group.id))
-            } else {
-                Reply::ok(&body)
-            }
-        });
-        (w, reply)
+    call.run(&groups::ADD_MEMBER, &body.document, async |app, w| {
+        let (group, user, added) = app.groups.add_member(w, id, user_id).await?;
+        let body = MembershipOut { group_id: group.id, user };
+        if added {
+            Reply::created(&body, format!("/api/tenants/{tenant}/groups/{}/members/{user_id}", group.id))
+        } else {
+            Reply::ok(&body)
+        }
     })
     .await
 }
@@ -276,15 +263,14 @@ impl ScopedPath for GroupMember {
     responses(
         (status = 204, description = "Removed"),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
 )]
 async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {
     let GroupMember { group: id, user: user_id } = call.path.then;
-    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, |app, mut w| async move {
-        let removed = app.groups.remove_member(&mut w, id, user_id).await;
-        (w, removed.map(|()| Reply::no_content()))
+    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, async |app, w| {
+        app.groups.remove_member(w, id, user_id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

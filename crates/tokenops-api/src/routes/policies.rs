@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{optional_text, text};
+use super::fields::{optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -62,7 +62,6 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
     responses(
         (status = 200, description = "Style B page of policies, each with its current version's content. The spec gives no order: newest first (createdAt descending, then id). It does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = PolicyPage),
         (status = 400, description = "Invalid paging, or an unknown status or ruleType", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -83,7 +82,6 @@ async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     responses(
         (status = 200, description = "The policy; content is its current version's", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -115,7 +113,6 @@ pub struct PolicyPatch {
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long name or description, an unknown field, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -127,14 +124,9 @@ async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatc
         name: optional_text("name", value.name, NAME_MAX)?,
         description: optional_text("description", value.description, TEXT_MAX)?,
     };
-    if change.name.is_none() && change.description.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name and/or description").into());
-    }
-    call.run(&policies::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.policies.update(&mut w, id, change).await;
-        (w, updated.and_then(|p| Reply::ok(&p)))
-    })
-    .await
+    something_to_change(&[change.name.is_some(), change.description.is_some()], "name and/or description")?;
+    call.run(&policies::UPDATE, &body.document, async |app, w| Reply::ok(&app.policies.update(w, id, change).await?))
+        .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -168,7 +160,6 @@ pub struct PolicyIn {
     responses(
         (status = 201, description = "Created: DRAFT, version 1", body = PolicyOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details: a missing field, or content that breaks a rule (each violation with its JSON path under content: a field outside the catalogue, !=, an amount compared without assetId, a bad decimal, an unknown key)", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No visible template with that key (another organisation's, a deprecated one, or none)", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -182,10 +173,9 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
         description: optional_text("description", value.description, TEXT_MAX)?,
         change_summary: optional_text("changeSummary", value.change_summary, TEXT_MAX)?,
     };
-    call.run(&policies::CREATE, &body.document, |app, mut w| async move {
-        let created = app.policies.create(&mut w, new).await;
-        let reply = created.and_then(|p| Reply::created(&p, format!("/api/policies/{}", p.id)));
-        (w, reply)
+    call.run(&policies::CREATE, &body.document, async |app, w| {
+        let p = app.policies.create(w, new).await?;
+        Reply::created(&p, format!("/api/policies/{}", p.id))
     })
     .await
 }
@@ -197,18 +187,13 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
 )]
 async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&policies::ACTIVATE, &Value::Null, |app, mut w| async move {
-        let activated = app.policies.activate(&mut w, id).await;
-        (w, activated.and_then(|p| Reply::ok(&p)))
-    })
-    .await
+    call.run(&policies::ACTIVATE, &Value::Null, async |app, w| Reply::ok(&app.policies.activate(w, id).await?)).await
 }
 
 /// Archive a policy, from any status.
@@ -218,17 +203,12 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&policies::ARCHIVE, &Value::Null, |app, mut w| async move {
-        let archived = app.policies.archive(&mut w, id).await;
-        (w, archived.and_then(|p| Reply::ok(&p)))
-    })
-    .await
+    call.run(&policies::ARCHIVE, &Value::Null, async |app, w| Reply::ok(&app.policies.archive(w, id).await?)).await
 }
 
 /// List a policy's versions (paging style B, newest first).
@@ -241,7 +221,6 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
         (status = 400, description = "policyId is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -271,7 +250,6 @@ pub struct VersionIn {
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
     )
@@ -280,11 +258,10 @@ async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn
     let (id, value) = (call.path.0, body.value);
     let change_summary = optional_text("changeSummary", value.change_summary, TEXT_MAX)?;
     let content = content(value.content)?;
-    call.run(&policies::CREATE_VERSION, &body.document, |app, mut w| async move {
-        let added = app.policies.add_version(&mut w, id, change_summary, content).await;
+    call.run(&policies::CREATE_VERSION, &body.document, async |app, w| {
+        let v = app.policies.add_version(w, id, change_summary, content).await?;
         // No endpoint reads one version: Location names the list that holds it.
-        let reply = added.and_then(|v| Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id)));
-        (w, reply)
+        Reply::created(&v, format!("/api/policies/{}/versions", v.policy_id))
     })
     .await
 }
@@ -305,7 +282,6 @@ pub struct CurrentVersionIn {
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),
         (status = 400, description = "versionNumber missing or not a positive integer, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation, or no such version number", body = crate::openapi::ErrorBody),
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change", body = crate::openapi::ErrorBody),
     )
@@ -317,9 +293,8 @@ async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<Curr
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| Error::invalid_field("versionNumber", "must be a positive integer"))?;
-    call.run(&policies::SET_CURRENT_VERSION, &body.document, |app, mut w| async move {
-        let set = app.policies.set_current_version(&mut w, id, number).await;
-        (w, set.and_then(|p| Reply::ok(&p)))
+    call.run(&policies::SET_CURRENT_VERSION, &body.document, async |app, w| {
+        Reply::ok(&app.policies.set_current_version(w, id, number).await?)
     })
     .await
 }
@@ -417,7 +392,6 @@ fn simulation_source(value: &mut SimulationIn) -> Result<SimulationSource, Error
     responses(
         (status = 200, description = "The examined operations, newest first, each with the decision it got and the one it would get, and the count of each (got, wouldGet) pair", body = SimulationOut),
         (status = 400, description = "VALIDATION_FAILED with details: neither or both of policyId and content, templateKey missing with content, versionNumber not a positive integer, policyId not a UUID, from or to missing or not ISO 8601, from not before to, a window longer than 31 days, or content that breaks a rule (as on POST /api/policies)", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such policy in the organisation, no such version of it, or (with content) no visible template with that key", body = crate::openapi::ErrorBody),
     )
 )]

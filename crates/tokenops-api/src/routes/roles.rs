@@ -14,7 +14,7 @@ use tokenops_domain::role::PLATFORM_ROLES;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{optional_text, text};
+use super::fields::{optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
@@ -78,7 +78,6 @@ pub struct PermissionCatalogue {
     get, path = "/api/permissions", tag = "roles", operation_id = "permissions.list",
     responses(
         (status = 200, description = "Every permission with the platform roles that grant it. The spec does not show the catalogue: this service publishes it here", body = PermissionCatalogue),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_permissions() -> ApiResult<Response> {
@@ -108,7 +107,6 @@ async fn list_permissions() -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style C page of roles, platform and custom. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = RolePage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -131,7 +129,6 @@ async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
     responses(
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -183,7 +180,6 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
     responses(
         (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
         (status = 400, description = "Blank or too long name or description, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing role:create, or granting a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
     )
@@ -195,11 +191,9 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
         description: description(body.value.description)?.unwrap_or_default(),
         permissions: body.value.permissions.unwrap_or_default(),
     };
-    call.run(&roles::CREATE, &body.document, |app, mut w| async move {
-        let created = app.roles.create(&mut w, new).await;
-        let reply =
-            created.and_then(|r| Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id)));
-        (w, reply)
+    call.run(&roles::CREATE, &body.document, async |app, w| {
+        let r = app.roles.create(w, new).await?;
+        Reply::created(&r.out(), format!("/api/tenants/{tenant}/roles/{}", r.record.id))
     })
     .await
 }
@@ -215,7 +209,6 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
     responses(
         (status = 200, description = "The role after the change", body = RoleOut),
         (status = 400, description = "Editing a platform role, nothing to change, blank or too long name, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing role:update, or adding a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
@@ -228,12 +221,13 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
         description: description(body.value.description)?,
         permissions: body.value.permissions,
     };
-    if change.name.is_none() && change.description.is_none() && change.permissions.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name, description and/or permissions").into());
-    }
-    call.run(&roles::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.roles.update(&mut w, id, change).await;
-        (w, updated.and_then(|r| Reply::ok(&r.out())))
+    something_to_change(
+        &[change.name.is_some(), change.description.is_some(), change.permissions.is_some()],
+        "name, description and/or permissions",
+    )?;
+    call.run(&roles::UPDATE, &body.document, async |app, w| {
+        let r = app.roles.update(w, id, change).await?;
+        Reply::ok(&r.out())
     })
     .await
 }
@@ -248,16 +242,15 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
     )
 )]
 async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&roles::DELETE, &serde_json::Value::Null, |app, mut w| async move {
-        let deleted = app.roles.delete(&mut w, id).await;
-        (w, deleted.map(|()| Reply::no_content()))
+    call.run(&roles::DELETE, &serde_json::Value::Null, async |app, w| {
+        app.roles.delete(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

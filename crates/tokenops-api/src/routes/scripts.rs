@@ -136,7 +136,6 @@ pub struct CloneIn {
     responses(
         (status = 200, description = "Style A page of scripts", body = ScriptPage),
         (status = 400, description = "Invalid paging, sort or status", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -160,7 +159,6 @@ async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Respon
     responses(
         (status = 201, description = "Created: DRAFT, version 1, its parameters extracted from the source", body = ScriptOut, headers(("Location" = String))),
         (status = 400, description = "A field missing or invalid; the source does not compile (the compiler's message, with line and column in details and as members); a duplicate name; an import that names no script; Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "The same Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -172,9 +170,9 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
         source: value.source.ok_or_else(|| Error::invalid_field("source", "is required"))?,
     };
-    call.run(&scripts::CREATE, &body.document, |app, mut w| async move {
-        let created = app.scripts.create(&mut w, new).await;
-        (w, created.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
+    call.run(&scripts::CREATE, &body.document, async |app, w| {
+        let s = app.scripts.create(w, new).await?;
+        Reply::created(&s, format!("/api/scripts/{}", s.script_id))
     })
     .await
 }
@@ -186,7 +184,6 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
     responses(
         (status = 200, description = "The script (its code through download)", body = ScriptOut),
         (status = 400, description = "scriptId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
     )
 )]
@@ -210,7 +207,6 @@ async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The script after the change", body = ScriptOut),
         (status = 400, description = "No field given, an invalid name or description, a duplicate name, an unsupported status, code that does not compile, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
         (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -235,11 +231,8 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
         source: value.source,
         status,
     };
-    call.run(&scripts::UPDATE, &body.document, |app, mut w| async move {
-        let changed = app.scripts.update(&mut w, id, change).await;
-        (w, changed.and_then(|s| Reply::ok(&s)))
-    })
-    .await
+    call.run(&scripts::UPDATE, &body.document, async |app, w| Reply::ok(&app.scripts.update(w, id, change).await?))
+        .await
 }
 
 /// Delete a script that is not PUBLISHED.
@@ -249,16 +242,15 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
     responses(
         (status = 204, description = "Deleted: its name is free again"),
         (status = 400, description = "scriptId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
     )
 )]
 async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&scripts::DELETE, &Value::Null, |app, mut w| async move {
-        let deleted = app.scripts.delete(&mut w, id).await;
-        (w, deleted.map(|()| Reply::no_content()))
+    call.run(&scripts::DELETE, &Value::Null, async |app, w| {
+        app.scripts.delete(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }
@@ -270,7 +262,6 @@ async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The Rhai source as a file, `{name}.rhai`", content_type = "text/plain", body = String),
         (status = 400, description = "scriptId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
     )
@@ -294,7 +285,6 @@ async fn download_script(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 201, description = "The clone: a DRAFT at version 1 with the source's code, rootScriptId the source's root", body = ScriptOut, headers(("Location" = String))),
         (status = 400, description = "An override that names no parameter or does not fit its type, a duplicate name, a source that no longer compiles, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The source is deleted, or the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -308,9 +298,9 @@ async fn clone_script(call: RequiredKeyWrite<PathId>, body: JsonBody<CloneIn>) -
         overrides: overrides("overrides", value.overrides)?,
     };
     let request = call.request(&scripts::CLONE, &body.document).about_what_it_makes();
-    write::run(&call.state, request, |app, mut w| async move {
-        let cloned = app.scripts.clone_script(&mut w, id, clone).await;
-        (w, cloned.and_then(|s| Reply::created(&s, format!("/api/scripts/{}", s.script_id))))
+    write::run(&call.state, request, async |app, w| {
+        let s = app.scripts.clone_script(w, id, clone).await?;
+        Reply::created(&s, format!("/api/scripts/{}", s.script_id))
     })
     .await
 }
@@ -355,7 +345,6 @@ pub struct DryRunIn {
     responses(
         (status = 200, description = "What the run did: status, the parameters' values, the bodies it would have submitted, its log and its error", body = DryRunOut),
         (status = 400, description = "scriptId not a UUID; version not a positive integer; an override's key blank or its value or type missing; event not an object", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such script, or no such version of it", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is deleted, or a dependency its publication resolved is gone", body = crate::openapi::ErrorBody),
         (status = 422, description = "An override does not fit the version's declared parameters (each reason in details)", body = crate::openapi::ErrorBody),

@@ -12,7 +12,7 @@ use tokenops_domain::policy::PolicyAction;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{self, optional_text, text};
+use super::fields::{self, optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -78,7 +78,6 @@ fn default_content(value: Option<serde_json::Value>, required: bool) -> Result<O
     responses(
         (status = 200, description = "Style B page: SYSTEM templates first, then the organisation's own (TENANT), each by key ascending. The spec does not show page size bounds: this service takes 1 to 100, default 20, and refuses others with 400", body = TemplatePage),
         (status = 400, description = "Invalid paging, or includeDeprecated/ignorePaging not true or false", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -126,7 +125,6 @@ pub struct TemplateIn {
     responses(
         (status = 201, description = "Created, ACTIVE, templateVersion 1. defaultContent is not validated against the context catalogue: invalid rules are refused when a policy is created with them", body = TemplateOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED: a field missing, blank or too long, a malformed key, a key starting with system., an unknown action, or defaultContent not an object", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -149,15 +147,10 @@ async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> 
         action: action(value.action)?,
         default_content: default_content(value.default_content, true)?.unwrap_or_default(),
     };
-    write::run(
-        &call.state,
-        call.request(&templates::CREATE, &body.document).about(new.key.clone()),
-        |app, mut w| async move {
-            let created = app.templates.create(&mut w, new).await;
-            let reply = created.and_then(|t| Reply::created(&t, format!("/api/templates/{}", t.key)));
-            (w, reply)
-        },
-    )
+    write::run(&call.state, call.request(&templates::CREATE, &body.document).about(new.key.clone()), async |app, w| {
+        let t = app.templates.create(w, new).await?;
+        Reply::created(&t, format!("/api/templates/{}", t.key))
+    })
     .await
 }
 
@@ -187,7 +180,6 @@ pub struct TemplatePatch {
     responses(
         (status = 200, description = "The template after the change, templateVersion one up", body = TemplateOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long field, or defaultContent not an object", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
     )
 )]
@@ -198,12 +190,12 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
         description: optional_text("description", value.description, DESCRIPTION_MAX)?,
         default_content: default_content(value.default_content, false)?,
     };
-    if change.name.is_none() && change.description.is_none() && change.default_content.is_none() {
-        return Err(Error::bad_request("Nothing to change: send name, description and/or defaultContent").into());
-    }
-    call.run(&templates::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.templates.update(&mut w, &template_key, change).await;
-        (w, updated.and_then(|t| Reply::ok(&t)))
+    something_to_change(
+        &[change.name.is_some(), change.description.is_some(), change.default_content.is_some()],
+        "name, description and/or defaultContent",
+    )?;
+    call.run(&templates::UPDATE, &body.document, async |app, w| {
+        Reply::ok(&app.templates.update(w, &template_key, change).await?)
     })
     .await
 }
@@ -221,15 +213,13 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
     ),
     responses(
         (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
     )
 )]
 async fn deprecate_template(call: OptionalKeyWrite<PathText>) -> ApiResult<Response> {
     let template_key = call.path.0.clone();
-    call.run(&templates::DEPRECATE, &serde_json::Value::Null, |app, mut w| async move {
-        let deprecated = app.templates.deprecate(&mut w, &template_key).await;
-        (w, deprecated.and_then(|t| Reply::ok(&t)))
+    call.run(&templates::DEPRECATE, &serde_json::Value::Null, async |app, w| {
+        Reply::ok(&app.templates.deprecate(w, &template_key).await?)
     })
     .await
 }

@@ -135,10 +135,9 @@ async fn create_tenant(
     };
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
     let request = route.request(&scope, &CREATE, Some(key), &[], &body.document).about(new.id.to_string());
-    write::run(&state, request, |app, mut w| async move {
-        let created = organisations::create(&mut w, &app.sealer, &sign_in_url, new, temporary).await;
-        let reply = created.and_then(|o| Reply::created(&o, format!("/api/tenants/{}", o.id)));
-        (w, reply)
+    write::run(&state, request, async |app, w| {
+        let o = organisations::create(w, &app.sealer, &sign_in_url, new, temporary).await?;
+        Reply::created(&o, format!("/api/tenants/{}", o.id))
     })
     .await
 }

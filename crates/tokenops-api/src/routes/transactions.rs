@@ -105,7 +105,6 @@ fn accepted(operation: &Operation) -> Response {
     responses(
         (status = 202, description = "Accepted: the operation (SUBMITTED) with Location; its outcome is reported on it and by events, never as an HTTP error. The ACTIVE policies of its action then decide: approved → PENDING_SETTLEMENT → SETTLING → CONFIRMED (or FAILED); refused by a rule → FAILED VALIDATION_REJECTED (reasonCode POLICY_REJECTED, POLICY_EVALUATION_FAILED when a rule names a field the operation lacks, APPROVERS_UNRESOLVABLE when the approvers named resolve to nobody but the submitter) with transaction.rejected; approvers needed → AWAITING_APPROVAL with a POLICY approval request whose resourceId is the transactionId (a policy that matched no rule and asks for a manual review is reviewed by every ACTIVE user holding policy:update but the submitter), then approved → settled, rejected → FAILED APPROVAL_REJECTED (transaction.rejected), expired → FAILED POLICY_EXPIRED (transaction.failed), request cancelled → CANCELLED (transaction.cancelled); policies that cannot be read within TOKENOPS_POLICY_DECISION_TIMEOUT_MS of submission → FAILED POLICY_TIMEOUT (transaction.failed). RELEASE and CANCEL are not evaluated. The same key returns the original operation in its current state. The spec does not show this body: this service answers the operation as GET /api/transactions/{transactionId} does", body = OperationOut, headers(("Location" = String))),
         (status = 400, description = "Any rule of the submission: key missing, blank or over 255; counterpartyRef on a type other than TRANSFER or LOCK, or missing on a TRANSFER; assetId not a recognised ISO 4217 code or without an ACTIVE contract; amount not positive or finer than the minor unit; a named account missing, holding another asset or not ACTIVE; a non-scalar params value; params.lockId on a LOCK; RELEASE or CANCEL without a valid lockId, with a lock not ACTIVE or being completed, or with assetId, accountRef or amount", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 403, description = "Missing permission transaction:submit (transaction:mint for MINT and BURN)", body = crate::openapi::ErrorBody),
         (status = 404, description = "RELEASE or CANCEL whose lock is not visible yet: retry with the same key", body = crate::openapi::ErrorBody),
         (status = 409, description = "The same key is still being processed (Retry-After)", body = crate::openapi::ErrorBody),
@@ -115,11 +114,9 @@ fn accepted(operation: &Operation) -> Response {
 async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn>) -> ApiResult<Response> {
     let submission = Submission::from(body.value);
     let request = call.request(&SUBMIT, &body.document);
-    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
-        let result = app.operations.submit(&mut w, submission).await;
-        let reply =
-            result.and_then(|o| Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id)));
-        (w, reply)
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        let o = app.operations.submit(w, submission).await?;
+        Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id))
     })
     .await?;
     // A replay answers with the operation as it is now, not as it was accepted.
@@ -157,7 +154,6 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
     responses(
         (status = 200, description = "The operation in its current state", body = OperationOut),
         (status = 400, description = "transactionId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -195,7 +191,6 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
     responses(
         (status = 200, description = "Style A page (content, page, size, totalElements, totalPages), or style D (items, nextCursor, limit) when limit or cursor is given", body = OperationList),
         (status = 400, description = "Negative page, size or limit outside 1 to 100, unknown state or txType, mixed paging styles, a foreign cursor", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -240,7 +235,6 @@ async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<R
     responses(
         (status = 200, description = "Style A page of breaks, newest first. The spec shows a break's reason and detail only; this service adds id, transactionId (when an operation broke), accountRef, assetId and detectedAt", body = BreakPage),
         (status = 400, description = "from not before to, negative page, size outside 1 to 100", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -278,7 +272,6 @@ async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Respons
     responses(
         (status = 200, description = "The lock", body = LockOut),
         (status = 400, description = "lockId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
     )
 )]
@@ -299,7 +292,6 @@ async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style A page of the account's locks, newest first", body = LockPage),
         (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
     )
 )]

@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{email, optional_text, text};
+use super::fields::{email, optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
@@ -77,7 +77,6 @@ async fn get_own_profile(call: TenantCall) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "id not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = crate::openapi::ErrorBody),
     )
@@ -108,7 +107,6 @@ async fn get_user_by_id(
     responses(
         (status = 200, description = "Style C page of users. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = UserPage),
         (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
     )
 )]
 async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -176,7 +174,6 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
         (status = 400, description = "Missing, blank or too long field. The spec says the body is not validated up front; this service checks email, firstName and lastName (present, not blank, at most 254/100/100 characters, an @ in the email) before anything else", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
         (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
@@ -187,9 +184,8 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
     let invitation = parse_invitation(body.value)?;
     let temporary = organisations::temporary_password().await?;
     let sign_in_url = format!("{}/api/auth/login", call.state.public_url);
-    call.run(&users::INVITE, &body.document, |app, mut w| async move {
-        let invited = app.users.invite(&mut w, &app.sealer, &sign_in_url, invitation, temporary).await;
-        (w, invited.and_then(|u| Reply::ok(&u)))
+    call.run(&users::INVITE, &body.document, async |app, w| {
+        Reply::ok(&app.users.invite(w, &app.sealer, &sign_in_url, invitation, temporary).await?)
     })
     .await
 }
@@ -201,7 +197,6 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
     responses(
         (status = 200, description = "The user", body = UserOut),
         (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -230,7 +225,6 @@ pub struct UserPatch {
     responses(
         (status = 200, description = "The user after the change. Reactivating a user who never chose a password makes them INVITED again", body = UserOut),
         (status = 400, description = "Nothing to change, unknown status, blank role name, or changing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing user:update, or missing the permission the user's current or new role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user, or Role {name} not found", body = crate::openapi::ErrorBody),
         (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password", body = crate::openapi::ErrorBody),
@@ -246,12 +240,9 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
             return Err(Error::invalid_field("status", format!("{other:?} must be ACTIVE or SUSPENDED")).into());
         }
     };
-    if role_name.is_none() && status.is_none() {
-        return Err(Error::bad_request("Nothing to change: send roleName and/or status").into());
-    }
-    call.run(&users::UPDATE, &body.document, |app, mut w| async move {
-        let updated = app.users.update(&mut w, id, UserChange { role_name, status }).await;
-        (w, updated.and_then(|u| Reply::ok(&u)))
+    something_to_change(&[role_name.is_some(), status.is_some()], "roleName and/or status")?;
+    call.run(&users::UPDATE, &body.document, async |app, w| {
+        Reply::ok(&app.users.update(w, id, UserChange { role_name, status }).await?)
     })
     .await
 }
@@ -266,16 +257,15 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
     responses(
         (status = 204, description = "Removed: the user's tokens are refused from now on"),
         (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
-        crate::openapi::RevokedAccess,
         (status = 403, description = "Invalid tenant id, missing member:remove, or missing the permission the user's role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
     )
 )]
 async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&users::REMOVE, &serde_json::Value::Null, |app, mut w| async move {
-        let removed = app.users.remove(&mut w, id).await;
-        (w, removed.map(|()| Reply::no_content()))
+    call.run(&users::REMOVE, &serde_json::Value::Null, async |app, w| {
+        app.users.remove(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }

@@ -177,7 +177,6 @@ pub struct RedeliverFilterIn {
     responses(
         (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false)", body = FilteredReplay),
         (status = 400, description = "eventId or webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such event (EVENT_NOT_FOUND), no delivery to the named destination (DELIVERY_NOT_FOUND), or the destination was deleted (WEBHOOK_NOT_FOUND)", body = crate::openapi::ErrorBody),
         (status = 409, description = "DELIVERY_STILL_QUEUED: the latest delivery (or a replay of it) is still queued; WEBHOOK_INACTIVE; or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -190,9 +189,9 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
         Some(body) => (body.document, body.value.webhook_id),
         None => (serde_json::Value::Null, None),
     };
-    call.run(&webhooks::REDELIVER, &document, |app, mut w| async move {
-        let replayed = app.webhooks.redeliver(&mut w, id, only).await;
-        (w, replayed.and_then(|out| Reply::accepted(&out, format!("/api/webhook-events/{id}"))))
+    call.run(&webhooks::REDELIVER, &document, async |app, w| {
+        let out = app.webhooks.redeliver(w, id, only).await?;
+        Reply::accepted(&out, format!("/api/webhook-events/{id}"))
     })
     .await
 }
@@ -211,7 +210,6 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
     responses(
         (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated", body = FilteredReplay),
         (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
@@ -234,9 +232,9 @@ async fn redeliver_filtered(call: RequiredKeyWrite, body: JsonBody<RedeliverFilt
         return Err(Error::bad_request("Give at least one filter: type, from, to, status or webhookId").into());
     }
     let filter = filter(&QueryParams(pairs))?;
-    call.run(&webhooks::REDELIVER_FILTERED, &body.document, |app, mut w| async move {
-        let replayed = app.webhooks.redeliver_filtered(&mut w, filter).await;
-        (w, replayed.and_then(|out| Reply::accepted(&out, "/api/webhook-events".to_owned())))
+    call.run(&webhooks::REDELIVER_FILTERED, &body.document, async |app, w| {
+        let out = app.webhooks.redeliver_filtered(w, filter).await?;
+        Reply::accepted(&out, "/api/webhook-events".to_owned())
     })
     .await
 }

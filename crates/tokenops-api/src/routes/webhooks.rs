@@ -92,7 +92,6 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
     responses(
         (status = 200, description = "Style D page of registrations, newest first (never a secret)", body = WebhookPage),
         (status = 400, description = "limit outside 1 to 100, or a foreign cursor", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
     )
 )]
 async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -127,7 +126,6 @@ async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     responses(
         (status = 201, description = "Registered, ACTIVE; with the secret (HMAC_SHA256 only)", body = WebhookOut, headers(("Location" = String))),
         (status = 400, description = "url not https, not resolvable or not public; unknown signatureScheme; no eventTypes; unknown event types (each named in details); Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 409, description = "WEBHOOK_URL_TAKEN: the URL is registered in the organisation (existingWebhookId); or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -145,10 +143,9 @@ async fn create_webhook(call: RequiredKeyWrite, body: JsonBody<WebhookIn>) -> Ap
     call.state.app.webhooks.check_url(&url).await?;
     let new = NewWebhook { url, signature_scheme, event_types };
     let request = call.request(&webhooks::CREATE, &body.document);
-    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
-        let created = app.webhooks.create(&mut w, new).await;
-        let reply = created.and_then(|out| Reply::created(&out, format!("/api/webhooks/{}", out.id)));
-        (w, reply.map(|r| r.with_secret("secret")))
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        let out = app.webhooks.create(w, new).await?;
+        Ok(Reply::created(&out, format!("/api/webhooks/{}", out.id))?.with_secret("secret"))
     })
     .await?;
     replay_with_secret(&call.state, &call.scope, written, 201).await
@@ -178,7 +175,6 @@ async fn replay_with_secret(
     responses(
         (status = 200, description = "The registration", body = WebhookOut),
         (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -199,7 +195,6 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The registration as changed", body = WebhookOut),
         (status = 400, description = "No field, status SUSPENDED or unknown, unknown event types, webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -226,11 +221,8 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
     let event_types =
         value.event_types.as_deref().map(|types| webhooks::event_types("eventTypes", types)).transpose()?;
     let change = WebhookChange { status, event_types };
-    call.run(&webhooks::UPDATE, &body.document, |app, mut w| async move {
-        let changed = app.webhooks.update(&mut w, id, change).await;
-        (w, changed.and_then(|out| Reply::ok(&out)))
-    })
-    .await
+    call.run(&webhooks::UPDATE, &body.document, async |app, w| Reply::ok(&app.webhooks.update(w, id, change).await?))
+        .await
 }
 
 /// Delete a registration: its queued deliveries are CANCELLED and its URL may be registered
@@ -241,15 +233,14 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
     )
 )]
 async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&webhooks::DELETE, &serde_json::Value::Null, |app, mut w| async move {
-        let deleted = app.webhooks.delete(&mut w, id).await;
-        (w, deleted.map(|()| Reply::no_content()))
+    call.run(&webhooks::DELETE, &serde_json::Value::Null, async |app, w| {
+        app.webhooks.delete(w, id).await?;
+        Ok(Reply::no_content())
     })
     .await
 }
@@ -268,7 +259,6 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
         (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -286,12 +276,9 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
         Err(error) if !error.is_final_outcome() => return Err(error.into()),
         attempt => attempt,
     };
-    write::run(&call.state, request, |app, mut w| async move {
-        let recorded = match attempt {
-            Ok((event_id, outcome)) => app.webhooks.record_test(&mut w, id, event_id, &outcome).await,
-            Err(refused) => Err(refused),
-        };
-        (w, recorded.and_then(|out| Reply::ok(&out)))
+    write::run(&call.state, request, async |app, w| {
+        let (event_id, outcome) = attempt?;
+        Reply::ok(&app.webhooks.record_test(w, id, event_id, &outcome).await?)
     })
     .await
 }
@@ -307,7 +294,6 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
         (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::NoUsableToken,
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -316,9 +302,8 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
 async fn rotate_secret(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
     let request = call.request(&webhooks::ROTATE, &serde_json::Value::Null);
-    let written = write::run_or_replay(&call.state, request, |app, mut w| async move {
-        let rotated = app.webhooks.rotate(&mut w, id).await;
-        (w, rotated.and_then(|out| Reply::ok(&out)).map(|r| r.with_secret("secret")))
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        Ok(Reply::ok(&app.webhooks.rotate(w, id).await?)?.with_secret("secret"))
     })
     .await?;
     replay_with_secret(&call.state, &call.scope, written, 200).await
