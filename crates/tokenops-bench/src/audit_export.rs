@@ -8,9 +8,8 @@
 //! memory before the export and at its peak during it (sampled from /proc every 50 ms), so that
 //! "memory stays flat" is a number.
 
+use crate::memory::Peak;
 use anyhow::{Context, bail};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokenops_testkit::{Backend, ServiceProcess};
 
@@ -50,13 +49,6 @@ const SEARCHES: &[&str] = &[
     "sort=action,asc&size=100",
     "sort=occurredAt,asc",
 ];
-
-/// Resident memory of `pid` in KiB (Linux).
-fn resident_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
 
 /// One statement that writes `records` records of `tenant`, one microsecond apart, with
 /// actions, actors and details that vary as a real log's do.
@@ -171,19 +163,7 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
             ms(0.99)
         );
     }
-    let before = resident_kib(pid).context("resident memory")?;
-    let peak = Arc::new(AtomicU64::new(before));
-    let sampling = {
-        let peak = peak.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Some(kib) = resident_kib(pid) {
-                    peak.fetch_max(kib, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
+    let memory = Peak::start(pid, Duration::from_millis(50))?;
     let began = Instant::now();
     let mut response = get("/api/audit/events/export").send().await?;
     if !response.status().is_success() {
@@ -201,12 +181,11 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
         ended_with_cr = chunk.last() == Some(&b'\r');
     }
     let seconds = began.elapsed().as_secs_f64();
-    sampling.abort();
+    let (before, peak) = memory.stop();
     let rows = lines.saturating_sub(1);
     if rows != records as u64 {
         bail!("exported {rows} rows, expected {records}");
     }
-    let peak = peak.load(Ordering::Relaxed);
     println!(
         "exported {rows} rows ({:.0} MiB of CSV) in {seconds:.1} s: {:.0} rows/s",
         bytes as f64 / 1_048_576.0,

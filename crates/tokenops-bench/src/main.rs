@@ -29,6 +29,7 @@ use tokenops_domain::{Clock, SystemClock, TenantId};
 use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
 
 mod audit_export;
+mod memory;
 mod scripts;
 mod webhooks;
 

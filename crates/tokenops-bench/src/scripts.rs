@@ -5,6 +5,7 @@
 //! during dry runs of a script that fills every variable the default limits allow with the
 //! largest value they allow: what one run may take.
 
+use crate::memory::Peak;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -38,11 +39,31 @@ fn hog() -> String {
     hog
 }
 
-/// Resident memory of `pid` in KiB (Linux).
-pub(crate) fn resident_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+/// POSTs `{}` to `path` `total` times, `in_flight` at a time; each answer must have `status`
+/// and pass `check`.
+async fn post_repeatedly(
+    client: &Arc<Client>,
+    path: &str,
+    total: usize,
+    in_flight: usize,
+    status: u16,
+    check: fn(&Value) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut callers = Vec::new();
+    for _ in 0..in_flight {
+        let (client, next, path) = (client.clone(), next.clone(), path.to_owned());
+        callers.push(tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total as u64 {
+                check(&client.expect(reqwest::Method::POST, &path, Some(&json!({})), status).await?)?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for caller in callers {
+        caller.await??;
+    }
+    Ok(())
 }
 
 struct Client {
@@ -110,21 +131,8 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
 
     // Runs on demand: requested IN_FLIGHT at a time; the clock stops when the last is final.
     let began = Instant::now();
-    let next = Arc::new(AtomicU64::new(0));
-    let mut requesters = Vec::new();
-    for _ in 0..IN_FLIGHT {
-        let (client, next, automation) = (client.clone(), next.clone(), automation.clone());
-        requesters.push(tokio::spawn(async move {
-            let path = format!("/api/automations/{automation}/executions");
-            while next.fetch_add(1, Ordering::Relaxed) < RUNS as u64 {
-                client.expect(reqwest::Method::POST, &path, Some(&json!({})), 202).await?;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for requester in requesters {
-        requester.await??;
-    }
+    let executions = format!("/api/automations/{automation}/executions");
+    post_repeatedly(&client, &executions, RUNS, IN_FLIGHT, 202, |_| Ok(())).await?;
     let requested = began.elapsed().as_secs_f64();
     let history = format!("/api/automations/{automation}/history?size=1&status=");
     loop {
@@ -151,24 +159,14 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
     // Dry runs of the same script, answered in the request.
     for at_once in [1usize, 4] {
         let began = Instant::now();
-        let next = Arc::new(AtomicU64::new(0));
-        let mut callers = Vec::new();
-        for _ in 0..at_once {
-            let (client, next, trivial) = (client.clone(), next.clone(), trivial.clone());
-            callers.push(tokio::spawn(async move {
-                let path = format!("/api/scripts/{trivial}/dry-runs");
-                while next.fetch_add(1, Ordering::Relaxed) < DRY_RUNS as u64 {
-                    let ran = client.expect(reqwest::Method::POST, &path, Some(&json!({})), 200).await?;
-                    if ran["status"] != "SUCCEEDED" {
-                        bail!("a dry run failed: {ran}");
-                    }
-                }
-                anyhow::Ok(())
-            }));
-        }
-        for caller in callers {
-            caller.await??;
-        }
+        let dry_runs = format!("/api/scripts/{trivial}/dry-runs");
+        post_repeatedly(&client, &dry_runs, DRY_RUNS, at_once, 200, |ran| {
+            if ran["status"] != "SUCCEEDED" {
+                bail!("a dry run failed: {ran}");
+            }
+            Ok(())
+        })
+        .await?;
         let seconds = began.elapsed().as_secs_f64();
         println!(
             "dry runs, {at_once} at a time: {DRY_RUNS} in {seconds:.2} s: {:.0} runs/s",
@@ -179,19 +177,7 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
     // The most memory a run may hold: the hog, as a dry run, one and then four at once.
     let hog_id = client.script("hog", &hog()).await?;
     for at_once in [1usize, 4] {
-        let before = resident_kib(pid).context("resident memory")?;
-        let peak = Arc::new(AtomicU64::new(before));
-        let sampling = {
-            let peak = peak.clone();
-            tokio::spawn(async move {
-                loop {
-                    if let Some(kib) = resident_kib(pid) {
-                        peak.fetch_max(kib, Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            })
-        };
+        let memory = Peak::start(pid, Duration::from_millis(10))?;
         let began = Instant::now();
         let mut callers = Vec::new();
         for _ in 0..at_once {
@@ -208,8 +194,7 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
             outcome = format!("{} {}", ran["status"].as_str().unwrap_or("?"), ran["error"].as_str().unwrap_or(""));
         }
         let seconds = began.elapsed().as_secs_f64();
-        sampling.abort();
-        let peak = peak.load(Ordering::Relaxed);
+        let (before, peak) = memory.stop();
         println!(
             "largest run, {at_once} at once: {} in {seconds:.2} s; service resident memory {:.1} MiB before, {:.1} MiB at the peak (+{:.1} MiB, {:.1} MiB a run)",
             outcome.trim(),

@@ -498,12 +498,12 @@ async fn memory_under_backlog(backend: Backend, binary: &str, count: u64) -> any
 
     let service = ServiceProcess::start(binary, &env).await;
     let pid = service.pid().context("the service's pid")?;
-    let before = super::scripts::resident_kib(pid).context("resident memory")?;
+    let before = super::memory::resident_kib(pid).context("resident memory")?;
     let began = Instant::now();
     let (mut peak, mut samples, mut last) = (before, Vec::new(), before);
     while began.elapsed() < Duration::from_secs(secs) {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if let Some(kib) = super::scripts::resident_kib(pid) {
+        if let Some(kib) = super::memory::resident_kib(pid) {
             peak = peak.max(kib);
             last = kib;
         }

@@ -41,6 +41,16 @@ impl Balance {
     pub fn available(&self) -> U256 {
         self.total.saturating_sub(self.held)
     }
+
+    /// The contract's `InsufficientAvailableBalance` revert unless `needed` is available to
+    /// `account`, whose balance this is.
+    fn cover(&self, account: Address, needed: U256) -> Result<(), Bytes> {
+        let available = self.available();
+        if needed > available {
+            return Err(revert_data(C::InsufficientAvailableBalance { account, available, needed }));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -214,14 +224,7 @@ impl BlockState {
                     return Err(revert_data(C::ERC20InvalidSender { sender: Address::ZERO }));
                 }
                 let mut balance = self.balance(token, c.from);
-                let available = balance.available();
-                if c.amount > available {
-                    return Err(revert_data(C::InsufficientAvailableBalance {
-                        account: c.from,
-                        available,
-                        needed: c.amount,
-                    }));
-                }
+                balance.cover(c.from, c.amount)?;
                 balance.total -= c.amount;
                 let supply = total_supply.saturating_sub(c.amount);
                 self.set_supply(token, supply);
@@ -240,14 +243,7 @@ impl BlockState {
                     return Err(revert_data(C::HoldExpired { id: c.id, expiresAt: c.expiresAt }));
                 }
                 let mut balance = self.balance(token, sender);
-                let available = balance.available();
-                if c.amount > available {
-                    return Err(revert_data(C::InsufficientAvailableBalance {
-                        account: sender,
-                        available,
-                        needed: c.amount,
-                    }));
-                }
+                balance.cover(sender, c.amount)?;
                 balance.held += c.amount;
                 self.set_balance(token, sender, balance);
                 self.holds.insert(
@@ -276,15 +272,8 @@ impl BlockState {
                 let mut owner = self.balance(token, hold.owner);
                 owner.held = owner.held.saturating_sub(hold.amount);
                 if recipient != hold.owner {
-                    let available = owner.available();
-                    if hold.amount > available {
-                        // Unreachable while held <= total; kept so a broken invariant reverts.
-                        return Err(revert_data(C::InsufficientAvailableBalance {
-                            account: hold.owner,
-                            available,
-                            needed: hold.amount,
-                        }));
-                    }
+                    // Unreachable while held <= total; kept so a broken invariant reverts.
+                    owner.cover(hold.owner, hold.amount)?;
                     owner.total -= hold.amount;
                     let mut payee = self.balance(token, recipient);
                     payee.total = payee.total.saturating_add(hold.amount);
@@ -316,10 +305,7 @@ impl BlockState {
             return Err(revert_data(C::ERC20InvalidReceiver { receiver: Address::ZERO }));
         }
         let mut sender = self.balance(token, from);
-        let available = sender.available();
-        if value > available {
-            return Err(revert_data(C::InsufficientAvailableBalance { account: from, available, needed: value }));
-        }
+        sender.cover(from, value)?;
         sender.total -= value;
         self.set_balance(token, from, sender);
         let mut recipient = self.balance(token, to);

@@ -8,8 +8,8 @@
 //! and the balances equal the confirmed operations.
 
 use crate::crash_load::{
-    Answer, Client, Detail, Planned, Rng, balances, body, crash_load_environment, eventually, evidence_report,
-    open_accounts, operations, tx_hashes, wait_until,
+    Answer, Answered, Client, Detail, Planned, Rng, balances, body, crash_load_environment, eventually,
+    evidence_report, open_accounts, operations, tx_hashes, wait_until,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -115,34 +115,10 @@ async fn expect(client: &Client, method: Method, path: &str, body: Option<Value>
     reply
 }
 
-/// The checker's decision on `task`, sent with `key` until it is answered (no answer, a 5xx or
-/// the key in flight are sent again, to whichever node is up): the final status and body.
-async fn decide(client: &Client, task: &str, verb: &str, key: &str) -> (u16, Value, usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut sends = 0;
-    loop {
-        sends += 1;
-        let sent = client
-            .http
-            .post(format!("{}/api/approvals/tasks/{task}/{verb}", client.base()))
-            .header("API-Version", "1.0.0")
-            .header("Idempotency-Key", key)
-            .bearer_auth(&client.token)
-            .json(&json!({}))
-            .send()
-            .await;
-        if let Ok(response) = sent {
-            let status = response.status().as_u16();
-            if let Ok(reply) = response.json::<Value>().await {
-                let in_flight = status == 409 && reply["code"] == "IDEMPOTENCY_CONFLICT";
-                if status < 500 && !in_flight {
-                    return (status, reply, sends);
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "{verb} {task} never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// The checker's decision on `task`, sent with `key` until it is answered.
+async fn decide(client: &Client, task: &str, verb: &str, key: &str) -> Answered {
+    let path = format!("/api/approvals/tasks/{task}/{verb}");
+    client.post_until_answered(&path, key, &json!({}), &format!("{verb} {task}")).await
 }
 
 /// Client `c`'s transfers from acc-0 to acc-1, alternately small and large.
@@ -264,7 +240,7 @@ async fn approved_operations_settle_exactly_once_across_sigkills_while_waiting_a
     }
     let (rejected, approved) = tasks.split_at(REJECTED);
     for (operation, task) in rejected {
-        let (status, reply, _) = decide(&carol, task, "reject", &format!("reject-{operation}")).await;
+        let Answered { status, reply, .. } = decide(&carol, task, "reject", &format!("reject-{operation}")).await;
         assert_eq!(status, 200, "reject {operation}: {reply}");
     }
 
@@ -293,7 +269,7 @@ async fn approved_operations_settle_exactly_once_across_sigkills_while_waiting_a
     assert!(granted_at_kill < approved.len() as i64, "the kill came after every approval");
     let mut resent = 0;
     for task in approving {
-        let (operation, (status, reply, sends)) = task.await.expect("approval");
+        let (operation, Answered { status, reply, sends, .. }) = task.await.expect("approval");
         assert_eq!(status, 200, "approve {operation}: {reply}");
         resent += usize::from(sends > 1);
     }

@@ -5,7 +5,7 @@
 //! operation was submitted twice: the MINTs are three per run and the balance is their sum.
 
 use crate::crash_load::{
-    Client, amount_text, crash_load_environment, eventually, operations, service_environment, wait_until,
+    Answered, Client, amount_text, crash_load_environment, eventually, operations, service_environment, wait_until,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -55,34 +55,11 @@ async fn expect(client: &Client, method: Method, path: &str, body: Option<Value>
     reply
 }
 
-/// Requests run `n` with `key` until it is answered (no answer, a 5xx or the key in flight are
-/// sent again, to whichever node is up): the status, the body, and whether it was a replay.
-async fn request_run(client: &Client, automation: &str, n: usize, key: &str) -> (u16, Value, bool) {
+/// Requests run `n` with `key` until it is answered.
+async fn request_run(client: &Client, automation: &str, n: usize, key: &str) -> Answered {
     let body = json!({ "overrides": [{ "key": "run", "value": n, "type": "INTEGER" }] });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let sent = client
-            .http
-            .post(format!("{}/api/automations/{automation}/executions", client.base()))
-            .header("API-Version", "1.0.0")
-            .header("Idempotency-Key", key)
-            .bearer_auth(&client.token)
-            .json(&body)
-            .send()
-            .await;
-        if let Ok(response) = sent {
-            let status = response.status().as_u16();
-            let replayed = response.headers().contains_key("idempotent-replayed");
-            if let Ok(reply) = response.json::<Value>().await {
-                let in_flight = status == 409 && reply["code"] == "IDEMPOTENCY_CONFLICT";
-                if status < 500 && !in_flight {
-                    return (status, reply, replayed);
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "run {n} was never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let path = format!("/api/automations/{automation}/executions");
+    client.post_until_answered(&path, key, &body, &format!("run {n}")).await
 }
 
 /// The runs of one wave, requested concurrently: each run's number and its execution id.
@@ -91,7 +68,7 @@ fn request_wave(client: &Client, automation: &str, wave: usize) -> Vec<tokio::ta
         .map(|n| {
             let (client, automation) = (client.clone(), automation.to_owned());
             tokio::spawn(async move {
-                let (status, reply, _) = request_run(&client, &automation, n, &format!("run-{n}")).await;
+                let Answered { status, reply, .. } = request_run(&client, &automation, n, &format!("run-{n}")).await;
                 assert_eq!(status, 202, "run {n}: {reply}");
                 (n, reply["executionId"].as_str().unwrap_or_else(|| panic!("run {n}: {reply}")).to_owned())
             })
@@ -183,7 +160,7 @@ async fn runs_are_recorded_once_and_submit_once_across_sigkills_while_running(ba
 
     // A request sent again with its key is answered its run, not a new one.
     for (n, execution) in requested.iter().filter(|(n, _)| *n % RESEND_EVERY == 0) {
-        let (status, reply, replayed) = request_run(&client, &automation, *n, &format!("run-{n}")).await;
+        let Answered { status, reply, replayed, .. } = request_run(&client, &automation, *n, &format!("run-{n}")).await;
         assert_eq!((status, replayed), (202, true), "run {n} again: {reply}");
         assert_eq!(reply["executionId"].as_str(), Some(execution.as_str()), "run {n} again");
     }

@@ -200,6 +200,79 @@ pub(crate) fn body(tx_type: &str, owner: usize, counterparty: Option<usize>, amo
     body
 }
 
+/// An amount no account ever holds: the operation must fail on the ledger.
+pub(crate) const OVERDRAFT: i64 = 999_999_999;
+
+/// How a client's plan mixes its submissions, as bounds on a roll from 0 to 99: below
+/// `transfers` a transfer, then below each next bound an overdrawn transfer, a mint, a burn and
+/// an overdrawn burn; from `locks` on, a LOCK followed by a RELEASE or CANCEL.
+pub(crate) struct Mix {
+    pub(crate) transfers: u64,
+    pub(crate) overdrawn_transfers: u64,
+    pub(crate) mints: u64,
+    pub(crate) burns: u64,
+    pub(crate) locks: u64,
+}
+
+/// Client `c`'s `quota` submissions, drawn from `rng`: an opening mint into each account, then
+/// the `mix`. Every one is valid at the API, so every one must end 202 (a RELEASE or CANCEL only
+/// if its LOCK did not fail). Each has its own Idempotency-Key, `{prefix}-{c:02}-{n:03}`.
+pub(crate) fn plan(mut rng: Rng, c: usize, quota: usize, prefix: &str, mix: &Mix) -> Vec<Planned> {
+    let accounts = rng.accounts;
+    let mut steps = Vec::new();
+    let mut count = 0;
+    let key = |count: &mut usize| {
+        *count += 1;
+        format!("{prefix}-{c:02}-{:03}", *count)
+    };
+    for k in 0..accounts {
+        let amount = rng.cents(1_000, 3_000);
+        steps.push(Planned::Single { key: key(&mut count), body: body("MINT", (c + k) % accounts, None, amount) });
+    }
+    while count < quota {
+        let roll = rng.below(100);
+        if roll >= mix.locks && quota - count >= 2 {
+            let owner = rng.account();
+            let payee = (rng.below(2) == 0).then(|| (owner + 1 + rng.below(accounts as u64 - 1) as usize) % accounts);
+            let completion = if rng.below(5) < 3 { "RELEASE" } else { "CANCEL" };
+            let lock_key = key(&mut count);
+            let body = body("LOCK", owner, payee, rng.cents(1, 300));
+            steps.push(Planned::Lock { key: lock_key, body, completion_key: key(&mut count), completion });
+            continue;
+        }
+        let body = match roll {
+            r if r < mix.transfers => {
+                let (from, to) = rng.two_accounts();
+                body("TRANSFER", from, Some(to), rng.cents(1, 400))
+            }
+            r if r < mix.overdrawn_transfers => {
+                let (from, to) = rng.two_accounts();
+                body("TRANSFER", from, Some(to), OVERDRAFT)
+            }
+            r if r < mix.mints => body("MINT", rng.account(), None, rng.cents(100, 600)),
+            r if r < mix.burns => body("BURN", rng.account(), None, rng.cents(1, 150)),
+            r if r < mix.locks => body("BURN", rng.account(), None, OVERDRAFT),
+            // The last submission of a quota leaves no room for a LOCK and its completion.
+            _ => {
+                let (from, to) = rng.two_accounts();
+                body("TRANSFER", from, Some(to), rng.cents(1, 400))
+            }
+        };
+        steps.push(Planned::Single { key: key(&mut count), body });
+    }
+    steps
+}
+
+/// A request's final answer: its status and body, whether it was a replay, and how many sends
+/// it took.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    pub(crate) status: u16,
+    pub(crate) reply: Value,
+    pub(crate) replayed: bool,
+    pub(crate) sends: usize,
+}
+
 /// What the clients saw, summed over all of them.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -318,6 +391,29 @@ impl Client {
         let response = request.send().await.unwrap_or_else(|e| panic!("{path}: {e}"));
         let status = response.status().as_u16();
         (status, response.json::<Value>().await.unwrap_or(Value::Null))
+    }
+
+    /// POSTs `body` to `path` under `key` until it is answered (no answer, a 5xx or the key in
+    /// flight are sent again, to whichever node is up); panics, naming `what`, after 30 s.
+    pub(crate) async fn post_until_answered(&self, path: &str, key: &str, body: &Value, what: &str) -> Answered {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut sends = 0;
+        loop {
+            sends += 1;
+            let sent = self.request(Method::POST, path).header("Idempotency-Key", key).json(body).send().await;
+            if let Ok(response) = sent {
+                let status = response.status().as_u16();
+                let replayed = response.headers().contains_key("idempotent-replayed");
+                if let Ok(reply) = response.json::<Value>().await {
+                    let in_flight = status == 409 && reply["code"] == "IDEMPOTENCY_CONFLICT";
+                    if status < 500 && !in_flight {
+                        return Answered { status, reply, replayed, sends };
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "{what} never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Submits `body` under `key` until it has a final answer or the deadline passes; the

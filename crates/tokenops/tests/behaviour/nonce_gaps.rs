@@ -27,6 +27,15 @@ fn settings() -> BTreeMap<String, String> {
     BTreeMap::from([("TOKENOPS_NONCE_GAP_GRACE_MS".to_owned(), GRACE_MS.to_string())])
 }
 
+/// The app of these tests on SQLite with its ledger on anvil, and the node, which must outlive it.
+async fn app_on_anvil() -> (Anvil, TestApp) {
+    let anvil = Anvil::start().await;
+    let mut settings = settings();
+    settings.extend(anvil.ledger_settings());
+    let app = TestApp::spawn_with(Backend::Sqlite, settings).await;
+    (anvil, app)
+}
+
 async fn write(app: &TestApp, path: &str, body: Value) -> Reply {
     app.write(Method::POST, path, &Uuid::now_v7().to_string(), &body).await
 }
@@ -231,10 +240,7 @@ async fn superseded_signatures_on_the_embedded_ledger(backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn superseded_signatures_on_anvil() {
-    let anvil = Anvil::start().await;
-    let mut settings = settings();
-    settings.extend(anvil.ledger_settings());
-    let app = TestApp::spawn_with(Backend::Sqlite, settings).await;
+    let (_anvil, app) = app_on_anvil().await;
     a_superseded_signature_is_signed_anew(&app, Duration::from_secs(60)).await;
 }
 
@@ -245,9 +251,6 @@ async fn on_the_embedded_ledger(backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_anvil() {
-    let anvil = Anvil::start().await;
-    let mut settings = settings();
-    settings.extend(anvil.ledger_settings());
-    let app = TestApp::spawn_with(Backend::Sqlite, settings).await;
+    let (_anvil, app) = app_on_anvil().await;
     a_nonce_gap_heals_without_a_restart(&app, Duration::from_secs(60)).await;
 }

@@ -7,9 +7,9 @@
 //! outage and starts it again while the database is still down.
 
 use crate::crash_load::{
-    Answer, Balances, Client, Detail, Planned, Rng, Row, Submitted, amount_text, balances, body, by_type,
-    crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts, operations,
-    overdraft_violations, tx_hashes,
+    self, Answer, Balances, Client, Detail, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text, balances, body,
+    by_type, crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts,
+    operations, overdraft_violations, tx_hashes,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -28,8 +28,6 @@ const OPERATIONS: usize = 320;
 const _: () = assert!(OPERATIONS.is_multiple_of(CLIENTS), "every client submits the same number");
 const ACCOUNTS: usize = 6;
 const CRASHES: usize = 3;
-/// An amount no account ever holds: the operation must fail on the ledger.
-const OVERDRAFT: i64 = 999_999_999;
 /// The wait before a client resends after no answer or a 5xx.
 const RESEND_PAUSE: Duration = Duration::from_millis(100);
 /// When every submission must have its answer, counted from the first: a run that strands
@@ -95,50 +93,11 @@ fn environment(cluster: &PgCluster, issuer: &TestIssuer) -> BTreeMap<String, Str
     env
 }
 
-/// Client `c`'s submissions: an opening mint into each account, then transfers (a few of them
-/// overdrafts that must fail on the ledger), mints, burns, and LOCKs each followed by a RELEASE
-/// or CANCEL. Every one is valid at the API, so every one must end 202 (a RELEASE or CANCEL
-/// only if its LOCK did not fail). Each has its own Idempotency-Key.
+/// Client `c`'s submissions (see `crash_load::plan`).
 fn plan(scenario: Scenario, c: usize) -> Vec<Planned> {
-    let mut rng = Rng::seeded(scenario.seed ^ ((c as u64 + 1) << 32), ACCOUNTS);
-    let quota = OPERATIONS / CLIENTS;
-    let mut steps = Vec::new();
-    let mut count = 0;
-    let key = |count: &mut usize| {
-        *count += 1;
-        format!("{}-{c:02}-{:03}", scenario.name, *count)
-    };
-    for k in 0..ACCOUNTS {
-        let amount = rng.cents(1_000, 3_000);
-        steps.push(Planned::Single { key: key(&mut count), body: body("MINT", (c + k) % ACCOUNTS, None, amount) });
-    }
-    while count < quota {
-        let roll = rng.below(100);
-        if roll >= 80 && quota - count >= 2 {
-            let owner = rng.account();
-            let payee = (rng.below(2) == 0).then(|| (owner + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS);
-            let completion = if rng.below(5) < 3 { "RELEASE" } else { "CANCEL" };
-            let lock_key = key(&mut count);
-            let body = body("LOCK", owner, payee, rng.cents(1, 300));
-            steps.push(Planned::Lock { key: lock_key, body, completion_key: key(&mut count), completion });
-            continue;
-        }
-        let body = match roll {
-            0..62 => {
-                let (from, to) = rng.two_accounts();
-                body("TRANSFER", from, Some(to), rng.cents(1, 400))
-            }
-            62..65 => {
-                let (from, to) = rng.two_accounts();
-                body("TRANSFER", from, Some(to), OVERDRAFT)
-            }
-            65..72 => body("MINT", rng.account(), None, rng.cents(100, 600)),
-            72..78 => body("BURN", rng.account(), None, rng.cents(1, 150)),
-            _ => body("BURN", rng.account(), None, OVERDRAFT),
-        };
-        steps.push(Planned::Single { key: key(&mut count), body });
-    }
-    steps
+    let rng = Rng::seeded(scenario.seed ^ ((c as u64 + 1) << 32), ACCOUNTS);
+    let mix = Mix { transfers: 62, overdrawn_transfers: 65, mints: 72, burns: 78, locks: 80 };
+    crash_load::plan(rng, c, OPERATIONS / CLIENTS, scenario.name, &mix)
 }
 
 /// One outage: when it began, how long the database was down, and what was done meanwhile.

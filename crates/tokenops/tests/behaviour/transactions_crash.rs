@@ -11,9 +11,9 @@
 //! killed and restarted each time.
 
 use crate::crash_load::{
-    Answer, Balances, Client, Detail, Planned, Rng, Row, Submitted, amount_text, balances, body, by_type,
-    crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts, operations,
-    overdraft_violations, service_environment, tx_hashes,
+    self, Answer, Balances, Client, Detail, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text, balances,
+    by_type, crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts,
+    operations, overdraft_violations, service_environment, tx_hashes,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -27,10 +27,6 @@ use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const CLIENTS: usize = 16;
 const ACCOUNTS: usize = 8;
-/// Mints each client submits before anything else, one into each account.
-const OPENING_MINTS: usize = ACCOUNTS;
-/// An amount no account ever holds: the operation must fail on the ledger.
-const OVERDRAFT: i64 = 999_999_999;
 /// Operations not (yet) CONFIRMED or FAILED.
 const OPEN: &str = "state NOT IN ('CONFIRMED', 'FAILED')";
 /// Open operations that no queued or running job will move any more (table alias `o`).
@@ -74,56 +70,11 @@ fn environment(db: &TestDb, issuer: &TestIssuer, anvil: Option<&Anvil>) -> BTree
     env
 }
 
-fn single(key: String, tx_type: &str, owner: usize, counterparty: Option<usize>, amount: i64) -> Planned {
-    Planned::Single { key, body: body(tx_type, owner, counterparty, amount) }
-}
-
-/// Client `c`'s operations: its opening mints, then transfers (a few of them overdrafts that
-/// must fail), further mints, burns (a few overdrawn), and LOCKs each followed by a RELEASE or
-/// CANCEL. Each planned submission has its own Idempotency-Key.
+/// Client `c`'s operations (see `crash_load::plan`).
 fn plan(c: usize, quota: usize) -> Vec<Planned> {
-    let mut rng = Rng::from_state(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) * 0x1000_0000_01B3), ACCOUNTS);
-    let mut steps = Vec::new();
-    let mut count = 0;
-    let key = |count: &mut usize| {
-        *count += 1;
-        format!("crash-{c:02}-{:03}", *count)
-    };
-    for k in 0..OPENING_MINTS {
-        let amount = rng.cents(1_000, 3_000);
-        steps.push(single(key(&mut count), "MINT", (c + k) % ACCOUNTS, None, amount));
-    }
-    while count < quota {
-        let roll = rng.below(100);
-        if roll >= 78 && quota - count >= 2 {
-            let owner = rng.account();
-            let payee = (rng.below(2) == 0).then(|| (owner + 1 + rng.below(ACCOUNTS as u64 - 1) as usize) % ACCOUNTS);
-            let completion = if rng.below(5) < 3 { "RELEASE" } else { "CANCEL" };
-            let lock_key = key(&mut count);
-            let body = body("LOCK", owner, payee, rng.cents(1, 300));
-            steps.push(Planned::Lock { key: lock_key, body, completion_key: key(&mut count), completion });
-            continue;
-        }
-        let step = match roll {
-            0..60 => {
-                let (from, to) = rng.two_accounts();
-                single(key(&mut count), "TRANSFER", from, Some(to), rng.cents(1, 400))
-            }
-            60..63 => {
-                let (from, to) = rng.two_accounts();
-                single(key(&mut count), "TRANSFER", from, Some(to), OVERDRAFT)
-            }
-            63..70 => single(key(&mut count), "MINT", rng.account(), None, rng.cents(100, 600)),
-            70..76 => single(key(&mut count), "BURN", rng.account(), None, rng.cents(1, 150)),
-            76..78 => single(key(&mut count), "BURN", rng.account(), None, OVERDRAFT),
-            _ => {
-                let (from, to) = rng.two_accounts();
-                single(key(&mut count), "TRANSFER", from, Some(to), rng.cents(1, 400))
-            }
-        };
-        steps.push(step);
-    }
-    steps
+    let rng = Rng::from_state(0x9E37_79B9_7F4A_7C15 ^ ((c as u64 + 1) * 0x1000_0000_01B3), ACCOUNTS);
+    let mix = Mix { transfers: 60, overdrawn_transfers: 63, mints: 70, burns: 76, locks: 78 };
+    crash_load::plan(rng, c, quota, "crash", &mix)
 }
 
 /// One kill: when, and what the killed process had in flight.

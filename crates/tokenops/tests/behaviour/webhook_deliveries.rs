@@ -12,7 +12,7 @@ use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
 use crate::support::key;
-use crate::webhooks::{WAIT, app_with_receiver, assert_hmac_delivery, assert_spaced, register};
+use crate::webhooks::{WAIT, app_with_receiver, assert_hmac_delivery, assert_spaced, assert_status, register};
 
 const RETRY_BASE_MS: &str = "100";
 
@@ -76,13 +76,6 @@ async fn redeliver(app: &TestApp, event_id: &str, body: Option<&Value>) -> Reply
         request = request.json(body);
     }
     Reply::read(request.send().await.expect("redeliver")).await
-}
-
-#[track_caller]
-fn assert_status(reply: &Reply, status: u16, case: &str) {
-    assert_eq!(reply.status, status, "{case}: {}", reply.body);
-    assert_eq!(reply.body["status"], status, "{case}: the envelope");
-    assert_spaced(&reply.body["timestamp"]);
 }
 
 fn bodies(requests: &[ReceivedRequest]) -> Vec<Vec<u8>> {

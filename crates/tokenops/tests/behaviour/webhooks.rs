@@ -87,8 +87,9 @@ async fn unkeyed(app: &TestApp, method: Method, path: &str, body: Option<&Value>
     Reply::read(request.send().await.expect("request")).await
 }
 
+/// The webhook API's error envelope with `status`, naming the `case` when the status is another.
 #[track_caller]
-fn assert_status(reply: &Reply, status: u16, case: &str) {
+pub fn assert_status(reply: &Reply, status: u16, case: &str) {
     assert_eq!(reply.status, status, "{case}: {}", reply.body);
     assert_eq!(reply.body["status"], status, "{case}: the envelope");
     assert_spaced(&reply.body["timestamp"]);
