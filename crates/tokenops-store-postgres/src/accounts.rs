@@ -14,11 +14,9 @@ use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the customer, `$3` the
 /// status, `$4` the asset (each NULL when not filtered on).

@@ -12,7 +12,7 @@ use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS};
 use tokenops_store::{
     AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
     case_forms,
@@ -23,17 +23,11 @@ use uuid::Uuid;
 /// differ from these, so that a join of the two names each column once.
 const RECORD_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
 
-/// A record and its seal, from `RECORDS`.
-const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
-
 /// Records with their seals (NULL while unsealed).
 const RECORDS: &str = "audit_records r LEFT JOIN audit_seals s ON s.record_id = r.id";
 
 /// A record not sealed yet, with the seal columns `decode` reads.
 const UNSEALED_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, NULL::bigint AS chain_seq, NULL::bigint AS block_number, NULL::text AS record_hash";
-
-const BLOCK_COLUMNS: &str =
-    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
 
 /// The identifier columns the free-text query matches by case-insensitive prefix.
 const QUERY_COLUMNS: &[&str] = &["id", "actor_id", "resource_id", "request_id", "action"];
@@ -169,7 +163,7 @@ impl AuditStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM {RECORDS} WHERE r.tenant_id = $1 AND r.id = $2");
+        let sql = format!("SELECT {AUDIT_COLUMNS} FROM {RECORDS} WHERE r.tenant_id = $1 AND r.id = $2");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
@@ -244,7 +238,7 @@ impl AuditStore for PostgresTx {
         let n = binds.len() + 2;
         // The page is chosen among the records alone; only its rows are joined to their seals.
         let sql = format!(
-            "SELECT {COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause}
+            "SELECT {AUDIT_COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause}
                                     ORDER BY {order} LIMIT ${n} OFFSET ${}) r
              LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}",
             n + 1
@@ -280,7 +274,7 @@ impl AuditStore for PostgresTx {
         let n = binds.len() + 2;
         let order = keyset::order_by(&keys);
         let sql = format!(
-            "SELECT {COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n}) r
+            "SELECT {AUDIT_COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n}) r
              LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}"
         );
         let query = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind(i64::from(limit));
@@ -298,8 +292,9 @@ impl AuditStore for PostgresTx {
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
-        let sql =
-            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1");
+        let sql = format!(
+            "SELECT {AUDIT_BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1"
+        );
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(audit_chain::chain_id(chain)), |row| {
             rows::audit_block(&codec::Cols(row))
         })
@@ -308,7 +303,7 @@ impl AuditStore for PostgresTx {
 
     async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>> {
         let sql = format!(
-            "SELECT DISTINCT ON (chain_id) {BLOCK_COLUMNS} FROM audit_blocks
+            "SELECT DISTINCT ON (chain_id) {AUDIT_BLOCK_COLUMNS} FROM audit_blocks
              WHERE $1::uuid IS NULL OR chain_id > $1
              ORDER BY chain_id, block_number DESC LIMIT $2"
         );
@@ -397,7 +392,7 @@ impl AuditStore for PostgresTx {
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
+            "SELECT {AUDIT_COLUMNS} FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
              WHERE s.chain_id = $1 AND s.chain_seq > $2 ORDER BY s.chain_seq LIMIT $3"
         );
         self.fetch_all(

@@ -9,10 +9,8 @@ use tokenops_domain::TenantId;
 use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, BREAK_COLUMNS};
 use tokenops_store::{BreakStore, StoreResult};
-
-const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
 
 fn decode_break(row: &PgRow) -> StoreResult<Break> {
     rows::break_record(&codec::Cols(row))

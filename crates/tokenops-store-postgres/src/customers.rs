@@ -7,10 +7,8 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CUSTOMER_COLUMNS};
 use tokenops_store::{CustomerFilter, CustomerStore, StoreResult};
-
-const COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
 
 fn decode(row: &PgRow) -> StoreResult<Customer> {
     rows::customer(&codec::Cols(row))
@@ -24,7 +22,7 @@ impl PostgresTx {
         customer_ref: &CustomerRef,
         lock: &str,
     ) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 {lock}");
+        let sql = format!("SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 {lock}");
         self.fetch_optional(
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
             decode,
@@ -99,7 +97,7 @@ impl CustomerStore for PostgresTx {
             )
             .await?;
         let sql = format!(
-            "SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
+            "SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
              ORDER BY created_at ASC, id ASC LIMIT $3 OFFSET $4"
         );
         let items = self

@@ -8,15 +8,9 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreError, StoreResult, WebhookSigningKeyRecord, WebhookStore};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
-     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
-
-const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
-     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
 
 fn decode(row: &PgRow) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
@@ -34,7 +28,7 @@ fn int4(value: u32, what: &str) -> StoreResult<i32> {
     i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
 }
 
-/// Binds a webhook's values in `COLUMNS` order: the insert binds them all, the update the
+/// Binds a webhook's values in `WEBHOOK_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
 fn bind_webhook<'q>(query: PgQuery<'q>, w: &'q Webhook) -> StoreResult<PgQuery<'q>> {
     Ok(query
@@ -76,7 +70,7 @@ fn bind_delivery<'q>(query: PgQuery<'q>, d: &'q Delivery) -> StoreResult<PgQuery
 impl PostgresTx {
     /// The organisation's webhook with the id, `suffix` ending the statement (liveness, lock).
     async fn fetch_webhook(&mut self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
-        let sql = format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 {suffix}");
+        let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 {suffix}");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
@@ -101,7 +95,7 @@ impl WebhookStore for PostgresTx {
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+            "INSERT INTO webhooks ({WEBHOOK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
              ON CONFLICT DO NOTHING"
         );
         self.insert_new(bind_webhook(sqlx::query(sqlx::AssertSqlSafe(sql)), w)?, "webhook url").await
@@ -132,7 +126,7 @@ impl WebhookStore for PostgresTx {
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
         self.fetch_optional(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND url = $2 AND deleted_at IS NULL"
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = $1 AND url = $2 AND deleted_at IS NULL"
             )))
             .bind(tenant.as_uuid())
             .bind(url.to_owned()),
@@ -144,7 +138,7 @@ impl WebhookStore for PostgresTx {
     async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks
                  WHERE tenant_id = $1 AND deleted_at IS NULL
                    AND ($2::bigint IS NULL OR (created_at, id) < ($2, $3::uuid))
                  ORDER BY created_at DESC, id DESC LIMIT $4"
@@ -161,7 +155,7 @@ impl WebhookStore for PostgresTx {
     async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at, id"
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at, id"
             )))
             .bind(tenant.as_uuid()),
             decode,

@@ -10,15 +10,9 @@ use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, Approval
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
-
-const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
-     description, expires_at, resolved_at, acted_by, created_at, updated_at";
-
-const TASK_COLUMNS: &str =
-    "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &Row<'_>) -> StoreResult<ApprovalRequest> {
     rows::approval_request(&codec::Cols(row))
@@ -37,7 +31,7 @@ impl ApprovalStore for SqliteTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
         self.execute(
             &format!(
-                "INSERT INTO approval_requests ({REQUEST_COLUMNS})
+                "INSERT INTO approval_requests ({APPROVAL_REQUEST_COLUMNS})
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
             ),
             params![
@@ -79,7 +73,7 @@ impl ApprovalStore for SqliteTx {
 
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
         self.fetch_optional(
-            &format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = ?1 AND id = ?2"),
+            &format!("SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = ?1 AND id = ?2"),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
             decode_request,
         )
@@ -102,7 +96,7 @@ impl ApprovalStore for SqliteTx {
             self,
             tenant,
             "approval_requests",
-            REQUEST_COLUMNS,
+            APPROVAL_REQUEST_COLUMNS,
             "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
             page,
             decode_request,
@@ -123,7 +117,7 @@ impl ApprovalStore for SqliteTx {
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
         self.fetch_all(
             &format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= ?1
+                "SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= ?1
                  ORDER BY expires_at ASC, id ASC LIMIT ?2"
             ),
             params![now.as_micros(), i64::from(limit)],
@@ -141,7 +135,7 @@ impl ApprovalStore for SqliteTx {
         let ids = serde_json::Value::from(resource_ids.to_vec()).to_string();
         self.fetch_all(
             &format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests
+                "SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests
                  WHERE tenant_id = ?1 AND resource_type = ?2 AND resource_id IN (SELECT value FROM json_each(?3))"
             ),
             params![codec::id_text(tenant.as_uuid()), resource_type, ids],
@@ -152,7 +146,7 @@ impl ApprovalStore for SqliteTx {
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
         self.execute(
             &format!(
-                "INSERT INTO approval_tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                "INSERT INTO approval_tasks ({APPROVAL_TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
             ),
             params![
                 codec::id_text(t.id),
@@ -191,7 +185,7 @@ impl ApprovalStore for SqliteTx {
 
     async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
         self.fetch_optional(
-            &format!("SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND id = ?2"),
+            &format!("SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND id = ?2"),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
             decode_task,
         )
@@ -209,7 +203,7 @@ impl ApprovalStore for SqliteTx {
         }
         self.fetch_all(
             &format!(
-                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND request_id = ?2
+                "SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND request_id = ?2
                  ORDER BY step ASC, created_at ASC, id ASC"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(request_id)],
@@ -228,6 +222,14 @@ impl ApprovalStore for SqliteTx {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        clause.page(self, tenant, "approval_tasks", TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task)
+        clause.page(
+            self,
+            tenant,
+            "approval_tasks",
+            APPROVAL_TASK_COLUMNS,
+            "created_at DESC, id DESC",
+            page,
+            decode_task,
+        )
     }
 }

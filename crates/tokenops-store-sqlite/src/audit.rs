@@ -10,17 +10,12 @@ use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{PageRequest, SortKey};
 use tokenops_store::keyset::{self, KeyValue};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS};
 use tokenops_store::{
     AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
     case_forms,
 };
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
-
-const BLOCK_COLUMNS: &str =
-    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
 
 /// The chain's tenant as `?1` binds it: `tenant_id IS ?1` matches NULL for the platform's chain
 /// (SQLite uses an index for `IS` as for `=`).
@@ -182,7 +177,7 @@ impl AuditStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = ?1 AND id = ?2");
+        let sql = format!("SELECT {AUDIT_COLUMNS} FROM audit_records WHERE tenant_id = ?1 AND id = ?2");
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode)
     }
 
@@ -250,8 +245,10 @@ impl AuditStore for SqliteTx {
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let n = binds.len() + 2;
-        let sql =
-            format!("SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ?{n} OFFSET ?{}", n + 1);
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ?{n} OFFSET ?{}",
+            n + 1
+        );
         let mut values = bind_all(&tenant_text, &binds);
         values.push(Value::Integer(i64::from(page.size)));
         values.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
@@ -283,7 +280,7 @@ impl AuditStore for SqliteTx {
         }
         let n = binds.len() + 2;
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ?{n}",
+            "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ?{n}",
             keyset::order_by(&keys)
         );
         let mut values = bind_all(&codec::id_text(tenant.as_uuid()), &binds);
@@ -303,8 +300,9 @@ impl AuditStore for SqliteTx {
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
-        let sql =
-            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1");
+        let sql = format!(
+            "SELECT {AUDIT_BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1"
+        );
         self.fetch_optional(&sql, params![codec::id_text(audit_chain::chain_id(chain))], |row| {
             rows::audit_block(&codec::Cols(row))
         })
@@ -313,7 +311,7 @@ impl AuditStore for SqliteTx {
     async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>> {
         // SQLite takes a bare column beside MAX() from the row that holds the maximum.
         let sql = format!(
-            "SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE (chain_id, block_number) IN (
+            "SELECT {AUDIT_BLOCK_COLUMNS} FROM audit_blocks WHERE (chain_id, block_number) IN (
                  SELECT chain_id, MAX(block_number) FROM audit_blocks
                  WHERE ?1 IS NULL OR chain_id > ?1 GROUP BY chain_id ORDER BY chain_id LIMIT ?2
              ) ORDER BY chain_id"
@@ -334,7 +332,7 @@ impl AuditStore for SqliteTx {
 
     async fn unsealed(&mut self, chain: Option<TenantId>, limit: u32) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records INDEXED BY audit_records_unsealed WHERE tenant_id IS ?1 AND chain_seq IS NULL ORDER BY created_at, id LIMIT ?2"
+            "SELECT {AUDIT_COLUMNS} FROM audit_records INDEXED BY audit_records_unsealed WHERE tenant_id IS ?1 AND chain_seq IS NULL ORDER BY created_at, id LIMIT ?2"
         );
         self.fetch_all(&sql, params![chain_value(chain), i64::from(limit)], decode)
     }
@@ -379,7 +377,7 @@ impl AuditStore for SqliteTx {
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE tenant_id IS ?1 AND chain_seq > ?2 ORDER BY chain_seq LIMIT ?3"
+            "SELECT {AUDIT_COLUMNS} FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE tenant_id IS ?1 AND chain_seq > ?2 ORDER BY chain_seq LIMIT ?3"
         );
         self.fetch_all(&sql, params![chain_value(chain), after_seq, i64::from(limit)], decode)
     }

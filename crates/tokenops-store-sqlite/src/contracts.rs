@@ -9,10 +9,8 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
 /// The filter shared by the count and the page: `?1` the tenant, `?2` the asset, `?3` the status
 /// (each NULL when not filtered on).

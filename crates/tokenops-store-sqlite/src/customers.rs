@@ -6,10 +6,8 @@ use rusqlite::{Row, params};
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CUSTOMER_COLUMNS};
 use tokenops_store::{CustomerFilter, CustomerStore, StoreResult};
-
-const COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Customer> {
     rows::customer(&codec::Cols(row))
@@ -35,7 +33,7 @@ impl CustomerStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = ?1 AND customer_ref = ?2");
+        let sql = format!("SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = ?1 AND customer_ref = ?2");
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), customer_ref.as_str()], decode)
     }
 
@@ -72,7 +70,7 @@ impl CustomerStore for SqliteTx {
             params![&tenant_text, status],
         )?;
         let sql = format!(
-            "SELECT {COLUMNS} FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)
+            "SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)
              ORDER BY created_at ASC, id ASC LIMIT ?3 OFFSET ?4"
         );
         let items = self.fetch_all(

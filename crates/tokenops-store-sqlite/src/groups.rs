@@ -10,12 +10,10 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, GROUP_COLUMNS};
 use tokenops_store::sorting::{GROUP_SORT, order_by};
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
-
-const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
 
 fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
     rows::group(&codec::Cols(row))

@@ -10,11 +10,9 @@ use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
-
-const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
 fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))

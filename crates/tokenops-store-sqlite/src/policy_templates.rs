@@ -5,11 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::policy::TenantTemplate;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, TEMPLATE_COLUMNS};
 use tokenops_store::{PolicyTemplateStore, StoreResult};
-
-const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
-     default_content, created_by, created_at, updated_at";
 
 fn decode_template(row: &Row<'_>) -> StoreResult<TenantTemplate> {
     rows::tenant_template(&codec::Cols(row))

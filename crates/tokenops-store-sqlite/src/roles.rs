@@ -9,12 +9,10 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, ROLE_COLUMNS};
 use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
 
 /// The roles an organisation sees, `?1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = ?1 OR tenant_id IS NULL)";

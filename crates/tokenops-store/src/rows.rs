@@ -14,6 +14,7 @@ mod custody;
 mod customers;
 mod events;
 mod groups;
+mod idempotency;
 mod jobs;
 mod ledger;
 mod locks;
@@ -28,34 +29,35 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use accounts::account;
-pub use approvals::{approval_request, approval_task};
-pub use audit::{audit_block, audit_record};
-pub use breaks::break_record;
-pub use contracts::contract;
+pub use accounts::{ACCOUNT_COLUMNS, account};
+pub use approvals::{APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS, approval_request, approval_task};
+pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_record};
+pub use breaks::{BREAK_COLUMNS, break_record};
+pub use contracts::{CONTRACT_COLUMNS, contract};
 pub use custody::custody_key;
-pub use customers::customer;
-pub use events::event;
-pub use groups::group;
-pub use jobs::job;
-pub use ledger::{ledger_block, ledger_hold, ledger_token, ledger_transaction};
-pub use locks::lock;
-pub use machine_clients::machine_client;
+pub use customers::{CUSTOMER_COLUMNS, customer};
+pub use events::{EVENT_COLUMNS, event};
+pub use groups::{GROUP_COLUMNS, group};
+pub use idempotency::{IDEMPOTENCY_COLUMNS, idempotency_record};
+pub use jobs::{JOB_COLUMNS, job, queue_stats};
+pub use ledger::{LEDGER_BLOCK_COLUMNS, ledger_block, ledger_hold, ledger_token, ledger_transaction};
+pub use locks::{LOCK_COLUMNS, lock};
+pub use machine_clients::{MACHINE_CLIENT_COLUMNS, machine_client};
 pub use operations::{in_flight, operation};
 pub use policies::{
     CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy, policy_version, policy_with_version,
     policy_with_version_columns,
 };
-pub use policy_templates::tenant_template;
-pub use roles::role;
+pub use policy_templates::{TEMPLATE_COLUMNS, tenant_template};
+pub use roles::{ROLE_COLUMNS, role};
 pub use scripts::{
     AUTOMATION_COLUMNS, EXECUTION_COLUMNS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS, automation, execution, script,
     script_version,
 };
-pub use secret_reveals::secret_reveal;
+pub use secret_reveals::{SECRET_REVEAL_COLUMNS, secret_reveal};
 pub use tenants::tenant;
 pub use users::{USER_COLUMNS, joined_user_columns, user};
-pub use webhooks::{delivery, webhook, webhook_signing_key};
+pub use webhooks::{DELIVERY_COLUMNS, WEBHOOK_COLUMNS, delivery, webhook, webhook_signing_key};
 
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};
@@ -76,6 +78,7 @@ pub trait Columns {
     fn uuid(&self, name: &str) -> StoreResult<Uuid>;
     fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>>;
     fn json(&self, name: &str) -> StoreResult<serde_json::Value>;
+    fn opt_json(&self, name: &str) -> StoreResult<Option<serde_json::Value>>;
     fn bytes(&self, name: &str) -> StoreResult<Vec<u8>>;
     fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>>;
     /// A list of strings stored in the backend's list form (a JSON array as text on SQLite, a
@@ -131,15 +134,17 @@ pub trait Columns {
 
     /// A counter or ordinal that is never negative.
     fn unsigned(&self, name: &str, what: &str) -> StoreResult<u64> {
-        let value = self.int(name)?;
-        u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
+        unsigned(self.int(name)?, what)
     }
 
     fn opt_unsigned(&self, name: &str, what: &str) -> StoreResult<Option<u64>> {
-        self.opt_int(name)?
-            .map(|value| u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}"))))
-            .transpose()
+        self.opt_int(name)?.map(|value| unsigned(value, what)).transpose()
     }
+}
+
+/// A stored counter or ordinal, never negative; a negative one is corrupt, named `what`.
+pub fn unsigned(value: i64, what: &str) -> StoreResult<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
 }
 
 /// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.

@@ -5,6 +5,8 @@ use crate::StoreResult;
 use tokenops_domain::account::{Account, AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 
+pub const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
+
 pub fn account(row: &impl Columns) -> StoreResult<Account> {
     Ok(Account {
         id: row.uuid("id")?,

@@ -5,6 +5,8 @@ use crate::StoreResult;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Break, BreakReason};
 
+pub const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
+
 pub fn break_record(row: &impl Columns) -> StoreResult<Break> {
     Ok(Break {
         id: row.uuid("id")?,

@@ -4,6 +4,8 @@ use super::{Columns, opt_address};
 use crate::StoreResult;
 use tokenops_domain::contract::{Contract, ContractStatus};
 
+pub const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
+
 pub fn contract(row: &impl Columns) -> StoreResult<Contract> {
     Ok(Contract {
         id: row.uuid("id")?,

@@ -4,6 +4,8 @@ use super::Columns;
 use crate::StoreResult;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 
+pub const CUSTOMER_COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
+
 pub fn customer(row: &impl Columns) -> StoreResult<Customer> {
     Ok(Customer {
         id: row.uuid("id")?,

@@ -4,6 +4,8 @@ use super::Columns;
 use crate::StoreResult;
 use tokenops_domain::event::{Event, ResourceRef};
 
+pub const EVENT_COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
+
 pub fn event(row: &impl Columns) -> StoreResult<Event> {
     Ok(Event {
         id: row.uuid("id")?,

@@ -5,6 +5,8 @@ use crate::StoreResult;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 
+pub const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
+
 pub fn lock(row: &impl Columns) -> StoreResult<Lock> {
     Ok(Lock {
         id: row.uuid("id")?,

@@ -4,6 +4,9 @@ use super::Columns;
 use crate::StoreResult;
 use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
 
+pub const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
+     default_content, created_by, created_at, updated_at";
+
 pub fn tenant_template(row: &impl Columns) -> StoreResult<TenantTemplate> {
     Ok(TenantTemplate {
         tenant_id: row.tenant("tenant_id")?,

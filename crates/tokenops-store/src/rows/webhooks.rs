@@ -4,6 +4,12 @@ use super::Columns;
 use crate::{StoreResult, WebhookSigningKeyRecord};
 use tokenops_domain::webhook::{Delivery, DeliveryStatus, FailureClass, SignatureScheme, Webhook, WebhookStatus};
 
+pub const WEBHOOK_COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
+     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
+
+pub const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
+     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
+
 pub fn webhook(row: &impl Columns) -> StoreResult<Webhook> {
     Ok(Webhook {
         id: row.uuid("id")?,
