@@ -7,7 +7,7 @@
 
 use crate::codec::asset_text;
 use crate::query::{BindPage, PgQuery};
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
@@ -45,39 +45,18 @@ fn bind_account<'q>(query: PgQuery<'q>, account: &'q Account) -> PgQuery<'q> {
         .bind(account.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    /// The organisation's account with the reference, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_account(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        lock: &str,
-    ) -> StoreResult<Option<Account>> {
-        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND account_ref = $2 {lock}");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(account_ref.as_str()),
-            decode_account,
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl AccountStore for PostgresTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_account(sqlx::query(sqlx::AssertSqlSafe(sql)), account), "account id or reference").await
+        self.insert_new(bind_account(query::insert(&rows::ACCOUNTS), account), "account id or reference").await
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_account(tenant, account_ref, "").await
+        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "", decode_account).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_account(tenant, account_ref, "FOR UPDATE").await
+        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "FOR UPDATE", decode_account).await
     }
 
     async fn update(&mut self, account: &Account) -> StoreResult<()> {

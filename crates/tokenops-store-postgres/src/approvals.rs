@@ -33,38 +33,26 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
-impl PostgresTx {
-    /// The organisation's approval request with the id, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_request(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<ApprovalRequest>> {
-        let sql =
-            format!("SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_request).await
-    }
-}
-
 #[async_trait]
 impl ApprovalStore for PostgresTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
         self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO approval_requests ({APPROVAL_REQUEST_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
-            )))
-            .bind(r.id)
-            .bind(r.tenant_id.as_uuid())
-            .bind(r.status.as_str())
-            .bind(r.source.as_str())
-            .bind(r.action.clone())
-            .bind(r.resource_type.clone())
-            .bind(r.resource_id.clone())
-            .bind(r.initiator.clone())
-            .bind(r.title.clone())
-            .bind(r.description.clone())
-            .bind(r.expires_at.as_micros())
-            .bind(opt_micros(r.resolved_at))
-            .bind(r.acted_by.clone())
-            .bind(r.created_at.as_micros())
-            .bind(r.updated_at.as_micros()),
+            sqlx::query(sqlx::AssertSqlSafe(rows::APPROVAL_REQUESTS.insert_sql('$')))
+                .bind(r.id)
+                .bind(r.tenant_id.as_uuid())
+                .bind(r.status.as_str())
+                .bind(r.source.as_str())
+                .bind(r.action.clone())
+                .bind(r.resource_type.clone())
+                .bind(r.resource_id.clone())
+                .bind(r.initiator.clone())
+                .bind(r.title.clone())
+                .bind(r.description.clone())
+                .bind(r.expires_at.as_micros())
+                .bind(opt_micros(r.resolved_at))
+                .bind(r.acted_by.clone())
+                .bind(r.created_at.as_micros())
+                .bind(r.updated_at.as_micros()),
         )
         .await?;
         Ok(())
@@ -88,11 +76,11 @@ impl ApprovalStore for PostgresTx {
     }
 
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_request(tenant, id, "").await
+        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "", decode_request).await
     }
 
     async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_request(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "FOR UPDATE", decode_request).await
     }
 
     async fn list_requests(
@@ -106,8 +94,7 @@ impl ApprovalStore for PostgresTx {
             .page(
                 self,
                 tenant,
-                "approval_requests",
-                APPROVAL_REQUEST_COLUMNS,
+                &rows::APPROVAL_REQUESTS,
                 "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
                 page,
                 decode_request,
@@ -161,20 +148,18 @@ impl ApprovalStore for PostgresTx {
 
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
         self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO approval_tasks ({APPROVAL_TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-            )))
-            .bind(t.id)
-            .bind(t.tenant_id.as_uuid())
-            .bind(t.request_id)
-            .bind(step_value(t.step)?)
-            .bind(approvers_text(&t.approvers))
-            .bind(t.state.as_str())
-            .bind(t.acted_by.clone())
-            .bind(opt_micros(t.acted_at))
-            .bind(t.comment.clone())
-            .bind(t.created_at.as_micros())
-            .bind(t.updated_at.as_micros()),
+            sqlx::query(sqlx::AssertSqlSafe(rows::APPROVAL_TASKS.insert_sql('$')))
+                .bind(t.id)
+                .bind(t.tenant_id.as_uuid())
+                .bind(t.request_id)
+                .bind(step_value(t.step)?)
+                .bind(approvers_text(&t.approvers))
+                .bind(t.state.as_str())
+                .bind(t.acted_by.clone())
+                .bind(opt_micros(t.acted_at))
+                .bind(t.comment.clone())
+                .bind(t.created_at.as_micros())
+                .bind(t.updated_at.as_micros()),
         )
         .await?;
         Ok(())
@@ -200,15 +185,7 @@ impl ApprovalStore for PostgresTx {
     }
 
     async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_task,
-        )
-        .await
+        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, id, "", decode_task).await
     }
 
     async fn tasks_of(
@@ -241,8 +218,6 @@ impl ApprovalStore for PostgresTx {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        clause
-            .page(self, tenant, "approval_tasks", APPROVAL_TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task)
-            .await
+        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::codec::asset_text;
 use crate::query::{BindPage, PgQuery};
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -44,39 +44,18 @@ fn bind_contract<'q>(query: PgQuery<'q>, contract: &'q Contract) -> PgQuery<'q> 
         .bind(contract.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    /// The organisation's contract for the asset, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_contract(
-        &mut self,
-        tenant: TenantId,
-        asset_id: AssetId,
-        lock: &str,
-    ) -> StoreResult<Option<Contract>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND asset_id = $2 {lock}");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset_text(asset_id)),
-            decode_contract,
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl ContractStore for PostgresTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_contract(sqlx::query(sqlx::AssertSqlSafe(sql)), contract), "contract id or asset").await
+        self.insert_new(bind_contract(query::insert(&rows::CONTRACTS), contract), "contract id or asset").await
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_contract(tenant, asset_id, "").await
+        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "", decode_contract).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_contract(tenant, asset_id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "FOR UPDATE", decode_contract).await
     }
 
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {

@@ -14,23 +14,6 @@ fn decode(row: &PgRow) -> StoreResult<Customer> {
     rows::customer(&codec::Cols(row))
 }
 
-impl PostgresTx {
-    /// The organisation's customer with the reference, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_customer(
-        &mut self,
-        tenant: TenantId,
-        customer_ref: &CustomerRef,
-        lock: &str,
-    ) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 {lock}");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
-            decode,
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl CustomerStore for PostgresTx {
     async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
@@ -55,11 +38,11 @@ impl CustomerStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_customer(tenant, customer_ref, "").await
+        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), "", decode).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_customer(tenant, customer_ref, "FOR UPDATE").await
+        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), "FOR UPDATE", decode).await
     }
 
     async fn set_status(

@@ -22,8 +22,7 @@ impl EventStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {
-        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE tenant_id = $1 AND id = $2");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
+        self.fetch_by_key(&rows::EVENTS, tenant, id, "", decode).await
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>> {

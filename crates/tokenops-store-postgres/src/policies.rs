@@ -3,7 +3,7 @@
 //! apply one after the other.
 
 use crate::query::BindPage;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -29,18 +29,9 @@ fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
 }
 
 impl PostgresTx {
-    async fn fetch_policy(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Policy>> {
-        let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_policy).await
-    }
-
     async fn insert_policy_version(&mut self, v: &PolicyVersion) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::POLICY_VERSIONS)
                 .bind(v.id)
                 .bind(v.tenant_id.as_uuid())
                 .bind(v.policy_id)
@@ -58,12 +49,8 @@ impl PostgresTx {
 #[async_trait]
 impl PolicyStore for PostgresTx {
     async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO policies ({POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::POLICIES)
                 .bind(p.id)
                 .bind(p.tenant_id.as_uuid())
                 .bind(p.status.as_str())
@@ -83,11 +70,11 @@ impl PolicyStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_policy(tenant, id, "").await
+        self.fetch_by_key(&rows::POLICIES, tenant, id, "", decode_policy).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_policy(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::POLICIES, tenant, id, "FOR UPDATE", decode_policy).await
     }
 
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {

@@ -7,8 +7,10 @@ use crate::{PostgresTx, codec};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::{Query, QueryScalar};
 use sqlx::{PgExecutor, Postgres};
+use tokenops_domain::TenantId;
 use tokenops_domain::paging::PageRequest;
 use tokenops_store::StoreResult;
+use tokenops_store::rows::Table;
 
 /// A statement with its parameters bound.
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
@@ -25,6 +27,12 @@ impl BindPage for PgQuery<'_> {
     fn bind_page(self, page: PageRequest) -> Self {
         self.bind(i64::from(page.size)).bind(codec::sql_i64(page.offset()))
     }
+}
+
+/// The INSERT of one row of `table`, its values to be bound in its columns' order, that leaves a
+/// row already there be: for [`PostgresTx::insert_new`] to report as a conflict.
+pub(crate) fn insert(table: &Table) -> PgQuery<'static> {
+    sqlx::query(sqlx::AssertSqlSafe(format!("{} ON CONFLICT DO NOTHING", table.insert_sql('$'))))
 }
 
 /// Runs a statement; returns how many rows it affected.
@@ -115,6 +123,23 @@ impl PostgresTx {
     ) -> StoreResult<Option<T>> {
         self.flush().await?;
         fetch_optional(&mut *self.tx, query, decode).await
+    }
+
+    /// The organisation's row of `table` whose key is `key`, decoded, if there is one; `suffix`
+    /// ends the statement (a further condition, `FOR UPDATE`).
+    pub(crate) async fn fetch_by_key<K, T>(
+        &mut self,
+        table: &Table,
+        tenant: TenantId,
+        key: K,
+        suffix: &str,
+        decode: impl FnOnce(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>>
+    where
+        K: for<'k> sqlx::Encode<'k, Postgres> + sqlx::Type<Postgres> + Send,
+    {
+        let sql = table.select_by_key_sql('$', suffix);
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(key), decode).await
     }
 
     /// [`fetch_one`] in this transaction.

@@ -2,7 +2,7 @@
 
 use crate::audit::prefix_regex;
 use crate::query::{BindPage, PgQuery};
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::identity::UserStatus;
@@ -42,30 +42,18 @@ fn bind_user<'q>(query: PgQuery<'q>, user: &'q UserRecord) -> PgQuery<'q> {
         .bind(user.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    /// The organisation's user with the id, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_user(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
-    }
-}
-
 #[async_trait]
 impl UserStore for PostgresTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_user(sqlx::query(sqlx::AssertSqlSafe(sql)), user), "user id or email").await
+        self.insert_new(bind_user(query::insert(&rows::USERS), user), "user id or email").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user(tenant, id, "").await
+        self.fetch_by_key(&rows::USERS, tenant, id, "", decode_user).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::USERS, tenant, id, "FOR UPDATE", decode_user).await
     }
 
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {

@@ -44,16 +44,11 @@ fn account_values(account: &Account) -> impl Params + '_ {
 #[async_trait]
 impl AccountStore for SqliteTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-        );
-        self.execute(&sql, account_values(account))?;
-        Ok(())
+        self.insert_row(&rows::ACCOUNTS, account_values(account))
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = ?1 AND account_ref = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), account_ref.as_str()], decode_account)
+        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), decode_account)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {

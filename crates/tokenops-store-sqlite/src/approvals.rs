@@ -29,11 +29,8 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
 #[async_trait]
 impl ApprovalStore for SqliteTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO approval_requests ({APPROVAL_REQUEST_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-            ),
+        self.insert_row(
+            &rows::APPROVAL_REQUESTS,
             params![
                 codec::id_text(r.id),
                 codec::id_text(r.tenant_id.as_uuid()),
@@ -51,8 +48,7 @@ impl ApprovalStore for SqliteTx {
                 r.created_at.as_micros(),
                 r.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
@@ -72,11 +68,7 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_optional(
-            &format!("SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_request,
-        )
+        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, codec::id_text(id), decode_request)
     }
 
     async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
@@ -95,8 +87,7 @@ impl ApprovalStore for SqliteTx {
         clause.page(
             self,
             tenant,
-            "approval_requests",
-            APPROVAL_REQUEST_COLUMNS,
+            &rows::APPROVAL_REQUESTS,
             "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
             page,
             decode_request,
@@ -144,10 +135,8 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO approval_tasks ({APPROVAL_TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-            ),
+        self.insert_row(
+            &rows::APPROVAL_TASKS,
             params![
                 codec::id_text(t.id),
                 codec::id_text(t.tenant_id.as_uuid()),
@@ -161,8 +150,7 @@ impl ApprovalStore for SqliteTx {
                 t.created_at.as_micros(),
                 t.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
@@ -184,11 +172,7 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_optional(
-            &format!("SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_task,
-        )
+        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, codec::id_text(id), decode_task)
     }
 
     async fn tasks_of(
@@ -222,14 +206,6 @@ impl ApprovalStore for SqliteTx {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        clause.page(
-            self,
-            tenant,
-            "approval_tasks",
-            APPROVAL_TASK_COLUMNS,
-            "created_at DESC, id DESC",
-            page,
-            decode_task,
-        )
+        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
     }
 }

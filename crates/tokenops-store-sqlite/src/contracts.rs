@@ -42,16 +42,11 @@ fn contract_values(contract: &Contract) -> impl Params + '_ {
 #[async_trait]
 impl ContractStore for SqliteTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-        );
-        self.execute(&sql, contract_values(contract))?;
-        Ok(())
+        self.insert_row(&rows::CONTRACTS, contract_values(contract))
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = ?1 AND asset_id = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), asset_text(asset_id)], decode_contract)
+        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), decode_contract)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {

@@ -33,8 +33,7 @@ impl CustomerStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = ?1 AND customer_ref = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), customer_ref.as_str()], decode)
+        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), decode)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {

@@ -44,13 +44,14 @@ mod users;
 mod webhooks;
 
 use async_trait::async_trait;
-use rusqlite::types::FromSql;
+use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{Connection, Params, Row};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
 use tokenops_store::SubjectStanding;
+use tokenops_store::rows::Table;
 use tokenops_store::{Backend, Store, StoreError, StoreResult, Tx};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -235,6 +236,30 @@ impl SqliteTx {
     ) -> StoreResult<T> {
         self.fetch_optional(sql, params, decode)?
             .ok_or_else(|| StoreError::Backend("a query that returns one row returned none".into()))
+    }
+
+    /// Inserts one row of `table`, its values in its columns' order.
+    pub(crate) fn insert_row(&self, table: &Table, values: impl Params) -> StoreResult<()> {
+        self.execute(&table.insert_sql('?'), values)?;
+        Ok(())
+    }
+
+    /// Inserts one row of `table` unless a row with the same key is there already; whether it did.
+    pub(crate) fn insert_new_row(&self, table: &Table, values: impl Params) -> StoreResult<bool> {
+        let inserted = self.execute(&format!("{} ON CONFLICT DO NOTHING", table.insert_sql('?')), values)?;
+        Ok(inserted > 0)
+    }
+
+    /// The organisation's row of `table` whose key is `key`, decoded, if there is one.
+    pub(crate) fn fetch_by_key<T>(
+        &self,
+        table: &Table,
+        tenant: TenantId,
+        key: impl ToSql,
+        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let sql = table.select_by_key_sql('?', "");
+        self.fetch_optional(&sql, rusqlite::params![codec::id_text(tenant.as_uuid()), key], decode)
     }
 
     /// The first column of the one row a query returns.

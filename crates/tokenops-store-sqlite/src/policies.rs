@@ -27,8 +27,8 @@ fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
 
 impl SqliteTx {
     fn insert_policy_version(&self, v: &PolicyVersion) -> StoreResult<()> {
-        self.execute(
-            &format!("INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        self.insert_row(
+            &rows::POLICY_VERSIONS,
             params![
                 codec::id_text(v.id),
                 codec::id_text(v.tenant_id.as_uuid()),
@@ -39,18 +39,15 @@ impl SqliteTx {
                 &v.created_by,
                 v.created_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 }
 
 #[async_trait]
 impl PolicyStore for SqliteTx {
     async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO policies ({POLICY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-            ),
+        self.insert_row(
+            &rows::POLICIES,
             params![
                 codec::id_text(p.id),
                 codec::id_text(p.tenant_id.as_uuid()),
@@ -70,11 +67,7 @@ impl PolicyStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_optional(
-            &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_policy,
-        )
+        self.fetch_by_key(&rows::POLICIES, tenant, codec::id_text(id), decode_policy)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {

@@ -53,11 +53,7 @@ fn user_values(user: &UserRecord) -> impl Params + '_ {
 #[async_trait]
 impl UserStore for SqliteTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO users ({USER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
-        );
-        self.execute(&sql, user_values(user))?;
-        Ok(())
+        self.insert_row(&rows::USERS, user_values(user))
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {

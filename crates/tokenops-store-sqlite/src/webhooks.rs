@@ -88,13 +88,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO webhooks ({WEBHOOK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
-            ),
-            webhook_values(w),
-        )?;
-        Ok(())
+        self.insert_row(&rows::WEBHOOKS, webhook_values(w))
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
@@ -158,14 +152,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-            ),
-            delivery_values(d),
-        )?;
-        Ok(())
+        self.insert_row(&rows::DELIVERIES, delivery_values(d))
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
@@ -179,11 +166,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_optional(
-            &format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_delivery,
-        )
+        self.fetch_by_key(&rows::DELIVERIES, tenant, codec::id_text(id), decode_delivery)
     }
 
     async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {

@@ -29,41 +29,77 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use accounts::{ACCOUNT_COLUMNS, account};
-pub use approvals::{APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS, approval_request, approval_task};
+pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, account};
+pub use approvals::{
+    APPROVAL_REQUEST_COLUMNS, APPROVAL_REQUESTS, APPROVAL_TASK_COLUMNS, APPROVAL_TASKS, approval_request, approval_task,
+};
 pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_record};
-pub use breaks::{BREAK_COLUMNS, break_record};
-pub use contracts::{CONTRACT_COLUMNS, contract};
+pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
+pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, contract};
 pub use custody::custody_key;
-pub use customers::{CUSTOMER_COLUMNS, customer};
-pub use events::{EVENT_COLUMNS, event};
+pub use customers::{CUSTOMER_COLUMNS, CUSTOMERS, customer};
+pub use events::{EVENT_COLUMNS, EVENTS, event};
 pub use groups::{GROUP_COLUMNS, group};
 pub use idempotency::{IDEMPOTENCY_COLUMNS, idempotency_record};
 pub use jobs::{JOB_COLUMNS, job, queue_stats};
 pub use ledger::{LEDGER_BLOCK_COLUMNS, ledger_block, ledger_hold, ledger_token, ledger_transaction};
-pub use locks::{LOCK_COLUMNS, lock};
+pub use locks::{LOCK_COLUMNS, LOCKS, lock};
 pub use machine_clients::{MACHINE_CLIENT_COLUMNS, machine_client};
 pub use operations::{in_flight, operation};
 pub use policies::{
-    CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy, policy_version, policy_with_version,
-    policy_with_version_columns,
+    CURRENT_POLICY_VERSION, POLICIES, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, POLICY_VERSIONS, policy, policy_version,
+    policy_with_version, policy_with_version_columns,
 };
-pub use policy_templates::{TEMPLATE_COLUMNS, tenant_template};
+pub use policy_templates::{TEMPLATE_COLUMNS, TEMPLATES, tenant_template};
 pub use roles::{ROLE_COLUMNS, role};
 pub use scripts::{
-    AUTOMATION_COLUMNS, EXECUTION_COLUMNS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS, automation, execution, script,
-    script_version,
+    AUTOMATION_COLUMNS, AUTOMATIONS, EXECUTION_COLUMNS, EXECUTIONS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS,
+    SCRIPT_VERSIONS, SCRIPTS, automation, execution, script, script_version,
 };
 pub use secret_reveals::{SECRET_REVEAL_COLUMNS, secret_reveal};
 pub use tenants::tenant;
-pub use users::{USER_COLUMNS, joined_user_columns, user};
-pub use webhooks::{DELIVERY_COLUMNS, WEBHOOK_COLUMNS, delivery, webhook, webhook_signing_key};
+pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
+pub use webhooks::{DELIVERIES, DELIVERY_COLUMNS, WEBHOOK_COLUMNS, WEBHOOKS, delivery, webhook, webhook_signing_key};
 
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};
 use tokenops_domain::chain::{Address, TxHash};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
+
+/// One aggregate's table as both backends read and write it: its name, the columns its decoder
+/// reads (the order an insert binds them in), and `key`, the column that finds one of an
+/// organisation's rows (its id, or a reference unique within the organisation). Its statements
+/// are dialect-neutral but for the placeholders, numbered in the backend's style (`sigil` `?` or
+/// `$`).
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: &'static str,
+    pub key: &'static str,
+}
+
+impl Table {
+    /// The INSERT of one row, its values bound in `columns` order.
+    pub fn insert_sql(&self, sigil: char) -> String {
+        let values: Vec<String> = (1..=self.columns.split(',').count()).map(|n| format!("{sigil}{n}")).collect();
+        format!("INSERT INTO {} ({}) VALUES ({})", self.name, self.columns, values.join(", "))
+    }
+
+    /// The organisation's row with a key: the tenant bound first, the key second; `suffix`, if
+    /// any, ends the statement (PostgreSQL's `FOR UPDATE`).
+    pub fn select_by_key_sql(&self, sigil: char, suffix: &str) -> String {
+        let mut sql = format!(
+            "SELECT {} FROM {} WHERE tenant_id = {sigil}1 AND {} = {sigil}2",
+            self.columns, self.name, self.key
+        );
+        if !suffix.is_empty() {
+            sql.push(' ');
+            sql.push_str(suffix);
+        }
+        sql
+    }
+}
 
 /// The named columns of one row. A value of the wrong type or one that does not decode is the
 /// backend's error (`StoreError::Corrupt` where the driver can tell); a missing column is a bug
@@ -177,4 +213,25 @@ pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
 
 pub fn names(text: &str) -> StoreResult<Vec<String>> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("name list: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOCKS: Table = Table { name: "locks", columns: "id, tenant_id, status", key: "id" };
+
+    #[test]
+    fn a_tables_statements_number_their_placeholders_in_the_backends_style() {
+        assert_eq!(LOCKS.insert_sql('$'), "INSERT INTO locks (id, tenant_id, status) VALUES ($1, $2, $3)");
+        assert_eq!(LOCKS.insert_sql('?'), "INSERT INTO locks (id, tenant_id, status) VALUES (?1, ?2, ?3)");
+        assert_eq!(
+            LOCKS.select_by_key_sql('$', "FOR UPDATE"),
+            "SELECT id, tenant_id, status FROM locks WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+        );
+        assert_eq!(
+            LOCKS.select_by_key_sql('?', ""),
+            "SELECT id, tenant_id, status FROM locks WHERE tenant_id = ?1 AND id = ?2"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! Approval requests and tasks as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::approval::{
     ApprovalRequest, ApprovalRequestStatus, ApprovalSource, ApprovalTask, ApprovalTaskState,
@@ -11,6 +11,9 @@ pub const APPROVAL_REQUEST_COLUMNS: &str = "id, tenant_id, status, source, actio
 
 pub const APPROVAL_TASK_COLUMNS: &str =
     "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
+
+pub const APPROVAL_REQUESTS: Table = Table { name: "approval_requests", columns: APPROVAL_REQUEST_COLUMNS, key: "id" };
+pub const APPROVAL_TASKS: Table = Table { name: "approval_tasks", columns: APPROVAL_TASK_COLUMNS, key: "id" };
 
 pub fn approval_request(row: &impl Columns) -> StoreResult<ApprovalRequest> {
     Ok(ApprovalRequest {
