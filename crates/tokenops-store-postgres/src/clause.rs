@@ -18,6 +18,7 @@ use uuid::Uuid;
 pub(crate) enum Bind {
     Int(i64),
     Text(String),
+    TextList(Vec<String>),
     Id(Uuid),
 }
 
@@ -67,6 +68,7 @@ impl Clause {
             query = match b {
                 Bind::Int(v) => query.bind(*v),
                 Bind::Text(v) => query.bind(v.clone()),
+                Bind::TextList(v) => query.bind(v.clone()),
                 Bind::Id(v) => query.bind(*v),
             };
         }
