@@ -6,7 +6,7 @@
 //! account never changes).
 
 use crate::codec::asset_text;
-use crate::query::{BindPage, PgQuery};
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -78,33 +78,18 @@ impl AccountStore for PostgresTx {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
         let asset = filter.asset_id.map(asset_text);
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"
-                )))
-                .bind(tenant.as_uuid())
-                .bind(customer)
-                .bind(status)
-                .bind(asset),
-            )
-            .await?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT $5 OFFSET $6"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(customer)
-                    .bind(status)
-                    .bind(asset)
-                    .bind_page(page),
-                decode_account,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(customer).bind(status).bind(asset),
+            page,
+            decode_account,
+        )
+        .await
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {

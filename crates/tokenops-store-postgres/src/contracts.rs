@@ -5,7 +5,7 @@
 //! contract never changes).
 
 use crate::codec::asset_text;
-use crate::query::{BindPage, PgQuery};
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -81,26 +81,17 @@ impl ContractStore for PostgresTx {
     ) -> StoreResult<Page<Contract>> {
         let asset = filter.asset_id.map(asset_text);
         let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"
-                )))
-                .bind(tenant.as_uuid())
-                .bind(asset)
-                .bind(status),
-            )
-            .await?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT $4 OFFSET $5"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset).bind(status).bind_page(page),
-                decode_contract,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(asset).bind(status),
+            page,
+            decode_contract,
+        )
+        .await
     }
 }

@@ -1,6 +1,5 @@
 //! Customers on PostgreSQL.
 
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -70,25 +69,17 @@ impl CustomerStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<Customer>> {
         let status = filter.status.map(CustomerStatus::as_str);
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
-                )
-                .bind(tenant.as_uuid())
-                .bind(status),
-            )
-            .await?;
         let sql = format!(
             "SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
              ORDER BY created_at ASC, id ASC LIMIT $3 OFFSET $4"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(status).bind_page(page),
-                decode,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(status),
+            page,
+            decode,
+        )
+        .await
     }
 }

@@ -1,6 +1,5 @@
 //! Machine clients on PostgreSQL: `MachineClientStore`.
 
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -48,19 +47,18 @@ impl MachineClientStore for PostgresTx {
     }
 
     async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1").bind(tenant.as_uuid()),
-            )
-            .await?;
         let sql = format!(
             "SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
              ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
         );
-        let items = self
-            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_client)
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1",
+            sql,
+            |q| q.bind(tenant.as_uuid()),
+            page,
+            decode_client,
+        )
+        .await
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {

@@ -2,7 +2,6 @@
 //! candidate rows (`lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
 //! apply one after the other.
 
-use crate::query::BindPage;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -105,30 +104,19 @@ impl PolicyStore for PostgresTx {
         let rule_type = filter.rule_type.map(|r| r.as_str().to_owned());
         let condition =
             "p.tenant_id = $1 AND ($2::text IS NULL OR p.status = $2) AND ($3::text IS NULL OR p.rule_type = $3)";
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM policies p WHERE {condition}")))
-                    .bind(tenant.as_uuid())
-                    .bind(status.clone())
-                    .bind(rule_type.clone()),
-            )
-            .await?;
         let sql = format!(
             "SELECT {} FROM policies p {CURRENT_POLICY_VERSION} WHERE {condition}
              ORDER BY p.created_at DESC, p.id DESC LIMIT $4 OFFSET $5",
             policy_with_version_columns()
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(status)
-                    .bind(rule_type)
-                    .bind_page(page),
-                decode_joined,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM policies p WHERE {condition}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(status.clone()).bind(rule_type.clone()),
+            page,
+            decode_joined,
+        )
+        .await
     }
 
     async fn lock_slot(
@@ -196,24 +184,18 @@ impl PolicyStore for PostgresTx {
         policy_id: Uuid,
         page: PageRequest,
     ) -> StoreResult<Page<PolicyVersion>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar("SELECT COUNT(*) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2")
-                    .bind(tenant.as_uuid())
-                    .bind(policy_id),
-            )
-            .await?;
         let sql = format!(
             "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
              ORDER BY version_number DESC LIMIT $3 OFFSET $4"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind_page(page),
-                decode_version,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2",
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(policy_id),
+            page,
+            decode_version,
+        )
+        .await
     }
 
     async fn active_for_action(

@@ -8,7 +8,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::{Query, QueryScalar};
 use sqlx::{PgExecutor, Postgres};
 use tokenops_domain::TenantId;
-use tokenops_domain::paging::PageRequest;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
 use tokenops_store::rows::Table;
 
@@ -140,6 +140,26 @@ impl PostgresTx {
     {
         let sql = table.select_by_key_sql('$', suffix);
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(key), decode).await
+    }
+
+    /// One page of a list with a fixed WHERE clause, and its total: `count` (a `SELECT COUNT(*)`)
+    /// and `rows` are its two statements over the same filter, whose values `bind` binds to each
+    /// (the tenant first); `rows` ends with `LIMIT` and `OFFSET` on the two placeholders after them.
+    pub(crate) async fn page_where<T>(
+        &mut self,
+        count: impl Into<String>,
+        rows: String,
+        bind: impl for<'q> Fn(PgQuery<'q>) -> PgQuery<'q>,
+        page: PageRequest,
+        decode: impl FnMut(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Page<T>> {
+        let total: i64 = self
+            .fetch_one(bind(sqlx::query(sqlx::AssertSqlSafe(count.into()))), |row| {
+                sqlx::Row::try_get(row, 0).map_err(codec::backend)
+            })
+            .await?;
+        let items = self.fetch_all(bind(sqlx::query(sqlx::AssertSqlSafe(rows))).bind_page(page), decode).await?;
+        Ok(Page { items, total: codec::count(total) })
     }
 
     /// [`fetch_one`] in this transaction.

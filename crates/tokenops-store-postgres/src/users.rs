@@ -1,7 +1,7 @@
 //! Users on PostgreSQL: `UserStore`.
 
 use crate::audit::prefix_regex;
-use crate::query::{BindPage, PgQuery};
+use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -94,30 +94,16 @@ impl UserStore for PostgresTx {
         let status = filter.status.map(UserStatus::as_str);
         let pattern = filter.search.as_deref().map(prefix_regex);
         let count_sql = format!("SELECT COUNT(*) AS total FROM users WHERE {USER_FILTER}");
-        let total: i64 = self
-            .fetch_one(
-                sqlx::query(sqlx::AssertSqlSafe(count_sql))
-                    .bind(tenant.as_uuid())
-                    .bind(status)
-                    .bind(filter.role_id)
-                    .bind(pattern.as_deref()),
-                |row| codec::get(row, "total"),
-            )
-            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, USER_SORT)?;
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(status)
-                    .bind(filter.role_id)
-                    .bind(pattern.as_deref())
-                    .bind_page(page),
-                decode_user,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            count_sql,
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(status).bind(filter.role_id).bind(pattern.as_deref()),
+            page,
+            decode_user,
+        )
+        .await
     }
 }

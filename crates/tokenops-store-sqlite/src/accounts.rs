@@ -1,7 +1,7 @@
 //! Accounts on SQLite: `AccountStore`, mapping rows to and from the domain's `Account` (by parsing:
 //! a value that does not parse is a corrupt row).
 
-use crate::codec::{asset_text, page_limits};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
@@ -77,18 +77,17 @@ impl AccountStore for SqliteTx {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
         let asset = filter.asset_id.map(asset_text);
-        let total: i64 = self.scalar(
-            &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
-            params![&tenant_text, customer, status, asset],
-        )?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT ?5 OFFSET ?6"
         );
-        let (limit, offset) = page_limits(page);
-        let items =
-            self.fetch_all(&sql, params![&tenant_text, customer, status, asset, limit, offset], decode_account)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
+            &sql,
+            &[&tenant_text, &customer, &status, &asset],
+            page,
+            decode_account,
+        )
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {

@@ -1,6 +1,6 @@
 //! Token contracts on SQLite: `ContractStore`, mapping rows to and from the domain's `Contract`.
 
-use crate::codec::{asset_text, page_limits};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
@@ -79,16 +79,16 @@ impl ContractStore for SqliteTx {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let asset = filter.asset_id.map(asset_text);
         let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 = self.scalar(
-            &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
-            params![&tenant_text, asset, status],
-        )?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT ?4 OFFSET ?5"
         );
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, asset, status, limit, offset], decode_contract)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
+            &sql,
+            &[&tenant_text, &asset, &status],
+            page,
+            decode_contract,
+        )
     }
 }

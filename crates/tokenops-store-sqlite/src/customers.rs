@@ -64,19 +64,16 @@ impl CustomerStore for SqliteTx {
     ) -> StoreResult<Page<Customer>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let status = filter.status.map(CustomerStatus::as_str);
-        let total: i64 = self.scalar(
-            "SELECT COUNT(*) FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)",
-            params![&tenant_text, status],
-        )?;
         let sql = format!(
             "SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)
              ORDER BY created_at ASC, id ASC LIMIT ?3 OFFSET ?4"
         );
-        let items = self.fetch_all(
+        self.page_where(
+            "SELECT COUNT(*) FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)",
             &sql,
-            params![&tenant_text, status, i64::from(page.size), i64::try_from(page.offset()).unwrap_or(i64::MAX)],
+            &[&tenant_text, &status],
+            page,
             decode,
-        )?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        )
     }
 }

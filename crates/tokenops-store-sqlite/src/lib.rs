@@ -50,6 +50,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::SubjectStanding;
 use tokenops_store::rows::Table;
 use tokenops_store::{Backend, Store, StoreError, StoreResult, Tx};
@@ -260,6 +261,25 @@ impl SqliteTx {
     ) -> StoreResult<Option<T>> {
         let sql = table.select_by_key_sql('?', "");
         self.fetch_optional(&sql, rusqlite::params![codec::id_text(tenant.as_uuid()), key], decode)
+    }
+
+    /// One page of a list with a fixed WHERE clause, and its total: `count` (a `SELECT COUNT(*)`)
+    /// and `rows` are its two statements over the same filter, bound to `values` (the tenant
+    /// first); `rows` ends with `LIMIT` and `OFFSET` on the two placeholders after them.
+    pub(crate) fn page_where<T>(
+        &self,
+        count: &str,
+        rows: &str,
+        values: &[&dyn ToSql],
+        page: PageRequest,
+        decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Page<T>> {
+        let total: i64 = self.scalar(count, values)?;
+        let (limit, offset) = codec::page_limits(page);
+        let mut all = values.to_vec();
+        all.extend([&limit as &dyn ToSql, &offset]);
+        let items = self.fetch_all(rows, all.as_slice(), decode)?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
     /// The first column of the one row a query returns.

@@ -1,6 +1,5 @@
 //! Machine clients on SQLite: `MachineClientStore`.
 
-use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
@@ -45,15 +44,17 @@ impl MachineClientStore for SqliteTx {
 
     async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 =
-            self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1", params![&tenant_text])?;
         let sql = format!(
             "SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = ?1
              ORDER BY created_at ASC, id ASC LIMIT ?2 OFFSET ?3"
         );
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_client)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            "SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1",
+            &sql,
+            &[&tenant_text],
+            page,
+            decode_client,
+        )
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {

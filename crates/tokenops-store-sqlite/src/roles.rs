@@ -3,7 +3,6 @@
 //! Role names are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
@@ -118,14 +117,16 @@ impl RoleStore for SqliteTx {
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 =
-            self.scalar(&format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}"), params![&tenant_text])?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, ROLE_SORT)?;
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT ?2 OFFSET ?3");
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_role)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}"),
+            &sql,
+            &[&tenant_text],
+            page,
+            decode_role,
+        )
     }
 
     async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {
