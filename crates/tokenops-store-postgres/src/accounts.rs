@@ -6,19 +6,17 @@
 //! account never changes).
 
 use crate::codec::asset_text;
-use crate::query::{BindPage, PgQuery};
-use crate::{PostgresTx, codec};
+use crate::query::PgQuery;
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the customer, `$3` the
 /// status, `$4` the asset (each NULL when not filtered on).
@@ -47,39 +45,18 @@ fn bind_account<'q>(query: PgQuery<'q>, account: &'q Account) -> PgQuery<'q> {
         .bind(account.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    /// The organisation's account with the reference, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_account(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        lock: &str,
-    ) -> StoreResult<Option<Account>> {
-        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND account_ref = $2 {lock}");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(account_ref.as_str()),
-            decode_account,
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl AccountStore for PostgresTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_account(sqlx::query(sqlx::AssertSqlSafe(sql)), account), "account id or reference").await
+        self.insert_new(bind_account(query::insert(&rows::ACCOUNTS), account), "account id or reference").await
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_account(tenant, account_ref, "").await
+        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "", decode_account).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_account(tenant, account_ref, "FOR UPDATE").await
+        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "FOR UPDATE", decode_account).await
     }
 
     async fn update(&mut self, account: &Account) -> StoreResult<()> {
@@ -101,33 +78,18 @@ impl AccountStore for PostgresTx {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
         let asset = filter.asset_id.map(asset_text);
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"
-                )))
-                .bind(tenant.as_uuid())
-                .bind(customer)
-                .bind(status)
-                .bind(asset),
-            )
-            .await?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT $5 OFFSET $6"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(customer)
-                    .bind(status)
-                    .bind(asset)
-                    .bind_page(page),
-                decode_account,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(customer).bind(status).bind(asset),
+            page,
+            decode_account,
+        )
+        .await
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {

@@ -9,15 +9,9 @@ use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, Approval
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
-     description, expires_at, resolved_at, acted_by, created_at, updated_at";
-
-const TASK_COLUMNS: &str =
-    "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &PgRow) -> StoreResult<ApprovalRequest> {
     rows::approval_request(&codec::Cols(row))
@@ -39,37 +33,26 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
-impl PostgresTx {
-    /// The organisation's approval request with the id, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_request(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<ApprovalRequest>> {
-        let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_request).await
-    }
-}
-
 #[async_trait]
 impl ApprovalStore for PostgresTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
         self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO approval_requests ({REQUEST_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
-            )))
-            .bind(r.id)
-            .bind(r.tenant_id.as_uuid())
-            .bind(r.status.as_str())
-            .bind(r.source.as_str())
-            .bind(r.action.clone())
-            .bind(r.resource_type.clone())
-            .bind(r.resource_id.clone())
-            .bind(r.initiator.clone())
-            .bind(r.title.clone())
-            .bind(r.description.clone())
-            .bind(r.expires_at.as_micros())
-            .bind(opt_micros(r.resolved_at))
-            .bind(r.acted_by.clone())
-            .bind(r.created_at.as_micros())
-            .bind(r.updated_at.as_micros()),
+            sqlx::query(sqlx::AssertSqlSafe(rows::APPROVAL_REQUESTS.insert_sql('$')))
+                .bind(r.id)
+                .bind(r.tenant_id.as_uuid())
+                .bind(r.status.as_str())
+                .bind(r.source.as_str())
+                .bind(r.action.clone())
+                .bind(r.resource_type.clone())
+                .bind(r.resource_id.clone())
+                .bind(r.initiator.clone())
+                .bind(r.title.clone())
+                .bind(r.description.clone())
+                .bind(r.expires_at.as_micros())
+                .bind(opt_micros(r.resolved_at))
+                .bind(r.acted_by.clone())
+                .bind(r.created_at.as_micros())
+                .bind(r.updated_at.as_micros()),
         )
         .await?;
         Ok(())
@@ -93,11 +76,11 @@ impl ApprovalStore for PostgresTx {
     }
 
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_request(tenant, id, "").await
+        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "", decode_request).await
     }
 
     async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_request(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "FOR UPDATE", decode_request).await
     }
 
     async fn list_requests(
@@ -111,8 +94,7 @@ impl ApprovalStore for PostgresTx {
             .page(
                 self,
                 tenant,
-                "approval_requests",
-                REQUEST_COLUMNS,
+                &rows::APPROVAL_REQUESTS,
                 "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
                 page,
                 decode_request,
@@ -135,7 +117,7 @@ impl ApprovalStore for PostgresTx {
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= $1
+                "SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= $1
                  ORDER BY expires_at ASC, id ASC LIMIT $2"
             )))
             .bind(now.as_micros())
@@ -153,7 +135,7 @@ impl ApprovalStore for PostgresTx {
     ) -> StoreResult<Vec<ApprovalRequest>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests
+                "SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests
                  WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = ANY($3)"
             )))
             .bind(tenant.as_uuid())
@@ -166,20 +148,18 @@ impl ApprovalStore for PostgresTx {
 
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
         self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO approval_tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-            )))
-            .bind(t.id)
-            .bind(t.tenant_id.as_uuid())
-            .bind(t.request_id)
-            .bind(step_value(t.step)?)
-            .bind(approvers_text(&t.approvers))
-            .bind(t.state.as_str())
-            .bind(t.acted_by.clone())
-            .bind(opt_micros(t.acted_at))
-            .bind(t.comment.clone())
-            .bind(t.created_at.as_micros())
-            .bind(t.updated_at.as_micros()),
+            sqlx::query(sqlx::AssertSqlSafe(rows::APPROVAL_TASKS.insert_sql('$')))
+                .bind(t.id)
+                .bind(t.tenant_id.as_uuid())
+                .bind(t.request_id)
+                .bind(step_value(t.step)?)
+                .bind(approvers_text(&t.approvers))
+                .bind(t.state.as_str())
+                .bind(t.acted_by.clone())
+                .bind(opt_micros(t.acted_at))
+                .bind(t.comment.clone())
+                .bind(t.created_at.as_micros())
+                .bind(t.updated_at.as_micros()),
         )
         .await?;
         Ok(())
@@ -205,15 +185,7 @@ impl ApprovalStore for PostgresTx {
     }
 
     async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND id = $2"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(id),
-            decode_task,
-        )
-        .await
+        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, id, "", decode_task).await
     }
 
     async fn tasks_of(
@@ -225,7 +197,7 @@ impl ApprovalStore for PostgresTx {
         let lock = if for_update { " FOR UPDATE" } else { "" };
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND request_id = $2
+                "SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND request_id = $2
                  ORDER BY step ASC, created_at ASC, id ASC{lock}"
             )))
             .bind(tenant.as_uuid())
@@ -246,6 +218,6 @@ impl ApprovalStore for PostgresTx {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        clause.page(self, tenant, "approval_tasks", TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task).await
+        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
     }
 }

@@ -1,39 +1,32 @@
 //! Audit records on PostgreSQL.
 
+use crate::clause::{Bind, Clause};
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::Postgres;
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::query::Query;
+use sqlx::postgres::PgRow;
 use std::collections::BTreeMap;
 use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{PageRequest, SortKey};
-use tokenops_store::keyset::{self, KeyValue};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS};
 use tokenops_store::{
     AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
     case_forms,
 };
+use tokenops_store::{conditions, keyset};
 use uuid::Uuid;
 
 /// A record's own columns. Its seal is in `audit_seals` (migration 0023), whose column names
 /// differ from these, so that a join of the two names each column once.
 const RECORD_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail";
 
-/// A record and its seal, from `RECORDS`.
-const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
-
 /// Records with their seals (NULL while unsealed).
 const RECORDS: &str = "audit_records r LEFT JOIN audit_seals s ON s.record_id = r.id";
 
 /// A record not sealed yet, with the seal columns `decode` reads.
 const UNSEALED_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, NULL::bigint AS chain_seq, NULL::bigint AS block_number, NULL::text AS record_hash";
-
-const BLOCK_COLUMNS: &str =
-    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
 
 /// The identifier columns the free-text query matches by case-insensitive prefix.
 const QUERY_COLUMNS: &[&str] = &["id", "actor_id", "resource_id", "request_id", "action"];
@@ -43,61 +36,32 @@ fn decode(row: &PgRow) -> StoreResult<AuditRecord> {
 }
 
 /// The WHERE clause shared by the count and the page, with `$1` the tenant.
-fn where_clause(filter: &AuditFilter, binds: &mut Vec<Bind>) -> String {
-    let mut sql = String::from("tenant_id = $1");
-    let mut push = |sql: &mut String, clause: &str, value: Bind| {
-        binds.push(value);
-        let n = binds.len() + 1;
-        sql.push_str(&clause.replace('?', &format!("${n}")));
-    };
-    if let Some(from) = filter.occurred_from {
-        push(&mut sql, " AND occurred_at >= ?", Bind::Int(from.as_micros()));
-    }
-    if let Some(to) = filter.occurred_to {
-        push(&mut sql, " AND occurred_at < ?", Bind::Int(to.as_micros()));
-    }
-    if let Some(v) = &filter.request_id {
-        push(&mut sql, " AND request_id = ?", Bind::Text(v.clone()));
-    }
-    if let Some(v) = &filter.action {
-        push(&mut sql, " AND action = ?", Bind::Text(v.clone()));
-    }
-    if let Some(v) = &filter.source {
-        push(&mut sql, " AND source = ?", Bind::Text(v.clone()));
-    }
-    if let Some(v) = &filter.resource_type {
-        push(&mut sql, " AND resource_type = ?", Bind::Text(v.clone()));
-    }
-    if let Some(v) = &filter.resource_id {
-        push(&mut sql, " AND resource_id = ?", Bind::Text(v.clone()));
-    }
+fn where_clause(filter: &AuditFilter) -> Clause {
+    let mut clause = Clause::of(conditions::audit_records(filter));
     if !filter.actor_ids.is_empty() {
-        push(&mut sql, " AND actor_id = ANY(?)", Bind::TextList(filter.actor_ids.clone()));
+        let actors = clause.param(Bind::TextList(filter.actor_ids.clone()));
+        clause.and(&format!("actor_id = ANY({actors})"));
     }
     if let Some(q) = &filter.query {
-        binds.push(Bind::Text(prefix_regex(q)));
-        let n = binds.len() + 1;
+        let pattern = clause.param(Bind::Text(prefix_regex(q)));
         // An ASCII query also bounds each column by its range in the column's index of
         // `lower(column COLLATE "C")` (migration 0017: ASCII folding whatever the server's
         // locale), so that each column is searched through its index, not the table.
-        let range = ascii_prefix_range(q).map(|(lower, upper)| {
-            binds.push(Bind::Text(lower));
-            binds.push(Bind::Text(upper));
-            (n + 1, n + 2)
-        });
+        let range = ascii_prefix_range(q)
+            .map(|(lower, upper)| (clause.param(Bind::Text(lower)), clause.param(Bind::Text(upper))));
         let any = QUERY_COLUMNS
             .iter()
-            .map(|col| match range {
+            .map(|col| match &range {
                 Some((lo, hi)) => format!(
-                    "(lower({col}::text COLLATE \"C\") >= ${lo} AND lower({col}::text COLLATE \"C\") < ${hi} AND {col}::text ~ ${n})"
+                    "(lower({col}::text COLLATE \"C\") >= {lo} AND lower({col}::text COLLATE \"C\") < {hi} AND {col}::text ~ {pattern})"
                 ),
-                None => format!("{col}::text ~ ${n}"),
+                None => format!("{col}::text ~ {pattern}"),
             })
             .collect::<Vec<_>>()
             .join(" OR ");
-        sql.push_str(&format!(" AND ({any})"));
+        clause.and(&format!("({any})"));
     }
-    sql
+    clause
 }
 
 /// A regular expression for "starts with `query`, ignoring case": each letter becomes the set of
@@ -125,38 +89,12 @@ pub(crate) fn prefix_regex(query: &str) -> String {
     pattern
 }
 
-enum Bind {
-    Int(i64),
-    Text(String),
-    TextList(Vec<String>),
-    Id(Uuid),
-}
-
-fn bind_all<'q>(
-    mut query: Query<'q, Postgres, PgArguments>,
-    tenant: Uuid,
-    binds: &[Bind],
-) -> Query<'q, Postgres, PgArguments> {
-    query = query.bind(tenant);
-    for b in binds {
-        query = match b {
-            Bind::Int(v) => query.bind(*v),
-            Bind::Text(v) => query.bind(v.clone()),
-            Bind::TextList(v) => query.bind(v.clone()),
-            Bind::Id(v) => query.bind(*v),
-        };
-    }
-    query
-}
-
 impl PostgresTx {
-    /// Runs `sql`, a `SELECT COUNT(*) AS total` whose `$1` is the tenant and then `binds`.
-    async fn count_where(&mut self, sql: String, tenant: TenantId, binds: &[Bind]) -> StoreResult<u64> {
-        let total: i64 = self
-            .fetch_one(bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), binds), |row| {
-                codec::get(row, "total")
-            })
-            .await?;
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` over `clause`, after the transaction's writes held
+    /// back (which `Clause::count` does not wait for).
+    async fn count_where(&mut self, sql: String, tenant: TenantId, clause: &Clause) -> StoreResult<u64> {
+        let query = clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
+        let total: i64 = self.fetch_one(query, |row| codec::get(row, "total")).await?;
         Ok(codec::count(total))
     }
 }
@@ -169,7 +107,7 @@ impl AuditStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM {RECORDS} WHERE r.tenant_id = $1 AND r.id = $2");
+        let sql = format!("SELECT {AUDIT_COLUMNS} FROM {RECORDS} WHERE r.tenant_id = $1 AND r.id = $2");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
     }
 
@@ -189,39 +127,36 @@ impl AuditStore for PostgresTx {
             )
             .await?;
         let head = head.unwrap_or(0);
-        let mut binds = Vec::new();
-        let clause = where_clause(filter, &mut binds);
+        let mut clause = where_clause(filter);
+        let matches = clause.sql.clone();
         // Both short counts start from the few records of the queue or of the chain's end.
         let unsealed = self
             .count_where(
                 format!(
                     "SELECT COUNT(*) AS total FROM audit_unsealed u JOIN audit_records r ON r.id = u.record_id
-                     WHERE u.chain_id = $1 AND {clause}"
+                     WHERE u.chain_id = $1 AND {matches}"
                 ),
                 tenant,
-                &binds,
+                &clause,
             )
             .await?;
         let sealed = match carries(known, head) {
             Some(known) => {
-                let n = binds.len() + 2;
-                binds.push(Bind::Int(known.through_seq));
+                let through = clause.param(Bind::Int(known.through_seq));
                 let since = self
                     .count_where(
                         format!(
                             "SELECT COUNT(*) AS total FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
-                             WHERE s.chain_id = $1 AND s.chain_seq > ${n} AND {clause}"
+                             WHERE s.chain_id = $1 AND s.chain_seq > {through} AND {matches}"
                         ),
                         tenant,
-                        &binds,
+                        &clause,
                     )
                     .await?;
                 known.count + since
             }
             None => {
-                let full = self
-                    .count_where(format!("SELECT COUNT(*) AS total FROM audit_records WHERE {clause}"), tenant, &binds)
-                    .await?;
+                let full = self.count_where(clause.count_sql("audit_records"), tenant, &clause).await?;
                 full.saturating_sub(unsealed)
             }
         };
@@ -236,24 +171,16 @@ impl AuditStore for PostgresTx {
         page: PageRequest,
         _total: u64,
     ) -> StoreResult<Vec<AuditRecord>> {
-        let mut binds = Vec::new();
-        let clause = where_clause(filter, &mut binds);
+        let clause = where_clause(filter);
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
-        let n = binds.len() + 2;
         // The page is chosen among the records alone; only its rows are joined to their seals.
         let sql = format!(
-            "SELECT {COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause}
-                                    ORDER BY {order} LIMIT ${n} OFFSET ${}) r
-             LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}",
-            n + 1
+            "SELECT {AUDIT_COLUMNS} FROM ({}) r LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}",
+            clause.page_sql("audit_records", RECORD_COLUMNS, &order)
         );
-        self.fetch_all(
-            bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind_page(page),
-            decode,
-        )
-        .await
+        self.fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await
     }
 
     async fn batch_after(
@@ -264,26 +191,22 @@ impl AuditStore for PostgresTx {
         after: Option<&AuditRecord>,
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
-        let mut binds = Vec::new();
-        let mut clause = where_clause(filter, &mut binds);
+        let mut clause = where_clause(filter);
         let keys = audit_keys(sort);
         if let Some(record) = after {
             let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));
-            clause.push_str(" AND ");
-            clause.push_str(&keyset::number_placeholders(&condition, binds.len() + 2, |n| format!("${n}")));
-            binds.extend(values.into_iter().map(|v| match v {
-                KeyValue::Int(v) => Bind::Int(v),
-                KeyValue::Text(v) => Bind::Text(v),
-                KeyValue::Id(v) => Bind::Id(v),
-            }));
+            let condition = keyset::number_placeholders(&condition, clause.next(), |n| clause.placeholder(n));
+            clause.and(&condition);
+            clause.binds.extend(values.into_iter().map(Bind::from));
         }
-        let n = binds.len() + 2;
         let order = keyset::order_by(&keys);
         let sql = format!(
-            "SELECT {COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ${n}) r
-             LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}"
+            "SELECT {AUDIT_COLUMNS} FROM (SELECT {RECORD_COLUMNS} FROM audit_records WHERE {} ORDER BY {order} LIMIT {}) r
+             LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}",
+            clause.sql,
+            clause.placeholder(clause.next())
         );
-        let query = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), tenant.as_uuid(), &binds).bind(i64::from(limit));
+        let query = clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(limit));
         self.fetch_all(query, decode).await
     }
 
@@ -298,8 +221,9 @@ impl AuditStore for PostgresTx {
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
-        let sql =
-            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1");
+        let sql = format!(
+            "SELECT {AUDIT_BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = $1 ORDER BY block_number DESC LIMIT 1"
+        );
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(audit_chain::chain_id(chain)), |row| {
             rows::audit_block(&codec::Cols(row))
         })
@@ -308,7 +232,7 @@ impl AuditStore for PostgresTx {
 
     async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>> {
         let sql = format!(
-            "SELECT DISTINCT ON (chain_id) {BLOCK_COLUMNS} FROM audit_blocks
+            "SELECT DISTINCT ON (chain_id) {AUDIT_BLOCK_COLUMNS} FROM audit_blocks
              WHERE $1::uuid IS NULL OR chain_id > $1
              ORDER BY chain_id, block_number DESC LIMIT $2"
         );
@@ -397,7 +321,7 @@ impl AuditStore for PostgresTx {
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
+            "SELECT {AUDIT_COLUMNS} FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
              WHERE s.chain_id = $1 AND s.chain_seq > $2 ORDER BY s.chain_seq LIMIT $3"
         );
         self.fetch_all(
@@ -448,8 +372,8 @@ mod tests {
             query: Some("Ab_%".into()),
             ..AuditFilter::default()
         };
-        let mut binds = Vec::new();
-        let sql = where_clause(&filter, &mut binds);
+        let clause = where_clause(&filter);
+        let (sql, binds) = (&clause.sql, &clause.binds);
         // The regex, then the ASCII query's lower and upper bounds in the columns' indexes.
         assert_eq!(binds.len(), 5);
         assert!(sql.starts_with("tenant_id = $1 AND action = $2 AND actor_id = ANY($3) AND ("));

@@ -41,30 +41,20 @@ fn bind_automation<'q>(query: PgQuery<'q>, a: &'q Automation) -> PgQuery<'q> {
         .bind(a.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    async fn fetch_automation(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Automation>> {
-        let sql = format!("SELECT {AUTOMATION_COLUMNS} FROM automations WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
-    }
-}
-
 #[async_trait]
 impl AutomationStore for PostgresTx {
     async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO automations ({AUTOMATION_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
-        );
+        let sql = rows::AUTOMATIONS.insert_sql('$');
         self.execute(bind_automation(sqlx::query(sqlx::AssertSqlSafe(sql)), a)).await?;
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_automation(tenant, id, "").await
+        self.fetch_by_key(&rows::AUTOMATIONS, tenant, id, "", decode).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_automation(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::AUTOMATIONS, tenant, id, "FOR UPDATE", decode).await
     }
 
     async fn update(&mut self, a: &Automation) -> StoreResult<()> {
@@ -86,7 +76,7 @@ impl AutomationStore for PostgresTx {
     ) -> StoreResult<Page<Automation>> {
         let clause = Clause::of(conditions::automations(filter));
         let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, "automations", AUTOMATION_COLUMNS, &order, page, decode).await
+        clause.page(self, tenant, &rows::AUTOMATIONS, &order, page, decode).await
     }
 
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {

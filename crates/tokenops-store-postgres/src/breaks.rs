@@ -2,7 +2,7 @@
 
 use crate::clause::Clause;
 use crate::codec::asset_text;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -12,8 +12,6 @@ use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
-const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
-
 fn decode_break(row: &PgRow) -> StoreResult<Break> {
     rows::break_record(&codec::Cols(row))
 }
@@ -21,12 +19,8 @@ fn decode_break(row: &PgRow) -> StoreResult<Break> {
 #[async_trait]
 impl BreakStore for PostgresTx {
     async fn insert(&mut self, record: &Break) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO breaks ({BREAK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::BREAKS)
                 .bind(record.id)
                 .bind(record.tenant_id.as_uuid())
                 .bind(record.transaction_id)
@@ -42,6 +36,6 @@ impl BreakStore for PostgresTx {
 
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let clause = Clause::of(conditions::breaks(filter));
-        clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break).await
+        clause.page(self, tenant, &rows::BREAKS, "detected_at DESC, id DESC", page, decode_break).await
     }
 }

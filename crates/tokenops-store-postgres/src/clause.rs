@@ -11,12 +11,14 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
 use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
+use tokenops_store::rows::Table;
 use uuid::Uuid;
 
 /// A value bound to a list's dynamic WHERE clause.
 pub(crate) enum Bind {
     Int(i64),
     Text(String),
+    TextList(Vec<String>),
     Id(Uuid),
 }
 
@@ -66,6 +68,7 @@ impl Clause {
             query = match b {
                 Bind::Int(v) => query.bind(*v),
                 Bind::Text(v) => query.bind(v.clone()),
+                Bind::TextList(v) => query.bind(v.clone()),
                 Bind::Id(v) => query.bind(*v),
             };
         }
@@ -78,21 +81,19 @@ impl Clause {
         query::fetch_one(conn, query, |row| Ok(codec::count(codec::get(row, "total")?))).await
     }
 
-    /// One page of the rows of `table` the clause selects (`columns` of them, in `order`), with
-    /// the total the clause selects.
-    #[allow(clippy::too_many_arguments)]
+    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
+    /// selects.
     pub(crate) async fn page<T>(
         &self,
         tx: &mut PostgresTx,
         tenant: TenantId,
-        table: &str,
-        columns: &str,
+        table: &Table,
         order: &str,
         page: PageRequest,
         decode: impl FnMut(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, self.count_sql(table), &mut tx.tx).await?;
-        let sql = self.page_sql(table, columns, order);
+        let total = self.count(tenant, self.count_sql(table.name), &mut tx.tx).await?;
+        let sql = self.page_sql(table.name, table.columns, order);
         let items =
             tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
         Ok(Page { items, total })

@@ -80,11 +80,6 @@ pub fn sql_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// A count or number for a BIGINT column, refused rather than wrapped when it does not fit.
-pub fn bigint(value: u64) -> StoreResult<i64> {
-    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit a BIGINT column").into()))
-}
-
 /// The error raised when a statement that must not conflict silently did nothing.
 ///
 /// Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from
@@ -144,6 +139,10 @@ impl Columns for Cols<'_> {
     }
 
     fn json(&self, name: &str) -> StoreResult<serde_json::Value> {
+        get(self.0, name)
+    }
+
+    fn opt_json(&self, name: &str) -> StoreResult<Option<serde_json::Value>> {
         get(self.0, name)
     }
 

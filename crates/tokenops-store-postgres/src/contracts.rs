@@ -5,8 +5,8 @@
 //! contract never changes).
 
 use crate::codec::asset_text;
-use crate::query::{BindPage, PgQuery};
-use crate::{PostgresTx, codec};
+use crate::query::PgQuery;
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -14,10 +14,8 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
 /// The filter shared by the count and the page: `$1` the tenant, `$2` the asset, `$3` the status
 /// (each NULL when not filtered on).
@@ -46,39 +44,18 @@ fn bind_contract<'q>(query: PgQuery<'q>, contract: &'q Contract) -> PgQuery<'q> 
         .bind(contract.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    /// The organisation's contract for the asset, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_contract(
-        &mut self,
-        tenant: TenantId,
-        asset_id: AssetId,
-        lock: &str,
-    ) -> StoreResult<Option<Contract>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND asset_id = $2 {lock}");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset_text(asset_id)),
-            decode_contract,
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl ContractStore for PostgresTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_contract(sqlx::query(sqlx::AssertSqlSafe(sql)), contract), "contract id or asset").await
+        self.insert_new(bind_contract(query::insert(&rows::CONTRACTS), contract), "contract id or asset").await
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_contract(tenant, asset_id, "").await
+        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "", decode_contract).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_contract(tenant, asset_id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "FOR UPDATE", decode_contract).await
     }
 
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
@@ -104,26 +81,17 @@ impl ContractStore for PostgresTx {
     ) -> StoreResult<Page<Contract>> {
         let asset = filter.asset_id.map(asset_text);
         let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"
-                )))
-                .bind(tenant.as_uuid())
-                .bind(asset)
-                .bind(status),
-            )
-            .await?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT $4 OFFSET $5"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(asset).bind(status).bind_page(page),
-                decode_contract,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(asset).bind(status),
+            page,
+            decode_contract,
+        )
+        .await
     }
 }

@@ -1,36 +1,16 @@
 //! Customers on PostgreSQL.
 
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CUSTOMER_COLUMNS};
 use tokenops_store::{CustomerFilter, CustomerStore, StoreResult};
-
-const COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
 
 fn decode(row: &PgRow) -> StoreResult<Customer> {
     rows::customer(&codec::Cols(row))
-}
-
-impl PostgresTx {
-    /// The organisation's customer with the reference, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_customer(
-        &mut self,
-        tenant: TenantId,
-        customer_ref: &CustomerRef,
-        lock: &str,
-    ) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND customer_ref = $2 {lock}");
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(customer_ref.as_str()),
-            decode,
-        )
-        .await
-    }
 }
 
 #[async_trait]
@@ -57,11 +37,11 @@ impl CustomerStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_customer(tenant, customer_ref, "").await
+        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), "", decode).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_customer(tenant, customer_ref, "FOR UPDATE").await
+        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), "FOR UPDATE", decode).await
     }
 
     async fn set_status(
@@ -89,25 +69,17 @@ impl CustomerStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<Customer>> {
         let status = filter.status.map(CustomerStatus::as_str);
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
-                )
-                .bind(tenant.as_uuid())
-                .bind(status),
-            )
-            .await?;
         let sql = format!(
-            "SELECT {COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
+            "SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)
              ORDER BY created_at ASC, id ASC LIMIT $3 OFFSET $4"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(status).bind_page(page),
-                decode,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM customers WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2)",
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(status),
+            page,
+            decode,
+        )
+        .await
     }
 }

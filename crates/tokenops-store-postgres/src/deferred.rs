@@ -20,7 +20,7 @@ use tokenops_domain::audit::AuditRecord;
 use tokenops_domain::event::Event;
 use tokenops_domain::operation::{FailureCode, Operation};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::{IdempotencyScope, Lease, NewJob, StoreResult};
+use tokenops_store::{IdempotencyScope, Lease, NewJob, StoreResult, encode};
 use uuid::Uuid;
 
 /// The held-back rows of one transaction.
@@ -395,7 +395,7 @@ fn bind_jobs(query: PgQuery<'static>, jobs: &[(Uuid, NewJob, Timestamp)]) -> PgQ
 
 /// The operations' block numbers as BIGINTs, refused rather than wrapped.
 fn block_numbers(operations: &[Operation]) -> StoreResult<Vec<Option<i64>>> {
-    operations.iter().map(|o| o.block_number.map(codec::bigint).transpose()).collect()
+    operations.iter().map(|o| o.block_number.map(encode::int64).transpose()).collect()
 }
 
 fn bind_new_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {

@@ -6,11 +6,9 @@ use sqlx::postgres::PgRow;
 use tokenops_domain::event::{Event, EventFilter};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, EVENT_COLUMNS};
 use tokenops_store::{EventStore, StoreResult};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
 
 fn decode(row: &PgRow) -> StoreResult<Event> {
     rows::event(&codec::Cols(row))
@@ -24,13 +22,12 @@ impl EventStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {
-        let sql = format!("SELECT {COLUMNS} FROM events WHERE tenant_id = $1 AND id = $2");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
+        self.fetch_by_key(&rows::EVENTS, tenant, id, "", decode).await
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM events
+            "SELECT {EVENT_COLUMNS} FROM events
              WHERE tenant_id = $1
                AND ($2::text IS NULL OR event_type = $2)
                AND ($3::bigint IS NULL OR occurred_at >= $3)
@@ -71,7 +68,7 @@ impl EventStore for PostgresTx {
              FROM UNNEST($2::uuid[], $3::uuid[]) AS asked(tenant_id, id)
              WHERE events.tenant_id = asked.tenant_id AND events.id = asked.id AND events.dispatched_at IS NULL
              RETURNING {}",
-            COLUMNS.split(", ").map(|c| format!("events.{c}")).collect::<Vec<_>>().join(", ")
+            EVENT_COLUMNS.split(", ").map(|c| format!("events.{c}")).collect::<Vec<_>>().join(", ")
         );
         let tenants: Vec<Uuid> = ids.iter().map(|(tenant, _)| tenant.as_uuid()).collect();
         let event_ids: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();

@@ -2,13 +2,13 @@
 
 use crate::clause::Clause;
 use crate::query::PgQuery;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows::{self, EXECUTION_COLUMNS};
+use tokenops_store::rows;
 use tokenops_store::{ExecutionStore, StoreResult, keyset};
 use tokenops_store::{conditions, encode};
 use uuid::Uuid;
@@ -39,31 +39,18 @@ fn bind_execution<'q>(query: PgQuery<'q>, e: &'q Execution) -> PgQuery<'q> {
         .bind(e.finished_at.map(|t| t.as_micros()))
 }
 
-impl PostgresTx {
-    async fn fetch_execution(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Execution>> {
-        let sql =
-            format!("SELECT {EXECUTION_COLUMNS} FROM automation_executions WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
-    }
-}
-
 #[async_trait]
 impl ExecutionStore for PostgresTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO automation_executions ({EXECUTION_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_execution(sqlx::query(sqlx::AssertSqlSafe(sql)), e), "the automation's run").await
+        self.insert_new(bind_execution(query::insert(&rows::EXECUTIONS), e), "the automation's run").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_execution(tenant, id, "").await
+        self.fetch_by_key(&rows::EXECUTIONS, tenant, id, "", decode).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_execution(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::EXECUTIONS, tenant, id, "FOR UPDATE", decode).await
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
@@ -86,6 +73,6 @@ impl ExecutionStore for PostgresTx {
     ) -> StoreResult<Page<Execution>> {
         let clause = Clause::of(conditions::executions(automation_id, filter));
         let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, "automation_executions", EXECUTION_COLUMNS, &order, page, decode).await
+        clause.page(self, tenant, &rows::EXECUTIONS, &order, page, decode).await
     }
 }

@@ -3,7 +3,6 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::query::BindPage;
 use crate::users::decode_user;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -11,12 +10,10 @@ use sqlx::Postgres;
 use sqlx::postgres::PgRow;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, GROUP_COLUMNS};
 use tokenops_store::sorting::{GROUP_SORT, order_by};
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
-
-const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
 
 fn decode_group(row: &PgRow) -> StoreResult<GroupRecord> {
     rows::group(&codec::Cols(row))
@@ -85,20 +82,19 @@ impl GroupStore for PostgresTx {
     }
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1").bind(tenant.as_uuid()),
-            )
-            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, GROUP_SORT)?;
         let sql = format!(
             "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
         );
-        let items = self
-            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_group)
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1",
+            sql,
+            |q| q.bind(tenant.as_uuid()),
+            page,
+            decode_group,
+        )
+        .await
     }
 
     async fn add_member(
@@ -148,24 +144,18 @@ impl GroupStore for PostgresTx {
         group_id: Uuid,
         page: PageRequest,
     ) -> StoreResult<Page<UserRecord>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {MEMBERS}")))
-                    .bind(tenant.as_uuid())
-                    .bind(group_id),
-            )
-            .await?;
         let sql = format!(
             "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
             rows::joined_user_columns()
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(group_id).bind_page(page),
-                decode_user,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM {MEMBERS}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(group_id),
+            page,
+            decode_user,
+        )
+        .await
     }
 
     async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {

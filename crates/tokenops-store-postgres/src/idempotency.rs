@@ -4,60 +4,22 @@ use crate::deferred::Completion;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use tokenops_domain::Timestamp;
-use tokenops_store::{
-    IdempotencyRecord, IdempotencyScope, IdempotencyState, IdempotencyStore, StoreError, StoreResult, StoredResponse,
-};
+use tokenops_store::rows::{self, IDEMPOTENCY_COLUMNS};
+use tokenops_store::{IdempotencyRecord, IdempotencyScope, IdempotencyStore, StoreError, StoreResult, StoredResponse};
 use uuid::Uuid;
 
 #[async_trait]
 impl IdempotencyStore for PostgresTx {
     async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>> {
-        self.fetch_optional(sqlx::query(
-            "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, resource_id, created_at
-             FROM idempotency_records WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3",
-        )
-        .bind(codec::tenant_key(scope.tenant))
-        .bind(&scope.operation)
-        .bind(&scope.key), |row| {
-        let state: String = codec::get(row, "state")?;
-        let state = match state.as_str() {
-            "IN_FLIGHT" => IdempotencyState::InFlight {
-                token: codec::get::<Option<Uuid>>(row, "lease_token")?
-                    .ok_or_else(|| StoreError::Corrupt("in-flight idempotency record without token".into()))?,
-                lease_until: codec::ts(codec::get::<Option<i64>>(row, "lease_until")?.unwrap_or(0)),
-            },
-            "COMPLETED" => {
-                let status: i32 = codec::get::<Option<i32>>(row, "response_status")?.unwrap_or(500);
-                // Text, not jsonb: a replay must return the bytes of the original response, and
-                // jsonb would reorder the keys.
-                let body: Option<String> = codec::get(row, "response_body")?;
-                let headers: Option<serde_json::Value> = codec::get(row, "response_headers")?;
-                IdempotencyState::Completed(StoredResponse {
-                    status: u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status {status}")))?,
-                    body: match body {
-                        Some(text) => {
-                            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("body: {e}")))?
-                        }
-                        None => serde_json::Value::Null,
-                    },
-                    headers: match headers {
-                        Some(headers) => {
-                            serde_json::from_value(headers).map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?
-                        }
-                        None => Vec::new(),
-                    },
-                    resource_id: codec::get(row, "resource_id")?,
-                })
-            }
-            other => return Err(StoreError::Corrupt(format!("idempotency state {other:?}"))),
-        };
-        Ok(IdempotencyRecord {
-            scope: scope.clone(),
-            request_hash: codec::get(row, "request_hash")?,
-            state,
-            created_at: codec::ts(codec::get(row, "created_at")?),
-        })
-}).await
+        let sql = format!(
+            "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency_records
+             WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3"
+        );
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(codec::tenant_key(scope.tenant))
+            .bind(&scope.operation)
+            .bind(&scope.key);
+        self.fetch_optional(query, |row| rows::idempotency_record(&codec::Cols(row), scope)).await
     }
 
     async fn insert_claim(

@@ -6,11 +6,9 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::{Timestamp, new_id};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, JOB_COLUMNS};
 use tokenops_store::{Claimed, Job, JobStore, Lease, NewJob, QueueStats, StoreResult};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, lease_token, lease_until, last_error, created_at, updated_at";
 
 /// The rows a claim may take, with `$1` the claim time: queued and due, or running with an
 /// expired lease (its worker is presumed dead).
@@ -54,7 +52,7 @@ fn claim_update() -> String {
          SET status = 'running', attempts = attempts + 1, lease_token = gen_random_uuid(),
              lease_until = $2, updated_at = $1
          WHERE id IN (SELECT id FROM due) AND {CLAIMABLE}
-         RETURNING {COLUMNS}"
+         RETURNING {JOB_COLUMNS}"
     )
 }
 
@@ -221,7 +219,7 @@ impl JobStore for PostgresTx {
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<Job>> {
-        let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode).await
     }
 
@@ -235,22 +233,7 @@ impl JobStore for PostgresTx {
              FROM jobs WHERE status <> 'done' GROUP BY kind ORDER BY kind",
         )
         .bind(now.as_micros());
-        self.fetch_all(query, |row| {
-            let count = |name: &str| -> StoreResult<u64> { Ok(codec::count(codec::get(row, name)?)) };
-            let oldest: Option<i64> = codec::get(row, "oldest_due")?;
-            let stats = QueueStats {
-                queued: count("queued")?,
-                running: count("running")?,
-                dead: count("dead")?,
-                oldest_due_age_ms: oldest
-                    .map(|at| codec::ts(at).millis_until(now))
-                    .unwrap_or(0)
-                    .try_into()
-                    .unwrap_or(0),
-            };
-            Ok((codec::get(row, "kind")?, stats))
-        })
-        .await
+        self.fetch_all(query, |row| rows::queue_stats(&codec::Cols(row), now)).await
     }
 
     async fn prune_done(&mut self, cutoff: Timestamp) -> StoreResult<u64> {

@@ -5,23 +5,12 @@
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_store::rows;
+use tokenops_store::rows::LEDGER_BLOCK_COLUMNS;
 use tokenops_store::{
     LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerNonce, LedgerStore, LedgerToken,
     LedgerTransaction, StoreError, StoreResult,
 };
-
-/// A u64 for a BIGINT column; the ledger's numbers (blocks, nonces, seconds) stay far below
-/// i64::MAX, so a larger one is a bug, refused rather than wrapped.
-fn int(value: u64) -> StoreResult<i64> {
-    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit a BIGINT column").into()))
-}
-
-fn uint(value: i64, what: &str) -> StoreResult<u64> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
-}
-
-const BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
+use tokenops_store::{encode, rows};
 
 fn decode_block(row: &PgRow) -> StoreResult<LedgerBlock> {
     rows::ledger_block(&codec::Cols(row))
@@ -46,10 +35,10 @@ impl PostgresTx {
                 "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
             )
-            .bind(int(block.number)?)
+            .bind(encode::int64(block.number)?)
             .bind(&block.hash)
             .bind(&block.parent_hash)
-            .bind(int(block.timestamp)?)
+            .bind(encode::int64(block.timestamp)?)
             .bind(
                 i32::try_from(block.transaction_count)
                     .map_err(|_| StoreError::Backend("too many transactions".into()))?,
@@ -82,10 +71,10 @@ impl PostgresTx {
         );
         for t in transactions {
             hash.push(t.hash.as_str());
-            block.push(int(t.block_number)?);
+            block.push(encode::int64(t.block_number)?);
             position.push(i32::try_from(t.index).map_err(|_| StoreError::Backend("position out of range".into()))?);
             sender.push(t.sender.as_str());
-            nonce.push(int(t.nonce)?);
+            nonce.push(encode::int64(t.nonce)?);
             to.push(t.to.as_deref());
             raw.push(t.raw.as_slice());
             success.push(t.success);
@@ -122,23 +111,25 @@ impl LedgerStore for PostgresTx {
     async fn chain_id(&mut self) -> StoreResult<Option<u64>> {
         let id: Option<i64> =
             self.scalar_optional(sqlx::query_scalar("SELECT chain_id FROM ledger_chain WHERE id = 1")).await?;
-        id.map(|id| uint(id, "chain id")).transpose()
+        id.map(|id| rows::unsigned(id, "chain id")).transpose()
     }
 
     async fn init_chain(&mut self, chain_id: u64, genesis: &LedgerBlock) -> StoreResult<()> {
-        self.execute(sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)").bind(int(chain_id)?))
-            .await?;
+        self.execute(
+            sqlx::query("INSERT INTO ledger_chain (id, chain_id) VALUES (1, $1)").bind(encode::int64(chain_id)?),
+        )
+        .await?;
         self.insert_block(genesis).await
     }
 
     async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
-        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
+        let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)), decode_block).await
     }
 
     async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
-        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(int(number)?), decode_block).await
+        let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(encode::int64(number)?), decode_block).await
     }
 
     async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
@@ -159,7 +150,7 @@ impl LedgerStore for PostgresTx {
             .bind(&t.issuer)
             .bind(&t.total_supply)
             .bind(&t.deploy_transaction)
-            .bind(int(t.block_number)?)).await?;
+            .bind(encode::int64(t.block_number)?)).await?;
         }
 
         if !changes.balances.is_empty() {
@@ -206,7 +197,7 @@ impl LedgerStore for PostgresTx {
 
         if !changes.nonces.is_empty() {
             let address: Vec<&str> = changes.nonces.iter().map(|n| n.address.as_str()).collect();
-            let nonce = changes.nonces.iter().map(|n| int(n.nonce)).collect::<StoreResult<Vec<i64>>>()?;
+            let nonce = changes.nonces.iter().map(|n| encode::int64(n.nonce)).collect::<StoreResult<Vec<i64>>>()?;
             self.execute(
                 sqlx::query(
                     "INSERT INTO ledger_nonces (address, nonce)
@@ -297,7 +288,7 @@ impl LedgerStore for PostgresTx {
             |row| {
                 Ok(LedgerNonce {
                     address: codec::get(row, "address")?,
-                    nonce: uint(codec::get(row, "nonce")?, "nonce")?,
+                    nonce: rows::unsigned(codec::get(row, "nonce")?, "nonce")?,
                 })
             },
         )
@@ -331,8 +322,8 @@ impl LedgerStore for PostgresTx {
             )
             .bind(&sorted)
             .bind(node)
-            .bind(int(lease_ms)?),
-            |row| Ok((codec::get(row, "wallet")?, uint(codec::get(row, "epoch")?, "lease epoch")?)),
+            .bind(encode::int64(lease_ms)?),
+            |row| Ok((codec::get(row, "wallet")?, rows::unsigned(codec::get(row, "epoch")?, "lease epoch")?)),
         )
         .await
     }

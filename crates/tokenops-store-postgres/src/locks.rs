@@ -2,7 +2,7 @@
 
 use crate::clause::Clause;
 use crate::codec::asset_text;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::account::AccountRef;
@@ -10,11 +10,9 @@ use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
-
-const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
 fn decode_lock(row: &PgRow) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))
@@ -31,12 +29,8 @@ impl PostgresTx {
 #[async_trait]
 impl LockStore for PostgresTx {
     async fn insert(&mut self, lock: &Lock) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO locks ({LOCK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::LOCKS)
                 .bind(lock.id)
                 .bind(lock.tenant_id.as_uuid())
                 .bind(lock.account_ref.as_str())
@@ -85,7 +79,7 @@ impl LockStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
         let clause = Clause::of(conditions::account_locks(account_ref, status));
-        clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock).await
+        clause.page(self, tenant, &rows::LOCKS, "created_at DESC, id DESC", page, decode_lock).await
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

@@ -1,16 +1,13 @@
 //! Machine clients on PostgreSQL: `MachineClientStore`.
 
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
-
-const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
 
 fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
     rows::machine_client(&codec::Cols(row))
@@ -38,7 +35,7 @@ impl MachineClientStore for PostgresTx {
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
-        let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
+        let sql = format!("SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode_client).await
     }
 
@@ -50,19 +47,18 @@ impl MachineClientStore for PostgresTx {
     }
 
     async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1").bind(tenant.as_uuid()),
-            )
-            .await?;
         let sql = format!(
-            "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
+            "SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
              ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
         );
-        let items = self
-            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_client)
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1",
+            sql,
+            |q| q.bind(tenant.as_uuid()),
+            page,
+            decode_client,
+        )
+        .await
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {

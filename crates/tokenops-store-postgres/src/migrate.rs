@@ -60,14 +60,8 @@ pub async fn apply(pool: &PgPool, clock: &dyn Clock) -> StoreResult<usize> {
             .fetch_optional(&mut *tx)
             .await
             .map_err(codec::backend)?;
-        match done {
-            Some(recorded) if recorded == checksum => continue,
-            Some(_) => {
-                return Err(tokenops_store::StoreError::Corrupt(format!(
-                    "migration {version} ({name}) differs from the one applied to this database; migrations are never edited once applied"
-                )));
-            }
-            None => {}
+        if !tokenops_store::migration_pending(*version, name, &checksum, done.as_deref())? {
+            continue;
         }
         tx.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))).await.map_err(codec::backend)?;
         sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)")

@@ -2,8 +2,7 @@
 //! candidate rows (`lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
 //! apply one after the other.
 
-use crate::query::BindPage;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -29,18 +28,9 @@ fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
 }
 
 impl PostgresTx {
-    async fn fetch_policy(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Policy>> {
-        let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_policy).await
-    }
-
     async fn insert_policy_version(&mut self, v: &PolicyVersion) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::POLICY_VERSIONS)
                 .bind(v.id)
                 .bind(v.tenant_id.as_uuid())
                 .bind(v.policy_id)
@@ -58,12 +48,8 @@ impl PostgresTx {
 #[async_trait]
 impl PolicyStore for PostgresTx {
     async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO policies ({POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::POLICIES)
                 .bind(p.id)
                 .bind(p.tenant_id.as_uuid())
                 .bind(p.status.as_str())
@@ -83,11 +69,11 @@ impl PolicyStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_policy(tenant, id, "").await
+        self.fetch_by_key(&rows::POLICIES, tenant, id, "", decode_policy).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_policy(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::POLICIES, tenant, id, "FOR UPDATE", decode_policy).await
     }
 
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {
@@ -118,30 +104,19 @@ impl PolicyStore for PostgresTx {
         let rule_type = filter.rule_type.map(|r| r.as_str().to_owned());
         let condition =
             "p.tenant_id = $1 AND ($2::text IS NULL OR p.status = $2) AND ($3::text IS NULL OR p.rule_type = $3)";
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM policies p WHERE {condition}")))
-                    .bind(tenant.as_uuid())
-                    .bind(status.clone())
-                    .bind(rule_type.clone()),
-            )
-            .await?;
         let sql = format!(
             "SELECT {} FROM policies p {CURRENT_POLICY_VERSION} WHERE {condition}
              ORDER BY p.created_at DESC, p.id DESC LIMIT $4 OFFSET $5",
             policy_with_version_columns()
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(status)
-                    .bind(rule_type)
-                    .bind_page(page),
-                decode_joined,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM policies p WHERE {condition}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(status.clone()).bind(rule_type.clone()),
+            page,
+            decode_joined,
+        )
+        .await
     }
 
     async fn lock_slot(
@@ -209,24 +184,18 @@ impl PolicyStore for PostgresTx {
         policy_id: Uuid,
         page: PageRequest,
     ) -> StoreResult<Page<PolicyVersion>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar("SELECT COUNT(*) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2")
-                    .bind(tenant.as_uuid())
-                    .bind(policy_id),
-            )
-            .await?;
         let sql = format!(
             "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
              ORDER BY version_number DESC LIMIT $3 OFFSET $4"
         );
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(policy_id).bind_page(page),
-                decode_version,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            "SELECT COUNT(*) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2",
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(policy_id),
+            page,
+            decode_version,
+        )
+        .await
     }
 
     async fn active_for_action(

@@ -1,42 +1,22 @@
 //! The organisations' own policy templates on PostgreSQL: `PolicyTemplateStore`.
 
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::policy::TenantTemplate;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, TEMPLATE_COLUMNS};
 use tokenops_store::{PolicyTemplateStore, StoreResult};
-
-const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
-     default_content, created_by, created_at, updated_at";
 
 fn decode_template(row: &PgRow) -> StoreResult<TenantTemplate> {
     rows::tenant_template(&codec::Cols(row))
 }
 
-impl PostgresTx {
-    async fn fetch_template(&mut self, tenant: TenantId, key: &str, lock: &str) -> StoreResult<Option<TenantTemplate>> {
-        let sql = format!(
-            "SELECT {TEMPLATE_COLUMNS} FROM policy_templates WHERE tenant_id = $1 AND template_key = $2 {lock}"
-        );
-        self.fetch_optional(
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(key.to_owned()),
-            decode_template,
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl PolicyTemplateStore for PostgresTx {
     async fn insert(&mut self, t: &TenantTemplate) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO policy_templates ({TEMPLATE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::TEMPLATES)
                 .bind(t.tenant_id.as_uuid())
                 .bind(&t.key)
                 .bind(codec::saturating_int4(t.template_version))
@@ -54,11 +34,11 @@ impl PolicyTemplateStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        self.fetch_template(tenant, key, "").await
+        self.fetch_by_key(&rows::TEMPLATES, tenant, key, "", decode_template).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        self.fetch_template(tenant, key, "FOR UPDATE").await
+        self.fetch_by_key(&rows::TEMPLATES, tenant, key, "FOR UPDATE", decode_template).await
     }
 
     async fn update(&mut self, t: &TenantTemplate) -> StoreResult<()> {

@@ -7,8 +7,10 @@ use crate::{PostgresTx, codec};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::{Query, QueryScalar};
 use sqlx::{PgExecutor, Postgres};
-use tokenops_domain::paging::PageRequest;
+use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
+use tokenops_store::rows::Table;
 
 /// A statement with its parameters bound.
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
@@ -25,6 +27,12 @@ impl BindPage for PgQuery<'_> {
     fn bind_page(self, page: PageRequest) -> Self {
         self.bind(i64::from(page.size)).bind(codec::sql_i64(page.offset()))
     }
+}
+
+/// The INSERT of one row of `table`, its values to be bound in its columns' order, that leaves a
+/// row already there be: for [`PostgresTx::insert_new`] to report as a conflict.
+pub(crate) fn insert(table: &Table) -> PgQuery<'static> {
+    sqlx::query(sqlx::AssertSqlSafe(format!("{} ON CONFLICT DO NOTHING", table.insert_sql('$'))))
 }
 
 /// Runs a statement; returns how many rows it affected.
@@ -122,6 +130,43 @@ impl PostgresTx {
     ) -> StoreResult<Option<T>> {
         self.flush().await?;
         fetch_optional(&mut *self.tx, query, decode).await
+    }
+
+    /// The organisation's row of `table` whose key is `key`, decoded, if there is one; `suffix`
+    /// ends the statement (a further condition, `FOR UPDATE`).
+    pub(crate) async fn fetch_by_key<K, T>(
+        &mut self,
+        table: &Table,
+        tenant: TenantId,
+        key: K,
+        suffix: &str,
+        decode: impl FnOnce(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>>
+    where
+        K: for<'k> sqlx::Encode<'k, Postgres> + sqlx::Type<Postgres> + Send,
+    {
+        let sql = table.select_by_key_sql('$', suffix);
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(key), decode).await
+    }
+
+    /// One page of a list with a fixed WHERE clause, and its total: `count` (a `SELECT COUNT(*)`)
+    /// and `rows` are its two statements over the same filter, whose values `bind` binds to each
+    /// (the tenant first); `rows` ends with `LIMIT` and `OFFSET` on the two placeholders after them.
+    pub(crate) async fn page_where<T>(
+        &mut self,
+        count: impl Into<String>,
+        rows: String,
+        bind: impl for<'q> Fn(PgQuery<'q>) -> PgQuery<'q>,
+        page: PageRequest,
+        decode: impl FnMut(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Page<T>> {
+        let total: i64 = self
+            .fetch_one(bind(sqlx::query(sqlx::AssertSqlSafe(count.into()))), |row| {
+                sqlx::Row::try_get(row, 0).map_err(codec::backend)
+            })
+            .await?;
+        let items = self.fetch_all(bind(sqlx::query(sqlx::AssertSqlSafe(rows))).bind_page(page), decode).await?;
+        Ok(Page { items, total: codec::count(total) })
     }
 
     /// [`fetch_one`] in this transaction.

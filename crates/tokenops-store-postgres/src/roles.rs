@@ -4,19 +4,16 @@
 //! (`codec::folded`), which carries the uniqueness. Renaming a role, the one update that can
 //! violate a unique index, runs under a savepoint.
 
-use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, ROLE_COLUMNS};
 use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
 
 /// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
@@ -139,19 +136,17 @@ impl RoleStore for PostgresTx {
     }
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
-        let total: i64 = self
-            .scalar(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}")))
-                    .bind(tenant.as_uuid()),
-            )
-            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, ROLE_SORT)?;
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT $2 OFFSET $3");
-        let items = self
-            .fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind_page(page), decode_role)
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}"),
+            sql,
+            |q| q.bind(tenant.as_uuid()),
+            page,
+            decode_role,
+        )
+        .await
     }
 
     async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {

@@ -2,7 +2,7 @@
 
 use crate::clause::Clause;
 use crate::query::PgQuery;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -45,22 +45,10 @@ fn bind_script<'q>(query: PgQuery<'q>, s: &'q Script) -> StoreResult<PgQuery<'q>
         .bind(s.published_at.map(|t| t.as_micros())))
 }
 
-impl PostgresTx {
-    async fn fetch_script(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Script>> {
-        let sql = format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
-    }
-}
-
 #[async_trait]
 impl ScriptStore for PostgresTx {
     async fn insert(&mut self, s: &Script) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO scripts ({SCRIPT_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-             ON CONFLICT DO NOTHING"
-        );
-        let done = self.execute(bind_script(sqlx::query(sqlx::AssertSqlSafe(sql)), s)?).await?;
+        let done = self.execute(bind_script(query::insert(&rows::SCRIPTS), s)?).await?;
         if done == 0 {
             return Err(StoreError::Conflict(format!("a script named {:?} exists", s.name)));
         }
@@ -68,11 +56,11 @@ impl ScriptStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        self.fetch_script(tenant, id, "").await
+        self.fetch_by_key(&rows::SCRIPTS, tenant, id, "", decode).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        self.fetch_script(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::SCRIPTS, tenant, id, "FOR UPDATE", decode).await
     }
 
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
@@ -92,12 +80,8 @@ impl ScriptStore for PostgresTx {
     }
 
     async fn insert_version(&mut self, v: &ScriptVersion) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO script_versions ({SCRIPT_VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT DO NOTHING"
-        );
         self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+            query::insert(&rows::SCRIPT_VERSIONS)
                 .bind(v.tenant_id.as_uuid())
                 .bind(v.script_id)
                 .bind(codec::saturating_int4(v.version))
@@ -143,6 +127,6 @@ impl ScriptStore for PostgresTx {
     ) -> StoreResult<Page<Script>> {
         let clause = Clause::of(conditions::scripts(filter));
         let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, "scripts", SCRIPT_COLUMNS, &order, page, decode).await
+        clause.page(self, tenant, &rows::SCRIPTS, &order, page, decode).await
     }
 }

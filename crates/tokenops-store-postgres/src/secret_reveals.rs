@@ -4,10 +4,8 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::Timestamp;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, SECRET_REVEAL_COLUMNS};
 use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
-
-const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
 
 fn decode_reveal(row: &PgRow) -> StoreResult<SecretRevealRecord> {
     rows::secret_reveal(&codec::Cols(row))
@@ -16,8 +14,9 @@ fn decode_reveal(row: &PgRow) -> StoreResult<SecretRevealRecord> {
 #[async_trait]
 impl SecretRevealStore for PostgresTx {
     async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
-        let sql =
-            format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING");
+        let sql = format!(
+            "INSERT INTO secret_reveals ({SECRET_REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
+        );
         self.insert_new(
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(&reveal.token_hash)
@@ -33,7 +32,7 @@ impl SecretRevealStore for PostgresTx {
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
         // An expired reveal is deleted too: it can never be used again. Two concurrent takes of
         // one reveal: the second waits for the first's row lock and then deletes nothing.
-        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {REVEAL_COLUMNS}");
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {SECRET_REVEAL_COLUMNS}");
         let reveal = self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash), decode_reveal).await?;
         let Some(reveal) = reveal else { return Ok(None) };
         Ok((now < reveal.expires_at).then_some(reveal))

@@ -1,8 +1,8 @@
 //! Users on PostgreSQL: `UserStore`.
 
 use crate::audit::prefix_regex;
-use crate::query::{BindPage, PgQuery};
-use crate::{PostgresTx, codec};
+use crate::query::PgQuery;
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::identity::UserStatus;
@@ -42,30 +42,18 @@ fn bind_user<'q>(query: PgQuery<'q>, user: &'q UserRecord) -> PgQuery<'q> {
         .bind(user.updated_at.as_micros())
 }
 
-impl PostgresTx {
-    /// The organisation's user with the id, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_user(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_user).await
-    }
-}
-
 #[async_trait]
 impl UserStore for PostgresTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO users ({USER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_user(sqlx::query(sqlx::AssertSqlSafe(sql)), user), "user id or email").await
+        self.insert_new(bind_user(query::insert(&rows::USERS), user), "user id or email").await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user(tenant, id, "").await
+        self.fetch_by_key(&rows::USERS, tenant, id, "", decode_user).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::USERS, tenant, id, "FOR UPDATE", decode_user).await
     }
 
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
@@ -106,30 +94,16 @@ impl UserStore for PostgresTx {
         let status = filter.status.map(UserStatus::as_str);
         let pattern = filter.search.as_deref().map(prefix_regex);
         let count_sql = format!("SELECT COUNT(*) AS total FROM users WHERE {USER_FILTER}");
-        let total: i64 = self
-            .fetch_one(
-                sqlx::query(sqlx::AssertSqlSafe(count_sql))
-                    .bind(tenant.as_uuid())
-                    .bind(status)
-                    .bind(filter.role_id)
-                    .bind(pattern.as_deref()),
-                |row| codec::get(row, "total"),
-            )
-            .await?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, USER_SORT)?;
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT $5 OFFSET $6");
-        let items = self
-            .fetch_all(
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(tenant.as_uuid())
-                    .bind(status)
-                    .bind(filter.role_id)
-                    .bind(pattern.as_deref())
-                    .bind_page(page),
-                decode_user,
-            )
-            .await?;
-        Ok(Page { items, total: codec::count(total) })
+        self.page_where(
+            count_sql,
+            sql,
+            |q| q.bind(tenant.as_uuid()).bind(status).bind(filter.role_id).bind(pattern.as_deref()),
+            page,
+            decode_user,
+        )
+        .await
     }
 }

@@ -2,21 +2,15 @@
 //! `WebhookStore`. Event types are a JSON array kept as text, as on SQLite.
 
 use crate::query::PgQuery;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreError, StoreResult, WebhookSigningKeyRecord, WebhookStore};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
-     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
-
-const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
-     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
 
 fn decode(row: &PgRow) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
@@ -34,7 +28,7 @@ fn int4(value: u32, what: &str) -> StoreResult<i32> {
     i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
 }
 
-/// Binds a webhook's values in `COLUMNS` order: the insert binds them all, the update the
+/// Binds a webhook's values in `WEBHOOK_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
 fn bind_webhook<'q>(query: PgQuery<'q>, w: &'q Webhook) -> StoreResult<PgQuery<'q>> {
     Ok(query
@@ -73,21 +67,6 @@ fn bind_delivery<'q>(query: PgQuery<'q>, d: &'q Delivery) -> StoreResult<PgQuery
         .bind(d.last_status_code.map(i32::from)))
 }
 
-impl PostgresTx {
-    /// The organisation's webhook with the id, `suffix` ending the statement (liveness, lock).
-    async fn fetch_webhook(&mut self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
-        let sql = format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND id = $2 {suffix}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode).await
-    }
-
-    /// The organisation's delivery with the id, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_delivery(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Delivery>> {
-        let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_delivery)
-            .await
-    }
-}
-
 #[async_trait]
 impl WebhookStore for PostgresTx {
     async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>> {
@@ -100,11 +79,7 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO webhooks ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_webhook(sqlx::query(sqlx::AssertSqlSafe(sql)), w)?, "webhook url").await
+        self.insert_new(bind_webhook(query::insert(&rows::WEBHOOKS), w)?, "webhook url").await
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
@@ -118,21 +93,21 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL").await
+        self.fetch_by_key(&rows::WEBHOOKS, tenant, id, "AND deleted_at IS NULL", decode).await
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_webhook(tenant, id, "AND deleted_at IS NULL FOR UPDATE").await
+        self.fetch_by_key(&rows::WEBHOOKS, tenant, id, "AND deleted_at IS NULL FOR UPDATE", decode).await
     }
 
     async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.fetch_webhook(tenant, id, "").await
+        self.fetch_by_key(&rows::WEBHOOKS, tenant, id, "", decode).await
     }
 
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
         self.fetch_optional(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND url = $2 AND deleted_at IS NULL"
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = $1 AND url = $2 AND deleted_at IS NULL"
             )))
             .bind(tenant.as_uuid())
             .bind(url.to_owned()),
@@ -144,7 +119,7 @@ impl WebhookStore for PostgresTx {
     async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks
                  WHERE tenant_id = $1 AND deleted_at IS NULL
                    AND ($2::bigint IS NULL OR (created_at, id) < ($2, $3::uuid))
                  ORDER BY created_at DESC, id DESC LIMIT $4"
@@ -161,7 +136,7 @@ impl WebhookStore for PostgresTx {
     async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at, id"
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at, id"
             )))
             .bind(tenant.as_uuid()),
             decode,
@@ -170,12 +145,7 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-             ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(bind_delivery(sqlx::query(sqlx::AssertSqlSafe(sql)), d)?, "delivery generation").await
+        self.insert_new(bind_delivery(query::insert(&rows::DELIVERIES), d)?, "delivery generation").await
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
@@ -189,11 +159,11 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_delivery(tenant, id, "").await
+        self.fetch_by_key(&rows::DELIVERIES, tenant, id, "", decode_delivery).await
     }
 
     async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_delivery(tenant, id, "FOR UPDATE").await
+        self.fetch_by_key(&rows::DELIVERIES, tenant, id, "FOR UPDATE", decode_delivery).await
     }
 
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {

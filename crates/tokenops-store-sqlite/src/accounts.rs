@@ -1,7 +1,7 @@
 //! Accounts on SQLite: `AccountStore`, mapping rows to and from the domain's `Account` (by parsing:
 //! a value that does not parse is a corrupt row).
 
-use crate::codec::{asset_text, page_limits};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
@@ -9,11 +9,9 @@ use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
 
 /// The filter shared by the count and the page: `?1` the tenant, `?2` the customer, `?3` the
 /// status, `?4` the asset (each NULL when not filtered on).
@@ -46,16 +44,11 @@ fn account_values(account: &Account) -> impl Params + '_ {
 #[async_trait]
 impl AccountStore for SqliteTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-        );
-        self.execute(&sql, account_values(account))?;
-        Ok(())
+        self.insert_row(&rows::ACCOUNTS, account_values(account))
     }
 
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = ?1 AND account_ref = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), account_ref.as_str()], decode_account)
+        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), decode_account)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
@@ -84,18 +77,17 @@ impl AccountStore for SqliteTx {
         let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
         let status = filter.status.map(AccountStatus::as_str);
         let asset = filter.asset_id.map(asset_text);
-        let total: i64 = self.scalar(
-            &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
-            params![&tenant_text, customer, status, asset],
-        )?;
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT ?5 OFFSET ?6"
         );
-        let (limit, offset) = page_limits(page);
-        let items =
-            self.fetch_all(&sql, params![&tenant_text, customer, status, asset, limit, offset], decode_account)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
+            &sql,
+            &[&tenant_text, &customer, &status, &asset],
+            page,
+            decode_account,
+        )
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {

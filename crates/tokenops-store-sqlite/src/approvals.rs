@@ -10,15 +10,9 @@ use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, Approval
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
-
-const REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
-     description, expires_at, resolved_at, acted_by, created_at, updated_at";
-
-const TASK_COLUMNS: &str =
-    "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
 
 fn decode_request(row: &Row<'_>) -> StoreResult<ApprovalRequest> {
     rows::approval_request(&codec::Cols(row))
@@ -35,11 +29,8 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
 #[async_trait]
 impl ApprovalStore for SqliteTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO approval_requests ({REQUEST_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-            ),
+        self.insert_row(
+            &rows::APPROVAL_REQUESTS,
             params![
                 codec::id_text(r.id),
                 codec::id_text(r.tenant_id.as_uuid()),
@@ -57,8 +48,7 @@ impl ApprovalStore for SqliteTx {
                 r.created_at.as_micros(),
                 r.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
@@ -78,11 +68,7 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_optional(
-            &format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_request,
-        )
+        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, codec::id_text(id), decode_request)
     }
 
     async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
@@ -101,8 +87,7 @@ impl ApprovalStore for SqliteTx {
         clause.page(
             self,
             tenant,
-            "approval_requests",
-            REQUEST_COLUMNS,
+            &rows::APPROVAL_REQUESTS,
             "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
             page,
             decode_request,
@@ -123,7 +108,7 @@ impl ApprovalStore for SqliteTx {
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>> {
         self.fetch_all(
             &format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= ?1
+                "SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests WHERE status = 'PENDING' AND expires_at <= ?1
                  ORDER BY expires_at ASC, id ASC LIMIT ?2"
             ),
             params![now.as_micros(), i64::from(limit)],
@@ -141,7 +126,7 @@ impl ApprovalStore for SqliteTx {
         let ids = serde_json::Value::from(resource_ids.to_vec()).to_string();
         self.fetch_all(
             &format!(
-                "SELECT {REQUEST_COLUMNS} FROM approval_requests
+                "SELECT {APPROVAL_REQUEST_COLUMNS} FROM approval_requests
                  WHERE tenant_id = ?1 AND resource_type = ?2 AND resource_id IN (SELECT value FROM json_each(?3))"
             ),
             params![codec::id_text(tenant.as_uuid()), resource_type, ids],
@@ -150,10 +135,8 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO approval_tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-            ),
+        self.insert_row(
+            &rows::APPROVAL_TASKS,
             params![
                 codec::id_text(t.id),
                 codec::id_text(t.tenant_id.as_uuid()),
@@ -167,8 +150,7 @@ impl ApprovalStore for SqliteTx {
                 t.created_at.as_micros(),
                 t.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
@@ -190,11 +172,7 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_optional(
-            &format!("SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_task,
-        )
+        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, codec::id_text(id), decode_task)
     }
 
     async fn tasks_of(
@@ -209,7 +187,7 @@ impl ApprovalStore for SqliteTx {
         }
         self.fetch_all(
             &format!(
-                "SELECT {TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND request_id = ?2
+                "SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND request_id = ?2
                  ORDER BY step ASC, created_at ASC, id ASC"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(request_id)],
@@ -228,6 +206,6 @@ impl ApprovalStore for SqliteTx {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        clause.page(self, tenant, "approval_tasks", TASK_COLUMNS, "created_at DESC, id DESC", page, decode_task)
+        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
     }
 }

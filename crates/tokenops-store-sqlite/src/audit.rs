@@ -1,5 +1,6 @@
 //! Audit records on SQLite.
 
+use crate::clause::{self, Clause};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -9,18 +10,13 @@ use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{PageRequest, SortKey};
-use tokenops_store::keyset::{self, KeyValue};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS};
 use tokenops_store::{
     AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
     case_forms,
 };
+use tokenops_store::{conditions, keyset};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
-
-const BLOCK_COLUMNS: &str =
-    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
 
 /// The chain's tenant as `?1` binds it: `tenant_id IS ?1` matches NULL for the platform's chain
 /// (SQLite uses an index for `IS` as for `=`).
@@ -43,76 +39,37 @@ const QUERY_BY_INDEX_UP_TO: u64 = 5_000;
 /// ASCII `query` by each identifier column's range, for SQLite to read it through their indexes
 /// (migration 0017), the exact pattern deciding either way; and let several actors be read
 /// through theirs.
-fn where_clause(filter: &AuditFilter, binds: &mut Vec<Value>, by_index: bool) -> String {
-    let mut sql = String::from("tenant_id = ?1");
-    let mut push = |sql: &mut String, clause: &str, value: Value| {
-        binds.push(value);
-        let n = binds.len() + 1;
-        sql.push_str(&clause.replace("?", &format!("?{n}")));
-    };
-    if let Some(from) = filter.occurred_from {
-        push(&mut sql, " AND occurred_at >= ?", Value::Integer(from.as_micros()));
-    }
-    if let Some(to) = filter.occurred_to {
-        push(&mut sql, " AND occurred_at < ?", Value::Integer(to.as_micros()));
-    }
-    if let Some(v) = &filter.request_id {
-        push(&mut sql, " AND request_id = ?", Value::Text(v.clone()));
-    }
-    if let Some(v) = &filter.action {
-        push(&mut sql, " AND action = ?", Value::Text(v.clone()));
-    }
-    if let Some(v) = &filter.source {
-        push(&mut sql, " AND source = ?", Value::Text(v.clone()));
-    }
-    if let Some(v) = &filter.resource_type {
-        push(&mut sql, " AND resource_type = ?", Value::Text(v.clone()));
-    }
-    if let Some(v) = &filter.resource_id {
-        push(&mut sql, " AND resource_id = ?", Value::Text(v.clone()));
-    }
+fn where_clause(filter: &AuditFilter, by_index: bool) -> Clause {
+    let mut clause = Clause::of(conditions::audit_records(filter));
     if !filter.actor_ids.is_empty() {
         // Unary `+` keeps SQLite from reading several actors through their index, which finds
         // their matches out of order, to be sorted all before the first page.
-        sql.push_str(if by_index || filter.actor_ids.len() == 1 {
-            " AND actor_id IN ("
-        } else {
-            " AND +actor_id IN ("
-        });
-        for (i, actor) in filter.actor_ids.iter().enumerate() {
-            binds.push(Value::Text(actor.clone()));
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!("?{}", binds.len() + 1));
-        }
-        sql.push(')');
+        let column = if by_index || filter.actor_ids.len() == 1 { "actor_id" } else { "+actor_id" };
+        let actors: Vec<String> = filter.actor_ids.iter().map(|a| clause.param(Value::Text(a.clone()))).collect();
+        clause.and(&format!("{column} IN ({})", actors.join(", ")));
     }
     if let Some(q) = &filter.query {
-        binds.push(Value::Text(prefix_glob(q)));
-        let n = binds.len() + 1;
+        let pattern = clause.param(Value::Text(prefix_glob(q)));
         // An ASCII query also bounds each column by its range in the column's NOCASE index
         // (migration 0017), so that each column is searched through its index, not the table.
-        let range = ascii_prefix_range(q).filter(|_| by_index).map(|(lower, upper)| {
-            binds.push(Value::Text(lower));
-            binds.push(Value::Text(upper));
-            (n + 1, n + 2)
-        });
+        let range = ascii_prefix_range(q)
+            .filter(|_| by_index)
+            .map(|(lower, upper)| (clause.param(Value::Text(lower)), clause.param(Value::Text(upper))));
         // Every match lies in its column's range, so the ranges (one OR, read index by index)
         // and the exact patterns (another) may be checked apart: SQLite reads an OR through
         // several indexes only when each of its terms is an index's.
         if let Some((lo, hi)) = range {
             let ranges = QUERY_COLUMNS
                 .iter()
-                .map(|col| format!("({col} >= ?{lo} COLLATE NOCASE AND {col} < ?{hi} COLLATE NOCASE)"))
+                .map(|col| format!("({col} >= {lo} COLLATE NOCASE AND {col} < {hi} COLLATE NOCASE)"))
                 .collect::<Vec<_>>()
                 .join(" OR ");
-            sql.push_str(&format!(" AND ({ranges})"));
+            clause.and(&format!("({ranges})"));
         }
-        let any = QUERY_COLUMNS.iter().map(|col| format!("{col} GLOB ?{n}")).collect::<Vec<_>>().join(" OR ");
-        sql.push_str(&format!(" AND ({any})"));
+        let any = QUERY_COLUMNS.iter().map(|col| format!("{col} GLOB {pattern}")).collect::<Vec<_>>().join(" OR ");
+        clause.and(&format!("({any})"));
     }
-    sql
+    clause
 }
 
 /// The identifier columns the free-text query matches by case-insensitive prefix.
@@ -135,22 +92,6 @@ pub(crate) fn prefix_glob(query: &str) -> String {
     }
     pattern.push('*');
     pattern
-}
-
-/// The parameters of the WHERE clause: the tenant (`?1`), then the filter's values.
-fn bind_all(tenant: &str, binds: &[Value]) -> Vec<Value> {
-    let mut values = Vec::with_capacity(binds.len() + 3);
-    values.push(Value::Text(tenant.to_owned()));
-    values.extend_from_slice(binds);
-    values
-}
-
-impl SqliteTx {
-    /// Runs `sql`, a `SELECT COUNT(*)`.
-    fn count_where(&self, sql: &str, values: Vec<Value>) -> StoreResult<u64> {
-        let count: i64 = self.scalar(sql, params_from_iter(values))?;
-        Ok(u64::try_from(count).unwrap_or(0))
-    }
 }
 
 #[async_trait]
@@ -182,7 +123,7 @@ impl AuditStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<AuditRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM audit_records WHERE tenant_id = ?1 AND id = ?2");
+        let sql = format!("SELECT {AUDIT_COLUMNS} FROM audit_records WHERE tenant_id = ?1 AND id = ?2");
         self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode)
     }
 
@@ -200,33 +141,28 @@ impl AuditStore for SqliteTx {
             params![&tenant_text],
         )?;
         let head = head.unwrap_or(0);
-        let mut binds = Vec::new();
-        let plain = where_clause(filter, &mut binds, false);
+        let mut plain = where_clause(filter, false);
+        let matches = plain.sql.clone();
         // The planner would read a broad filter's own index to find these few (it keeps no
         // histograms): `INDEXED BY` reads the unsealed records' partial index, and the chain's.
-        let unsealed = self.count_where(
-            &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_unsealed WHERE {plain} AND chain_seq IS NULL"),
-            bind_all(&tenant_text, &binds),
+        let unsealed = plain.count(
+            tenant,
+            &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_unsealed WHERE {matches} AND chain_seq IS NULL"),
+            self,
         )?;
         let sealed = match carries(known, head) {
             Some(known) => {
-                let n = binds.len() + 2;
-                let mut values = bind_all(&tenant_text, &binds);
-                values.push(Value::Integer(known.through_seq));
-                let since = self.count_where(
-                    &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE {plain} AND chain_seq > ?{n}"),
-                    values,
+                let through = plain.param(Value::Integer(known.through_seq));
+                let since = plain.count(
+                    tenant,
+                    &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE {matches} AND chain_seq > {through}"),
+                    self,
                 )?;
                 known.count + since
             }
             None => {
-                let mut binds = Vec::new();
-                let clause = where_clause(filter, &mut binds, true);
-                let full = self.count_where(
-                    &format!("SELECT COUNT(*) FROM audit_records WHERE {clause}"),
-                    bind_all(&tenant_text, &binds),
-                )?;
-                full.saturating_sub(unsealed)
+                let clause = where_clause(filter, true);
+                clause.count(tenant, &clause.count_sql("audit_records"), self)?.saturating_sub(unsealed)
             }
         };
         Ok(AuditCount::new(head, sealed, unsealed))
@@ -240,22 +176,17 @@ impl AuditStore for SqliteTx {
         page: PageRequest,
         total: u64,
     ) -> StoreResult<Vec<AuditRecord>> {
-        let tenant_text = codec::id_text(tenant.as_uuid());
-        let mut binds = Vec::new();
         // A `query` prefix or several actors find their matches through their indexes out of
         // order: worth it only for few matches.
         let unordered = filter.query.is_some() || filter.actor_ids.len() > 1;
         let by_index = !unordered || total <= QUERY_BY_INDEX_UP_TO;
-        let clause = where_clause(filter, &mut binds, by_index);
+        let clause = where_clause(filter, by_index);
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
-        let n = binds.len() + 2;
-        let sql =
-            format!("SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {order} LIMIT ?{n} OFFSET ?{}", n + 1);
-        let mut values = bind_all(&tenant_text, &binds);
-        values.push(Value::Integer(i64::from(page.size)));
-        values.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
-        self.fetch_all(&sql, params_from_iter(values), decode)
+        let (limit, offset) = codec::page_limits(page);
+        let mut values = clause.values(tenant);
+        values.extend([Value::Integer(limit), Value::Integer(offset)]);
+        self.fetch_all(&clause.page_sql("audit_records", AUDIT_COLUMNS, &order), params_from_iter(values), decode)
     }
 
     async fn batch_after(
@@ -266,27 +197,23 @@ impl AuditStore for SqliteTx {
         after: Option<&AuditRecord>,
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
-        let mut binds = Vec::new();
         // In order, batch after batch: read the newest records in order, as a common prefix's
         // page is (see `QUERY_BY_INDEX_UP_TO`).
-        let mut clause = where_clause(filter, &mut binds, false);
+        let mut clause = where_clause(filter, false);
         let keys = audit_keys(sort);
         if let Some(record) = after {
             let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));
-            clause.push_str(" AND ");
-            clause.push_str(&keyset::number_placeholders(&condition, binds.len() + 2, |n| format!("?{n}")));
-            binds.extend(values.into_iter().map(|v| match v {
-                KeyValue::Int(v) => Value::Integer(v),
-                KeyValue::Text(v) => Value::Text(v),
-                KeyValue::Id(v) => Value::Text(codec::id_text(v)),
-            }));
+            let condition = keyset::number_placeholders(&condition, clause.next(), |n| clause.placeholder(n));
+            clause.and(&condition);
+            clause.binds.extend(values.into_iter().map(clause::value));
         }
-        let n = binds.len() + 2;
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records WHERE {clause} ORDER BY {} LIMIT ?{n}",
-            keyset::order_by(&keys)
+            "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE {} ORDER BY {} LIMIT {}",
+            clause.sql,
+            keyset::order_by(&keys),
+            clause.placeholder(clause.next())
         );
-        let mut values = bind_all(&codec::id_text(tenant.as_uuid()), &binds);
+        let mut values = clause.values(tenant);
         values.push(Value::Integer(i64::from(limit)));
         self.fetch_all(&sql, params_from_iter(values), decode)
     }
@@ -303,8 +230,9 @@ impl AuditStore for SqliteTx {
     }
 
     async fn last_block(&mut self, chain: Option<TenantId>) -> StoreResult<Option<AuditBlock>> {
-        let sql =
-            format!("SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1");
+        let sql = format!(
+            "SELECT {AUDIT_BLOCK_COLUMNS} FROM audit_blocks WHERE chain_id = ?1 ORDER BY block_number DESC LIMIT 1"
+        );
         self.fetch_optional(&sql, params![codec::id_text(audit_chain::chain_id(chain))], |row| {
             rows::audit_block(&codec::Cols(row))
         })
@@ -313,7 +241,7 @@ impl AuditStore for SqliteTx {
     async fn last_blocks(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditBlock>> {
         // SQLite takes a bare column beside MAX() from the row that holds the maximum.
         let sql = format!(
-            "SELECT {BLOCK_COLUMNS} FROM audit_blocks WHERE (chain_id, block_number) IN (
+            "SELECT {AUDIT_BLOCK_COLUMNS} FROM audit_blocks WHERE (chain_id, block_number) IN (
                  SELECT chain_id, MAX(block_number) FROM audit_blocks
                  WHERE ?1 IS NULL OR chain_id > ?1 GROUP BY chain_id ORDER BY chain_id LIMIT ?2
              ) ORDER BY chain_id"
@@ -334,7 +262,7 @@ impl AuditStore for SqliteTx {
 
     async fn unsealed(&mut self, chain: Option<TenantId>, limit: u32) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records INDEXED BY audit_records_unsealed WHERE tenant_id IS ?1 AND chain_seq IS NULL ORDER BY created_at, id LIMIT ?2"
+            "SELECT {AUDIT_COLUMNS} FROM audit_records INDEXED BY audit_records_unsealed WHERE tenant_id IS ?1 AND chain_seq IS NULL ORDER BY created_at, id LIMIT ?2"
         );
         self.fetch_all(&sql, params![chain_value(chain), i64::from(limit)], decode)
     }
@@ -379,7 +307,7 @@ impl AuditStore for SqliteTx {
         limit: u32,
     ) -> StoreResult<Vec<AuditRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE tenant_id IS ?1 AND chain_seq > ?2 ORDER BY chain_seq LIMIT ?3"
+            "SELECT {AUDIT_COLUMNS} FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE tenant_id IS ?1 AND chain_seq > ?2 ORDER BY chain_seq LIMIT ?3"
         );
         self.fetch_all(&sql, params![chain_value(chain), after_seq, i64::from(limit)], decode)
     }
@@ -408,6 +336,21 @@ impl AuditStore for SqliteTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn where_clause_numbers_parameters_after_the_tenant() {
+        let filter = AuditFilter {
+            action: Some("customer.create".into()),
+            actor_ids: vec!["a".into(), "b".into()],
+            query: Some("Ab".into()),
+            ..AuditFilter::default()
+        };
+        let clause = where_clause(&filter, true);
+        assert!(clause.sql.starts_with("tenant_id = ?1 AND action = ?2 AND actor_id IN (?3, ?4) AND ((id >= ?6"));
+        assert!(clause.sql.ends_with(" OR action GLOB ?5)"));
+        assert_eq!(clause.binds.len(), 6);
+        assert!(where_clause(&filter, false).sql.contains(" AND +actor_id IN (?3, ?4) AND (id GLOB ?5 OR "));
+    }
 
     #[test]
     fn the_query_becomes_a_case_insensitive_prefix_glob() {

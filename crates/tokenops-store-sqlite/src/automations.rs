@@ -20,11 +20,8 @@ fn decode(row: &Row<'_>) -> StoreResult<Automation> {
 impl AutomationStore for SqliteTx {
     async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
         let (cron, time_zone, event_type) = encode::trigger_columns(&a.trigger);
-        self.execute(
-            &format!(
-                "INSERT INTO automations ({AUTOMATION_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
-            ),
+        self.insert_row(
+            &rows::AUTOMATIONS,
             params![
                 codec::id_text(a.id),
                 codec::id_text(a.tenant_id.as_uuid()),
@@ -44,16 +41,11 @@ impl AutomationStore for SqliteTx {
                 a.created_at.as_micros(),
                 a.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_optional(
-            &format!("SELECT {AUTOMATION_COLUMNS} FROM automations WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode,
-        )
+        self.fetch_by_key(&rows::AUTOMATIONS, tenant, codec::id_text(id), decode)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
@@ -90,7 +82,7 @@ impl AutomationStore for SqliteTx {
     ) -> StoreResult<Page<Automation>> {
         let clause = Clause::of(conditions::automations(filter));
         let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, "automations", AUTOMATION_COLUMNS, &order, page, decode)
+        clause.page(self, tenant, &rows::AUTOMATIONS, &order, page, decode)
     }
 
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {

@@ -12,8 +12,6 @@ use tokenops_store::conditions;
 use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
 
-const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
-
 fn decode_break(row: &Row<'_>) -> StoreResult<Break> {
     rows::break_record(&codec::Cols(row))
 }
@@ -21,9 +19,8 @@ fn decode_break(row: &Row<'_>) -> StoreResult<Break> {
 #[async_trait]
 impl BreakStore for SqliteTx {
     async fn insert(&mut self, record: &Break) -> StoreResult<()> {
-        let sql = format!("INSERT INTO breaks ({BREAK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
-        self.execute(
-            &sql,
+        self.insert_row(
+            &rows::BREAKS,
             params![
                 codec::id_text(record.id),
                 codec::id_text(record.tenant_id.as_uuid()),
@@ -34,12 +31,11 @@ impl BreakStore for SqliteTx {
                 &record.detail,
                 record.detected_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
         let clause = Clause::of(conditions::breaks(filter));
-        clause.page(self, tenant, "breaks", BREAK_COLUMNS, "detected_at DESC, id DESC", page, decode_break)
+        clause.page(self, tenant, &rows::BREAKS, "detected_at DESC, id DESC", page, decode_break)
     }
 }

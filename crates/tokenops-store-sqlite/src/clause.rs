@@ -9,6 +9,7 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
 use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
+use tokenops_store::rows::Table;
 
 /// The shared clause, numbered `?1`, `?2`, …
 pub(crate) struct Clause(conditions::Clause<Value>);
@@ -51,25 +52,23 @@ impl Clause {
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
-    /// One page of the rows of `table` the clause selects (`columns` of them, in `order`), with
-    /// the total the clause selects.
-    #[allow(clippy::too_many_arguments)]
+    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
+    /// selects.
     pub(crate) fn page<T>(
         &self,
         tx: &SqliteTx,
         tenant: TenantId,
-        table: &str,
-        columns: &str,
+        table: &Table,
         order: &str,
         page: PageRequest,
         decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, &self.count_sql(table), tx)?;
+        let total = self.count(tenant, &self.count_sql(table.name), tx)?;
         let (limit, offset) = codec::page_limits(page);
         let mut values = self.values(tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
-        let items = tx.fetch_all(&self.page_sql(table, columns, order), params_from_iter(values), decode)?;
+        let items = tx.fetch_all(&self.page_sql(table.name, table.columns, order), params_from_iter(values), decode)?;
         Ok(Page { items, total })
     }
 }

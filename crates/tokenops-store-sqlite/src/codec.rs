@@ -117,6 +117,10 @@ impl Columns for Cols<'_, '_> {
         json(&self.text(name)?)
     }
 
+    fn opt_json(&self, name: &str) -> StoreResult<Option<serde_json::Value>> {
+        self.opt_text(name)?.as_deref().map(json).transpose()
+    }
+
     fn bytes(&self, name: &str) -> StoreResult<Vec<u8>> {
         get(self.0, name)
     }

@@ -1,6 +1,6 @@
 //! Token contracts on SQLite: `ContractStore`, mapping rows to and from the domain's `Contract`.
 
-use crate::codec::{asset_text, page_limits};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
@@ -9,10 +9,8 @@ use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
 /// The filter shared by the count and the page: `?1` the tenant, `?2` the asset, `?3` the status
 /// (each NULL when not filtered on).
@@ -44,16 +42,11 @@ fn contract_values(contract: &Contract) -> impl Params + '_ {
 #[async_trait]
 impl ContractStore for SqliteTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO contracts ({CONTRACT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-        );
-        self.execute(&sql, contract_values(contract))?;
-        Ok(())
+        self.insert_row(&rows::CONTRACTS, contract_values(contract))
     }
 
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = ?1 AND asset_id = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), asset_text(asset_id)], decode_contract)
+        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), decode_contract)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
@@ -86,16 +79,16 @@ impl ContractStore for SqliteTx {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let asset = filter.asset_id.map(asset_text);
         let status = filter.status.map(ContractStatus::as_str);
-        let total: i64 = self.scalar(
-            &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
-            params![&tenant_text, asset, status],
-        )?;
         let sql = format!(
             "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
              ORDER BY created_at ASC, id ASC LIMIT ?4 OFFSET ?5"
         );
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, asset, status, limit, offset], decode_contract)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
+            &sql,
+            &[&tenant_text, &asset, &status],
+            page,
+            decode_contract,
+        )
     }
 }

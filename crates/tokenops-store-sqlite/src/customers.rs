@@ -6,10 +6,8 @@ use rusqlite::{Row, params};
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, CUSTOMER_COLUMNS};
 use tokenops_store::{CustomerFilter, CustomerStore, StoreResult};
-
-const COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Customer> {
     rows::customer(&codec::Cols(row))
@@ -35,8 +33,7 @@ impl CustomerStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        let sql = format!("SELECT {COLUMNS} FROM customers WHERE tenant_id = ?1 AND customer_ref = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), customer_ref.as_str()], decode)
+        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), decode)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
@@ -67,19 +64,16 @@ impl CustomerStore for SqliteTx {
     ) -> StoreResult<Page<Customer>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let status = filter.status.map(CustomerStatus::as_str);
-        let total: i64 = self.scalar(
-            "SELECT COUNT(*) FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)",
-            params![&tenant_text, status],
-        )?;
         let sql = format!(
-            "SELECT {COLUMNS} FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)
+            "SELECT {CUSTOMER_COLUMNS} FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)
              ORDER BY created_at ASC, id ASC LIMIT ?3 OFFSET ?4"
         );
-        let items = self.fetch_all(
+        self.page_where(
+            "SELECT COUNT(*) FROM customers WHERE tenant_id = ?1 AND (?2 IS NULL OR status = ?2)",
             &sql,
-            params![&tenant_text, status, i64::from(page.size), i64::try_from(page.offset()).unwrap_or(i64::MAX)],
+            &[&tenant_text, &status],
+            page,
             decode,
-        )?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        )
     }
 }

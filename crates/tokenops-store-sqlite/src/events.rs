@@ -6,11 +6,9 @@ use rusqlite::{Row, params};
 use tokenops_domain::event::{Event, EventFilter};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, EVENT_COLUMNS};
 use tokenops_store::{EventStore, StoreResult};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Event> {
     rows::event(&codec::Cols(row))
@@ -40,13 +38,12 @@ impl EventStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {
-        let sql = format!("SELECT {COLUMNS} FROM events WHERE tenant_id = ?1 AND id = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode)
+        self.fetch_by_key(&rows::EVENTS, tenant, codec::id_text(id), decode)
     }
 
     async fn list(&mut self, tenant: TenantId, filter: &EventFilter, window: KeysetRequest) -> StoreResult<Vec<Event>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM events
+            "SELECT {EVENT_COLUMNS} FROM events
              WHERE tenant_id = ?1
                AND (?2 IS NULL OR event_type = ?2)
                AND (?3 IS NULL OR occurred_at >= ?3)
@@ -81,7 +78,7 @@ impl EventStore for SqliteTx {
     async fn mark_dispatched(&mut self, ids: &[(TenantId, Uuid)], now: Timestamp) -> StoreResult<Vec<Event>> {
         let sql = format!(
             "UPDATE events SET dispatched_at = ?1 WHERE tenant_id = ?2 AND id = ?3 AND dispatched_at IS NULL
-             RETURNING {COLUMNS}"
+             RETURNING {EVENT_COLUMNS}"
         );
         let mut marked = Vec::new();
         for (tenant, id) in ids {

@@ -3,11 +3,11 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row, params};
+use rusqlite::{Params, Row};
 use tokenops_domain::TenantId;
 use tokenops_domain::automation::{Execution, ExecutionFilter};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows::{self, EXECUTION_COLUMNS};
+use tokenops_store::rows;
 use tokenops_store::{ExecutionStore, StoreError, StoreResult, keyset};
 use tokenops_store::{conditions, encode};
 use uuid::Uuid;
@@ -42,26 +42,15 @@ fn execution_values(e: &Execution) -> impl Params + '_ {
 #[async_trait]
 impl ExecutionStore for SqliteTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
-        let inserted = self.execute(
-            &format!(
-                "INSERT INTO automation_executions ({EXECUTION_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-                 ON CONFLICT DO NOTHING"
-            ),
-            execution_values(e),
-        )?;
-        if inserted == 0 {
+        let inserted = self.insert_new_row(&rows::EXECUTIONS, execution_values(e))?;
+        if !inserted {
             return Err(StoreError::Conflict("the automation already has this run".into()));
         }
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_optional(
-            &format!("SELECT {EXECUTION_COLUMNS} FROM automation_executions WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode,
-        )
+        self.fetch_by_key(&rows::EXECUTIONS, tenant, codec::id_text(id), decode)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
@@ -90,6 +79,6 @@ impl ExecutionStore for SqliteTx {
     ) -> StoreResult<Page<Execution>> {
         let clause = Clause::of(conditions::executions(automation_id, filter));
         let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, "automation_executions", EXECUTION_COLUMNS, &order, page, decode)
+        clause.page(self, tenant, &rows::EXECUTIONS, &order, page, decode)
     }
 }

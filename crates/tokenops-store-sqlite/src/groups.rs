@@ -3,19 +3,16 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::page_limits;
 use crate::users::decode_user;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, GROUP_COLUMNS};
 use tokenops_store::sorting::{GROUP_SORT, order_by};
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
-
-const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
 
 fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
     rows::group(&codec::Cols(row))
@@ -83,16 +80,18 @@ impl GroupStore for SqliteTx {
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 =
-            self.scalar("SELECT COUNT(*) FROM approval_groups WHERE tenant_id = ?1", params![&tenant_text])?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, GROUP_SORT)?;
         let sql = format!(
             "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 ORDER BY {order} LIMIT ?2 OFFSET ?3"
         );
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_group)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            "SELECT COUNT(*) FROM approval_groups WHERE tenant_id = ?1",
+            &sql,
+            &[&tenant_text],
+            page,
+            decode_group,
+        )
     }
 
     async fn add_member(
@@ -136,14 +135,17 @@ impl GroupStore for SqliteTx {
     ) -> StoreResult<Page<UserRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let group_text = codec::id_text(group_id);
-        let total: i64 = self.scalar(&format!("SELECT COUNT(*) FROM {MEMBERS}"), params![&tenant_text, &group_text])?;
         let sql = format!(
             "SELECT {} FROM {MEMBERS} ORDER BY u.first_name ASC, u.last_name ASC, u.id ASC LIMIT ?3 OFFSET ?4",
             rows::joined_user_columns()
         );
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, &group_text, limit, offset], decode_user)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM {MEMBERS}"),
+            &sql,
+            &[&tenant_text, &group_text],
+            page,
+            decode_user,
+        )
     }
 
     async fn groups_of(&mut self, tenant: TenantId, user_id: Uuid) -> StoreResult<Vec<Uuid>> {

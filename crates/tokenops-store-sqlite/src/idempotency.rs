@@ -4,49 +4,20 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
 use tokenops_domain::Timestamp;
-use tokenops_store::{
-    IdempotencyRecord, IdempotencyScope, IdempotencyState, IdempotencyStore, StoreError, StoreResult, StoredResponse,
-};
+use tokenops_store::rows::{self, IDEMPOTENCY_COLUMNS};
+use tokenops_store::{IdempotencyRecord, IdempotencyScope, IdempotencyStore, StoreError, StoreResult, StoredResponse};
 use uuid::Uuid;
 
 #[async_trait]
 impl IdempotencyStore for SqliteTx {
     async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>> {
-        self.fetch_optional(
-            "SELECT request_hash, state, lease_token, lease_until, response_status, response_body, response_headers, resource_id, created_at
-             FROM idempotency_records WHERE tenant_id = ?1 AND operation = ?2 AND idempotency_key = ?3",
-            params![codec::tenant_text(scope.tenant), &scope.operation, &scope.key],
-            |row| {
-                let state: String = codec::get(row, "state")?;
-                let state = match state.as_str() {
-                    "IN_FLIGHT" => IdempotencyState::InFlight {
-                        token: codec::opt_uuid(codec::get(row, "lease_token")?)?
-                            .ok_or_else(|| StoreError::Corrupt("in-flight idempotency record without token".into()))?,
-                        lease_until: codec::ts(codec::get::<Option<i64>>(row, "lease_until")?.unwrap_or(0)),
-                    },
-                    "COMPLETED" => {
-                        let status: i64 = codec::get::<Option<i64>>(row, "response_status")?.unwrap_or(500);
-                        let body: Option<String> = codec::get(row, "response_body")?;
-                        let headers: Option<String> = codec::get(row, "response_headers")?;
-                        IdempotencyState::Completed(StoredResponse {
-                            status: u16::try_from(status)
-                                .map_err(|_| StoreError::Corrupt(format!("status {status}")))?,
-                            body: codec::json(body.as_deref().unwrap_or("null"))?,
-                            headers: serde_json::from_str(headers.as_deref().unwrap_or("[]"))
-                                .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?,
-                            resource_id: codec::get(row, "resource_id")?,
-                        })
-                    }
-                    other => return Err(StoreError::Corrupt(format!("idempotency state {other:?}"))),
-                };
-                Ok(IdempotencyRecord {
-                    scope: scope.clone(),
-                    request_hash: codec::get(row, "request_hash")?,
-                    state,
-                    created_at: codec::ts(codec::get(row, "created_at")?),
-                })
-            },
-        )
+        let sql = format!(
+            "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency_records
+             WHERE tenant_id = ?1 AND operation = ?2 AND idempotency_key = ?3"
+        );
+        self.fetch_optional(&sql, params![codec::tenant_text(scope.tenant), &scope.operation, &scope.key], |row| {
+            rows::idempotency_record(&codec::Cols(row), scope)
+        })
     }
 
     async fn insert_claim(

@@ -5,11 +5,9 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::{Timestamp, new_id};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, JOB_COLUMNS};
 use tokenops_store::{Claimed, Job, JobStore, Lease, NewJob, QueueStats, StoreError, StoreResult};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, lease_token, lease_until, last_error, created_at, updated_at";
 
 fn decode(row: &Row<'_>) -> StoreResult<Job> {
     rows::job(&codec::Cols(row))
@@ -65,7 +63,7 @@ impl JobStore for SqliteTx {
                  )
                  ORDER BY run_at ASC, id ASC LIMIT ?4
              )
-             RETURNING {COLUMNS}"
+             RETURNING {JOB_COLUMNS}"
         );
         let mut claimed = self.fetch_all(
             &sql,
@@ -150,7 +148,7 @@ impl JobStore for SqliteTx {
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<Job>> {
-        let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1");
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
         self.fetch_optional(&sql, params![codec::id_text(id)], decode)
     }
 
@@ -163,22 +161,7 @@ impl JobStore for SqliteTx {
                 MIN(CASE WHEN status = 'queued' AND run_at <= ?1 THEN run_at END) AS oldest_due
              FROM jobs WHERE status <> 'done' GROUP BY kind ORDER BY kind",
             params![now.as_micros()],
-            |row| {
-                let count =
-                    |name: &str| -> StoreResult<u64> { Ok(u64::try_from(codec::get::<i64>(row, name)?).unwrap_or(0)) };
-                let oldest: Option<i64> = codec::get(row, "oldest_due")?;
-                let stats = QueueStats {
-                    queued: count("queued")?,
-                    running: count("running")?,
-                    dead: count("dead")?,
-                    oldest_due_age_ms: oldest
-                        .map(|at| codec::ts(at).millis_until(now))
-                        .unwrap_or(0)
-                        .try_into()
-                        .unwrap_or(0),
-                };
-                Ok((codec::get(row, "kind")?, stats))
-            },
+            |row| rows::queue_stats(&codec::Cols(row), now),
         )
     }
 

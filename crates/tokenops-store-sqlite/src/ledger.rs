@@ -7,21 +7,12 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use serde_json::{Value, json};
-use tokenops_store::rows;
+use tokenops_store::rows::LEDGER_BLOCK_COLUMNS;
 use tokenops_store::{
     LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerNonce, LedgerStore, LedgerToken,
-    LedgerTransaction, StoreError, StoreResult,
+    LedgerTransaction, StoreResult,
 };
-
-/// A u64 for an INTEGER column; the ledger's numbers (blocks, nonces, seconds) stay far below
-/// i64::MAX, so a larger one is a bug, refused rather than wrapped.
-fn int(value: u64) -> StoreResult<i64> {
-    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit an INTEGER column").into()))
-}
-
-fn uint(value: i64, what: &str) -> StoreResult<u64> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
-}
+use tokenops_store::{encode, rows};
 
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -32,8 +23,6 @@ fn hex(bytes: &[u8]) -> String {
     }
     text
 }
-
-const BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
 
 fn decode_block(row: &Row<'_>) -> StoreResult<LedgerBlock> {
     rows::ledger_block(&codec::Cols(row))
@@ -57,10 +46,10 @@ impl SqliteTx {
             "INSERT INTO ledger_blocks (number, hash, parent_hash, timestamp, transaction_count, produced_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
-                int(block.number)?,
+                encode::int64(block.number)?,
                 &block.hash,
                 &block.parent_hash,
-                int(block.timestamp)?,
+                encode::int64(block.timestamp)?,
                 i64::from(block.transaction_count),
                 block.produced_at.as_micros(),
             ],
@@ -92,23 +81,23 @@ impl SqliteTx {
 impl LedgerStore for SqliteTx {
     async fn chain_id(&mut self) -> StoreResult<Option<u64>> {
         let id: Option<i64> = self.scalar_optional("SELECT chain_id FROM ledger_chain WHERE id = 1", [])?;
-        id.map(|id| uint(id, "chain id")).transpose()
+        id.map(|id| rows::unsigned(id, "chain id")).transpose()
     }
 
     async fn init_chain(&mut self, chain_id: u64, genesis: &LedgerBlock) -> StoreResult<()> {
         self.require_write("initialising the ledger")?;
-        self.execute("INSERT INTO ledger_chain (id, chain_id) VALUES (1, ?1)", params![int(chain_id)?])?;
+        self.execute("INSERT INTO ledger_chain (id, chain_id) VALUES (1, ?1)", params![encode::int64(chain_id)?])?;
         self.insert_block(genesis)
     }
 
     async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
-        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
+        let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
         self.fetch_optional(&sql, [], decode_block)
     }
 
     async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
-        let sql = format!("SELECT {BLOCK_COLUMNS} FROM ledger_blocks WHERE number = ?1");
-        self.fetch_optional(&sql, params![int(number)?], decode_block)
+        let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks WHERE number = ?1");
+        self.fetch_optional(&sql, params![encode::int64(number)?], decode_block)
     }
 
     async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
@@ -119,10 +108,10 @@ impl LedgerStore for SqliteTx {
         for t in changes.transactions {
             rows.push(json!([
                 t.hash,
-                int(t.block_number)?,
+                encode::int64(t.block_number)?,
                 t.index,
                 t.sender,
-                int(t.nonce)?,
+                encode::int64(t.nonce)?,
                 t.to,
                 hex(&t.raw),
                 i64::from(t.success),
@@ -150,7 +139,7 @@ impl LedgerStore for SqliteTx {
                 t.issuer,
                 t.total_supply,
                 t.deploy_transaction,
-                int(t.block_number)?,
+                encode::int64(t.block_number)?,
             ]));
         }
         // `WHERE true` settles SQLite's parsing ambiguity between a join's ON and ON CONFLICT.
@@ -187,7 +176,7 @@ impl LedgerStore for SqliteTx {
 
         let mut rows = Vec::with_capacity(changes.nonces.len());
         for n in changes.nonces {
-            rows.push(json!([n.address, int(n.nonce)?]));
+            rows.push(json!([n.address, encode::int64(n.nonce)?]));
         }
         self.execute_rows(
             "INSERT INTO ledger_nonces (address, nonce)
@@ -261,7 +250,7 @@ impl LedgerStore for SqliteTx {
             |row| {
                 Ok(LedgerNonce {
                     address: codec::get(row, "address")?,
-                    nonce: uint(codec::get(row, "nonce")?, "nonce")?,
+                    nonce: rows::unsigned(codec::get(row, "nonce")?, "nonce")?,
                 })
             },
         )
@@ -287,8 +276,8 @@ impl LedgerStore for SqliteTx {
              WHERE signing_leases.holder = excluded.holder
                 OR signing_leases.expires_at_ms < CAST(unixepoch('subsec') * 1000 AS INTEGER)
              RETURNING wallet, epoch",
-            params![json!(wallets).to_string(), node, int(lease_ms)?],
-            |row| Ok((codec::get(row, "wallet")?, uint(codec::get(row, "epoch")?, "lease epoch")?)),
+            params![json!(wallets).to_string(), node, encode::int64(lease_ms)?],
+            |row| Ok((codec::get(row, "wallet")?, rows::unsigned(codec::get(row, "epoch")?, "lease epoch")?)),
         )
     }
 }

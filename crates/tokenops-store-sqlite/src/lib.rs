@@ -44,13 +44,15 @@ mod users;
 mod webhooks;
 
 use async_trait::async_trait;
-use rusqlite::types::FromSql;
+use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{Connection, Params, Row};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokenops_domain::TenantId;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::SubjectStanding;
+use tokenops_store::rows::Table;
 use tokenops_store::{Backend, Store, StoreError, StoreResult, Tx};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -235,6 +237,49 @@ impl SqliteTx {
     ) -> StoreResult<T> {
         self.fetch_optional(sql, params, decode)?
             .ok_or_else(|| StoreError::Backend("a query that returns one row returned none".into()))
+    }
+
+    /// Inserts one row of `table`, its values in its columns' order.
+    pub(crate) fn insert_row(&self, table: &Table, values: impl Params) -> StoreResult<()> {
+        self.execute(&table.insert_sql('?'), values)?;
+        Ok(())
+    }
+
+    /// Inserts one row of `table` unless a row with the same key is there already; whether it did.
+    pub(crate) fn insert_new_row(&self, table: &Table, values: impl Params) -> StoreResult<bool> {
+        let inserted = self.execute(&format!("{} ON CONFLICT DO NOTHING", table.insert_sql('?')), values)?;
+        Ok(inserted > 0)
+    }
+
+    /// The organisation's row of `table` whose key is `key`, decoded, if there is one.
+    pub(crate) fn fetch_by_key<T>(
+        &self,
+        table: &Table,
+        tenant: TenantId,
+        key: impl ToSql,
+        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let sql = table.select_by_key_sql('?', "");
+        self.fetch_optional(&sql, rusqlite::params![codec::id_text(tenant.as_uuid()), key], decode)
+    }
+
+    /// One page of a list with a fixed WHERE clause, and its total: `count` (a `SELECT COUNT(*)`)
+    /// and `rows` are its two statements over the same filter, bound to `values` (the tenant
+    /// first); `rows` ends with `LIMIT` and `OFFSET` on the two placeholders after them.
+    pub(crate) fn page_where<T>(
+        &self,
+        count: &str,
+        rows: &str,
+        values: &[&dyn ToSql],
+        page: PageRequest,
+        decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Page<T>> {
+        let total: i64 = self.scalar(count, values)?;
+        let (limit, offset) = codec::page_limits(page);
+        let mut all = values.to_vec();
+        all.extend([&limit as &dyn ToSql, &offset]);
+        let items = self.fetch_all(rows, all.as_slice(), decode)?;
+        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
     }
 
     /// The first column of the one row a query returns.

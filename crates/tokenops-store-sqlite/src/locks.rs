@@ -10,11 +10,9 @@ use tokenops_domain::operation::{Lock, LockStatus};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
-
-const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
 
 fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))
@@ -23,9 +21,8 @@ fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
 #[async_trait]
 impl LockStore for SqliteTx {
     async fn insert(&mut self, lock: &Lock) -> StoreResult<()> {
-        let sql = format!("INSERT INTO locks ({LOCK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-        self.execute(
-            &sql,
+        self.insert_row(
+            &rows::LOCKS,
             params![
                 codec::id_text(lock.id),
                 codec::id_text(lock.tenant_id.as_uuid()),
@@ -39,13 +36,11 @@ impl LockStore for SqliteTx {
                 lock.created_at.as_micros(),
                 lock.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = ?1 AND id = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode_lock)
+        self.fetch_by_key(&rows::LOCKS, tenant, codec::id_text(id), decode_lock)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
@@ -77,7 +72,7 @@ impl LockStore for SqliteTx {
         page: PageRequest,
     ) -> StoreResult<Page<Lock>> {
         let clause = Clause::of(conditions::account_locks(account_ref, status));
-        clause.page(self, tenant, "locks", LOCK_COLUMNS, "created_at DESC, id DESC", page, decode_lock)
+        clause.page(self, tenant, &rows::LOCKS, "created_at DESC, id DESC", page, decode_lock)
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

@@ -1,16 +1,13 @@
 //! Machine clients on SQLite: `MachineClientStore`.
 
-use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
-
-const CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
 
 fn decode_client(row: &Row<'_>) -> StoreResult<MachineClientRecord> {
     rows::machine_client(&codec::Cols(row))
@@ -36,7 +33,7 @@ impl MachineClientStore for SqliteTx {
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
-        let sql = format!("SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE id = ?1");
+        let sql = format!("SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE id = ?1");
         self.fetch_optional(&sql, params![codec::id_text(id)], decode_client)
     }
 
@@ -47,15 +44,17 @@ impl MachineClientStore for SqliteTx {
 
     async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 =
-            self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1", params![&tenant_text])?;
         let sql = format!(
-            "SELECT {CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = ?1
+            "SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = ?1
              ORDER BY created_at ASC, id ASC LIMIT ?2 OFFSET ?3"
         );
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_client)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            "SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1",
+            &sql,
+            &[&tenant_text],
+            page,
+            decode_client,
+        )
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {

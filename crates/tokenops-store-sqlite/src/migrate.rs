@@ -41,14 +41,8 @@ pub fn apply(conn: &mut Connection, clock: &dyn Clock) -> StoreResult<usize> {
             .query_row("SELECT checksum FROM schema_migrations WHERE version = ?1", [version], |row| row.get(0))
             .optional()
             .map_err(codec::backend)?;
-        match done {
-            Some(recorded) if recorded == checksum => continue,
-            Some(_) => {
-                return Err(tokenops_store::StoreError::Corrupt(format!(
-                    "migration {version} ({name}) differs from the one applied to this database; migrations are never edited once applied"
-                )));
-            }
-            None => {}
+        if !tokenops_store::migration_pending(*version, name, &checksum, done.as_deref())? {
+            continue;
         }
         tx.execute_batch(sql).map_err(codec::backend)?;
         tx.execute(

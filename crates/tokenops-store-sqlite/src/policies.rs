@@ -1,6 +1,5 @@
 //! Policies and their versions on SQLite: `PolicyStore`.
 
-use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
@@ -27,8 +26,8 @@ fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
 
 impl SqliteTx {
     fn insert_policy_version(&self, v: &PolicyVersion) -> StoreResult<()> {
-        self.execute(
-            &format!("INSERT INTO policy_versions ({POLICY_VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        self.insert_row(
+            &rows::POLICY_VERSIONS,
             params![
                 codec::id_text(v.id),
                 codec::id_text(v.tenant_id.as_uuid()),
@@ -39,18 +38,15 @@ impl SqliteTx {
                 &v.created_by,
                 v.created_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 }
 
 #[async_trait]
 impl PolicyStore for SqliteTx {
     async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO policies ({POLICY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-            ),
+        self.insert_row(
+            &rows::POLICIES,
             params![
                 codec::id_text(p.id),
                 codec::id_text(p.tenant_id.as_uuid()),
@@ -70,11 +66,7 @@ impl PolicyStore for SqliteTx {
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_optional(
-            &format!("SELECT {POLICY_COLUMNS} FROM policies WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_policy,
-        )
+        self.fetch_by_key(&rows::POLICIES, tenant, codec::id_text(id), decode_policy)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
@@ -110,21 +102,17 @@ impl PolicyStore for SqliteTx {
         let status = filter.status.map(PolicyStatus::as_str);
         let rule_type = filter.rule_type.map(RuleType::as_str);
         let condition = "p.tenant_id = ?1 AND (?2 IS NULL OR p.status = ?2) AND (?3 IS NULL OR p.rule_type = ?3)";
-        let total: i64 = self.scalar(
+        self.page_where(
             &format!("SELECT COUNT(*) FROM policies p WHERE {condition}"),
-            params![&tenant_text, status, rule_type],
-        )?;
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(
             &format!(
                 "SELECT {} FROM policies p {CURRENT_POLICY_VERSION} WHERE {condition}
                  ORDER BY p.created_at DESC, p.id DESC LIMIT ?4 OFFSET ?5",
                 policy_with_version_columns()
             ),
-            params![&tenant_text, status, rule_type, limit, offset],
+            &[&tenant_text, &status, &rule_type],
+            page,
             decode_joined,
-        )?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        )
     }
 
     async fn lock_slot(
@@ -184,20 +172,16 @@ impl PolicyStore for SqliteTx {
     ) -> StoreResult<Page<PolicyVersion>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let policy_text = codec::id_text(policy_id);
-        let total: i64 = self.scalar(
+        self.page_where(
             "SELECT COUNT(*) FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2",
-            params![&tenant_text, &policy_text],
-        )?;
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(
             &format!(
                 "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2
                  ORDER BY version_number DESC LIMIT ?3 OFFSET ?4"
             ),
-            params![&tenant_text, &policy_text, limit, offset],
+            &[&tenant_text, &policy_text],
+            page,
             decode_version,
-        )?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        )
     }
 
     async fn active_for_action(

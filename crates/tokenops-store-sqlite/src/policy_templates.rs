@@ -5,11 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::policy::TenantTemplate;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, TEMPLATE_COLUMNS};
 use tokenops_store::{PolicyTemplateStore, StoreResult};
-
-const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
-     default_content, created_by, created_at, updated_at";
 
 fn decode_template(row: &Row<'_>) -> StoreResult<TenantTemplate> {
     rows::tenant_template(&codec::Cols(row))
@@ -18,8 +15,8 @@ fn decode_template(row: &Row<'_>) -> StoreResult<TenantTemplate> {
 #[async_trait]
 impl PolicyTemplateStore for SqliteTx {
     async fn insert(&mut self, t: &TenantTemplate) -> StoreResult<()> {
-        self.execute(
-            &format!("INSERT INTO policy_templates ({TEMPLATE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        self.insert_row(
+            &rows::TEMPLATES,
             params![
                 codec::id_text(t.tenant_id.as_uuid()),
                 &t.key,
@@ -33,16 +30,11 @@ impl PolicyTemplateStore for SqliteTx {
                 t.created_at.as_micros(),
                 t.updated_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        self.fetch_optional(
-            &format!("SELECT {TEMPLATE_COLUMNS} FROM policy_templates WHERE tenant_id = ?1 AND template_key = ?2"),
-            params![codec::id_text(tenant.as_uuid()), key],
-            decode_template,
-        )
+        self.fetch_by_key(&rows::TEMPLATES, tenant, key, decode_template)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {

@@ -3,18 +3,15 @@
 //! Role names are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, ROLE_COLUMNS};
 use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
 
 /// The roles an organisation sees, `?1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = ?1 OR tenant_id IS NULL)";
@@ -120,14 +117,16 @@ impl RoleStore for SqliteTx {
 
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<RoleRecord>> {
         let tenant_text = codec::id_text(tenant.as_uuid());
-        let total: i64 =
-            self.scalar(&format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}"), params![&tenant_text])?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, ROLE_SORT)?;
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} ORDER BY {order} LIMIT ?2 OFFSET ?3");
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(&sql, params![&tenant_text, limit, offset], decode_role)?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE}"),
+            &sql,
+            &[&tenant_text],
+            page,
+            decode_role,
+        )
     }
 
     async fn count_holders(&mut self, tenant: TenantId, role_id: Uuid) -> StoreResult<u64> {

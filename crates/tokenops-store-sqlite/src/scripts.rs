@@ -48,25 +48,15 @@ fn script_values(s: &Script) -> StoreResult<impl Params + '_> {
 #[async_trait]
 impl ScriptStore for SqliteTx {
     async fn insert(&mut self, s: &Script) -> StoreResult<()> {
-        let inserted = self.execute(
-            &format!(
-                "INSERT INTO scripts ({SCRIPT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-                 ON CONFLICT DO NOTHING"
-            ),
-            script_values(s)?,
-        )?;
-        if inserted == 0 {
+        let inserted = self.insert_new_row(&rows::SCRIPTS, script_values(s)?)?;
+        if !inserted {
             return Err(StoreError::Conflict(format!("a script named {:?} exists", s.name)));
         }
         Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        self.fetch_optional(
-            &format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode,
-        )
+        self.fetch_by_key(&rows::SCRIPTS, tenant, codec::id_text(id), decode)
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
@@ -94,11 +84,8 @@ impl ScriptStore for SqliteTx {
     }
 
     async fn insert_version(&mut self, v: &ScriptVersion) -> StoreResult<()> {
-        let inserted = self.execute(
-            &format!(
-                "INSERT INTO script_versions ({SCRIPT_VERSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT DO NOTHING"
-            ),
+        let inserted = self.insert_new_row(
+            &rows::SCRIPT_VERSIONS,
             params![
                 codec::id_text(v.tenant_id.as_uuid()),
                 codec::id_text(v.script_id),
@@ -110,7 +97,7 @@ impl ScriptStore for SqliteTx {
                 v.created_at.as_micros(),
             ],
         )?;
-        if inserted == 0 {
+        if !inserted {
             return Err(StoreError::Conflict(format!("script version {} exists", v.version)));
         }
         Ok(())
@@ -147,6 +134,6 @@ impl ScriptStore for SqliteTx {
     ) -> StoreResult<Page<Script>> {
         let clause = Clause::of(conditions::scripts(filter));
         let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, "scripts", SCRIPT_COLUMNS, &order, page, decode)
+        clause.page(self, tenant, &rows::SCRIPTS, &order, page, decode)
     }
 }

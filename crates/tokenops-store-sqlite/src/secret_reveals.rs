@@ -4,10 +4,8 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::Timestamp;
-use tokenops_store::rows;
+use tokenops_store::rows::{self, SECRET_REVEAL_COLUMNS};
 use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
-
-const REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
 
 fn decode_reveal(row: &Row<'_>) -> StoreResult<SecretRevealRecord> {
     rows::secret_reveal(&codec::Cols(row))
@@ -16,7 +14,7 @@ fn decode_reveal(row: &Row<'_>) -> StoreResult<SecretRevealRecord> {
 #[async_trait]
 impl SecretRevealStore for SqliteTx {
     async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
-        let sql = format!("INSERT INTO secret_reveals ({REVEAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)");
+        let sql = format!("INSERT INTO secret_reveals ({SECRET_REVEAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)");
         self.execute(
             &sql,
             params![
@@ -32,7 +30,7 @@ impl SecretRevealStore for SqliteTx {
 
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
         // An expired reveal is deleted too: it can never be used again.
-        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = ?1 RETURNING {REVEAL_COLUMNS}");
+        let sql = format!("DELETE FROM secret_reveals WHERE token_hash = ?1 RETURNING {SECRET_REVEAL_COLUMNS}");
         let Some(reveal) = self.fetch_optional(&sql, params![token_hash], decode_reveal)? else { return Ok(None) };
         Ok((now < reveal.expires_at).then_some(reveal))
     }

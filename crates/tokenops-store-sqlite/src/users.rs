@@ -1,7 +1,6 @@
 //! Users on SQLite: `UserStore`.
 
 use crate::audit::prefix_glob;
-use crate::codec::page_limits;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params, params_from_iter};
@@ -53,11 +52,7 @@ fn user_values(user: &UserRecord) -> impl Params + '_ {
 #[async_trait]
 impl UserStore for SqliteTx {
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO users ({USER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
-        );
-        self.execute(&sql, user_values(user))?;
-        Ok(())
+        self.insert_row(&rows::USERS, user_values(user))
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
@@ -108,19 +103,15 @@ impl UserStore for SqliteTx {
         let status = filter.status.map(UserStatus::as_str);
         let role = filter.role_id.map(codec::id_text);
         let pattern = filter.search.as_deref().map(prefix_glob);
-        let total: i64 = self.scalar(
-            &format!("SELECT COUNT(*) FROM users WHERE {USER_FILTER}"),
-            params![&tenant_text, status, role.as_deref(), pattern.as_deref()],
-        )?;
         // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
         let order = order_by(sort, USER_SORT)?;
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {USER_FILTER} ORDER BY {order} LIMIT ?5 OFFSET ?6");
-        let (limit, offset) = page_limits(page);
-        let items = self.fetch_all(
+        self.page_where(
+            &format!("SELECT COUNT(*) FROM users WHERE {USER_FILTER}"),
             &sql,
-            params![&tenant_text, status, role.as_deref(), pattern.as_deref(), limit, offset],
+            &[&tenant_text, &status, &role.as_deref(), &pattern.as_deref()],
+            page,
             decode_user,
-        )?;
-        Ok(Page { items, total: u64::try_from(total).unwrap_or(0) })
+        )
     }
 }

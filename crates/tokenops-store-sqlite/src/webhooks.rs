@@ -7,15 +7,9 @@ use rusqlite::{Params, Row, params};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
 use uuid::Uuid;
-
-const COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
-     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
-
-const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
-     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
 
 fn decode(row: &Row<'_>) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
@@ -29,7 +23,7 @@ fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
-/// A webhook's values in `COLUMNS` order: the insert binds them all, the update the columns it
+/// A webhook's values in `WEBHOOK_COLUMNS` order: the insert binds them all, the update the columns it
 /// may change, each by its place in that list.
 fn webhook_values(w: &Webhook) -> impl Params + '_ {
     (
@@ -74,7 +68,7 @@ impl SqliteTx {
     /// The organisation's webhook with the id, `suffix` ending the condition (liveness).
     fn fetch_webhook(&self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
         self.fetch_optional(
-            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2 {suffix}"),
+            &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND id = ?2 {suffix}"),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
             decode,
         )
@@ -94,13 +88,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO webhooks ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
-            ),
-            webhook_values(w),
-        )?;
-        Ok(())
+        self.insert_row(&rows::WEBHOOKS, webhook_values(w))
     }
 
     async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
@@ -129,7 +117,7 @@ impl WebhookStore for SqliteTx {
 
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>> {
         self.fetch_optional(
-            &format!("SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND url = ?2 AND deleted_at IS NULL"),
+            &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND url = ?2 AND deleted_at IS NULL"),
             params![codec::id_text(tenant.as_uuid()), url],
             decode,
         )
@@ -138,7 +126,7 @@ impl WebhookStore for SqliteTx {
     async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             &format!(
-                "SELECT {COLUMNS} FROM webhooks
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks
                  WHERE tenant_id = ?1 AND deleted_at IS NULL
                    AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
                  ORDER BY created_at DESC, id DESC LIMIT ?4"
@@ -156,7 +144,7 @@ impl WebhookStore for SqliteTx {
     async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             &format!(
-                "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND deleted_at IS NULL ORDER BY created_at, id"
+                "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = ?1 AND deleted_at IS NULL ORDER BY created_at, id"
             ),
             params![codec::id_text(tenant.as_uuid())],
             decode,
@@ -164,14 +152,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.execute(
-            &format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-            ),
-            delivery_values(d),
-        )?;
-        Ok(())
+        self.insert_row(&rows::DELIVERIES, delivery_values(d))
     }
 
     async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
@@ -185,11 +166,7 @@ impl WebhookStore for SqliteTx {
     }
 
     async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_optional(
-            &format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE tenant_id = ?1 AND id = ?2"),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-            decode_delivery,
-        )
+        self.fetch_by_key(&rows::DELIVERIES, tenant, codec::id_text(id), decode_delivery)
     }
 
     async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {

@@ -6,6 +6,7 @@
 use crate::keyset::KeyValue;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalTaskFilter};
+use tokenops_domain::audit::AuditFilter;
 use tokenops_domain::automation::{AutomationFilter, AutomationStatus, ExecutionFilter};
 use tokenops_domain::operation::{BreakFilter, LockStatus};
 use tokenops_domain::script::{ScriptFilter, ScriptStatus};
@@ -117,6 +118,20 @@ pub fn approval_requests(filter: &ApprovalRequestFilter) -> Vec<Condition> {
         .compare("resolved_at", ">=", filter.resolved_from.map(|t| KeyValue::Int(t.as_micros())))
         .compare("resolved_at", "<", filter.resolved_to.map(|t| KeyValue::Int(t.as_micros())))
         .equal("action", filter.action.as_deref().map(text))
+        .equal("resource_id", filter.resource_id.as_deref().map(text))
+        .0
+}
+
+/// Audit records by when they occurred (from inclusive, to exclusive), request, action, source
+/// and resource. The actors and the free-text query each backend reads through its own indexes.
+pub fn audit_records(filter: &AuditFilter) -> Vec<Condition> {
+    Conditions::default()
+        .compare("occurred_at", ">=", filter.occurred_from.map(|t| KeyValue::Int(t.as_micros())))
+        .compare("occurred_at", "<", filter.occurred_to.map(|t| KeyValue::Int(t.as_micros())))
+        .equal("request_id", filter.request_id.as_deref().map(text))
+        .equal("action", filter.action.as_deref().map(text))
+        .equal("source", filter.source.as_deref().map(text))
+        .equal("resource_type", filter.resource_type.as_deref().map(text))
         .equal("resource_id", filter.resource_id.as_deref().map(text))
         .0
 }

@@ -2,6 +2,7 @@
 //! asset codes, and the lists kept as JSON text. What is spelled per dialect stays in each
 //! backend's `codec`; reading rows back is `rows`.
 
+use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::automation::{Execution, Trigger};
 use uuid::Uuid;
@@ -11,6 +12,14 @@ use uuid::Uuid;
 /// "k", fold alike, independent of a server's locale. Uniqueness is on the folded column.
 pub fn folded(text: &str) -> String {
     text.to_lowercase().to_uppercase()
+}
+
+/// A count or number for a 64-bit integer column (PostgreSQL's BIGINT, SQLite's INTEGER). The
+/// numbers stored so (ledger blocks, nonces, seconds) stay far below `i64::MAX`, so a larger one
+/// is a bug, refused rather than wrapped.
+pub fn int64(value: u64) -> StoreResult<i64> {
+    i64::try_from(value)
+        .map_err(|_| StoreError::Backend(format!("{value} does not fit a 64-bit integer column").into()))
 }
 
 /// An asset as stored: its upper-case ISO 4217 code, one spelling for the unique index.

@@ -94,6 +94,19 @@ pub fn migration_checksum(sql: &str) -> String {
     Sha256::digest(sql.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether migration `version` (`name`) is still to be applied, from the checksum recorded when
+/// it was (none: never applied) and the one of its text now; an applied migration whose text has
+/// changed since is refused, for both backends alike.
+pub fn migration_pending(version: i64, name: &str, checksum: &str, recorded: Option<&str>) -> StoreResult<bool> {
+    match recorded {
+        None => Ok(true),
+        Some(recorded) if recorded == checksum => Ok(false),
+        Some(_) => Err(StoreError::Corrupt(format!(
+            "migration {version} ({name}) differs from the one applied to this database; migrations are never edited once applied"
+        ))),
+    }
+}
+
 /// `c` and its single-character lower- and upper-case forms: both backends build their
 /// case-insensitive search patterns from it (`[éÉ]`), because neither SQLite's `lower()` (ASCII
 /// only) nor PostgreSQL's (locale-dependent) folds the same way.

@@ -14,6 +14,7 @@ mod custody;
 mod customers;
 mod events;
 mod groups;
+mod idempotency;
 mod jobs;
 mod ledger;
 mod locks;
@@ -28,40 +29,77 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use accounts::account;
-pub use approvals::{approval_request, approval_task};
-pub use audit::{audit_block, audit_record};
-pub use breaks::break_record;
-pub use contracts::contract;
+pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, account};
+pub use approvals::{
+    APPROVAL_REQUEST_COLUMNS, APPROVAL_REQUESTS, APPROVAL_TASK_COLUMNS, APPROVAL_TASKS, approval_request, approval_task,
+};
+pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_record};
+pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
+pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, contract};
 pub use custody::custody_key;
-pub use customers::customer;
-pub use events::event;
-pub use groups::group;
-pub use jobs::job;
-pub use ledger::{ledger_block, ledger_hold, ledger_token, ledger_transaction};
-pub use locks::lock;
-pub use machine_clients::machine_client;
+pub use customers::{CUSTOMER_COLUMNS, CUSTOMERS, customer};
+pub use events::{EVENT_COLUMNS, EVENTS, event};
+pub use groups::{GROUP_COLUMNS, group};
+pub use idempotency::{IDEMPOTENCY_COLUMNS, idempotency_record};
+pub use jobs::{JOB_COLUMNS, job, queue_stats};
+pub use ledger::{LEDGER_BLOCK_COLUMNS, ledger_block, ledger_hold, ledger_token, ledger_transaction};
+pub use locks::{LOCK_COLUMNS, LOCKS, lock};
+pub use machine_clients::{MACHINE_CLIENT_COLUMNS, machine_client};
 pub use operations::{in_flight, operation, submission_reads, submission_reads_sql, submission_row};
 pub use policies::{
-    CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy, policy_version, policy_with_version,
-    policy_with_version_columns,
+    CURRENT_POLICY_VERSION, POLICIES, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, POLICY_VERSIONS, policy, policy_version,
+    policy_with_version, policy_with_version_columns,
 };
-pub use policy_templates::tenant_template;
-pub use roles::role;
+pub use policy_templates::{TEMPLATE_COLUMNS, TEMPLATES, tenant_template};
+pub use roles::{ROLE_COLUMNS, role};
 pub use scripts::{
-    AUTOMATION_COLUMNS, EXECUTION_COLUMNS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS, automation, execution, script,
-    script_version,
+    AUTOMATION_COLUMNS, AUTOMATIONS, EXECUTION_COLUMNS, EXECUTIONS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS,
+    SCRIPT_VERSIONS, SCRIPTS, automation, execution, script, script_version,
 };
-pub use secret_reveals::secret_reveal;
+pub use secret_reveals::{SECRET_REVEAL_COLUMNS, secret_reveal};
 pub use tenants::tenant;
-pub use users::{USER_COLUMNS, joined_user_columns, user};
-pub use webhooks::{delivery, webhook, webhook_signing_key};
+pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
+pub use webhooks::{DELIVERIES, DELIVERY_COLUMNS, WEBHOOK_COLUMNS, WEBHOOKS, delivery, webhook, webhook_signing_key};
 
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};
 use tokenops_domain::chain::{Address, TxHash};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
+
+/// One aggregate's table as both backends read and write it: its name, the columns its decoder
+/// reads (the order an insert binds them in), and `key`, the column that finds one of an
+/// organisation's rows (its id, or a reference unique within the organisation). Its statements
+/// are dialect-neutral but for the placeholders, numbered in the backend's style (`sigil` `?` or
+/// `$`).
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: &'static str,
+    pub key: &'static str,
+}
+
+impl Table {
+    /// The INSERT of one row, its values bound in `columns` order.
+    pub fn insert_sql(&self, sigil: char) -> String {
+        let values: Vec<String> = (1..=self.columns.split(',').count()).map(|n| format!("{sigil}{n}")).collect();
+        format!("INSERT INTO {} ({}) VALUES ({})", self.name, self.columns, values.join(", "))
+    }
+
+    /// The organisation's row with a key: the tenant bound first, the key second; `suffix`, if
+    /// any, ends the statement (PostgreSQL's `FOR UPDATE`).
+    pub fn select_by_key_sql(&self, sigil: char, suffix: &str) -> String {
+        let mut sql = format!(
+            "SELECT {} FROM {} WHERE tenant_id = {sigil}1 AND {} = {sigil}2",
+            self.columns, self.name, self.key
+        );
+        if !suffix.is_empty() {
+            sql.push(' ');
+            sql.push_str(suffix);
+        }
+        sql
+    }
+}
 
 /// The named columns of one row. A value of the wrong type or one that does not decode is the
 /// backend's error (`StoreError::Corrupt` where the driver can tell); a missing column is a bug
@@ -76,6 +114,7 @@ pub trait Columns {
     fn uuid(&self, name: &str) -> StoreResult<Uuid>;
     fn opt_uuid(&self, name: &str) -> StoreResult<Option<Uuid>>;
     fn json(&self, name: &str) -> StoreResult<serde_json::Value>;
+    fn opt_json(&self, name: &str) -> StoreResult<Option<serde_json::Value>>;
     fn bytes(&self, name: &str) -> StoreResult<Vec<u8>>;
     fn opt_bytes(&self, name: &str) -> StoreResult<Option<Vec<u8>>>;
     /// A list of strings stored in the backend's list form (a JSON array as text on SQLite, a
@@ -131,15 +170,17 @@ pub trait Columns {
 
     /// A counter or ordinal that is never negative.
     fn unsigned(&self, name: &str, what: &str) -> StoreResult<u64> {
-        let value = self.int(name)?;
-        u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
+        unsigned(self.int(name)?, what)
     }
 
     fn opt_unsigned(&self, name: &str, what: &str) -> StoreResult<Option<u64>> {
-        self.opt_int(name)?
-            .map(|value| u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}"))))
-            .transpose()
+        self.opt_int(name)?.map(|value| unsigned(value, what)).transpose()
     }
+}
+
+/// A stored counter or ordinal, never negative; a negative one is corrupt, named `what`.
+pub fn unsigned(value: i64, what: &str) -> StoreResult<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
 }
 
 /// `text` parsed by `parse`, or `StoreError::Corrupt` naming `what`.
@@ -172,4 +213,25 @@ pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
 
 pub fn names(text: &str) -> StoreResult<Vec<String>> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("name list: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOCKS: Table = Table { name: "locks", columns: "id, tenant_id, status", key: "id" };
+
+    #[test]
+    fn a_tables_statements_number_their_placeholders_in_the_backends_style() {
+        assert_eq!(LOCKS.insert_sql('$'), "INSERT INTO locks (id, tenant_id, status) VALUES ($1, $2, $3)");
+        assert_eq!(LOCKS.insert_sql('?'), "INSERT INTO locks (id, tenant_id, status) VALUES (?1, ?2, ?3)");
+        assert_eq!(
+            LOCKS.select_by_key_sql('$', "FOR UPDATE"),
+            "SELECT id, tenant_id, status FROM locks WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+        );
+        assert_eq!(
+            LOCKS.select_by_key_sql('?', ""),
+            "SELECT id, tenant_id, status FROM locks WHERE tenant_id = ?1 AND id = ?2"
+        );
+    }
 }

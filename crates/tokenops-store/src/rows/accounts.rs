@@ -1,9 +1,13 @@
 //! Accounts as read from either backend.
 
-use super::{Columns, opt_address};
+use super::{Columns, Table, opt_address};
 use crate::StoreResult;
 use tokenops_domain::account::{Account, AccountRef, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
+
+pub const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, asset_id, status, wallet_address, failure_reason, generation, provisioned_at, created_at, updated_at";
+
+pub const ACCOUNTS: Table = Table { name: "accounts", columns: ACCOUNT_COLUMNS, key: "account_ref" };
 
 pub fn account(row: &impl Columns) -> StoreResult<Account> {
     Ok(Account {

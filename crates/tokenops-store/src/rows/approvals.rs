@@ -1,10 +1,19 @@
 //! Approval requests and tasks as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::approval::{
     ApprovalRequest, ApprovalRequestStatus, ApprovalSource, ApprovalTask, ApprovalTaskState,
 };
+
+pub const APPROVAL_REQUEST_COLUMNS: &str = "id, tenant_id, status, source, action, resource_type, resource_id, initiator, title, \
+     description, expires_at, resolved_at, acted_by, created_at, updated_at";
+
+pub const APPROVAL_TASK_COLUMNS: &str =
+    "id, tenant_id, request_id, step, approvers, state, acted_by, acted_at, comment, created_at, updated_at";
+
+pub const APPROVAL_REQUESTS: Table = Table { name: "approval_requests", columns: APPROVAL_REQUEST_COLUMNS, key: "id" };
+pub const APPROVAL_TASKS: Table = Table { name: "approval_tasks", columns: APPROVAL_TASK_COLUMNS, key: "id" };
 
 pub fn approval_request(row: &impl Columns) -> StoreResult<ApprovalRequest> {
     Ok(ApprovalRequest {

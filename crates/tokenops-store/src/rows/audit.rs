@@ -5,6 +5,13 @@ use crate::StoreResult;
 use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSeal, AuditSource};
 use tokenops_domain::audit_chain::AuditBlock;
 
+/// A record with its seal's columns (NULL while unsealed): SQLite keeps them in the record's
+/// row, PostgreSQL joins them from `audit_seals`.
+pub const AUDIT_COLUMNS: &str = "id, tenant_id, occurred_at, created_at, action, category, source, actor_id, resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail, chain_seq, block_number, record_hash";
+
+pub const AUDIT_BLOCK_COLUMNS: &str =
+    "chain_id, block_number, previous_hash, hash, first_seq, record_count, sealed_at, head_signature";
+
 pub fn audit_record(row: &impl Columns) -> StoreResult<AuditRecord> {
     Ok(AuditRecord {
         id: row.uuid("id")?,

@@ -1,9 +1,13 @@
 //! Reconciliation breaks as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Break, BreakReason};
+
+pub const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, asset_id, reason, detail, detected_at";
+
+pub const BREAKS: Table = Table { name: "breaks", columns: BREAK_COLUMNS, key: "id" };
 
 pub fn break_record(row: &impl Columns) -> StoreResult<Break> {
     Ok(Break {

@@ -1,8 +1,12 @@
 //! Token contracts as read from either backend.
 
-use super::{Columns, opt_address};
+use super::{Columns, Table, opt_address};
 use crate::StoreResult;
 use tokenops_domain::contract::{Contract, ContractStatus};
+
+pub const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
+
+pub const CONTRACTS: Table = Table { name: "contracts", columns: CONTRACT_COLUMNS, key: "asset_id" };
 
 pub fn contract(row: &impl Columns) -> StoreResult<Contract> {
     Ok(Contract {

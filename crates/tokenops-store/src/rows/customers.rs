@@ -1,8 +1,12 @@
 //! Customers as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
+
+pub const CUSTOMER_COLUMNS: &str = "id, tenant_id, customer_ref, display_name, status, created_at, updated_at";
+
+pub const CUSTOMERS: Table = Table { name: "customers", columns: CUSTOMER_COLUMNS, key: "customer_ref" };
 
 pub fn customer(row: &impl Columns) -> StoreResult<Customer> {
     Ok(Customer {

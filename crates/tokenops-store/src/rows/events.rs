@@ -1,8 +1,12 @@
 //! Outbox events as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::event::{Event, ResourceRef};
+
+pub const EVENT_COLUMNS: &str = "id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key, resource_type, resource_id, data, dispatched_at";
+
+pub const EVENTS: Table = Table { name: "events", columns: EVENT_COLUMNS, key: "id" };
 
 pub fn event(row: &impl Columns) -> StoreResult<Event> {
     Ok(Event {

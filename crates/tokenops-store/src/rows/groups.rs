@@ -4,6 +4,8 @@ use super::Columns;
 use crate::{GroupRecord, StoreResult};
 use tokenops_domain::identity::GroupStatus;
 
+pub const GROUP_COLUMNS: &str = "id, tenant_id, group_key, name, status, created_at, updated_at";
+
 pub fn group(row: &impl Columns) -> StoreResult<GroupRecord> {
     Ok(GroupRecord {
         id: row.uuid("id")?,

@@ -1,7 +1,10 @@
 //! Background jobs as read from either backend.
 
 use super::Columns;
-use crate::{Job, JobStatus, StoreResult};
+use crate::{Job, JobStatus, QueueStats, StoreResult};
+use tokenops_domain::Timestamp;
+
+pub const JOB_COLUMNS: &str = "id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, lease_token, lease_until, last_error, created_at, updated_at";
 
 pub fn job(row: &impl Columns) -> StoreResult<Job> {
     // A counter beyond u32 saturates rather than failing the claim: it only ever grows.
@@ -21,4 +24,23 @@ pub fn job(row: &impl Columns) -> StoreResult<Job> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+/// One kind's row of the queue's figures (`kind`, the counts `queued`, `running`, `dead`, and
+/// `oldest_due`, the run time of its oldest due job), its age taken at `now`.
+pub fn queue_stats(row: &impl Columns, now: Timestamp) -> StoreResult<(String, QueueStats)> {
+    // A count is never negative; a due job's age is, at worst, zero.
+    let count = |name: &str| -> StoreResult<u64> { Ok(u64::try_from(row.int(name)?).unwrap_or(0)) };
+    let stats = QueueStats {
+        queued: count("queued")?,
+        running: count("running")?,
+        dead: count("dead")?,
+        oldest_due_age_ms: row
+            .opt_timestamp("oldest_due")?
+            .map(|at| at.millis_until(now))
+            .unwrap_or(0)
+            .try_into()
+            .unwrap_or(0),
+    };
+    Ok((row.text("kind")?, stats))
 }

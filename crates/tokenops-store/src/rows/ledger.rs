@@ -3,6 +3,8 @@
 use super::Columns;
 use crate::{LedgerBlock, LedgerHold, LedgerHoldStatus, LedgerToken, LedgerTransaction, StoreError, StoreResult};
 
+pub const LEDGER_BLOCK_COLUMNS: &str = "number, hash, parent_hash, timestamp, transaction_count, produced_at";
+
 pub fn ledger_block(row: &impl Columns) -> StoreResult<LedgerBlock> {
     Ok(LedgerBlock {
         number: row.unsigned("number", "block number")?,

@@ -1,9 +1,13 @@
 //! Locks (funds held for an operation) as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
+
+pub const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, asset_id, amount, expires_at, status, completed_by, created_at, updated_at";
+
+pub const LOCKS: Table = Table { name: "locks", columns: LOCK_COLUMNS, key: "id" };
 
 pub fn lock(row: &impl Columns) -> StoreResult<Lock> {
     Ok(Lock {

@@ -3,6 +3,8 @@
 use super::Columns;
 use crate::{MachineClientRecord, StoreResult};
 
+pub const MACHINE_CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
+
 pub fn machine_client(row: &impl Columns) -> StoreResult<MachineClientRecord> {
     Ok(MachineClientRecord {
         id: row.uuid("id")?,

@@ -1,12 +1,15 @@
 //! Policies and their versions as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyStatus, PolicyVersion, RuleType};
 
 pub const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
 pub const POLICY_VERSION_COLUMNS: &str =
     "id, tenant_id, policy_id, version_number, content, change_summary, created_by, created_at";
+
+pub const POLICIES: Table = Table { name: "policies", columns: POLICY_COLUMNS, key: "id" };
+pub const POLICY_VERSIONS: Table = Table { name: "policy_versions", columns: POLICY_VERSION_COLUMNS, key: "id" };
 
 /// Joins each policy `p` with its current version `v`.
 pub const CURRENT_POLICY_VERSION: &str =

@@ -1,8 +1,13 @@
 //! An organisation's policy templates as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::StoreResult;
 use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
+
+pub const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
+     default_content, created_by, created_at, updated_at";
+
+pub const TEMPLATES: Table = Table { name: "policy_templates", columns: TEMPLATE_COLUMNS, key: "template_key" };
 
 pub fn tenant_template(row: &impl Columns) -> StoreResult<TenantTemplate> {
     Ok(TenantTemplate {

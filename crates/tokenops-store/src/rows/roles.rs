@@ -3,6 +3,8 @@
 use super::Columns;
 use crate::{RoleRecord, StoreResult};
 
+pub const ROLE_COLUMNS: &str = "id, tenant_id, name, description, permissions, created_at, updated_at";
+
 pub fn role(row: &impl Columns) -> StoreResult<RoleRecord> {
     Ok(RoleRecord {
         id: row.uuid("id")?,

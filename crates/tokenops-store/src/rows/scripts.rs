@@ -1,6 +1,6 @@
 //! Scripts, their versions, automations and executions as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::{StoreError, StoreResult};
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
 use tokenops_domain::script::{ResolvedDependency, Script, ScriptStatus, ScriptVersion};
@@ -104,3 +104,8 @@ pub const SCRIPT_VERSION_COLUMNS: &str =
     "tenant_id, script_id, version, source, parameters, imports, created_by, created_at";
 pub const AUTOMATION_COLUMNS: &str = "id, tenant_id, name, script_id, root_script_id, user_id, creator_permissions, trigger_type, cron, time_zone, event_type, status, parameters, consecutive_failures, next_run_at, created_at, updated_at";
 pub const EXECUTION_COLUMNS: &str = "id, tenant_id, automation_id, trigger_type, status, parameters, scheduled_for, event_id, log, submitted, error, attempts, created_at, started_at, finished_at";
+
+pub const SCRIPTS: Table = Table { name: "scripts", columns: SCRIPT_COLUMNS, key: "id" };
+pub const SCRIPT_VERSIONS: Table = Table { name: "script_versions", columns: SCRIPT_VERSION_COLUMNS, key: "id" };
+pub const AUTOMATIONS: Table = Table { name: "automations", columns: AUTOMATION_COLUMNS, key: "id" };
+pub const EXECUTIONS: Table = Table { name: "automation_executions", columns: EXECUTION_COLUMNS, key: "id" };

@@ -3,6 +3,8 @@
 use super::Columns;
 use crate::{SecretRevealRecord, StoreResult};
 
+pub const SECRET_REVEAL_COLUMNS: &str = "token_hash, client_id, sealed_secret, expires_at, created_at";
+
 pub fn secret_reveal(row: &impl Columns) -> StoreResult<SecretRevealRecord> {
     Ok(SecretRevealRecord {
         token_hash: row.text("token_hash")?,

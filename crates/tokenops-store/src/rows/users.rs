@@ -1,10 +1,12 @@
 //! Users as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::{StoreResult, UserRecord};
 use tokenops_domain::identity::UserStatus;
 
 pub const USER_COLUMNS: &str = "id, tenant_id, email, first_name, last_name, status, role_id, password_hash, temporary_password_hash, failed_sign_ins, first_failed_sign_in_at, locked_until, created_at, updated_at";
+
+pub const USERS: Table = Table { name: "users", columns: USER_COLUMNS, key: "id" };
 
 /// The user columns of a join with `users u`, named as `user` reads them.
 pub fn joined_user_columns() -> String {

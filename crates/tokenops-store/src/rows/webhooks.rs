@@ -1,8 +1,17 @@
 //! Webhook registrations, deliveries and delivery signing keys as read from either backend.
 
-use super::Columns;
+use super::{Columns, Table};
 use crate::{StoreResult, WebhookSigningKeyRecord};
 use tokenops_domain::webhook::{Delivery, DeliveryStatus, FailureClass, SignatureScheme, Webhook, WebhookStatus};
+
+pub const WEBHOOK_COLUMNS: &str = "id, tenant_id, url, signature_scheme, event_types, status, consecutive_failures, sealed_secret, \
+     sealed_previous_secret, previous_secret_expires_at, created_at, updated_at, deleted_at";
+
+pub const DELIVERY_COLUMNS: &str = "id, tenant_id, event_id, webhook_id, generation, status, attempts, created_at, updated_at, \
+     next_retry_at, failure_class, failure_reason, parked_at, last_attempt_at, last_status_code";
+
+pub const WEBHOOKS: Table = Table { name: "webhooks", columns: WEBHOOK_COLUMNS, key: "id" };
+pub const DELIVERIES: Table = Table { name: "webhook_deliveries", columns: DELIVERY_COLUMNS, key: "id" };
 
 pub fn webhook(row: &impl Columns) -> StoreResult<Webhook> {
     Ok(Webhook {
