@@ -2,7 +2,7 @@
 //! placeholders and PostgreSQL's bound values, and running a page of it.
 
 use crate::query::BindPage;
-use crate::{PostgresTx, codec, query};
+use crate::{PostgresTx, codec};
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
@@ -75,10 +75,11 @@ impl Clause {
         query
     }
 
-    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total.
-    pub(crate) async fn count(&self, tenant: TenantId, sql: String, conn: &mut sqlx::PgConnection) -> StoreResult<u64> {
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total, counting the
+    /// rows the transaction held back (written first, as before any statement).
+    pub(crate) async fn count(&self, tenant: TenantId, sql: String, tx: &mut PostgresTx) -> StoreResult<u64> {
         let query = self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
-        query::fetch_one(conn, query, |row| Ok(codec::count(codec::get(row, "total")?))).await
+        tx.fetch_one(query, |row| Ok(codec::count(codec::get(row, "total")?))).await
     }
 
     /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
@@ -92,7 +93,7 @@ impl Clause {
         page: PageRequest,
         decode: impl FnMut(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, self.count_sql(table.name), &mut tx.tx).await?;
+        let total = self.count(tenant, self.count_sql(table.name), tx).await?;
         let sql = self.page_sql(table.name, table.columns, order);
         let items =
             tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;

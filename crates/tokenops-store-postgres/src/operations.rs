@@ -208,7 +208,7 @@ impl OperationStore for PostgresTx {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
         self.flush().await?;
-        let total = clause.count(tenant, selection.count_sql(), &mut self.tx).await?;
+        let total = clause.count(tenant, selection.count_sql(), self).await?;
         let sql = selection.rows_sql(&clause.limit_offset(), &clause.placeholder(clause.next() + 2));
         let offset = codec::sql_i64(page.offset());
         let mut query =

@@ -1,6 +1,6 @@
 //! Operations as read from either backend.
 
-use super::{Columns, account, opt_tx_hash};
+use super::{ACCOUNT_COLUMNS, Columns, account, opt_tx_hash};
 use crate::{InFlight, StoreResult, SubmissionReads};
 use tokenops_domain::account::Account;
 use tokenops_domain::account::AccountRef;
@@ -47,11 +47,10 @@ pub fn in_flight(row: &impl Columns) -> StoreResult<InFlight> {
 /// `named` tests `a.account_ref` against the accounts asked for. The join from one constant
 /// row answers the contract's question even when no account matches.
 pub fn submission_reads_sql(tenant: &str, asset: &str, active: &str, named: &str) -> String {
+    let accounts = ACCOUNT_COLUMNS.split(", ").map(|column| format!("a.{column}")).collect::<Vec<_>>().join(", ");
     format!(
         "SELECT EXISTS (SELECT 1 FROM contracts WHERE tenant_id = {tenant} AND asset_id = {asset} AND status = {active})
-                AS asset_active,
-                a.id, a.tenant_id, a.account_ref, a.customer_ref, a.asset_id, a.status, a.wallet_address,
-                a.failure_reason, a.generation, a.provisioned_at, a.created_at, a.updated_at
+                AS asset_active, {accounts}
          FROM (SELECT 1) AS one LEFT JOIN accounts a ON a.tenant_id = {tenant} AND {named}"
     )
 }
