@@ -139,157 +139,119 @@ impl Deferred {
         let Deferred { audit, events, jobs, new_operations, operations, completion, jobs_done, .. } =
             std::mem::take(self);
         let expected = Expected { audit: audit.len(), events: events.len(), new_operations: new_operations.len() };
-        let mut parts = Vec::new();
+        // Each part's `$#` are numbered in turn, in the order the values are bound below.
         let mut next = 1;
-        let mut placeholders = |count: usize| {
-            let first = next;
-            next += count;
-            first
-        };
-        let audit_at = (!audit.is_empty()).then(|| placeholders(15));
-        let events_at = (!events.is_empty()).then(|| placeholders(10));
-        let jobs_at = (!jobs.is_empty()).then(|| placeholders(7));
-        let new_operations_at = (!new_operations.is_empty()).then(|| placeholders(21));
-        let operations_at = (!operations.is_empty()).then(|| placeholders(9));
-        let completion_at = completion.is_some().then(|| placeholders(9));
-        let jobs_done_at = jobs_done.is_some().then(|| placeholders(3));
-        if let Some(n) = audit_at {
-            parts.push(format!(
+        let mut parts = Vec::new();
+        if !audit.is_empty() {
+            parts.push(numbered(
                 "a AS (INSERT INTO audit_records (id, tenant_id, occurred_at, created_at, action, category, source, actor_id,
                                                   resource_type, resource_id, outcome, request_id, idempotency_key, http_status, detail)
-                       SELECT * FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::bigint[], ${}::bigint[], ${}::text[], ${}::text[],
-                                            ${}::text[], ${}::text[], ${}::text[], ${}::text[], ${}::text[], ${}::text[],
-                                            ${}::text[], ${}::int4[], ${}::jsonb[])
+                       SELECT * FROM UNNEST($#::uuid[], $#::uuid[], $#::bigint[], $#::bigint[], $#::text[], $#::text[],
+                                            $#::text[], $#::text[], $#::text[], $#::text[], $#::text[], $#::text[],
+                                            $#::text[], $#::int4[], $#::jsonb[])
                        ON CONFLICT DO NOTHING RETURNING id, tenant_id, created_at),
                  au AS (INSERT INTO audit_unsealed (record_id, chain_id, record_created_at)
                         SELECT id, COALESCE(tenant_id, '00000000-0000-0000-0000-000000000000'::uuid), created_at FROM a)",
-                n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9, n + 10, n + 11, n + 12, n + 13, n + 14
+                &mut next,
             ));
         }
-        if let Some(n) = events_at {
-            parts.push(format!(
+        if !events.is_empty() {
+            parts.push(numbered(
                 "e AS (INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
                                            resource_type, resource_id, data, dispatched_at)
-                       SELECT * FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::text[], ${}::bigint[], ${}::text[], ${}::text[],
-                                            ${}::text[], ${}::text[], ${}::jsonb[], ${}::bigint[])
+                       SELECT * FROM UNNEST($#::uuid[], $#::uuid[], $#::text[], $#::bigint[], $#::text[], $#::text[],
+                                            $#::text[], $#::text[], $#::jsonb[], $#::bigint[])
                        ON CONFLICT DO NOTHING RETURNING 1)",
-                n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9
+                &mut next,
             ));
         }
-        if let Some(n) = jobs_at {
-            parts.push(format!(
+        if !jobs.is_empty() {
+            parts.push(numbered(
                 "j AS (INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at)
                        SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, created_at, created_at
-                       FROM UNNEST(${}::uuid[], ${}::text[], ${}::uuid[], ${}::jsonb[], ${}::bigint[], ${}::bigint[], ${}::bigint[])
+                       FROM UNNEST($#::uuid[], $#::text[], $#::uuid[], $#::jsonb[], $#::bigint[], $#::bigint[], $#::bigint[])
                             AS j(id, kind, tenant_id, payload, max_attempts, run_at, created_at)
                        RETURNING 1)",
-                n,
-                n + 1,
-                n + 2,
-                n + 3,
-                n + 4,
-                n + 5,
-                n + 6
+                &mut next,
             ));
         }
-        if let Some(n) = new_operations_at {
-            let arrays = [
-                "uuid", "uuid", "text", "text", "text", "text", "text", "bigint", "jsonb", "uuid", "text", "text",
-                "bigint", "text", "text", "text", "text", "text", "text", "bigint", "bigint",
-            ]
-            .iter()
-            .enumerate()
-            .map(|(at, kind)| format!("${}::{kind}[]", n + at))
-            .collect::<Vec<_>>()
-            .join(", ");
-            parts.push(format!(
-                "n AS (INSERT INTO operations ({OPERATION_COLUMNS}) SELECT * FROM UNNEST({arrays})
-                       ON CONFLICT DO NOTHING RETURNING 1)"
+        if !new_operations.is_empty() {
+            parts.push(numbered(
+                &format!(
+                    "n AS (INSERT INTO operations ({OPERATION_COLUMNS})
+                           SELECT * FROM UNNEST($#::uuid[], $#::uuid[], $#::text[], $#::text[], $#::text[], $#::text[], $#::text[],
+                                                $#::bigint[], $#::jsonb[], $#::uuid[], $#::text[], $#::text[], $#::bigint[],
+                                                $#::text[], $#::text[], $#::text[], $#::text[], $#::text[], $#::text[],
+                                                $#::bigint[], $#::bigint[])
+                           ON CONFLICT DO NOTHING RETURNING 1)"
+                ),
+                &mut next,
             ));
         }
-        if let Some(n) = operations_at {
-            parts.push(format!(
+        if !operations.is_empty() {
+            parts.push(numbered(
                 "o AS (UPDATE operations o
                        SET state = u.state, tx_hash = u.tx_hash, block_number = u.block_number, failure_code = u.failure_code,
                            reason_code = u.reason_code, signed_transaction = u.signed_transaction, updated_at = u.updated_at
-                       FROM UNNEST(${}::uuid[], ${}::uuid[], ${}::text[], ${}::text[], ${}::bigint[], ${}::text[], ${}::text[],
-                                   ${}::text[], ${}::bigint[])
+                       FROM UNNEST($#::uuid[], $#::uuid[], $#::text[], $#::text[], $#::bigint[], $#::text[], $#::text[],
+                                   $#::text[], $#::bigint[])
                             AS u(tenant_id, id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, updated_at)
                        WHERE o.tenant_id = u.tenant_id AND o.id = u.id
                        RETURNING 1)",
-                n,
-                n + 1,
-                n + 2,
-                n + 3,
-                n + 4,
-                n + 5,
-                n + 6,
-                n + 7,
-                n + 8
+                &mut next,
             ));
         }
-        if let Some(n) = completion_at {
-            parts.push(format!(
+        if completion.is_some() {
+            parts.push(numbered(
                 "c AS (UPDATE idempotency_records
-                       SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL, response_status = ${}, response_body = ${},
-                           response_headers = ${}, completed_at = ${}, resource_id = ${}
-                       WHERE tenant_id = ${} AND operation = ${} AND idempotency_key = ${} AND state = 'IN_FLIGHT'
-                             AND lease_token = ${}
+                       SET state = 'COMPLETED', lease_token = NULL, lease_until = NULL, response_status = $#, response_body = $#,
+                           response_headers = $#, completed_at = $#, resource_id = $#
+                       WHERE tenant_id = $# AND operation = $# AND idempotency_key = $# AND state = 'IN_FLIGHT'
+                             AND lease_token = $#
                        RETURNING 1)",
-                n,
-                n + 1,
-                n + 2,
-                n + 3,
-                n + 4,
-                n + 5,
-                n + 6,
-                n + 7,
-                n + 8
+                &mut next,
             ));
         }
-        if let Some(n) = jobs_done_at {
+        if jobs_done.is_some() {
             // Rows locked in id order, as the runner's heartbeat extends them.
-            parts.push(format!(
-                "held AS (SELECT jobs.id FROM jobs JOIN UNNEST(${}::uuid[], ${}::uuid[]) AS l(id, token)
+            parts.push(numbered(
+                "held AS (SELECT jobs.id FROM jobs JOIN UNNEST($#::uuid[], $#::uuid[]) AS l(id, token)
                               ON jobs.id = l.id AND jobs.status = 'running' AND jobs.lease_token = l.token
                           ORDER BY jobs.id
                           FOR UPDATE OF jobs),
-                 d AS (UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = ${}
+                 d AS (UPDATE jobs SET status = 'done', lease_token = NULL, lease_until = NULL, updated_at = $#
                        FROM held WHERE jobs.id = held.id
                        RETURNING 1)",
-                n,
-                n + 1,
-                n + 2
+                &mut next,
             ));
         }
-        let count = |present: Option<usize>, name: &str| match present {
-            Some(_) => format!("(SELECT COUNT(*) FROM {name})"),
-            None => "0::bigint".to_owned(),
+        let count = |present: bool, name: &str| {
+            if present { format!("(SELECT COUNT(*) FROM {name})") } else { "0::bigint".to_owned() }
         };
         // Every CTE runs whether or not the outer query reads it; reading the counts checks them.
         let sql = format!(
             "WITH {} SELECT {} AS audit, {} AS events, {} AS new_operations, {} AS completed, {} AS jobs_done",
             parts.join(", "),
-            count(audit_at, "a"),
-            count(events_at, "e"),
-            count(new_operations_at, "n"),
-            count(completion_at, "c"),
-            count(jobs_done_at, "d")
+            count(!audit.is_empty(), "a"),
+            count(!events.is_empty(), "e"),
+            count(!new_operations.is_empty(), "n"),
+            count(completion.is_some(), "c"),
+            count(jobs_done.is_some(), "d")
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        if audit_at.is_some() {
+        if !audit.is_empty() {
             query = bind_audit(query, &audit);
         }
-        if events_at.is_some() {
+        if !events.is_empty() {
             query = bind_events(query, &events);
         }
-        if jobs_at.is_some() {
+        if !jobs.is_empty() {
             query = bind_jobs(query, &jobs);
         }
-        if new_operations_at.is_some() {
+        if !new_operations.is_empty() {
             query = bind_new_operations(query, &new_operations)?;
         }
-        if operations_at.is_some() {
+        if !operations.is_empty() {
             query = bind_operations(query, &operations)?;
         }
         if let Some(c) = completion {
@@ -312,6 +274,20 @@ impl Deferred {
         }
         Ok(Some((query, expected)))
     }
+}
+
+/// `template` with each `$#` numbered in turn from `*next`, which is left past the last: a
+/// part's parameters follow those of the parts before it in the one statement.
+fn numbered(template: &str, next: &mut usize) -> String {
+    let mut parts = template.split("$#");
+    let mut out = parts.next().unwrap_or_default().to_owned();
+    for rest in parts {
+        out.push('$');
+        out.push_str(&next.to_string());
+        *next += 1;
+        out.push_str(rest);
+    }
+    out
 }
 
 /// What a flush must have written: every audit record and event held back (`ON CONFLICT DO
@@ -437,4 +413,21 @@ fn bind_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreRe
         .bind(operations.iter().map(|o| o.reason_code.clone()).collect::<Vec<_>>())
         .bind(operations.iter().map(|o| o.signed_transaction.clone()).collect::<Vec<_>>())
         .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered;
+
+    #[test]
+    fn parts_are_numbered_in_turn_after_the_ones_before() {
+        let mut next = 1;
+        assert_eq!(numbered("a AS (SELECT $#, $#)", &mut next), "a AS (SELECT $1, $2)");
+        assert_eq!(
+            numbered("b AS (SELECT $#::uuid[]) WHERE x = $#", &mut next),
+            "b AS (SELECT $3::uuid[]) WHERE x = $4"
+        );
+        assert_eq!(numbered("no parameters", &mut next), "no parameters");
+        assert_eq!(next, 5);
+    }
 }

@@ -12,6 +12,7 @@ use crate::clause::{Bind, Clause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
+use std::sync::LazyLock;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::contract::ContractStatus;
@@ -23,6 +24,10 @@ use tokenops_store::{InFlight, OperationStore, StoreResult, SubmissionReads};
 use uuid::Uuid;
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
+
+/// Built once: it runs on every accepted submission.
+static SUBMISSION_READS: LazyLock<String> =
+    LazyLock::new(|| rows::submission_reads_sql("$1", "$2", "$3", "a.account_ref = ANY($4)"));
 
 fn decode_operation(row: &PgRow) -> StoreResult<Operation> {
     rows::operation(&codec::Cols(row))
@@ -119,8 +124,7 @@ impl OperationStore for PostgresTx {
         asset: AssetId,
         accounts: &[AccountRef],
     ) -> StoreResult<SubmissionReads> {
-        let sql = rows::submission_reads_sql("$1", "$2", "$3", "a.account_ref = ANY($4)");
-        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let query = sqlx::query(SUBMISSION_READS.as_str())
             .bind(tenant.as_uuid())
             .bind(codec::asset_text(asset))
             .bind(ContractStatus::Active.as_str())

@@ -11,6 +11,7 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params, params_from_iter};
+use std::sync::LazyLock;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::contract::ContractStatus;
@@ -26,6 +27,16 @@ fn int(value: u64) -> StoreResult<i64> {
 }
 
 const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
+
+/// The statement of `submission_reads` for a submission naming 0, 1 or 2 accounts (all there
+/// are), built once: it runs on every accepted submission.
+static SUBMISSION_READS: LazyLock<[String; 3]> =
+    LazyLock::new(|| [submission_reads_sql(0), submission_reads_sql(1), submission_reads_sql(2)]);
+
+fn submission_reads_sql(accounts: usize) -> String {
+    let list = (0..accounts).map(|at| format!("?{}", at + 4)).collect::<Vec<_>>().join(", ");
+    rows::submission_reads_sql("?1", "?2", "?3", &format!("a.account_ref IN ({list})"))
+}
 
 fn decode_operation(row: &Row<'_>) -> StoreResult<Operation> {
     rows::operation(&codec::Cols(row))
@@ -105,15 +116,21 @@ impl OperationStore for SqliteTx {
         asset: AssetId,
         accounts: &[AccountRef],
     ) -> StoreResult<SubmissionReads> {
-        let list = (0..accounts.len()).map(|at| format!("?{}", at + 4)).collect::<Vec<_>>().join(", ");
-        let sql = rows::submission_reads_sql("?1", "?2", "?3", &format!("a.account_ref IN ({list})"));
+        let built;
+        let sql = match SUBMISSION_READS.get(accounts.len()) {
+            Some(sql) => sql.as_str(),
+            None => {
+                built = submission_reads_sql(accounts.len());
+                built.as_str()
+            }
+        };
         let mut values: Vec<Value> = vec![
             Value::Text(codec::id_text(tenant.as_uuid())),
             Value::Text(asset_text(asset).to_owned()),
             Value::Text(ContractStatus::Active.as_str().to_owned()),
         ];
         values.extend(accounts.iter().map(|r| Value::Text(r.as_str().to_owned())));
-        let found = self.fetch_all(&sql, params_from_iter(values), |row| rows::submission_row(&codec::Cols(row)))?;
+        let found = self.fetch_all(sql, params_from_iter(values), |row| rows::submission_row(&codec::Cols(row)))?;
         Ok(rows::submission_reads(found))
     }
 
