@@ -159,6 +159,21 @@ impl From<StoreError> for Error {
     }
 }
 
+/// A store write that a unique key may refuse: the refusal (`StoreError::Conflict`) is the
+/// caller's mistake, answered by `conflict`; any other store failure stays internal.
+pub trait OrConflict<T> {
+    fn or_conflict(self, conflict: impl FnOnce() -> Error) -> AppResult<T>;
+}
+
+impl<T> OrConflict<T> for Result<T, StoreError> {
+    fn or_conflict(self, conflict: impl FnOnce() -> Error) -> AppResult<T> {
+        self.map_err(|e| match e {
+            StoreError::Conflict(_) => conflict(),
+            other => other.into(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -212,26 +212,23 @@ impl App {
             job_max_attempts: settings.job_max_attempts,
         };
         // The reads and submissions of script runs, dry runs included.
-        let run_accounts = Arc::new(accounts::Accounts::new(store.clone(), adapters.ledger.clone()));
-        let run_operations = Arc::new(operations::Operations::new(store.clone()));
-        let dry_runs = scripts::dry_run::DryRuns {
-            store: store.clone(),
+        let sandbox = Arc::new(automations::runs::Sandbox {
             clock: clock.clone(),
             compiler: compiler.clone(),
             limits: settings.script_limits.clone(),
-            accounts: run_accounts.clone(),
-            operations: run_operations.clone(),
+            accounts: Arc::new(accounts::Accounts::new(store.clone(), adapters.ledger.clone())),
+            operations: Arc::new(operations::Operations::new(store.clone())),
+        });
+        let dry_runs = scripts::dry_run::DryRuns {
+            store: store.clone(),
+            sandbox: sandbox.clone(),
             slots: tokio::sync::Semaphore::new(scripts::dry_run::CONCURRENT_DRY_RUNS),
         };
         let handlers: Vec<Arc<dyn JobHandler>> = vec![
             Arc::new(automations::runs::RunAutomation {
                 store: store.clone(),
-                clock: clock.clone(),
-                compiler: compiler.clone(),
-                limits: settings.script_limits.clone(),
+                sandbox,
                 writes: Arc::new(Writes::new(store.clone(), clock.clone(), write_settings)),
-                accounts: run_accounts,
-                operations: run_operations,
                 settings: run_settings,
             }),
             Arc::new(automations::runs::ScheduleAutomations { store: store.clone(), settings: run_settings }),

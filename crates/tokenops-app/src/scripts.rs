@@ -21,7 +21,7 @@ use tokenops_scripting::{Compiled, Compiler, ParamDecl, ParamKind, ParamValue, S
 use tokenops_store::{Store, Tx};
 use uuid::Uuid;
 
-use crate::error::{AppResult, Code, Error, FieldError};
+use crate::error::{AppResult, Code, Error, FieldError, OrConflict};
 use crate::write::{AuditAction, Write};
 
 pub const CREATE: AuditAction = AuditAction { name: "script.create", category: "SCRIPTS", resource_type: "script" };
@@ -362,10 +362,7 @@ impl Scripts {
     }
 
     async fn insert(&self, w: &mut Write, script: &Script) -> AppResult<ScriptOut> {
-        w.tx().scripts().insert(script).await.map_err(|e| match e {
-            tokenops_store::StoreError::Conflict(_) => duplicate_name(&script.name),
-            other => other.into(),
-        })?;
+        w.tx().scripts().insert(script).await.or_conflict(|| duplicate_name(&script.name))?;
         w.tx().scripts().insert_version(&script.current_version()).await?;
         let out = ScriptOut::new(script)?;
         w.set_resource_id(script.id.to_string());
@@ -447,10 +444,7 @@ impl Scripts {
             script.published_at = Some(now);
         }
         script.updated_at = now;
-        w.tx().scripts().update(&script).await.map_err(|e| match e {
-            tokenops_store::StoreError::Conflict(_) => duplicate_name(&script.name),
-            other => other.into(),
-        })?;
+        w.tx().scripts().update(&script).await.or_conflict(|| duplicate_name(&script.name))?;
         if new_code {
             w.tx().scripts().insert_version(&script.current_version()).await?;
             if script.status == ScriptStatus::Published {

@@ -42,14 +42,20 @@ pub struct RunSettings {
     pub job_max_attempts: u32,
 }
 
-pub struct RunAutomation {
-    pub store: Arc<dyn Store>,
+/// What runs a script against an organisation, for automation runs and dry runs alike: the
+/// sandbox's compiler and limits, and the services its host reads and submits through.
+pub struct Sandbox {
     pub clock: Arc<dyn Clock>,
     pub compiler: Arc<Compiler>,
     pub limits: Limits,
-    pub writes: Arc<Writes>,
     pub accounts: Arc<Accounts>,
     pub operations: Arc<Operations>,
+}
+
+pub struct RunAutomation {
+    pub store: Arc<dyn Store>,
+    pub sandbox: Arc<Sandbox>,
+    pub writes: Arc<Writes>,
     pub settings: RunSettings,
 }
 
@@ -114,7 +120,7 @@ impl RunAutomation {
             }
             execution.status = ExecutionStatus::Running;
             execution.attempts += 1;
-            execution.started_at.get_or_insert(self.clock.now());
+            execution.started_at.get_or_insert(self.sandbox.clock.now());
             tx.executions().update(&execution).await?;
             tx.commit().await?;
             execution
@@ -136,19 +142,9 @@ impl RunAutomation {
             Err(Halt::Fail(error)) => return RunResult { error: Some(error), ..RunResult::default() },
             Err(Halt::Retry(reason)) => return RunResult { transient: Some(reason), ..RunResult::default() },
         };
-        let host = RunHost {
-            runtime: tokio::runtime::Handle::current(),
-            tenant,
-            caller: prepared.caller,
-            accounts: self.accounts.clone(),
-            operations: self.operations.clone(),
-            clock: self.clock.clone(),
-            submissions: Submissions::Make { execution_id: execution.id, writes: self.writes.clone() },
-            ordinal: AtomicUsize::new(0),
-            record: Mutex::new(RunResult::default()),
-        };
+        let submissions = Submissions::Make { execution_id: execution.id, writes: self.writes.clone() };
         let script = Script { source: prepared.source, sources: prepared.sources, values: prepared.values };
-        run_in_sandbox(&self.compiler, &self.limits, script, prepared.event, host).await
+        self.sandbox.run(tenant, prepared.caller, submissions, script, prepared.event).await
     }
 
     /// What a run needs from the store: the script's code and the versions its imports
@@ -192,7 +188,7 @@ impl RunAutomation {
         if execution.status.is_final() {
             return Ok(());
         }
-        record_end(tx.as_mut(), tenant, execution, result, self.clock.now(), self.settings).await?;
+        record_end(tx.as_mut(), tenant, execution, result, self.sandbox.clock.now(), self.settings).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -258,24 +254,43 @@ pub(crate) struct Script {
     pub values: BTreeMap<String, ParamValue>,
 }
 
-/// Runs `script` on a blocking thread against `host`, and gives what the host recorded with
-/// the outcome: a completed run's value as the log's last line (`result: …`), a failed one's
-/// error as `KIND: message (line, column)`.
-pub(crate) async fn run_in_sandbox(
-    compiler: &Arc<Compiler>,
-    limits: &Limits,
-    script: Script,
-    event: Option<Value>,
-    host: RunHost,
-) -> RunResult {
-    let host = Arc::new(host);
-    let compiler = compiler.clone();
-    let limits = limits.clone();
-    let runner_host = host.clone();
-    let outcome = tokio::task::spawn_blocking(move || {
-        compiler.run(&script.source, &script.sources, &script.values, event, runner_host, &limits)
-    })
-    .await;
+impl Sandbox {
+    /// Runs `script` on a blocking thread as `caller`, its submissions made or captured as
+    /// `submissions` says, and gives what the host recorded with the outcome: a completed run's
+    /// value as the log's last line (`result: …`), a failed one's error as
+    /// `KIND: message (line, column)`.
+    pub(crate) async fn run(
+        &self,
+        tenant: TenantId,
+        caller: Caller,
+        submissions: Submissions,
+        script: Script,
+        event: Option<Value>,
+    ) -> RunResult {
+        let host = Arc::new(RunHost {
+            runtime: tokio::runtime::Handle::current(),
+            tenant,
+            caller,
+            accounts: self.accounts.clone(),
+            operations: self.operations.clone(),
+            clock: self.clock.clone(),
+            submissions,
+            ordinal: AtomicUsize::new(0),
+            record: Mutex::new(RunResult::default()),
+        });
+        let compiler = self.compiler.clone();
+        let limits = self.limits.clone();
+        let runner_host = host.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            compiler.run(&script.source, &script.sources, &script.values, event, runner_host, &limits)
+        })
+        .await;
+        recorded(&host, outcome)
+    }
+}
+
+/// What the host recorded, with the run's outcome.
+fn recorded(host: &RunHost, outcome: Result<RunOutcome, tokio::task::JoinError>) -> RunResult {
     let mut result = std::mem::take(&mut *host.record.lock().unwrap_or_else(PoisonError::into_inner));
     match outcome {
         Ok(RunOutcome::Completed { value }) => {

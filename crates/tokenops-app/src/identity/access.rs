@@ -75,26 +75,12 @@ pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> App
     };
     if let Some(id) = id {
         if let Some(user) = &standing.user {
-            if !user.active {
-                return Err(access_revoked());
-            }
-            let permissions = match user.role_id {
-                Some(role_id) => grants_in(app, tenant, role_id).await?,
-                None => PermissionSet::EMPTY,
-            };
-            return Ok(caller(Principal::User(id), permissions));
+            return Ok(caller(Principal::User(id), member_grants(app, tenant, user.active, user.role_id).await?));
         }
         if let Some(client) = &standing.client
             && client.tenant == Some(tenant)
         {
-            if !client.active {
-                return Err(access_revoked());
-            }
-            let permissions = match client.role_id {
-                Some(role_id) => grants_in(app, tenant, role_id).await?,
-                None => PermissionSet::EMPTY,
-            };
-            return Ok(caller(Principal::Client(id), permissions));
+            return Ok(caller(Principal::Client(id), member_grants(app, tenant, client.active, client.role_id).await?));
         }
     }
     if external_provider {
@@ -103,6 +89,18 @@ pub async fn resolve(app: &App, claims: &Claims, external_provider: bool) -> App
         return Ok(caller(Principal::External, permissions));
     }
     Err(access_revoked())
+}
+
+/// What a user or machine client of the organisation may do: its role's grants (none without a
+/// role), and only while it is active (401 revoked otherwise).
+async fn member_grants(app: &App, tenant: TenantId, active: bool, role_id: Option<Uuid>) -> AppResult<PermissionSet> {
+    if !active {
+        return Err(access_revoked());
+    }
+    match role_id {
+        Some(role_id) => grants_in(app, tenant, role_id).await,
+        None => Ok(PermissionSet::EMPTY),
+    }
 }
 
 /// `role_grants` for a caller's role: a platform role's need no store; a custom role's are

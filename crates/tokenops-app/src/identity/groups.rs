@@ -9,11 +9,11 @@ use tokenops_domain::identity::GroupStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
-use tokenops_store::{GroupRecord, StoreError, Tx};
+use tokenops_store::{GroupRecord, Tx};
 use uuid::Uuid;
 
 use super::users::{UserSummary, user_not_found};
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Code, Error, OrConflict};
 use crate::write::{AuditAction, Write};
 
 pub const CREATE: AuditAction = AuditAction { name: "group.create", category: "ORGANISATION", resource_type: "group" };
@@ -123,15 +123,9 @@ impl Groups {
             created_at: now,
             updated_at: now,
         };
-        match w.tx().groups().insert(&group).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(_)) => {
-                return Err(
-                    Error::conflict(format!("Group key {} is in use", group.key)).with_code(Code::GroupKeyInUse)
-                );
-            }
-            Err(e) => return Err(e.into()),
-        }
+        w.tx().groups().insert(&group).await.or_conflict(|| {
+            Error::conflict(format!("Group key {} is in use", group.key)).with_code(Code::GroupKeyInUse)
+        })?;
         w.set_resource_id(group.id.to_string());
         w.set_audit_detail(serde_json::json!({ "after": GroupOut::from(&group) }));
         Ok(group)

@@ -1,14 +1,14 @@
 //! Organisations: the platform operator creates one with its owner, who is invited as
 //! SUPER_ADMIN; the invitation mail (with a temporary password) commits with both.
 
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Code, Error, OrConflict};
 use crate::mail::{self, MailMessage};
 use crate::write::{AuditAction, Write};
 use serde::Serialize;
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_identity::passwords;
-use tokenops_store::{StoreError, TenantRecord, UserRecord};
+use tokenops_store::{TenantRecord, UserRecord};
 use uuid::Uuid;
 
 pub const CREATE: AuditAction =
@@ -131,15 +131,9 @@ pub async fn invite(
         created_at: now,
         updated_at: now,
     };
-    match w.tx().users().insert(&user).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict(_)) => {
-            return Err(
-                Error::conflict(format!("The email {} is already registered", user.email)).with_code(Code::EmailExists)
-            );
-        }
-        Err(e) => return Err(e.into()),
-    }
+    w.tx().users().insert(&user).await.or_conflict(|| {
+        Error::conflict(format!("The email {} is already registered", user.email)).with_code(Code::EmailExists)
+    })?;
     let message = invitation(&user.email, &user.first_name, organisation, &temporary, sign_in_url);
     w.enqueue(crate::jobs::kinds::MAIL_SEND, mail::job_payload(sealer, &message).map_err(Error::internal)?).await?;
     Ok(user)

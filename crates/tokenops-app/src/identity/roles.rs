@@ -9,13 +9,13 @@ use tokenops_domain::permission::{Permission, PermissionSet, platform_grants};
 use tokenops_domain::role::{self as platform, platform_role};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
-use tokenops_store::{RoleRecord, StoreError, Tx, UserFilter};
+use tokenops_store::{RoleRecord, Tx, UserFilter};
 use uuid::Uuid;
 
 use super::access::grants_of;
 use super::users::UserSummary;
 use crate::context::{Caller, missing_permission};
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Code, Error, OrConflict};
 use crate::write::{AuditAction, Write};
 
 pub const CREATE: AuditAction = AuditAction { name: "role.create", category: "ORGANISATION", resource_type: "role" };
@@ -224,11 +224,7 @@ impl Roles {
             created_at: now,
             updated_at: now,
         };
-        match w.tx().roles().insert(&record).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(_)) => return Err(name_in_use(&record.name)),
-            Err(e) => return Err(e.into()),
-        }
+        w.tx().roles().insert(&record).await.or_conflict(|| name_in_use(&record.name))?;
         let role = Role::of(record);
         w.set_resource_id(role.record.id.to_string());
         w.set_audit_detail(serde_json::json!({ "after": role.out() }));
@@ -262,11 +258,7 @@ impl Roles {
             record.permissions = grants.names().into_iter().map(str::to_owned).collect();
         }
         record.updated_at = w.now();
-        match w.tx().roles().update(&record).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(_)) => return Err(name_in_use(&record.name)),
-            Err(e) => return Err(e.into()),
-        }
+        w.tx().roles().update(&record).await.or_conflict(|| name_in_use(&record.name))?;
         let after = Role::of(record);
         w.set_audit_detail(serde_json::json!({ "before": before.out(), "after": after.out() }));
         Ok(after)

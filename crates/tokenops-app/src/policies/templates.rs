@@ -12,7 +12,7 @@ use tokenops_domain::policy::{
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{Store, StoreError, Tx};
 
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Code, Error, OrConflict};
 use crate::write::{AuditAction, Write};
 
 pub const CREATE: AuditAction =
@@ -191,11 +191,7 @@ impl Templates {
             created_at: now,
             updated_at: now,
         };
-        match w.tx().policy_templates().insert(&record).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(_)) => return Err(exists()),
-            Err(e) => return Err(e.into()),
-        }
+        w.tx().policy_templates().insert(&record).await.or_conflict(exists)?;
         let out = TemplateOut::try_from(&record)?;
         w.set_resource_id(record.key.clone());
         w.set_audit_detail(serde_json::json!({ "after": out }));

@@ -5,22 +5,19 @@
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use tokenops_domain::TenantId;
 use tokenops_domain::script::ScriptStatus;
-use tokenops_domain::{Clock, TenantId};
-use tokenops_scripting::{Compiler, Limits, Override};
+use tokenops_scripting::Override;
 use tokenops_store::Store;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use super::{declarations, import_sources, not_fitting, not_found};
-use crate::accounts::Accounts;
-use crate::automations::runs::{Halt, RunHost, RunResult, Script, Submissions, run_in_sandbox, run_sources};
+use crate::automations::runs::{Halt, Sandbox, Script, Submissions, run_sources};
 use crate::automations::values_json;
 use crate::context::Caller;
 use crate::error::{AppResult, Code, Error};
-use crate::operations::Operations;
 
 /// Dry runs at once per node; more wait their turn. Each holds a blocking thread for up to the
 /// sandbox's wall-time limit, and requests must not be able to take every one.
@@ -68,11 +65,7 @@ struct Loaded {
 
 pub struct DryRuns {
     pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
-    pub compiler: Arc<Compiler>,
-    pub limits: Limits,
-    pub accounts: Arc<Accounts>,
-    pub operations: Arc<Operations>,
+    pub sandbox: Arc<Sandbox>,
     pub slots: Semaphore,
 }
 
@@ -93,20 +86,9 @@ impl DryRuns {
             not_fitting(Error::unprocessable, "overrides", problems).with_code(Code::OverridesDoNotFit)
         })?;
         let parameters = values_json(&values);
-        let host = RunHost {
-            runtime: tokio::runtime::Handle::current(),
-            tenant,
-            caller,
-            accounts: self.accounts.clone(),
-            operations: self.operations.clone(),
-            clock: self.clock.clone(),
-            submissions: Submissions::Capture,
-            ordinal: AtomicUsize::new(0),
-            record: Mutex::new(RunResult::default()),
-        };
         let _slot = self.slots.acquire().await.map_err(Error::internal)?;
         let to_run = Script { source: loaded.source, sources: loaded.sources, values };
-        let result = run_in_sandbox(&self.compiler, &self.limits, to_run, request.event, host).await;
+        let result = self.sandbox.run(tenant, caller, Submissions::Capture, to_run, request.event).await;
         if let Some(reason) = result.transient {
             return Err(Error::internal(format!("the dry run met a temporary failure: {reason}")));
         }

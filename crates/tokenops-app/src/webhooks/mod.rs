@@ -27,7 +27,7 @@ use tokenops_webhooks::url::WebhookUrl;
 use uuid::Uuid;
 
 use crate::clock::Clock;
-use crate::error::{AppResult, Code, Error, FieldError};
+use crate::error::{AppResult, Code, Error, FieldError, OrConflict};
 use crate::jobs::kinds;
 use crate::write::{AuditAction, Write};
 
@@ -354,12 +354,8 @@ impl Webhooks {
             updated_at: now,
             deleted_at: None,
         };
-        match w.tx().webhooks().insert(&webhook).await {
-            Ok(()) => {}
-            // Another request registered the same URL between our read and our insert.
-            Err(tokenops_store::StoreError::Conflict(_)) => return Err(url_taken(&new.url, Uuid::nil())),
-            Err(e) => return Err(e.into()),
-        }
+        // A conflict: another request registered the same URL between our read and our insert.
+        w.tx().webhooks().insert(&webhook).await.or_conflict(|| url_taken(&new.url, Uuid::nil()))?;
         let out = WebhookOut::new(&webhook, now);
         self.send_test_event(w, &webhook, &out).await?;
         w.set_resource_id(id.to_string());

@@ -13,7 +13,7 @@ use tokenops_domain::{TenantId, Timestamp, new_id};
 use uuid::Uuid;
 
 use super::{DeliveryOut, Webhooks, deliver_job, inactive};
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Code, Error, OrConflict};
 use crate::write::Write;
 
 /// The budget's window.
@@ -107,18 +107,14 @@ impl Webhooks {
     async fn queue(&self, w: &mut Write, replays: &[Delivery]) -> AppResult<Vec<QueuedDelivery>> {
         let now = w.now();
         for delivery in replays {
-            match w.tx().webhooks().insert_delivery(delivery).await {
-                Ok(()) => {}
-                // The same generation was made by a concurrent replay of the same delivery.
-                Err(tokenops_store::StoreError::Conflict(_)) => {
-                    return Err(Error::conflict(format!(
-                        "The delivery of event {} to webhook {} is already being replayed",
-                        delivery.event_id, delivery.webhook_id
-                    ))
-                    .with_code(Code::DeliveryStillQueued));
-                }
-                Err(e) => return Err(e.into()),
-            }
+            // A conflict: the same generation was made by a concurrent replay of the same delivery.
+            w.tx().webhooks().insert_delivery(delivery).await.or_conflict(|| {
+                Error::conflict(format!(
+                    "The delivery of event {} to webhook {} is already being replayed",
+                    delivery.event_id, delivery.webhook_id
+                ))
+                .with_code(Code::DeliveryStillQueued)
+            })?;
             w.tx().jobs().enqueue(&deliver_job(delivery, 1, now, self.settings.job_max_attempts), now).await?;
         }
         Ok(replays.iter().map(DeliveryOut::from).collect())
