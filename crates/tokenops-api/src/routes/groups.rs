@@ -268,9 +268,5 @@ impl ScopedPath for GroupMember {
 )]
 async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {
     let GroupMember { group: id, user: user_id } = call.path.then;
-    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, async |app, w| {
-        app.groups.remove_member(w, id, user_id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&groups::REMOVE_MEMBER, async |app, w| app.groups.remove_member(w, id, user_id).await).await
 }

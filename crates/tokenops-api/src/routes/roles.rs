@@ -248,9 +248,5 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
 )]
 async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&roles::DELETE, &serde_json::Value::Null, async |app, w| {
-        app.roles.delete(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&roles::DELETE, async |app, w| app.roles.delete(w, id).await).await
 }

@@ -248,11 +248,7 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
 )]
 async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&scripts::DELETE, &Value::Null, async |app, w| {
-        app.scripts.delete(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&scripts::DELETE, async |app, w| app.scripts.delete(w, id).await).await
 }
 
 /// Download a script's code.

@@ -263,9 +263,5 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
 )]
 async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&users::REMOVE, &serde_json::Value::Null, async |app, w| {
-        app.users.remove(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&users::REMOVE, async |app, w| app.users.remove(w, id).await).await
 }
