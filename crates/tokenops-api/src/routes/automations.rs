@@ -242,12 +242,9 @@ async fn execute_automation(
     body: Option<JsonBody<ExecutionIn>>,
 ) -> ApiResult<Response> {
     let id = call.path.0;
-    let (value, document) = match body {
-        Some(body) => (body.value, body.document),
-        None => (ExecutionIn::default(), serde_json::Value::Null),
-    };
-    let overrides = overrides("overrides", value.overrides)?;
-    call.run(&automations::EXECUTE, &document, async |app, w| {
+    let body = JsonBody::or_default(body);
+    let overrides = overrides("overrides", body.value.overrides)?;
+    call.run(&automations::EXECUTE, &body.document, async |app, w| {
         let run = app.automations.execute(w, id, overrides).await?;
         Reply::accepted(&run, format!("/api/automations/{id}/history"))
     })

@@ -21,7 +21,7 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -349,10 +349,10 @@ pub struct DryRunIn {
 async fn dry_run_script(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
-    PathId(id): PathId,
+    PathParam(id): PathId,
     body: Option<JsonBody<DryRunIn>>,
 ) -> ApiResult<Response> {
-    let value = body.map(|b| b.value).unwrap_or_default();
+    let value = JsonBody::or_default(body).value;
     let version = value
         .version
         .map(|n| {
