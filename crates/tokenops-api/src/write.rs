@@ -231,6 +231,19 @@ impl<K, P: ScopedPath> WriteCall<K, P> {
     {
         run(&self.state, self.request(action, document), work).await
     }
+
+    /// Runs `work` as this request's write, sent without a body, that has nothing to show (a
+    /// deletion, a removal): 204.
+    pub async fn run_no_content<F>(&self, action: &'static AuditAction, work: F) -> ApiResult<Response>
+    where
+        F: AsyncFnOnce(&App, &mut Write) -> AppResult<()>,
+    {
+        self.run(action, &Value::Null, async |app, w| {
+            work(app, w).await?;
+            Ok(Reply::no_content())
+        })
+        .await
+    }
 }
 
 /// What [`run`] admits: who writes, the audit action (also the Idempotency-Key's scope), the key

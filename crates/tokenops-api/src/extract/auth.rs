@@ -72,6 +72,16 @@ pub struct TenantScope {
     pub style: TimestampStyle,
 }
 
+impl TenantScope {
+    /// A caller acting for `tenant` though its token does not name it (the operator creating
+    /// the organisation, a client secret revealed without a token): no correlation id.
+    pub fn acting_for(tenant: TenantId, caller: Caller, request_id: &RequestId, style: TimestampStyle) -> Self {
+        let context =
+            RequestContext { caller, tenant: Some(tenant), request_id: request_id.0.clone(), correlation_id: None };
+        Self { tenant, context, style }
+    }
+}
+
 impl FromRequestParts<Arc<ApiState>> for TenantScope {
     type Rejection = ApiError;
 
@@ -100,12 +110,9 @@ impl FromRequestParts<Arc<ApiState>> for TenantScope {
 /// On a path that names an organisation (`/api/tenants/{tenantId}/…`): 403 `Invalid tenant id`
 /// unless it is the caller's own (400 when it is not a UUID).
 pub async fn require_own_tenant(parts: &mut Parts, state: &Arc<ApiState>, scope: &TenantScope) -> Result<(), ApiError> {
-    let axum::extract::Path(params) = axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state)
-        .await
-        .map_err(|_| Error::bad_request("Invalid path"))?;
-    let named = params.iter().find(|(name, _)| name == "tenantId").map(|(_, v)| v.as_str()).unwrap_or("");
-    let named = uuid::Uuid::parse_str(named).map_err(|_| Error::invalid_field("tenantId", "must be a UUID"))?;
-    if named != scope.tenant.as_uuid() {
+    let params = super::path::params(parts, state).await?;
+    let named = params.iter().find(|(name, _)| name == "tenantId").map_or("", |(_, v)| v.as_str());
+    if super::path::uuid_param("tenantId", named)? != scope.tenant.as_uuid() {
         return Err(Error::forbidden("Invalid tenant id").into());
     }
     Ok(())

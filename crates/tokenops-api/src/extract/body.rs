@@ -25,6 +25,14 @@ pub fn is_json_content_type(value: Option<&str>) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
+impl<T: Default> JsonBody<T> {
+    /// A body that may be left out, as sent, or else the default value with a `null` document
+    /// (what a request without a body fingerprints as).
+    pub fn or_default(body: Option<Self>) -> Self {
+        body.unwrap_or_else(|| Self { value: T::default(), document: Value::Null })
+    }
+}
+
 impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     type Rejection = ApiError;
 

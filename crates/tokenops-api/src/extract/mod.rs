@@ -15,4 +15,4 @@ pub use body::JsonBody;
 pub use call::TenantCall;
 pub use idempotency::IdempotencyKey;
 pub use params::QueryParams;
-pub use path::{OwnTenant, PathId, PathText};
+pub use path::{OwnTenant, PathId, PathParam, PathText};

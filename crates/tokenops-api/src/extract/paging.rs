@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
-use serde::Serialize;
+use serde::ser::SerializeStruct;
+use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokenops_app::{Code, Error};
@@ -25,7 +26,7 @@ use tokenops_domain::TenantId;
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest, SortDirection, SortKey};
 use uuid::Uuid;
 
-use std::future::Future;
+use std::marker::PhantomData;
 
 use super::params::QueryParams;
 use crate::error::ApiError;
@@ -139,14 +140,9 @@ fn total_pages(total: u64, size: u32) -> u64 {
 
 /// The envelope of an offset-paged list in the endpoint's style.
 pub fn envelope<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest) -> Value {
-    let borrowed = Page { items: page.items.iter().collect::<Vec<&T>>(), total: page.total };
-    let value = match style {
-        Style::A => serde_json::to_value(PageA::new(borrowed, request)),
-        Style::B => serde_json::to_value(PageB::new(borrowed, request)),
-        Style::C => serde_json::to_value(PageC::new(borrowed, request)),
-    };
+    let envelope = Envelope { style, items: &page.items, request, total: page.total };
     // The envelopes hold plain structs, lists and numbers: serializing them cannot fail.
-    value.unwrap_or(Value::Null)
+    serde_json::to_value(envelope).unwrap_or(Value::Null)
 }
 
 /// The 200 answer of an offset-paged list: the page in the endpoint's envelope.
@@ -154,73 +150,145 @@ pub fn respond<T: Serialize>(style: Style, page: &Page<T>, request: PageRequest)
     axum::Json(envelope(style, page, request)).into_response()
 }
 
+/// The page of a filter that cannot match anything (an unknown value where the endpoint answers
+/// an empty page rather than a 400).
+pub fn none_match<T>() -> Page<T> {
+    Page { items: Vec::new(), total: 0 }
+}
+
 /// An offset-paged list's answer: `page` and `size` read by `rule`, that page fetched, and the
 /// 200 in `style`'s envelope. The handler reads its filters first, so theirs are the first 400s.
-pub async fn list<T, Fut>(
+pub async fn list<T: Serialize>(
     params: &QueryParams,
     rule: SizeRule,
     style: Style,
-    fetch: impl FnOnce(PageRequest) -> Fut,
-) -> Result<Response, ApiError>
-where
-    T: Serialize,
-    Fut: Future<Output = Result<Page<T>, Error>>,
-{
+    fetch: impl AsyncFnOnce(PageRequest) -> Result<Page<T>, Error>,
+) -> Result<Response, ApiError> {
     let request = page_request(params, rule)?;
     let page = fetch(request).await?;
     Ok(respond(style, &page, request))
 }
 
-/// Style A: `content`, `page`, `size`, `totalElements`, `totalPages`. The same struct is
-/// serialized and documented, so the document cannot drift from the responses.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PageA<T> {
-    pub content: Vec<T>,
-    pub page: u64,
-    pub size: u32,
-    pub total_elements: u64,
-    pub total_pages: u64,
+/// The members of an offset style's envelope: the items, the page number, its size and the
+/// total under the style's own names `[items, page, size, total]`, whether it counts pages
+/// (`totalPages`), and what its schema says of its order and size. Each envelope is serialized
+/// and documented from this one table, so the document cannot drift from the responses.
+struct Members {
+    names: [&'static str; 4],
+    counts_pages: bool,
+    order: &'static str,
+    size_is: &'static str,
 }
 
-impl<T> PageA<T> {
-    pub fn new(page: Page<T>, request: PageRequest) -> Self {
-        let total_pages = total_pages(page.total, request.size);
-        Self { content: page.items, page: request.page, size: request.size, total_elements: page.total, total_pages }
+const AS_REQUESTED: &str = "The page size, as requested (or its default)";
+
+impl Style {
+    fn letter(self) -> &'static str {
+        match self {
+            Style::A => "A",
+            Style::B => "B",
+            Style::C => "C",
+        }
+    }
+
+    fn members(self) -> Members {
+        match self {
+            Style::A => Members {
+                names: ["content", "page", "size", "totalElements"],
+                counts_pages: true,
+                order: ", oldest or newest first as the endpoint says",
+                size_is: AS_REQUESTED,
+            },
+            Style::B => Members {
+                names: ["data", "page", "size", "totalItems"],
+                counts_pages: true,
+                order: "",
+                size_is: "The page size after the endpoint's bounds",
+            },
+            Style::C => Members {
+                names: ["items", "pageNumber", "pageSize", "totalResults"],
+                counts_pages: false,
+                order: "",
+                size_is: AS_REQUESTED,
+            },
+        }
     }
 }
 
+/// An offset page in the envelope of `style`, as serialized.
+struct Envelope<'a, T> {
+    style: Style,
+    items: &'a [T],
+    request: PageRequest,
+    total: u64,
+}
+
+impl<T: Serialize> Serialize for Envelope<'_, T> {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        let Members { names: [items, page, size, total], counts_pages, .. } = self.style.members();
+        let mut envelope = serializer.serialize_struct("Envelope", if counts_pages { 5 } else { 4 })?;
+        envelope.serialize_field(items, self.items)?;
+        envelope.serialize_field(page, &self.request.page)?;
+        envelope.serialize_field(size, &self.request.size)?;
+        envelope.serialize_field(total, &self.total)?;
+        if counts_pages {
+            envelope.serialize_field("totalPages", &total_pages(self.total, self.request.size))?;
+        }
+        envelope.end()
+    }
+}
+
+/// The style an [`OffsetPage`] is serialized and documented in.
+pub trait OffsetStyle {
+    const STYLE: Style;
+}
+
+/// Paging style A.
+#[derive(Debug)]
+pub enum StyleA {}
+/// Paging style B.
+#[derive(Debug)]
+pub enum StyleB {}
+/// Paging style C.
+#[derive(Debug)]
+pub enum StyleC {}
+
+impl OffsetStyle for StyleA {
+    const STYLE: Style = Style::A;
+}
+impl OffsetStyle for StyleB {
+    const STYLE: Style = Style::B;
+}
+impl OffsetStyle for StyleC {
+    const STYLE: Style = Style::C;
+}
+
+/// One page of an offset-paged list in style `S`'s envelope (see [`Members`]); a named type
+/// where a response holds a page (a group's members) or the document names one.
+#[derive(Debug)]
+pub struct OffsetPage<T, S> {
+    items: Vec<T>,
+    request: PageRequest,
+    total: u64,
+    style: PhantomData<S>,
+}
+
+/// Style A: `content`, `page`, `size`, `totalElements`, `totalPages`.
+pub type PageA<T> = OffsetPage<T, StyleA>;
 /// Style B: `data`, `page`, `size`, `totalItems`, `totalPages`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PageB<T> {
-    pub data: Vec<T>,
-    pub page: u64,
-    pub size: u32,
-    pub total_items: u64,
-    pub total_pages: u64,
-}
+pub type PageB<T> = OffsetPage<T, StyleB>;
+/// Style C: `items`, `pageNumber`, `pageSize`, `totalResults`.
+pub type PageC<T> = OffsetPage<T, StyleC>;
 
-impl<T> PageB<T> {
+impl<T, S> OffsetPage<T, S> {
     pub fn new(page: Page<T>, request: PageRequest) -> Self {
-        let total_pages = total_pages(page.total, request.size);
-        Self { data: page.items, page: request.page, size: request.size, total_items: page.total, total_pages }
+        Self { items: page.items, request, total: page.total, style: PhantomData }
     }
 }
 
-/// Style C: `items`, `pageNumber`, `pageSize`, `totalResults`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PageC<T> {
-    pub items: Vec<T>,
-    pub page_number: u64,
-    pub page_size: u32,
-    pub total_results: u64,
-}
-
-impl<T> PageC<T> {
-    pub fn new(page: Page<T>, request: PageRequest) -> Self {
-        Self { items: page.items, page_number: request.page, page_size: request.size, total_results: page.total }
+impl<T: Serialize, S: OffsetStyle> Serialize for OffsetPage<T, S> {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        Envelope { style: S::STYLE, items: &self.items, request: self.request, total: self.total }.serialize(serializer)
     }
 }
 
@@ -242,7 +310,7 @@ mod schema {
     use utoipa::openapi::{Ref, RefOr};
     use utoipa::{PartialSchema, ToSchema};
 
-    use super::{PageA, PageB, PageC, PageD};
+    use super::{Members, OffsetPage, OffsetStyle, PageD};
 
     fn count(description: &str) -> RefOr<Schema> {
         ObjectBuilder::new()
@@ -265,6 +333,12 @@ mod schema {
         Cow::Owned(format!("{base}Page{style}"))
     }
 
+    /// An envelope refers to its item's schema, which it brings into the document.
+    fn item_schemas<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(schemas);
+    }
+
     fn object(description: String, fields: Vec<(&str, RefOr<Schema>)>) -> RefOr<Schema> {
         let mut object = ObjectBuilder::new().description(Some(description));
         for (name, schema) in fields {
@@ -273,57 +347,31 @@ mod schema {
         object.into()
     }
 
-    /// An offset page's envelope (styles A to C): the items, the page number, its size and the
-    /// total under the style's own names `[items, page, size, total]`, and where the style has
-    /// it the count of pages.
-    fn offset_page<T: ToSchema>(
-        description: String,
-        [items, page, size, total]: [&str; 4],
-        size_is: &str,
-        pages: Option<&str>,
-    ) -> RefOr<Schema> {
-        let mut fields = vec![
-            (items, list_of::<T>("The page's items; empty past the last page")),
-            (page, count("The zero-based page number, as requested")),
-            (size, count(size_is)),
-            (total, count("Items matching the filters, on every page")),
-        ];
-        fields.extend(pages.map(|formula| ("totalPages", count(formula))));
-        object(description, fields)
-    }
-
-    const AS_REQUESTED: &str = "The page size, as requested (or its default)";
-
-    impl<T: ToSchema> PartialSchema for PageA<T> {
+    /// An offset page's envelope (styles A to C), from its style's [`Members`].
+    impl<T: ToSchema, S: OffsetStyle> PartialSchema for OffsetPage<T, S> {
         fn schema() -> RefOr<Schema> {
-            offset_page::<T>(
-                format!("Paging style A: one page of {}, oldest or newest first as the endpoint says.", T::name()),
-                ["content", "page", "size", "totalElements"],
-                AS_REQUESTED,
-                Some("ceil(totalElements / size)"),
-            )
+            let Members { names: [items, page, size, total], counts_pages, order, size_is } = S::STYLE.members();
+            let mut fields = vec![
+                (items, list_of::<T>("The page's items; empty past the last page")),
+                (page, count("The zero-based page number, as requested")),
+                (size, count(size_is)),
+                (total, count("Items matching the filters, on every page")),
+            ];
+            if counts_pages {
+                fields.push(("totalPages", count(&format!("ceil({total} / size)"))));
+            }
+            let description = format!("Paging style {}: one page of {}{order}.", S::STYLE.letter(), T::name());
+            object(description, fields)
         }
     }
 
-    impl<T: ToSchema> PartialSchema for PageB<T> {
-        fn schema() -> RefOr<Schema> {
-            offset_page::<T>(
-                format!("Paging style B: one page of {}.", T::name()),
-                ["data", "page", "size", "totalItems"],
-                "The page size after the endpoint's bounds",
-                Some("ceil(totalItems / size)"),
-            )
+    impl<T: ToSchema, S: OffsetStyle> ToSchema for OffsetPage<T, S> {
+        fn name() -> Cow<'static, str> {
+            page_name::<T>(S::STYLE.letter())
         }
-    }
 
-    impl<T: ToSchema> PartialSchema for PageC<T> {
-        fn schema() -> RefOr<Schema> {
-            offset_page::<T>(
-                format!("Paging style C: one page of {}.", T::name()),
-                ["items", "pageNumber", "pageSize", "totalResults"],
-                AS_REQUESTED,
-                None,
-            )
+        fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+            item_schemas::<T>(schemas);
         }
     }
 
@@ -343,22 +391,15 @@ mod schema {
         }
     }
 
-    macro_rules! named_per_item {
-        ($($page:ident => $style:literal),*) => {$(
-            impl<T: ToSchema> ToSchema for $page<T> {
-                fn name() -> Cow<'static, str> {
-                    page_name::<T>($style)
-                }
+    impl<T: ToSchema> ToSchema for PageD<T> {
+        fn name() -> Cow<'static, str> {
+            page_name::<T>("D")
+        }
 
-                fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-                    schemas.push((T::name().into_owned(), T::schema()));
-                    T::schemas(schemas);
-                }
-            }
-        )*};
+        fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+            item_schemas::<T>(schemas);
+        }
     }
-
-    named_per_item!(PageA => "A", PageB => "B", PageC => "C", PageD => "D");
 }
 
 /// Signs and checks cursors. The key is shared by every node through the store.

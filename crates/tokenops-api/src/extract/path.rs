@@ -31,28 +31,40 @@ pub fn uuid_param(name: &str, value: &str) -> Result<Uuid, Error> {
     Uuid::parse_str(value).map_err(|_| Error::invalid_field(name, "must be a UUID"))
 }
 
-/// The route's single `{…Id}` path parameter, parsed as a UUID.
+/// The route's last path parameter, read as a `T`: [`PathId`] or [`PathText`].
 #[derive(Debug, Clone, Copy)]
-pub struct PathId(pub Uuid);
+pub struct PathParam<T>(pub T);
 
-impl<S: Send + Sync> FromRequestParts<S> for PathId {
+/// The route's single `{…Id}` path parameter, parsed as a UUID.
+pub type PathId = PathParam<Uuid>;
+
+/// A single text path parameter (for example a client-chosen reference).
+pub type PathText = PathParam<String>;
+
+/// What a path parameter's text is read as.
+pub trait ParamValue: Display + Send + Sized {
+    /// The value of the parameter `name`, or the 400 naming it.
+    fn parse(name: &str, value: String) -> Result<Self, Error>;
+}
+
+impl ParamValue for Uuid {
+    fn parse(name: &str, value: String) -> Result<Self, Error> {
+        uuid_param(name, &value)
+    }
+}
+
+impl ParamValue for String {
+    fn parse(_: &str, value: String) -> Result<Self, Error> {
+        Ok(value)
+    }
+}
+
+impl<S: Send + Sync, T: ParamValue> FromRequestParts<S> for PathParam<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let (name, value) = last_param(parts, state).await?;
-        Ok(PathId(uuid_param(&name, &value)?))
-    }
-}
-
-/// A single text path parameter (for example a client-chosen reference).
-#[derive(Debug, Clone)]
-pub struct PathText(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for PathText {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Ok(PathText(last_param(parts, state).await?.1))
+        Ok(PathParam(T::parse(&name, value)?))
     }
 }
 
@@ -87,9 +99,9 @@ impl ScopedPath for () {
     }
 }
 
-impl ScopedPath for PathId {
+impl<T: ParamValue> ScopedPath for PathParam<T> {
     async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
-        PathId::from_request_parts(parts, state).await
+        Self::from_request_parts(parts, state).await
     }
 
     fn values(&self) -> Vec<&dyn Display> {
@@ -98,20 +110,6 @@ impl ScopedPath for PathId {
 
     fn resource(&self) -> Option<String> {
         Some(self.0.to_string())
-    }
-}
-
-impl ScopedPath for PathText {
-    async fn read(parts: &mut Parts, state: &Arc<ApiState>, _: &TenantScope) -> Result<Self, ApiError> {
-        PathText::from_request_parts(parts, state).await
-    }
-
-    fn values(&self) -> Vec<&dyn Display> {
-        vec![&self.0]
-    }
-
-    fn resource(&self) -> Option<String> {
-        Some(self.0.clone())
     }
 }
 

@@ -162,20 +162,13 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
     let customer_ref =
         params.one("customerRef")?.map(str::trim).filter(|r| !r.is_empty()).map(CustomerRef::parse).transpose();
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    // A reference or an asset that cannot exist matches nothing: an empty page, not an error.
-    let (Ok(customer_ref), Ok(asset_id)) = (customer_ref, asset_id) else {
-        let empty = tokenops_domain::paging::Page::<AccountOut> { items: Vec::new(), total: 0 };
-        return Ok(paging::respond(Style::A, &empty, page));
-    };
-    let accounts = call
-        .state
-        .app
-        .accounts
-        .list(call.scope.tenant, &AccountFilter { customer_ref, status, asset_id }, page)
-        .await?;
-    let view = accounts.map(|a| AccountOut::from(&a));
-    Ok(paging::respond(Style::A, &view, page))
+    paging::list(&params, STRICT_SIZE, Style::A, async |page| {
+        // A reference or an asset that cannot exist matches nothing: an empty page, not an error.
+        let (Ok(customer_ref), Ok(asset_id)) = (customer_ref, asset_id) else { return Ok(paging::none_match()) };
+        let filter = AccountFilter { customer_ref, status, asset_id };
+        Ok(call.state.app.accounts.list(call.scope.tenant, &filter, page).await?.map(|a| AccountOut::from(&a)))
+    })
+    .await
 }
 
 /// An account's balances, read from the ledger.

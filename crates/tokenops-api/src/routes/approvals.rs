@@ -73,10 +73,11 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
         .one("approver")?
         .map(|v| ApproverExpr::parse(v).map(|e| e.to_string()).map_err(|e| Error::invalid_field("approver", e)))
         .transpose()?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
     let filter = ApprovalTaskFilter { state: state_filter, request_id, approver };
-    let tasks = call.state.app.approvals.list_tasks(call.scope.tenant, &filter, page).await?;
-    Ok(paging::respond(Style::B, &tasks, page))
+    paging::list(&params, STRICT_SIZE, Style::B, |page| {
+        call.state.app.approvals.list_tasks(call.scope.tenant, &filter, page)
+    })
+    .await
 }
 
 /// Read one approval task.

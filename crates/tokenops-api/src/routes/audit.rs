@@ -220,10 +220,10 @@ struct AuditQuery {
 async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = filter(&params)?;
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
-    let page = paging::page_request(&params, AUDIT_SIZE)?;
-    let records = call.state.app.audit.list(call.scope.tenant, &filter, &sort, page).await?;
-    let view = records.map(|r| AuditEventOut::from(&r));
-    Ok(paging::respond(Style::B, &view, page))
+    paging::list(&params, AUDIT_SIZE, Style::B, async |page| {
+        Ok(call.state.app.audit.list(call.scope.tenant, &filter, &sort, page).await?.map(|r| AuditEventOut::from(&r)))
+    })
+    .await
 }
 
 /// Export the whole filtered audit log as CSV.

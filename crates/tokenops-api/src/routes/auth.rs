@@ -16,11 +16,11 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::path::PathText;
+use crate::extract::path::{PathParam, PathText};
 use crate::extract::{JsonBody, TenantScope};
 use crate::request_id::RequestId;
 use crate::write::{self, Reply, WriteRequest};
-use tokenops_app::context::{Caller, RequestContext};
+use tokenops_app::context::Caller;
 use tokenops_app::identity::clients::{self, RevealedSecret};
 
 /// Longest accepted email and password: beyond these nothing valid exists.
@@ -286,22 +286,14 @@ async fn activate(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiRe
 async fn reveal_client_secret(
     State(state): State<Arc<ApiState>>,
     request_id: axum::Extension<RequestId>,
-    PathText(token): PathText,
+    PathParam(token): PathText,
 ) -> ApiResult<Response> {
     require_embedded(&state)?;
     let gone = || Error::of(Code::RevealNotFound);
     // The reveal is recorded in the client's organisation's audit log.
     let tenant = state.app.clients.reveal_tenant(&token, state.app.clock.now()).await?.ok_or_else(gone)?;
-    let scope = TenantScope {
-        tenant,
-        context: RequestContext {
-            caller: Caller::anonymous("anonymous", Some(tenant)),
-            tenant: Some(tenant),
-            request_id: request_id.0.0.clone(),
-            correlation_id: None,
-        },
-        style: TimestampStyle::SpacedUtc,
-    };
+    let caller = Caller::anonymous("anonymous", Some(tenant));
+    let scope = TenantScope::acting_for(tenant, caller, &request_id.0, TimestampStyle::SpacedUtc);
     let token_url = state.app.identity.token_url();
     let request = WriteRequest::unkeyed(&scope, &clients::REVEAL);
     let mut response = write::run(&state, request, async |app, w| {

@@ -10,7 +10,7 @@ use tokenops_app::automations::{self, AutomationOut, ExecutionOut, NewAutomation
 use tokenops_domain::automation::{
     AutomationFilter, AutomationStatus, ExecutionFilter, ExecutionStatus, Trigger, TriggerType,
 };
-use tokenops_domain::paging::{Page, SortDirection, SortKey};
+use tokenops_domain::paging::{SortDirection, SortKey};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -149,7 +149,7 @@ async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Re
     if let Some(text) = status
         && AutomationStatus::parse(text).is_none()
     {
-        return Ok(paging::respond(Style::A, &Page::<AutomationOut> { items: Vec::new(), total: 0 }, page));
+        return Ok(paging::respond(Style::A, &paging::none_match::<AutomationOut>(), page));
     }
     let filter = AutomationFilter { status: status.and_then(AutomationStatus::parse), script_id, trigger };
     let found = call.state.app.automations.list(call.scope.tenant, &filter, &sort, page).await?;
@@ -242,12 +242,9 @@ async fn execute_automation(
     body: Option<JsonBody<ExecutionIn>>,
 ) -> ApiResult<Response> {
     let id = call.path.0;
-    let (value, document) = match body {
-        Some(body) => (body.value, body.document),
-        None => (ExecutionIn::default(), serde_json::Value::Null),
-    };
-    let overrides = overrides("overrides", value.overrides)?;
-    call.run(&automations::EXECUTE, &document, async |app, w| {
+    let body = JsonBody::or_default(body);
+    let overrides = overrides("overrides", body.value.overrides)?;
+    call.run(&automations::EXECUTE, &body.document, async |app, w| {
         let run = app.automations.execute(w, id, overrides).await?;
         Reply::accepted(&run, format!("/api/automations/{id}/history"))
     })
@@ -278,7 +275,7 @@ async fn automation_history(call: TenantCall<PathId>, params: QueryParams) -> Ap
     if let Some(None) = known {
         // Still a 404 for an unknown automation.
         call.state.app.automations.get(call.scope.tenant, id).await?;
-        return Ok(paging::respond(Style::A, &Page::<ExecutionOut> { items: Vec::new(), total: 0 }, page));
+        return Ok(paging::respond(Style::A, &paging::none_match::<ExecutionOut>(), page));
     }
     let filter = ExecutionFilter { status: known.flatten() };
     let found = call.state.app.automations.history(call.scope.tenant, id, &filter, &sort, page).await?;

@@ -118,9 +118,5 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
 )]
 async fn disable_client(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&clients::DISABLE, &serde_json::Value::Null, async |app, w| {
-        app.clients.disable(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&clients::DISABLE, async |app, w| app.clients.disable(w, id).await).await
 }

@@ -172,14 +172,11 @@ async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
 async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", ContractStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
     let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    // An asset that cannot exist matches nothing: an empty page, not an error.
-    let Ok(asset_id) = asset_id else {
-        let empty = tokenops_domain::paging::Page::<ContractOut> { items: Vec::new(), total: 0 };
-        return Ok(paging::respond(Style::A, &empty, page));
-    };
-    let contracts =
-        call.state.app.contracts.list(call.scope.tenant, &ContractFilter { asset_id, status }, page).await?;
-    let view = contracts.map(|c| ContractOut::from(&c));
-    Ok(paging::respond(Style::A, &view, page))
+    paging::list(&params, STRICT_SIZE, Style::A, async |page| {
+        // An asset that cannot exist matches nothing: an empty page, not an error.
+        let Ok(asset_id) = asset_id else { return Ok(paging::none_match()) };
+        let filter = ContractFilter { asset_id, status };
+        Ok(call.state.app.contracts.list(call.scope.tenant, &filter, page).await?.map(|c| ContractOut::from(&c)))
+    })
+    .await
 }

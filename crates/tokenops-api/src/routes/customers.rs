@@ -160,8 +160,8 @@ async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {
 )]
 async fn list_customers(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let status = params.choice("status", CustomerStatus::parse, &["ACTIVE", "INACTIVE"])?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let customers = call.state.app.customers.list(call.scope.tenant, status, page).await?;
-    let view = customers.map(|c| CustomerOut::from(&c));
-    Ok(paging::respond(Style::A, &view, page))
+    paging::list(&params, STRICT_SIZE, Style::A, async |page| {
+        Ok(call.state.app.customers.list(call.scope.tenant, status, page).await?.map(|c| CustomerOut::from(&c)))
+    })
+    .await
 }

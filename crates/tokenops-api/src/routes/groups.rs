@@ -79,10 +79,10 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
 )]
 async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let groups = call.state.app.groups.list(call.scope.tenant, &sort, page).await?;
-    let groups = groups.map(|g| GroupOut::from(&g));
-    Ok(paging::respond(Style::C, &groups, page))
+    paging::list(&params, STRICT_SIZE, Style::C, async |page| {
+        Ok(call.state.app.groups.list(call.scope.tenant, &sort, page).await?.map(|g| GroupOut::from(&g)))
+    })
+    .await
 }
 
 /// An approval group with one page of its members, ordered by first name then last name.
@@ -268,9 +268,5 @@ impl ScopedPath for GroupMember {
 )]
 async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {
     let GroupMember { group: id, user: user_id } = call.path.then;
-    call.run(&groups::REMOVE_MEMBER, &serde_json::Value::Null, async |app, w| {
-        app.groups.remove_member(w, id, user_id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&groups::REMOVE_MEMBER, async |app, w| app.groups.remove_member(w, id, user_id).await).await
 }

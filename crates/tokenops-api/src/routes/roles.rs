@@ -112,10 +112,10 @@ async fn list_permissions() -> ApiResult<Response> {
 )]
 async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let roles = call.state.app.roles.list(call.scope.tenant, &sort, page).await?;
-    let roles = roles.map(|r| r.out());
-    Ok(paging::respond(Style::C, &roles, page))
+    paging::list(&params, STRICT_SIZE, Style::C, async |page| {
+        Ok(call.state.app.roles.list(call.scope.tenant, &sort, page).await?.map(|r| r.out()))
+    })
+    .await
 }
 
 /// A role with one page of its holders, ordered by first name then last name.
@@ -248,9 +248,5 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
 )]
 async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&roles::DELETE, &serde_json::Value::Null, async |app, w| {
-        app.roles.delete(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&roles::DELETE, async |app, w| app.roles.delete(w, id).await).await
 }

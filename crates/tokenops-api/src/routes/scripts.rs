@@ -21,7 +21,7 @@ use super::fields::{optional_text, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
 use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -248,11 +248,7 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
 )]
 async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&scripts::DELETE, &Value::Null, async |app, w| {
-        app.scripts.delete(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&scripts::DELETE, async |app, w| app.scripts.delete(w, id).await).await
 }
 
 /// Download a script's code.
@@ -353,10 +349,10 @@ pub struct DryRunIn {
 async fn dry_run_script(
     State(state): State<Arc<ApiState>>,
     scope: TenantScope,
-    PathId(id): PathId,
+    PathParam(id): PathId,
     body: Option<JsonBody<DryRunIn>>,
 ) -> ApiResult<Response> {
-    let value = body.map(|b| b.value).unwrap_or_default();
+    let value = JsonBody::or_default(body).value;
     let version = value
         .version
         .map(|n| {

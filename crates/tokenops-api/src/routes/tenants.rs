@@ -6,7 +6,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
-use tokenops_app::context::RequestContext;
 use tokenops_app::identity::organisations::{self, CREATE, NewOrganisation, OrganisationOut};
 use tokenops_domain::TenantId;
 use utoipa_axum::router::OpenApiRouter;
@@ -16,7 +15,7 @@ use super::fields::{email, text};
 use crate::ApiState;
 use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult, HttpCode};
-use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, TenantScope};
+use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, PathParam, TenantScope};
 use crate::request_id::RequestId;
 use crate::write::{self, Reply, WriteRoute};
 
@@ -83,7 +82,7 @@ fn no_organisation_routes() -> ApiError {
         (status = 404, description = "No such organisation", body = crate::openapi::ErrorBody),
     )
 )]
-async fn read_tenant(State(state): State<Arc<ApiState>>, PathId(id): PathId) -> ApiResult<Response> {
+async fn read_tenant(State(state): State<Arc<ApiState>>, PathParam(id): PathId) -> ApiResult<Response> {
     if !state.embedded_provider {
         return Err(no_organisation_routes());
     }
@@ -123,16 +122,7 @@ async fn create_tenant(
     let temporary = organisations::temporary_password().await?;
     // The write acts on the new organisation (its audit log starts with its own creation);
     // the key belongs to the operator's platform scope.
-    let scope = TenantScope {
-        tenant: new.id,
-        context: RequestContext {
-            caller,
-            tenant: Some(new.id),
-            request_id: request_id.0.0.clone(),
-            correlation_id: None,
-        },
-        style: TimestampStyle::Iso8601,
-    };
+    let scope = TenantScope::acting_for(new.id, caller, &request_id.0, TimestampStyle::Iso8601);
     let sign_in_url = format!("{}/api/auth/login", state.public_url);
     let request = route.request(&scope, &CREATE, Some(key), &[], &body.document).about(new.id.to_string());
     write::run(&state, request, async |app, w| {

@@ -13,7 +13,7 @@ use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{
     BreakFilter, BreakReason, LockStatus, Operation, OperationFilter, OperationState, TxType,
 };
-use tokenops_domain::paging::{KeysetPosition, Page};
+use tokenops_domain::paging::KeysetPosition;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -240,7 +240,7 @@ async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<R
 async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (from, to) = params.window("from", "to")?;
-    let empty = || paging::respond(Style::A, &Page::<BreakOut> { items: Vec::new(), total: 0 }, page);
+    let empty = || paging::respond(Style::A, &paging::none_match::<BreakOut>(), page);
     let reason = match params.one("reason")?.map(str::trim).filter(|r| !r.is_empty()) {
         None => None,
         Some(text) => match BreakReason::parse(text) {
@@ -299,8 +299,9 @@ async fn list_account_locks(call: TenantCall<PathText>, params: QueryParams) -> 
     let account_ref = call.path.0;
     let statuses: Vec<&str> = LockStatus::ALL.iter().map(|s| s.as_str()).collect();
     let status = params.choice("status", LockStatus::parse, &statuses)?;
-    let page = paging::page_request(&params, STRICT_SIZE)?;
-    let locks = call.state.app.operations.locks_of(call.scope.tenant, &account_ref, status, page).await?;
-    let view = locks.map(|l| LockOut::from(&l));
-    Ok(paging::respond(Style::A, &view, page))
+    paging::list(&params, STRICT_SIZE, Style::A, async |page| {
+        let locks = call.state.app.operations.locks_of(call.scope.tenant, &account_ref, status, page).await?;
+        Ok(locks.map(|l| LockOut::from(&l)))
+    })
+    .await
 }

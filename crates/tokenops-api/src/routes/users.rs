@@ -22,7 +22,7 @@ use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{Authenticated, JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::extract::{Authenticated, JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
 use crate::write::{OptionalKeyWrite, Reply};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -85,7 +85,7 @@ async fn get_user_by_id(
     State(state): State<Arc<ApiState>>,
     _caller: Authenticated,
     headers: axum::http::HeaderMap,
-    PathId(id): PathId,
+    PathParam(id): PathId,
 ) -> ApiResult<Response> {
     if !is_json_content_type(headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok())) {
         return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
@@ -263,9 +263,5 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
 )]
 async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    call.run(&users::REMOVE, &serde_json::Value::Null, async |app, w| {
-        app.users.remove(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&users::REMOVE, async |app, w| app.users.remove(w, id).await).await
 }

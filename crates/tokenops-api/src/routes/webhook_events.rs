@@ -185,11 +185,9 @@ pub struct RedeliverFilterIn {
 )]
 async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<RedeliverIn>>) -> ApiResult<Response> {
     let id = call.path.0;
-    let (document, only) = match body {
-        Some(body) => (body.document, body.value.webhook_id),
-        None => (serde_json::Value::Null, None),
-    };
-    call.run(&webhooks::REDELIVER, &document, async |app, w| {
+    let body = JsonBody::or_default(body);
+    let only = body.value.webhook_id;
+    call.run(&webhooks::REDELIVER, &body.document, async |app, w| {
         let out = app.webhooks.redeliver(w, id, only).await?;
         Reply::accepted(&out, format!("/api/webhook-events/{id}"))
     })

@@ -238,11 +238,7 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
 )]
 async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
-    call.run(&webhooks::DELETE, &serde_json::Value::Null, async |app, w| {
-        app.webhooks.delete(w, id).await?;
-        Ok(Reply::no_content())
-    })
-    .await
+    call.run_no_content(&webhooks::DELETE, async |app, w| app.webhooks.delete(w, id).await).await
 }
 
 /// Send a test delivery now and answer its outcome.
