@@ -1,17 +1,19 @@
 //! The WHERE clause of a filtered list on PostgreSQL: the shared `conditions::Clause` with `$N`
-//! placeholders and PostgreSQL's bound values, and running a page of it.
+//! placeholders and PostgreSQL's bound values, and running a page of it (the lists written once,
+//! `PageRows`, included).
 
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
+use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::StoreResult;
 use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
-use tokenops_store::rows::Table;
+use tokenops_store::rows::{Decode, Table};
+use tokenops_store::{PageRows, StoreResult};
 use uuid::Uuid;
 
 /// A value bound to a list's dynamic WHERE clause.
@@ -98,5 +100,19 @@ impl Clause {
         let items =
             tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
         Ok(Page { items, total })
+    }
+}
+
+#[async_trait]
+impl<T: Decode + Send> PageRows<T> for PostgresTx {
+    async fn page_rows(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        conditions: Vec<Condition>,
+        order: &str,
+        page: PageRequest,
+    ) -> StoreResult<Page<T>> {
+        Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
     }
 }

@@ -1,16 +1,14 @@
 //! Automation executions on PostgreSQL: `ExecutionStore`.
 
-use crate::clause::Clause;
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::automation::{Execution, ExecutionFilter};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::automation::Execution;
+use tokenops_store::encode;
 use tokenops_store::rows;
-use tokenops_store::{ExecutionStore, StoreResult, keyset};
-use tokenops_store::{conditions, encode};
+use tokenops_store::{ExecutionStore, StoreResult};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Execution> {
@@ -61,18 +59,5 @@ impl ExecutionStore for PostgresTx {
         );
         self.execute(bind_execution(query, e)).await?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        automation_id: Uuid,
-        filter: &ExecutionFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Execution>> {
-        let clause = Clause::of(conditions::executions(automation_id, filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::EXECUTIONS, &order, page, decode).await
     }
 }

@@ -1,15 +1,12 @@
 //! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
-use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{Lock, LockStatus};
-use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::operation::Lock;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
 use uuid::Uuid;
@@ -69,17 +66,6 @@ impl LockStore for PostgresTx {
         )
         .await?;
         Ok(())
-    }
-
-    async fn list_for_account(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        status: Option<LockStatus>,
-        page: PageRequest,
-    ) -> StoreResult<Page<Lock>> {
-        let clause = Clause::of(conditions::account_locks(account_ref, status));
-        clause.page(self, tenant, &rows::LOCKS, "created_at DESC, id DESC", page, decode_lock).await
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

@@ -19,11 +19,10 @@ use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::conditions;
+use tokenops_store::rows::{self, OPERATION_COLUMNS};
 use tokenops_store::{InFlight, OperationStore, StoreResult, SubmissionReads};
 use uuid::Uuid;
-
-pub(crate) const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
 /// Built once: it runs on every accepted submission.
 static SUBMISSION_READS: LazyLock<String> =
@@ -74,20 +73,11 @@ impl OperationSelection {
 
     /// The WHERE clause of each selection whose rows together are the list's (disjoint).
     fn wheres(&self) -> Vec<String> {
-        let base = &self.clause.sql;
-        match &self.account {
-            None => vec![base.clone()],
-            Some(p) => vec![
-                format!("{base} AND account_ref = {p}"),
-                format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
-            ],
-        }
+        conditions::operation_selections(&self.clause.sql, self.account.as_deref())
     }
 
     fn count_sql(&self) -> String {
-        let counts: Vec<String> =
-            self.wheres().iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
-        format!("SELECT {} AS total", counts.join(" + "))
+        conditions::operation_count_sql(&self.wheres())
     }
 
     /// The rows, newest first, then `window` (LIMIT and OFFSET); `reach` is the placeholder of
@@ -110,9 +100,7 @@ impl OperationSelection {
 impl PostgresTx {
     /// The organisation's operation, locked when `lock` is `FOR UPDATE`.
     async fn fetch_operation(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Operation>> {
-        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_operation)
-            .await
+        self.fetch_by_key(&rows::OPERATIONS, tenant, id, lock, decode_operation).await
     }
 }
 

@@ -1,15 +1,13 @@
 //! Automation executions on SQLite: `ExecutionStore`.
 
-use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row};
 use tokenops_domain::TenantId;
-use tokenops_domain::automation::{Execution, ExecutionFilter};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::automation::Execution;
+use tokenops_store::encode;
 use tokenops_store::rows;
-use tokenops_store::{ExecutionStore, StoreError, StoreResult, keyset};
-use tokenops_store::{conditions, encode};
+use tokenops_store::{ExecutionStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 fn decode(row: &Row<'_>) -> StoreResult<Execution> {
@@ -54,9 +52,7 @@ impl ExecutionStore for SqliteTx {
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading an execution for update")?;
-        ExecutionStore::get(self, tenant, id).await
+        self.fetch_for_update(&rows::EXECUTIONS, tenant, codec::id_text(id), decode)
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
@@ -67,18 +63,5 @@ impl ExecutionStore for SqliteTx {
             execution_values(e),
         )?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        automation_id: Uuid,
-        filter: &ExecutionFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Execution>> {
-        let clause = Clause::of(conditions::executions(automation_id, filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::EXECUTIONS, &order, page, decode)
     }
 }

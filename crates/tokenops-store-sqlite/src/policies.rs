@@ -70,9 +70,7 @@ impl PolicyStore for SqliteTx {
     }
 
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a policy for update")?;
-        PolicyStore::get(self, tenant, id).await
+        self.fetch_for_update(&rows::POLICIES, tenant, codec::id_text(id), decode_policy)
     }
 
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {

@@ -8,9 +8,11 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::rows;
+use crate::{PageRows, conditions};
 
 #[async_trait]
-pub trait ApprovalStore: Send {
+pub trait ApprovalStore: Send + PageRows<ApprovalRequest> {
     async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
     /// Replaces status, resolved_at, acted_by and updated_at.
     async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
@@ -24,7 +26,10 @@ pub trait ApprovalStore: Send {
         tenant: TenantId,
         filter: &ApprovalRequestFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<ApprovalRequest>>;
+    ) -> StoreResult<Page<ApprovalRequest>> {
+        let order = "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC";
+        self.page_rows(tenant, &rows::APPROVAL_REQUESTS, conditions::approval_requests(filter), order, page).await
+    }
     /// PENDING requests of any organisation whose deadline is at or before `now`, oldest
     /// deadline first: the expiry sweep.
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>>;

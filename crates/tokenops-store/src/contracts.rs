@@ -8,9 +8,12 @@ use tokenops_domain::contract::{Contract, ContractFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 
 use crate::StoreResult;
+use crate::rows;
+use crate::sorting::CREATED_ORDER;
+use crate::{PageRows, conditions};
 
 #[async_trait]
-pub trait ContractStore: Send {
+pub trait ContractStore: Send + PageRows<Contract> {
     /// `StoreError::Conflict` when the organisation has a contract for the asset.
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()>;
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>>;
@@ -25,7 +28,9 @@ pub trait ContractStore: Send {
         tenant: TenantId,
         filter: &ContractFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<Contract>>;
+    ) -> StoreResult<Page<Contract>> {
+        self.page_rows(tenant, &rows::CONTRACTS, conditions::contracts(filter), CREATED_ORDER, page).await
+    }
     /// Every organisation's contracts on the token at `address`, oldest first: not
     /// tenant-scoped, because a token must never serve two organisations.
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>>;

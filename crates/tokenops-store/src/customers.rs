@@ -6,6 +6,9 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 
 use crate::StoreResult;
+use crate::rows;
+use crate::sorting::CREATED_ORDER;
+use crate::{PageRows, conditions};
 
 #[derive(Debug, Clone, Default)]
 pub struct CustomerFilter {
@@ -13,7 +16,7 @@ pub struct CustomerFilter {
 }
 
 #[async_trait]
-pub trait CustomerStore: Send {
+pub trait CustomerStore: Send + PageRows<Customer> {
     /// Fails with `StoreError::Conflict` when the tenant already has the reference.
     async fn insert(&mut self, customer: &Customer) -> StoreResult<()>;
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
@@ -34,5 +37,7 @@ pub trait CustomerStore: Send {
         tenant: TenantId,
         filter: &CustomerFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<Customer>>;
+    ) -> StoreResult<Page<Customer>> {
+        self.page_rows(tenant, &rows::CUSTOMERS, conditions::customers(filter), CREATED_ORDER, page).await
+    }
 }

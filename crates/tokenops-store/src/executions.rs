@@ -7,9 +7,10 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::{PageRows, conditions, keyset, rows};
 
 #[async_trait]
-pub trait ExecutionStore: Send {
+pub trait ExecutionStore: Send + PageRows<Execution> {
     /// `StoreError::Conflict` when the automation already has a run for the same planned
     /// instant or event.
     async fn insert(&mut self, execution: &Execution) -> StoreResult<()>;
@@ -26,5 +27,8 @@ pub trait ExecutionStore: Send {
         filter: &ExecutionFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<Execution>>;
+    ) -> StoreResult<Page<Execution>> {
+        let order = keyset::order_by(&keyset::plain(sort));
+        self.page_rows(tenant, &rows::EXECUTIONS, conditions::executions(automation_id, filter), &order, page).await
+    }
 }

@@ -8,9 +8,10 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::{PageRows, conditions, rows};
 
 #[async_trait]
-pub trait LockStore: Send {
+pub trait LockStore: Send + PageRows<Lock> {
     /// `StoreError::Conflict` when the id exists.
     async fn insert(&mut self, lock: &Lock) -> StoreResult<()>;
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>>;
@@ -24,7 +25,10 @@ pub trait LockStore: Send {
         account_ref: &AccountRef,
         status: Option<LockStatus>,
         page: PageRequest,
-    ) -> StoreResult<Page<Lock>>;
+    ) -> StoreResult<Page<Lock>> {
+        let conditions = conditions::account_locks(account_ref, status);
+        self.page_rows(tenant, &rows::LOCKS, conditions, "created_at DESC, id DESC", page).await
+    }
     /// Up to `limit` ACTIVE locks of any organisation whose expiry is at or before `now` and
     /// that nothing completes yet, soonest first: the expiry sweep's work.
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>>;
