@@ -53,16 +53,7 @@ impl OperationSelection {
             let p = clause.param(Bind::Text(state.as_str().to_owned()));
             clause.and(&format!("state = {p}"));
         }
-        if let Some(tx_type) = filter.tx_type {
-            let p = clause.param(Bind::Text(tx_type.as_str().to_owned()));
-            clause.and(&format!("tx_type = {p}"));
-        }
-        if let Some(from) = filter.created_from {
-            clause.compare("created_at", ">=", Bind::Int(from.as_micros()));
-        }
-        if let Some(to) = filter.created_to {
-            clause.compare("created_at", "<", Bind::Int(to.as_micros()));
-        }
+        clause.extend(conditions::operations(filter), Bind::from);
         if let Some(after) = after {
             let at = clause.param(Bind::Int(after.at_micros));
             let id = clause.param(Bind::Id(after.id));

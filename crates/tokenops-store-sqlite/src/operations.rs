@@ -5,7 +5,7 @@
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
 //! SQL.
 
-use crate::clause::Clause;
+use crate::clause::{self, Clause};
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -91,16 +91,7 @@ impl OperationSelection {
             let column = if account.is_some() { "+state" } else { "state" };
             clause.and(&format!("{column} = {p}"));
         }
-        if let Some(tx_type) = filter.tx_type {
-            let p = clause.param(Value::Text(tx_type.as_str().to_owned()));
-            clause.and(&format!("tx_type = {p}"));
-        }
-        if let Some(from) = filter.created_from {
-            clause.compare("created_at", ">=", Value::Integer(from.as_micros()));
-        }
-        if let Some(to) = filter.created_to {
-            clause.compare("created_at", "<", Value::Integer(to.as_micros()));
-        }
+        clause.extend(conditions::operations(filter), clause::value);
         if let Some(after) = after {
             let at = clause.param(Value::Integer(after.at_micros));
             let id = clause.param(Value::Text(codec::id_text(after.id)));

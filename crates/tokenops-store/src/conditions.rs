@@ -11,7 +11,7 @@ use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalTaskFilter};
 use tokenops_domain::audit::AuditFilter;
 use tokenops_domain::automation::{AutomationFilter, AutomationStatus, ExecutionFilter};
 use tokenops_domain::contract::ContractFilter;
-use tokenops_domain::operation::{BreakFilter, LockStatus};
+use tokenops_domain::operation::{BreakFilter, LockStatus, OperationFilter};
 use tokenops_domain::script::{ScriptFilter, ScriptStatus};
 use uuid::Uuid;
 
@@ -42,10 +42,15 @@ impl<V> Clause<V> {
     /// The clause of a list's shared conditions, each value as the backend binds it.
     pub fn of(sigil: char, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) -> Self {
         let mut clause = Self::new(sigil);
-        for c in conditions {
-            clause.compare(c.column, c.op, value(c.value));
-        }
+        clause.extend(conditions, value);
         clause
+    }
+
+    /// Adds `conditions` after the clause's filters, each value as the backend binds it.
+    pub fn extend(&mut self, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) {
+        for c in conditions {
+            self.compare(c.column, c.op, value(c.value));
+        }
     }
 
     /// Binds `value` and returns its placeholder.
@@ -205,6 +210,16 @@ pub fn contracts(filter: &ContractFilter) -> Vec<Condition> {
     Conditions::default()
         .equal("asset_id", filter.asset_id.map(|a| text(asset_text(a))))
         .equal("status", filter.status.map(|s| text(s.as_str())))
+        .0
+}
+
+/// Operations by type, created from (inclusive) and to (exclusive); the account and the state
+/// each backend reads through its own indexes (`operation_selections`).
+pub fn operations(filter: &OperationFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("tx_type", filter.tx_type.map(|t| text(t.as_str())))
+        .compare("created_at", ">=", filter.created_from.map(|t| KeyValue::Int(t.as_micros())))
+        .compare("created_at", "<", filter.created_to.map(|t| KeyValue::Int(t.as_micros())))
         .0
 }
 
