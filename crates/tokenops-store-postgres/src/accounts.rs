@@ -10,7 +10,7 @@ use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::account::{Account, AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
@@ -43,14 +43,6 @@ fn bind_account<'q>(query: PgQuery<'q>, account: &'q Account) -> PgQuery<'q> {
 impl AccountStore for PostgresTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
         self.insert_new(bind_account(query::insert(&rows::ACCOUNTS), account), "account id or reference").await
-    }
-
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "", decode_account).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "FOR UPDATE", decode_account).await
     }
 
     async fn update(&mut self, account: &Account) -> StoreResult<()> {

@@ -84,14 +84,6 @@ impl ApprovalStore for PostgresTx {
         Ok(())
     }
 
-    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "", decode_request).await
-    }
-
-    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "FOR UPDATE", decode_request).await
-    }
-
     async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
         let query = sqlx::query(
             "SELECT COUNT(*)::BIGINT AS waiting, MIN(created_at) AS oldest FROM approval_requests

@@ -46,14 +46,6 @@ impl AutomationStore for PostgresTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_by_key(&rows::AUTOMATIONS, tenant, id, "", decode).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_by_key(&rows::AUTOMATIONS, tenant, id, "FOR UPDATE", decode).await
-    }
-
     async fn update(&mut self, a: &Automation) -> StoreResult<()> {
         let query = sqlx::query(
             "UPDATE automations SET name = $3, status = $12, parameters = $13, consecutive_failures = $14,

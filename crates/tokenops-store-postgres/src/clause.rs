@@ -1,6 +1,6 @@
 //! The WHERE clause of a filtered list on PostgreSQL: the shared `conditions::Clause` with `$N`
 //! placeholders and PostgreSQL's bound values, and running a page of it (the lists written once,
-//! `PageRows`, included).
+//! `TableRows`, included).
 
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
@@ -13,7 +13,7 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
 use tokenops_store::rows::{Decode, Table};
-use tokenops_store::{PageRows, StoreResult};
+use tokenops_store::{StoreResult, TableRows};
 use uuid::Uuid;
 
 /// A value bound to a list's dynamic WHERE clause.
@@ -104,7 +104,7 @@ impl Clause {
 }
 
 #[async_trait]
-impl<T: Decode + Send> PageRows<T> for PostgresTx {
+impl<T: Decode + Send> TableRows<T> for PostgresTx {
     async fn page_rows(
         &mut self,
         tenant: TenantId,
@@ -114,5 +114,21 @@ impl<T: Decode + Send> PageRows<T> for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<T>> {
         Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
+    }
+
+    async fn row_by_key(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        key: KeyValue,
+        for_update: bool,
+    ) -> StoreResult<Option<T>> {
+        let suffix = if for_update { "FOR UPDATE" } else { "" };
+        let decode = |row: &PgRow| T::decode(&codec::Cols(row));
+        match key {
+            KeyValue::Int(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+            KeyValue::Text(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+            KeyValue::Id(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+        }
     }
 }

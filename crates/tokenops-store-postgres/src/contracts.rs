@@ -9,8 +9,6 @@ use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::TenantId;
-use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::Contract;
 use tokenops_store::rows::{self, CONTRACT_COLUMNS};
@@ -42,14 +40,6 @@ fn bind_contract<'q>(query: PgQuery<'q>, contract: &'q Contract) -> PgQuery<'q> 
 impl ContractStore for PostgresTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
         self.insert_new(bind_contract(query::insert(&rows::CONTRACTS), contract), "contract id or asset").await
-    }
-
-    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "", decode_contract).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "FOR UPDATE", decode_contract).await
     }
 
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {

@@ -1,16 +1,11 @@
 //! Customers on PostgreSQL.
 
-use crate::{PostgresTx, codec, query};
+use crate::{PostgresTx, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
 use tokenops_store::{CustomerStore, StoreResult};
-
-fn decode(row: &PgRow) -> StoreResult<Customer> {
-    rows::customer(&codec::Cols(row))
-}
 
 #[async_trait]
 impl CustomerStore for PostgresTx {
@@ -29,14 +24,6 @@ impl CustomerStore for PostgresTx {
             "customer reference",
         )
         .await
-    }
-
-    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), "", decode).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), "FOR UPDATE", decode).await
     }
 
     async fn set_status(

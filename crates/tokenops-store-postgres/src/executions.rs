@@ -3,17 +3,10 @@
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
-use tokenops_domain::TenantId;
 use tokenops_domain::automation::Execution;
 use tokenops_store::encode;
 use tokenops_store::rows;
 use tokenops_store::{ExecutionStore, StoreResult};
-use uuid::Uuid;
-
-fn decode(row: &PgRow) -> StoreResult<Execution> {
-    rows::execution(&codec::Cols(row))
-}
 
 /// Binds an execution's values in `EXECUTION_COLUMNS` order: the insert binds them all, the
 /// update the columns it may change, each by its place in that list.
@@ -41,14 +34,6 @@ fn bind_execution<'q>(query: PgQuery<'q>, e: &'q Execution) -> PgQuery<'q> {
 impl ExecutionStore for PostgresTx {
     async fn insert(&mut self, e: &Execution) -> StoreResult<()> {
         self.insert_new(bind_execution(query::insert(&rows::EXECUTIONS), e), "the automation's run").await
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_by_key(&rows::EXECUTIONS, tenant, id, "", decode).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_by_key(&rows::EXECUTIONS, tenant, id, "FOR UPDATE", decode).await
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {

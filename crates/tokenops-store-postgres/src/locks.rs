@@ -4,23 +4,14 @@ use crate::codec::asset_text;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
+use tokenops_domain::Timestamp;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::Lock;
-use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
-use uuid::Uuid;
 
 fn decode_lock(row: &PgRow) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))
-}
-
-impl PostgresTx {
-    /// The organisation's lock, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_lock(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Lock>> {
-        let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_lock).await
-    }
 }
 
 #[async_trait]
@@ -42,14 +33,6 @@ impl LockStore for PostgresTx {
             "lock id",
         )
         .await
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_lock(tenant, id, "").await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_lock(tenant, id, "FOR UPDATE").await
     }
 
     async fn update(&mut self, lock: &Lock) -> StoreResult<()> {

@@ -88,13 +88,6 @@ impl OperationSelection {
     }
 }
 
-impl PostgresTx {
-    /// The organisation's operation, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_operation(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Operation>> {
-        self.fetch_by_key(&rows::OPERATIONS, tenant, id, lock, decode_operation).await
-    }
-}
-
 #[async_trait]
 impl OperationStore for PostgresTx {
     async fn submission_reads(
@@ -115,10 +108,6 @@ impl OperationStore for PostgresTx {
     /// Held back and written with the transaction's next statement (`deferred`).
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
         self.hold_back()?.new_operation(op)
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        self.fetch_operation(tenant, id, "").await
     }
 
     async fn get_many(&mut self, ids: &[(TenantId, Uuid)], for_update: bool) -> StoreResult<Vec<Option<Operation>>> {
@@ -169,10 +158,6 @@ impl OperationStore for PostgresTx {
             |row| rows::in_flight(&codec::Cols(row)),
         )
         .await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        self.fetch_operation(tenant, id, "FOR UPDATE").await
     }
 
     /// Held back and written with the transaction's next statement (`deferred`): a step's batch

@@ -5,7 +5,7 @@ use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
-use tokenops_domain::account::{Account, AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
@@ -39,14 +39,6 @@ fn account_values(account: &Account) -> impl Params + '_ {
 impl AccountStore for SqliteTx {
     async fn insert(&mut self, account: &Account) -> StoreResult<()> {
         self.insert_row(&rows::ACCOUNTS, account_values(account))
-    }
-
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), decode_account)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_for_update(&rows::ACCOUNTS, tenant, account_ref.as_str(), decode_account)
     }
 
     async fn update(&mut self, account: &Account) -> StoreResult<()> {

@@ -80,14 +80,6 @@ impl ApprovalStore for SqliteTx {
         Ok(())
     }
 
-    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, codec::id_text(id), decode_request)
-    }
-
-    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_for_update(&rows::APPROVAL_REQUESTS, tenant, codec::id_text(id), decode_request)
-    }
-
     async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
         self.fetch_one(
             "SELECT COUNT(*) AS waiting, MIN(created_at) AS oldest FROM approval_requests WHERE status = 'PENDING'",

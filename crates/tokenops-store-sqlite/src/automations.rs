@@ -42,14 +42,6 @@ impl AutomationStore for SqliteTx {
         )
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_by_key(&rows::AUTOMATIONS, tenant, codec::id_text(id), decode)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_for_update(&rows::AUTOMATIONS, tenant, codec::id_text(id), decode)
-    }
-
     async fn update(&mut self, a: &Automation) -> StoreResult<()> {
         self.execute(
             "UPDATE automations SET name = ?1, status = ?2, parameters = ?3, consecutive_failures = ?4, next_run_at = ?5,

@@ -4,8 +4,6 @@ use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
-use tokenops_domain::TenantId;
-use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::Contract;
 use tokenops_store::rows::{self, CONTRACT_COLUMNS};
@@ -38,14 +36,6 @@ fn contract_values(contract: &Contract) -> impl Params + '_ {
 impl ContractStore for SqliteTx {
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
         self.insert_row(&rows::CONTRACTS, contract_values(contract))
-    }
-
-    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), decode_contract)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_for_update(&rows::CONTRACTS, tenant, asset_text(asset_id), decode_contract)
     }
 
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {

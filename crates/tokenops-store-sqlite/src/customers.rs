@@ -2,15 +2,11 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
 use tokenops_store::{CustomerStore, StoreResult};
-
-fn decode(row: &Row<'_>) -> StoreResult<Customer> {
-    rows::customer(&codec::Cols(row))
-}
 
 #[async_trait]
 impl CustomerStore for SqliteTx {
@@ -27,14 +23,6 @@ impl CustomerStore for SqliteTx {
                 customer.updated_at.as_micros(),
             ],
         )
-    }
-
-    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_by_key(&rows::CUSTOMERS, tenant, customer_ref.as_str(), decode)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
-        self.fetch_for_update(&rows::CUSTOMERS, tenant, customer_ref.as_str(), decode)
     }
 
     async fn set_status(

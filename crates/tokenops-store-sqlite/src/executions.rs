@@ -2,17 +2,11 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row};
-use tokenops_domain::TenantId;
+use rusqlite::Params;
 use tokenops_domain::automation::Execution;
 use tokenops_store::encode;
 use tokenops_store::rows;
 use tokenops_store::{ExecutionStore, StoreError, StoreResult};
-use uuid::Uuid;
-
-fn decode(row: &Row<'_>) -> StoreResult<Execution> {
-    rows::execution(&codec::Cols(row))
-}
 
 /// An execution's values in `EXECUTION_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
@@ -45,14 +39,6 @@ impl ExecutionStore for SqliteTx {
             return Err(StoreError::Conflict("the automation already has this run".into()));
         }
         Ok(())
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_by_key(&rows::EXECUTIONS, tenant, codec::id_text(id), decode)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_for_update(&rows::EXECUTIONS, tenant, codec::id_text(id), decode)
     }
 
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {

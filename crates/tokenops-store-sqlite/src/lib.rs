@@ -257,20 +257,6 @@ impl SqliteTx {
         self.fetch_optional(&sql, rusqlite::params![codec::id_text(tenant.as_uuid()), key], decode)
     }
 
-    /// [`fetch_by_key`](Self::fetch_by_key) for update: write transactions run one at a time on
-    /// the single writer, so the row is held already; a read transaction refuses it, as
-    /// PostgreSQL's `FOR UPDATE` does.
-    pub(crate) fn fetch_for_update<T>(
-        &self,
-        table: &Table,
-        tenant: TenantId,
-        key: impl ToSql,
-        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
-    ) -> StoreResult<Option<T>> {
-        self.require_write(&format!("reading a row of {} for update", table.name))?;
-        self.fetch_by_key(table, tenant, key, decode)
-    }
-
     /// One page of a list with a fixed WHERE clause, and its total: `count` (a `SELECT COUNT(*)`)
     /// and `rows` are its two statements over the same filter, bound to `values` (the tenant
     /// first); `rows` ends with `LIMIT` and `OFFSET` on the two placeholders after them.

@@ -4,12 +4,11 @@ use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
+use tokenops_domain::Timestamp;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::Lock;
-use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
-use uuid::Uuid;
 
 fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))
@@ -34,14 +33,6 @@ impl LockStore for SqliteTx {
                 lock.updated_at.as_micros(),
             ],
         )
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_by_key(&rows::LOCKS, tenant, codec::id_text(id), decode_lock)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_for_update(&rows::LOCKS, tenant, codec::id_text(id), decode_lock)
     }
 
     async fn update(&mut self, lock: &Lock) -> StoreResult<()> {

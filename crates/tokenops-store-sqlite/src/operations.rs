@@ -21,7 +21,6 @@ use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
 use tokenops_store::rows::{self, OPERATION_COLUMNS};
 use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult, SubmissionReads};
-use uuid::Uuid;
 
 fn int(value: u64) -> StoreResult<i64> {
     i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit an INTEGER column").into()))
@@ -147,10 +146,6 @@ impl OperationStore for SqliteTx {
         self.insert_row(&rows::OPERATIONS, params_from_iter(operation_values(op)?))
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        self.fetch_by_key(&rows::OPERATIONS, tenant, codec::id_text(id), decode_operation)
-    }
-
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<Operation>> {
         let sql = format!(
             "SELECT {OPERATION_COLUMNS} FROM operations
@@ -180,10 +175,6 @@ impl OperationStore for SqliteTx {
             params![before.as_micros(), i64::from(limit)],
             |row| rows::in_flight(&codec::Cols(row)),
         )
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        self.fetch_for_update(&rows::OPERATIONS, tenant, codec::id_text(id), decode_operation)
     }
 
     async fn update(&mut self, op: &Operation) -> StoreResult<()> {

@@ -65,14 +65,6 @@ impl PolicyStore for SqliteTx {
         self.insert_policy_version(first)
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_by_key(&rows::POLICIES, tenant, codec::id_text(id), decode_policy)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_for_update(&rows::POLICIES, tenant, codec::id_text(id), decode_policy)
-    }
-
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {
         self.execute(
             "UPDATE policies SET status = ?1, version = ?2, updated_at = ?3, name = ?4, description = ?5

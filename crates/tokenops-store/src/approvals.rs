@@ -8,18 +8,23 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
 use crate::rows;
-use crate::{PageRows, conditions};
+use crate::{TableRows, conditions};
 
 #[async_trait]
-pub trait ApprovalStore: Send + PageRows<ApprovalRequest> {
+pub trait ApprovalStore: Send + TableRows<ApprovalRequest> {
     async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
     /// Replaces status, resolved_at, acted_by and updated_at.
     async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
-    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>>;
+    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.row_by_key(tenant, &rows::APPROVAL_REQUESTS, KeyValue::Id(id), false).await
+    }
     /// As `get_request`, locking the row for the rest of the transaction: every change of a
     /// request or its tasks takes this lock first, so they apply one after the other.
-    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>>;
+    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.row_by_key(tenant, &rows::APPROVAL_REQUESTS, KeyValue::Id(id), true).await
+    }
     /// Unresolved requests first (newest first), then by resolved_at descending; id breaks ties.
     async fn list_requests(
         &mut self,

@@ -7,15 +7,20 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
-use crate::{PageRows, conditions, keyset, rows};
+use crate::keyset::KeyValue;
+use crate::{TableRows, conditions, keyset, rows};
 
 #[async_trait]
-pub trait AutomationStore: Send + PageRows<Automation> {
+pub trait AutomationStore: Send + TableRows<Automation> {
     async fn insert(&mut self, automation: &Automation) -> StoreResult<()>;
     /// Any status, deleted included.
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.row_by_key(tenant, &rows::AUTOMATIONS, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.row_by_key(tenant, &rows::AUTOMATIONS, KeyValue::Id(id), true).await
+    }
     /// Replaces every mutable field.
     async fn update(&mut self, automation: &Automation) -> StoreResult<()>;
     /// In `sort` order (then id, descending).

@@ -6,10 +6,10 @@ use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 
 use crate::StoreResult;
-use crate::{PageRows, conditions, rows};
+use crate::{TableRows, conditions, rows};
 
 #[async_trait]
-pub trait BreakStore: Send + PageRows<Break> {
+pub trait BreakStore: Send + TableRows<Break> {
     async fn insert(&mut self, record: &Break) -> StoreResult<()>;
     /// Newest first (detected_at, then id, descending).
     async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {

@@ -8,17 +8,23 @@ use tokenops_domain::contract::{Contract, ContractFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 
 use crate::StoreResult;
+use crate::encode::asset_text;
+use crate::keyset::KeyValue;
 use crate::rows;
 use crate::sorting::CREATED_ORDER;
-use crate::{PageRows, conditions};
+use crate::{TableRows, conditions};
 
 #[async_trait]
-pub trait ContractStore: Send + PageRows<Contract> {
+pub trait ContractStore: Send + TableRows<Contract> {
     /// `StoreError::Conflict` when the organisation has a contract for the asset.
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>>;
+    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
+        self.row_by_key(tenant, &rows::CONTRACTS, KeyValue::Text(asset_text(asset_id).to_owned()), false).await
+    }
     /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>>;
+    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
+        self.row_by_key(tenant, &rows::CONTRACTS, KeyValue::Text(asset_text(asset_id).to_owned()), true).await
+    }
     /// Replaces every mutable field (name, symbol, decimals, status, address, adopt_address,
     /// failure_reason, updated_at) of the organisation's contract with `contract.id`.
     async fn update(&mut self, contract: &Contract) -> StoreResult<()>;

@@ -8,14 +8,19 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
-use crate::{PageRows, conditions, rows};
+use crate::keyset::KeyValue;
+use crate::{TableRows, conditions, rows};
 
 #[async_trait]
-pub trait LockStore: Send + PageRows<Lock> {
+pub trait LockStore: Send + TableRows<Lock> {
     /// `StoreError::Conflict` when the id exists.
     async fn insert(&mut self, lock: &Lock) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>>;
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
+        self.row_by_key(tenant, &rows::LOCKS, KeyValue::Id(id), false).await
+    }
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
+        self.row_by_key(tenant, &rows::LOCKS, KeyValue::Id(id), true).await
+    }
     /// Replaces status, completed_by and updated_at.
     async fn update(&mut self, lock: &Lock) -> StoreResult<()>;
     /// The account's locks (as owner), newest first, optionally in one status.

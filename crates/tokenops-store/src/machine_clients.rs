@@ -5,8 +5,8 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-use crate::PageRows;
 use crate::StoreResult;
+use crate::TableRows;
 use crate::rows;
 use crate::sorting::CREATED_ORDER;
 
@@ -26,7 +26,7 @@ pub struct MachineClientRecord {
 }
 
 #[async_trait]
-pub trait MachineClientStore: Send + PageRows<MachineClientRecord> {
+pub trait MachineClientStore: Send + TableRows<MachineClientRecord> {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()>;
     /// Not tenant-scoped: the token endpoint authenticates any client.
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>>;

@@ -104,7 +104,7 @@ impl Table {
 }
 
 /// An entity read from its table's row, the same on both backends: what a list written once
-/// (`PageRows`) decodes its rows with.
+/// (`TableRows`) decodes its rows with.
 pub trait Decode: Sized {
     fn decode(row: &impl Columns) -> StoreResult<Self>;
 }

@@ -7,10 +7,10 @@ use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
 use uuid::Uuid;
 
 use crate::StoreResult;
-use crate::{PageRows, conditions, keyset, rows};
+use crate::{TableRows, conditions, keyset, rows};
 
 #[async_trait]
-pub trait ScriptStore: Send + PageRows<Script> {
+pub trait ScriptStore: Send + TableRows<Script> {
     /// `StoreError::Conflict` when a script that is not deleted has the name.
     async fn insert(&mut self, script: &Script) -> StoreResult<()>;
     /// Any status, deleted included.
