@@ -10,18 +10,12 @@ use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-/// The filter shared by the count and the page: `$1` the tenant, `$2` the customer, `$3` the
-/// status, `$4` the asset (each NULL when not filtered on).
-const ACCOUNT_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR customer_ref = $2)
-     AND ($3::text IS NULL OR status = $3) AND ($4::text IS NULL OR asset_id = $4)";
 
 fn decode_account(row: &PgRow) -> StoreResult<Account> {
     rows::account(&codec::Cols(row))
@@ -51,14 +45,6 @@ impl AccountStore for PostgresTx {
         self.insert_new(bind_account(query::insert(&rows::ACCOUNTS), account), "account id or reference").await
     }
 
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "", decode_account).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), "FOR UPDATE", decode_account).await
-    }
-
     async fn update(&mut self, account: &Account) -> StoreResult<()> {
         let query = sqlx::query(
             "UPDATE accounts SET customer_ref = $4, asset_id = $5, status = $6, wallet_address = $7, failure_reason = $8,
@@ -67,29 +53,6 @@ impl AccountStore for PostgresTx {
         );
         self.execute(bind_account(query, account)).await?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &AccountFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<Account>> {
-        let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
-        let status = filter.status.map(AccountStatus::as_str);
-        let asset = filter.asset_id.map(asset_text);
-        let sql = format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT $5 OFFSET $6"
-        );
-        self.page_where(
-            format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
-            sql,
-            |q| q.bind(tenant.as_uuid()).bind(customer).bind(status).bind(asset),
-            page,
-            decode_account,
-        )
-        .await
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {

@@ -2,10 +2,11 @@
 //! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
 
 use crate::clause::{Bind, Clause};
-use crate::{PostgresTx, codec};
+use crate::query::PgQuery;
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
+use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
@@ -21,10 +22,6 @@ fn decode_task(row: &PgRow) -> StoreResult<ApprovalTask> {
     rows::approval_task(&codec::Cols(row))
 }
 
-fn approvers_text(approvers: &[String]) -> String {
-    serde_json::Value::from(approvers.to_vec()).to_string()
-}
-
 fn step_value(step: u32) -> StoreResult<i32> {
     i32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step} out of range")))
 }
@@ -33,73 +30,58 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
+/// Binds a request's values in `APPROVAL_REQUEST_COLUMNS` order: the insert binds them all, the
+/// update the columns it may change, each by its place in that list.
+fn bind_request<'q>(query: PgQuery<'q>, r: &'q ApprovalRequest) -> PgQuery<'q> {
+    query
+        .bind(r.id)
+        .bind(r.tenant_id.as_uuid())
+        .bind(r.status.as_str())
+        .bind(r.source.as_str())
+        .bind(&r.action)
+        .bind(&r.resource_type)
+        .bind(&r.resource_id)
+        .bind(&r.initiator)
+        .bind(&r.title)
+        .bind(&r.description)
+        .bind(r.expires_at.as_micros())
+        .bind(opt_micros(r.resolved_at))
+        .bind(&r.acted_by)
+        .bind(r.created_at.as_micros())
+        .bind(r.updated_at.as_micros())
+}
+
+/// Binds a task's values in `APPROVAL_TASK_COLUMNS` order, as `bind_request` (the approvers as
+/// the JSON text the table keeps).
+fn bind_task<'q>(query: PgQuery<'q>, t: &'q ApprovalTask) -> StoreResult<PgQuery<'q>> {
+    Ok(query
+        .bind(t.id)
+        .bind(t.tenant_id.as_uuid())
+        .bind(t.request_id)
+        .bind(step_value(t.step)?)
+        .bind(codec::names_text(&t.approvers))
+        .bind(t.state.as_str())
+        .bind(&t.acted_by)
+        .bind(opt_micros(t.acted_at))
+        .bind(&t.comment)
+        .bind(t.created_at.as_micros())
+        .bind(t.updated_at.as_micros()))
+}
+
 #[async_trait]
 impl ApprovalStore for PostgresTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(rows::APPROVAL_REQUESTS.insert_sql('$')))
-                .bind(r.id)
-                .bind(r.tenant_id.as_uuid())
-                .bind(r.status.as_str())
-                .bind(r.source.as_str())
-                .bind(r.action.clone())
-                .bind(r.resource_type.clone())
-                .bind(r.resource_id.clone())
-                .bind(r.initiator.clone())
-                .bind(r.title.clone())
-                .bind(r.description.clone())
-                .bind(r.expires_at.as_micros())
-                .bind(opt_micros(r.resolved_at))
-                .bind(r.acted_by.clone())
-                .bind(r.created_at.as_micros())
-                .bind(r.updated_at.as_micros()),
-        )
-        .await?;
+        self.execute(bind_request(query::insert_row(&rows::APPROVAL_REQUESTS), r)).await?;
         Ok(())
     }
 
     async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE approval_requests SET status = $1, resolved_at = $2, acted_by = $3, updated_at = $4
-                 WHERE tenant_id = $5 AND id = $6",
-            )
-            .bind(r.status.as_str())
-            .bind(opt_micros(r.resolved_at))
-            .bind(r.acted_by.clone())
-            .bind(r.updated_at.as_micros())
-            .bind(r.tenant_id.as_uuid())
-            .bind(r.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE approval_requests SET status = $3, resolved_at = $12, acted_by = $13, updated_at = $15
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_request(query, r)).await?;
         Ok(())
-    }
-
-    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "", decode_request).await
-    }
-
-    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, id, "FOR UPDATE", decode_request).await
-    }
-
-    async fn list_requests(
-        &mut self,
-        tenant: TenantId,
-        filter: &ApprovalRequestFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<ApprovalRequest>> {
-        let clause = Clause::of(conditions::approval_requests(filter));
-        clause
-            .page(
-                self,
-                tenant,
-                &rows::APPROVAL_REQUESTS,
-                "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
-                page,
-                decode_request,
-            )
-            .await
     }
 
     async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
@@ -147,40 +129,17 @@ impl ApprovalStore for PostgresTx {
     }
 
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(sqlx::AssertSqlSafe(rows::APPROVAL_TASKS.insert_sql('$')))
-                .bind(t.id)
-                .bind(t.tenant_id.as_uuid())
-                .bind(t.request_id)
-                .bind(step_value(t.step)?)
-                .bind(approvers_text(&t.approvers))
-                .bind(t.state.as_str())
-                .bind(t.acted_by.clone())
-                .bind(opt_micros(t.acted_at))
-                .bind(t.comment.clone())
-                .bind(t.created_at.as_micros())
-                .bind(t.updated_at.as_micros()),
-        )
-        .await?;
+        self.execute(bind_task(query::insert_row(&rows::APPROVAL_TASKS), t)?).await?;
         Ok(())
     }
 
     async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE approval_tasks SET approvers = $1, state = $2, acted_by = $3, acted_at = $4, comment = $5,
-                 updated_at = $6 WHERE tenant_id = $7 AND id = $8",
-            )
-            .bind(approvers_text(&t.approvers))
-            .bind(t.state.as_str())
-            .bind(t.acted_by.clone())
-            .bind(opt_micros(t.acted_at))
-            .bind(t.comment.clone())
-            .bind(t.updated_at.as_micros())
-            .bind(t.tenant_id.as_uuid())
-            .bind(t.id),
-        )
-        .await?;
+        let query = sqlx::query(
+            "UPDATE approval_tasks SET approvers = $5, state = $6, acted_by = $7, acted_at = $8, comment = $9,
+                    updated_at = $11
+             WHERE tenant_id = $2 AND id = $1",
+        );
+        self.execute(bind_task(query, t)?).await?;
         Ok(())
     }
 

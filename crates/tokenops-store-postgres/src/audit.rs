@@ -194,10 +194,7 @@ impl AuditStore for PostgresTx {
         let mut clause = where_clause(filter);
         let keys = audit_keys(sort);
         if let Some(record) = after {
-            let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));
-            let condition = keyset::number_placeholders(&condition, clause.next(), |n| clause.placeholder(n));
-            clause.and(&condition);
-            clause.binds.extend(values.into_iter().map(Bind::from));
+            clause.after(&keys, &audit_key_values(record, &keys), Bind::from);
         }
         let order = keyset::order_by(&keys);
         let sql = format!(

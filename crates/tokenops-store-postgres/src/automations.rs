@@ -1,16 +1,14 @@
 //! Automations on PostgreSQL: `AutomationStore`.
 
-use crate::clause::Clause;
 use crate::query::PgQuery;
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::automation::{Automation, AutomationFilter};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::automation::Automation;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::encode;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
-use tokenops_store::{AutomationStore, StoreResult, keyset};
-use tokenops_store::{conditions, encode};
+use tokenops_store::{AutomationStore, StoreResult};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Automation> {
@@ -44,17 +42,8 @@ fn bind_automation<'q>(query: PgQuery<'q>, a: &'q Automation) -> PgQuery<'q> {
 #[async_trait]
 impl AutomationStore for PostgresTx {
     async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        let sql = rows::AUTOMATIONS.insert_sql('$');
-        self.execute(bind_automation(sqlx::query(sqlx::AssertSqlSafe(sql)), a)).await?;
+        self.execute(bind_automation(query::insert_row(&rows::AUTOMATIONS), a)).await?;
         Ok(())
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_by_key(&rows::AUTOMATIONS, tenant, id, "", decode).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_by_key(&rows::AUTOMATIONS, tenant, id, "FOR UPDATE", decode).await
     }
 
     async fn update(&mut self, a: &Automation) -> StoreResult<()> {
@@ -65,18 +54,6 @@ impl AutomationStore for PostgresTx {
         );
         self.execute(bind_automation(query, a)).await?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &AutomationFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Automation>> {
-        let clause = Clause::of(conditions::automations(filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::AUTOMATIONS, &order, page, decode).await
     }
 
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {

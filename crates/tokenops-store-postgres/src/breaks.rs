@@ -1,20 +1,11 @@
 //! Breaks on PostgreSQL: `BreakStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
-use crate::clause::Clause;
 use crate::codec::asset_text;
-use crate::{PostgresTx, codec, query};
+use crate::{PostgresTx, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
-use tokenops_domain::TenantId;
-use tokenops_domain::operation::{Break, BreakFilter};
-use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::conditions;
+use tokenops_domain::operation::Break;
 use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
-
-fn decode_break(row: &PgRow) -> StoreResult<Break> {
-    rows::break_record(&codec::Cols(row))
-}
 
 #[async_trait]
 impl BreakStore for PostgresTx {
@@ -32,10 +23,5 @@ impl BreakStore for PostgresTx {
             "break id",
         )
         .await
-    }
-
-    async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
-        let clause = Clause::of(conditions::breaks(filter));
-        clause.page(self, tenant, &rows::BREAKS, "detected_at DESC, id DESC", page, decode_break).await
     }
 }

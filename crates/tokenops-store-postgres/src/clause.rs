@@ -1,17 +1,19 @@
 //! The WHERE clause of a filtered list on PostgreSQL: the shared `conditions::Clause` with `$N`
-//! placeholders and PostgreSQL's bound values, and running a page of it.
+//! placeholders and PostgreSQL's bound values, and running a page of it (the lists written once,
+//! `TableRows`, included).
 
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
+use async_trait::async_trait;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::StoreResult;
 use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
-use tokenops_store::rows::Table;
+use tokenops_store::rows::{Decode, Table};
+use tokenops_store::{StoreResult, TableRows};
 use uuid::Uuid;
 
 /// A value bound to a list's dynamic WHERE clause.
@@ -98,5 +100,35 @@ impl Clause {
         let items =
             tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
         Ok(Page { items, total })
+    }
+}
+
+#[async_trait]
+impl<T: Decode + Send> TableRows<T> for PostgresTx {
+    async fn page_rows(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        conditions: Vec<Condition>,
+        order: &str,
+        page: PageRequest,
+    ) -> StoreResult<Page<T>> {
+        Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
+    }
+
+    async fn row_by_key(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        key: KeyValue,
+        for_update: bool,
+    ) -> StoreResult<Option<T>> {
+        let suffix = if for_update { "FOR UPDATE" } else { "" };
+        let decode = |row: &PgRow| T::decode(&codec::Cols(row));
+        match key {
+            KeyValue::Int(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+            KeyValue::Text(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+            KeyValue::Id(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+        }
     }
 }

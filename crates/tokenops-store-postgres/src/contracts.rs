@@ -9,18 +9,10 @@ use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
-use tokenops_domain::TenantId;
-use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
-use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
-use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::contract::Contract;
 use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-/// The filter shared by the count and the page: `$1` the tenant, `$2` the asset, `$3` the status
-/// (each NULL when not filtered on).
-const CONTRACT_FILTER: &str =
-    "tenant_id = $1 AND ($2::text IS NULL OR asset_id = $2) AND ($3::text IS NULL OR status = $3)";
 
 fn decode_contract(row: &PgRow) -> StoreResult<Contract> {
     rows::contract(&codec::Cols(row))
@@ -50,14 +42,6 @@ impl ContractStore for PostgresTx {
         self.insert_new(bind_contract(query::insert(&rows::CONTRACTS), contract), "contract id or asset").await
     }
 
-    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "", decode_contract).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), "FOR UPDATE", decode_contract).await
-    }
-
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = $1 ORDER BY created_at, id");
         self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(address.to_string()), decode_contract).await
@@ -71,27 +55,5 @@ impl ContractStore for PostgresTx {
         );
         self.execute(bind_contract(query, contract)).await?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &ContractFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<Contract>> {
-        let asset = filter.asset_id.map(asset_text);
-        let status = filter.status.map(ContractStatus::as_str);
-        let sql = format!(
-            "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT $4 OFFSET $5"
-        );
-        self.page_where(
-            format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
-            sql,
-            |q| q.bind(tenant.as_uuid()).bind(asset).bind(status),
-            page,
-            decode_contract,
-        )
-        .await
     }
 }

@@ -13,13 +13,13 @@
 //! refuse such a row (an id taken twice) is counted and reported at that point instead.
 
 use crate::codec;
-use crate::operations::OPERATION_COLUMNS;
 use crate::query::PgQuery;
 use std::collections::{HashMap, HashSet};
 use tokenops_domain::audit::AuditRecord;
 use tokenops_domain::event::Event;
 use tokenops_domain::operation::{FailureCode, Operation};
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::rows::OPERATION_COLUMNS;
 use tokenops_store::{IdempotencyScope, Lease, NewJob, StoreResult, encode};
 use uuid::Uuid;
 

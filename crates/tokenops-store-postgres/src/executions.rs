@@ -1,21 +1,12 @@
 //! Automation executions on PostgreSQL: `ExecutionStore`.
 
-use crate::clause::Clause;
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
-use tokenops_domain::TenantId;
-use tokenops_domain::automation::{Execution, ExecutionFilter};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::automation::Execution;
+use tokenops_store::encode;
 use tokenops_store::rows;
-use tokenops_store::{ExecutionStore, StoreResult, keyset};
-use tokenops_store::{conditions, encode};
-use uuid::Uuid;
-
-fn decode(row: &PgRow) -> StoreResult<Execution> {
-    rows::execution(&codec::Cols(row))
-}
+use tokenops_store::{ExecutionStore, StoreResult};
 
 /// Binds an execution's values in `EXECUTION_COLUMNS` order: the insert binds them all, the
 /// update the columns it may change, each by its place in that list.
@@ -45,14 +36,6 @@ impl ExecutionStore for PostgresTx {
         self.insert_new(bind_execution(query::insert(&rows::EXECUTIONS), e), "the automation's run").await
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_by_key(&rows::EXECUTIONS, tenant, id, "", decode).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_by_key(&rows::EXECUTIONS, tenant, id, "FOR UPDATE", decode).await
-    }
-
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
         let query = sqlx::query(
             "UPDATE automation_executions SET status = $5, log = $9, submitted = $10, error = $11, attempts = $12,
@@ -61,18 +44,5 @@ impl ExecutionStore for PostgresTx {
         );
         self.execute(bind_execution(query, e)).await?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        automation_id: Uuid,
-        filter: &ExecutionFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Execution>> {
-        let clause = Clause::of(conditions::executions(automation_id, filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::EXECUTIONS, &order, page, decode).await
     }
 }

@@ -1,29 +1,17 @@
 //! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
 
-use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
+use tokenops_domain::Timestamp;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{Lock, LockStatus};
-use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
+use tokenops_domain::operation::Lock;
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
-use uuid::Uuid;
 
 fn decode_lock(row: &PgRow) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))
-}
-
-impl PostgresTx {
-    /// The organisation's lock, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_lock(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Lock>> {
-        let sql = format!("SELECT {LOCK_COLUMNS} FROM locks WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_lock).await
-    }
 }
 
 #[async_trait]
@@ -47,14 +35,6 @@ impl LockStore for PostgresTx {
         .await
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_lock(tenant, id, "").await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_lock(tenant, id, "FOR UPDATE").await
-    }
-
     async fn update(&mut self, lock: &Lock) -> StoreResult<()> {
         self.execute(
             sqlx::query(
@@ -69,17 +49,6 @@ impl LockStore for PostgresTx {
         )
         .await?;
         Ok(())
-    }
-
-    async fn list_for_account(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        status: Option<LockStatus>,
-        page: PageRequest,
-    ) -> StoreResult<Page<Lock>> {
-        let clause = Clause::of(conditions::account_locks(account_ref, status));
-        clause.page(self, tenant, &rows::LOCKS, "created_at DESC, id DESC", page, decode_lock).await
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

@@ -1,10 +1,9 @@
 //! Machine clients on PostgreSQL: `MachineClientStore`.
 
-use crate::{PostgresTx, codec};
+use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
@@ -17,18 +16,14 @@ fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
 impl MachineClientStore for PostgresTx {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
         self.insert_new(
-            sqlx::query(
-                "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT DO NOTHING",
-            )
-            .bind(client.id)
-            .bind(client.tenant_id.map(TenantId::as_uuid))
-            .bind(&client.name)
-            .bind(client.role_id)
-            .bind(&client.secret_hash)
-            .bind(client.active)
-            .bind(client.created_at.as_micros()),
+            query::insert(&rows::MACHINE_CLIENTS)
+                .bind(client.id)
+                .bind(client.tenant_id.map(TenantId::as_uuid))
+                .bind(&client.name)
+                .bind(client.role_id)
+                .bind(&client.secret_hash)
+                .bind(client.active)
+                .bind(client.created_at.as_micros()),
             "machine client id",
         )
         .await
@@ -43,21 +38,6 @@ impl MachineClientStore for PostgresTx {
         self.fetch_one(sqlx::query("SELECT COUNT(*) AS total FROM machine_clients WHERE tenant_id IS NULL"), |row| {
             Ok(codec::count(codec::get(row, "total")?))
         })
-        .await
-    }
-
-    async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
-        let sql = format!(
-            "SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = $1
-             ORDER BY created_at ASC, id ASC LIMIT $2 OFFSET $3"
-        );
-        self.page_where(
-            "SELECT COUNT(*) FROM machine_clients WHERE tenant_id = $1",
-            sql,
-            |q| q.bind(tenant.as_uuid()),
-            page,
-            decode_client,
-        )
         .await
     }
 

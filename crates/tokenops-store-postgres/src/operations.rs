@@ -19,11 +19,10 @@ use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::conditions;
+use tokenops_store::rows::{self, OPERATION_COLUMNS};
 use tokenops_store::{InFlight, OperationStore, StoreResult, SubmissionReads};
 use uuid::Uuid;
-
-pub(crate) const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
 /// Built once: it runs on every accepted submission.
 static SUBMISSION_READS: LazyLock<String> =
@@ -54,16 +53,7 @@ impl OperationSelection {
             let p = clause.param(Bind::Text(state.as_str().to_owned()));
             clause.and(&format!("state = {p}"));
         }
-        if let Some(tx_type) = filter.tx_type {
-            let p = clause.param(Bind::Text(tx_type.as_str().to_owned()));
-            clause.and(&format!("tx_type = {p}"));
-        }
-        if let Some(from) = filter.created_from {
-            clause.compare("created_at", ">=", Bind::Int(from.as_micros()));
-        }
-        if let Some(to) = filter.created_to {
-            clause.compare("created_at", "<", Bind::Int(to.as_micros()));
-        }
+        clause.extend(conditions::operations(filter), Bind::from);
         if let Some(after) = after {
             let at = clause.param(Bind::Int(after.at_micros));
             let id = clause.param(Bind::Id(after.id));
@@ -74,20 +64,11 @@ impl OperationSelection {
 
     /// The WHERE clause of each selection whose rows together are the list's (disjoint).
     fn wheres(&self) -> Vec<String> {
-        let base = &self.clause.sql;
-        match &self.account {
-            None => vec![base.clone()],
-            Some(p) => vec![
-                format!("{base} AND account_ref = {p}"),
-                format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
-            ],
-        }
+        conditions::operation_selections(&self.clause.sql, self.account.as_deref())
     }
 
     fn count_sql(&self) -> String {
-        let counts: Vec<String> =
-            self.wheres().iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
-        format!("SELECT {} AS total", counts.join(" + "))
+        conditions::operation_count_sql(&self.wheres())
     }
 
     /// The rows, newest first, then `window` (LIMIT and OFFSET); `reach` is the placeholder of
@@ -104,15 +85,6 @@ impl OperationSelection {
             .map(|w| format!("(SELECT {OPERATION_COLUMNS} FROM operations WHERE {w} {ORDER} LIMIT {reach})"))
             .collect();
         format!("SELECT {OPERATION_COLUMNS} FROM ({}) AS o {ORDER} {window}", selects.join(" UNION ALL "))
-    }
-}
-
-impl PostgresTx {
-    /// The organisation's operation, locked when `lock` is `FOR UPDATE`.
-    async fn fetch_operation(&mut self, tenant: TenantId, id: Uuid, lock: &str) -> StoreResult<Option<Operation>> {
-        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = $1 AND id = $2 {lock}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(id), decode_operation)
-            .await
     }
 }
 
@@ -136,10 +108,6 @@ impl OperationStore for PostgresTx {
     /// Held back and written with the transaction's next statement (`deferred`).
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
         self.hold_back()?.new_operation(op)
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        self.fetch_operation(tenant, id, "").await
     }
 
     async fn get_many(&mut self, ids: &[(TenantId, Uuid)], for_update: bool) -> StoreResult<Vec<Option<Operation>>> {
@@ -190,10 +158,6 @@ impl OperationStore for PostgresTx {
             |row| rows::in_flight(&codec::Cols(row)),
         )
         .await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        self.fetch_operation(tenant, id, "FOR UPDATE").await
     }
 
     /// Held back and written with the transaction's next statement (`deferred`): a step's batch

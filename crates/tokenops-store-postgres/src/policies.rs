@@ -68,14 +68,6 @@ impl PolicyStore for PostgresTx {
         self.insert_policy_version(first).await
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_by_key(&rows::POLICIES, tenant, id, "", decode_policy).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_by_key(&rows::POLICIES, tenant, id, "FOR UPDATE", decode_policy).await
-    }
-
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {
         self.execute(
             sqlx::query(

@@ -29,6 +29,12 @@ impl BindPage for PgQuery<'_> {
     }
 }
 
+/// The INSERT of one row of `table`, its values to be bound in its columns' order; a row already
+/// there is the driver's error (for a table whose duplicates are a caller's bug, not a conflict).
+pub(crate) fn insert_row(table: &Table) -> PgQuery<'static> {
+    sqlx::query(sqlx::AssertSqlSafe(table.insert_sql('$')))
+}
+
 /// The INSERT of one row of `table`, its values to be bound in its columns' order, that leaves a
 /// row already there be: for [`PostgresTx::insert_new`] to report as a conflict.
 pub(crate) fn insert(table: &Table) -> PgQuery<'static> {

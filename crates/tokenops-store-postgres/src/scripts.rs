@@ -1,16 +1,13 @@
 //! Scripts and their versions on PostgreSQL: `ScriptStore`.
 
-use crate::clause::Clause;
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
-use tokenops_store::conditions;
+use tokenops_domain::script::{Script, ScriptVersion};
 use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
-use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
+use tokenops_store::{ScriptStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Script> {
@@ -116,17 +113,5 @@ impl ScriptStore for PostgresTx {
              ORDER BY created_at, id"
         );
         self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(name), decode).await
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &ScriptFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Script>> {
-        let clause = Clause::of(conditions::scripts(filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::SCRIPTS, &order, page, decode).await
     }
 }

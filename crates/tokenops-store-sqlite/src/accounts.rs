@@ -5,18 +5,12 @@ use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
-use tokenops_domain::account::{Account, AccountFilter, AccountRef, AccountStatus};
+use tokenops_domain::account::{Account, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
-use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-/// The filter shared by the count and the page: `?1` the tenant, `?2` the customer, `?3` the
-/// status, `?4` the asset (each NULL when not filtered on).
-const ACCOUNT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR customer_ref = ?2) AND (?3 IS NULL OR status = ?3)
-     AND (?4 IS NULL OR asset_id = ?4)";
 
 fn decode_account(row: &Row<'_>) -> StoreResult<Account> {
     rows::account(&codec::Cols(row))
@@ -47,16 +41,6 @@ impl AccountStore for SqliteTx {
         self.insert_row(&rows::ACCOUNTS, account_values(account))
     }
 
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        self.fetch_by_key(&rows::ACCOUNTS, tenant, account_ref.as_str(), decode_account)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading an account for update")?;
-        AccountStore::get(self, tenant, account_ref).await
-    }
-
     async fn update(&mut self, account: &Account) -> StoreResult<()> {
         self.execute(
             "UPDATE accounts SET customer_ref = ?4, asset_id = ?5, status = ?6, wallet_address = ?7, failure_reason = ?8,
@@ -65,29 +49,6 @@ impl AccountStore for SqliteTx {
             account_values(account),
         )?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &AccountFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<Account>> {
-        let tenant_text = codec::id_text(tenant.as_uuid());
-        let customer = filter.customer_ref.as_ref().map(CustomerRef::as_str);
-        let status = filter.status.map(AccountStatus::as_str);
-        let asset = filter.asset_id.map(asset_text);
-        let sql = format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {ACCOUNT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT ?5 OFFSET ?6"
-        );
-        self.page_where(
-            &format!("SELECT COUNT(*) FROM accounts WHERE {ACCOUNT_FILTER}"),
-            &sql,
-            &[&tenant_text, &customer, &status, &asset],
-            page,
-            decode_account,
-        )
     }
 
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>> {

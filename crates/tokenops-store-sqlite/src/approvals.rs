@@ -5,8 +5,8 @@ use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params};
-use tokenops_domain::approval::{ApprovalRequest, ApprovalRequestFilter, ApprovalTask, ApprovalTaskFilter};
+use rusqlite::{Params, Row, params};
+use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
@@ -26,72 +26,58 @@ fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
 
+/// A request's values in `APPROVAL_REQUEST_COLUMNS` order: the insert binds them all, the update
+/// the columns it may change, each by its place in that list.
+fn request_values(r: &ApprovalRequest) -> impl Params + '_ {
+    (
+        codec::id_text(r.id),
+        codec::id_text(r.tenant_id.as_uuid()),
+        r.status.as_str(),
+        r.source.as_str(),
+        &r.action,
+        &r.resource_type,
+        &r.resource_id,
+        &r.initiator,
+        &r.title,
+        &r.description,
+        r.expires_at.as_micros(),
+        opt_micros(r.resolved_at),
+        &r.acted_by,
+        r.created_at.as_micros(),
+        r.updated_at.as_micros(),
+    )
+}
+
+/// A task's values in `APPROVAL_TASK_COLUMNS` order, as `request_values`.
+fn task_values(t: &ApprovalTask) -> impl Params + '_ {
+    (
+        codec::id_text(t.id),
+        codec::id_text(t.tenant_id.as_uuid()),
+        codec::id_text(t.request_id),
+        i64::from(t.step),
+        codec::names_text(&t.approvers),
+        t.state.as_str(),
+        &t.acted_by,
+        opt_micros(t.acted_at),
+        &t.comment,
+        t.created_at.as_micros(),
+        t.updated_at.as_micros(),
+    )
+}
+
 #[async_trait]
 impl ApprovalStore for SqliteTx {
     async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.insert_row(
-            &rows::APPROVAL_REQUESTS,
-            params![
-                codec::id_text(r.id),
-                codec::id_text(r.tenant_id.as_uuid()),
-                r.status.as_str(),
-                r.source.as_str(),
-                &r.action,
-                &r.resource_type,
-                &r.resource_id,
-                &r.initiator,
-                &r.title,
-                &r.description,
-                r.expires_at.as_micros(),
-                opt_micros(r.resolved_at),
-                &r.acted_by,
-                r.created_at.as_micros(),
-                r.updated_at.as_micros(),
-            ],
-        )
+        self.insert_row(&rows::APPROVAL_REQUESTS, request_values(r))
     }
 
     async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
         self.execute(
-            "UPDATE approval_requests SET status = ?1, resolved_at = ?2, acted_by = ?3, updated_at = ?4
-             WHERE tenant_id = ?5 AND id = ?6",
-            params![
-                r.status.as_str(),
-                opt_micros(r.resolved_at),
-                &r.acted_by,
-                r.updated_at.as_micros(),
-                codec::id_text(r.tenant_id.as_uuid()),
-                codec::id_text(r.id),
-            ],
+            "UPDATE approval_requests SET status = ?3, resolved_at = ?12, acted_by = ?13, updated_at = ?15
+             WHERE tenant_id = ?2 AND id = ?1",
+            request_values(r),
         )?;
         Ok(())
-    }
-
-    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        self.fetch_by_key(&rows::APPROVAL_REQUESTS, tenant, codec::id_text(id), decode_request)
-    }
-
-    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading an approval request for update")?;
-        self.get_request(tenant, id).await
-    }
-
-    async fn list_requests(
-        &mut self,
-        tenant: TenantId,
-        filter: &ApprovalRequestFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<ApprovalRequest>> {
-        let clause = Clause::of(conditions::approval_requests(filter));
-        clause.page(
-            self,
-            tenant,
-            &rows::APPROVAL_REQUESTS,
-            "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC",
-            page,
-            decode_request,
-        )
     }
 
     async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
@@ -135,38 +121,15 @@ impl ApprovalStore for SqliteTx {
     }
 
     async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.insert_row(
-            &rows::APPROVAL_TASKS,
-            params![
-                codec::id_text(t.id),
-                codec::id_text(t.tenant_id.as_uuid()),
-                codec::id_text(t.request_id),
-                i64::from(t.step),
-                codec::names_text(&t.approvers),
-                t.state.as_str(),
-                &t.acted_by,
-                opt_micros(t.acted_at),
-                &t.comment,
-                t.created_at.as_micros(),
-                t.updated_at.as_micros(),
-            ],
-        )
+        self.insert_row(&rows::APPROVAL_TASKS, task_values(t))
     }
 
     async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
         self.execute(
-            "UPDATE approval_tasks SET approvers = ?1, state = ?2, acted_by = ?3, acted_at = ?4, comment = ?5,
-             updated_at = ?6 WHERE tenant_id = ?7 AND id = ?8",
-            params![
-                codec::names_text(&t.approvers),
-                t.state.as_str(),
-                &t.acted_by,
-                opt_micros(t.acted_at),
-                &t.comment,
-                t.updated_at.as_micros(),
-                codec::id_text(t.tenant_id.as_uuid()),
-                codec::id_text(t.id),
-            ],
+            "UPDATE approval_tasks SET approvers = ?5, state = ?6, acted_by = ?7, acted_at = ?8, comment = ?9,
+                    updated_at = ?11
+             WHERE tenant_id = ?2 AND id = ?1",
+            task_values(t),
         )?;
         Ok(())
     }

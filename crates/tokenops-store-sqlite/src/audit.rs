@@ -202,10 +202,7 @@ impl AuditStore for SqliteTx {
         let mut clause = where_clause(filter, false);
         let keys = audit_keys(sort);
         if let Some(record) = after {
-            let (condition, values) = keyset::after(&keys, &audit_key_values(record, &keys));
-            let condition = keyset::number_placeholders(&condition, clause.next(), |n| clause.placeholder(n));
-            clause.and(&condition);
-            clause.binds.extend(values.into_iter().map(clause::value));
+            clause.after(&keys, &audit_key_values(record, &keys), clause::value);
         }
         let sql = format!(
             "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE {} ORDER BY {} LIMIT {}",

@@ -1,15 +1,13 @@
 //! Automations on SQLite: `AutomationStore`.
 
-use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use tokenops_domain::automation::{Automation, AutomationFilter};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::automation::Automation;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::encode;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
-use tokenops_store::{AutomationStore, StoreResult, keyset};
-use tokenops_store::{conditions, encode};
+use tokenops_store::{AutomationStore, StoreResult};
 use uuid::Uuid;
 
 fn decode(row: &Row<'_>) -> StoreResult<Automation> {
@@ -44,16 +42,6 @@ impl AutomationStore for SqliteTx {
         )
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        self.fetch_by_key(&rows::AUTOMATIONS, tenant, codec::id_text(id), decode)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading an automation for update")?;
-        AutomationStore::get(self, tenant, id).await
-    }
-
     async fn update(&mut self, a: &Automation) -> StoreResult<()> {
         self.execute(
             "UPDATE automations SET name = ?1, status = ?2, parameters = ?3, consecutive_failures = ?4, next_run_at = ?5,
@@ -71,18 +59,6 @@ impl AutomationStore for SqliteTx {
             ],
         )?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &AutomationFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Automation>> {
-        let clause = Clause::of(conditions::automations(filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::AUTOMATIONS, &order, page, decode)
     }
 
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {

@@ -1,20 +1,12 @@
 //! Breaks on SQLite: `BreakStore`.
 
-use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
-use tokenops_domain::TenantId;
-use tokenops_domain::operation::{Break, BreakFilter};
-use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::conditions;
+use rusqlite::params;
+use tokenops_domain::operation::Break;
 use tokenops_store::rows;
 use tokenops_store::{BreakStore, StoreResult};
-
-fn decode_break(row: &Row<'_>) -> StoreResult<Break> {
-    rows::break_record(&codec::Cols(row))
-}
 
 #[async_trait]
 impl BreakStore for SqliteTx {
@@ -32,10 +24,5 @@ impl BreakStore for SqliteTx {
                 record.detected_at.as_micros(),
             ],
         )
-    }
-
-    async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
-        let clause = Clause::of(conditions::breaks(filter));
-        clause.page(self, tenant, &rows::BREAKS, "detected_at DESC, id DESC", page, decode_break)
     }
 }

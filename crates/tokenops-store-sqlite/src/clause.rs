@@ -1,15 +1,17 @@
 //! The WHERE clause of a filtered list on SQLite: the shared `conditions::Clause` with `?N`
-//! placeholders and SQLite's values, and running a page of it.
+//! placeholders and SQLite's values, and running a page of it (the lists written once,
+//! `TableRows`, included).
 
 use crate::{SqliteTx, codec};
+use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Row, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::StoreResult;
 use tokenops_store::conditions::{self, Condition};
 use tokenops_store::keyset::KeyValue;
-use tokenops_store::rows::Table;
+use tokenops_store::rows::{Decode, Table};
+use tokenops_store::{StoreResult, TableRows};
 
 /// The shared clause, numbered `?1`, `?2`, …
 pub(crate) struct Clause(conditions::Clause<Value>);
@@ -70,6 +72,34 @@ impl Clause {
         values.push(Value::Integer(offset));
         let items = tx.fetch_all(&self.page_sql(table.name, table.columns, order), params_from_iter(values), decode)?;
         Ok(Page { items, total })
+    }
+}
+
+#[async_trait]
+impl<T: Decode + Send> TableRows<T> for SqliteTx {
+    async fn page_rows(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        conditions: Vec<Condition>,
+        order: &str,
+        page: PageRequest,
+    ) -> StoreResult<Page<T>> {
+        Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row)))
+    }
+
+    async fn row_by_key(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        key: KeyValue,
+        for_update: bool,
+    ) -> StoreResult<Option<T>> {
+        // Write transactions run one at a time on the single writer: the row is held already.
+        if for_update {
+            self.require_write(&format!("reading a row of {} for update", table.name))?;
+        }
+        self.fetch_by_key(table, tenant, value(key), |row| T::decode(&codec::Cols(row)))
     }
 }
 

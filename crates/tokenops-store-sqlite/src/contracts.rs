@@ -4,17 +4,10 @@ use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
-use tokenops_domain::TenantId;
-use tokenops_domain::asset::AssetId;
 use tokenops_domain::chain::Address;
-use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
-use tokenops_domain::paging::{Page, PageRequest};
+use tokenops_domain::contract::Contract;
 use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-/// The filter shared by the count and the page: `?1` the tenant, `?2` the asset, `?3` the status
-/// (each NULL when not filtered on).
-const CONTRACT_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR asset_id = ?2) AND (?3 IS NULL OR status = ?3)";
 
 fn decode_contract(row: &Row<'_>) -> StoreResult<Contract> {
     rows::contract(&codec::Cols(row))
@@ -45,16 +38,6 @@ impl ContractStore for SqliteTx {
         self.insert_row(&rows::CONTRACTS, contract_values(contract))
     }
 
-    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        self.fetch_by_key(&rows::CONTRACTS, tenant, asset_text(asset_id), decode_contract)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a contract for update")?;
-        ContractStore::get(self, tenant, asset_id).await
-    }
-
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = ?1 ORDER BY created_at, id");
         self.fetch_all(&sql, params![address.to_string()], decode_contract)
@@ -68,27 +51,5 @@ impl ContractStore for SqliteTx {
             contract_values(contract),
         )?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &ContractFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<Contract>> {
-        let tenant_text = codec::id_text(tenant.as_uuid());
-        let asset = filter.asset_id.map(asset_text);
-        let status = filter.status.map(ContractStatus::as_str);
-        let sql = format!(
-            "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE {CONTRACT_FILTER}
-             ORDER BY created_at ASC, id ASC LIMIT ?4 OFFSET ?5"
-        );
-        self.page_where(
-            &format!("SELECT COUNT(*) FROM contracts WHERE {CONTRACT_FILTER}"),
-            &sql,
-            &[&tenant_text, &asset, &status],
-            page,
-            decode_contract,
-        )
     }
 }

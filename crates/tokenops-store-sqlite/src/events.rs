@@ -17,10 +17,8 @@ fn decode(row: &Row<'_>) -> StoreResult<Event> {
 #[async_trait]
 impl EventStore for SqliteTx {
     async fn append(&mut self, event: &Event) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO events (id, tenant_id, event_type, occurred_at, correlation_id, idempotency_key,
-                                 resource_type, resource_id, data, dispatched_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        self.insert_row(
+            &rows::EVENTS,
             params![
                 codec::id_text(event.id),
                 codec::id_text(event.tenant_id.as_uuid()),
@@ -33,8 +31,7 @@ impl EventStore for SqliteTx {
                 codec::json_text(&event.data),
                 event.dispatched_at.map(Timestamp::as_micros),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Event>> {

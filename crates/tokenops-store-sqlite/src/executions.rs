@@ -1,20 +1,12 @@
 //! Automation executions on SQLite: `ExecutionStore`.
 
-use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row};
-use tokenops_domain::TenantId;
-use tokenops_domain::automation::{Execution, ExecutionFilter};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use rusqlite::Params;
+use tokenops_domain::automation::Execution;
+use tokenops_store::encode;
 use tokenops_store::rows;
-use tokenops_store::{ExecutionStore, StoreError, StoreResult, keyset};
-use tokenops_store::{conditions, encode};
-use uuid::Uuid;
-
-fn decode(row: &Row<'_>) -> StoreResult<Execution> {
-    rows::execution(&codec::Cols(row))
-}
+use tokenops_store::{ExecutionStore, StoreError, StoreResult};
 
 /// An execution's values in `EXECUTION_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
@@ -49,16 +41,6 @@ impl ExecutionStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        self.fetch_by_key(&rows::EXECUTIONS, tenant, codec::id_text(id), decode)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading an execution for update")?;
-        ExecutionStore::get(self, tenant, id).await
-    }
-
     async fn update(&mut self, e: &Execution) -> StoreResult<()> {
         self.execute(
             "UPDATE automation_executions SET status = ?5, log = ?9, submitted = ?10, error = ?11, attempts = ?12,
@@ -67,18 +49,5 @@ impl ExecutionStore for SqliteTx {
             execution_values(e),
         )?;
         Ok(())
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        automation_id: Uuid,
-        filter: &ExecutionFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Execution>> {
-        let clause = Clause::of(conditions::executions(automation_id, filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::EXECUTIONS, &order, page, decode)
     }
 }

@@ -99,6 +99,12 @@ impl SqliteStore {
         // Migrations take the writer connection themselves: no group may hold it meanwhile.
         self.group.exclusive(|conn| migrate::apply(conn, clock)).await
     }
+
+    /// A transaction on `conn`: writable on the writer's, read-only on a reader's.
+    fn tx(&self, conn: Conn) -> Box<dyn Tx> {
+        let writable = matches!(conn, Conn::Write(_));
+        Box::new(SqliteTx { conn, writable, enqueued: false, jobs_enqueued: self.jobs_enqueued.clone() })
+    }
 }
 
 #[async_trait]
@@ -108,23 +114,11 @@ impl Store for SqliteStore {
     }
 
     async fn write(&self) -> StoreResult<Box<dyn Tx>> {
-        let handle = self.group.begin().await?;
-        Ok(Box::new(SqliteTx {
-            conn: Conn::Write(handle),
-            writable: true,
-            enqueued: false,
-            jobs_enqueued: self.jobs_enqueued.clone(),
-        }))
+        Ok(self.tx(Conn::Write(self.group.begin().await?)))
     }
 
     async fn read(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.readers.begin().await?;
-        Ok(Box::new(SqliteTx {
-            conn: Conn::Read(tx),
-            writable: false,
-            enqueued: false,
-            jobs_enqueued: self.jobs_enqueued.clone(),
-        }))
+        Ok(self.tx(Conn::Read(self.readers.begin().await?)))
     }
 
     async fn subject_standing(&self, tenant: Option<TenantId>, id: Uuid) -> StoreResult<SubjectStanding> {

@@ -1,18 +1,14 @@
 //! Locks on SQLite: `LockStore`.
 
-use crate::clause::Clause;
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
+use tokenops_domain::Timestamp;
 use tokenops_domain::account::AccountRef;
-use tokenops_domain::operation::{Lock, LockStatus};
-use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
+use tokenops_domain::operation::Lock;
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
-use uuid::Uuid;
 
 fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
     rows::lock(&codec::Cols(row))
@@ -39,16 +35,6 @@ impl LockStore for SqliteTx {
         )
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        self.fetch_by_key(&rows::LOCKS, tenant, codec::id_text(id), decode_lock)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a lock for update")?;
-        LockStore::get(self, tenant, id).await
-    }
-
     async fn update(&mut self, lock: &Lock) -> StoreResult<()> {
         self.execute(
             "UPDATE locks SET status = ?1, completed_by = ?2, updated_at = ?3
@@ -62,17 +48,6 @@ impl LockStore for SqliteTx {
             ],
         )?;
         Ok(())
-    }
-
-    async fn list_for_account(
-        &mut self,
-        tenant: TenantId,
-        account_ref: &AccountRef,
-        status: Option<LockStatus>,
-        page: PageRequest,
-    ) -> StoreResult<Page<Lock>> {
-        let clause = Clause::of(conditions::account_locks(account_ref, status));
-        clause.page(self, tenant, &rows::LOCKS, "created_at DESC, id DESC", page, decode_lock)
     }
 
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>> {

@@ -4,7 +4,6 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
-use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
@@ -16,9 +15,8 @@ fn decode_client(row: &Row<'_>) -> StoreResult<MachineClientRecord> {
 #[async_trait]
 impl MachineClientStore for SqliteTx {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO machine_clients (id, tenant_id, name, role_id, secret_hash, active, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        self.insert_row(
+            &rows::MACHINE_CLIENTS,
             params![
                 codec::id_text(client.id),
                 client.tenant_id.map(|t| codec::id_text(t.as_uuid())),
@@ -28,8 +26,7 @@ impl MachineClientStore for SqliteTx {
                 i64::from(client.active),
                 client.created_at.as_micros(),
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
@@ -40,21 +37,6 @@ impl MachineClientStore for SqliteTx {
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
         let count: i64 = self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id IS NULL", [])?;
         Ok(u64::try_from(count).unwrap_or(0))
-    }
-
-    async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
-        let tenant_text = codec::id_text(tenant.as_uuid());
-        let sql = format!(
-            "SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE tenant_id = ?1
-             ORDER BY created_at ASC, id ASC LIMIT ?2 OFFSET ?3"
-        );
-        self.page_where(
-            "SELECT COUNT(*) FROM machine_clients WHERE tenant_id = ?1",
-            &sql,
-            &[&tenant_text],
-            page,
-            decode_client,
-        )
     }
 
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {

@@ -5,7 +5,7 @@
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
 //! SQL.
 
-use crate::clause::Clause;
+use crate::clause::{self, Clause};
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -15,18 +15,16 @@ use std::sync::LazyLock;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::contract::ContractStatus;
-use tokenops_domain::operation::{FailureCode, Operation, OperationFilter};
+use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
+use tokenops_store::conditions;
+use tokenops_store::rows::{self, OPERATION_COLUMNS};
 use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult, SubmissionReads};
-use uuid::Uuid;
 
 fn int(value: u64) -> StoreResult<i64> {
     i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit an INTEGER column").into()))
 }
-
-const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
 
 /// The statement of `submission_reads` for a submission naming 0, 1 or 2 accounts (all there
 /// are), built once: it runs on every accepted submission.
@@ -36,6 +34,34 @@ static SUBMISSION_READS: LazyLock<[String; 3]> =
 fn submission_reads_sql(accounts: usize) -> String {
     let list = (0..accounts).map(|at| format!("?{}", at + 4)).collect::<Vec<_>>().join(", ");
     rows::submission_reads_sql("?1", "?2", "?3", &format!("a.account_ref IN ({list})"))
+}
+
+/// An operation's values in `OPERATION_COLUMNS` order: the insert binds them all, the update the
+/// columns it may change, each by its place in that list.
+fn operation_values(op: &Operation) -> StoreResult<Vec<Value>> {
+    Ok(vec![
+        codec::id_text(op.id).into(),
+        codec::id_text(op.tenant_id.as_uuid()).into(),
+        op.tx_type.as_str().to_owned().into(),
+        asset_text(op.asset_id).to_owned().into(),
+        op.account_ref.as_str().to_owned().into(),
+        op.customer_ref.as_str().to_owned().into(),
+        op.counterparty_ref.as_ref().map(|r| r.as_str().to_owned()).into(),
+        op.amount.as_i64().into(),
+        codec::json_text(&op.params).into(),
+        op.lock_id.map(codec::id_text).into(),
+        op.state.as_str().to_owned().into(),
+        op.tx_hash.map(|h| h.to_string()).into(),
+        op.block_number.map(int).transpose()?.into(),
+        op.failure_code.map(|c| c.as_str().to_owned()).into(),
+        op.reason_code.clone().into(),
+        op.signed_transaction.clone().into(),
+        op.submitted_by.clone().into(),
+        op.idempotency_key.clone().into(),
+        op.correlation_id.clone().into(),
+        op.created_at.as_micros().into(),
+        op.updated_at.as_micros().into(),
+    ])
 }
 
 fn decode_operation(row: &Row<'_>) -> StoreResult<Operation> {
@@ -64,16 +90,7 @@ impl OperationSelection {
             let column = if account.is_some() { "+state" } else { "state" };
             clause.and(&format!("{column} = {p}"));
         }
-        if let Some(tx_type) = filter.tx_type {
-            let p = clause.param(Value::Text(tx_type.as_str().to_owned()));
-            clause.and(&format!("tx_type = {p}"));
-        }
-        if let Some(from) = filter.created_from {
-            clause.compare("created_at", ">=", Value::Integer(from.as_micros()));
-        }
-        if let Some(to) = filter.created_to {
-            clause.compare("created_at", "<", Value::Integer(to.as_micros()));
-        }
+        clause.extend(conditions::operations(filter), clause::value);
         if let Some(after) = after {
             let at = clause.param(Value::Integer(after.at_micros));
             let id = clause.param(Value::Text(codec::id_text(after.id)));
@@ -84,20 +101,11 @@ impl OperationSelection {
 
     /// The WHERE clause of each selection whose rows together are the list's (disjoint).
     fn wheres(&self) -> Vec<String> {
-        let base = &self.clause.sql;
-        match &self.account {
-            None => vec![base.clone()],
-            Some(p) => vec![
-                format!("{base} AND account_ref = {p}"),
-                format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
-            ],
-        }
+        conditions::operation_selections(&self.clause.sql, self.account.as_deref())
     }
 
     fn count_sql(&self) -> String {
-        let counts: Vec<String> =
-            self.wheres().iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
-        format!("SELECT {}", counts.join(" + "))
+        conditions::operation_count_sql(&self.wheres())
     }
 
     /// The rows, newest first, then `window` (LIMIT and OFFSET) numbered after the filters.
@@ -135,42 +143,7 @@ impl OperationStore for SqliteTx {
     }
 
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO operations ({OPERATION_COLUMNS})
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
-        );
-        self.execute(
-            &sql,
-            params![
-                codec::id_text(op.id),
-                codec::id_text(op.tenant_id.as_uuid()),
-                op.tx_type.as_str(),
-                asset_text(op.asset_id),
-                op.account_ref.as_str(),
-                op.customer_ref.as_str(),
-                op.counterparty_ref.as_ref().map(AccountRef::as_str),
-                op.amount.as_i64(),
-                codec::json_text(&op.params),
-                op.lock_id.map(codec::id_text),
-                op.state.as_str(),
-                op.tx_hash.map(|h| h.to_string()),
-                op.block_number.map(int).transpose()?,
-                op.failure_code.map(FailureCode::as_str),
-                op.reason_code.as_deref(),
-                op.signed_transaction.as_deref(),
-                &op.submitted_by,
-                op.idempotency_key.as_deref(),
-                op.correlation_id.as_deref(),
-                op.created_at.as_micros(),
-                op.updated_at.as_micros(),
-            ],
-        )?;
-        Ok(())
-    }
-
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE tenant_id = ?1 AND id = ?2");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), codec::id_text(id)], decode_operation)
+        self.insert_row(&rows::OPERATIONS, params_from_iter(operation_values(op)?))
     }
 
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<Operation>> {
@@ -204,28 +177,12 @@ impl OperationStore for SqliteTx {
         )
     }
 
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading an operation for update")?;
-        OperationStore::get(self, tenant, id).await
-    }
-
     async fn update(&mut self, op: &Operation) -> StoreResult<()> {
         self.execute(
-            "UPDATE operations SET state = ?1, tx_hash = ?2, block_number = ?3, failure_code = ?4, reason_code = ?5,
-                                   signed_transaction = ?6, updated_at = ?7
-             WHERE tenant_id = ?8 AND id = ?9",
-            params![
-                op.state.as_str(),
-                op.tx_hash.map(|h| h.to_string()),
-                op.block_number.map(int).transpose()?,
-                op.failure_code.map(FailureCode::as_str),
-                op.reason_code.as_deref(),
-                op.signed_transaction.as_deref(),
-                op.updated_at.as_micros(),
-                codec::id_text(op.tenant_id.as_uuid()),
-                codec::id_text(op.id),
-            ],
+            "UPDATE operations SET state = ?11, tx_hash = ?12, block_number = ?13, failure_code = ?14,
+                                   reason_code = ?15, signed_transaction = ?16, updated_at = ?21
+             WHERE tenant_id = ?2 AND id = ?1",
+            params_from_iter(operation_values(op)?),
         )?;
         Ok(())
     }

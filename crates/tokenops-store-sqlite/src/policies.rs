@@ -65,16 +65,6 @@ impl PolicyStore for SqliteTx {
         self.insert_policy_version(first)
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        self.fetch_by_key(&rows::POLICIES, tenant, codec::id_text(id), decode_policy)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a policy for update")?;
-        PolicyStore::get(self, tenant, id).await
-    }
-
     async fn update(&mut self, p: &Policy) -> StoreResult<()> {
         self.execute(
             "UPDATE policies SET status = ?1, version = ?2, updated_at = ?3, name = ?4, description = ?5

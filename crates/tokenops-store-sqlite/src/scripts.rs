@@ -1,15 +1,12 @@
 //! Scripts and their versions on SQLite: `ScriptStore`.
 
-use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Params, Row, params};
 use tokenops_domain::TenantId;
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
-use tokenops_store::conditions;
+use tokenops_domain::script::{Script, ScriptVersion};
 use tokenops_store::rows::{self, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS};
-use tokenops_store::{ScriptStore, StoreError, StoreResult, keyset};
+use tokenops_store::{ScriptStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 fn decode(row: &Row<'_>) -> StoreResult<Script> {
@@ -123,17 +120,5 @@ impl ScriptStore for SqliteTx {
             params![codec::id_text(tenant.as_uuid()), name],
             decode,
         )
-    }
-
-    async fn list(
-        &mut self,
-        tenant: TenantId,
-        filter: &ScriptFilter,
-        sort: &[SortKey],
-        page: PageRequest,
-    ) -> StoreResult<Page<Script>> {
-        let clause = Clause::of(conditions::scripts(filter));
-        let order = keyset::order_by(&keyset::plain(sort));
-        clause.page(self, tenant, &rows::SCRIPTS, &order, page, decode)
     }
 }

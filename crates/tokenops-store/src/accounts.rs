@@ -8,20 +8,34 @@ use tokenops_domain::paging::{Page, PageRequest};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::rows;
+use crate::sorting::CREATED_ORDER;
+use crate::{TableRows, conditions};
 
 #[async_trait]
-pub trait AccountStore: Send {
+pub trait AccountStore: Send + TableRows<Account> {
     /// `StoreError::Conflict` when the organisation has the reference.
     async fn insert(&mut self, account: &Account) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>>;
+    async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
+        self.row_by_key(tenant, &rows::ACCOUNTS, KeyValue::Text(account_ref.as_str().to_owned()), false).await
+    }
     /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
-    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>>;
+    async fn get_for_update(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
+        self.row_by_key(tenant, &rows::ACCOUNTS, KeyValue::Text(account_ref.as_str().to_owned()), true).await
+    }
     /// Replaces every mutable field (customer_ref, asset_id, status, wallet_address,
     /// failure_reason, generation, provisioned_at, updated_at) of the account with `account.id`.
     async fn update(&mut self, account: &Account) -> StoreResult<()>;
     /// Oldest first (then id).
-    async fn list(&mut self, tenant: TenantId, filter: &AccountFilter, page: PageRequest)
-    -> StoreResult<Page<Account>>;
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        filter: &AccountFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Account>> {
+        self.page_rows(tenant, &rows::ACCOUNTS, conditions::accounts(filter), CREATED_ORDER, page).await
+    }
     /// Provisioned accounts (ACTIVE or INACTIVE) of every organisation, by id, after `after`:
     /// the reconciliation walks them in batches.
     async fn provisioned_after(&mut self, after: Option<Uuid>, limit: u32) -> StoreResult<Vec<Account>>;

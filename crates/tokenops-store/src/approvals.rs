@@ -8,23 +8,33 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::rows;
+use crate::{TableRows, conditions};
 
 #[async_trait]
-pub trait ApprovalStore: Send {
+pub trait ApprovalStore: Send + TableRows<ApprovalRequest> {
     async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
     /// Replaces status, resolved_at, acted_by and updated_at.
     async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
-    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>>;
+    async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.row_by_key(tenant, &rows::APPROVAL_REQUESTS, KeyValue::Id(id), false).await
+    }
     /// As `get_request`, locking the row for the rest of the transaction: every change of a
     /// request or its tasks takes this lock first, so they apply one after the other.
-    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>>;
+    async fn get_request_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
+        self.row_by_key(tenant, &rows::APPROVAL_REQUESTS, KeyValue::Id(id), true).await
+    }
     /// Unresolved requests first (newest first), then by resolved_at descending; id breaks ties.
     async fn list_requests(
         &mut self,
         tenant: TenantId,
         filter: &ApprovalRequestFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<ApprovalRequest>>;
+    ) -> StoreResult<Page<ApprovalRequest>> {
+        let order = "(resolved_at IS NULL) DESC, resolved_at DESC, created_at DESC, id DESC";
+        self.page_rows(tenant, &rows::APPROVAL_REQUESTS, conditions::approval_requests(filter), order, page).await
+    }
     /// PENDING requests of any organisation whose deadline is at or before `now`, oldest
     /// deadline first: the expiry sweep.
     async fn pending_past_expiry(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<ApprovalRequest>>;

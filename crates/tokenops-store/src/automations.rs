@@ -7,14 +7,20 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{TableRows, conditions, keyset, rows};
 
 #[async_trait]
-pub trait AutomationStore: Send {
+pub trait AutomationStore: Send + TableRows<Automation> {
     async fn insert(&mut self, automation: &Automation) -> StoreResult<()>;
     /// Any status, deleted included.
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.row_by_key(tenant, &rows::AUTOMATIONS, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
+        self.row_by_key(tenant, &rows::AUTOMATIONS, KeyValue::Id(id), true).await
+    }
     /// Replaces every mutable field.
     async fn update(&mut self, automation: &Automation) -> StoreResult<()>;
     /// In `sort` order (then id, descending).
@@ -24,7 +30,10 @@ pub trait AutomationStore: Send {
         filter: &AutomationFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<Automation>>;
+    ) -> StoreResult<Page<Automation>> {
+        let order = keyset::order_by(&keyset::plain(sort));
+        self.page_rows(tenant, &rows::AUTOMATIONS, conditions::automations(filter), &order, page).await
+    }
     /// How many ACTIVE automations run the script.
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64>;
     /// ACTIVE SCHEDULED automations of every organisation whose next run is due at `now`,

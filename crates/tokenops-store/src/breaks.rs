@@ -6,10 +6,13 @@ use tokenops_domain::operation::{Break, BreakFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 
 use crate::StoreResult;
+use crate::{TableRows, conditions, rows};
 
 #[async_trait]
-pub trait BreakStore: Send {
+pub trait BreakStore: Send + TableRows<Break> {
     async fn insert(&mut self, record: &Break) -> StoreResult<()>;
     /// Newest first (detected_at, then id, descending).
-    async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>>;
+    async fn list(&mut self, tenant: TenantId, filter: &BreakFilter, page: PageRequest) -> StoreResult<Page<Break>> {
+        self.page_rows(tenant, &rows::BREAKS, conditions::breaks(filter), "detected_at DESC, id DESC", page).await
+    }
 }

@@ -3,12 +3,15 @@
 //! placeholder style, so the two backends select the same rows. A filter one dialect spells its
 //! own way (a JSON array's member) stays in that backend, as does binding the values.
 
-use crate::keyset::KeyValue;
-use tokenops_domain::account::AccountRef;
+use crate::customers::CustomerFilter;
+use crate::encode::asset_text;
+use crate::keyset::{self, KeyColumn, KeyValue};
+use tokenops_domain::account::{AccountFilter, AccountRef};
 use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalTaskFilter};
 use tokenops_domain::audit::AuditFilter;
 use tokenops_domain::automation::{AutomationFilter, AutomationStatus, ExecutionFilter};
-use tokenops_domain::operation::{BreakFilter, LockStatus};
+use tokenops_domain::contract::ContractFilter;
+use tokenops_domain::operation::{BreakFilter, LockStatus, OperationFilter};
 use tokenops_domain::script::{ScriptFilter, ScriptStatus};
 use uuid::Uuid;
 
@@ -39,10 +42,15 @@ impl<V> Clause<V> {
     /// The clause of a list's shared conditions, each value as the backend binds it.
     pub fn of(sigil: char, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) -> Self {
         let mut clause = Self::new(sigil);
-        for c in conditions {
-            clause.compare(c.column, c.op, value(c.value));
-        }
+        clause.extend(conditions, value);
         clause
+    }
+
+    /// Adds `conditions` after the clause's filters, each value as the backend binds it.
+    pub fn extend(&mut self, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) {
+        for c in conditions {
+            self.compare(c.column, c.op, value(c.value));
+        }
     }
 
     /// Binds `value` and returns its placeholder.
@@ -64,6 +72,16 @@ impl<V> Clause<V> {
     pub fn compare(&mut self, column: &str, op: &str, value: V) {
         let p = self.param(value);
         self.and(&format!("{column} {op} {p}"));
+    }
+
+    /// Adds the keyset condition "strictly after the row whose sort values are `values`"
+    /// (`keyset::after`), numbered on from the clause's placeholders, each value bound as
+    /// `value` makes it.
+    pub fn after(&mut self, keys: &[KeyColumn], values: &[KeyValue], value: impl Fn(KeyValue) -> V) {
+        let (condition, bound) = keyset::after(keys, values);
+        let condition = keyset::number_placeholders(&condition, self.next(), |n| self.placeholder(n));
+        self.and(&condition);
+        self.binds.extend(bound.into_iter().map(value));
     }
 
     /// The next free placeholder number (for LIMIT and OFFSET).
@@ -171,6 +189,59 @@ pub fn scripts(filter: &ScriptFilter) -> Vec<Condition> {
         None => Condition { column: "status", op: "<>", value: text(ScriptStatus::Deleted.as_str()) },
     };
     Conditions(vec![status]).equal("name", filter.name.as_deref().map(text)).0
+}
+
+/// Customers by status.
+pub fn customers(filter: &CustomerFilter) -> Vec<Condition> {
+    Conditions::default().equal("status", filter.status.map(|s| text(s.as_str()))).0
+}
+
+/// Accounts by customer, status and asset.
+pub fn accounts(filter: &AccountFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("customer_ref", filter.customer_ref.as_ref().map(|c| text(c.as_str())))
+        .equal("status", filter.status.map(|s| text(s.as_str())))
+        .equal("asset_id", filter.asset_id.map(|a| text(asset_text(a))))
+        .0
+}
+
+/// Contracts by asset and status.
+pub fn contracts(filter: &ContractFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("asset_id", filter.asset_id.map(|a| text(asset_text(a))))
+        .equal("status", filter.status.map(|s| text(s.as_str())))
+        .0
+}
+
+/// Operations by type, created from (inclusive) and to (exclusive); the account and the state
+/// each backend reads through its own indexes (`operation_selections`).
+pub fn operations(filter: &OperationFilter) -> Vec<Condition> {
+    Conditions::default()
+        .equal("tx_type", filter.tx_type.map(|t| text(t.as_str())))
+        .compare("created_at", ">=", filter.created_from.map(|t| KeyValue::Int(t.as_micros())))
+        .compare("created_at", "<", filter.created_to.map(|t| KeyValue::Int(t.as_micros())))
+        .0
+}
+
+/// The WHERE clause of each selection whose rows together are an operation list's (disjoint):
+/// `base` the list's other filters, `account` the placeholder of the account it is filtered by,
+/// if any. An account's operations are those it originates and those it is the counterparty of,
+/// two selections, one per index, the second leaving out what the first has.
+pub fn operation_selections(base: &str, account: Option<&str>) -> Vec<String> {
+    match account {
+        None => vec![base.to_owned()],
+        Some(p) => vec![
+            format!("{base} AND account_ref = {p}"),
+            format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
+        ],
+    }
+}
+
+/// An operation list's total over its selections (`operation_selections`), as the column `total`.
+pub fn operation_count_sql(selections: &[String]) -> String {
+    let counts: Vec<String> =
+        selections.iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
+    format!("SELECT {} AS total", counts.join(" + "))
 }
 
 /// Breaks by reason and account, detected from (inclusive) and to (exclusive).

@@ -8,14 +8,23 @@ use tokenops_domain::contract::{Contract, ContractFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 
 use crate::StoreResult;
+use crate::encode::asset_text;
+use crate::keyset::KeyValue;
+use crate::rows;
+use crate::sorting::CREATED_ORDER;
+use crate::{TableRows, conditions};
 
 #[async_trait]
-pub trait ContractStore: Send {
+pub trait ContractStore: Send + TableRows<Contract> {
     /// `StoreError::Conflict` when the organisation has a contract for the asset.
     async fn insert(&mut self, contract: &Contract) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>>;
+    async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
+        self.row_by_key(tenant, &rows::CONTRACTS, KeyValue::Text(asset_text(asset_id).to_owned()), false).await
+    }
     /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
-    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>>;
+    async fn get_for_update(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
+        self.row_by_key(tenant, &rows::CONTRACTS, KeyValue::Text(asset_text(asset_id).to_owned()), true).await
+    }
     /// Replaces every mutable field (name, symbol, decimals, status, address, adopt_address,
     /// failure_reason, updated_at) of the organisation's contract with `contract.id`.
     async fn update(&mut self, contract: &Contract) -> StoreResult<()>;
@@ -25,7 +34,9 @@ pub trait ContractStore: Send {
         tenant: TenantId,
         filter: &ContractFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<Contract>>;
+    ) -> StoreResult<Page<Contract>> {
+        self.page_rows(tenant, &rows::CONTRACTS, conditions::contracts(filter), CREATED_ORDER, page).await
+    }
     /// Every organisation's contracts on the token at `address`, oldest first: not
     /// tenant-scoped, because a token must never serve two organisations.
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>>;

@@ -6,6 +6,10 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::rows;
+use crate::sorting::CREATED_ORDER;
+use crate::{TableRows, conditions};
 
 #[derive(Debug, Clone, Default)]
 pub struct CustomerFilter {
@@ -13,14 +17,18 @@ pub struct CustomerFilter {
 }
 
 #[async_trait]
-pub trait CustomerStore: Send {
+pub trait CustomerStore: Send + TableRows<Customer> {
     /// Fails with `StoreError::Conflict` when the tenant already has the reference.
     async fn insert(&mut self, customer: &Customer) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
+    async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
+        self.row_by_key(tenant, &rows::CUSTOMERS, KeyValue::Text(customer_ref.as_str().to_owned()), false).await
+    }
     /// Reads the customer and holds it until the transaction ends, so that concurrent changes
     /// of the same customer apply one after the other (PostgreSQL `FOR UPDATE`; SQLite's single
     /// writer already serialises them).
-    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>>;
+    async fn get_for_update(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
+        self.row_by_key(tenant, &rows::CUSTOMERS, KeyValue::Text(customer_ref.as_str().to_owned()), true).await
+    }
     async fn set_status(
         &mut self,
         tenant: TenantId,
@@ -34,5 +42,7 @@ pub trait CustomerStore: Send {
         tenant: TenantId,
         filter: &CustomerFilter,
         page: PageRequest,
-    ) -> StoreResult<Page<Customer>>;
+    ) -> StoreResult<Page<Customer>> {
+        self.page_rows(tenant, &rows::CUSTOMERS, conditions::customers(filter), CREATED_ORDER, page).await
+    }
 }

@@ -7,15 +7,21 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{TableRows, conditions, keyset, rows};
 
 #[async_trait]
-pub trait ExecutionStore: Send {
+pub trait ExecutionStore: Send + TableRows<Execution> {
     /// `StoreError::Conflict` when the automation already has a run for the same planned
     /// instant or event.
     async fn insert(&mut self, execution: &Execution) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
+        self.row_by_key(tenant, &rows::EXECUTIONS, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
+        self.row_by_key(tenant, &rows::EXECUTIONS, KeyValue::Id(id), true).await
+    }
     /// Replaces status, log, submitted, error, attempts and the timings.
     async fn update(&mut self, execution: &Execution) -> StoreResult<()>;
     /// One automation's runs, in `sort` order (then id, descending).
@@ -26,5 +32,8 @@ pub trait ExecutionStore: Send {
         filter: &ExecutionFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<Execution>>;
+    ) -> StoreResult<Page<Execution>> {
+        let order = keyset::order_by(&keyset::plain(sort));
+        self.page_rows(tenant, &rows::EXECUTIONS, conditions::executions(automation_id, filter), &order, page).await
+    }
 }

@@ -8,13 +8,19 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{TableRows, conditions, rows};
 
 #[async_trait]
-pub trait LockStore: Send {
+pub trait LockStore: Send + TableRows<Lock> {
     /// `StoreError::Conflict` when the id exists.
     async fn insert(&mut self, lock: &Lock) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>>;
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
+        self.row_by_key(tenant, &rows::LOCKS, KeyValue::Id(id), false).await
+    }
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
+        self.row_by_key(tenant, &rows::LOCKS, KeyValue::Id(id), true).await
+    }
     /// Replaces status, completed_by and updated_at.
     async fn update(&mut self, lock: &Lock) -> StoreResult<()>;
     /// The account's locks (as owner), newest first, optionally in one status.
@@ -24,7 +30,10 @@ pub trait LockStore: Send {
         account_ref: &AccountRef,
         status: Option<LockStatus>,
         page: PageRequest,
-    ) -> StoreResult<Page<Lock>>;
+    ) -> StoreResult<Page<Lock>> {
+        let conditions = conditions::account_locks(account_ref, status);
+        self.page_rows(tenant, &rows::LOCKS, conditions, "created_at DESC, id DESC", page).await
+    }
     /// Up to `limit` ACTIVE locks of any organisation whose expiry is at or before `now` and
     /// that nothing completes yet, soonest first: the expiry sweep's work.
     async fn expired(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Lock>>;

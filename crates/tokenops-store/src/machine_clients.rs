@@ -6,6 +6,9 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::TableRows;
+use crate::rows;
+use crate::sorting::CREATED_ORDER;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineClientRecord {
@@ -23,13 +26,15 @@ pub struct MachineClientRecord {
 }
 
 #[async_trait]
-pub trait MachineClientStore: Send {
+pub trait MachineClientStore: Send + TableRows<MachineClientRecord> {
     async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()>;
     /// Not tenant-scoped: the token endpoint authenticates any client.
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>>;
     async fn count_operator_clients(&mut self) -> StoreResult<u64>;
     /// The organisation's clients, oldest first (then by id).
-    async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>>;
+    async fn list(&mut self, tenant: TenantId, page: PageRequest) -> StoreResult<Page<MachineClientRecord>> {
+        self.page_rows(tenant, &rows::MACHINE_CLIENTS, Vec::new(), CREATED_ORDER, page).await
+    }
     /// Sets `active` of the organisation's client; `false` when it has no such client.
     async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool>;
 }

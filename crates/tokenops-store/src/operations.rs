@@ -10,14 +10,20 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{TableRows, rows};
 
 #[async_trait]
-pub trait OperationStore: Send {
+pub trait OperationStore: Send + TableRows<Operation> {
     /// `StoreError::Conflict` when the id exists.
     async fn insert(&mut self, operation: &Operation) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
+        self.row_by_key(tenant, &rows::OPERATIONS, KeyValue::Id(id), false).await
+    }
     /// As `get`, holding the row until the transaction ends (PostgreSQL `FOR UPDATE`).
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Operation>> {
+        self.row_by_key(tenant, &rows::OPERATIONS, KeyValue::Id(id), true).await
+    }
     /// `get` for several operations (of any organisations), in the order asked; a backend may
     /// read them in one statement. `for_update` holds the rows as `get_for_update` does.
     async fn get_many(&mut self, ids: &[(TenantId, Uuid)], for_update: bool) -> StoreResult<Vec<Option<Operation>>> {

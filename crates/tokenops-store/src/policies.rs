@@ -8,14 +8,20 @@ use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion,
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{TableRows, rows};
 
 #[async_trait]
-pub trait PolicyStore: Send {
+pub trait PolicyStore: Send + TableRows<Policy> {
     /// The policy with its first version.
     async fn insert(&mut self, policy: &Policy, first: &PolicyVersion) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
+        self.row_by_key(tenant, &rows::POLICIES, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
+        self.row_by_key(tenant, &rows::POLICIES, KeyValue::Id(id), true).await
+    }
     /// Replaces status, version, name, description and updated_at.
     async fn update(&mut self, policy: &Policy) -> StoreResult<()>;
     /// Newest first (created_at, then id, descending), each with its current version.

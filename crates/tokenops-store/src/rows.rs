@@ -44,8 +44,10 @@ pub use idempotency::{IDEMPOTENCY_COLUMNS, idempotency_record};
 pub use jobs::{JOB_COLUMNS, job, queue_stats};
 pub use ledger::{LEDGER_BLOCK_COLUMNS, ledger_block, ledger_hold, ledger_token, ledger_transaction};
 pub use locks::{LOCK_COLUMNS, LOCKS, lock};
-pub use machine_clients::{MACHINE_CLIENT_COLUMNS, machine_client};
-pub use operations::{in_flight, operation, submission_reads, submission_reads_sql, submission_row};
+pub use machine_clients::{MACHINE_CLIENT_COLUMNS, MACHINE_CLIENTS, machine_client};
+pub use operations::{
+    OPERATION_COLUMNS, OPERATIONS, in_flight, operation, submission_reads, submission_reads_sql, submission_row,
+};
 pub use policies::{
     CURRENT_POLICY_VERSION, POLICIES, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, POLICY_VERSIONS, policy, policy_version,
     policy_with_version, policy_with_version_columns,
@@ -99,6 +101,12 @@ impl Table {
         }
         sql
     }
+}
+
+/// An entity read from its table's row, the same on both backends: what a list written once
+/// (`TableRows`) decodes its rows with.
+pub trait Decode: Sized {
+    fn decode(row: &impl Columns) -> StoreResult<Self>;
 }
 
 /// The named columns of one row. A value of the wrong type or one that does not decode is the

@@ -7,9 +7,10 @@ use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::{TableRows, conditions, keyset, rows};
 
 #[async_trait]
-pub trait ScriptStore: Send {
+pub trait ScriptStore: Send + TableRows<Script> {
     /// `StoreError::Conflict` when a script that is not deleted has the name.
     async fn insert(&mut self, script: &Script) -> StoreResult<()>;
     /// Any status, deleted included.
@@ -32,5 +33,8 @@ pub trait ScriptStore: Send {
         filter: &ScriptFilter,
         sort: &[SortKey],
         page: PageRequest,
-    ) -> StoreResult<Page<Script>>;
+    ) -> StoreResult<Page<Script>> {
+        let order = keyset::order_by(&keyset::plain(sort));
+        self.page_rows(tenant, &rows::SCRIPTS, conditions::scripts(filter), &order, page).await
+    }
 }

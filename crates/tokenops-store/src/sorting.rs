@@ -1,8 +1,13 @@
 //! The lists a caller sorts by name (users, roles, groups): each list's sort names mapped to SQL,
-//! and the `ORDER BY` built from them, dialect-neutral, so both backends sort alike.
+//! and the `ORDER BY` built from them, dialect-neutral, so both backends sort alike; and the
+//! fixed order of the lists kept in creation order.
 
 use crate::{StoreError, StoreResult};
 use tokenops_domain::paging::SortKey;
+
+/// The order of the lists kept as they were created (customers, accounts, contracts, machine
+/// clients): oldest first, the id breaking ties.
+pub const CREATED_ORDER: &str = "created_at ASC, id ASC";
 
 /// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
 /// custom role of the user's organisation (NULL, so first ascending, for an unknown role).

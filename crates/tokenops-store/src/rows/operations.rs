@@ -1,11 +1,21 @@
 //! Operations as read from either backend.
 
-use super::{ACCOUNT_COLUMNS, Columns, account, opt_tx_hash};
+use super::{ACCOUNT_COLUMNS, Columns, Table, account, opt_tx_hash};
 use crate::{InFlight, StoreResult, SubmissionReads};
 use tokenops_domain::account::Account;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::operation::{FailureCode, Operation, OperationState, TxType};
+
+pub const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
+
+pub const OPERATIONS: Table = Table { name: "operations", columns: OPERATION_COLUMNS, key: "id" };
+
+impl super::Decode for Operation {
+    fn decode(row: &impl Columns) -> StoreResult<Self> {
+        operation(row)
+    }
+}
 
 pub fn operation(row: &impl Columns) -> StoreResult<Operation> {
     Ok(Operation {
