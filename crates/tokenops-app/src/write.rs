@@ -9,7 +9,7 @@
 
 use crate::clock::Clock;
 use crate::context::RequestContext;
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Code, Error, OrConflict};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -197,11 +197,11 @@ impl Writes {
                     // completes), not from the crashed one. Deleting only the stale token's claim
                     // fences a concurrent take-over: the loser's insert then conflicts.
                     tx.idempotency().release(&scope, stale).await?;
-                    match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
-                        Ok(()) => mine(scope),
-                        Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
-                        Err(e) => return Err(e.into()),
-                    }
+                    tx.idempotency()
+                        .insert_claim(&scope, &request.request_hash, token, lease_until, now)
+                        .await
+                        .or_conflict(|| in_flight(1))?;
+                    mine(scope)
                 }
             },
         };
@@ -236,15 +236,10 @@ impl Writes {
             if let Some(claim) = &claim {
                 // The claim rolled back with the effect: claim the key again for the refusal.
                 let now = self.clock.now();
-                match tx
-                    .idempotency()
+                tx.idempotency()
                     .insert_claim(&claim.scope, &claim.request_hash, claim.token, claim.lease_until, now)
                     .await
-                {
-                    Ok(()) => {}
-                    Err(StoreError::Conflict(_)) => return Err(in_flight(1)),
-                    Err(e) => return Err(e.into()),
-                }
+                    .or_conflict(|| in_flight(1))?;
                 if !tx.idempotency().complete(&claim.scope, claim.token, response, now).await? {
                     return Err(in_flight(1));
                 }
