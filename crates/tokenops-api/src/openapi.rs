@@ -2,11 +2,13 @@
 //! common headers and the security schemes added to every API operation here, once.
 
 use axum::http::Method;
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::security::{
     ClientCredentials, Flow, HttpAuthScheme, HttpBuilder, OAuth2, Scopes, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{Object, Required, Type};
+use utoipa::openapi::{Object, RefOr, Required, Response, Type};
 use utoipa::{Modify, OpenApi};
 
 use crate::access::Guard;
@@ -68,6 +70,94 @@ pub struct ErrorBody {
 #[allow(dead_code)]
 pub struct KeyReusedWithAnotherPayload(ErrorBody);
 
+/// The 409 row of a write whose only conflict is its Idempotency-Key still being processed.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 409, description = "The key is in flight")]
+#[allow(dead_code)]
+pub struct KeyInFlight(ErrorBody);
+
+/// The 400 row of a read or write under an organisation whose path ids are its only bad request.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 400, description = "A path id is not a UUID")]
+#[allow(dead_code)]
+pub struct PathIdNotUuid(ErrorBody);
+
+/// The 400 row of a read of one resource with a page of its users.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 400, description = "A path id is not a UUID, or invalid paging")]
+#[allow(dead_code)]
+pub struct PathIdOrPagingInvalid(ErrorBody);
+
+/// The 400 row of an organisation's sorted list under `/api/tenants/{tenantId}`.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property")]
+#[allow(dead_code)]
+pub struct TenantListInvalid(ErrorBody);
+
+/// The 400 row of a list filtered by status alone.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 400, description = "Invalid paging or unknown status")]
+#[allow(dead_code)]
+pub struct PagingOrStatusInvalid(ErrorBody);
+
+/// The 400 row of a registration whose Idempotency-Key is required.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 400, description = "Missing or invalid field, or bad Idempotency-Key")]
+#[allow(dead_code)]
+pub struct FieldOrKeyInvalid(ErrorBody);
+
+/// A UUID path parameter, by its name in the route, for the 400 rows that name it
+/// ([`NotAUuid`], [`NotAUuidOrNoKey`]).
+pub trait PathIdName {
+    const NAME: &'static str;
+}
+
+/// The path ids named in shared 400 rows.
+pub mod ids {
+    macro_rules! path_ids {
+        ($($marker:ident = $name:literal),* $(,)?) => {$(
+            #[doc = concat!("`{", $name, "}`")]
+            pub struct $marker;
+
+            impl super::PathIdName for $marker {
+                const NAME: &'static str = $name;
+            }
+        )*};
+    }
+
+    path_ids!(
+        AutomationId = "automationId",
+        EventId = "eventId",
+        LockId = "lockId",
+        PolicyId = "policyId",
+        RequestId = "requestId",
+        ScriptId = "scriptId",
+        TaskId = "taskId",
+        TransactionId = "transactionId",
+        WebhookId = "webhookId",
+    );
+}
+
+/// The 400 row of an operation whose only bad request is its path id `P` not being a UUID.
+pub struct NotAUuid<P>(PhantomData<P>);
+
+impl<P: PathIdName> utoipa::IntoResponses for NotAUuid<P> {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        BTreeMap::from([("400".to_owned(), error_response(&format!("{} is not a UUID", P::NAME)))])
+    }
+}
+
+/// The 400 row of a write without a body under the path id `P`, whose Idempotency-Key is
+/// required.
+pub struct NotAUuidOrNoKey<P>(PhantomData<P>);
+
+impl<P: PathIdName> utoipa::IntoResponses for NotAUuidOrNoKey<P> {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        let description = format!("{} is not a UUID, Idempotency-Key missing", P::NAME);
+        BTreeMap::from([("400".to_owned(), error_response(&description))])
+    }
+}
+
 /// The paging query of an offset-paged list whose sizes run from 1 to 100.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -126,7 +216,7 @@ fn error_code_schema() -> utoipa::openapi::schema::Object {
 /// `modifiers` entry would run too early).
 struct CommonHeaders;
 
-fn error_response(description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::Response> {
+fn error_response(description: &str) -> RefOr<Response> {
     utoipa::openapi::ResponseBuilder::new()
         .description(description)
         .content(

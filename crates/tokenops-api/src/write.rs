@@ -232,6 +232,21 @@ impl<K, P: ScopedPath> WriteCall<K, P> {
         run(&self.state, self.request(action, document), work).await
     }
 
+    /// Runs `work` as this request's write about `resource_id`: a resource the body names, or
+    /// the one the path names once parsed (see [`run`]).
+    pub async fn run_about<F>(
+        &self,
+        action: &'static AuditAction,
+        document: &Value,
+        resource_id: impl Into<String>,
+        work: F,
+    ) -> ApiResult<Response>
+    where
+        F: AsyncFnOnce(&App, &mut Write) -> AppResult<Reply>,
+    {
+        run(&self.state, self.request(action, document).about(resource_id), work).await
+    }
+
     /// Runs `work` as this request's write, sent without a body, that has nothing to show (a
     /// deletion, a removal): 204.
     pub async fn run_no_content<F>(&self, action: &'static AuditAction, work: F) -> ApiResult<Response>

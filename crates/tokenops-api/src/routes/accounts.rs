@@ -1,7 +1,7 @@
 //! `/api/accounts`: register an account (provisioned asynchronously), change its status, read
 //! and list accounts (style A, oldest first), and read its balances from the ledger.
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -16,8 +16,8 @@ use super::contracts::asset_field;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
-use crate::write::{self, Reply, RequiredKeyWrite};
+use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
+use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -78,7 +78,7 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
     request_body = AccountIn,
     responses(
         (status = 201, description = "Registered PENDING; it becomes ACTIVE with walletAddress (account.provisioned) or FAILED with failureReason (account.provisioning_failed)", body = AccountOut, headers(("Location" = String))),
-        (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        crate::openapi::FieldOrKeyInvalid,
         (status = 404, description = "No such customer, or the asset has no ACTIVE contract", body = crate::openapi::ErrorBody),
         (status = 409, description = "accountRef exists and is not FAILED (body adds accountRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         (status = 422, description = "The customer is INACTIVE, or the key was reused with a different payload", body = crate::openapi::ErrorBody),
@@ -86,14 +86,10 @@ fn path_ref(text: &str) -> Result<AccountRef, Error> {
 )]
 async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> ApiResult<Response> {
     let new = parse_new_account(body.value)?;
-    write::run(
-        &call.state,
-        call.request(&REGISTER, &body.document).about(new.account_ref.to_string()),
-        async |app, w| {
-            let a = app.accounts.register(w, new).await?;
-            Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref))
-        },
-    )
+    call.run_about(&REGISTER, &body.document, new.account_ref.to_string(), async |app, w| {
+        let a = app.accounts.register(w, new).await?;
+        Reply::created(&AccountOut::from(&a), format!("/api/accounts/{}", a.account_ref))
+    })
     .await
 }
 
@@ -121,8 +117,7 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     let status = body.value.status.as_deref().ok_or_else(settable)?;
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&call.path.0)?;
-    let request = call.request(&CHANGE_STATUS, &body.document).about(account_ref.to_string());
-    write::run(&call.state, request, async |app, w| {
+    call.run_about(&CHANGE_STATUS, &body.document, account_ref.to_string(), async |app, w| {
         Reply::ok(&AccountOut::from(&app.accounts.change_status(w, &account_ref, status).await?))
     })
     .await
@@ -138,9 +133,10 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
     )
 )]
 async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
-    let account_ref = call.path.0;
-    let account = call.state.app.accounts.get(call.scope.tenant, &account_ref).await?;
-    Ok(axum::Json(AccountOut::from(&account)).into_response())
+    call.show(async |app, tenant, PathParam(account_ref)| {
+        Ok(AccountOut::from(&app.accounts.get(tenant, &account_ref).await?))
+    })
+    .await
 }
 
 /// List accounts, oldest first (paging style A).
@@ -154,7 +150,7 @@ async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
     ),
     responses(
         (status = 200, description = "Style A page of accounts, oldest first. A customerRef that cannot be a reference matches nothing: an empty page, not a 400 (the spec is silent; this service decided)", body = AccountPage),
-        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        crate::openapi::PagingOrStatusInvalid,
     )
 )]
 async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -183,7 +179,8 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     )
 )]
 async fn get_balances(call: TenantCall<PathText>) -> ApiResult<Response> {
-    let account_ref = call.path.0;
-    let balance = call.state.app.accounts.balance(call.scope.tenant, &account_ref, call.state.app.clock.now()).await?;
-    Ok(axum::Json(balance).into_response())
+    call.show(async |app, tenant, PathParam(account_ref)| {
+        app.accounts.balance(tenant, &account_ref, app.clock.now()).await
+    })
+    .await
 }

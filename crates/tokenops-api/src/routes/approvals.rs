@@ -2,7 +2,7 @@
 //! PENDING by default; read; approve, reject, reassign) and requests (list, style B, unresolved
 //! first then resolvedAt descending; read with tasks; raise by hand; cancel while PENDING).
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -17,7 +17,8 @@ use uuid::Uuid;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const ACTION_MAX: usize = 100;
@@ -86,14 +87,19 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
     params(("taskId" = Uuid, Path)),
     responses(
         (status = 200, description = "The task", body = ApprovalTaskOut),
-        (status = 400, description = "taskId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::TaskId>,
+        NoSuchTask,
     )
 )]
 async fn get_task(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    Ok(axum::Json(call.state.app.approvals.get_task(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, PathParam(id)| app.approvals.get_task(tenant, id).await).await
 }
+
+/// The 404 row of an operation on one task.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such task in the organisation")]
+#[allow(dead_code)]
+struct NoSuchTask(crate::openapi::ErrorBody);
 
 /// A decision's body: an object, which may be empty.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -145,7 +151,7 @@ macro_rules! decision_route {
                 (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
                 (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
                 (status = 403, description = $forbidden, body = crate::openapi::ErrorBody),
-                (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+                NoSuchTask,
                 (status = 409, description = $conflict, body = crate::openapi::ErrorBody),
             )
         )]
@@ -193,7 +199,7 @@ pub struct ReassignIn {
         (status = 200, description = "The task with its new approvers", body = ApprovalTaskOut),
         (status = 400, description = "approver missing or malformed, names no ACTIVE group or user of the organisation, or names no ACTIVE user but the initiator", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing approval:decide; or the caller is the request's initiator (the spec does not say who may reassign: this service lets any holder of approval:decide but the initiator)", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such task in the organisation", body = crate::openapi::ErrorBody),
+        NoSuchTask,
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
     )
 )]
@@ -254,13 +260,12 @@ async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     params(("requestId" = Uuid, Path)),
     responses(
         (status = 200, description = "The request with its tasks", body = ApprovalRequestOut),
-        (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::RequestId>,
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_request(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    Ok(axum::Json(call.state.app.approvals.get_request(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, PathParam(id)| app.approvals.get_request(tenant, id).await).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -410,7 +415,7 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
     ),
     responses(
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
-        (status = 400, description = "requestId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::RequestId>,
         (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )

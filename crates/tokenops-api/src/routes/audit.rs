@@ -14,7 +14,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, AUDIT_SIZE, PageB, Style};
-use crate::extract::{PathId, QueryParams, TenantCall};
+use crate::extract::{PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 
 pub const QUERY_MAX_LEN: usize = 128;
 
@@ -289,14 +290,12 @@ async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult
     params(("eventId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The audit record", body = AuditEventOut),
-        (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::EventId>,
         (status = 404, description = "Not in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_audit_event(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    let record = call.state.app.audit.get(call.scope.tenant, id).await?;
-    Ok(axum::Json(AuditEventOut::from(&record)).into_response())
+    call.show(async |app, tenant, PathParam(id)| Ok(AuditEventOut::from(&app.audit.get(tenant, id).await?))).await
 }
 
 /// The signed head of the organisation's audit chain.

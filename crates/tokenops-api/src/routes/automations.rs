@@ -2,7 +2,7 @@
 //! 100, default sort createdAt,desc), one automation, creation, status changes, runs on demand
 //! and the history of runs. Writes need an Idempotency-Key.
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -20,7 +20,8 @@ use super::scripts::{OverrideIn, overrides};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -81,6 +82,12 @@ pub struct ExecutionIn {
     #[serde(default)]
     pub overrides: Vec<OverrideIn>,
 }
+
+/// The 404 row of an operation on one automation that is not deleted.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such automation, or deleted")]
+#[allow(dead_code)]
+struct NoSuchAutomationOrDeleted(crate::openapi::ErrorBody);
 
 fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
     let kind = match value.trigger_type.as_deref() {
@@ -190,13 +197,12 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
     params(("automationId" = Uuid, Path)),
     responses(
         (status = 200, description = "The automation", body = AutomationOut),
-        (status = 400, description = "automationId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::AutomationId>,
+        NoSuchAutomationOrDeleted,
     )
 )]
 async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    Ok(axum::Json(call.state.app.automations.get(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, PathParam(id)| app.automations.get(tenant, id).await).await
 }
 
 /// Change an automation's status.
@@ -231,7 +237,7 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
     responses(
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
         (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
+        NoSuchAutomationOrDeleted,
         (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, or the key in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "An override does not fit the script's declared parameters (each reason in details), or the key reused with a different payload", body = crate::openapi::ErrorBody),
         (status = 500, description = "The run could not be requested: nothing was recorded and the key was released; retry with the same key", body = crate::openapi::ErrorBody),
@@ -263,7 +269,7 @@ async fn execute_automation(
     responses(
         (status = 200, description = "Style A page of runs: trigger, parameters, timings, log lines, submitted operation ids, error", body = ExecutionPage),
         (status = 400, description = "automationId not a UUID, invalid page or sort", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such automation, or deleted", body = crate::openapi::ErrorBody),
+        NoSuchAutomationOrDeleted,
     )
 )]
 async fn automation_history(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {

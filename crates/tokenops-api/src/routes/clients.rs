@@ -2,7 +2,7 @@
 //! one-time secret reveal URL), list (style C, oldest first), disable. The reveal itself is a
 //! bootstrap operation in `auth` (`GET /api/auth/client-secrets/{oneTimeToken}`).
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::identity::clients::{self, ClientOut, CreatedClient};
@@ -14,7 +14,7 @@ use super::fields::text;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
 use crate::write::{OptionalKeyWrite, Reply};
 
 const NAME_MAX: usize = 100;
@@ -94,13 +94,12 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
     params(("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The client", body = ClientOut),
-        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::PathIdNotUuid,
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
-    let id = call.path.then.0;
-    Ok(axum::Json(call.state.app.clients.get(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, OwnTenant { then: PathParam(id), .. }| app.clients.get(tenant, id).await).await
 }
 
 /// Disable a machine client: its tokens are refused from the next request.
@@ -112,7 +111,7 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
     ),
     responses(
         (status = 204, description = "Disabled"),
-        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::PathIdNotUuid,
         (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
     )
 )]

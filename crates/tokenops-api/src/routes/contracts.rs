@@ -2,7 +2,7 @@
 //! asynchronously), change it, read and list contracts (style A, oldest first).
 
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use std::fmt::Display;
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::ScopedPath;
-use crate::extract::{JsonBody, PathText, QueryParams, TenantCall, TenantScope};
-use crate::write::{self, Reply, RequiredKeyWrite};
+use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall, TenantScope};
+use crate::write::{Reply, RequiredKeyWrite};
 
 const NAME_MAX: usize = 100;
 
@@ -84,7 +84,7 @@ async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    write::run(&call.state, call.request(&REGISTER, &body.document).about(asset.to_string()), async |app, w| {
+    call.run_about(&REGISTER, &body.document, asset.to_string(), async |app, w| {
         let c = app.contracts.register(w, NewContract { asset, name, adopt }).await?;
         Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))
     })
@@ -151,9 +151,10 @@ async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<Contr
     )
 )]
 async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
-    let asset = call.path.0;
-    let contract = call.state.app.contracts.get(call.scope.tenant, &asset.to_ascii_uppercase()).await?;
-    Ok(axum::Json(ContractOut::from(&contract)).into_response())
+    call.show(async |app, tenant, PathParam(asset)| {
+        Ok(ContractOut::from(&app.contracts.get(tenant, &asset.to_ascii_uppercase()).await?))
+    })
+    .await
 }
 
 /// List contracts, oldest first (paging style A).
@@ -166,7 +167,7 @@ async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
     ),
     responses(
         (status = 200, description = "Style A page of contracts, oldest first", body = ContractPage),
-        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        crate::openapi::PagingOrStatusInvalid,
     )
 )]
 async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {

@@ -1,6 +1,6 @@
 //! `/api/customers`: register, change status, read and list customers (style A, oldest first).
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -12,8 +12,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
-use crate::write::{self, Reply, RequiredKeyWrite};
+use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
+use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -82,21 +82,17 @@ fn path_ref(text: &str) -> Result<CustomerRef, Error> {
     request_body = CustomerIn,
     responses(
         (status = 201, description = "Registered", body = CustomerOut, headers(("Location" = String))),
-        (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        crate::openapi::FieldOrKeyInvalid,
         (status = 409, description = "customerRef exists (body adds customerRef and existingStatus), or key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn register_customer(call: RequiredKeyWrite, body: JsonBody<CustomerIn>) -> ApiResult<Response> {
     let new = parse_new_customer(body.value)?;
-    write::run(
-        &call.state,
-        call.request(&REGISTER, &body.document).about(new.customer_ref.to_string()),
-        async |app, w| {
-            let c = app.customers.register(w, new).await?;
-            Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref))
-        },
-    )
+    call.run_about(&REGISTER, &body.document, new.customer_ref.to_string(), async |app, w| {
+        let c = app.customers.register(w, new).await?;
+        Reply::created(&CustomerOut::from(&c), format!("/api/customers/{}", c.customer_ref))
+    })
     .await
 }
 
@@ -123,8 +119,7 @@ async fn change_customer_status(
     let status = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
     let status = parse_status("status", &status)?;
     let customer_ref = path_ref(&call.path.0)?;
-    let request = call.request(&CHANGE_STATUS, &body.document).about(customer_ref.to_string());
-    write::run(&call.state, request, async |app, w| {
+    call.run_about(&CHANGE_STATUS, &body.document, customer_ref.to_string(), async |app, w| {
         Reply::ok(&CustomerOut::from(&app.customers.change_status(w, &customer_ref, status).await?))
     })
     .await
@@ -140,10 +135,11 @@ async fn change_customer_status(
     )
 )]
 async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {
-    let customer_ref = call.path.0;
-    let customer_ref = path_ref(&customer_ref)?;
-    let customer = call.state.app.customers.get(call.scope.tenant, &customer_ref).await?;
-    Ok(axum::Json(CustomerOut::from(&customer)).into_response())
+    call.show(async |app, tenant, PathParam(customer_ref)| {
+        let customer_ref = path_ref(&customer_ref)?;
+        Ok(CustomerOut::from(&app.customers.get(tenant, &customer_ref).await?))
+    })
+    .await
 }
 
 /// List customers, oldest first (paging style A).
@@ -155,7 +151,7 @@ async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {
     ),
     responses(
         (status = 200, description = "Style A page of customers, oldest first", body = CustomerPage),
-        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        crate::openapi::PagingOrStatusInvalid,
     )
 )]
 async fn list_customers(call: TenantCall, params: QueryParams) -> ApiResult<Response> {

@@ -3,7 +3,7 @@
 //! reactivate, members added and removed (a deactivated group takes no members: 409).
 
 use axum::http::request::Parts;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use std::fmt::Display;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::path::{self, ScopedPath, uuid_param};
-use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall, TenantScope};
+use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall, TenantScope};
 use crate::write::{OptionalKeyWrite, Reply};
 
 const SORTABLE: &[(&str, &str)] = &[
@@ -74,7 +74,7 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
     ),
     responses(
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
-        (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
+        crate::openapi::TenantListInvalid,
     )
 )]
 async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -95,15 +95,17 @@ async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRes
     ),
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
-        (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
+        crate::openapi::PathIdOrPagingInvalid,
         (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_group(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
-    let id = call.path.then.0;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let (group, members) = call.state.app.groups.get(call.scope.tenant, id, page).await?;
-    Ok(axum::Json(GroupDetail { group: GroupOut::from(&group), members: PageC::new(members, page) }).into_response())
+    call.show(async |app, tenant, OwnTenant { then: PathParam(id), .. }| {
+        let (group, members) = app.groups.get(tenant, id, page).await?;
+        Ok(GroupDetail { group: GroupOut::from(&group), members: PageC::new(members, page) })
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -262,7 +264,7 @@ impl ScopedPath for GroupMember {
     ),
     responses(
         (status = 204, description = "Removed"),
-        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::PathIdNotUuid,
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
     )
 )]

@@ -23,7 +23,8 @@ use super::fields::{optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
@@ -45,6 +46,12 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
 pub type PolicyPage = PageB<PolicyOut>;
 /// A page of policy versions (style B).
 pub type VersionPage = PageB<VersionOut>;
+
+/// The 404 row of an operation on one policy.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such policy in the organisation")]
+#[allow(dead_code)]
+struct NoSuchPolicy(crate::openapi::ErrorBody);
 
 /// A policy content document: required, a JSON value (its rules are validated by the service).
 fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error> {
@@ -81,13 +88,12 @@ async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Respo
     params(("policyId" = Uuid, Path)),
     responses(
         (status = 200, description = "The policy; content is its current version's", body = PolicyOut),
-        (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::PolicyId>,
+        NoSuchPolicy,
     )
 )]
 async fn get_policy(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    Ok(axum::Json(call.state.app.policies.get(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, PathParam(id)| app.policies.get(tenant, id).await).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -113,7 +119,7 @@ pub struct PolicyPatch {
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long name or description, an unknown field, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
+        NoSuchPolicy,
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -186,8 +192,8 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
     params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
-        (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::PolicyId>,
+        NoSuchPolicy,
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
 )]
@@ -202,8 +208,8 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
     params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
-        (status = 400, description = "policyId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::PolicyId>,
+        NoSuchPolicy,
     )
 )]
 async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
@@ -221,7 +227,7 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
         (status = 400, description = "policyId is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
+        NoSuchPolicy,
     )
 )]
 async fn list_versions(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {
@@ -250,7 +256,7 @@ pub struct VersionIn {
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such policy in the organisation", body = crate::openapi::ErrorBody),
+        NoSuchPolicy,
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
     )
 )]

@@ -18,7 +18,7 @@ use super::fields::{optional_text, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, OwnTenant, PathId, QueryParams, TenantCall};
+use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
 use crate::write::{OptionalKeyWrite, Reply};
 
 /// Sortable properties (API name → store column).
@@ -106,7 +106,7 @@ async fn list_permissions() -> ApiResult<Response> {
     ),
     responses(
         (status = 200, description = "Style C page of roles, platform and custom. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = RolePage),
-        (status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property", body = crate::openapi::ErrorBody),
+        crate::openapi::TenantListInvalid,
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
@@ -128,15 +128,17 @@ async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
     ),
     responses(
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
-        (status = 400, description = "A path id is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
+        crate::openapi::PathIdOrPagingInvalid,
         (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_role(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
-    let id = call.path.then.0;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let (role, holders) = call.state.app.roles.get(call.scope.tenant, id, page).await?;
-    Ok(axum::Json(RoleDetail { role: role.out(), holders: PageC::new(holders, page) }).into_response())
+    call.show(async |app, tenant, OwnTenant { then: PathParam(id), .. }| {
+        let (role, holders) = app.roles.get(tenant, id, page).await?;
+        Ok(RoleDetail { role: role.out(), holders: PageC::new(holders, page) })
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

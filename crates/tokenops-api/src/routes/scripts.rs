@@ -22,6 +22,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
+use crate::openapi::ids;
 use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -69,6 +70,12 @@ pub struct ScriptPatch {
     /// DRAFT (unpublish), PUBLISHED or DEPRECATED.
     pub status: Option<String>,
 }
+
+/// The 404 row of an operation on one script that is not deleted.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such script, or deleted")]
+#[allow(dead_code)]
+struct NoSuchScriptOrDeleted(crate::openapi::ErrorBody);
 
 /// A field that may be sent as null: `Some(None)`; absent: `None`.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -183,13 +190,12 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
     params(("scriptId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The script (its code through download)", body = ScriptOut),
-        (status = 400, description = "scriptId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::ScriptId>,
+        NoSuchScriptOrDeleted,
     )
 )]
 async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    Ok(axum::Json(call.state.app.scripts.get(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, PathParam(id)| app.scripts.get(tenant, id).await).await
 }
 
 /// Change a script's name, description, code or status.
@@ -207,7 +213,7 @@ async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The script after the change", body = ScriptOut),
         (status = 400, description = "No field given, an invalid name or description, a duplicate name, an unsupported status, code that does not compile, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
+        NoSuchScriptOrDeleted,
         (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -241,8 +247,8 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
     params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 204, description = "Deleted: its name is free again"),
-        (status = 400, description = "scriptId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such script, or deleted", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuidOrNoKey<ids::ScriptId>,
+        NoSuchScriptOrDeleted,
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
     )
 )]
@@ -257,7 +263,7 @@ async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     params(("scriptId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The Rhai source as a file, `{name}.rhai`", content_type = "text/plain", body = String),
-        (status = 400, description = "scriptId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::ScriptId>,
         (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
         (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
     )

@@ -17,7 +17,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
-use crate::write::{self, OptionalKeyWrite, Reply};
+use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
@@ -147,7 +147,7 @@ async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> 
         action: action(value.action)?,
         default_content: default_content(value.default_content, true)?.unwrap_or_default(),
     };
-    write::run(&call.state, call.request(&templates::CREATE, &body.document).about(new.key.clone()), async |app, w| {
+    call.run_about(&templates::CREATE, &body.document, new.key.clone(), async |app, w| {
         let t = app.templates.create(w, new).await?;
         Reply::created(&t, format!("/api/templates/{}", t.key))
     })

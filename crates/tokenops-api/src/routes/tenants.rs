@@ -98,7 +98,7 @@ async fn read_tenant(State(state): State<Arc<ApiState>>, PathParam(id): PathId) 
     request_body = TenantIn,
     responses(
         (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut),
-        (status = 400, description = "Missing or invalid field, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
+        crate::openapi::FieldOrKeyInvalid,
         (status = 409, description = "The owner's email is registered already, or the key is in flight", body = crate::openapi::ErrorBody),
     )
 )]

@@ -20,7 +20,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathId, PathText, QueryParams, TenantCall};
+use crate::extract::{JsonBody, PathId, PathParam, PathText, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{self, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "transactions.list";
@@ -153,14 +154,12 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
     params(("transactionId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The operation in its current state", body = OperationOut),
-        (status = 400, description = "transactionId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::TransactionId>,
         (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_transaction(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    let operation = call.state.app.operations.get(call.scope.tenant, id).await?;
-    Ok(axum::Json(OperationOut::from(&operation)).into_response())
+    call.show(async |app, tenant, PathParam(id)| Ok(OperationOut::from(&app.operations.get(tenant, id).await?))).await
 }
 
 fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
@@ -271,14 +270,12 @@ async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Respons
     params(("lockId" = uuid::Uuid, Path, description = "The LOCK operation's transactionId")),
     responses(
         (status = 200, description = "The lock", body = LockOut),
-        (status = 400, description = "lockId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::LockId>,
         (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    let lock = call.state.app.operations.lock(call.scope.tenant, id).await?;
-    Ok(axum::Json(LockOut::from(&lock)).into_response())
+    call.show(async |app, tenant, PathParam(id)| Ok(LockOut::from(&app.operations.lock(tenant, id).await?))).await
 }
 
 /// An account's locks, newest first (style A).
@@ -291,7 +288,7 @@ async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
     ),
     responses(
         (status = 200, description = "Style A page of the account's locks, newest first", body = LockPage),
-        (status = 400, description = "Invalid paging or unknown status", body = crate::openapi::ErrorBody),
+        crate::openapi::PagingOrStatusInvalid,
         (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
     )
 )]

@@ -66,8 +66,8 @@ fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
     )
 )]
 async fn get_own_profile(call: TenantCall) -> ApiResult<Response> {
-    let user = call.state.app.users.own_profile(call.scope.tenant, call.scope.context.caller.principal).await?;
-    Ok(axum::Json(user).into_response())
+    let principal = call.scope.context.caller.principal;
+    call.show(async |app, tenant, ()| app.users.own_profile(tenant, principal).await).await
 }
 
 /// A user by id, in any organisation (the spec's lookup is not tenant-scoped).
@@ -196,13 +196,12 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
     params(("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The user", body = UserOut),
-        (status = 400, description = "A path id is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::PathIdNotUuid,
         (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_user(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
-    let id = call.path.then.0;
-    Ok(axum::Json(call.state.app.users.get(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, OwnTenant { then: PathParam(id), .. }| app.users.get(tenant, id).await).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -16,7 +16,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{Reply, RequiredKeyWrite};
 use serde::Deserialize;
 
@@ -129,15 +130,17 @@ async fn list_webhook_events(call: TenantCall, params: QueryParams) -> ApiResult
     params(("eventId" = uuid::Uuid, Path)),
     responses(
         (status = 200, description = "The event with its deliveries", body = WebhookEventOut),
-        (status = 400, description = "eventId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::EventId>,
         (status = 404, description = "No such event", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_webhook_event(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    let event = call.state.app.events.get(call.scope.tenant, id).await?;
-    let deliveries = call.state.app.webhooks.deliveries_of(call.scope.tenant, &[id]).await?;
-    Ok(axum::Json(WebhookEventOut::new(&event, &deliveries)).into_response())
+    call.show(async |app, tenant, PathParam(id)| {
+        let event = app.events.get(tenant, id).await?;
+        let deliveries = app.webhooks.deliveries_of(tenant, &[id]).await?;
+        Ok(WebhookEventOut::new(&event, &deliveries))
+    })
+    .await
 }
 
 /// A strict replay's body: optionally one registration.
@@ -208,7 +211,7 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
     responses(
         (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated", body = FilteredReplay),
         (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyInFlight,
         crate::openapi::KeyReusedWithAnotherPayload,
         (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
     )

@@ -18,7 +18,8 @@ use utoipa_axum::routes;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
-use crate::extract::{JsonBody, PathId, QueryParams, TenantCall, TenantScope};
+use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
+use crate::openapi::ids;
 use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
@@ -72,6 +73,12 @@ pub struct WebhookPatch {
     /// request, `webhook.failing` and `webhook.suspended` (beyond the spec) included.
     pub event_types: Option<Vec<String>>,
 }
+
+/// The 404 row of an operation on one registration.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such registration")]
+#[allow(dead_code)]
+struct NoSuchRegistration(crate::openapi::ErrorBody);
 
 fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
     match value {
@@ -174,13 +181,12 @@ async fn replay_with_secret(
     params(("webhookId" = Uuid, Path)),
     responses(
         (status = 200, description = "The registration", body = WebhookOut),
-        (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::WebhookId>,
         (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
     )
 )]
 async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
-    let id = call.path.0;
-    Ok(axum::Json(call.state.app.webhooks.get(call.scope.tenant, id).await?).into_response())
+    call.show(async |app, tenant, PathParam(id)| app.webhooks.get(tenant, id).await).await
 }
 
 /// Change a registration's status or event types.
@@ -195,8 +201,8 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "The registration as changed", body = WebhookOut),
         (status = 400, description = "No field, status SUSPENDED or unknown, unknown event types, webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
+        NoSuchRegistration,
+        crate::openapi::KeyInFlight,
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
@@ -232,8 +238,8 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
     params(("webhookId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "webhookId is not a UUID", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuid<ids::WebhookId>,
+        NoSuchRegistration,
     )
 )]
 async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
@@ -254,8 +260,8 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
     params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
-        (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such registration", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuidOrNoKey<ids::WebhookId>,
+        NoSuchRegistration,
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -289,9 +295,9 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
-        (status = 400, description = "webhookId is not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        crate::openapi::NotAUuidOrNoKey<ids::WebhookId>,
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyInFlight,
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
