@@ -193,9 +193,7 @@ pub enum LoginOut {
 
 /// Tokens and sign-in sessions work like credentials: never cached.
 fn no_store(body: &impl Serialize) -> Response {
-    let mut response = axum::Json(body).into_response();
-    response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
-    response
+    super::no_store(axum::Json(body).into_response())
 }
 
 /// Sign in with email and password.
@@ -237,16 +235,25 @@ async fn refresh(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiRes
     Ok(no_store(&signin::refresh(&state.app, &form.request_id, &token).await?))
 }
 
+/// What choosing a first password answers, by the challenge's session (new-password) or with
+/// the temporary password (activate): the same tokens, the same refusals.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+enum PasswordChosen {
+    #[response(status = 200, description = "Tokens as login; the user becomes ACTIVE")]
+    SignedIn(SignedIn),
+    #[response(status = 400, description = "Invalid Request parameter. {field}, or the password policy's message")]
+    Invalid(crate::openapi::ErrorBody),
+    #[response(status = 401, description = "Invalid credentials.")]
+    Refused(crate::openapi::ErrorBody),
+}
+
 /// Complete the NEW_PASSWORD_REQUIRED challenge.
 #[utoipa::path(
     post, path = "/api/auth/new-password", tag = "auth", operation_id = "auth.newPassword",
     request_body = NewPasswordIn,
     security(()),
-    responses(
-        (status = 200, description = "Tokens as login; the user becomes ACTIVE", body = SignedIn),
-        (status = 400, description = "Invalid Request parameter. {field}, or the password policy's message", body = crate::openapi::ErrorBody),
-        (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
-    )
+    responses(PasswordChosen)
 )]
 async fn new_password(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
     let email = email(&form.fields)?;
@@ -260,11 +267,7 @@ async fn new_password(State(state): State<Arc<ApiState>>, form: SignInForm) -> A
     post, path = "/api/auth/activate", tag = "auth", operation_id = "auth.activate",
     request_body = ActivateIn,
     security(()),
-    responses(
-        (status = 200, description = "Tokens as login; the user becomes ACTIVE", body = SignedIn),
-        (status = 400, description = "Invalid Request parameter. {field}, or the password policy's message", body = crate::openapi::ErrorBody),
-        (status = 401, description = "Invalid credentials.", body = crate::openapi::ErrorBody),
-    )
+    responses(PasswordChosen)
 )]
 async fn activate(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
     let email = email(&form.fields)?;
@@ -296,12 +299,11 @@ async fn reveal_client_secret(
     let scope = TenantScope::acting_for(tenant, caller, &request_id.0, TimestampStyle::SpacedUtc);
     let token_url = state.app.identity.token_url();
     let request = WriteRequest::unkeyed(&scope, &clients::REVEAL);
-    let mut response = write::run(&state, request, async |app, w| {
+    let response = write::run(&state, request, async |app, w| {
         Reply::ok(&app.clients.reveal(w, &app.sealer, &token_url, &token).await?)
     })
     .await?;
-    response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
-    Ok(response)
+    Ok(super::no_store(response))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
 
 use crate::ApiState;
-use crate::error::{ApiError, ApiResult, HttpCode};
+use crate::error::ApiResult;
 use crate::request_id::RequestId;
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -26,11 +26,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 fn require_embedded(state: &ApiState) -> ApiResult<()> {
-    if state.embedded_provider {
-        Ok(())
-    } else {
-        Err(ApiError::http(HttpCode::RouteNotFound, "This deployment uses an external identity provider"))
-    }
+    super::embedded_provider_only(state, "This deployment uses an external identity provider")
 }
 
 async fn discovery(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
@@ -89,8 +85,7 @@ pub struct TokenResponse {
 
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
     let body = OAuthError { error: error.to_owned(), error_description: description.to_owned() };
-    let mut response = (status, axum::Json(body)).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let mut response = super::no_store((status, axum::Json(body)).into_response());
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"tokenops\""));
     }
@@ -182,7 +177,5 @@ pub(crate) async fn token(
         return Ok(oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "client authentication failed"));
     };
     let issued = TokenResponse { access_token: issued.token, token_type: "Bearer", expires_in: issued.expires_in };
-    let mut response = axum::Json(issued).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(response)
+    Ok(super::no_store(axum::Json(issued).into_response()))
 }

@@ -1,4 +1,5 @@
-//! One router per area of the spec.
+//! One router per area of the spec, and the rules several areas answer by: the routes only the
+//! embedded identity provider serves, and responses that are never cached.
 
 pub mod accounts;
 pub mod approvals;
@@ -22,6 +23,9 @@ pub mod users;
 pub mod webhook_events;
 pub mod webhooks;
 
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+
 use crate::ApiState;
 use crate::error::{ApiError, HttpCode};
 
@@ -29,4 +33,10 @@ use crate::error::{ApiError, HttpCode};
 /// external one (the bank's provider owns accounts, credentials and sign-in).
 pub(crate) fn embedded_provider_only(state: &ApiState, message: &'static str) -> Result<(), ApiError> {
     if state.embedded_provider { Ok(()) } else { Err(ApiError::http(HttpCode::RouteNotFound, message)) }
+}
+
+/// A response that carries credentials (tokens, a secret, a sign-in session): never cached.
+pub(crate) fn no_store(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }

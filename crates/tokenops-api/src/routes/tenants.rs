@@ -11,10 +11,11 @@ use tokenops_domain::TenantId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::embedded_provider_only;
 use super::fields::{email, text};
 use crate::ApiState;
 use crate::error::TimestampStyle;
-use crate::error::{ApiError, ApiResult, HttpCode};
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, PathParam, TenantScope};
 use crate::request_id::RequestId;
 use crate::write::{self, Reply, WriteRoute};
@@ -63,9 +64,9 @@ fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
 }
 
 /// Organisations are the embedded provider's: with the bank's own, these routes do not exist.
-fn no_organisation_routes() -> ApiError {
-    ApiError::http(
-        HttpCode::RouteNotFound,
+fn require_embedded(state: &ApiState) -> Result<(), ApiError> {
+    embedded_provider_only(
+        state,
         "Organisations are provisioned by the platform operator of the embedded identity provider",
     )
 }
@@ -83,9 +84,7 @@ fn no_organisation_routes() -> ApiError {
     )
 )]
 async fn read_tenant(State(state): State<Arc<ApiState>>, PathParam(id): PathId) -> ApiResult<Response> {
-    if !state.embedded_provider {
-        return Err(no_organisation_routes());
-    }
+    require_embedded(&state)?;
     let found = organisations::read(state.app.store.as_ref(), TenantId(id)).await?;
     let organisation = found.ok_or_else(|| Error::not_found(format!("Organisation {id} not found")))?;
     Ok(axum::Json(organisation).into_response())
@@ -112,9 +111,7 @@ async fn create_tenant(
 ) -> ApiResult<Response> {
     // With the bank's own provider a token merely lacking `tenant_id` proves nothing: only the
     // embedded provider's operator clients are known to be the platform operator.
-    if !state.embedded_provider {
-        return Err(no_organisation_routes());
-    }
+    require_embedded(&state)?;
     if caller.tenant.is_some() {
         return Err(Error::forbidden("Only the platform operator creates organisations").into());
     }
