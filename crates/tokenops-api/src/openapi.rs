@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document: assembled from the handlers' annotations by `utoipa`, with the
-//! common headers and the security schemes added to every API operation here, once.
+//! common headers and the security schemes added to every API operation here, once; and the
+//! parameters and response rows whose wording many operations share.
 
 use axum::http::Method;
 use std::collections::BTreeMap;
