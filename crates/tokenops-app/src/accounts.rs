@@ -22,14 +22,12 @@ use crate::chain::{domain_address, ledger_address};
 use crate::contracts::active_contract;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const REGISTER: AuditAction =
-    AuditAction { name: "account.create", category: "ACCOUNTS", resource_type: "account" };
-pub const CHANGE_STATUS: AuditAction =
-    AuditAction { name: "account.update_status", category: "ACCOUNTS", resource_type: "account" };
-pub const PROVISIONED: AuditAction =
-    AuditAction { name: "account.provision", category: "ACCOUNTS", resource_type: "account" };
+const ACCOUNT: AuditResource = AuditResource { category: "ACCOUNTS", resource_type: "account" };
+pub const REGISTER: AuditAction = ACCOUNT.action("account.create");
+pub const CHANGE_STATUS: AuditAction = ACCOUNT.action("account.update_status");
+pub const PROVISIONED: AuditAction = ACCOUNT.action("account.provision");
 
 /// An account as the API returns it, and as `account.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -19,14 +19,12 @@ use tokenops_store::{Job, Store, StoreError, Tx};
 use crate::chain::{domain_address, ledger_address};
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const REGISTER: AuditAction =
-    AuditAction { name: "contract.create", category: "CONTRACTS", resource_type: "contract" };
-pub const UPDATE: AuditAction =
-    AuditAction { name: "contract.update", category: "CONTRACTS", resource_type: "contract" };
-pub const DEPLOYED: AuditAction =
-    AuditAction { name: "contract.deploy", category: "CONTRACTS", resource_type: "contract" };
+const CONTRACT: AuditResource = AuditResource { category: "CONTRACTS", resource_type: "contract" };
+pub const REGISTER: AuditAction = CONTRACT.action("contract.create");
+pub const UPDATE: AuditAction = CONTRACT.action("contract.update");
+pub const DEPLOYED: AuditAction = CONTRACT.action("contract.deploy");
 
 /// A token contract as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -50,6 +50,15 @@ pub async fn assert_empty_style_a(app: &TestApp, path: &str) {
     );
 }
 
+/// Each of `bodies`, written to `path` with `method` and a fresh key, refused with a 400 and the
+/// error envelope.
+pub async fn assert_bodies_refused(app: &TestApp, method: Method, path: &str, bodies: &[Value]) {
+    for body in bodies {
+        let reply = app.write_as(&app.tenant, method.clone(), path, &key(), body).await;
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
+    }
+}
+
 /// A GET of `path` refused with the error envelope and `status`.
 pub async fn assert_get_refused(app: &TestApp, path: &str, status: u16) {
     assert_refused(&app.get(path).await, status, &format!("GET {path}"));
