@@ -500,7 +500,7 @@ impl ProvisionAccount {
             now,
         )
         .await
-        .map_err(|e| JobError::Retry(e.to_string()))?;
+        .map_err(JobError::retry)?;
         let record = crate::audit::worker_record(
             target.tenant,
             &PROVISIONED,

@@ -365,7 +365,7 @@ impl JobHandler for DeployContract {
         let outcome = match self.deploy(&self.store, &contract).await {
             Ok(address) => Ok(address),
             Err(e) if e.is_temporary() && job.attempts < job.max_attempts => {
-                return Err(JobError::Retry(e.to_string()));
+                return Err(JobError::retry(e));
             }
             Err(e) if e.is_temporary() => Err(format!("RETRY_EXHAUSTED: {e}")),
             Err(e) => Err(e.to_string()),

@@ -673,7 +673,7 @@ impl JobHandler for ScheduleAutomations {
             if let Trigger::Scheduled { .. } = &automation.trigger {
                 queue_run(tx.as_mut(), &automation, TriggerType::Scheduled, Some(due), None, now, self.settings)
                     .await
-                    .map_err(|e| JobError::Retry(e.to_string()))?;
+                    .map_err(JobError::retry)?;
             }
             automation.next_run_at = next_run_after(&automation.trigger, now);
             automation.updated_at = now;
