@@ -501,15 +501,16 @@ impl ProvisionAccount {
         )
         .await
         .map_err(JobError::retry)?;
-        let record = crate::audit::worker_record(
+        crate::audit::record_worker(
+            &mut *tx,
             target.tenant,
             &PROVISIONED,
             account.account_ref.to_string(),
             audit_outcome,
             serde_json::json!({ "after": view }),
             now,
-        );
-        tx.audit().record(&record).await?;
+        )
+        .await?;
         Ok(())
     }
 }

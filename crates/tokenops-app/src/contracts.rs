@@ -334,15 +334,16 @@ impl DeployContract {
         };
         contract.updated_at = now;
         tx.contracts().update(&contract).await?;
-        let record = crate::audit::worker_record(
+        crate::audit::record_worker(
+            &mut *tx,
             target.tenant,
             &DEPLOYED,
             contract.asset_id.to_string(),
             audit_outcome,
             serde_json::json!({ "after": ContractOut::from(&contract) }),
             now,
-        );
-        tx.audit().record(&record).await?;
+        )
+        .await?;
         Ok(())
     }
 }

@@ -51,15 +51,16 @@ impl JobHandler for ExpireApprovals {
             publish(&mut *tx, &events, EventType::ApprovalExpired, &request, &tasks, self.settings.job_max_attempts)
                 .await
                 .map_err(JobError::retry)?;
-            let record = crate::audit::worker_record(
+            crate::audit::record_worker(
+                &mut *tx,
                 tenant,
                 &EXPIRE,
                 request.id.to_string(),
                 AuditOutcome::Success,
                 serde_json::json!({ "expiresAt": request.expires_at }),
                 now,
-            );
-            tx.audit().record(&record).await?;
+            )
+            .await?;
             tx.commit().await?;
         }
         ctx.finish(self.store.write().await?).await

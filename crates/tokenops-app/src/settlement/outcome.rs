@@ -119,15 +119,16 @@ impl Pipeline {
         outcome: AuditOutcome,
         now: Timestamp,
     ) -> Result<(), JobError> {
-        let record = crate::audit::worker_record(
+        Ok(crate::audit::record_worker(
+            tx,
             operation.tenant_id,
             &SETTLED,
             operation.id.to_string(),
             outcome,
             serde_json::json!({ "after": OperationOut::from(operation) }),
             now,
-        );
-        Ok(tx.audit().record(&record).await?)
+        )
+        .await?)
     }
 }
 

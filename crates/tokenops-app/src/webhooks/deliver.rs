@@ -268,15 +268,16 @@ async fn tell_of_health(
         "status": webhook.status,
         "consecutiveFailures": webhook.consecutive_failures,
     });
-    let record = crate::audit::worker_record(
+    crate::audit::record_worker(
+        &mut *tx,
         webhook.tenant_id,
         action,
         webhook.id.to_string(),
         AuditOutcome::Success,
         detail,
         now,
-    );
-    tx.audit().record(&record).await?;
+    )
+    .await?;
     Ok(())
 }
 
