@@ -38,6 +38,16 @@ async fn audit_of(app: &TestApp, customer_ref: &str, action: &str) -> Vec<Value>
     reply.body["data"].as_array().expect("style B data").clone()
 }
 
+/// The customerRefs of a style A page, in its order.
+fn listed_refs(reply: &Reply) -> Vec<String> {
+    reply.body["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .map(|c| c["customerRef"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // POST /api/customers
 // ---------------------------------------------------------------------------------------------
@@ -423,12 +433,7 @@ async fn customer_list_is_style_a_oldest_first(backend: Backend) {
     }
     let all = app.get("/api/customers").await;
     all.expect(200);
-    let listed: Vec<&str> = all.body["content"]
-        .as_array()
-        .expect("content")
-        .iter()
-        .map(|c| c["customerRef"].as_str().unwrap_or(""))
-        .collect();
+    let listed = listed_refs(&all);
     assert_eq!(listed, refs, "oldest first");
     assert_eq!(all.body["page"], 0);
     assert_eq!(all.body["size"], 20);
@@ -441,12 +446,7 @@ async fn customer_list_is_style_a_oldest_first(backend: Backend) {
 
     let page = app.get("/api/customers?page=1&size=2").await;
     page.expect(200);
-    let listed: Vec<&str> = page.body["content"]
-        .as_array()
-        .expect("content")
-        .iter()
-        .map(|c| c["customerRef"].as_str().unwrap_or(""))
-        .collect();
+    let listed = listed_refs(&page);
     assert_eq!(listed, ["c-alpha", "c-omega"]);
     assert_eq!(page.body["page"], 1);
     assert_eq!(page.body["size"], 2);
@@ -463,21 +463,13 @@ async fn customer_list_filters_by_status_and_refuses_an_unknown_status(backend: 
     app.patch("/api/customers/c-2", &json!({ "status": "INACTIVE" })).await.expect(200);
     app.patch("/api/customers/c-4", &json!({ "status": "INACTIVE" })).await.expect(200);
 
-    let refs = |reply: &Reply| -> Vec<String> {
-        reply.body["content"]
-            .as_array()
-            .expect("content")
-            .iter()
-            .map(|c| c["customerRef"].as_str().unwrap_or("").to_owned())
-            .collect()
-    };
     let inactive = app.get("/api/customers?status=INACTIVE").await;
     inactive.expect(200);
-    assert_eq!(refs(&inactive), ["c-2", "c-4"]);
+    assert_eq!(listed_refs(&inactive), ["c-2", "c-4"]);
     assert_eq!(inactive.body["totalElements"], 2);
     let active = app.get("/api/customers?status=ACTIVE").await;
     active.expect(200);
-    assert_eq!(refs(&active), ["c-1", "c-3"]);
+    assert_eq!(listed_refs(&active), ["c-1", "c-3"]);
     assert_eq!(active.body["totalElements"], 2);
 
     for status in ["CLOSED", "active", ""] {
