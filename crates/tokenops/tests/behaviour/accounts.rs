@@ -18,7 +18,7 @@ use crate::fixtures::{
 };
 use crate::support::{
     assert_bodies_refused, assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused,
-    drain_past_three_attempts, key, three_attempts, write_correlated,
+    drain_past_three_attempts, key, strings, three_attempts, write_correlated,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -136,12 +136,7 @@ async fn account_events(app: &TestApp, event_type: &str, account_ref: &str) -> V
 
 /// `field` of each item of a style A page.
 fn listed(reply: &Reply, field: &str) -> Vec<String> {
-    reply.body["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("style A content: {}", reply.body))
-        .iter()
-        .map(|item| item[field].as_str().unwrap_or_default().to_owned())
-        .collect()
+    strings(&reply.body["content"], field)
 }
 
 /// The list at `path` refuses, with 400, a status filter that names no status (as spelled) and

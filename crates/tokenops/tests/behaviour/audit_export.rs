@@ -1,6 +1,7 @@
 //! `GET /api/audit/events/export`: the whole filtered audit log as RFC 4180 CSV, in the list's
 //! order, with the list's filters and checks, formula cells neutralised, and its own permission.
 
+use crate::support::strings;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -54,12 +55,7 @@ fn column(rows: &[BTreeMap<String, String>], name: &str) -> Vec<String> {
 
 fn list_ids(reply: &Reply) -> Vec<String> {
     reply.expect(200);
-    reply.body["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    strings(&reply.body["data"], "id")
 }
 
 /// Customers `a-1`, `b-2`, `c-3` one second apart, then `a-1` made INACTIVE.

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::support::{
     assert_bodies_refused, assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key,
-    write_correlated,
+    strings, write_correlated,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -40,12 +40,7 @@ async fn audit_of(app: &TestApp, customer_ref: &str, action: &str) -> Vec<Value>
 
 /// The customerRefs of a style A page, in its order.
 fn listed_refs(reply: &Reply) -> Vec<String> {
-    reply.body["content"]
-        .as_array()
-        .expect("content")
-        .iter()
-        .map(|c| c["customerRef"].as_str().unwrap_or("").to_owned())
-        .collect()
+    strings(&reply.body["content"], "customerRef")
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -59,6 +59,14 @@ pub async fn assert_bodies_refused(app: &TestApp, method: Method, path: &str, bo
     }
 }
 
+/// The `field` of each item of a JSON array (a page's `content`, `data` or `items`), in its
+/// order, as text ("" where the item has none).
+#[track_caller]
+pub fn strings(items: &Value, field: &str) -> Vec<String> {
+    let items = items.as_array().unwrap_or_else(|| panic!("not an array: {items}"));
+    items.iter().map(|i| i[field].as_str().unwrap_or_default().to_owned()).collect()
+}
+
 /// A GET of `path` refused with the error envelope and `status`.
 pub async fn assert_get_refused(app: &TestApp, path: &str, status: u16) {
     assert_refused(&app.get(path).await, status, &format!("GET {path}"));
