@@ -22,14 +22,12 @@ use crate::chain::{domain_address, ledger_address};
 use crate::contracts::active_contract;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const REGISTER: AuditAction =
-    AuditAction { name: "account.create", category: "ACCOUNTS", resource_type: "account" };
-pub const CHANGE_STATUS: AuditAction =
-    AuditAction { name: "account.update_status", category: "ACCOUNTS", resource_type: "account" };
-pub const PROVISIONED: AuditAction =
-    AuditAction { name: "account.provision", category: "ACCOUNTS", resource_type: "account" };
+const ACCOUNT: AuditResource = AuditResource { category: "ACCOUNTS", resource_type: "account" };
+pub const REGISTER: AuditAction = ACCOUNT.action("account.create");
+pub const CHANGE_STATUS: AuditAction = ACCOUNT.action("account.update_status");
+pub const PROVISIONED: AuditAction = ACCOUNT.action("account.provision");
 
 /// An account as the API returns it, and as `account.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -502,16 +500,17 @@ impl ProvisionAccount {
             now,
         )
         .await
-        .map_err(|e| JobError::Retry(e.to_string()))?;
-        let record = crate::audit::worker_record(
+        .map_err(JobError::retry)?;
+        crate::audit::record_worker(
+            &mut *tx,
             target.tenant,
             &PROVISIONED,
             account.account_ref.to_string(),
             audit_outcome,
             serde_json::json!({ "after": view }),
             now,
-        );
-        tx.audit().record(&record).await?;
+        )
+        .await?;
         Ok(())
     }
 }

@@ -8,24 +8,26 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp, new_id};
-use tokenops_store::{SealedCount, Store};
+use tokenops_store::{SealedCount, Store, StoreError, Tx};
 use uuid::Uuid;
 
-/// The audit record of something a job did (source WORKER, no actor), under the same audit
-/// actions as request writes use.
-pub fn worker_record(
+/// Records in `tx` what a job did (source WORKER, no actor), under the same audit actions as
+/// request writes use.
+pub async fn record_worker(
+    tx: &mut dyn Tx,
     tenant: TenantId,
     action: &crate::write::AuditAction,
     resource_id: String,
     outcome: AuditOutcome,
     detail: serde_json::Value,
     now: Timestamp,
-) -> AuditRecord {
-    AuditRecord {
+) -> Result<(), StoreError> {
+    let record = AuditRecord {
         tenant_id: Some(tenant),
         outcome,
         ..platform_record(AuditSource::Worker, action, resource_id, detail, now)
-    }
+    };
+    tx.audit().record(&record).await
 }
 
 /// A platform record (no organisation, no actor, no request) of a change the service made of

@@ -307,7 +307,7 @@ impl JobHandler for SealAuditChain {
     }
 
     async fn run(&self, _job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
-        let report = self.0.seal_all().await.map_err(|e| JobError::Retry(e.to_string()))?;
+        let report = self.0.seal_all().await.map_err(JobError::retry)?;
         if report.blocks > 0 {
             tracing::info!(blocks = report.blocks, records = report.records, "sealed audit records");
         }

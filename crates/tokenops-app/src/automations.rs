@@ -24,17 +24,14 @@ use uuid::Uuid;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds;
 use crate::scripts::{declarations, not_fitting};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction =
-    AuditAction { name: "automation.create", category: "AUTOMATIONS", resource_type: "automation" };
-pub const UPDATE_STATUS: AuditAction =
-    AuditAction { name: "automation.update_status", category: "AUTOMATIONS", resource_type: "automation" };
-pub const EXECUTE: AuditAction =
-    AuditAction { name: "automation.execute", category: "AUTOMATIONS", resource_type: "automation" };
+const AUTOMATION: AuditResource = AuditResource { category: "AUTOMATIONS", resource_type: "automation" };
+pub const CREATE: AuditAction = AUTOMATION.action("automation.create");
+pub const UPDATE_STATUS: AuditAction = AUTOMATION.action("automation.update_status");
+pub const EXECUTE: AuditAction = AUTOMATION.action("automation.execute");
 /// The audit action of a run's end (a WORKER record).
-pub const RUN: AuditAction =
-    AuditAction { name: "automation.run", category: "AUTOMATIONS", resource_type: "automation" };
+pub const RUN: AuditAction = AUTOMATION.action("automation.run");
 
 /// An automation as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -19,14 +19,12 @@ use tokenops_store::{Job, Store, StoreError, Tx};
 use crate::chain::{domain_address, ledger_address};
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const REGISTER: AuditAction =
-    AuditAction { name: "contract.create", category: "CONTRACTS", resource_type: "contract" };
-pub const UPDATE: AuditAction =
-    AuditAction { name: "contract.update", category: "CONTRACTS", resource_type: "contract" };
-pub const DEPLOYED: AuditAction =
-    AuditAction { name: "contract.deploy", category: "CONTRACTS", resource_type: "contract" };
+const CONTRACT: AuditResource = AuditResource { category: "CONTRACTS", resource_type: "contract" };
+pub const REGISTER: AuditAction = CONTRACT.action("contract.create");
+pub const UPDATE: AuditAction = CONTRACT.action("contract.update");
+pub const DEPLOYED: AuditAction = CONTRACT.action("contract.deploy");
 
 /// A token contract as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -336,15 +334,16 @@ impl DeployContract {
         };
         contract.updated_at = now;
         tx.contracts().update(&contract).await?;
-        let record = crate::audit::worker_record(
+        crate::audit::record_worker(
+            &mut *tx,
             target.tenant,
             &DEPLOYED,
             contract.asset_id.to_string(),
             audit_outcome,
             serde_json::json!({ "after": ContractOut::from(&contract) }),
             now,
-        );
-        tx.audit().record(&record).await?;
+        )
+        .await?;
         Ok(())
     }
 }
@@ -367,7 +366,7 @@ impl JobHandler for DeployContract {
         let outcome = match self.deploy(&self.store, &contract).await {
             Ok(address) => Ok(address),
             Err(e) if e.is_temporary() && job.attempts < job.max_attempts => {
-                return Err(JobError::Retry(e.to_string()));
+                return Err(JobError::retry(e));
             }
             Err(e) if e.is_temporary() => Err(format!("RETRY_EXHAUSTED: {e}")),
             Err(e) => Err(e.to_string()),

@@ -3,7 +3,7 @@
 //! The model slice: handler → this service → store, each thin.
 
 use crate::error::{AppResult, Code, Error};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus, StatusChange};
@@ -12,10 +12,9 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{CustomerFilter, Store, StoreError};
 
-pub const REGISTER: AuditAction =
-    AuditAction { name: "customer.create", category: "CUSTOMERS", resource_type: "customer" };
-pub const CHANGE_STATUS: AuditAction =
-    AuditAction { name: "customer.update_status", category: "CUSTOMERS", resource_type: "customer" };
+const CUSTOMER: AuditResource = AuditResource { category: "CUSTOMERS", resource_type: "customer" };
+pub const REGISTER: AuditAction = CUSTOMER.action("customer.create");
+pub const CHANGE_STATUS: AuditAction = CUSTOMER.action("customer.update_status");
 
 /// A customer as the API returns it, and as `customer.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -26,7 +26,7 @@ use tokenops_ledger::SignedTransaction;
 use tokenops_store::Job;
 
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
-use crate::settlement::{Pipeline, decode_signed, internal, parse_address};
+use crate::settlement::{Pipeline, decode_signed, parse_address};
 
 /// The most nonces one sweep sends or fills per wallet; the next sweep carries on.
 const STEPS_PER_WALLET: usize = 256;
@@ -59,12 +59,12 @@ impl HealNonceGaps {
         let Some(&highest) = wallet.recorded.keys().next_back() else { return Ok(()) };
         let mut token = None;
         for _ in 0..STEPS_PER_WALLET {
-            let next = p.ledger.next_nonce(sender).await.map_err(internal)?;
+            let next = p.ledger.next_nonce(sender).await.map_err(JobError::retry)?;
             if next > highest {
                 return Ok(());
             }
             if let Some(transaction) = wallet.recorded.get(&next) {
-                p.ledger.send(transaction).await.map_err(internal)?;
+                p.ledger.send(transaction).await.map_err(JobError::retry)?;
                 tracing::warn!(%sender, nonce = next, hash = %transaction.hash, "sent again a recorded transaction the ledger did not hold");
                 metrics::counter!("tokenops_nonce_gaps_healed_total", "how" => "resent").increment(1);
             } else {
@@ -76,7 +76,7 @@ impl HealNonceGaps {
                     .ledger
                     .fill_nonce_gap(token, sender, next, p.custody.as_ref(), self.grace)
                     .await
-                    .map_err(internal)?;
+                    .map_err(JobError::retry)?;
                 let Some(hash) = filled else {
                     // Handed out within the grace: its signature may still be recorded.
                     return Ok(());
@@ -84,7 +84,7 @@ impl HealNonceGaps {
                 tracing::warn!(%sender, nonce = next, %hash, "filled a nonce gap that held the wallet's transactions back");
                 metrics::counter!("tokenops_nonce_gaps_healed_total", "how" => "filled").increment(1);
             }
-            if p.ledger.next_nonce(sender).await.map_err(internal)? <= next {
+            if p.ledger.next_nonce(sender).await.map_err(JobError::retry)? <= next {
                 return Ok(());
             }
         }

@@ -22,12 +22,13 @@ use tokenops_store::{Store, Tx};
 use uuid::Uuid;
 
 use crate::error::{AppResult, Code, Error, FieldError, OrConflict};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction = AuditAction { name: "script.create", category: "SCRIPTS", resource_type: "script" };
-pub const UPDATE: AuditAction = AuditAction { name: "script.update", category: "SCRIPTS", resource_type: "script" };
-pub const DELETE: AuditAction = AuditAction { name: "script.delete", category: "SCRIPTS", resource_type: "script" };
-pub const CLONE: AuditAction = AuditAction { name: "script.clone", category: "SCRIPTS", resource_type: "script" };
+const SCRIPT: AuditResource = AuditResource { category: "SCRIPTS", resource_type: "script" };
+pub const CREATE: AuditAction = SCRIPT.action("script.create");
+pub const UPDATE: AuditAction = SCRIPT.action("script.update");
+pub const DELETE: AuditAction = SCRIPT.action("script.delete");
+pub const CLONE: AuditAction = SCRIPT.action("script.clone");
 
 pub const NAME_MAX: usize = 100;
 pub const DESCRIPTION_MAX: usize = 1_000;

@@ -31,6 +31,21 @@ pub struct AuditAction {
     pub resource_type: &'static str,
 }
 
+/// A resource type of one area: the category and resource type its audit actions share, declared
+/// once per resource (`CUSTOMER.action("customer.create")`).
+#[derive(Debug, Clone, Copy)]
+pub struct AuditResource {
+    pub category: &'static str,
+    pub resource_type: &'static str,
+}
+
+impl AuditResource {
+    /// The action `name` on this resource.
+    pub const fn action(self, name: &'static str) -> AuditAction {
+        AuditAction { name, category: self.category, resource_type: self.resource_type }
+    }
+}
+
 /// The Idempotency-Key of a request and the fingerprint of its payload.
 #[derive(Debug, Clone)]
 pub struct IdempotencyRequest {

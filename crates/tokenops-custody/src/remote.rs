@@ -102,6 +102,18 @@ fn unreachable(error: reqwest::Error) -> CustodyError {
     CustodyError::unavailable(format!("remote signer unreachable: {error}"))
 }
 
+/// Sends `request` and answers the body of a success; another status is `status_error`'s about
+/// `wallet`.
+async fn answer(request: reqwest::RequestBuilder, wallet: Option<Address>) -> Result<String, CustodyError> {
+    let response = request.send().await.map_err(unreachable)?;
+    let status = response.status();
+    let body = response.text().await.map_err(unreachable)?;
+    if !status.is_success() {
+        return Err(status_error(wallet, status, &body));
+    }
+    Ok(body)
+}
+
 /// Maps a non-success status. 404 (no such key) and 403/423 (key disabled or signing refused by
 /// the signer's policy) and other 4xx (a request the signer will never accept) are refusals;
 /// 401 (our credentials) and 5xx are temporary: they are fixed on the signer's side, and the
@@ -146,17 +158,8 @@ fn parse_signature(body: &str) -> Option<Signature> {
 impl Custody for RemoteSigner {
     async fn create_wallet(&self, label: &str) -> Result<Address, CustodyError> {
         check_label(label)?;
-        let response = self
-            .post("/api/v1/eth1/keys")
-            .json(&CreateKeyRequest { label: label.to_owned() })
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = response.status();
-        let body = response.text().await.map_err(unreachable)?;
-        if !status.is_success() {
-            return Err(status_error(None, status, &body));
-        }
+        let request = self.post("/api/v1/eth1/keys").json(&CreateKeyRequest { label: label.to_owned() });
+        let body = answer(request, None).await?;
         let created: CreateKeyResponse = serde_json::from_str(&body)
             .map_err(|e| CustodyError::unavailable(format!("remote signer sent an unreadable key: {e}")))?;
         created
@@ -166,17 +169,9 @@ impl Custody for RemoteSigner {
     }
 
     async fn sign_hash(&self, wallet: Address, hash: B256) -> Result<Signature, CustodyError> {
-        let response = self
-            .post(&format!("/api/v1/eth1/sign/{wallet:#x}"))
-            .json(&SignRequest { data: format!("{hash:#x}") })
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = response.status();
-        let body = response.text().await.map_err(unreachable)?;
-        if !status.is_success() {
-            return Err(status_error(Some(wallet), status, &body));
-        }
+        let request =
+            self.post(&format!("/api/v1/eth1/sign/{wallet:#x}")).json(&SignRequest { data: format!("{hash:#x}") });
+        let body = answer(request, Some(wallet)).await?;
         let signature = parse_signature(&body)
             .ok_or_else(|| CustodyError::unavailable("remote signer sent an unreadable signature".to_owned()))?;
         match signature.recover_address_from_prehash(&hash) {

@@ -63,8 +63,7 @@ impl SigningKey {
     }
 
     fn from_secret(secret: p256::SecretKey, created_at: Timestamp, retire_at: Option<Timestamp>) -> Self {
-        let (x, y) = coordinates(&secret);
-        Self { kid: thumbprint(&x, &y), created_at, retire_at, secret }
+        Self { kid: Es256PublicKey::of(&secret.public_key()).thumbprint(), created_at, retire_at, secret }
     }
 
     /// The private scalar sealed for storage, bound to this key's `kid`.
@@ -90,8 +89,7 @@ impl SigningKey {
     /// The public half as a JWK: `{kty, crv, x, y, kid, alg: "ES256", use: "sig"}`. `alg` is
     /// always present, so verifiers pin the algorithm to it.
     pub fn public_jwk(&self) -> Value {
-        let (x, y) = coordinates(&self.secret);
-        json!({ "kty": "EC", "crv": "P-256", "x": x, "y": y, "kid": self.kid, "alg": "ES256", "use": "sig" })
+        Es256PublicKey::of(&self.secret.public_key()).jwk(&self.kid)
     }
 
     /// Whether the key is still in the published set at `now`.
@@ -104,19 +102,34 @@ fn seal_aad(kid: &str) -> Vec<u8> {
     [SEAL_CONTEXT, kid.as_bytes()].concat()
 }
 
-/// The public point's affine coordinates, unpadded base64url (RFC 7518 §6.2.1.2).
-fn coordinates(secret: &p256::SecretKey) -> (String, String) {
-    let point = secret.public_key().to_encoded_point(false);
-    // An uncompressed point of a valid key always has both coordinates.
-    let x = point.x().map(|x| URL_SAFE_NO_PAD.encode(x)).unwrap_or_default();
-    let y = point.y().map(|y| URL_SAFE_NO_PAD.encode(y)).unwrap_or_default();
-    (x, y)
+/// The public half of a P-256 key as a JWKS publishes it: the provider's signing keys and the
+/// webhook JWS key both name themselves by its thumbprint and publish its JWK.
+pub struct Es256PublicKey {
+    x: String,
+    y: String,
 }
 
-/// RFC 7638: SHA-256 of the required members in lexicographic order, without white space.
-fn thumbprint(x: &str, y: &str) -> String {
-    let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
-    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
+impl Es256PublicKey {
+    /// The public point's affine coordinates, unpadded base64url (RFC 7518 §6.2.1.2).
+    pub fn of(public: &p256::PublicKey) -> Self {
+        let point = public.to_encoded_point(false);
+        // An uncompressed point of a valid key always has both coordinates.
+        let x = point.x().map(|x| URL_SAFE_NO_PAD.encode(x)).unwrap_or_default();
+        let y = point.y().map(|y| URL_SAFE_NO_PAD.encode(y)).unwrap_or_default();
+        Self { x, y }
+    }
+
+    /// RFC 7638: SHA-256 of the required members in lexicographic order, without white space.
+    pub fn thumbprint(&self) -> String {
+        let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{}","y":"{}"}}"#, self.x, self.y);
+        URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
+    }
+
+    /// `{kty, crv, x, y, kid, alg: "ES256", use: "sig"}`. `alg` is always present, so verifiers
+    /// pin the algorithm to it.
+    pub fn jwk(&self, kid: &str) -> Value {
+        json!({ "kty": "EC", "crv": "P-256", "x": self.x, "y": self.y, "kid": kid, "alg": "ES256", "use": "sig" })
+    }
 }
 
 /// All signing keys the provider knows, current and retiring.

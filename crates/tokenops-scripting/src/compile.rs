@@ -230,6 +230,11 @@ mod tests {
         pairs.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect()
     }
 
+    /// Why script `s` of `source` does not compile, its imports read from `deps`.
+    fn refusal(source: &str, deps: &dyn DependencySource) -> ScriptError {
+        Compiler::default().compile("s", source, deps).expect_err("an error")
+    }
+
     #[test]
     fn compiles_with_parameters_and_imports() {
         let deps = scripts(&[
@@ -252,18 +257,17 @@ f::show(n) + target + event
 
     #[test]
     fn a_compile_error_has_the_compilers_message_and_position() {
-        let err = Compiler::default().compile("s", "let a = 1;\nlet b = ;\n", &()).expect_err("an error");
+        let err = refusal("let a = 1;\nlet b = ;\n", &());
         assert_eq!((err.line, err.column), (Some(2), Some(9)), "{err}");
         assert!(err.to_string().starts_with("line 2, column 9: "), "{err}");
-        let err = Compiler::default().compile("s", "let a = 1;\n  a + undefined_name\n", &()).expect_err("an error");
+        let err = refusal("let a = 1;\n  a + undefined_name\n", &());
         assert_eq!(err.line, Some(2), "strict variables: {err}");
         assert!(err.message.contains("undefined_name"), "{err}");
     }
 
     #[test]
     fn a_missing_import_is_named_at_its_import() {
-        let err =
-            Compiler::default().compile("s", "let x = 1;\n   import \"nowhere\" as n;\n", &()).expect_err("an error");
+        let err = refusal("let x = 1;\n   import \"nowhere\" as n;\n", &());
         assert_eq!((err.line, err.column), (Some(2), Some(4)), "{err}");
         assert!(err.message.contains("missing dependency \"nowhere\""), "{err}");
     }
@@ -271,43 +275,42 @@ f::show(n) + target + event
     #[test]
     fn transitive_imports_must_resolve_and_compile() {
         let deps = scripts(&[("a", "import \"b\" as b; fn f() { 1 }"), ("b", "import \"c\" as c;")]);
-        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        let err = refusal("import \"a\" as a;", &deps);
         assert!(err.message.contains("missing dependency \"c\" (imported by \"b\")"), "{err}");
         assert_eq!(err.line, Some(1));
         let deps = scripts(&[("a", "import \"b\" as b;"), ("b", "let = 2;")]);
-        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        let err = refusal("import \"a\" as a;", &deps);
         assert!(err.message.contains("dependency \"b\" does not compile: line 1"), "{err}");
     }
 
     #[test]
     fn an_import_cycle_is_refused() {
         let deps = scripts(&[("a", "import \"b\" as b;"), ("b", "import \"a\" as a;")]);
-        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        let err = refusal("import \"a\" as a;", &deps);
         assert!(err.message.contains("import cycle: s → a → b → a"), "{err}");
         let deps = scripts(&[("a", "import \"s\" as s;")]);
-        let err = Compiler::default().compile("s", "import \"a\" as a;", &deps).expect_err("an error");
+        let err = refusal("import \"a\" as a;", &deps);
         assert!(err.message.contains("import cycle: s → a → s"), "{err}");
-        let err =
-            Compiler::default().compile("s", "import \"s\" as me;", &scripts(&[("s", "")])).expect_err("an error");
+        let err = refusal("import \"s\" as me;", &scripts(&[("s", "")]));
         assert!(err.message.contains("import cycle: s → s"), "{err}");
     }
 
     #[test]
     fn an_import_path_must_be_a_literal_name() {
-        let err = Compiler::default().compile("s", "let n = \"a\";\nimport n as a;", &()).expect_err("an error");
+        let err = refusal("let n = \"a\";\nimport n as a;", &());
         assert!(err.message.contains("double quotes"), "{err}");
         assert_eq!(err.line, Some(2));
     }
 
     #[test]
     fn eval_does_not_compile() {
-        let err = Compiler::default().compile("s", "eval(\"1 + 1\")", &()).expect_err("an error");
+        let err = refusal("eval(\"1 + 1\")", &());
         assert_eq!(err.line, Some(1), "{err}");
     }
 
     #[test]
     fn a_malformed_param_is_a_compile_error() {
-        let err = Compiler::default().compile("s", "1\n// @param x: float\n", &()).expect_err("an error");
+        let err = refusal("1\n// @param x: float\n", &());
         assert_eq!((err.line, err.column), (Some(2), Some(14)));
     }
 }

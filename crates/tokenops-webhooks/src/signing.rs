@@ -6,13 +6,14 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac};
 use p256::ecdsa::signature::Signer;
-use p256::elliptic_curve::sec1::ToEncodedPoint;
 use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::fmt;
+
+use tokenops_identity::keys::Es256PublicKey;
 
 use crate::url::WebhookUrl;
 
@@ -112,28 +113,12 @@ impl JwsKey {
 
     /// `{kty, crv, x, y, kid, alg: "ES256", use: "sig"}`, for the JWKS.
     pub fn public_jwk(&self) -> Value {
-        let (x, y) = coordinates(&self.secret.public_key());
-        json!({ "kty": "EC", "crv": "P-256", "x": x, "y": y, "kid": self.kid, "alg": "ES256", "use": "sig" })
+        Es256PublicKey::of(&self.secret.public_key()).jwk(&self.kid)
     }
 
     fn from_secret(secret: p256::SecretKey) -> Self {
-        let (x, y) = coordinates(&secret.public_key());
-        Self { kid: thumbprint(&x, &y), secret }
+        Self { kid: Es256PublicKey::of(&secret.public_key()).thumbprint(), secret }
     }
-}
-
-/// The public point's affine coordinates, unpadded base64url (RFC 7518 §6.2.1.2).
-pub(crate) fn coordinates(public: &p256::PublicKey) -> (String, String) {
-    let point = public.to_encoded_point(false);
-    let x = point.x().map(|x| URL_SAFE_NO_PAD.encode(x)).unwrap_or_default();
-    let y = point.y().map(|y| URL_SAFE_NO_PAD.encode(y)).unwrap_or_default();
-    (x, y)
-}
-
-/// RFC 7638: SHA-256 of the required members in lexicographic order, without white space.
-fn thumbprint(x: &str, y: &str) -> String {
-    let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
-    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
 }
 
 /// The claims set of `X-JWS-Signature` (spec, JWS_ES256 signature): it signs the attempt, not

@@ -63,7 +63,7 @@ pub fn read_json(path: &Path) -> anyhow::Result<Value> {
 /// Checks an unfiltered CSV export of one organisation's audit log against `head`.
 pub fn verify_export(path: &Path, head: ChainHead) -> anyhow::Result<Outcome> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading the export {}", path.display()))?;
-    let mut rows = parse_csv(&text)?.into_iter();
+    let mut rows = parse_csv(&text, RecordEnds::CrlfOrLf)?.into_iter();
     let header = rows.next().context("the export is empty")?;
     let columns: HashMap<&str, usize> = header.iter().enumerate().map(|(i, name)| (name.as_str(), i)).collect();
     let tenant = (!head.chain_id.is_nil()).then_some(TenantId(head.chain_id));
@@ -156,9 +156,18 @@ fn export_record(
     })
 }
 
-/// RFC 4180: records end with CRLF (or LF); a quoted cell may hold commas, line breaks and
+/// How the records of a CSV text may end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordEnds {
+    /// CRLF only, as RFC 4180 and the service's exports write them.
+    Crlf,
+    /// CRLF or LF: an export a person may have saved again with another editor.
+    CrlfOrLf,
+}
+
+/// RFC 4180: records end as `ends` allows; a quoted cell may hold commas, line breaks and
 /// doubled quotes.
-fn parse_csv(text: &str) -> anyhow::Result<Vec<Vec<String>>> {
+pub fn parse_csv(text: &str, ends: RecordEnds) -> anyhow::Result<Vec<Vec<String>>> {
     let mut rows = Vec::new();
     let mut row = Vec::new();
     let mut cell = String::new();
@@ -174,7 +183,13 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<Vec<String>>> {
             (true, c) => cell.push(c),
             (false, '"') if cell.is_empty() => quoted = true,
             (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\r') if chars.peek() == Some(&'\n') => {}
+            (false, '\r') if chars.peek() == Some(&'\n') => {
+                chars.next();
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, '\r') if ends == RecordEnds::Crlf => bail!("a CR outside a quoted cell ends no record"),
+            (false, '\n') if ends == RecordEnds::Crlf => bail!("a record ends with LF rather than CRLF"),
             (false, '\n') => {
                 row.push(std::mem::take(&mut cell));
                 rows.push(std::mem::take(&mut row));
@@ -197,8 +212,13 @@ mod tests {
 
     #[test]
     fn csv_cells_with_quotes_commas_and_line_breaks_parse_back() {
-        let rows = parse_csv("a,\"b,\"\"c\"\"\",\"x\r\ny\"\r\n,,\r\n").expect("CSV");
-        assert_eq!(rows, vec![vec!["a", "b,\"c\"", "x\r\ny"], vec!["", "", ""]]);
-        assert!(parse_csv("a,b").is_err(), "a cut-short export is refused");
+        for ends in [RecordEnds::Crlf, RecordEnds::CrlfOrLf] {
+            let rows = parse_csv("a,\"b,\"\"c\"\"\",\"x\r\ny\"\r\n,,\r\n", ends).expect("CSV");
+            assert_eq!(rows, vec![vec!["a", "b,\"c\"", "x\r\ny"], vec!["", "", ""]]);
+            assert!(parse_csv("a,b", ends).is_err(), "a cut-short export is refused");
+        }
+        assert_eq!(parse_csv("a\nb\r\n", RecordEnds::CrlfOrLf).expect("LF"), vec![vec!["a"], vec!["b"]]);
+        assert!(parse_csv("a\nb\r\n", RecordEnds::Crlf).is_err(), "LF where CRLF is required");
+        assert!(parse_csv("a\rb\r\n", RecordEnds::Crlf).is_err(), "a bare CR where CRLF is required");
     }
 }

@@ -21,10 +21,6 @@ pub struct ExpireApprovals {
     pub effect: Arc<dyn ResolutionEffect>,
 }
 
-fn retry(e: crate::Error) -> JobError {
-    JobError::Retry(e.to_string())
-}
-
 #[async_trait]
 impl JobHandler for ExpireApprovals {
     fn kind(&self) -> &'static str {
@@ -50,20 +46,21 @@ impl JobHandler for ExpireApprovals {
             let mut tasks = tx.approvals().tasks_of(tenant, request.id, true).await?;
             close(&mut *tx, &*self.effect, &mut request, &mut tasks, ApprovalRequestStatus::Expired, None, now)
                 .await
-                .map_err(retry)?;
+                .map_err(JobError::retry)?;
             let events = EventContext { tenant, now, correlation_id: None, idempotency_key: None };
             publish(&mut *tx, &events, EventType::ApprovalExpired, &request, &tasks, self.settings.job_max_attempts)
                 .await
-                .map_err(retry)?;
-            let record = crate::audit::worker_record(
+                .map_err(JobError::retry)?;
+            crate::audit::record_worker(
+                &mut *tx,
                 tenant,
                 &EXPIRE,
                 request.id.to_string(),
                 AuditOutcome::Success,
                 serde_json::json!({ "expiresAt": request.expires_at }),
                 now,
-            );
-            tx.audit().record(&record).await?;
+            )
+            .await?;
             tx.commit().await?;
         }
         ctx.finish(self.store.write().await?).await

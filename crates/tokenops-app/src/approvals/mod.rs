@@ -31,20 +31,16 @@ use tokenops_store::{Store, Tx};
 use uuid::Uuid;
 
 use crate::error::{AppResult, Code, Error};
-use crate::write::AuditAction;
+use crate::write::{AuditAction, AuditResource};
 
-pub const RAISE: AuditAction =
-    AuditAction { name: "approval.request.create", category: "APPROVAL", resource_type: "approval_request" };
-pub const CANCEL: AuditAction =
-    AuditAction { name: "approval.request.cancel", category: "APPROVAL", resource_type: "approval_request" };
-pub const EXPIRE: AuditAction =
-    AuditAction { name: "approval.request.expire", category: "APPROVAL", resource_type: "approval_request" };
-pub const APPROVE: AuditAction =
-    AuditAction { name: "approval.task.approve", category: "APPROVAL", resource_type: "approval_task" };
-pub const REJECT: AuditAction =
-    AuditAction { name: "approval.task.reject", category: "APPROVAL", resource_type: "approval_task" };
-pub const REASSIGN: AuditAction =
-    AuditAction { name: "approval.task.reassign", category: "APPROVAL", resource_type: "approval_task" };
+const APPROVAL_REQUEST: AuditResource = AuditResource { category: "APPROVAL", resource_type: "approval_request" };
+pub const RAISE: AuditAction = APPROVAL_REQUEST.action("approval.request.create");
+pub const CANCEL: AuditAction = APPROVAL_REQUEST.action("approval.request.cancel");
+pub const EXPIRE: AuditAction = APPROVAL_REQUEST.action("approval.request.expire");
+const APPROVAL_TASK: AuditResource = AuditResource { category: "APPROVAL", resource_type: "approval_task" };
+pub const APPROVE: AuditAction = APPROVAL_TASK.action("approval.task.approve");
+pub const REJECT: AuditAction = APPROVAL_TASK.action("approval.task.reject");
+pub const REASSIGN: AuditAction = APPROVAL_TASK.action("approval.task.reassign");
 
 /// Tunables: a request's lifetime (`TOKENOPS_APPROVAL_LIFETIME_MS`) and the attempts of the jobs
 /// it enqueues.
@@ -254,7 +250,7 @@ impl Approvals {
     ) -> AppResult<Page<ApprovalRequestOut>> {
         let mut tx = self.store.read().await?;
         let found = tx.approvals().list_requests(tenant, filter, page).await?;
-        Ok(Page { items: found.items.iter().map(|r| ApprovalRequestOut::new(r, None)).collect(), total: found.total })
+        Ok(found.map(|r| ApprovalRequestOut::new(&r, None)))
     }
 
     /// The request with its tasks.
@@ -273,7 +269,7 @@ impl Approvals {
     ) -> AppResult<Page<ApprovalTaskOut>> {
         let mut tx = self.store.read().await?;
         let found = tx.approvals().list_tasks(tenant, filter, page).await?;
-        Ok(Page { items: found.items.iter().map(ApprovalTaskOut::from).collect(), total: found.total })
+        Ok(found.map(|t| ApprovalTaskOut::from(&t)))
     }
 
     pub async fn get_task(&self, tenant: TenantId, id: Uuid) -> AppResult<ApprovalTaskOut> {

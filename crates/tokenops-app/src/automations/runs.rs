@@ -329,8 +329,8 @@ async fn record_end(
     tx.executions().update(&execution).await?;
     let outcome = if failed { AuditOutcome::Failure } else { AuditOutcome::Success };
     let detail = json!({ "executionId": execution.id, "status": execution.status.as_str(), "error": execution.error });
-    let record = crate::audit::worker_record(tenant, &RUN, execution.automation_id.to_string(), outcome, detail, now);
-    tx.audit().record(&record).await?;
+    crate::audit::record_worker(&mut *tx, tenant, &RUN, execution.automation_id.to_string(), outcome, detail, now)
+        .await?;
     if let Some(mut automation) = tx.automations().get_for_update(tenant, execution.automation_id).await? {
         automation.consecutive_failures = if failed { automation.consecutive_failures.saturating_add(1) } else { 0 };
         let limit = settings.disable_after_failures;
@@ -342,15 +342,16 @@ async fn record_end(
             automation.status = AutomationStatus::Disabled;
             automation.next_run_at = None;
             let detail = json!({ "status": "DISABLED", "consecutiveFailures": automation.consecutive_failures });
-            let record = crate::audit::worker_record(
+            crate::audit::record_worker(
+                &mut *tx,
                 tenant,
                 &super::UPDATE_STATUS,
                 automation.id.to_string(),
                 AuditOutcome::Success,
                 detail,
                 now,
-            );
-            tx.audit().record(&record).await?;
+            )
+            .await?;
         }
         automation.updated_at = now;
         tx.automations().update(&automation).await?;
@@ -673,7 +674,7 @@ impl JobHandler for ScheduleAutomations {
             if let Trigger::Scheduled { .. } = &automation.trigger {
                 queue_run(tx.as_mut(), &automation, TriggerType::Scheduled, Some(due), None, now, self.settings)
                     .await
-                    .map_err(|e| JobError::Retry(e.to_string()))?;
+                    .map_err(JobError::retry)?;
             }
             automation.next_run_at = next_run_after(&automation.trigger, now);
             automation.updated_at = now;

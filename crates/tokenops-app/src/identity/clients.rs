@@ -14,12 +14,11 @@ use uuid::Uuid;
 
 use super::roles::{role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction =
-    AuditAction { name: "client.create", category: "ORGANISATION", resource_type: "machine_client" };
-pub const DISABLE: AuditAction =
-    AuditAction { name: "client.disable", category: "ORGANISATION", resource_type: "machine_client" };
+const MACHINE_CLIENT: AuditResource = AuditResource { category: "ORGANISATION", resource_type: "machine_client" };
+pub const CREATE: AuditAction = MACHINE_CLIENT.action("client.create");
+pub const DISABLE: AuditAction = MACHINE_CLIENT.action("client.disable");
 pub const REVEAL: AuditAction =
     AuditAction { name: "client.secret_reveal", category: "IDENTITY", resource_type: "machine_client" };
 

@@ -14,14 +14,13 @@ use uuid::Uuid;
 
 use super::users::{UserSummary, user_not_found};
 use crate::error::{AppResult, Code, Error, OrConflict};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction = AuditAction { name: "group.create", category: "ORGANISATION", resource_type: "group" };
-pub const UPDATE: AuditAction = AuditAction { name: "group.update", category: "ORGANISATION", resource_type: "group" };
-pub const ADD_MEMBER: AuditAction =
-    AuditAction { name: "group.member.add", category: "ORGANISATION", resource_type: "group" };
-pub const REMOVE_MEMBER: AuditAction =
-    AuditAction { name: "group.member.remove", category: "ORGANISATION", resource_type: "group" };
+const GROUP: AuditResource = AuditResource { category: "ORGANISATION", resource_type: "group" };
+pub const CREATE: AuditAction = GROUP.action("group.create");
+pub const UPDATE: AuditAction = GROUP.action("group.update");
+pub const ADD_MEMBER: AuditAction = GROUP.action("group.member.add");
+pub const REMOVE_MEMBER: AuditAction = GROUP.action("group.member.remove");
 
 /// An approval group as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -108,7 +107,7 @@ impl Groups {
         let mut tx = self.store.read().await?;
         let group = tx.groups().get(tenant, id).await?.ok_or_else(|| not_found(id))?;
         let page = tx.groups().list_members(tenant, id, members).await?;
-        Ok((group, Page { items: page.items.iter().map(UserSummary::from).collect(), total: page.total }))
+        Ok((group, page.map(|u| UserSummary::from(&u))))
     }
 
     pub async fn create(&self, w: &mut Write, key: String, name: String) -> AppResult<GroupRecord> {

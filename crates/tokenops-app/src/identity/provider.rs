@@ -10,7 +10,7 @@
 use crate::audit::platform_record;
 use crate::clock::Clock;
 use crate::error::{AppResult, Error};
-use crate::write::AuditAction;
+use crate::write::{AuditAction, AuditResource};
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_domain::audit::{AuditOutcome, AuditSource};
@@ -72,10 +72,9 @@ pub struct IdentityProvider {
 
 const SIGNING_KEY_ROTATE: AuditAction =
     AuditAction { name: "identity.signing_key.rotate", category: "IDENTITY", resource_type: "signing_key" };
-const CLIENT_CREDENTIALS: AuditAction =
-    AuditAction { name: "auth.client_credentials", category: "IDENTITY", resource_type: "machine_client" };
-const OPERATOR_CLIENT_CREATE: AuditAction =
-    AuditAction { name: "identity.operator_client.create", category: "IDENTITY", resource_type: "machine_client" };
+const MACHINE_CLIENT: AuditResource = AuditResource { category: "IDENTITY", resource_type: "machine_client" };
+const CLIENT_CREDENTIALS: AuditAction = MACHINE_CLIENT.action("auth.client_credentials");
+const OPERATOR_CLIENT_CREATE: AuditAction = MACHINE_CLIENT.action("identity.operator_client.create");
 
 impl IdentityProvider {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, sealer: Arc<Sealer>, settings: ProviderSettings) -> Self {

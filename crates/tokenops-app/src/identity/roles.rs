@@ -16,11 +16,12 @@ use super::access::grants_of;
 use super::users::UserSummary;
 use crate::context::{Caller, missing_permission};
 use crate::error::{AppResult, Code, Error, OrConflict};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction = AuditAction { name: "role.create", category: "ORGANISATION", resource_type: "role" };
-pub const UPDATE: AuditAction = AuditAction { name: "role.update", category: "ORGANISATION", resource_type: "role" };
-pub const DELETE: AuditAction = AuditAction { name: "role.delete", category: "ORGANISATION", resource_type: "role" };
+const ROLE: AuditResource = AuditResource { category: "ORGANISATION", resource_type: "role" };
+pub const CREATE: AuditAction = ROLE.action("role.create");
+pub const UPDATE: AuditAction = ROLE.action("role.update");
+pub const DELETE: AuditAction = ROLE.action("role.delete");
 
 /// A role as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -191,7 +192,7 @@ impl Roles {
     pub async fn list(&self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> AppResult<Page<Role>> {
         let mut tx = self.store.read().await?;
         let roles = tx.roles().list(tenant, sort, page).await?;
-        Ok(Page { items: roles.items.into_iter().map(Role::of).collect(), total: roles.total })
+        Ok(roles.map(Role::of))
     }
 
     /// A role with one page of its holders, ordered by first name then last name.
@@ -204,7 +205,7 @@ impl Roles {
             SortKey { column: "last_name", direction: SortDirection::Asc },
         ];
         let users = tx.users().list(tenant, &filter, &by_name, holders).await?;
-        Ok((role, Page { items: users.items.iter().map(UserSummary::from).collect(), total: users.total }))
+        Ok((role, users.map(|u| UserSummary::from(&u))))
     }
 
     pub async fn create(&self, w: &mut Write, new: NewRole) -> AppResult<Role> {

@@ -8,18 +8,18 @@
 use crate::App;
 use crate::context::{Caller, RequestContext};
 use crate::error::{AppResult, Code, Error};
-use crate::write::{Admission, AuditAction, Write, WriteResponse};
+use crate::write::{Admission, AuditAction, AuditResource, Write, WriteResponse};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
 use tokenops_domain::identity::UserStatus;
 use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
 use tokenops_store::{ChallengeRecord, RefreshTokenRecord, UserRecord};
 
-pub const LOGIN: AuditAction = AuditAction { name: "auth.login", category: "IDENTITY", resource_type: "user" };
-pub const NEW_PASSWORD: AuditAction =
-    AuditAction { name: "auth.new_password", category: "IDENTITY", resource_type: "user" };
-pub const ACTIVATE: AuditAction = AuditAction { name: "auth.activate", category: "IDENTITY", resource_type: "user" };
-pub const REFRESH: AuditAction = AuditAction { name: "auth.refresh", category: "IDENTITY", resource_type: "user" };
+const USER: AuditResource = AuditResource { category: "IDENTITY", resource_type: "user" };
+pub const LOGIN: AuditAction = USER.action("auth.login");
+pub const NEW_PASSWORD: AuditAction = USER.action("auth.new_password");
+pub const ACTIVATE: AuditAction = USER.action("auth.activate");
+pub const REFRESH: AuditAction = USER.action("auth.refresh");
 
 /// How long a NEW_PASSWORD_REQUIRED session may be completed.
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1_000;

@@ -18,11 +18,12 @@ use super::organisations::{Invitee, TemporaryPassword, invite};
 use super::roles::{Role, role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::context::Principal;
 use crate::error::{AppResult, Code, Error};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const INVITE: AuditAction = AuditAction { name: "user.invite", category: "ORGANISATION", resource_type: "user" };
-pub const UPDATE: AuditAction = AuditAction { name: "user.update", category: "ORGANISATION", resource_type: "user" };
-pub const REMOVE: AuditAction = AuditAction { name: "user.remove", category: "ORGANISATION", resource_type: "user" };
+const USER: AuditResource = AuditResource { category: "ORGANISATION", resource_type: "user" };
+pub const INVITE: AuditAction = USER.action("user.invite");
+pub const UPDATE: AuditAction = USER.action("user.update");
+pub const REMOVE: AuditAction = USER.action("user.remove");
 
 /// A user as the API returns it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

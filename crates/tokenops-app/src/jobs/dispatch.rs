@@ -53,7 +53,7 @@ impl JobHandler for DispatchEvent {
             };
             crate::webhooks::fan_out(tx.as_mut(), event, subscribers, now, self.job_max_attempts)
                 .await
-                .map_err(|e| JobError::Retry(e.to_string()))?;
+                .map_err(JobError::retry)?;
             let automations = match listeners.entry((tenant, event.event_type.clone())) {
                 Entry::Occupied(known) => known.into_mut(),
                 Entry::Vacant(slot) => slot.insert(tx.automations().for_event(tenant, &event.event_type).await?),
@@ -69,7 +69,7 @@ impl JobHandler for DispatchEvent {
                     self.runs,
                 )
                 .await
-                .map_err(|e| JobError::Retry(e.to_string()))?;
+                .map_err(JobError::retry)?;
             }
         }
         ctx.finish(tx, events.iter().map(|job| job.id).collect(), Vec::new(), failed).await

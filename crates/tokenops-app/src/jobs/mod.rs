@@ -79,9 +79,16 @@ pub enum JobError {
     Fenced,
 }
 
+impl JobError {
+    /// A temporary failure described by `e`: the job runs again after its backoff.
+    pub fn retry(e: impl std::fmt::Display) -> Self {
+        JobError::Retry(e.to_string())
+    }
+}
+
 impl From<tokenops_store::StoreError> for JobError {
     fn from(e: tokenops_store::StoreError) -> Self {
-        JobError::Retry(e.to_string())
+        JobError::retry(e)
     }
 }
 

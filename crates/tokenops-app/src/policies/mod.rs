@@ -19,17 +19,15 @@ use uuid::Uuid;
 
 use self::templates::{json_text, stored_json, usable_template};
 use crate::error::{AppResult, Code, Error, FieldError};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction = AuditAction { name: "policy.create", category: "POLICIES", resource_type: "policy" };
-pub const ACTIVATE: AuditAction =
-    AuditAction { name: "policy.activate", category: "POLICIES", resource_type: "policy" };
-pub const ARCHIVE: AuditAction = AuditAction { name: "policy.archive", category: "POLICIES", resource_type: "policy" };
-pub const CREATE_VERSION: AuditAction =
-    AuditAction { name: "policy.version.create", category: "POLICIES", resource_type: "policy" };
-pub const UPDATE: AuditAction = AuditAction { name: "policy.update", category: "POLICIES", resource_type: "policy" };
-pub const SET_CURRENT_VERSION: AuditAction =
-    AuditAction { name: "policy.current_version.set", category: "POLICIES", resource_type: "policy" };
+const POLICY: AuditResource = AuditResource { category: "POLICIES", resource_type: "policy" };
+pub const CREATE: AuditAction = POLICY.action("policy.create");
+pub const ACTIVATE: AuditAction = POLICY.action("policy.activate");
+pub const ARCHIVE: AuditAction = POLICY.action("policy.archive");
+pub const CREATE_VERSION: AuditAction = POLICY.action("policy.version.create");
+pub const UPDATE: AuditAction = POLICY.action("policy.update");
+pub const SET_CURRENT_VERSION: AuditAction = POLICY.action("policy.current_version.set");
 
 /// A policy as the API returns it, with its current version's content.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

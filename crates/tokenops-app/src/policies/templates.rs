@@ -13,14 +13,12 @@ use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::{Store, StoreError, Tx};
 
 use crate::error::{AppResult, Code, Error, OrConflict};
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction =
-    AuditAction { name: "template.create", category: "POLICIES", resource_type: "template" };
-pub const UPDATE: AuditAction =
-    AuditAction { name: "template.update", category: "POLICIES", resource_type: "template" };
-pub const DEPRECATE: AuditAction =
-    AuditAction { name: "template.deprecate", category: "POLICIES", resource_type: "template" };
+const TEMPLATE: AuditResource = AuditResource { category: "POLICIES", resource_type: "template" };
+pub const CREATE: AuditAction = TEMPLATE.action("template.create");
+pub const UPDATE: AuditAction = TEMPLATE.action("template.update");
+pub const DEPRECATE: AuditAction = TEMPLATE.action("template.deprecate");
 
 /// The prefix of SYSTEM template keys, reserved for them.
 pub const SYSTEM_PREFIX: &str = "system.";

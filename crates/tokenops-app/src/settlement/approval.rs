@@ -20,7 +20,7 @@ use tokenops_store::{Tx, UserFilter};
 use uuid::Uuid;
 
 use super::evaluate::APPROVERS_UNRESOLVABLE;
-use super::{POLICY_RESOURCE_TYPE, Pipeline, internal};
+use super::{POLICY_RESOURCE_TYPE, Pipeline};
 use crate::approvals::{EventContext, Raise, ResolutionEffect, StepApprover, raise, unresolvable};
 use crate::error::{AppResult, Error};
 use crate::identity::access::role_grants;
@@ -61,12 +61,12 @@ impl Pipeline {
             .collect();
         let mut review = BTreeSet::new();
         if approval.manual_review {
-            review = reviewers(tx, tenant, &operation.submitted_by).await.map_err(internal)?;
+            review = reviewers(tx, tenant, &operation.submitted_by).await.map_err(JobError::retry)?;
         }
         let mut problems: Vec<String> = if approvers.is_empty() {
             Vec::new()
         } else {
-            let found = unresolvable(tx, tenant, &operation.submitted_by, &approvers).await.map_err(internal)?;
+            let found = unresolvable(tx, tenant, &operation.submitted_by, &approvers).await.map_err(JobError::retry)?;
             found.into_iter().map(|p| p.message).collect()
         };
         if approval.manual_review && review.is_empty() {
@@ -101,7 +101,7 @@ impl Pipeline {
             approvers,
             reviewers: review.into_iter().map(ApproverExpr::User).collect(),
         };
-        raise(tx, &self.approvals, &ctx, request).await.map_err(internal)?;
+        raise(tx, &self.approvals, &ctx, request).await.map_err(JobError::retry)?;
         Ok(())
     }
 

@@ -207,10 +207,6 @@ impl Lookups {
     }
 }
 
-pub(crate) fn internal(e: impl std::fmt::Display) -> JobError {
-    JobError::Retry(e.to_string())
-}
-
 /// The ledger's id of a lock's hold: the lock id's 16 bytes, right-aligned.
 pub fn hold_id(lock_id: Uuid) -> B256 {
     let mut bytes = [0u8; 32];

@@ -8,7 +8,7 @@ use tokenops_domain::operation::{BreakReason, FailureCode, OperationState};
 use tokenops_domain::{Timestamp, new_id};
 use tokenops_store::Tx;
 
-use super::{Pipeline, SETTLED, internal};
+use super::{Pipeline, SETTLED};
 use crate::jobs::JobError;
 use crate::operations::OperationOut;
 
@@ -97,7 +97,7 @@ impl Pipeline {
         operation: &Operation,
         now: Timestamp,
     ) -> Result<(), JobError> {
-        let data = serde_json::to_value(OperationOut::from(operation)).map_err(internal)?;
+        let data = serde_json::to_value(OperationOut::from(operation)).map_err(JobError::retry)?;
         let event = Event {
             id: new_id(),
             tenant_id: operation.tenant_id,
@@ -109,7 +109,7 @@ impl Pipeline {
             data,
             dispatched_at: None,
         };
-        crate::events::publish(tx, &event, self.settings.job_max_attempts, now).await.map_err(internal)
+        crate::events::publish(tx, &event, self.settings.job_max_attempts, now).await.map_err(JobError::retry)
     }
 
     pub(super) async fn audit(
@@ -119,15 +119,16 @@ impl Pipeline {
         outcome: AuditOutcome,
         now: Timestamp,
     ) -> Result<(), JobError> {
-        let record = crate::audit::worker_record(
+        Ok(crate::audit::record_worker(
+            tx,
             operation.tenant_id,
             &SETTLED,
             operation.id.to_string(),
             outcome,
             serde_json::json!({ "after": OperationOut::from(operation) }),
             now,
-        );
-        Ok(tx.audit().record(&record).await?)
+        )
+        .await?)
     }
 }
 

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::approval::Approval;
 use super::evaluate::signed_unsent;
-use super::{Lookups, Pipeline, Sorted, internal, lock_rows};
+use super::{Lookups, Pipeline, Sorted, lock_rows};
 use crate::jobs::{BatchContext, BatchFinished, JobError, kinds};
 
 /// How long an operation whose wallet another node signs for waits before its settle step is
@@ -187,7 +187,7 @@ impl Pipeline {
                     let reason = format!("custody refused to sign: {reason}");
                     endings.push((job, operation, Ending::Fail { from, code: FailureCode::SigningRejected, reason }));
                 }
-                Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::Retry(e.to_string()))),
+                Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::retry(e))),
                 Err(e) => {
                     let code = if e.is_temporary() { FailureCode::RetryExhausted } else { FailureCode::ChainFailed };
                     endings.push((job, operation, Ending::Fail { from, code, reason: e.to_string() }));
@@ -231,7 +231,7 @@ impl Pipeline {
                 Err(LedgerError::Superseded { reason }) => {
                     endings.push((job, operation, Ending::SignAnew { superseded: transaction.hash, reason }));
                 }
-                Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::Retry(e.to_string()))),
+                Err(e) if e.is_temporary() && !last_attempt(&job) => failed.push((job, JobError::retry(e))),
                 Err(e) => {
                     // The outcome may be unknown: the break names the signed transaction's hash.
                     let code = if e.is_temporary() { FailureCode::RetryExhausted } else { FailureCode::ChainFailed };
@@ -450,7 +450,7 @@ pub(super) fn signed_hash_note(operation: &Operation) -> String {
 
 /// The form an operation keeps its signed transaction in (`Operation::signed_transaction`).
 pub fn encode_signed(transaction: &SignedTransaction) -> Result<String, JobError> {
-    serde_json::to_string(&StoredSignature::of(transaction)).map_err(internal)
+    serde_json::to_string(&StoredSignature::of(transaction)).map_err(JobError::retry)
 }
 
 pub(crate) fn decode_signed(text: &str) -> Result<SignedTransaction, JobError> {

@@ -43,11 +43,8 @@ impl JobHandler for Track {
             }
         }
         let hashes: Vec<_> = tracked.iter().map(|(_, _, hash)| *hash).collect();
-        let receipts = if hashes.is_empty() {
-            Vec::new()
-        } else {
-            p.ledger.receipts(&hashes).await.map_err(|e| JobError::Retry(e.to_string()))?
-        };
+        let receipts =
+            if hashes.is_empty() { Vec::new() } else { p.ledger.receipts(&hashes).await.map_err(JobError::retry)? };
         let now = ctx.clock().now();
         let mut outcomes = Vec::with_capacity(tracked.len());
         let mut superseded = Vec::new();
@@ -65,7 +62,7 @@ impl JobHandler for Track {
                                 done.push(job);
                                 continue;
                             }
-                            Err(e) => Err(JobError::Retry(e.to_string())),
+                            Err(e) => Err(JobError::retry(e)),
                         }
                     }
                     Some(Err(error)) => Err(error),

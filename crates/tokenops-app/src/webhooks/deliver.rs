@@ -153,7 +153,7 @@ impl JobHandler for DeliverWebhook {
         let (tenant, delivery_id, number) = payload(job)?;
         let loaded = {
             let mut tx = webhooks.store.read().await?;
-            load_for_attempt(tx.as_mut(), tenant, delivery_id).await.map_err(retry)?
+            load_for_attempt(tx.as_mut(), tenant, delivery_id).await.map_err(JobError::retry)?
         };
         // Nothing to attempt: the delivery settled (delivered, parked, cancelled with its
         // registration), this attempt was made (a second job for it), or the registration is
@@ -163,7 +163,7 @@ impl JobHandler for DeliverWebhook {
         else {
             return ctx.finish(webhooks.store.write().await?).await;
         };
-        let url = stored_url(&webhook).map_err(retry)?;
+        let url = stored_url(&webhook).map_err(JobError::retry)?;
         let Some(slot) = webhooks.destinations.acquire_within(&url, SLOT_WAIT).await else {
             // The destination has kept its share of attempts in flight: this one goes back to
             // the queue, as the same attempt (the delivery's count is unchanged), and the worker
@@ -176,7 +176,7 @@ impl JobHandler for DeliverWebhook {
             return ctx.finish(tx).await;
         };
         let started = std::time::Instant::now();
-        let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(retry);
+        let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(JobError::retry);
         let on_the_wire = started.elapsed().as_secs_f64();
         drop(slot);
         let outcome = outcome?;
@@ -213,7 +213,9 @@ impl JobHandler for DeliverWebhook {
             webhook.record_failure(now)
         };
         tx.webhooks().update(&webhook).await?;
-        tell_of_health(tx.as_mut(), &webhook, mark, now, webhooks.settings.job_max_attempts).await.map_err(retry)?;
+        tell_of_health(tx.as_mut(), &webhook, mark, now, webhooks.settings.job_max_attempts)
+            .await
+            .map_err(JobError::retry)?;
         if let Some(at) = retry_at {
             tx.jobs().enqueue(&deliver_job(&current, number + 1, at, webhooks.settings.job_max_attempts), now).await?;
         }
@@ -266,15 +268,16 @@ async fn tell_of_health(
         "status": webhook.status,
         "consecutiveFailures": webhook.consecutive_failures,
     });
-    let record = crate::audit::worker_record(
+    crate::audit::record_worker(
+        &mut *tx,
         webhook.tenant_id,
         action,
         webhook.id.to_string(),
         AuditOutcome::Success,
         detail,
         now,
-    );
-    tx.audit().record(&record).await?;
+    )
+    .await?;
     Ok(())
 }
 
@@ -303,10 +306,6 @@ fn failure_class(class: tokenops_webhooks::retry::FailureClass) -> FailureClass 
         tokenops_webhooks::retry::FailureClass::Timeout => FailureClass::Timeout,
         tokenops_webhooks::retry::FailureClass::Rejected => FailureClass::Rejected,
     }
-}
-
-fn retry(e: Error) -> JobError {
-    JobError::Retry(e.to_string())
 }
 
 fn payload(job: &Job) -> Result<(TenantId, Uuid, u32), JobError> {

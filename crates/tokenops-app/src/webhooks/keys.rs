@@ -211,11 +211,7 @@ impl JobHandler for RotateDeliveryKey {
     async fn run(&self, _job: &Job, ctx: &JobContext) -> Result<Finished, JobError> {
         let now = ctx.clock().now();
         let mut tx = self.store.write().await?;
-        let rotated = self
-            .keys
-            .rotate_in(tx.as_mut(), self.rotation_days, now)
-            .await
-            .map_err(|e| JobError::Retry(e.to_string()))?;
+        let rotated = self.keys.rotate_in(tx.as_mut(), self.rotation_days, now).await.map_err(JobError::retry)?;
         let finished = ctx.finish(tx).await?;
         if let Some(kid) = rotated {
             tracing::info!(kid, "rotated the webhook JWS signing key");

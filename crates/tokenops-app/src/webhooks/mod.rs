@@ -29,24 +29,21 @@ use uuid::Uuid;
 use crate::clock::Clock;
 use crate::error::{AppResult, Code, Error, FieldError, OrConflict};
 use crate::jobs::kinds;
-use crate::write::{AuditAction, Write};
+use crate::write::{AuditAction, AuditResource, Write};
 
-pub const CREATE: AuditAction = AuditAction { name: "webhook.create", category: "WEBHOOKS", resource_type: "webhook" };
-pub const UPDATE: AuditAction = AuditAction { name: "webhook.update", category: "WEBHOOKS", resource_type: "webhook" };
-pub const DELETE: AuditAction = AuditAction { name: "webhook.delete", category: "WEBHOOKS", resource_type: "webhook" };
-pub const TEST: AuditAction = AuditAction { name: "webhook.test", category: "WEBHOOKS", resource_type: "webhook" };
-pub const ROTATE: AuditAction =
-    AuditAction { name: "webhook.secret_rotate", category: "WEBHOOKS", resource_type: "webhook" };
+const WEBHOOK: AuditResource = AuditResource { category: "WEBHOOKS", resource_type: "webhook" };
+pub const CREATE: AuditAction = WEBHOOK.action("webhook.create");
+pub const UPDATE: AuditAction = WEBHOOK.action("webhook.update");
+pub const DELETE: AuditAction = WEBHOOK.action("webhook.delete");
+pub const TEST: AuditAction = WEBHOOK.action("webhook.test");
+pub const ROTATE: AuditAction = WEBHOOK.action("webhook.secret_rotate");
 /// A registration's run of failed attempts reached ten (a WORKER record, beyond the spec).
-pub const FAILING: AuditAction =
-    AuditAction { name: "webhook.failing", category: "WEBHOOKS", resource_type: "webhook" };
+pub const FAILING: AuditAction = WEBHOOK.action("webhook.failing");
 /// Twenty failed attempts in a row suspended a registration (a WORKER record).
-pub const SUSPENDED: AuditAction =
-    AuditAction { name: "webhook.suspended", category: "WEBHOOKS", resource_type: "webhook" };
-pub const REDELIVER: AuditAction =
-    AuditAction { name: "webhook_event.redeliver", category: "WEBHOOKS", resource_type: "webhook_event" };
-pub const REDELIVER_FILTERED: AuditAction =
-    AuditAction { name: "webhook_event.redeliver_filtered", category: "WEBHOOKS", resource_type: "webhook_event" };
+pub const SUSPENDED: AuditAction = WEBHOOK.action("webhook.suspended");
+const WEBHOOK_EVENT: AuditResource = AuditResource { category: "WEBHOOKS", resource_type: "webhook_event" };
+pub const REDELIVER: AuditAction = WEBHOOK_EVENT.action("webhook_event.redeliver");
+pub const REDELIVER_FILTERED: AuditAction = WEBHOOK_EVENT.action("webhook_event.redeliver_filtered");
 
 /// Tunables of the webhooks area.
 #[derive(Debug, Clone)]

@@ -337,19 +337,7 @@ impl Day {
 
     async fn policy(&mut self) -> anyhow::Result<()> {
         let owner = self.owner()?.clone();
-        let content = json!({
-            "appliesTo": { "action": "TRANSFER" },
-            "rules": [
-                { "id": "large-checker", "when": { "assetId": "== EUR", "amount": ">= 10000" },
-                  "emit": { "approver": "#checkers", "step": 0, "reason": "10,000.00 EUR or more" } },
-                { "id": "large-treasury", "when": { "assetId": "== EUR", "amount": ">= 10000" },
-                  "emit": { "approver": "#treasury", "step": 1, "reason": "10,000.00 EUR or more" } },
-                { "id": "small", "when": { "assetId": "== EUR", "amount": "[0 .. 10000)" },
-                  "emit": { "autoApproval": true } },
-            ],
-            "defaults": { "unmatched": "AUTO_APPROVE" },
-        });
-        let body = json!({ "templateKey": "system.transfer.approval", "content": content });
+        let body = json!({ "templateKey": "system.transfer.approval", "content": four_eyes_policy() });
         let created = owner.call(Method::POST, "/api/policies", Some(&body), 201).await?;
         let id = created.body["id"].as_str().context("the policy's id")?;
         let activated = owner.call(Method::POST, &format!("/api/policies/{id}/activate"), None, 200).await?;
@@ -488,6 +476,24 @@ impl Day {
             self.api.base
         );
     }
+}
+
+/// The demo's policy content, which the pipeline's behaviour tests run too: EUR transfers of
+/// 10,000.00 and more need `#checkers` at step 0, then `#treasury` at step 1; smaller ones are
+/// approved automatically.
+pub fn four_eyes_policy() -> Value {
+    json!({
+        "appliesTo": { "action": "TRANSFER" },
+        "rules": [
+            { "id": "large-checker", "when": { "assetId": "== EUR", "amount": ">= 10000" },
+              "emit": { "approver": "#checkers", "step": 0, "reason": "10,000.00 EUR or more" } },
+            { "id": "large-treasury", "when": { "assetId": "== EUR", "amount": ">= 10000" },
+              "emit": { "approver": "#treasury", "step": 1, "reason": "10,000.00 EUR or more" } },
+            { "id": "small", "when": { "assetId": "== EUR", "amount": "[0 .. 10000)" },
+              "emit": { "autoApproval": true } },
+        ],
+        "defaults": { "unmatched": "AUTO_APPROVE" },
+    })
 }
 
 fn text(value: &Value) -> String {

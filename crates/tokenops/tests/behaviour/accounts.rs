@@ -17,8 +17,8 @@ use crate::fixtures::{
     active_account, active_account_as, active_contract, active_contract_as, assert_address, customer, customer_as,
 };
 use crate::support::{
-    assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, drain_past_three_attempts,
-    key, three_attempts, write_correlated,
+    assert_bodies_refused, assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused,
+    drain_past_three_attempts, key, strings, three_attempts, write_correlated,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -136,12 +136,7 @@ async fn account_events(app: &TestApp, event_type: &str, account_ref: &str) -> V
 
 /// `field` of each item of a style A page.
 fn listed(reply: &Reply, field: &str) -> Vec<String> {
-    reply.body["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("style A content: {}", reply.body))
-        .iter()
-        .map(|item| item[field].as_str().unwrap_or_default().to_owned())
-        .collect()
+    strings(&reply.body["content"], field)
 }
 
 /// The list at `path` refuses, with 400, a status filter that names no status (as spelled) and
@@ -217,25 +212,28 @@ async fn a_contract_is_registered_pending_then_deployed_active(backend: Backend)
 
 async fn contract_registration_with_a_missing_or_invalid_asset_id_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    for body in [
-        json!({}),
-        json!({ "name": "No asset" }),
-        json!({ "assetId": null }),
-        json!({ "assetId": "" }),
-        json!({ "assetId": "   " }),
-        json!({ "assetId": "US" }),
-        json!({ "assetId": "USDX" }),
-        json!({ "assetId": "ABC" }),
-        json!({ "assetId": "U$D" }),
-        json!({ "assetId": "XAU" }),
-        json!({ "assetId": "XAG" }),
-        json!({ "assetId": 840 }),
-        json!({ "assetId": ["USD"] }),
-        json!({ "assetId": "USD", "decimals": 2 }),
-    ] {
-        let reply = app.post("/api/contracts", &body).await;
-        assert_refused(&reply, 400, &format!("{body} should be refused"));
-    }
+    assert_bodies_refused(
+        &app,
+        Method::POST,
+        "/api/contracts",
+        &[
+            json!({}),
+            json!({ "name": "No asset" }),
+            json!({ "assetId": null }),
+            json!({ "assetId": "" }),
+            json!({ "assetId": "   " }),
+            json!({ "assetId": "US" }),
+            json!({ "assetId": "USDX" }),
+            json!({ "assetId": "ABC" }),
+            json!({ "assetId": "U$D" }),
+            json!({ "assetId": "XAU" }),
+            json!({ "assetId": "XAG" }),
+            json!({ "assetId": 840 }),
+            json!({ "assetId": ["USD"] }),
+            json!({ "assetId": "USD", "decimals": 2 }),
+        ],
+    )
+    .await;
     let gold = app.post("/api/contracts", &json!({ "assetId": "XAU" })).await;
     assert!(gold.body["message"].as_str().unwrap_or_default().contains("assetId"), "{}", gold.body);
     assert_eq!(app.db.count("contracts", "").await, 0, "no refused registration created a contract");
@@ -245,21 +243,24 @@ async fn contract_registration_with_a_missing_or_invalid_asset_id_is_400(backend
 async fn contract_registration_with_an_invalid_contract_address_or_name_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let hex40 = "ab".repeat(20);
-    for body in [
-        json!({ "assetId": "USD", "contractAddress": "" }),
-        json!({ "assetId": "USD", "contractAddress": "0x123" }),
-        json!({ "assetId": "USD", "contractAddress": "not an address" }),
-        json!({ "assetId": "USD", "contractAddress": hex40 }),
-        json!({ "assetId": "USD", "contractAddress": format!("0x{}", "g".repeat(40)) }),
-        json!({ "assetId": "USD", "contractAddress": format!("0x{hex40}00") }),
-        json!({ "assetId": "USD", "contractAddress": 42 }),
-        json!({ "assetId": "USD", "name": "" }),
-        json!({ "assetId": "USD", "name": "   " }),
-        json!({ "assetId": "USD", "name": "n".repeat(101) }),
-    ] {
-        let reply = app.post("/api/contracts", &body).await;
-        assert_refused(&reply, 400, &format!("{body} should be refused"));
-    }
+    assert_bodies_refused(
+        &app,
+        Method::POST,
+        "/api/contracts",
+        &[
+            json!({ "assetId": "USD", "contractAddress": "" }),
+            json!({ "assetId": "USD", "contractAddress": "0x123" }),
+            json!({ "assetId": "USD", "contractAddress": "not an address" }),
+            json!({ "assetId": "USD", "contractAddress": hex40 }),
+            json!({ "assetId": "USD", "contractAddress": format!("0x{}", "g".repeat(40)) }),
+            json!({ "assetId": "USD", "contractAddress": format!("0x{hex40}00") }),
+            json!({ "assetId": "USD", "contractAddress": 42 }),
+            json!({ "assetId": "USD", "name": "" }),
+            json!({ "assetId": "USD", "name": "   " }),
+            json!({ "assetId": "USD", "name": "n".repeat(101) }),
+        ],
+    )
+    .await;
     assert_eq!(app.db.count("contracts", "").await, 0);
 }
 
@@ -441,21 +442,24 @@ async fn contract_patch_switches_between_active_and_inactive(backend: Backend) {
 async fn contract_patch_with_an_unknown_status_or_nothing_to_change_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     active_contract(&app, "USD").await;
-    for body in [
-        json!({}),
-        json!({ "status": null }),
-        json!({ "status": "PENDING" }),
-        json!({ "status": "FAILED" }),
-        json!({ "status": "CLOSED" }),
-        json!({ "status": "active" }),
-        json!({ "status": "" }),
-        json!({ "status": 1 }),
-        json!({ "name": "" }),
-        json!({ "status": "INACTIVE", "contractAddress": "0x000000000000000000000000000000000000dead" }),
-    ] {
-        let reply = app.patch("/api/contracts/USD", &body).await;
-        assert_refused(&reply, 400, &format!("{body} should be refused"));
-    }
+    assert_bodies_refused(
+        &app,
+        Method::PATCH,
+        "/api/contracts/USD",
+        &[
+            json!({}),
+            json!({ "status": null }),
+            json!({ "status": "PENDING" }),
+            json!({ "status": "FAILED" }),
+            json!({ "status": "CLOSED" }),
+            json!({ "status": "active" }),
+            json!({ "status": "" }),
+            json!({ "status": 1 }),
+            json!({ "name": "" }),
+            json!({ "status": "INACTIVE", "contractAddress": "0x000000000000000000000000000000000000dead" }),
+        ],
+    )
+    .await;
     assert_eq!(contract(&app, "USD").await["status"], "ACTIVE");
 }
 
@@ -654,31 +658,34 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
     active_contract(&app, "USD").await;
     customer(&app, "c-1").await;
     let long = "x".repeat(65);
-    for body in [
-        json!({}),
-        json!({ "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": "a-1", "assetId": "USD" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1" }),
-        json!({ "accountRef": null, "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": "", "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": "a b", "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": "a/b", "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": "käse", "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": long, "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": 7, "customerRef": "c-1", "assetId": "USD" }),
-        json!({ "accountRef": "a-1", "customerRef": "", "assetId": "USD" }),
-        json!({ "accountRef": "a-1", "customerRef": "c 1", "assetId": "USD" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "ABC" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "US" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "XAU" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": 840 }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD", "status": "ACTIVE" }),
-        json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD", "walletAddress": "0x00" }),
-    ] {
-        let reply = app.post("/api/accounts", &body).await;
-        assert_refused(&reply, 400, &format!("{body} should be refused"));
-    }
+    assert_bodies_refused(
+        &app,
+        Method::POST,
+        "/api/accounts",
+        &[
+            json!({}),
+            json!({ "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "a-1", "assetId": "USD" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1" }),
+            json!({ "accountRef": null, "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "", "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "a b", "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "a/b", "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "käse", "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": long, "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": 7, "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "a-1", "customerRef": "", "assetId": "USD" }),
+            json!({ "accountRef": "a-1", "customerRef": "c 1", "assetId": "USD" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "ABC" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "US" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "XAU" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": 840 }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD", "status": "ACTIVE" }),
+            json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD", "walletAddress": "0x00" }),
+        ],
+    )
+    .await;
     for text in [r#"["a-1"]"#, "42", "null", r#"{"accountRef": "a-1""#, ""] {
         let response = app
             .request(Method::POST, "/api/accounts")

@@ -3,6 +3,7 @@
 //! §6). A manual four-eyes request with the group `checkers` at step 0 and `treasury` at step
 //! 1, driven over HTTP by the people of one organisation (embedded provider).
 
+use crate::support::strings;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -92,12 +93,7 @@ async fn events_about(app: &TestApp, token: &str, event_type: &str, id: &str) ->
 }
 
 fn ids(reply: &Reply) -> Vec<String> {
-    reply.body["data"]
-        .as_array()
-        .expect("style B data")
-        .iter()
-        .map(|i| i["id"].as_str().unwrap_or("").to_owned())
-        .collect()
+    strings(&reply.body["data"], "id")
 }
 
 fn refused(reply: &Reply, status: u16, code: &str) {

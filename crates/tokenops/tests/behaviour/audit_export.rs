@@ -1,9 +1,11 @@
 //! `GET /api/audit/events/export`: the whole filtered audit log as RFC 4180 CSV, in the list's
 //! order, with the list's filters and checks, formula cells neutralised, and its own permission.
 
+use crate::support::strings;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use tokenops::audit_verify::{RecordEnds, parse_csv};
 use tokenops_testkit::organisation::{call, create_organisation, invite_and_activate};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 
@@ -29,42 +31,15 @@ const HEADER: [&str; 19] = [
     "recordHash",
 ];
 
-/// Parses RFC 4180 text written independently of the service's writer: quoted cells may hold
-/// commas, doubled quotes and line breaks; every record ends with CRLF.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut records = Vec::new();
-    let (mut record, mut cell) = (Vec::new(), String::new());
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                cell.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') if cell.is_empty() => quoted = true,
-            (false, ',') => record.push(std::mem::take(&mut cell)),
-            (false, '\r') => {
-                assert_eq!(chars.next(), Some('\n'), "a record ends with CRLF");
-                record.push(std::mem::take(&mut cell));
-                records.push(std::mem::take(&mut record));
-            }
-            (false, c) => cell.push(c),
-        }
-    }
-    assert!(record.is_empty() && cell.is_empty() && !quoted, "the text ends with a complete record");
-    records
-}
-
 /// The export at `query`: its header row checked, then its records as maps by column name.
 fn rows(reply: &Reply) -> Vec<BTreeMap<String, String>> {
     reply.expect(200);
     assert_eq!(reply.header("content-type"), Some("text/csv; charset=utf-8"));
     assert!(reply.header("content-disposition").is_some_and(|d| d.starts_with("attachment")));
     let text = reply.body.as_str().expect("CSV text");
-    let mut records = parse_csv(text).into_iter();
+    // The verifier's reader, which is independent of the service's writer, held to CRLF ends.
+    let mut records =
+        parse_csv(text, RecordEnds::Crlf).expect("RFC 4180 text, every record ending with CRLF").into_iter();
     assert_eq!(records.next().expect("a header row"), HEADER);
     records
         .map(|r| {
@@ -80,12 +55,7 @@ fn column(rows: &[BTreeMap<String, String>], name: &str) -> Vec<String> {
 
 fn list_ids(reply: &Reply) -> Vec<String> {
     reply.expect(200);
-    reply.body["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    strings(&reply.body["data"], "id")
 }
 
 /// Customers `a-1`, `b-2`, `c-3` one second apart, then `a-1` made INACTIVE.

@@ -554,26 +554,26 @@ async fn a_platform_operator_token_on_tenant_endpoints_is_403(backend: Backend) 
 // ---------------------------------------------------------------------------------------------
 // Tenant scope
 
+/// `{collection}/{id}` read by another organisation is the same 404 as an id that does not
+/// exist (timestamps as `stamp`); answers that organisation's list of `collection`.
+async fn assert_foreign_is_missing(app: &TestApp, collection: &str, id: &str, stamp: Stamp) -> Reply {
+    let other = app.new_tenant();
+    let foreign = app.get_as(&other, &format!("{collection}/{id}")).await;
+    let missing_id = Uuid::now_v7().to_string();
+    let missing = app.get_as(&other, &format!("{collection}/{missing_id}")).await;
+    assert_error(&foreign, 404, "NOT_FOUND", stamp);
+    assert_error(&missing, 404, "NOT_FOUND", stamp);
+    assert_eq!(message(&foreign).replace(id, "ID"), message(&missing).replace(&missing_id, "ID"));
+    app.get_as(&other, collection).await
+}
+
 async fn another_organisations_audit_record_is_404_like_a_missing_one(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     create_customer(&app, "c-1").await;
     let list = app.get("/api/audit/events").await;
     let id = list.body["data"][0]["id"].as_str().expect("an audit record").to_owned();
     app.get(&format!("/api/audit/events/{id}")).await.expect(200);
-    let other = app.new_tenant();
-    let foreign =
-        Reply::read(app.request_as(&other, Method::GET, &format!("/api/audit/events/{id}")).send().await.expect("GET"))
-            .await;
-    let missing_id = Uuid::now_v7().to_string();
-    let missing = Reply::read(
-        app.request_as(&other, Method::GET, &format!("/api/audit/events/{missing_id}")).send().await.expect("GET"),
-    )
-    .await;
-    assert_error(&foreign, 404, "NOT_FOUND", Stamp::Iso);
-    assert_error(&missing, 404, "NOT_FOUND", Stamp::Iso);
-    assert_eq!(message(&foreign).replace(&id, "ID"), message(&missing).replace(&missing_id, "ID"));
-    let their_list =
-        Reply::read(app.request_as(&other, Method::GET, "/api/audit/events").send().await.expect("GET")).await;
+    let their_list = assert_foreign_is_missing(&app, "/api/audit/events", &id, Stamp::Iso).await;
     assert_eq!(their_list.body["totalItems"], 0);
 }
 
@@ -584,21 +584,7 @@ async fn another_organisations_event_is_404_like_a_missing_one(backend: Backend)
     let list = app.get("/api/webhook-events").await;
     let id = list.body["items"][0]["id"].as_str().expect("an event").to_owned();
     app.get(&format!("/api/webhook-events/{id}")).await.expect(200);
-    let other = app.new_tenant();
-    let foreign = Reply::read(
-        app.request_as(&other, Method::GET, &format!("/api/webhook-events/{id}")).send().await.expect("GET"),
-    )
-    .await;
-    let missing_id = Uuid::now_v7().to_string();
-    let missing = Reply::read(
-        app.request_as(&other, Method::GET, &format!("/api/webhook-events/{missing_id}")).send().await.expect("GET"),
-    )
-    .await;
-    assert_error(&foreign, 404, "NOT_FOUND", Stamp::Spaced);
-    assert_error(&missing, 404, "NOT_FOUND", Stamp::Spaced);
-    assert_eq!(message(&foreign).replace(&id, "ID"), message(&missing).replace(&missing_id, "ID"));
-    let their_list =
-        Reply::read(app.request_as(&other, Method::GET, "/api/webhook-events").send().await.expect("GET")).await;
+    let their_list = assert_foreign_is_missing(&app, "/api/webhook-events", &id, Stamp::Spaced).await;
     assert_eq!(their_list.body["items"], json!([]));
 }
 

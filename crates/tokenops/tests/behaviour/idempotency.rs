@@ -29,6 +29,15 @@ impl Raw {
     fn replayed(&self) -> bool {
         self.header("idempotent-replayed") == Some("true")
     }
+
+    /// The replay of `original`: the same status and the identical body, byte for byte, marked
+    /// `Idempotent-Replayed: true`.
+    #[track_caller]
+    fn assert_replay_of(&self, original: &Raw) {
+        assert_eq!(self.status, original.status, "{}", self.text);
+        assert_eq!(self.text, original.text, "the replay is the original body, byte for byte");
+        assert!(self.replayed(), "the replay carries idempotent-replayed: true");
+    }
 }
 
 /// Sends a JSON body given as text, so that byte-level variations reach the service.
@@ -84,9 +93,7 @@ async fn same_key_and_payload_replays_the_original_response(backend: Backend) {
     app.clock.advance_millis(5_000);
     for _ in 0..3 {
         let again = send(&app, Method::POST, "/api/customers", &k, &body).await;
-        assert_eq!(again.status, 201, "{}", again.text);
-        assert_eq!(again.text, first.text, "the replay is the original body, byte for byte");
-        assert!(again.replayed(), "the replay carries idempotent-replayed: true");
+        again.assert_replay_of(&first);
         assert_eq!(again.header("location"), Some("/api/customers/c-1"));
     }
     assert_eq!(count(&app, "customers", "").await, 1);
@@ -106,9 +113,7 @@ async fn a_replayed_status_change_is_not_applied_again(backend: Backend) {
     app.patch("/api/customers/c-1", &json!({ "status": "ACTIVE" })).await.expect(200);
 
     let again = send(&app, Method::PATCH, "/api/customers/c-1", &k, &deactivate).await;
-    assert_eq!(again.status, 200);
-    assert_eq!(again.text, first.text, "the original response, showing INACTIVE");
-    assert!(again.replayed());
+    again.assert_replay_of(&first);
     assert_eq!(status_of(&app, "c-1").await, "ACTIVE", "the replay did not change the customer again");
     assert_eq!(count(&app, "events", "event_type = 'customer.status_changed'").await, 2);
     assert_eq!(count(&app, "audit_records", "action = 'customer.update_status'").await, 2);
@@ -132,9 +137,7 @@ async fn same_payload_with_other_key_order_and_whitespace_is_the_same_request(ba
         "{\n  \"displayName\" : \"Ada\",\n\t\"customerRef\":   \"c-1\"\n}\n",
     )
     .await;
-    assert_eq!(reordered.status, 201, "{}", reordered.text);
-    assert!(reordered.replayed());
-    assert_eq!(reordered.text, first.text);
+    reordered.assert_replay_of(&first);
     assert_eq!(count(&app, "customers", "").await, 1);
 
     // And for PATCH.
@@ -143,9 +146,7 @@ async fn same_payload_with_other_key_order_and_whitespace_is_the_same_request(ba
     assert_eq!(patched.status, 200, "{}", patched.text);
     let spaced =
         send_as(&app, &tenant, Method::PATCH, "/api/customers/c-1", &pk, " {  \"status\" :\"INACTIVE\"  } ").await;
-    assert_eq!(spaced.status, 200, "{}", spaced.text);
-    assert!(spaced.replayed());
-    assert_eq!(spaced.text, patched.text);
+    spaced.assert_replay_of(&patched);
 }
 
 async fn a_refused_registration_is_replayed_with_the_identical_error(backend: Backend) {
@@ -162,9 +163,7 @@ async fn a_refused_registration_is_replayed_with_the_identical_error(backend: Ba
     app.clock.advance_millis(2_000);
     app.patch("/api/customers/c-1", &json!({ "status": "INACTIVE" })).await.expect(200);
     let again = send(&app, Method::POST, "/api/customers", &k, &body).await;
-    assert_eq!(again.status, 409);
-    assert_eq!(again.text, first.text, "the identical 409 body, timestamp included");
-    assert!(again.replayed());
+    again.assert_replay_of(&first);
     assert_eq!(again.json()["existingStatus"], "ACTIVE");
 
     // A new key asks again and gets today's answer.
@@ -185,9 +184,7 @@ async fn a_refused_status_change_of_a_missing_customer_is_replayed(backend: Back
     app.clock.advance_millis(2_000);
     app.post("/api/customers", &json!({ "customerRef": "c-1" })).await.expect(201);
     let again = send(&app, Method::PATCH, "/api/customers/c-1", &k, &body).await;
-    assert_eq!(again.status, 404);
-    assert_eq!(again.text, first.text, "the identical 404 body");
-    assert!(again.replayed());
+    again.assert_replay_of(&first);
     assert_eq!(status_of(&app, "c-1").await, "ACTIVE", "the replay changed nothing");
     assert_eq!(count(&app, "events", "").await, 0);
 
@@ -303,9 +300,7 @@ async fn a_key_in_flight_is_409_with_retry_after_until_its_lease_expires_then_ta
     assert!(!taken.replayed());
     assert_eq!(count(&app, "customers", "").await, 1);
     let replay = send(&app, Method::POST, "/api/customers", &k, &body).await;
-    assert_eq!(replay.status, 201);
-    assert!(replay.replayed());
-    assert_eq!(replay.text, taken.text);
+    replay.assert_replay_of(&taken);
 }
 
 async fn concurrent_identical_requests_with_one_key_create_one_customer(backend: Backend) {
@@ -340,9 +335,7 @@ async fn concurrent_identical_requests_with_one_key_create_one_customer(backend:
 
     // Afterwards the key replays for everyone.
     let after = send(&app, Method::POST, "/api/customers", &k, &body).await;
-    assert_eq!(after.status, 201);
-    assert!(after.replayed());
-    assert_eq!(after.text, original.text);
+    after.assert_replay_of(original);
 }
 
 async fn concurrent_take_overs_of_an_expired_claim_run_the_request_once(backend: Backend) {
@@ -417,8 +410,7 @@ async fn a_status_change_that_fails_midway_leaves_nothing_and_the_key_can_be_ret
     assert_eq!(count(&app, "jobs", "").await, jobs + 1);
     assert_eq!(count(&app, "audit_records", "action = 'customer.update_status' AND outcome = 'SUCCESS'").await, 1);
     let replay = send(&app, Method::PATCH, "/api/customers/c-1", &k, &body).await;
-    assert!(replay.replayed());
-    assert_eq!(replay.text, retried.text);
+    replay.assert_replay_of(&retried);
     assert_eq!(count(&app, "events", "event_type = 'customer.status_changed'").await, 1, "applied once");
 }
 
@@ -474,8 +466,7 @@ async fn a_refusal_that_cannot_be_recorded_releases_the_key(backend: Backend) {
     let retried_patch = send(&app, Method::PATCH, "/api/customers/c-404", &pk, &patch).await;
     assert_eq!(retried_patch.status, 404, "{}", retried_patch.text);
     let replay = send(&app, Method::POST, "/api/customers", &k, &body).await;
-    assert!(replay.replayed());
-    assert_eq!(replay.text, retried.text);
+    replay.assert_replay_of(&retried);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,9 +488,7 @@ async fn a_completed_key_is_kept_for_24_hours(backend: Backend) {
     assert_eq!(count(&app, "idempotency_records", &condition).await, 1, "kept at 23 hours");
     let tenant = fresh_token(&app);
     let replay = send_as(&app, &tenant, Method::POST, "/api/customers", &k, &body.to_string()).await;
-    assert_eq!(replay.status, 201, "{}", replay.text);
-    assert!(replay.replayed(), "still replayed after 23 hours");
-    assert_eq!(replay.text, first.text);
+    replay.assert_replay_of(&first);
 
     // Past 24 hours the next maintenance run removes it (the first run has finished, so the
     // deduplicated job can be scheduled again).
@@ -536,9 +525,7 @@ async fn a_key_completed_after_a_late_take_over_is_kept_for_24_hours_from_then(b
     assert_eq!(count(&app, "idempotency_records", &condition).await, 1, "completed two hours ago");
     let tenant = fresh_token(&app);
     let replay = send_as(&app, &tenant, Method::POST, "/api/customers", &k, &body.to_string()).await;
-    assert_eq!(replay.status, 201, "{}", replay.text);
-    assert!(replay.replayed());
-    assert_eq!(replay.text, taken.text);
+    replay.assert_replay_of(&taken);
 
     // 24 hours after the completion it goes.
     app.clock.advance_millis(22 * HOUR_MS + 1_000);

@@ -2,6 +2,7 @@
 //! filters) and style D (webhook events, with signed cursors). Style C has no endpoint yet; it is
 //! unit-tested in `tokenops-api`'s `extract::paging`.
 
+use crate::support::strings;
 use regex::Regex;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -18,10 +19,6 @@ fn keys(body: &Value) -> BTreeSet<String> {
 
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| (*n).to_owned()).collect()
-}
-
-fn strings(items: &Value, field: &str) -> Vec<String> {
-    items.as_array().expect("an array").iter().map(|i| i[field].as_str().unwrap_or_default().to_owned()).collect()
 }
 
 #[track_caller]

@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use tokenops::demo::four_eyes_policy;
 use tokenops_domain::TenantId;
 use tokenops_testkit::organisation::{call, create_organisation, invite_and_activate};
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
@@ -88,23 +89,6 @@ async fn active_policy(app: &TestApp, owner: &Tenant, content: Value) {
     let activated = app.post_as(owner, &format!("/api/policies/{id}/activate"), &json!(null)).await;
     activated.expect(200);
     assert_eq!(activated.body["status"], "ACTIVE", "{}", activated.body);
-}
-
-/// EUR transfers of 10,000.00 and more: `#checkers` at step 0, `#treasury` at step 1; smaller
-/// ones approved automatically.
-fn four_eyes() -> Value {
-    json!({
-        "appliesTo": { "action": "TRANSFER" },
-        "rules": [
-            { "id": "large-checkers", "when": { "assetId": "== EUR", "amount": ">= 10000" },
-              "emit": { "approver": "#checkers", "step": 0, "reason": "large transfer" } },
-            { "id": "large-treasury", "when": { "assetId": "== EUR", "amount": ">= 10000" },
-              "emit": { "approver": "#treasury", "step": 1, "reason": "large transfer" } },
-            { "id": "small", "when": { "assetId": "== EUR", "amount": "[0 .. 10000)" },
-              "emit": { "autoApproval": true } },
-        ],
-        "defaults": { "unmatched": "AUTO_APPROVE" },
-    })
 }
 
 fn transfer(amount: &str) -> Value {
@@ -189,7 +173,7 @@ async fn balance(app: &TestApp, who: &Tenant, account: &str) -> (String, String)
 
 async fn four_eyes_holds_a_large_transfer_until_both_steps_approve(backend: Backend) {
     let Org { app, owner, alice, carol, dave, tom } = org(backend).await;
-    active_policy(&app, &owner, four_eyes()).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
 
     // Under the threshold: approved by the rules, settled at once, no request.
     let small = submit(&app, &alice, transfer("9999.99")).await;
@@ -258,7 +242,7 @@ async fn a_reject_rule_fails_the_operation_validation_rejected(backend: Backend)
 
 async fn an_approver_rejection_fails_the_operation_approval_rejected(backend: Backend) {
     let Org { app, owner, alice, carol, .. } = org(backend).await;
-    active_policy(&app, &owner, four_eyes()).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
     let id = submit(&app, &alice, transfer("20000")).await;
     until_state(&app, &alice, &id, "AWAITING_APPROVAL").await;
     let request = request_for(&app, &owner, &id).await;
@@ -273,7 +257,7 @@ async fn an_approver_rejection_fails_the_operation_approval_rejected(backend: Ba
 
 async fn cancelling_the_request_cancels_the_operation(backend: Backend) {
     let Org { app, owner, alice, .. } = org(backend).await;
-    active_policy(&app, &owner, four_eyes()).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
     let id = submit(&app, &alice, transfer("20000")).await;
     until_state(&app, &alice, &id, "AWAITING_APPROVAL").await;
     let request = request_for(&app, &owner, &id).await;
@@ -289,7 +273,7 @@ async fn cancelling_the_request_cancels_the_operation(backend: Backend) {
 
 async fn an_expired_request_fails_the_operation_policy_expired(backend: Backend) {
     let Org { app, owner, alice, .. } = org(backend).await;
-    active_policy(&app, &owner, four_eyes()).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
     let id = submit(&app, &alice, transfer("20000")).await;
     until_state(&app, &alice, &id, "AWAITING_APPROVAL").await;
     app.clock.advance_millis(LIFETIME_MS);
@@ -341,7 +325,7 @@ async fn an_unmatched_operation_goes_to_a_policy_update_holder_for_manual_review
 
 async fn a_release_of_an_approved_lock_is_not_evaluated_again(backend: Backend) {
     let Org { app, owner, alice, carol, tom, .. } = org(backend).await;
-    active_policy(&app, &owner, four_eyes()).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
     let lock =
         json!({ "txType": "LOCK", "assetId": "EUR", "accountRef": "a", "counterpartyRef": "b", "amount": "15000" });
     let lock_id = submit(&app, &alice, lock).await;
@@ -384,7 +368,7 @@ async fn an_approver_group_that_does_not_exist_fails_the_operation_approvers_unr
 
 async fn an_operation_whose_policies_stay_unreadable_fails_policy_timeout(backend: Backend) {
     let Org { app, owner, alice, .. } = org(backend).await;
-    active_policy(&app, &owner, four_eyes()).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
     app.db.break_table("policies").await;
     let id = submit(&app, &alice, transfer("5")).await;
     // Undecided, retried: still SUBMITTED well before the deadline.

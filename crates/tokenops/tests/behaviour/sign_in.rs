@@ -16,6 +16,12 @@ async fn embedded(backend: Backend) -> TestApp {
     TestApp::spawn_embedded(backend, BTreeMap::new()).await
 }
 
+/// A new organisation whose owner `email` has set a password and signed in: the owner's tokens.
+async fn signed_in_owner(app: &TestApp, email: &str) -> Value {
+    let (_, temporary) = create_organisation(app, email).await;
+    activate_through_challenge(app, email, &temporary).await
+}
+
 async fn a_newcomer_goes_from_operator_to_signed_in_owner(backend: Backend) {
     let app = embedded(backend).await;
     let email = "olivia@bank.example";
@@ -65,8 +71,7 @@ async fn activate_sets_the_first_password_with_the_temporary_one(backend: Backen
 async fn every_credential_failure_is_the_same_401(backend: Backend) {
     let app = embedded(backend).await;
     let email = "eve@bank.example";
-    let (_, temporary) = create_organisation(&app, email).await;
-    activate_through_challenge(&app, email, &temporary).await;
+    signed_in_owner(&app, email).await;
     let wrong_password = login(&app, email, "Wrong-Password-1").await;
     let unknown_email = login(&app, "nobody@bank.example", "Wrong-Password-1").await;
     for reply in [&wrong_password, &unknown_email] {
@@ -124,8 +129,7 @@ async fn sign_in_bodies_are_validated_field_by_field(backend: Backend) {
 async fn repeated_failures_lock_the_account_without_changing_the_answer(backend: Backend) {
     let app = embedded(backend).await;
     let email = "lock@bank.example";
-    let (_, temporary) = create_organisation(&app, email).await;
-    activate_through_challenge(&app, email, &temporary).await;
+    signed_in_owner(&app, email).await;
     for _ in 0..5 {
         login(&app, email, "Wrong-Password-1").await.expect(401);
     }
@@ -143,8 +147,7 @@ async fn repeated_failures_lock_the_account_without_changing_the_answer(backend:
 async fn refresh_gives_access_tokens_only_until_revoked_or_expired(backend: Backend) {
     let app = embedded(backend).await;
     let email = "rita@bank.example";
-    let (_, temporary) = create_organisation(&app, email).await;
-    let tokens = activate_through_challenge(&app, email, &temporary).await;
+    let tokens = signed_in_owner(&app, email).await;
     let refresh_token = tokens["refreshToken"].as_str().expect("refresh token");
     let refreshed =
         call(&app, Method::POST, "/api/auth/refresh", None, Some(&json!({ "refreshToken": refresh_token }))).await;
@@ -175,8 +178,7 @@ async fn refresh_gives_access_tokens_only_until_revoked_or_expired(backend: Back
 async fn a_suspended_user_is_told_access_has_been_revoked_even_with_a_live_token(backend: Backend) {
     let app = embedded(backend).await;
     let email = "sam@bank.example";
-    let (_, temporary) = create_organisation(&app, email).await;
-    let tokens = activate_through_challenge(&app, email, &temporary).await;
+    let tokens = signed_in_owner(&app, email).await;
     let access = tokens["accessToken"].as_str().expect("access");
     call(&app, Method::GET, "/api/users/me", Some(access), None).await.expect(200);
     app.db.execute(&format!("UPDATE users SET status = 'SUSPENDED' WHERE email = '{email}'")).await;
@@ -188,8 +190,7 @@ async fn a_suspended_user_is_told_access_has_been_revoked_even_with_a_live_token
 async fn only_the_operator_creates_organisations_and_emails_are_unique(backend: Backend) {
     let app = embedded(backend).await;
     let email = "uma@bank.example";
-    let (_, temporary) = create_organisation(&app, email).await;
-    let tokens = activate_through_challenge(&app, email, &temporary).await;
+    let tokens = signed_in_owner(&app, email).await;
     let owner = tokens["accessToken"].as_str().expect("access");
     let body =
         json!({ "name": "Other Bank", "owner": { "email": "x@other.example", "firstName": "X", "lastName": "Y" } });

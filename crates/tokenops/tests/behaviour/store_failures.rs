@@ -50,6 +50,22 @@ async fn held_under(app: &TestApp, key: &str) -> i64 {
 }
 
 /// A JSON write with `token` and this Idempotency-Key.
+/// What `request` answers while `table` can be neither read nor written; the table is back
+/// afterwards.
+async fn while_broken<T>(app: &TestApp, table: &str, request: impl AsyncFnOnce() -> T) -> T {
+    app.db.break_table(table).await;
+    let answer = request().await;
+    app.db.restore_table(table).await;
+    answer
+}
+
+/// A write that failed in the store: a 500 `INTERNAL_ERROR`, and its key released, not bound to
+/// the failure.
+async fn assert_failed_and_released(app: &TestApp, reply: &Reply, key: &str) {
+    assert_system_error(reply, "INTERNAL_ERROR");
+    assert_eq!(held_under(app, key).await, 0, "the key was released, not bound to the failure");
+}
+
 async fn send(app: &TestApp, token: &str, method: Method, path: &str, key: &str, body: &Value) -> Reply {
     let request = app
         .raw(method, path)
@@ -72,11 +88,9 @@ async fn a_submission_whose_contract_cannot_be_read_is_500_and_its_key_works_onc
     let k = key();
     let mint = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "a-1", "amount": "10.00" });
 
-    app.db.break_table("contracts").await;
-    let failed = app.write(Method::POST, "/api/transactions", &k, &mint).await;
-    app.db.restore_table("contracts").await;
-    assert_system_error(&failed, "INTERNAL_ERROR");
-    assert_eq!(held_under(&app, &k).await, 0, "the key was released, not bound to the failure");
+    let failed =
+        while_broken(&app, "contracts", async || app.write(Method::POST, "/api/transactions", &k, &mint).await).await;
+    assert_failed_and_released(&app, &failed, &k).await;
     assert_eq!(app.db.count("operations", "").await, 0);
     assert_eq!(app.db.count("jobs", "kind = 'operation.evaluate'").await, 0);
 
@@ -116,11 +130,9 @@ async fn an_account_registration_whose_contract_cannot_be_read_is_500_and_its_ke
     let k = key();
     let body = json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD" });
 
-    app.db.break_table("contracts").await;
-    let failed = app.write(Method::POST, "/api/accounts", &k, &body).await;
-    app.db.restore_table("contracts").await;
-    assert_system_error(&failed, "INTERNAL_ERROR");
-    assert_eq!(held_under(&app, &k).await, 0, "the key was released");
+    let failed =
+        while_broken(&app, "contracts", async || app.write(Method::POST, "/api/accounts", &k, &body).await).await;
+    assert_failed_and_released(&app, &failed, &k).await;
     assert_eq!(app.db.count("accounts", "").await, 0);
     assert_eq!(app.db.count("jobs", "kind = 'account.provision'").await, 0);
 
@@ -154,16 +166,12 @@ async fn a_balance_that_cannot_be_read_is_500_never_404_or_zero(backend: Backend
     assert_eq!(before.body["total"], "0.00", "{}", before.body);
 
     // The contract cannot be read: not "no ACTIVE contract" (404).
-    app.db.break_table("contracts").await;
-    let no_contract = app.get(path).await;
-    app.db.restore_table("contracts").await;
+    let no_contract = while_broken(&app, "contracts", async || app.get(path).await).await;
     assert_system_error(&no_contract, "INTERNAL_ERROR");
     assert!(no_contract.body.get("total").is_none(), "{}", no_contract.body);
 
     // The embedded ledger keeps its balances in the store: unreadable, they are no zero.
-    app.db.break_table("ledger_balances").await;
-    let no_ledger = app.get(path).await;
-    app.db.restore_table("ledger_balances").await;
+    let no_ledger = while_broken(&app, "ledger_balances", async || app.get(path).await).await;
     assert_system_error(&no_ledger, "LEDGER_UNAVAILABLE");
     for field in ["total", "available", "locked"] {
         assert!(no_ledger.body.get(field).is_none(), "no {field} without a ledger: {}", no_ledger.body);
@@ -185,13 +193,12 @@ async fn a_caller_that_cannot_be_resolved_is_500_not_401_or_403(backend: Backend
     let body = json!({ "customerRef": "c-1" });
 
     // Who the token's subject is to tokenops is read from the store at every request.
-    app.db.break_table("users").await;
-    let read = app.get("/api/customers").await;
-    let write = app.write(Method::POST, "/api/customers", &k, &body).await;
-    app.db.restore_table("users").await;
+    let (read, write) = while_broken(&app, "users", async || {
+        (app.get("/api/customers").await, app.write(Method::POST, "/api/customers", &k, &body).await)
+    })
+    .await;
     assert_system_error(&read, "INTERNAL_ERROR");
-    assert_system_error(&write, "INTERNAL_ERROR");
-    assert_eq!(held_under(&app, &k).await, 0);
+    assert_failed_and_released(&app, &write, &k).await;
     assert_eq!(app.db.count("customers", "").await, 0);
 
     assert_fresh(&app.write(Method::POST, "/api/customers", &k, &body).await, 201);
@@ -210,13 +217,15 @@ async fn embedded_signing_keys_that_cannot_be_read_are_500_not_401(backend: Back
 
     // Past the 30 s a node keeps its copy of the keys, the next request reads them again.
     app.clock.advance_millis(30_001);
-    app.db.break_table("signing_keys").await;
-    let read = call(&app, Method::GET, "/api/customers", Some(&owner), None).await;
-    let write = send(&app, &owner, Method::POST, "/api/customers", &k, &body).await;
-    app.db.restore_table("signing_keys").await;
+    let (read, write) = while_broken(&app, "signing_keys", async || {
+        (
+            call(&app, Method::GET, "/api/customers", Some(&owner), None).await,
+            send(&app, &owner, Method::POST, "/api/customers", &k, &body).await,
+        )
+    })
+    .await;
     assert_system_error(&read, "INTERNAL_ERROR");
-    assert_system_error(&write, "INTERNAL_ERROR");
-    assert_eq!(held_under(&app, &k).await, 0);
+    assert_failed_and_released(&app, &write, &k).await;
     assert_eq!(app.db.count("customers", "").await, 0);
 
     assert_fresh(&send(&app, &owner, Method::POST, "/api/customers", &k, &body).await, 201);
@@ -238,11 +247,9 @@ async fn identity_lookups_that_fail_are_500_and_their_keys_work_once_the_store_i
     let invitation =
         json!({ "email": "ivan@bank.example", "firstName": "Ivan", "lastName": "Tester", "roleName": "ADMIN" });
     let k = key();
-    app.db.break_table("roles").await;
-    let failed = send(&app, &owner, Method::POST, &users, &k, &invitation).await;
-    app.db.restore_table("roles").await;
-    assert_system_error(&failed, "INTERNAL_ERROR");
-    assert_eq!(held_under(&app, &k).await, 0);
+    let failed =
+        while_broken(&app, "roles", async || send(&app, &owner, Method::POST, &users, &k, &invitation).await).await;
+    assert_failed_and_released(&app, &failed, &k).await;
     assert_eq!(app.db.count("users", "email = 'ivan@bank.example'").await, 0);
     let invited = send(&app, &owner, Method::POST, &users, &k, &invitation).await;
     assert_fresh(&invited, 200);
@@ -255,11 +262,9 @@ async fn identity_lookups_that_fail_are_500_and_their_keys_work_once_the_store_i
     let clients = format!("/api/tenants/{tenant}/clients");
     let client = json!({ "name": "settlement bot", "roleName": "USER" });
     let k = key();
-    app.db.break_table("roles").await;
-    let failed = send(&app, &owner, Method::POST, &clients, &k, &client).await;
-    app.db.restore_table("roles").await;
-    assert_system_error(&failed, "INTERNAL_ERROR");
-    assert_eq!(held_under(&app, &k).await, 0);
+    let failed =
+        while_broken(&app, "roles", async || send(&app, &owner, Method::POST, &clients, &k, &client).await).await;
+    assert_failed_and_released(&app, &failed, &k).await;
     assert_eq!(app.db.count("machine_clients", "name = 'settlement bot'").await, 0);
     let created = send(&app, &owner, Method::POST, &clients, &k, &client).await;
     assert_fresh(&created, 201);
@@ -268,9 +273,7 @@ async fn identity_lookups_that_fail_are_500_and_their_keys_work_once_the_store_i
     assert_eq!(app.db.count("machine_clients", "name = 'settlement bot'").await, 1, "created once");
 
     // A sign-in whose user cannot be looked up is no "Invalid credentials." (401).
-    app.db.break_table("users").await;
-    let refused = login(&app, email, NEW_PASSWORD).await;
-    app.db.restore_table("users").await;
+    let refused = while_broken(&app, "users", async || login(&app, email, NEW_PASSWORD).await).await;
     assert_system_error(&refused, "INTERNAL_ERROR");
     login(&app, email, NEW_PASSWORD).await.expect(200);
 }

@@ -50,6 +50,23 @@ pub async fn assert_empty_style_a(app: &TestApp, path: &str) {
     );
 }
 
+/// Each of `bodies`, written to `path` with `method` and a fresh key, refused with a 400 and the
+/// error envelope.
+pub async fn assert_bodies_refused(app: &TestApp, method: Method, path: &str, bodies: &[Value]) {
+    for body in bodies {
+        let reply = app.write_as(&app.tenant, method.clone(), path, &key(), body).await;
+        assert_refused(&reply, 400, &format!("{body} should be refused"));
+    }
+}
+
+/// The `field` of each item of a JSON array (a page's `content`, `data` or `items`), in its
+/// order, as text ("" where the item has none).
+#[track_caller]
+pub fn strings(items: &Value, field: &str) -> Vec<String> {
+    let items = items.as_array().unwrap_or_else(|| panic!("not an array: {items}"));
+    items.iter().map(|i| i[field].as_str().unwrap_or_default().to_owned()).collect()
+}
+
 /// A GET of `path` refused with the error envelope and `status`.
 pub async fn assert_get_refused(app: &TestApp, path: &str, status: u16) {
     assert_refused(&app.get(path).await, status, &format!("GET {path}"));

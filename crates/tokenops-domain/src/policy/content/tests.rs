@@ -20,6 +20,15 @@ fn violations(doc: &Value, action: PolicyAction) -> Vec<Violation> {
     }
 }
 
+/// The one violation of `doc`: at `field`, its message naming `says`.
+#[track_caller]
+fn assert_one_violation(doc: &Value, action: PolicyAction, field: &str, says: &str) {
+    let v = violations(doc, action);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].field, field);
+    assert!(v[0].message.contains(says), "{}", v[0].message);
+}
+
 fn fields(doc: &Value, action: PolicyAction) -> Vec<String> {
     violations(doc, action).into_iter().map(|v| v.field).collect()
 }
@@ -133,10 +142,7 @@ fn when_maps_context_fields_to_condition_strings() {
 #[test]
 fn only_catalogue_fields_may_be_named() {
     let doc = transfer_doc(json!([{"id": "r", "when": {"counterpartyRef": "== X"}, "emit": {"autoApproval": true}}]));
-    let v = violations(&doc, PolicyAction::Transfer);
-    assert_eq!(v.len(), 1);
-    assert_eq!(v[0].field, "rules[0].when.counterpartyRef");
-    assert!(v[0].message.contains("amount, assetId"), "{}", v[0].message);
+    assert_one_violation(&doc, PolicyAction::Transfer, "rules[0].when.counterpartyRef", "amount, assetId");
 }
 
 #[test]
@@ -161,10 +167,7 @@ fn operators_unsuited_to_a_field_type_are_rejected() {
 #[test]
 fn the_not_equal_operator_is_rejected() {
     let doc = transfer_doc(json!([{"id": "r", "when": {"assetId": "!= EUR"}, "emit": {"outcome": "REJECT"}}]));
-    let v = violations(&doc, PolicyAction::Transfer);
-    assert_eq!(v.len(), 1);
-    assert_eq!(v[0].field, "rules[0].when.assetId");
-    assert!(v[0].message.contains("!= is not supported"), "{}", v[0].message);
+    assert_one_violation(&doc, PolicyAction::Transfer, "rules[0].when.assetId", "!= is not supported");
 }
 
 #[test]
@@ -176,10 +179,7 @@ fn a_misspelt_currency_is_rejected() {
 #[test]
 fn a_rule_that_compares_amount_must_also_constrain_asset_id() {
     let doc = transfer_doc(json!([{"id": "r", "when": {"amount": ">= 10000"}, "emit": {"approver": "#a"}}]));
-    let v = violations(&doc, PolicyAction::Transfer);
-    assert_eq!(v.len(), 1);
-    assert_eq!(v[0].field, "rules[0].when");
-    assert!(v[0].message.contains("assetId"));
+    assert_one_violation(&doc, PolicyAction::Transfer, "rules[0].when", "assetId");
     // Also on conversions, where targetAssetId does not stand in for the source asset.
     let doc = json!({"appliesTo": {"action": "FX_CONVERSION"}, "rules": [
         {"id": "r", "when": {"amount": ">= 1", "targetAssetId": "== USD"}, "emit": {"approver": "#a"}}
