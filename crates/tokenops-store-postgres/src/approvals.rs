@@ -143,10 +143,6 @@ impl ApprovalStore for PostgresTx {
         Ok(())
     }
 
-    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, id, "", decode_task).await
-    }
-
     async fn tasks_of(
         &mut self,
         tenant: TenantId,

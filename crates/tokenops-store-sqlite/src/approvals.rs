@@ -134,10 +134,6 @@ impl ApprovalStore for SqliteTx {
         Ok(())
     }
 
-    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, codec::id_text(id), decode_task)
-    }
-
     async fn tasks_of(
         &mut self,
         tenant: TenantId,

@@ -182,6 +182,11 @@ pub fn executions(automation_id: Uuid, filter: &ExecutionFilter) -> Vec<Conditio
         .0
 }
 
+/// A policy's versions.
+pub fn policy_versions(policy_id: Uuid) -> Vec<Condition> {
+    Conditions::default().equal("policy_id", Some(KeyValue::Id(policy_id))).0
+}
+
 /// Scripts in a status (all but DELETED when none is named), by name.
 pub fn scripts(filter: &ScriptFilter) -> Vec<Condition> {
     let status = match filter.status {
