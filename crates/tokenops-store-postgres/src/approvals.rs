@@ -1,7 +1,7 @@
 //! Approval requests and their tasks on PostgreSQL: `ApprovalStore`. A task's approvers are a
 //! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::{Bind, Clause, RunClause};
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;

@@ -1,6 +1,6 @@
 //! Audit records on PostgreSQL.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::{Bind, Clause, RunClause};
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -194,7 +194,7 @@ impl AuditStore for PostgresTx {
         let mut clause = where_clause(filter);
         let keys = audit_keys(sort);
         if let Some(record) = after {
-            clause.after(&keys, &audit_key_values(record, &keys), Bind::from);
+            clause.after(&keys, &audit_key_values(record, &keys));
         }
         let order = keyset::order_by(&keys);
         let sql = format!(

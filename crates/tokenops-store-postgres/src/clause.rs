@@ -10,7 +10,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::conditions::{self, Condition};
+use tokenops_store::conditions::{self, Condition, Dialect};
 use tokenops_store::keyset::KeyValue;
 use tokenops_store::rows::{Decode, Table};
 use tokenops_store::{StoreResult, TableRows};
@@ -34,33 +34,48 @@ impl From<KeyValue> for Bind {
     }
 }
 
-/// The shared clause, numbered `$1`, `$2`, …
-pub(crate) struct Clause(conditions::Clause<Bind>);
+/// PostgreSQL's dialect of the shared clause: `$1`, `$2`, … and its bound values.
+pub(crate) struct Pg;
 
-impl std::ops::Deref for Clause {
-    type Target = conditions::Clause<Bind>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
+impl Dialect for Pg {
+    type Value = Bind;
+    const SIGIL: char = '$';
+    fn value(value: KeyValue) -> Bind {
+        Bind::from(value)
     }
 }
 
-impl std::ops::DerefMut for Clause {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
-    }
+/// The shared clause as PostgreSQL numbers and binds it.
+pub(crate) type Clause = conditions::Clause<Pg>;
+
+/// Running the shared clause on PostgreSQL: binding its values, its total and a page of it.
+pub(crate) trait RunClause {
+    fn bind<'q>(&self, tenant: TenantId, query: Query<'q, Postgres, PgArguments>) -> Query<'q, Postgres, PgArguments>;
+
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total, counting the
+    /// rows the transaction held back (written first, as before any statement).
+    fn count(
+        &self,
+        tenant: TenantId,
+        sql: String,
+        tx: &mut PostgresTx,
+    ) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
+    /// selects.
+    fn page<T: Send>(
+        &self,
+        tx: &mut PostgresTx,
+        tenant: TenantId,
+        table: &Table,
+        order: &str,
+        page: PageRequest,
+        decode: impl FnMut(&PgRow) -> StoreResult<T> + Send,
+    ) -> impl Future<Output = StoreResult<Page<T>>> + Send;
 }
 
-impl Clause {
-    pub(crate) fn new() -> Self {
-        Self(conditions::Clause::new('$'))
-    }
-
-    /// The clause of a list's shared conditions (`tokenops_store::conditions`).
-    pub(crate) fn of(conditions: Vec<Condition>) -> Self {
-        Self(conditions::Clause::of('$', conditions, Bind::from))
-    }
-
-    pub(crate) fn bind<'q>(
+impl RunClause for Clause {
+    fn bind<'q>(
         &self,
         tenant: TenantId,
         mut query: Query<'q, Postgres, PgArguments>,
@@ -77,23 +92,19 @@ impl Clause {
         query
     }
 
-    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total, counting the
-    /// rows the transaction held back (written first, as before any statement).
-    pub(crate) async fn count(&self, tenant: TenantId, sql: String, tx: &mut PostgresTx) -> StoreResult<u64> {
+    async fn count(&self, tenant: TenantId, sql: String, tx: &mut PostgresTx) -> StoreResult<u64> {
         let query = self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
         tx.fetch_one(query, |row| Ok(codec::count(codec::get(row, "total")?))).await
     }
 
-    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
-    /// selects.
-    pub(crate) async fn page<T>(
+    async fn page<T: Send>(
         &self,
         tx: &mut PostgresTx,
         tenant: TenantId,
         table: &Table,
         order: &str,
         page: PageRequest,
-        decode: impl FnMut(&PgRow) -> StoreResult<T>,
+        decode: impl FnMut(&PgRow) -> StoreResult<T> + Send,
     ) -> StoreResult<Page<T>> {
         let total = self.count(tenant, self.count_sql(table.name), tx).await?;
         let sql = self.page_sql(table.name, table.columns, order);

@@ -8,7 +8,7 @@
 //! plain indexed statement rather than one with `$n IS NULL OR …` terms. No request text reaches
 //! the SQL.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::{Bind, Clause, RunClause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -53,7 +53,7 @@ impl OperationSelection {
             let p = clause.param(Bind::Text(state.as_str().to_owned()));
             clause.and(&format!("state = {p}"));
         }
-        clause.extend(conditions::operations(filter), Bind::from);
+        clause.extend(conditions::operations(filter));
         if let Some(after) = after {
             let at = clause.param(Bind::Int(after.at_micros));
             let id = clause.param(Bind::Id(after.id));

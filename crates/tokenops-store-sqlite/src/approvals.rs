@@ -1,7 +1,7 @@
 //! Approval requests and their tasks on SQLite: `ApprovalStore`. A task's approvers are a JSON
 //! array of expressions, matched by the approver filter through `json_each`.
 
-use crate::clause::Clause;
+use crate::clause::{Clause, RunClause};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;

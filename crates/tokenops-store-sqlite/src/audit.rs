@@ -1,6 +1,6 @@
 //! Audit records on SQLite.
 
-use crate::clause::{self, Clause};
+use crate::clause::{Clause, RunClause};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -202,7 +202,7 @@ impl AuditStore for SqliteTx {
         let mut clause = where_clause(filter, false);
         let keys = audit_keys(sort);
         if let Some(record) = after {
-            clause.after(&keys, &audit_key_values(record, &keys), clause::value);
+            clause.after(&keys, &audit_key_values(record, &keys));
         }
         let sql = format!(
             "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE {} ORDER BY {} LIMIT {}",

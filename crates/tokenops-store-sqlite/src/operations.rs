@@ -5,7 +5,7 @@
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
 //! SQL.
 
-use crate::clause::{self, Clause};
+use crate::clause::{Clause, RunClause};
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -90,7 +90,7 @@ impl OperationSelection {
             let column = if account.is_some() { "+state" } else { "state" };
             clause.and(&format!("{column} = {p}"));
         }
-        clause.extend(conditions::operations(filter), clause::value);
+        clause.extend(conditions::operations(filter));
         if let Some(after) = after {
             let at = clause.param(Value::Integer(after.at_micros));
             let id = clause.param(Value::Text(codec::id_text(after.id)));
