@@ -336,10 +336,7 @@ impl AuditStore for PostgresTx {
             .fetch_all(
                 sqlx::query("SELECT block_number, hash FROM audit_blocks WHERE chain_id = $1")
                     .bind(audit_chain::chain_id(chain)),
-                |row| {
-                    let cols = codec::Cols(row);
-                    Ok((rows::Columns::int(&cols, "block_number")?, rows::Columns::text(&cols, "hash")?))
-                },
+                |row| rows::audit_block_hash(&codec::Cols(row)),
             )
             .await?;
         Ok(pairs.into_iter().collect())

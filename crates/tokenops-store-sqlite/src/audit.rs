@@ -313,10 +313,7 @@ impl AuditStore for SqliteTx {
         let pairs = self.fetch_all(
             "SELECT block_number, hash FROM audit_blocks WHERE chain_id = ?1",
             params![codec::id_text(audit_chain::chain_id(chain))],
-            |row| {
-                let cols = codec::Cols(row);
-                Ok((rows::Columns::int(&cols, "block_number")?, rows::Columns::text(&cols, "hash")?))
-            },
+            |row| rows::audit_block_hash(&codec::Cols(row)),
         )?;
         Ok(pairs.into_iter().collect())
     }

@@ -33,7 +33,7 @@ pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, account};
 pub use approvals::{
     APPROVAL_REQUEST_COLUMNS, APPROVAL_REQUESTS, APPROVAL_TASK_COLUMNS, APPROVAL_TASKS, approval_request, approval_task,
 };
-pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_record};
+pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_block_hash, audit_record};
 pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
 pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, contract};
 pub use custody::custody_key;
