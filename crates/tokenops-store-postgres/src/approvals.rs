@@ -1,7 +1,7 @@
 //! Approval requests and their tasks on PostgreSQL: `ApprovalStore`. A task's approvers are a
 //! JSON array of expressions kept as text (as on SQLite), matched by the approver filter as jsonb.
 
-use crate::clause::{Bind, Clause, RunClause};
+use crate::clause::{Bind, Clause};
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
@@ -173,6 +173,6 @@ impl ApprovalStore for PostgresTx {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
+        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
     }
 }

@@ -48,68 +48,47 @@ impl Dialect for Pg {
 /// The shared clause as PostgreSQL numbers and binds it.
 pub(crate) type Clause = conditions::Clause<Pg>;
 
-/// Running the shared clause on PostgreSQL: binding its values, its total and a page of it.
-pub(crate) trait RunClause {
-    fn bind<'q>(&self, tenant: TenantId, query: Query<'q, Postgres, PgArguments>) -> Query<'q, Postgres, PgArguments>;
-
-    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total, counting the
-    /// rows the transaction held back (written first, as before any statement).
-    fn count(
-        &self,
-        tenant: TenantId,
-        sql: String,
-        tx: &mut PostgresTx,
-    ) -> impl Future<Output = StoreResult<u64>> + Send;
-
-    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
-    /// selects.
-    fn page<T: Send>(
-        &self,
-        tx: &mut PostgresTx,
-        tenant: TenantId,
-        table: &Table,
-        order: &str,
-        page: PageRequest,
-        decode: impl FnMut(&PgRow) -> StoreResult<T> + Send,
-    ) -> impl Future<Output = StoreResult<Page<T>>> + Send;
+/// Binds the clause's values to `query`: the tenant, then each filter's.
+pub(crate) fn bind<'q>(
+    clause: &Clause,
+    tenant: TenantId,
+    mut query: Query<'q, Postgres, PgArguments>,
+) -> Query<'q, Postgres, PgArguments> {
+    query = query.bind(tenant.as_uuid());
+    for b in &clause.binds {
+        query = match b {
+            Bind::Int(v) => query.bind(*v),
+            Bind::Text(v) => query.bind(v.clone()),
+            Bind::TextList(v) => query.bind(v.clone()),
+            Bind::Id(v) => query.bind(*v),
+        };
+    }
+    query
 }
 
-impl RunClause for Clause {
-    fn bind<'q>(
-        &self,
-        tenant: TenantId,
-        mut query: Query<'q, Postgres, PgArguments>,
-    ) -> Query<'q, Postgres, PgArguments> {
-        query = query.bind(tenant.as_uuid());
-        for b in &self.binds {
-            query = match b {
-                Bind::Int(v) => query.bind(*v),
-                Bind::Text(v) => query.bind(v.clone()),
-                Bind::TextList(v) => query.bind(v.clone()),
-                Bind::Id(v) => query.bind(*v),
-            };
-        }
-        query
+impl PostgresTx {
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` over `clause`: a list's total, counting the
+    /// rows the transaction held back (written first, as before any statement).
+    pub(crate) async fn count_of(&mut self, clause: &Clause, tenant: TenantId, sql: String) -> StoreResult<u64> {
+        let query = bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
+        self.fetch_one(query, |row| Ok(codec::count(codec::get(row, "total")?))).await
     }
 
-    async fn count(&self, tenant: TenantId, sql: String, tx: &mut PostgresTx) -> StoreResult<u64> {
-        let query = self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
-        tx.fetch_one(query, |row| Ok(codec::count(codec::get(row, "total")?))).await
-    }
-
-    async fn page<T: Send>(
-        &self,
-        tx: &mut PostgresTx,
+    /// One page of the rows of `table` that `clause` selects, in `order`, with the total it
+    /// selects.
+    pub(crate) async fn page_of<T>(
+        &mut self,
+        clause: &Clause,
         tenant: TenantId,
         table: &Table,
         order: &str,
         page: PageRequest,
-        decode: impl FnMut(&PgRow) -> StoreResult<T> + Send,
+        decode: impl FnMut(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, self.count_sql(table.name), tx).await?;
-        let sql = self.page_sql(table.name, table.columns, order);
-        let items =
-            tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
+        let total = self.count_of(clause, tenant, clause.count_sql(table.name)).await?;
+        let sql = clause.page_sql(table.name, table.columns, order);
+        let query = bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page);
+        let items = self.fetch_all(query, decode).await?;
         Ok(Page { items, total })
     }
 }
@@ -124,7 +103,7 @@ impl<T: Decode + Send> TableRows<T> for PostgresTx {
         order: &str,
         page: PageRequest,
     ) -> StoreResult<Page<T>> {
-        Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
+        self.page_of(&Clause::of(conditions), tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
     }
 
     async fn row_by_key(

@@ -1,7 +1,7 @@
 //! Approval requests and their tasks on SQLite: `ApprovalStore`. A task's approvers are a JSON
 //! array of expressions, matched by the approver filter through `json_each`.
 
-use crate::clause::{Clause, RunClause};
+use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -165,6 +165,6 @@ impl ApprovalStore for SqliteTx {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
+        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
     }
 }

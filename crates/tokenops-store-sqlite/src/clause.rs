@@ -31,56 +31,40 @@ impl Dialect for Sqlite {
 /// The shared clause as SQLite numbers and binds it.
 pub(crate) type Clause = conditions::Clause<Sqlite>;
 
-/// Running the shared clause on SQLite: its values, its total and a page of it.
-pub(crate) trait RunClause {
-    /// The values of the clause's placeholders, in order: the tenant, then each filter's; the
-    /// caller pushes those of LIMIT and OFFSET after them.
-    fn values(&self, tenant: TenantId) -> Vec<Value>;
-
-    /// Runs `sql`, a `SELECT COUNT(*)` over the clause: a list's total.
-    fn count(&self, tenant: TenantId, sql: &str, tx: &SqliteTx) -> StoreResult<u64>;
-
-    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
-    /// selects.
-    fn page<T>(
-        &self,
-        tx: &SqliteTx,
-        tenant: TenantId,
-        table: &Table,
-        order: &str,
-        page: PageRequest,
-        decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
-    ) -> StoreResult<Page<T>>;
+/// The values of the clause's placeholders, in order: the tenant, then each filter's; the
+/// caller pushes those of LIMIT and OFFSET after them.
+pub(crate) fn values(clause: &Clause, tenant: TenantId) -> Vec<Value> {
+    let mut values = Vec::with_capacity(clause.binds.len() + 3);
+    values.push(Value::Text(codec::id_text(tenant.as_uuid())));
+    values.extend(clause.binds.iter().cloned());
+    values
 }
 
-impl RunClause for Clause {
-    fn values(&self, tenant: TenantId) -> Vec<Value> {
-        let mut values = Vec::with_capacity(self.binds.len() + 3);
-        values.push(Value::Text(codec::id_text(tenant.as_uuid())));
-        values.extend(self.binds.iter().cloned());
-        values
-    }
-
-    fn count(&self, tenant: TenantId, sql: &str, tx: &SqliteTx) -> StoreResult<u64> {
-        let count: i64 = tx.scalar(sql, params_from_iter(self.values(tenant)))?;
+impl SqliteTx {
+    /// Runs `sql`, a `SELECT COUNT(*)` over `clause`: a list's total.
+    pub(crate) fn count_of(&self, clause: &Clause, tenant: TenantId, sql: &str) -> StoreResult<u64> {
+        let count: i64 = self.scalar(sql, params_from_iter(values(clause, tenant)))?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
-    fn page<T>(
+    /// One page of the rows of `table` that `clause` selects, in `order`, with the total it
+    /// selects.
+    pub(crate) fn page_of<T>(
         &self,
-        tx: &SqliteTx,
+        clause: &Clause,
         tenant: TenantId,
         table: &Table,
         order: &str,
         page: PageRequest,
         decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, &self.count_sql(table.name), tx)?;
+        let total = self.count_of(clause, tenant, &clause.count_sql(table.name))?;
         let (limit, offset) = codec::page_limits(page);
-        let mut values = self.values(tenant);
+        let mut values = values(clause, tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
-        let items = tx.fetch_all(&self.page_sql(table.name, table.columns, order), params_from_iter(values), decode)?;
+        let items =
+            self.fetch_all(&clause.page_sql(table.name, table.columns, order), params_from_iter(values), decode)?;
         Ok(Page { items, total })
     }
 }
@@ -95,7 +79,7 @@ impl<T: Decode + Send> TableRows<T> for SqliteTx {
         order: &str,
         page: PageRequest,
     ) -> StoreResult<Page<T>> {
-        Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row)))
+        self.page_of(&Clause::of(conditions), tenant, table, order, page, |row| T::decode(&codec::Cols(row)))
     }
 
     async fn row_by_key(

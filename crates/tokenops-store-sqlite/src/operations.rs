@@ -5,7 +5,7 @@
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
 //! SQL.
 
-use crate::clause::{Clause, RunClause};
+use crate::clause::{self, Clause};
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -195,10 +195,10 @@ impl OperationStore for SqliteTx {
     ) -> StoreResult<Page<Operation>> {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
-        let total = clause.count(tenant, &selection.count_sql(), self)?;
+        let total = self.count_of(clause, tenant, &selection.count_sql())?;
         let sql = selection.rows_sql(&clause.limit_offset());
         let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
+        let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
         let items = self.fetch_all(&sql, params_from_iter(values), decode_operation)?;
@@ -214,7 +214,7 @@ impl OperationStore for SqliteTx {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
         let sql = selection.rows_sql(&format!("LIMIT {}", clause.placeholder(clause.next())));
-        let mut values = clause.values(tenant);
+        let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(i64::from(window.limit)));
         self.fetch_all(&sql, params_from_iter(values), decode_operation)
     }
