@@ -143,10 +143,6 @@ impl ApprovalStore for PostgresTx {
         Ok(())
     }
 
-    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, id, "", decode_task).await
-    }
-
     async fn tasks_of(
         &mut self,
         tenant: TenantId,
@@ -177,6 +173,6 @@ impl ApprovalStore for PostgresTx {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
+        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
     }
 }

@@ -1,6 +1,6 @@
 //! Audit records on PostgreSQL.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::{self, Bind, Clause};
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -89,16 +89,6 @@ pub(crate) fn prefix_regex(query: &str) -> String {
     pattern
 }
 
-impl PostgresTx {
-    /// Runs `sql`, a `SELECT COUNT(*) AS total` over `clause`, after the transaction's writes held
-    /// back (which `Clause::count` does not wait for).
-    async fn count_where(&mut self, sql: String, tenant: TenantId, clause: &Clause) -> StoreResult<u64> {
-        let query = clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
-        let total: i64 = self.fetch_one(query, |row| codec::get(row, "total")).await?;
-        Ok(codec::count(total))
-    }
-}
-
 #[async_trait]
 impl AuditStore for PostgresTx {
     /// Held back and written with the transaction's next statement (`deferred`).
@@ -131,32 +121,32 @@ impl AuditStore for PostgresTx {
         let matches = clause.sql.clone();
         // Both short counts start from the few records of the queue or of the chain's end.
         let unsealed = self
-            .count_where(
+            .count_of(
+                &clause,
+                tenant,
                 format!(
                     "SELECT COUNT(*) AS total FROM audit_unsealed u JOIN audit_records r ON r.id = u.record_id
                      WHERE u.chain_id = $1 AND {matches}"
                 ),
-                tenant,
-                &clause,
             )
             .await?;
         let sealed = match carries(known, head) {
             Some(known) => {
                 let through = clause.param(Bind::Int(known.through_seq));
                 let since = self
-                    .count_where(
+                    .count_of(
+                        &clause,
+                        tenant,
                         format!(
                             "SELECT COUNT(*) AS total FROM audit_seals s JOIN audit_records r ON r.id = s.record_id
                              WHERE s.chain_id = $1 AND s.chain_seq > {through} AND {matches}"
                         ),
-                        tenant,
-                        &clause,
                     )
                     .await?;
                 known.count + since
             }
             None => {
-                let full = self.count_where(clause.count_sql("audit_records"), tenant, &clause).await?;
+                let full = self.count_of(&clause, tenant, clause.count_sql("audit_records")).await?;
                 full.saturating_sub(unsealed)
             }
         };
@@ -180,7 +170,8 @@ impl AuditStore for PostgresTx {
             "SELECT {AUDIT_COLUMNS} FROM ({}) r LEFT JOIN audit_seals s ON s.record_id = r.id ORDER BY {order}",
             clause.page_sql("audit_records", RECORD_COLUMNS, &order)
         );
-        self.fetch_all(clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await
+        self.fetch_all(clause::bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode)
+            .await
     }
 
     async fn batch_after(
@@ -194,7 +185,7 @@ impl AuditStore for PostgresTx {
         let mut clause = where_clause(filter);
         let keys = audit_keys(sort);
         if let Some(record) = after {
-            clause.after(&keys, &audit_key_values(record, &keys), Bind::from);
+            clause.after(&keys, &audit_key_values(record, &keys));
         }
         let order = keyset::order_by(&keys);
         let sql = format!(
@@ -203,7 +194,7 @@ impl AuditStore for PostgresTx {
             clause.sql,
             clause.placeholder(clause.next())
         );
-        let query = clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(limit));
+        let query = clause::bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(limit));
         self.fetch_all(query, decode).await
     }
 
@@ -336,10 +327,7 @@ impl AuditStore for PostgresTx {
             .fetch_all(
                 sqlx::query("SELECT block_number, hash FROM audit_blocks WHERE chain_id = $1")
                     .bind(audit_chain::chain_id(chain)),
-                |row| {
-                    let cols = codec::Cols(row);
-                    Ok((rows::Columns::int(&cols, "block_number")?, rows::Columns::text(&cols, "hash")?))
-                },
+                |row| rows::audit_block_hash(&codec::Cols(row)),
             )
             .await?;
         Ok(pairs.into_iter().collect())

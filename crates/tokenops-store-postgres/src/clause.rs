@@ -10,7 +10,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_store::conditions::{self, Condition};
+use tokenops_store::conditions::{self, Condition, Dialect};
 use tokenops_store::keyset::KeyValue;
 use tokenops_store::rows::{Decode, Table};
 use tokenops_store::{StoreResult, TableRows};
@@ -34,71 +34,61 @@ impl From<KeyValue> for Bind {
     }
 }
 
-/// The shared clause, numbered `$1`, `$2`, …
-pub(crate) struct Clause(conditions::Clause<Bind>);
+/// PostgreSQL's dialect of the shared clause: `$1`, `$2`, … and its bound values.
+pub(crate) struct Pg;
 
-impl std::ops::Deref for Clause {
-    type Target = conditions::Clause<Bind>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
+impl Dialect for Pg {
+    type Value = Bind;
+    const SIGIL: char = '$';
+    fn value(value: KeyValue) -> Bind {
+        Bind::from(value)
     }
 }
 
-impl std::ops::DerefMut for Clause {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
+/// The shared clause as PostgreSQL numbers and binds it.
+pub(crate) type Clause = conditions::Clause<Pg>;
+
+/// Binds the clause's values to `query`: the tenant, then each filter's.
+pub(crate) fn bind<'q>(
+    clause: &Clause,
+    tenant: TenantId,
+    mut query: Query<'q, Postgres, PgArguments>,
+) -> Query<'q, Postgres, PgArguments> {
+    query = query.bind(tenant.as_uuid());
+    for b in &clause.binds {
+        query = match b {
+            Bind::Int(v) => query.bind(*v),
+            Bind::Text(v) => query.bind(v.clone()),
+            Bind::TextList(v) => query.bind(v.clone()),
+            Bind::Id(v) => query.bind(*v),
+        };
     }
+    query
 }
 
-impl Clause {
-    pub(crate) fn new() -> Self {
-        Self(conditions::Clause::new('$'))
-    }
-
-    /// The clause of a list's shared conditions (`tokenops_store::conditions`).
-    pub(crate) fn of(conditions: Vec<Condition>) -> Self {
-        Self(conditions::Clause::of('$', conditions, Bind::from))
-    }
-
-    pub(crate) fn bind<'q>(
-        &self,
-        tenant: TenantId,
-        mut query: Query<'q, Postgres, PgArguments>,
-    ) -> Query<'q, Postgres, PgArguments> {
-        query = query.bind(tenant.as_uuid());
-        for b in &self.binds {
-            query = match b {
-                Bind::Int(v) => query.bind(*v),
-                Bind::Text(v) => query.bind(v.clone()),
-                Bind::TextList(v) => query.bind(v.clone()),
-                Bind::Id(v) => query.bind(*v),
-            };
-        }
-        query
-    }
-
-    /// Runs `sql`, a `SELECT COUNT(*) AS total` over the clause: a list's total, counting the
+impl PostgresTx {
+    /// Runs `sql`, a `SELECT COUNT(*) AS total` over `clause`: a list's total, counting the
     /// rows the transaction held back (written first, as before any statement).
-    pub(crate) async fn count(&self, tenant: TenantId, sql: String, tx: &mut PostgresTx) -> StoreResult<u64> {
-        let query = self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
-        tx.fetch_one(query, |row| Ok(codec::count(codec::get(row, "total")?))).await
+    pub(crate) async fn count_of(&mut self, clause: &Clause, tenant: TenantId, sql: String) -> StoreResult<u64> {
+        let query = bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql)));
+        self.fetch_one(query, |row| Ok(codec::count(codec::get(row, "total")?))).await
     }
 
-    /// One page of the rows of `table` the clause selects, in `order`, with the total the clause
+    /// One page of the rows of `table` that `clause` selects, in `order`, with the total it
     /// selects.
-    pub(crate) async fn page<T>(
-        &self,
-        tx: &mut PostgresTx,
+    pub(crate) async fn page_of<T>(
+        &mut self,
+        clause: &Clause,
         tenant: TenantId,
         table: &Table,
         order: &str,
         page: PageRequest,
         decode: impl FnMut(&PgRow) -> StoreResult<T>,
     ) -> StoreResult<Page<T>> {
-        let total = self.count(tenant, self.count_sql(table.name), tx).await?;
-        let sql = self.page_sql(table.name, table.columns, order);
-        let items =
-            tx.fetch_all(self.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page), decode).await?;
+        let total = self.count_of(clause, tenant, clause.count_sql(table.name)).await?;
+        let sql = clause.page_sql(table.name, table.columns, order);
+        let query = bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind_page(page);
+        let items = self.fetch_all(query, decode).await?;
         Ok(Page { items, total })
     }
 }
@@ -113,7 +103,7 @@ impl<T: Decode + Send> TableRows<T> for PostgresTx {
         order: &str,
         page: PageRequest,
     ) -> StoreResult<Page<T>> {
-        Clause::of(conditions).page(self, tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
+        self.page_of(&Clause::of(conditions), tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
     }
 
     async fn row_by_key(

@@ -6,35 +6,16 @@
 use crate::users::decode_user;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::Postgres;
-use sqlx::postgres::PgRow;
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows::{self, GROUP_COLUMNS};
-use tokenops_store::sorting::{GROUP_SORT, order_by};
+use tokenops_store::rows;
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
-
-fn decode_group(row: &PgRow) -> StoreResult<GroupRecord> {
-    rows::group(&codec::Cols(row))
-}
 
 /// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
 /// organisation.
 const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
      WHERE m.tenant_id = $1 AND m.group_id = $2";
-
-impl PostgresTx {
-    /// The group matching `condition`, in which `$1` is the tenant and `$2` the value.
-    async fn fetch_group<T>(&mut self, condition: &str, tenant: TenantId, value: T) -> StoreResult<Option<GroupRecord>>
-    where
-        T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
-    {
-        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE {condition}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(value), decode_group)
-            .await
-    }
-}
 
 #[async_trait]
 impl GroupStore for PostgresTx {
@@ -54,18 +35,6 @@ impl GroupStore for PostgresTx {
         .bind(group.updated_at.as_micros()), "group id or key").await
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group("tenant_id = $1 AND id = $2", tenant, id).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group("tenant_id = $1 AND id = $2 FOR UPDATE", tenant, id).await
-    }
-
-    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group("tenant_id = $1 AND key_folded = $2", tenant, codec::folded(key)).await
-    }
-
     async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
         self.execute(
             sqlx::query(
@@ -79,22 +48,6 @@ impl GroupStore for PostgresTx {
         )
         .await?;
         Ok(())
-    }
-
-    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
-        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
-        let order = order_by(sort, GROUP_SORT)?;
-        let sql = format!(
-            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = $1 ORDER BY {order} LIMIT $2 OFFSET $3"
-        );
-        self.page_where(
-            "SELECT COUNT(*) FROM approval_groups WHERE tenant_id = $1",
-            sql,
-            |q| q.bind(tenant.as_uuid()),
-            page,
-            decode_group,
-        )
-        .await
     }
 
     async fn add_member(

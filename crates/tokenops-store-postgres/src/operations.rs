@@ -8,7 +8,7 @@
 //! plain indexed statement rather than one with `$n IS NULL OR …` terms. No request text reaches
 //! the SQL.
 
-use crate::clause::{Bind, Clause};
+use crate::clause::{self, Bind, Clause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -53,7 +53,7 @@ impl OperationSelection {
             let p = clause.param(Bind::Text(state.as_str().to_owned()));
             clause.and(&format!("state = {p}"));
         }
-        clause.extend(conditions::operations(filter), Bind::from);
+        clause.extend(conditions::operations(filter));
         if let Some(after) = after {
             let at = clause.param(Bind::Int(after.at_micros));
             let id = clause.param(Bind::Id(after.id));
@@ -176,11 +176,11 @@ impl OperationStore for PostgresTx {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
         self.flush().await?;
-        let total = clause.count(tenant, selection.count_sql(), self).await?;
+        let total = self.count_of(clause, tenant, selection.count_sql()).await?;
         let sql = selection.rows_sql(&clause.limit_offset(), &clause.placeholder(clause.next() + 2));
         let offset = codec::sql_i64(page.offset());
         let mut query =
-            clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(page.size)).bind(offset);
+            clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(page.size)).bind(offset);
         if selection.account.is_some() {
             query = query.bind(offset.saturating_add(i64::from(page.size)));
         }
@@ -199,7 +199,7 @@ impl OperationStore for PostgresTx {
         let limit = clause.placeholder(clause.next());
         let sql = selection.rows_sql(&format!("LIMIT {limit}"), &limit);
         self.fetch_all(
-            clause.bind(tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
+            clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
             decode_operation,
         )
         .await

@@ -170,26 +170,6 @@ impl PolicyStore for PostgresTx {
         .await
     }
 
-    async fn list_versions(
-        &mut self,
-        tenant: TenantId,
-        policy_id: Uuid,
-        page: PageRequest,
-    ) -> StoreResult<Page<PolicyVersion>> {
-        let sql = format!(
-            "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2
-             ORDER BY version_number DESC LIMIT $3 OFFSET $4"
-        );
-        self.page_where(
-            "SELECT COUNT(*) FROM policy_versions WHERE tenant_id = $1 AND policy_id = $2",
-            sql,
-            |q| q.bind(tenant.as_uuid()).bind(policy_id),
-            page,
-            decode_version,
-        )
-        .await
-    }
-
     async fn active_for_action(
         &mut self,
         tenant: TenantId,

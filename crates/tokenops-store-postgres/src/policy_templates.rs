@@ -33,14 +33,6 @@ impl PolicyTemplateStore for PostgresTx {
         .await
     }
 
-    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        self.fetch_by_key(&rows::TEMPLATES, tenant, key, "", decode_template).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        self.fetch_by_key(&rows::TEMPLATES, tenant, key, "FOR UPDATE", decode_template).await
-    }
-
     async fn update(&mut self, t: &TenantTemplate) -> StoreResult<()> {
         self.execute(
             sqlx::query(

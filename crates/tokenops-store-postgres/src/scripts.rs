@@ -52,14 +52,6 @@ impl ScriptStore for PostgresTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        self.fetch_by_key(&rows::SCRIPTS, tenant, id, "", decode).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        self.fetch_by_key(&rows::SCRIPTS, tenant, id, "FOR UPDATE", decode).await
-    }
-
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
         let sql =
             format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = $1 AND name = $2 AND status <> 'DELETED'");

@@ -48,14 +48,6 @@ impl UserStore for PostgresTx {
         self.insert_new(bind_user(query::insert(&rows::USERS), user), "user id or email").await
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_by_key(&rows::USERS, tenant, id, "", decode_user).await
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_by_key(&rows::USERS, tenant, id, "FOR UPDATE", decode_user).await
-    }
-
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode_user).await

@@ -158,14 +158,6 @@ impl WebhookStore for PostgresTx {
         Ok(())
     }
 
-    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_by_key(&rows::DELIVERIES, tenant, id, "", decode_delivery).await
-    }
-
-    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_by_key(&rows::DELIVERIES, tenant, id, "FOR UPDATE", decode_delivery).await
-    }
-
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {
         if event_ids.is_empty() {
             return Ok(Vec::new());

@@ -134,10 +134,6 @@ impl ApprovalStore for SqliteTx {
         Ok(())
     }
 
-    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
-        self.fetch_by_key(&rows::APPROVAL_TASKS, tenant, codec::id_text(id), decode_task)
-    }
-
     async fn tasks_of(
         &mut self,
         tenant: TenantId,
@@ -169,6 +165,6 @@ impl ApprovalStore for SqliteTx {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        clause.page(self, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
+        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
     }
 }

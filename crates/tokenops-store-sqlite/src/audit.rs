@@ -145,24 +145,16 @@ impl AuditStore for SqliteTx {
         let matches = plain.sql.clone();
         // The planner would read a broad filter's own index to find these few (it keeps no
         // histograms): `INDEXED BY` reads the unsealed records' partial index, and the chain's.
-        let unsealed = plain.count(
-            tenant,
-            &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_unsealed WHERE {matches} AND chain_seq IS NULL"),
-            self,
-        )?;
+        let unsealed = self.count_of(&plain, tenant, &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_unsealed WHERE {matches} AND chain_seq IS NULL"))?;
         let sealed = match carries(known, head) {
             Some(known) => {
                 let through = plain.param(Value::Integer(known.through_seq));
-                let since = plain.count(
-                    tenant,
-                    &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE {matches} AND chain_seq > {through}"),
-                    self,
-                )?;
+                let since = self.count_of(&plain, tenant, &format!("SELECT COUNT(*) FROM audit_records INDEXED BY audit_records_by_chain_seq WHERE {matches} AND chain_seq > {through}"))?;
                 known.count + since
             }
             None => {
                 let clause = where_clause(filter, true);
-                clause.count(tenant, &clause.count_sql("audit_records"), self)?.saturating_sub(unsealed)
+                self.count_of(&clause, tenant, &clause.count_sql("audit_records"))?.saturating_sub(unsealed)
             }
         };
         Ok(AuditCount::new(head, sealed, unsealed))
@@ -184,7 +176,7 @@ impl AuditStore for SqliteTx {
         // The export's order too, so that a page and an export list the same records alike.
         let order = keyset::order_by(&audit_keys(sort));
         let (limit, offset) = codec::page_limits(page);
-        let mut values = clause.values(tenant);
+        let mut values = clause::values(&clause, tenant);
         values.extend([Value::Integer(limit), Value::Integer(offset)]);
         self.fetch_all(&clause.page_sql("audit_records", AUDIT_COLUMNS, &order), params_from_iter(values), decode)
     }
@@ -202,7 +194,7 @@ impl AuditStore for SqliteTx {
         let mut clause = where_clause(filter, false);
         let keys = audit_keys(sort);
         if let Some(record) = after {
-            clause.after(&keys, &audit_key_values(record, &keys), clause::value);
+            clause.after(&keys, &audit_key_values(record, &keys));
         }
         let sql = format!(
             "SELECT {AUDIT_COLUMNS} FROM audit_records WHERE {} ORDER BY {} LIMIT {}",
@@ -210,7 +202,7 @@ impl AuditStore for SqliteTx {
             keyset::order_by(&keys),
             clause.placeholder(clause.next())
         );
-        let mut values = clause.values(tenant);
+        let mut values = clause::values(&clause, tenant);
         values.push(Value::Integer(i64::from(limit)));
         self.fetch_all(&sql, params_from_iter(values), decode)
     }
@@ -313,10 +305,7 @@ impl AuditStore for SqliteTx {
         let pairs = self.fetch_all(
             "SELECT block_number, hash FROM audit_blocks WHERE chain_id = ?1",
             params![codec::id_text(audit_chain::chain_id(chain))],
-            |row| {
-                let cols = codec::Cols(row);
-                Ok((rows::Columns::int(&cols, "block_number")?, rows::Columns::text(&cols, "hash")?))
-            },
+            |row| rows::audit_block_hash(&codec::Cols(row)),
         )?;
         Ok(pairs.into_iter().collect())
     }

@@ -6,29 +6,17 @@
 use crate::users::decode_user;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
-use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use rusqlite::params;
+use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows::{self, GROUP_COLUMNS};
-use tokenops_store::sorting::{GROUP_SORT, order_by};
+use tokenops_store::rows;
 use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
-
-fn decode_group(row: &Row<'_>) -> StoreResult<GroupRecord> {
-    rows::group(&codec::Cols(row))
-}
 
 /// A group's members (`?1` the tenant, `?2` the group): memberships of users still in the
 /// organisation.
 const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id AND u.tenant_id = m.tenant_id
      WHERE m.tenant_id = ?1 AND m.group_id = ?2";
-
-impl SqliteTx {
-    fn fetch_group(&self, tenant: TenantId, condition: &str, value: String) -> StoreResult<Option<GroupRecord>> {
-        let sql = format!("SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 AND {condition}");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), value], decode_group)
-    }
-}
 
 #[async_trait]
 impl GroupStore for SqliteTx {
@@ -50,20 +38,6 @@ impl GroupStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group(tenant, "id = ?2", codec::id_text(id))
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a group for update")?;
-        GroupStore::get(self, tenant, id).await
-    }
-
-    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
-        self.fetch_group(tenant, "key_folded = ?2", codec::folded(key))
-    }
-
     async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
         self.execute(
             "UPDATE approval_groups SET name = ?1, status = ?2, updated_at = ?3 WHERE tenant_id = ?4 AND id = ?5",
@@ -76,22 +50,6 @@ impl GroupStore for SqliteTx {
             ],
         )?;
         Ok(())
-    }
-
-    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
-        let tenant_text = codec::id_text(tenant.as_uuid());
-        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
-        let order = order_by(sort, GROUP_SORT)?;
-        let sql = format!(
-            "SELECT {GROUP_COLUMNS} FROM approval_groups WHERE tenant_id = ?1 ORDER BY {order} LIMIT ?2 OFFSET ?3"
-        );
-        self.page_where(
-            "SELECT COUNT(*) FROM approval_groups WHERE tenant_id = ?1",
-            &sql,
-            &[&tenant_text],
-            page,
-            decode_group,
-        )
     }
 
     async fn add_member(

@@ -90,7 +90,7 @@ impl OperationSelection {
             let column = if account.is_some() { "+state" } else { "state" };
             clause.and(&format!("{column} = {p}"));
         }
-        clause.extend(conditions::operations(filter), clause::value);
+        clause.extend(conditions::operations(filter));
         if let Some(after) = after {
             let at = clause.param(Value::Integer(after.at_micros));
             let id = clause.param(Value::Text(codec::id_text(after.id)));
@@ -195,10 +195,10 @@ impl OperationStore for SqliteTx {
     ) -> StoreResult<Page<Operation>> {
         let selection = OperationSelection::new(filter, None);
         let clause = &selection.clause;
-        let total = clause.count(tenant, &selection.count_sql(), self)?;
+        let total = self.count_of(clause, tenant, &selection.count_sql())?;
         let sql = selection.rows_sql(&clause.limit_offset());
         let (limit, offset) = page_limits(page);
-        let mut values = clause.values(tenant);
+        let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
         let items = self.fetch_all(&sql, params_from_iter(values), decode_operation)?;
@@ -214,7 +214,7 @@ impl OperationStore for SqliteTx {
         let selection = OperationSelection::new(filter, window.after);
         let clause = &selection.clause;
         let sql = selection.rows_sql(&format!("LIMIT {}", clause.placeholder(clause.next())));
-        let mut values = clause.values(tenant);
+        let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(i64::from(window.limit)));
         self.fetch_all(&sql, params_from_iter(values), decode_operation)
     }

@@ -154,26 +154,6 @@ impl PolicyStore for SqliteTx {
         )
     }
 
-    async fn list_versions(
-        &mut self,
-        tenant: TenantId,
-        policy_id: Uuid,
-        page: PageRequest,
-    ) -> StoreResult<Page<PolicyVersion>> {
-        let tenant_text = codec::id_text(tenant.as_uuid());
-        let policy_text = codec::id_text(policy_id);
-        self.page_where(
-            "SELECT COUNT(*) FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2",
-            &format!(
-                "SELECT {POLICY_VERSION_COLUMNS} FROM policy_versions WHERE tenant_id = ?1 AND policy_id = ?2
-                 ORDER BY version_number DESC LIMIT ?3 OFFSET ?4"
-            ),
-            &[&tenant_text, &policy_text],
-            page,
-            decode_version,
-        )
-    }
-
     async fn active_for_action(
         &mut self,
         tenant: TenantId,

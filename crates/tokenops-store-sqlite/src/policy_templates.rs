@@ -33,16 +33,6 @@ impl PolicyTemplateStore for SqliteTx {
         )
     }
 
-    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        self.fetch_by_key(&rows::TEMPLATES, tenant, key, decode_template)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a template for update")?;
-        PolicyTemplateStore::get(self, tenant, key).await
-    }
-
     async fn update(&mut self, t: &TenantTemplate) -> StoreResult<()> {
         self.execute(
             "UPDATE policy_templates SET template_version = ?1, name = ?2, description = ?3, status = ?4,

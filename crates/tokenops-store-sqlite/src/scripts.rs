@@ -52,16 +52,6 @@ impl ScriptStore for SqliteTx {
         Ok(())
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        self.fetch_by_key(&rows::SCRIPTS, tenant, codec::id_text(id), decode)
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a script for update")?;
-        ScriptStore::get(self, tenant, id).await
-    }
-
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
         self.fetch_optional(
             &format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = ?1 AND name = ?2 AND status <> 'DELETED'"),

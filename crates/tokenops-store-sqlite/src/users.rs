@@ -55,16 +55,6 @@ impl UserStore for SqliteTx {
         self.insert_row(&rows::USERS, user_values(user))
     }
 
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        self.fetch_user("tenant_id = ?1 AND id = ?2", &[codec::id_text(tenant.as_uuid()), codec::id_text(id)])
-    }
-
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
-        // Write transactions run one at a time on the single writer: the read is already held.
-        self.require_write("reading a user for update")?;
-        UserStore::get(self, tenant, id).await
-    }
-
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
         self.fetch_user("id = ?1", &[codec::id_text(id)])
     }

@@ -165,15 +165,6 @@ impl WebhookStore for SqliteTx {
         Ok(())
     }
 
-    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.fetch_by_key(&rows::DELIVERIES, tenant, codec::id_text(id), decode_delivery)
-    }
-
-    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
-        self.require_write("reading a delivery for update")?;
-        self.get_delivery(tenant, id).await
-    }
-
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {
         if event_ids.is_empty() {
             return Ok(Vec::new());

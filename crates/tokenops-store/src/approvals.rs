@@ -13,7 +13,7 @@ use crate::rows;
 use crate::{TableRows, conditions};
 
 #[async_trait]
-pub trait ApprovalStore: Send + TableRows<ApprovalRequest> {
+pub trait ApprovalStore: Send + TableRows<ApprovalRequest> + TableRows<ApprovalTask> {
     async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
     /// Replaces status, resolved_at, acted_by and updated_at.
     async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
@@ -52,7 +52,9 @@ pub trait ApprovalStore: Send + TableRows<ApprovalRequest> {
     async fn insert_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
     /// Replaces approvers, state, acted_by, acted_at, comment and updated_at.
     async fn update_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
-    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>>;
+    async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
+        self.row_by_key(tenant, &rows::APPROVAL_TASKS, KeyValue::Id(id), false).await
+    }
     /// A request's tasks by step, then creation; locked for the rest of the transaction when
     /// `for_update`.
     async fn tasks_of(

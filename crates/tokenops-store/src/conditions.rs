@@ -23,44 +23,56 @@ pub struct Condition {
     pub value: KeyValue,
 }
 
-/// The WHERE clause of a list: `tenant_id = <1>`, then each filter given, its placeholders
-/// numbered in order in the backend's style (`sigil` `?` or `$`); `V` is the backend's bound
-/// value, the tenant's not among them (the backend binds it first).
-#[derive(Debug)]
-pub struct Clause<V> {
-    pub sql: String,
-    /// The values bound to the filters, from placeholder 2 on.
-    pub binds: Vec<V>,
-    sigil: char,
+/// What a backend's SQL differs in for a list's clause: its placeholders (`SIGIL` `?` or `$`,
+/// numbered) and the value it binds for a compared one.
+pub trait Dialect {
+    type Value;
+    const SIGIL: char;
+    fn value(value: KeyValue) -> Self::Value;
 }
 
-impl<V> Clause<V> {
-    pub fn new(sigil: char) -> Self {
-        Self { sql: format!("tenant_id = {sigil}1"), binds: Vec::new(), sigil }
+/// The WHERE clause of a list: `tenant_id = <1>`, then each filter given, its placeholders
+/// numbered in order in the backend's style (`D`); the values are the backend's, the tenant's
+/// not among them (the backend binds it first).
+pub struct Clause<D: Dialect> {
+    pub sql: String,
+    /// The values bound to the filters, from placeholder 2 on.
+    pub binds: Vec<D::Value>,
+}
+
+impl<D: Dialect> Default for Clause<D> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<D: Dialect> Clause<D> {
+    pub fn new() -> Self {
+        Self { sql: format!("tenant_id = {}1", D::SIGIL), binds: Vec::new() }
     }
 
-    /// The clause of a list's shared conditions, each value as the backend binds it.
-    pub fn of(sigil: char, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) -> Self {
-        let mut clause = Self::new(sigil);
-        clause.extend(conditions, value);
+    /// The clause of a list's shared conditions.
+    pub fn of(conditions: Vec<Condition>) -> Self {
+        let mut clause = Self::new();
+        clause.extend(conditions);
         clause
     }
 
-    /// Adds `conditions` after the clause's filters, each value as the backend binds it.
-    pub fn extend(&mut self, conditions: Vec<Condition>, value: impl Fn(KeyValue) -> V) {
+    /// Adds `conditions` after the clause's filters.
+    pub fn extend(&mut self, conditions: Vec<Condition>) {
         for c in conditions {
-            self.compare(c.column, c.op, value(c.value));
+            self.compare(c.column, c.op, D::value(c.value));
         }
     }
 
     /// Binds `value` and returns its placeholder.
-    pub fn param(&mut self, value: V) -> String {
+    pub fn param(&mut self, value: D::Value) -> String {
         self.binds.push(value);
         self.placeholder(self.binds.len() + 1)
     }
 
     pub fn placeholder(&self, n: usize) -> String {
-        format!("{}{n}", self.sigil)
+        format!("{}{n}", D::SIGIL)
     }
 
     pub fn and(&mut self, fragment: &str) {
@@ -69,19 +81,18 @@ impl<V> Clause<V> {
     }
 
     /// Adds the filter `column op value`, `value` bound.
-    pub fn compare(&mut self, column: &str, op: &str, value: V) {
+    pub fn compare(&mut self, column: &str, op: &str, value: D::Value) {
         let p = self.param(value);
         self.and(&format!("{column} {op} {p}"));
     }
 
     /// Adds the keyset condition "strictly after the row whose sort values are `values`"
-    /// (`keyset::after`), numbered on from the clause's placeholders, each value bound as
-    /// `value` makes it.
-    pub fn after(&mut self, keys: &[KeyColumn], values: &[KeyValue], value: impl Fn(KeyValue) -> V) {
+    /// (`keyset::after`), numbered on from the clause's placeholders.
+    pub fn after(&mut self, keys: &[KeyColumn], values: &[KeyValue]) {
         let (condition, bound) = keyset::after(keys, values);
         let condition = keyset::number_placeholders(&condition, self.next(), |n| self.placeholder(n));
         self.and(&condition);
-        self.binds.extend(bound.into_iter().map(value));
+        self.binds.extend(bound.into_iter().map(D::value));
     }
 
     /// The next free placeholder number (for LIMIT and OFFSET).
@@ -182,6 +193,11 @@ pub fn executions(automation_id: Uuid, filter: &ExecutionFilter) -> Vec<Conditio
         .0
 }
 
+/// A policy's versions.
+pub fn policy_versions(policy_id: Uuid) -> Vec<Condition> {
+    Conditions::default().equal("policy_id", Some(KeyValue::Id(policy_id))).0
+}
+
 /// Scripts in a status (all but DELETED when none is named), by name.
 pub fn scripts(filter: &ScriptFilter) -> Vec<Condition> {
     let status = match filter.status {
@@ -266,27 +282,41 @@ pub fn account_locks(account_ref: &AccountRef, status: Option<LockStatus>) -> Ve
 mod tests {
     use super::*;
 
+    /// A dialect binding the compared values as they are.
+    struct Numbered<const SIGIL: char>;
+
+    impl<const S: char> Dialect for Numbered<S> {
+        type Value = KeyValue;
+        const SIGIL: char = S;
+        fn value(value: KeyValue) -> KeyValue {
+            value
+        }
+    }
+
+    fn numbers_after_the_tenant<D: Dialect<Value = KeyValue>>() {
+        let conditions = vec![
+            Condition { column: "status", op: "=", value: text("OPEN") },
+            Condition { column: "created_at", op: "<", value: KeyValue::Int(7) },
+        ];
+        let mut clause = Clause::<D>::of(conditions);
+        let p = clause.param(text("a-1"));
+        clause.and(&format!("account_ref = {p}"));
+        let s = D::SIGIL;
+        assert_eq!(
+            clause.sql,
+            format!("tenant_id = {s}1 AND status = {s}2 AND created_at < {s}3 AND account_ref = {s}4")
+        );
+        assert_eq!(clause.binds, vec![text("OPEN"), KeyValue::Int(7), text("a-1")]);
+        assert_eq!(
+            clause.page_sql("locks", "id", "id DESC"),
+            format!("SELECT id FROM locks WHERE {} ORDER BY id DESC LIMIT {s}5 OFFSET {s}6", clause.sql)
+        );
+        assert_eq!(clause.count_sql("locks"), format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql));
+    }
+
     #[test]
     fn a_clause_numbers_its_filters_after_the_tenant_in_the_backends_style() {
-        for sigil in ['?', '$'] {
-            let conditions = vec![
-                Condition { column: "status", op: "=", value: text("OPEN") },
-                Condition { column: "created_at", op: "<", value: KeyValue::Int(7) },
-            ];
-            let mut clause = Clause::of(sigil, conditions, |v| v);
-            let p = clause.param(text("a-1"));
-            clause.and(&format!("account_ref = {p}"));
-            let s = sigil;
-            assert_eq!(
-                clause.sql,
-                format!("tenant_id = {s}1 AND status = {s}2 AND created_at < {s}3 AND account_ref = {s}4")
-            );
-            assert_eq!(clause.binds, vec![text("OPEN"), KeyValue::Int(7), text("a-1")]);
-            assert_eq!(
-                clause.page_sql("locks", "id", "id DESC"),
-                format!("SELECT id FROM locks WHERE {} ORDER BY id DESC LIMIT {s}5 OFFSET {s}6", clause.sql)
-            );
-            assert_eq!(clause.count_sql("locks"), format!("SELECT COUNT(*) AS total FROM locks WHERE {}", clause.sql));
-        }
+        numbers_after_the_tenant::<Numbered<'?'>>();
+        numbers_after_the_tenant::<Numbered<'$'>>();
     }
 }

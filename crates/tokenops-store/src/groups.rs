@@ -6,7 +6,10 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-use crate::{StoreResult, UserRecord};
+use crate::encode::folded;
+use crate::keyset::KeyValue;
+use crate::sorting::{GROUP_SORT, order_by};
+use crate::{StoreResult, TableRows, UserRecord, rows};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRecord {
@@ -22,19 +25,29 @@ pub struct GroupRecord {
 }
 
 #[async_trait]
-pub trait GroupStore: Send {
+pub trait GroupStore: Send + TableRows<GroupRecord> {
     /// `StoreError::Conflict` when the organisation has a group with that key (case-insensitively).
     async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.row_by_key(tenant, &rows::GROUPS, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
+        self.row_by_key(tenant, &rows::GROUPS, KeyValue::Id(id), true).await
+    }
     /// By key, compared case-insensitively.
-    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>>;
+    async fn find_by_key(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<GroupRecord>> {
+        self.row_by_key(tenant, &rows::GROUPS_BY_KEY, KeyValue::Text(folded(key)), false).await
+    }
     /// Replaces name, status and updated_at.
     async fn update(&mut self, group: &GroupRecord) -> StoreResult<()>;
     /// `sort` columns: key, name, status, created_at, updated_at, id; the id is always the last
     /// tie-breaker.
-    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>>;
+    async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {
+        // Sort columns come from the endpoint's allow list (`SortKey::column`), never the request.
+        let order = order_by(sort, GROUP_SORT)?;
+        self.page_rows(tenant, &rows::GROUPS, Vec::new(), &order, page).await
+    }
     /// `false` when the user is a member already.
     async fn add_member(
         &mut self,

@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::{TableRows, rows};
+use crate::{TableRows, conditions, rows};
 
 #[async_trait]
-pub trait PolicyStore: Send + TableRows<Policy> {
+pub trait PolicyStore: Send + TableRows<Policy> + TableRows<PolicyVersion> {
     /// The policy with its first version.
     async fn insert(&mut self, policy: &Policy, first: &PolicyVersion) -> StoreResult<()>;
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
@@ -57,7 +57,10 @@ pub trait PolicyStore: Send + TableRows<Policy> {
         tenant: TenantId,
         policy_id: Uuid,
         page: PageRequest,
-    ) -> StoreResult<Page<PolicyVersion>>;
+    ) -> StoreResult<Page<PolicyVersion>> {
+        let versions = conditions::policy_versions(policy_id);
+        self.page_rows(tenant, &rows::POLICY_VERSIONS, versions, "version_number DESC", page).await
+    }
     /// The ACTIVE policies of the organisation governing `action`, each with its current
     /// version, in one statement (what the settlement pipeline evaluates), oldest first.
     async fn active_for_action(

@@ -5,15 +5,20 @@ use async_trait::async_trait;
 use tokenops_domain::TenantId;
 use tokenops_domain::policy::TenantTemplate;
 
-use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{StoreResult, TableRows, rows};
 
 #[async_trait]
-pub trait PolicyTemplateStore: Send {
+pub trait PolicyTemplateStore: Send + TableRows<TenantTemplate> {
     /// `StoreError::Conflict` when the organisation has a template with that key.
     async fn insert(&mut self, template: &TenantTemplate) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>>;
+    async fn get(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
+        self.row_by_key(tenant, &rows::TEMPLATES, KeyValue::Text(key.to_owned()), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>>;
+    async fn get_for_update(&mut self, tenant: TenantId, key: &str) -> StoreResult<Option<TenantTemplate>> {
+        self.row_by_key(tenant, &rows::TEMPLATES, KeyValue::Text(key.to_owned()), true).await
+    }
     /// Replaces version, name, description, status, default content and updated_at.
     async fn update(&mut self, template: &TenantTemplate) -> StoreResult<()>;
     /// Every template of the organisation by key (an organisation keeps a handful), deprecated

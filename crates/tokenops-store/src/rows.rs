@@ -33,13 +33,13 @@ pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, account};
 pub use approvals::{
     APPROVAL_REQUEST_COLUMNS, APPROVAL_REQUESTS, APPROVAL_TASK_COLUMNS, APPROVAL_TASKS, approval_request, approval_task,
 };
-pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_record};
+pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_block_hash, audit_record};
 pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
 pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, contract};
 pub use custody::custody_key;
 pub use customers::{CUSTOMER_COLUMNS, CUSTOMERS, customer};
 pub use events::{EVENT_COLUMNS, EVENTS, event};
-pub use groups::{GROUP_COLUMNS, group};
+pub use groups::{GROUP_COLUMNS, GROUPS, GROUPS_BY_KEY, group};
 pub use idempotency::{IDEMPOTENCY_COLUMNS, idempotency_record};
 pub use jobs::{JOB_COLUMNS, job, queue_stats};
 pub use ledger::{LEDGER_BLOCK_COLUMNS, ledger_block, ledger_hold, ledger_token, ledger_transaction};
@@ -107,6 +107,38 @@ impl Table {
 /// (`TableRows`) decodes its rows with.
 pub trait Decode: Sized {
     fn decode(row: &impl Columns) -> StoreResult<Self>;
+}
+
+/// Each entity a list or read by key written once decodes, with its decoder.
+macro_rules! decoders {
+    ($($entity:ty => $decoder:path),* $(,)?) => {
+        $(impl Decode for $entity {
+            fn decode(row: &impl Columns) -> StoreResult<Self> {
+                $decoder(row)
+            }
+        })*
+    };
+}
+
+decoders! {
+    tokenops_domain::account::Account => account,
+    tokenops_domain::approval::ApprovalRequest => approval_request,
+    tokenops_domain::approval::ApprovalTask => approval_task,
+    tokenops_domain::automation::Automation => automation,
+    tokenops_domain::automation::Execution => execution,
+    tokenops_domain::contract::Contract => contract,
+    tokenops_domain::customer::Customer => customer,
+    tokenops_domain::operation::Break => break_record,
+    tokenops_domain::operation::Lock => lock,
+    tokenops_domain::operation::Operation => operation,
+    tokenops_domain::policy::Policy => policy,
+    tokenops_domain::policy::PolicyVersion => policy_version,
+    tokenops_domain::policy::TenantTemplate => tenant_template,
+    tokenops_domain::script::Script => script,
+    tokenops_domain::webhook::Delivery => delivery,
+    crate::GroupRecord => group,
+    crate::MachineClientRecord => machine_client,
+    crate::UserRecord => user,
 }
 
 /// The named columns of one row. A value of the wrong type or one that does not decode is the

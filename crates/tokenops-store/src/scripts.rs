@@ -7,6 +7,7 @@ use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
 use uuid::Uuid;
 
 use crate::StoreResult;
+use crate::keyset::KeyValue;
 use crate::{TableRows, conditions, keyset, rows};
 
 #[async_trait]
@@ -14,9 +15,13 @@ pub trait ScriptStore: Send + TableRows<Script> {
     /// `StoreError::Conflict` when a script that is not deleted has the name.
     async fn insert(&mut self, script: &Script) -> StoreResult<()>;
     /// Any status, deleted included.
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
+        self.row_by_key(tenant, &rows::SCRIPTS, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
+        self.row_by_key(tenant, &rows::SCRIPTS, KeyValue::Id(id), true).await
+    }
     /// The script that is not deleted with this name.
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>>;
     /// Replaces every mutable field; `StoreError::Conflict` when the new name is taken.

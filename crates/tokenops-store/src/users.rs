@@ -6,7 +6,8 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{StoreResult, TableRows, rows};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserRecord {
@@ -42,14 +43,18 @@ pub struct UserFilter {
 }
 
 #[async_trait]
-pub trait UserStore: Send {
+pub trait UserStore: Send + TableRows<UserRecord> {
     /// `StoreError::Conflict` when the email is registered in any organisation.
     async fn insert(&mut self, user: &UserRecord) -> StoreResult<()>;
-    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>>;
+    async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        self.row_by_key(tenant, &rows::USERS, KeyValue::Id(id), false).await
+    }
     /// As `get`, locking the row for the rest of the transaction (`FOR UPDATE` on PostgreSQL;
     /// SQLite's single writer serialises writes anyway): sign-in counters and administrative
     /// changes of one user apply one after the other.
-    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>>;
+    async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
+        self.row_by_key(tenant, &rows::USERS, KeyValue::Id(id), true).await
+    }
     /// Not tenant-scoped: the spec's `GET /api/users/{id}` and token subjects.
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>>;
     /// Sign-in: the email is the username, unique across organisations (`email` lower-cased).

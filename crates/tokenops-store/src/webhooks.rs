@@ -7,7 +7,8 @@ use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-use crate::StoreResult;
+use crate::keyset::KeyValue;
+use crate::{StoreResult, TableRows, rows};
 
 /// A JWS_ES256 delivery signing key, sealed under the master key (associated data: the kid).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct WebhookSigningKeyRecord {
 }
 
 #[async_trait]
-pub trait WebhookStore: Send {
+pub trait WebhookStore: Send + TableRows<Delivery> {
     /// Deliveries waiting (PENDING or RETRY_PENDING) in all organisations, by the status of
     /// their registration (ACTIVE, INACTIVE, SUSPENDED): the backlog the metrics show.
     async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>>;
@@ -48,9 +49,13 @@ pub trait WebhookStore: Send {
     /// Replaces status, attempts, next_retry_at, the failure fields, parked_at, the last
     /// attempt's fields and updated_at.
     async fn update_delivery(&mut self, delivery: &Delivery) -> StoreResult<()>;
-    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>>;
+    async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
+        self.row_by_key(tenant, &rows::DELIVERIES, KeyValue::Id(id), false).await
+    }
     /// As `get_delivery`, locked for the rest of the transaction.
-    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>>;
+    async fn get_delivery_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
+        self.row_by_key(tenant, &rows::DELIVERIES, KeyValue::Id(id), true).await
+    }
     /// The deliveries of these events, by event, registration and generation.
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>>;
     /// A registration's deliveries in PENDING or RETRY_PENDING, oldest first.

@@ -9,12 +9,6 @@ pub const ACCOUNT_COLUMNS: &str = "id, tenant_id, account_ref, customer_ref, ass
 
 pub const ACCOUNTS: Table = Table { name: "accounts", columns: ACCOUNT_COLUMNS, key: "account_ref" };
 
-impl super::Decode for Account {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        account(row)
-    }
-}
-
 pub fn account(row: &impl Columns) -> StoreResult<Account> {
     Ok(Account {
         id: row.uuid("id")?,

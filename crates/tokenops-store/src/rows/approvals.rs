@@ -15,12 +15,6 @@ pub const APPROVAL_TASK_COLUMNS: &str =
 pub const APPROVAL_REQUESTS: Table = Table { name: "approval_requests", columns: APPROVAL_REQUEST_COLUMNS, key: "id" };
 pub const APPROVAL_TASKS: Table = Table { name: "approval_tasks", columns: APPROVAL_TASK_COLUMNS, key: "id" };
 
-impl super::Decode for ApprovalRequest {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        approval_request(row)
-    }
-}
-
 pub fn approval_request(row: &impl Columns) -> StoreResult<ApprovalRequest> {
     Ok(ApprovalRequest {
         id: row.uuid("id")?,

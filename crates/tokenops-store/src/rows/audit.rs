@@ -39,6 +39,11 @@ pub fn audit_record(row: &impl Columns) -> StoreResult<AuditRecord> {
     })
 }
 
+/// A stored block's number and hash, what a chain's verification compares.
+pub fn audit_block_hash(row: &impl Columns) -> StoreResult<(i64, String)> {
+    Ok((row.int("block_number")?, row.text("hash")?))
+}
+
 pub fn audit_block(row: &impl Columns) -> StoreResult<AuditBlock> {
     Ok(AuditBlock {
         chain_id: row.uuid("chain_id")?,

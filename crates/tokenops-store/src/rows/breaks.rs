@@ -9,12 +9,6 @@ pub const BREAK_COLUMNS: &str = "id, tenant_id, transaction_id, account_ref, ass
 
 pub const BREAKS: Table = Table { name: "breaks", columns: BREAK_COLUMNS, key: "id" };
 
-impl super::Decode for Break {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        break_record(row)
-    }
-}
-
 pub fn break_record(row: &impl Columns) -> StoreResult<Break> {
     Ok(Break {
         id: row.uuid("id")?,

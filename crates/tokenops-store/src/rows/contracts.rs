@@ -8,12 +8,6 @@ pub const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decim
 
 pub const CONTRACTS: Table = Table { name: "contracts", columns: CONTRACT_COLUMNS, key: "asset_id" };
 
-impl super::Decode for Contract {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        contract(row)
-    }
-}
-
 pub fn contract(row: &impl Columns) -> StoreResult<Contract> {
     Ok(Contract {
         id: row.uuid("id")?,

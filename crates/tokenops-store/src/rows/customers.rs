@@ -8,12 +8,6 @@ pub const CUSTOMER_COLUMNS: &str = "id, tenant_id, customer_ref, display_name, s
 
 pub const CUSTOMERS: Table = Table { name: "customers", columns: CUSTOMER_COLUMNS, key: "customer_ref" };
 
-impl super::Decode for Customer {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        customer(row)
-    }
-}
-
 pub fn customer(row: &impl Columns) -> StoreResult<Customer> {
     Ok(Customer {
         id: row.uuid("id")?,

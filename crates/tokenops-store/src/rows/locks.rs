@@ -9,12 +9,6 @@ pub const LOCK_COLUMNS: &str = "id, tenant_id, account_ref, counterparty_ref, as
 
 pub const LOCKS: Table = Table { name: "locks", columns: LOCK_COLUMNS, key: "id" };
 
-impl super::Decode for Lock {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        lock(row)
-    }
-}
-
 pub fn lock(row: &impl Columns) -> StoreResult<Lock> {
     Ok(Lock {
         id: row.uuid("id")?,

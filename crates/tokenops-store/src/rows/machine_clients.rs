@@ -7,12 +7,6 @@ pub const MACHINE_CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_h
 
 pub const MACHINE_CLIENTS: Table = Table { name: "machine_clients", columns: MACHINE_CLIENT_COLUMNS, key: "id" };
 
-impl super::Decode for MachineClientRecord {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        machine_client(row)
-    }
-}
-
 pub fn machine_client(row: &impl Columns) -> StoreResult<MachineClientRecord> {
     Ok(MachineClientRecord {
         id: row.uuid("id")?,

@@ -11,12 +11,6 @@ pub const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_r
 
 pub const OPERATIONS: Table = Table { name: "operations", columns: OPERATION_COLUMNS, key: "id" };
 
-impl super::Decode for Operation {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        operation(row)
-    }
-}
-
 pub fn operation(row: &impl Columns) -> StoreResult<Operation> {
     Ok(Operation {
         id: row.uuid("id")?,

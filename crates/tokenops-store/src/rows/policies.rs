@@ -23,12 +23,6 @@ pub fn policy_with_version_columns() -> String {
     p.chain(v).collect::<Vec<_>>().join(", ")
 }
 
-impl super::Decode for Policy {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        policy(row)
-    }
-}
-
 pub fn policy(row: &impl Columns) -> StoreResult<Policy> {
     Ok(Policy {
         id: row.uuid("id")?,

@@ -6,12 +6,6 @@ use tokenops_domain::automation::{Automation, AutomationStatus, Execution, Execu
 use tokenops_domain::script::{ResolvedDependency, Script, ScriptStatus, ScriptVersion};
 use uuid::Uuid;
 
-impl super::Decode for Script {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        script(row)
-    }
-}
-
 pub fn script(row: &impl Columns) -> StoreResult<Script> {
     let dependencies: Vec<ResolvedDependency> = serde_json::from_value(row.json("dependencies")?)
         .map_err(|e| StoreError::Corrupt(format!("script dependencies: {e}")))?;
@@ -48,12 +42,6 @@ pub fn script_version(row: &impl Columns) -> StoreResult<ScriptVersion> {
     })
 }
 
-impl super::Decode for Automation {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        automation(row)
-    }
-}
-
 pub fn automation(row: &impl Columns) -> StoreResult<Automation> {
     let kind = row.parsed("trigger_type", "trigger type", TriggerType::parse)?;
     let missing = |what: &str| StoreError::Corrupt(format!("a {} automation without its {what}", kind.as_str()));
@@ -83,12 +71,6 @@ pub fn automation(row: &impl Columns) -> StoreResult<Automation> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
-}
-
-impl super::Decode for Execution {
-    fn decode(row: &impl Columns) -> StoreResult<Self> {
-        execution(row)
-    }
 }
 
 pub fn execution(row: &impl Columns) -> StoreResult<Execution> {
