@@ -72,9 +72,11 @@ pub struct IdentityProvider {
 
 const SIGNING_KEY_ROTATE: AuditAction =
     AuditAction { name: "identity.signing_key.rotate", category: "IDENTITY", resource_type: "signing_key" };
-const MACHINE_CLIENT: AuditResource = AuditResource { category: "IDENTITY", resource_type: "machine_client" };
-const CLIENT_CREDENTIALS: AuditAction = MACHINE_CLIENT.action("auth.client_credentials");
-const OPERATOR_CLIENT_CREATE: AuditAction = MACHINE_CLIENT.action("identity.operator_client.create");
+/// A machine client as the provider sees it (IDENTITY), unlike `clients::MACHINE_CLIENT`, the
+/// organisation's management of its clients.
+const PROVIDER_CLIENT: AuditResource = AuditResource { category: "IDENTITY", resource_type: "machine_client" };
+const CLIENT_CREDENTIALS: AuditAction = PROVIDER_CLIENT.action("auth.client_credentials");
+const OPERATOR_CLIENT_CREATE: AuditAction = PROVIDER_CLIENT.action("identity.operator_client.create");
 
 impl IdentityProvider {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, sealer: Arc<Sealer>, settings: ProviderSettings) -> Self {

@@ -15,11 +15,12 @@ use tokenops_domain::identity::UserStatus;
 use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
 use tokenops_store::{ChallengeRecord, RefreshTokenRecord, UserRecord};
 
-const USER: AuditResource = AuditResource { category: "IDENTITY", resource_type: "user" };
-pub const LOGIN: AuditAction = USER.action("auth.login");
-pub const NEW_PASSWORD: AuditAction = USER.action("auth.new_password");
-pub const ACTIVATE: AuditAction = USER.action("auth.activate");
-pub const REFRESH: AuditAction = USER.action("auth.refresh");
+/// A user signing in: the IDENTITY category, unlike `users::USER`, the organisation's management of members.
+const SIGNING_IN_USER: AuditResource = AuditResource { category: "IDENTITY", resource_type: "user" };
+pub const LOGIN: AuditAction = SIGNING_IN_USER.action("auth.login");
+pub const NEW_PASSWORD: AuditAction = SIGNING_IN_USER.action("auth.new_password");
+pub const ACTIVATE: AuditAction = SIGNING_IN_USER.action("auth.activate");
+pub const REFRESH: AuditAction = SIGNING_IN_USER.action("auth.refresh");
 
 /// How long a NEW_PASSWORD_REQUIRED session may be completed.
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1_000;

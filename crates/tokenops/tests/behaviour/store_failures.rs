@@ -49,7 +49,6 @@ async fn held_under(app: &TestApp, key: &str) -> i64 {
     app.db.count("idempotency_records", &format!("idempotency_key = '{key}'")).await
 }
 
-/// A JSON write with `token` and this Idempotency-Key.
 /// What `request` answers while `table` can be neither read nor written; the table is back
 /// afterwards.
 async fn while_broken<T>(app: &TestApp, table: &str, request: impl AsyncFnOnce() -> T) -> T {
@@ -66,6 +65,7 @@ async fn assert_failed_and_released(app: &TestApp, reply: &Reply, key: &str) {
     assert_eq!(held_under(app, key).await, 0, "the key was released, not bound to the failure");
 }
 
+/// A JSON write with `token` and this Idempotency-Key.
 async fn send(app: &TestApp, token: &str, method: Method, path: &str, key: &str, body: &Value) -> Reply {
     let request = app
         .raw(method, path)
