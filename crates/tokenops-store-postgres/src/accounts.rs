@@ -9,17 +9,12 @@ use crate::codec::asset_text;
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::account::{Account, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-fn decode_account(row: &PgRow) -> StoreResult<Account> {
-    rows::account(&codec::Cols(row))
-}
 
 /// Binds an account's values in `ACCOUNT_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
@@ -61,7 +56,7 @@ impl AccountStore for PostgresTx {
              WHERE status IN ('ACTIVE', 'INACTIVE') AND ($1 IS NULL OR id > $1)
              ORDER BY id LIMIT $2"
         );
-        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(after).bind(i64::from(limit)), decode_account).await
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(after).bind(i64::from(limit)), codec::decoded).await
     }
 
     async fn for_customer_in_status(
@@ -79,7 +74,7 @@ impl AccountStore for PostgresTx {
                 .bind(tenant.as_uuid())
                 .bind(customer_ref.as_str())
                 .bind(status.as_str()),
-            decode_account,
+            codec::decoded,
         )
         .await
     }

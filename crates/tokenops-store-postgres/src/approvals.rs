@@ -5,7 +5,6 @@ use crate::clause::{Bind, Clause};
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
@@ -13,14 +12,6 @@ use tokenops_store::conditions;
 use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreError, StoreResult};
 use uuid::Uuid;
-
-fn decode_request(row: &PgRow) -> StoreResult<ApprovalRequest> {
-    rows::approval_request(&codec::Cols(row))
-}
-
-fn decode_task(row: &PgRow) -> StoreResult<ApprovalTask> {
-    rows::approval_task(&codec::Cols(row))
-}
 
 fn step_value(step: u32) -> StoreResult<i32> {
     i32::try_from(step).map_err(|_| StoreError::Corrupt(format!("approval task step {step} out of range")))
@@ -104,7 +95,7 @@ impl ApprovalStore for PostgresTx {
             )))
             .bind(now.as_micros())
             .bind(i64::from(limit)),
-            decode_request,
+            codec::decoded,
         )
         .await
     }
@@ -123,7 +114,7 @@ impl ApprovalStore for PostgresTx {
             .bind(tenant.as_uuid())
             .bind(resource_type)
             .bind(resource_ids),
-            decode_request,
+            codec::decoded,
         )
         .await
     }
@@ -157,7 +148,7 @@ impl ApprovalStore for PostgresTx {
             )))
             .bind(tenant.as_uuid())
             .bind(request_id),
-            decode_task,
+            codec::decoded,
         )
         .await
     }
@@ -173,6 +164,6 @@ impl ApprovalStore for PostgresTx {
             let p = clause.param(Bind::Text(approver.clone()));
             clause.and(&format!("approvers::jsonb @> jsonb_build_array(CAST({p} AS text))"));
         }
-        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task).await
+        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, codec::decoded).await
     }
 }

@@ -24,16 +24,6 @@ pub(crate) enum Bind {
     Id(Uuid),
 }
 
-impl From<KeyValue> for Bind {
-    fn from(value: KeyValue) -> Self {
-        match value {
-            KeyValue::Int(v) => Bind::Int(v),
-            KeyValue::Text(v) => Bind::Text(v),
-            KeyValue::Id(v) => Bind::Id(v),
-        }
-    }
-}
-
 /// PostgreSQL's dialect of the shared clause: `$1`, `$2`, … and its bound values.
 pub(crate) struct Pg;
 
@@ -41,7 +31,11 @@ impl Dialect for Pg {
     type Value = Bind;
     const SIGIL: char = '$';
     fn value(value: KeyValue) -> Bind {
-        Bind::from(value)
+        match value {
+            KeyValue::Int(v) => Bind::Int(v),
+            KeyValue::Text(v) => Bind::Text(v),
+            KeyValue::Id(v) => Bind::Id(v),
+        }
     }
 }
 
@@ -103,7 +97,7 @@ impl<T: Decode + Send> TableRows<T> for PostgresTx {
         order: &str,
         page: PageRequest,
     ) -> StoreResult<Page<T>> {
-        self.page_of(&Clause::of(conditions), tenant, table, order, page, |row| T::decode(&codec::Cols(row))).await
+        self.page_of(&Clause::of(conditions), tenant, table, order, page, codec::decoded).await
     }
 
     async fn row_by_key(
@@ -114,11 +108,10 @@ impl<T: Decode + Send> TableRows<T> for PostgresTx {
         for_update: bool,
     ) -> StoreResult<Option<T>> {
         let suffix = if for_update { "FOR UPDATE" } else { "" };
-        let decode = |row: &PgRow| T::decode(&codec::Cols(row));
         match key {
-            KeyValue::Int(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
-            KeyValue::Text(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
-            KeyValue::Id(v) => self.fetch_by_key(table, tenant, v, suffix, decode).await,
+            KeyValue::Int(v) => self.fetch_by_key(table, tenant, v, suffix, codec::decoded).await,
+            KeyValue::Text(v) => self.fetch_by_key(table, tenant, v, suffix, codec::decoded).await,
+            KeyValue::Id(v) => self.fetch_by_key(table, tenant, v, suffix, codec::decoded).await,
         }
     }
 }

@@ -93,6 +93,11 @@ pub fn conflict(what: &str) -> StoreError {
 /// types here, integers come in several widths, and a value that does not decode is corrupt.
 pub struct Cols<'a>(pub &'a PgRow);
 
+/// A row decoded as the entity `T` by its one decoder (`rows::Decode`).
+pub fn decoded<T: tokenops_store::rows::Decode>(row: &PgRow) -> StoreResult<T> {
+    T::decode(&Cols(row))
+}
+
 impl Cols<'_> {
     /// The width of an integer column: its type as the server reports it.
     fn int_type(&self, name: &str) -> StoreResult<&str> {

@@ -8,15 +8,10 @@ use crate::codec::asset_text;
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::Contract;
 use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-fn decode_contract(row: &PgRow) -> StoreResult<Contract> {
-    rows::contract(&codec::Cols(row))
-}
 
 /// Binds a contract's values in `CONTRACT_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
@@ -44,7 +39,7 @@ impl ContractStore for PostgresTx {
 
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = $1 ORDER BY created_at, id");
-        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(address.to_string()), decode_contract).await
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(address.to_string()), codec::decoded).await
     }
 
     async fn update(&mut self, contract: &Contract) -> StoreResult<()> {

@@ -3,7 +3,6 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::users::decode_user;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use tokenops_domain::paging::{Page, PageRequest};
@@ -106,7 +105,7 @@ impl GroupStore for PostgresTx {
             sql,
             |q| q.bind(tenant.as_uuid()).bind(group_id),
             page,
-            decode_user,
+            codec::decoded,
         )
         .await
     }

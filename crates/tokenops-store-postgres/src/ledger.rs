@@ -4,29 +4,12 @@
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_store::rows::LEDGER_BLOCK_COLUMNS;
 use tokenops_store::{
     LedgerBalance, LedgerBlock, LedgerBlockChanges, LedgerHold, LedgerNonce, LedgerStore, LedgerToken,
     LedgerTransaction, StoreError, StoreResult,
 };
 use tokenops_store::{encode, rows};
-
-fn decode_block(row: &PgRow) -> StoreResult<LedgerBlock> {
-    rows::ledger_block(&codec::Cols(row))
-}
-
-fn decode_transaction(row: &PgRow) -> StoreResult<LedgerTransaction> {
-    rows::ledger_transaction(&codec::Cols(row))
-}
-
-fn decode_token(row: &PgRow) -> StoreResult<LedgerToken> {
-    rows::ledger_token(&codec::Cols(row))
-}
-
-fn decode_hold(row: &PgRow) -> StoreResult<LedgerHold> {
-    rows::ledger_hold(&codec::Cols(row))
-}
 
 impl PostgresTx {
     async fn insert_block(&mut self, block: &LedgerBlock) -> StoreResult<()> {
@@ -124,12 +107,12 @@ impl LedgerStore for PostgresTx {
 
     async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)), decode_block).await
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)), codec::decoded).await
     }
 
     async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks WHERE number = $1");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(encode::int64(number)?), decode_block).await
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(encode::int64(number)?), codec::decoded).await
     }
 
     async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
@@ -218,7 +201,7 @@ impl LedgerStore for PostgresTx {
                     contract_address
              FROM ledger_transactions WHERE hash = $1",
         )
-        .bind(hash), decode_transaction).await
+        .bind(hash), codec::decoded).await
     }
 
     async fn token(&mut self, address: &str) -> StoreResult<Option<LedgerToken>> {
@@ -228,7 +211,7 @@ impl LedgerStore for PostgresTx {
              FROM ledger_tokens WHERE address = $1",
             )
             .bind(address),
-            decode_token,
+            codec::decoded,
         )
         .await
     }
@@ -273,7 +256,7 @@ impl LedgerStore for PostgresTx {
             )
             .bind(token)
             .bind(id),
-            decode_hold,
+            codec::decoded,
         )
         .await
     }

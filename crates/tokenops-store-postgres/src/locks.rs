@@ -3,16 +3,11 @@
 use crate::codec::asset_text;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::Timestamp;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::Lock;
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
-
-fn decode_lock(row: &PgRow) -> StoreResult<Lock> {
-    rows::lock(&codec::Cols(row))
-}
 
 #[async_trait]
 impl LockStore for PostgresTx {
@@ -58,7 +53,10 @@ impl LockStore for PostgresTx {
              WHERE status = 'ACTIVE' AND completed_by IS NULL AND expires_at IS NOT NULL AND expires_at <= $1
              ORDER BY expires_at ASC, id ASC LIMIT $2"
         );
-        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_micros()).bind(i64::from(limit)), decode_lock)
-            .await
+        self.fetch_all(
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_micros()).bind(i64::from(limit)),
+            codec::decoded,
+        )
+        .await
     }
 }

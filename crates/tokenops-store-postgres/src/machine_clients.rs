@@ -2,15 +2,10 @@
 
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
-
-fn decode_client(row: &PgRow) -> StoreResult<MachineClientRecord> {
-    rows::machine_client(&codec::Cols(row))
-}
 
 #[async_trait]
 impl MachineClientStore for PostgresTx {
@@ -31,7 +26,7 @@ impl MachineClientStore for PostgresTx {
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
         let sql = format!("SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE id = $1");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode_client).await
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), codec::decoded).await
     }
 
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {

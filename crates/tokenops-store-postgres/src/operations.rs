@@ -11,7 +11,6 @@
 use crate::clause::{self, Bind, Clause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use std::sync::LazyLock;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::asset::AssetId;
@@ -27,10 +26,6 @@ use uuid::Uuid;
 /// Built once: it runs on every accepted submission.
 static SUBMISSION_READS: LazyLock<String> =
     LazyLock::new(|| rows::submission_reads_sql("$1", "$2", "$3", "a.account_ref = ANY($4)"));
-
-fn decode_operation(row: &PgRow) -> StoreResult<Operation> {
-    rows::operation(&codec::Cols(row))
-}
 
 /// An operation list's selection: the filters after `tenant_id = $1`, and the placeholder of
 /// the account filter if there is one.
@@ -116,7 +111,8 @@ impl OperationStore for PostgresTx {
         let lock = if for_update { "ORDER BY id FOR UPDATE" } else { "" };
         let sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = ANY($1) {lock}");
         let wanted: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();
-        let operations = self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&wanted), decode_operation).await?;
+        let operations: Vec<Operation> =
+            self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&wanted), codec::decoded).await?;
         let mut found = std::collections::HashMap::with_capacity(operations.len());
         for operation in operations {
             found.insert((operation.tenant_id, operation.id), operation);
@@ -130,7 +126,7 @@ impl OperationStore for PostgresTx {
              WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
              ORDER BY created_at, id LIMIT $1"
         );
-        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(limit)), decode_operation).await
+        self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(limit)), codec::decoded).await
     }
 
     async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<InFlight>> {
@@ -184,7 +180,7 @@ impl OperationStore for PostgresTx {
         if selection.account.is_some() {
             query = query.bind(offset.saturating_add(i64::from(page.size)));
         }
-        let items = self.fetch_all(query, decode_operation).await?;
+        let items = self.fetch_all(query, codec::decoded).await?;
         Ok(Page { items, total })
     }
 
@@ -200,7 +196,7 @@ impl OperationStore for PostgresTx {
         let sql = selection.rows_sql(&format!("LIMIT {limit}"), &limit);
         self.fetch_all(
             clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
-            decode_operation,
+            codec::decoded,
         )
         .await
     }

@@ -14,15 +14,6 @@ use tokenops_store::rows::{
 use tokenops_store::{PolicyStore, StoreError, StoreResult};
 use uuid::Uuid;
 
-fn decode_policy(row: &PgRow) -> StoreResult<Policy> {
-    rows::policy(&codec::Cols(row))
-}
-
-/// A version's columns, named with `prefix` (empty, or `v_` in a join).
-fn decode_version(row: &PgRow) -> StoreResult<PolicyVersion> {
-    rows::policy_version(&codec::Cols(row))
-}
-
 fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
@@ -129,7 +120,7 @@ impl PolicyStore for PostgresTx {
                 .bind(rule_type.as_str())
                 .bind(action.as_str())
                 .bind(template_key.to_owned()),
-            decode_policy,
+            codec::decoded,
         )
         .await
     }
@@ -165,7 +156,7 @@ impl PolicyStore for PostgresTx {
                 .bind(tenant.as_uuid())
                 .bind(policy_id)
                 .bind(codec::saturating_int4(version_number)),
-            decode_version,
+            codec::decoded,
         )
         .await
     }

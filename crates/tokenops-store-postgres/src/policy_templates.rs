@@ -2,15 +2,10 @@
 
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::policy::TenantTemplate;
 use tokenops_store::rows::{self, TEMPLATE_COLUMNS};
 use tokenops_store::{PolicyTemplateStore, StoreResult};
-
-fn decode_template(row: &PgRow) -> StoreResult<TenantTemplate> {
-    rows::tenant_template(&codec::Cols(row))
-}
 
 #[async_trait]
 impl PolicyTemplateStore for PostgresTx {
@@ -60,7 +55,7 @@ impl PolicyTemplateStore for PostgresTx {
         );
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(include_deprecated),
-            decode_template,
+            codec::decoded,
         )
         .await
     }

@@ -7,20 +7,15 @@
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
-use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows::{self, ROLE_COLUMNS};
+use tokenops_store::rows::ROLE_COLUMNS;
 use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 /// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
-
-fn decode_role(row: &PgRow) -> StoreResult<RoleRecord> {
-    rows::role(&codec::Cols(row))
-}
 
 /// The organisation of a custom role; platform roles are never written through the store.
 fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
@@ -34,7 +29,8 @@ impl PostgresTx {
         T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + 'static,
     {
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {condition}");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(value), decode_role).await
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(value), codec::decoded)
+            .await
     }
 
     /// Whether a role the organisation sees, other than `except`, has the folded name: platform
@@ -144,7 +140,7 @@ impl RoleStore for PostgresTx {
             sql,
             |q| q.bind(tenant.as_uuid()),
             page,
-            decode_role,
+            codec::decoded,
         )
         .await
     }

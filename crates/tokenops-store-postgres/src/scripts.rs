@@ -14,10 +14,6 @@ fn decode(row: &PgRow) -> StoreResult<Script> {
     rows::script(&codec::Cols(row))
 }
 
-fn decode_version(row: &PgRow) -> StoreResult<ScriptVersion> {
-    rows::script_version(&codec::Cols(row))
-}
-
 /// Binds a script's values in `SCRIPT_COLUMNS` order (the imports as the JSON text the table
 /// keeps, the resolved dependencies as JSON): the insert binds them all, the update the columns
 /// it may change, each by its place in that list.
@@ -93,7 +89,7 @@ impl ScriptStore for PostgresTx {
                 .bind(tenant.as_uuid())
                 .bind(script_id)
                 .bind(codec::saturating_int4(version)),
-            decode_version,
+            codec::decoded,
         )
         .await
     }

@@ -2,14 +2,9 @@
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::Timestamp;
-use tokenops_store::rows::{self, SECRET_REVEAL_COLUMNS};
+use tokenops_store::rows::SECRET_REVEAL_COLUMNS;
 use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
-
-fn decode_reveal(row: &PgRow) -> StoreResult<SecretRevealRecord> {
-    rows::secret_reveal(&codec::Cols(row))
-}
 
 #[async_trait]
 impl SecretRevealStore for PostgresTx {
@@ -33,7 +28,8 @@ impl SecretRevealStore for PostgresTx {
         // An expired reveal is deleted too: it can never be used again. Two concurrent takes of
         // one reveal: the second waits for the first's row lock and then deletes nothing.
         let sql = format!("DELETE FROM secret_reveals WHERE token_hash = $1 RETURNING {SECRET_REVEAL_COLUMNS}");
-        let reveal = self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash), decode_reveal).await?;
+        let reveal: Option<SecretRevealRecord> =
+            self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash), codec::decoded).await?;
         let Some(reveal) = reveal else { return Ok(None) };
         Ok((now < reveal.expires_at).then_some(reveal))
     }

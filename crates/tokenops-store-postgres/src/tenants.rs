@@ -2,14 +2,8 @@
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
-use tokenops_store::rows;
 use tokenops_store::{StoreResult, TenantRecord, TenantStore};
-
-fn decode_tenant(row: &PgRow) -> StoreResult<TenantRecord> {
-    rows::tenant(&codec::Cols(row))
-}
 
 #[async_trait]
 impl TenantStore for PostgresTx {
@@ -33,7 +27,7 @@ impl TenantStore for PostgresTx {
         self.fetch_optional(
             sqlx::query("SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = $1")
                 .bind(id.as_uuid()),
-            decode_tenant,
+            codec::decoded,
         )
         .await
     }

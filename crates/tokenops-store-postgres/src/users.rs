@@ -4,7 +4,6 @@ use crate::audit::prefix_regex;
 use crate::query::PgQuery;
 use crate::{PostgresTx, codec, query};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
@@ -17,10 +16,6 @@ use uuid::Uuid;
 /// `$4` the search pattern (each NULL when not filtered on).
 const USER_FILTER: &str = "tenant_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::uuid IS NULL OR role_id = $3)
      AND ($4::text IS NULL OR email ~ $4 OR first_name ~ $4 OR last_name ~ $4)";
-
-pub(crate) fn decode_user(row: &PgRow) -> StoreResult<UserRecord> {
-    rows::user(&codec::Cols(row))
-}
 
 /// Binds a user's values in `USER_COLUMNS` order (the email lower-cased): the insert binds them
 /// all, the update the columns it may change, each by its place in that list.
@@ -50,12 +45,12 @@ impl UserStore for PostgresTx {
 
     async fn get_any(&mut self, id: Uuid) -> StoreResult<Option<UserRecord>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), decode_user).await
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id), codec::decoded).await
     }
 
     async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1");
-        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(email.to_lowercase()), decode_user).await
+        self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(email.to_lowercase()), codec::decoded).await
     }
 
     async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
@@ -94,7 +89,7 @@ impl UserStore for PostgresTx {
             sql,
             |q| q.bind(tenant.as_uuid()).bind(status).bind(filter.role_id).bind(pattern.as_deref()),
             page,
-            decode_user,
+            codec::decoded,
         )
         .await
     }

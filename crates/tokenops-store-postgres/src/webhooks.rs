@@ -16,10 +16,6 @@ fn decode(row: &PgRow) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
 }
 
-fn decode_delivery(row: &PgRow) -> StoreResult<Delivery> {
-    rows::delivery(&codec::Cols(row))
-}
-
 fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
@@ -170,7 +166,7 @@ impl WebhookStore for PostgresTx {
             )))
             .bind(tenant.as_uuid())
             .bind(event_ids.to_vec()),
-            decode_delivery,
+            codec::decoded,
         )
         .await
     }
@@ -184,7 +180,7 @@ impl WebhookStore for PostgresTx {
             )))
             .bind(tenant.as_uuid())
             .bind(webhook_id),
-            decode_delivery,
+            codec::decoded,
         )
         .await
     }

@@ -4,17 +4,13 @@
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row, params};
+use rusqlite::{Params, params};
 use tokenops_domain::account::{Account, AccountStatus};
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, ACCOUNT_COLUMNS};
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
-
-fn decode_account(row: &Row<'_>) -> StoreResult<Account> {
-    rows::account(&codec::Cols(row))
-}
 
 /// An account's values in `ACCOUNT_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
@@ -57,7 +53,7 @@ impl AccountStore for SqliteTx {
              WHERE status IN ('ACTIVE', 'INACTIVE') AND (?1 IS NULL OR id > ?1)
              ORDER BY id LIMIT ?2"
         );
-        self.fetch_all(&sql, params![after.map(codec::id_text), i64::from(limit)], decode_account)
+        self.fetch_all(&sql, params![after.map(codec::id_text), i64::from(limit)], codec::decoded)
     }
 
     async fn for_customer_in_status(
@@ -75,7 +71,7 @@ impl AccountStore for SqliteTx {
         self.fetch_all(
             &sql,
             params![codec::id_text(tenant.as_uuid()), customer_ref.as_str(), status.as_str()],
-            decode_account,
+            codec::decoded,
         )
     }
 }

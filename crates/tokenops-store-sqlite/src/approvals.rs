@@ -5,7 +5,7 @@ use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Params, Row, params};
+use rusqlite::{Params, params};
 use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
@@ -13,14 +13,6 @@ use tokenops_store::conditions;
 use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
-
-fn decode_request(row: &Row<'_>) -> StoreResult<ApprovalRequest> {
-    rows::approval_request(&codec::Cols(row))
-}
-
-fn decode_task(row: &Row<'_>) -> StoreResult<ApprovalTask> {
-    rows::approval_task(&codec::Cols(row))
-}
 
 fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
@@ -98,7 +90,7 @@ impl ApprovalStore for SqliteTx {
                  ORDER BY expires_at ASC, id ASC LIMIT ?2"
             ),
             params![now.as_micros(), i64::from(limit)],
-            decode_request,
+            codec::decoded,
         )
     }
 
@@ -116,7 +108,7 @@ impl ApprovalStore for SqliteTx {
                  WHERE tenant_id = ?1 AND resource_type = ?2 AND resource_id IN (SELECT value FROM json_each(?3))"
             ),
             params![codec::id_text(tenant.as_uuid()), resource_type, ids],
-            decode_request,
+            codec::decoded,
         )
     }
 
@@ -150,7 +142,7 @@ impl ApprovalStore for SqliteTx {
                  ORDER BY step ASC, created_at ASC, id ASC"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(request_id)],
-            decode_task,
+            codec::decoded,
         )
     }
 
@@ -165,6 +157,6 @@ impl ApprovalStore for SqliteTx {
             let p = clause.param(Value::Text(approver.clone()));
             clause.and(&format!("EXISTS (SELECT 1 FROM json_each(approvers) WHERE json_each.value = {p})"));
         }
-        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, decode_task)
+        self.page_of(&clause, tenant, &rows::APPROVAL_TASKS, "created_at DESC, id DESC", page, codec::decoded)
     }
 }

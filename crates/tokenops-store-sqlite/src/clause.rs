@@ -79,7 +79,7 @@ impl<T: Decode + Send> TableRows<T> for SqliteTx {
         order: &str,
         page: PageRequest,
     ) -> StoreResult<Page<T>> {
-        self.page_of(&Clause::of(conditions), tenant, table, order, page, |row| T::decode(&codec::Cols(row)))
+        self.page_of(&Clause::of(conditions), tenant, table, order, page, codec::decoded)
     }
 
     async fn row_by_key(
@@ -93,6 +93,6 @@ impl<T: Decode + Send> TableRows<T> for SqliteTx {
         if for_update {
             self.require_write(&format!("reading a row of {} for update", table.name))?;
         }
-        self.fetch_by_key(table, tenant, Sqlite::value(key), |row| T::decode(&codec::Cols(row)))
+        self.fetch_by_key(table, tenant, Sqlite::value(key), codec::decoded)
     }
 }

@@ -84,6 +84,11 @@ pub fn page_limits(page: PageRequest) -> (i64, i64) {
 /// here, and a value of the wrong type is the driver's error, as it always was on SQLite.
 pub struct Cols<'a, 'r>(pub &'a Row<'r>);
 
+/// A row decoded as the entity `T` by its one decoder (`rows::Decode`).
+pub fn decoded<T: tokenops_store::rows::Decode>(row: &Row<'_>) -> StoreResult<T> {
+    T::decode(&Cols(row))
+}
+
 impl Columns for Cols<'_, '_> {
     fn text(&self, name: &str) -> StoreResult<String> {
         get(self.0, name)

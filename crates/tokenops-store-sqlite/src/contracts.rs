@@ -3,15 +3,11 @@
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row, params};
+use rusqlite::{Params, params};
 use tokenops_domain::chain::Address;
 use tokenops_domain::contract::Contract;
 use tokenops_store::rows::{self, CONTRACT_COLUMNS};
 use tokenops_store::{ContractStore, StoreResult};
-
-fn decode_contract(row: &Row<'_>) -> StoreResult<Contract> {
-    rows::contract(&codec::Cols(row))
-}
 
 /// A contract's values in `CONTRACT_COLUMNS` order: the insert binds them all, the update the
 /// columns it may change, each by its place in that list.
@@ -40,7 +36,7 @@ impl ContractStore for SqliteTx {
 
     async fn on_address(&mut self, address: Address) -> StoreResult<Vec<Contract>> {
         let sql = format!("SELECT {CONTRACT_COLUMNS} FROM contracts WHERE address = ?1 ORDER BY created_at, id");
-        self.fetch_all(&sql, params![address.to_string()], decode_contract)
+        self.fetch_all(&sql, params![address.to_string()], codec::decoded)
     }
 
     async fn update(&mut self, contract: &Contract) -> StoreResult<()> {

@@ -3,7 +3,6 @@
 //! Group keys are compared ignoring case through a folded copy stored beside them
 //! (`codec::folded`), which carries the uniqueness.
 
-use crate::users::decode_user;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
@@ -102,7 +101,7 @@ impl GroupStore for SqliteTx {
             &sql,
             &[&tenant_text, &group_text],
             page,
-            decode_user,
+            codec::decoded,
         )
     }
 

@@ -24,22 +24,6 @@ fn hex(bytes: &[u8]) -> String {
     text
 }
 
-fn decode_block(row: &Row<'_>) -> StoreResult<LedgerBlock> {
-    rows::ledger_block(&codec::Cols(row))
-}
-
-fn decode_transaction(row: &Row<'_>) -> StoreResult<LedgerTransaction> {
-    rows::ledger_transaction(&codec::Cols(row))
-}
-
-fn decode_token(row: &Row<'_>) -> StoreResult<LedgerToken> {
-    rows::ledger_token(&codec::Cols(row))
-}
-
-fn decode_hold(row: &Row<'_>) -> StoreResult<LedgerHold> {
-    rows::ledger_hold(&codec::Cols(row))
-}
-
 impl SqliteTx {
     fn insert_block(&self, block: &LedgerBlock) -> StoreResult<()> {
         self.execute(
@@ -92,12 +76,12 @@ impl LedgerStore for SqliteTx {
 
     async fn head(&mut self) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks ORDER BY number DESC LIMIT 1");
-        self.fetch_optional(&sql, [], decode_block)
+        self.fetch_optional(&sql, [], codec::decoded)
     }
 
     async fn block(&mut self, number: u64) -> StoreResult<Option<LedgerBlock>> {
         let sql = format!("SELECT {LEDGER_BLOCK_COLUMNS} FROM ledger_blocks WHERE number = ?1");
-        self.fetch_optional(&sql, params![encode::int64(number)?], decode_block)
+        self.fetch_optional(&sql, params![encode::int64(number)?], codec::decoded)
     }
 
     async fn append_block(&mut self, changes: LedgerBlockChanges<'_>) -> StoreResult<()> {
@@ -192,7 +176,7 @@ impl LedgerStore for SqliteTx {
                     contract_address
              FROM ledger_transactions WHERE hash = ?1",
             params![hash],
-            decode_transaction,
+            codec::decoded,
         )
     }
 
@@ -201,7 +185,7 @@ impl LedgerStore for SqliteTx {
             "SELECT address, name, symbol, decimals, issuer, total_supply, deploy_transaction, block_number
              FROM ledger_tokens WHERE address = ?1",
             params![address],
-            decode_token,
+            codec::decoded,
         )
     }
 
@@ -236,7 +220,7 @@ impl LedgerStore for SqliteTx {
              FROM json_each(?1) AS k
              JOIN ledger_holds AS h ON h.token = k.value ->> 0 AND h.id = k.value ->> 1",
             Value::Array(keys),
-            decode_hold,
+            codec::decoded,
         )
     }
 

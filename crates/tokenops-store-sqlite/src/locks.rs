@@ -3,16 +3,12 @@
 use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::Timestamp;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::Lock;
 use tokenops_store::rows::{self, LOCK_COLUMNS};
 use tokenops_store::{LockStore, StoreResult};
-
-fn decode_lock(row: &Row<'_>) -> StoreResult<Lock> {
-    rows::lock(&codec::Cols(row))
-}
 
 #[async_trait]
 impl LockStore for SqliteTx {
@@ -57,6 +53,6 @@ impl LockStore for SqliteTx {
              WHERE status = 'ACTIVE' AND completed_by IS NULL AND expires_at IS NOT NULL AND expires_at <= ?1
              ORDER BY expires_at ASC, id ASC LIMIT ?2"
         );
-        self.fetch_all(&sql, params![now.as_micros(), i64::from(limit)], decode_lock)
+        self.fetch_all(&sql, params![now.as_micros(), i64::from(limit)], codec::decoded)
     }
 }

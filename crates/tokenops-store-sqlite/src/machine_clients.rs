@@ -2,15 +2,11 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::TenantId;
 use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
-
-fn decode_client(row: &Row<'_>) -> StoreResult<MachineClientRecord> {
-    rows::machine_client(&codec::Cols(row))
-}
 
 #[async_trait]
 impl MachineClientStore for SqliteTx {
@@ -31,7 +27,7 @@ impl MachineClientStore for SqliteTx {
 
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
         let sql = format!("SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE id = ?1");
-        self.fetch_optional(&sql, params![codec::id_text(id)], decode_client)
+        self.fetch_optional(&sql, params![codec::id_text(id)], codec::decoded)
     }
 
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {

@@ -10,7 +10,7 @@ use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params, params_from_iter};
+use rusqlite::{params, params_from_iter};
 use std::sync::LazyLock;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::asset::AssetId;
@@ -62,10 +62,6 @@ fn operation_values(op: &Operation) -> StoreResult<Vec<Value>> {
         op.created_at.as_micros().into(),
         op.updated_at.as_micros().into(),
     ])
-}
-
-fn decode_operation(row: &Row<'_>) -> StoreResult<Operation> {
-    rows::operation(&codec::Cols(row))
 }
 
 /// An operation list's selection: the filters after `tenant_id = ?1`, and the placeholder of
@@ -152,7 +148,7 @@ impl OperationStore for SqliteTx {
              WHERE state IN ('PENDING_SETTLEMENT', 'SETTLING') AND signed_transaction IS NOT NULL
              ORDER BY created_at, id LIMIT ?1"
         );
-        self.fetch_all(&sql, params![i64::from(limit)], decode_operation)
+        self.fetch_all(&sql, params![i64::from(limit)], codec::decoded)
     }
 
     async fn in_flight_unchanged_since(&mut self, before: Timestamp, limit: u32) -> StoreResult<Vec<InFlight>> {
@@ -201,7 +197,7 @@ impl OperationStore for SqliteTx {
         let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), decode_operation)?;
+        let items = self.fetch_all(&sql, params_from_iter(values), codec::decoded)?;
         Ok(Page { items, total })
     }
 
@@ -216,6 +212,6 @@ impl OperationStore for SqliteTx {
         let sql = selection.rows_sql(&format!("LIMIT {}", clause.placeholder(clause.next())));
         let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(i64::from(window.limit)));
-        self.fetch_all(&sql, params_from_iter(values), decode_operation)
+        self.fetch_all(&sql, params_from_iter(values), codec::decoded)
     }
 }

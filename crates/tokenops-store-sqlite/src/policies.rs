@@ -12,14 +12,6 @@ use tokenops_store::rows::{
 use tokenops_store::{PolicyStore, StoreResult};
 use uuid::Uuid;
 
-fn decode_policy(row: &Row<'_>) -> StoreResult<Policy> {
-    rows::policy(&codec::Cols(row))
-}
-
-fn decode_version(row: &Row<'_>) -> StoreResult<PolicyVersion> {
-    rows::policy_version(&codec::Cols(row))
-}
-
 fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
@@ -122,7 +114,7 @@ impl PolicyStore for SqliteTx {
                  ORDER BY id ASC"
             ),
             params![codec::id_text(tenant.as_uuid()), rule_type.as_str(), action.as_str(), template_key],
-            decode_policy,
+            codec::decoded,
         )
     }
 
@@ -150,7 +142,7 @@ impl PolicyStore for SqliteTx {
                  WHERE tenant_id = ?1 AND policy_id = ?2 AND version_number = ?3"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(policy_id), i64::from(version_number)],
-            decode_version,
+            codec::decoded,
         )
     }
 

@@ -2,15 +2,11 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::TenantId;
 use tokenops_domain::policy::TenantTemplate;
 use tokenops_store::rows::{self, TEMPLATE_COLUMNS};
 use tokenops_store::{PolicyTemplateStore, StoreResult};
-
-fn decode_template(row: &Row<'_>) -> StoreResult<TenantTemplate> {
-    rows::tenant_template(&codec::Cols(row))
-}
 
 #[async_trait]
 impl PolicyTemplateStore for SqliteTx {
@@ -59,7 +55,7 @@ impl PolicyTemplateStore for SqliteTx {
                  ORDER BY template_key ASC"
             ),
             params![codec::id_text(tenant.as_uuid()), include_deprecated],
-            decode_template,
+            codec::decoded,
         )
     }
 }

@@ -5,20 +5,16 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows::{self, ROLE_COLUMNS};
+use tokenops_store::rows::ROLE_COLUMNS;
 use tokenops_store::sorting::{ROLE_SORT, order_by};
 use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
 use uuid::Uuid;
 
 /// The roles an organisation sees, `?1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = ?1 OR tenant_id IS NULL)";
-
-fn decode_role(row: &Row<'_>) -> StoreResult<RoleRecord> {
-    rows::role(&codec::Cols(row))
-}
 
 /// The organisation of a custom role; platform roles are never written through the store.
 fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
@@ -32,7 +28,7 @@ fn role_name_conflict() -> StoreError {
 impl SqliteTx {
     fn fetch_role(&self, tenant: TenantId, condition: &str, value: String) -> StoreResult<Option<RoleRecord>> {
         let sql = format!("SELECT {ROLE_COLUMNS} FROM roles WHERE {ROLE_SCOPE} AND {condition}");
-        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), value], decode_role)
+        self.fetch_optional(&sql, params![codec::id_text(tenant.as_uuid()), value], codec::decoded)
     }
 
     /// Whether a role the organisation sees, other than `except`, has the folded name: platform
@@ -125,7 +121,7 @@ impl RoleStore for SqliteTx {
             &sql,
             &[&tenant_text],
             page,
-            decode_role,
+            codec::decoded,
         )
     }
 

@@ -13,10 +13,6 @@ fn decode(row: &Row<'_>) -> StoreResult<Script> {
     rows::script(&codec::Cols(row))
 }
 
-fn decode_version(row: &Row<'_>) -> StoreResult<ScriptVersion> {
-    rows::script_version(&codec::Cols(row))
-}
-
 /// A script's values in `SCRIPT_COLUMNS` order (imports and resolved dependencies as the JSON
 /// text the table keeps): the insert binds them all, the update the columns it may change, each
 /// by its place in that list.
@@ -96,7 +92,7 @@ impl ScriptStore for SqliteTx {
                 "SELECT {SCRIPT_VERSION_COLUMNS} FROM script_versions WHERE tenant_id = ?1 AND script_id = ?2 AND version = ?3"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(script_id), i64::from(version)],
-            decode_version,
+            codec::decoded,
         )
     }
 

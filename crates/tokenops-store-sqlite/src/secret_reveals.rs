@@ -2,14 +2,10 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::Timestamp;
-use tokenops_store::rows::{self, SECRET_REVEAL_COLUMNS};
+use tokenops_store::rows::SECRET_REVEAL_COLUMNS;
 use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
-
-fn decode_reveal(row: &Row<'_>) -> StoreResult<SecretRevealRecord> {
-    rows::secret_reveal(&codec::Cols(row))
-}
 
 #[async_trait]
 impl SecretRevealStore for SqliteTx {
@@ -31,7 +27,11 @@ impl SecretRevealStore for SqliteTx {
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
         // An expired reveal is deleted too: it can never be used again.
         let sql = format!("DELETE FROM secret_reveals WHERE token_hash = ?1 RETURNING {SECRET_REVEAL_COLUMNS}");
-        let Some(reveal) = self.fetch_optional(&sql, params![token_hash], decode_reveal)? else { return Ok(None) };
+        let Some(reveal): Option<SecretRevealRecord> =
+            self.fetch_optional(&sql, params![token_hash], codec::decoded)?
+        else {
+            return Ok(None);
+        };
         Ok((now < reveal.expires_at).then_some(reveal))
     }
 

@@ -2,14 +2,9 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::params;
 use tokenops_domain::TenantId;
-use tokenops_store::rows;
 use tokenops_store::{StoreResult, TenantRecord, TenantStore};
-
-fn decode_tenant(row: &Row<'_>) -> StoreResult<TenantRecord> {
-    rows::tenant(&codec::Cols(row))
-}
 
 #[async_trait]
 impl TenantStore for SqliteTx {
@@ -31,7 +26,7 @@ impl TenantStore for SqliteTx {
         self.fetch_optional(
             "SELECT id, name, owner_user_id, created_at, updated_at FROM tenants WHERE id = ?1",
             params![codec::id_text(id.as_uuid())],
-            decode_tenant,
+            codec::decoded,
         )
     }
 }

@@ -3,7 +3,7 @@
 use crate::audit::prefix_glob;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row, params, params_from_iter};
+use rusqlite::{Params, params, params_from_iter};
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
@@ -17,14 +17,10 @@ use uuid::Uuid;
 const USER_FILTER: &str = "tenant_id = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR role_id = ?3)
      AND (?4 IS NULL OR email GLOB ?4 OR first_name GLOB ?4 OR last_name GLOB ?4)";
 
-pub(crate) fn decode_user(row: &Row<'_>) -> StoreResult<UserRecord> {
-    rows::user(&codec::Cols(row))
-}
-
 impl SqliteTx {
     fn fetch_user(&self, condition: &str, binds: &[String]) -> StoreResult<Option<UserRecord>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE {condition}");
-        self.fetch_optional(&sql, params_from_iter(binds), decode_user)
+        self.fetch_optional(&sql, params_from_iter(binds), codec::decoded)
     }
 }
 
@@ -101,7 +97,7 @@ impl UserStore for SqliteTx {
             &sql,
             &[&tenant_text, &status, &role.as_deref(), &pattern.as_deref()],
             page,
-            decode_user,
+            codec::decoded,
         )
     }
 }

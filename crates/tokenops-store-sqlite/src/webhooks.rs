@@ -15,10 +15,6 @@ fn decode(row: &Row<'_>) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
 }
 
-fn decode_delivery(row: &Row<'_>) -> StoreResult<Delivery> {
-    rows::delivery(&codec::Cols(row))
-}
-
 fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
 }
@@ -177,7 +173,7 @@ impl WebhookStore for SqliteTx {
                  ORDER BY event_id, webhook_id, generation"
             ),
             params![codec::id_text(tenant.as_uuid()), ids.to_string()],
-            decode_delivery,
+            codec::decoded,
         )
     }
 
@@ -189,7 +185,7 @@ impl WebhookStore for SqliteTx {
                  ORDER BY created_at, id"
             ),
             params![codec::id_text(tenant.as_uuid()), codec::id_text(webhook_id)],
-            decode_delivery,
+            codec::decoded,
         )
     }
 

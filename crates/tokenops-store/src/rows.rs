@@ -109,7 +109,8 @@ pub trait Decode: Sized {
     fn decode(row: &impl Columns) -> StoreResult<Self>;
 }
 
-/// Each entity a list or read by key written once decodes, with its decoder.
+/// Each entity with its one decoder: what the lists and reads by key written once, and each
+/// backend's `codec::decoded`, decode its rows with.
 macro_rules! decoders {
     ($($entity:ty => $decoder:path),* $(,)?) => {
         $(impl Decode for $entity {
@@ -136,9 +137,17 @@ decoders! {
     tokenops_domain::policy::TenantTemplate => tenant_template,
     tokenops_domain::script::Script => script,
     tokenops_domain::webhook::Delivery => delivery,
+    tokenops_domain::script::ScriptVersion => script_version,
     crate::GroupRecord => group,
     crate::MachineClientRecord => machine_client,
+    crate::RoleRecord => role,
+    crate::SecretRevealRecord => secret_reveal,
+    crate::TenantRecord => tenant,
     crate::UserRecord => user,
+    crate::LedgerBlock => ledger_block,
+    crate::LedgerTransaction => ledger_transaction,
+    crate::LedgerToken => ledger_token,
+    crate::LedgerHold => ledger_hold,
 }
 
 /// The named columns of one row. A value of the wrong type or one that does not decode is the
