@@ -30,6 +30,8 @@ pub struct ApiState {
     pub verifier: Arc<TokenVerifier>,
     pub cursors: CursorCodec,
     pub max_body_bytes: usize,
+    /// How long a contract registration waits for its deployment to settle before answering.
+    pub contract_register_wait: std::time::Duration,
     pub metrics: PrometheusHandle,
     /// Whether the embedded identity provider serves `/idp` and the sign-in endpoints (off when
     /// the bank's own provider issues the tokens).

@@ -22,7 +22,7 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
 #[openapi(
     info(
         title = "tokenops",
-        description = "Token operations service for banks: customers, accounts, token contracts and token operations over HTTP/JSON. Every request carries the API-Version header; errors use one envelope {timestamp, status, error, message, code, details?, requestId}.",
+        description = "Token operations service for banks: customers, accounts, token contracts and token operations over HTTP/JSON. Every request carries the API-Version header; errors use one envelope {timestamp, status, error, message, code, details?, requestId}. A request body field an operation does not take is ignored.",
     ),
     paths(crate::routes::idp::token),
     components(schemas(ErrorBody)),

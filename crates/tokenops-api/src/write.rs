@@ -85,6 +85,14 @@ impl Reply {
     }
 }
 
+/// A reply answered outside a write's own commit: the resource read again after its write
+/// committed (what the key stored is the write's first answer).
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        respond(&self.stored(), false)
+    }
+}
+
 pub use tokenops_app::write::fingerprint;
 
 /// A replayed response with `name` set to `value` (a secret put back from where it is sealed).

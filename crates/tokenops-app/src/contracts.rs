@@ -7,6 +7,7 @@
 use async_trait::async_trait;
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Duration;
 use tokenops_domain::asset::AssetId;
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::chain::Address;
@@ -207,6 +208,32 @@ impl Contracts {
         };
         let mut tx = self.store.read().await?;
         tx.contracts().get(tenant, asset_id).await?.ok_or_else(|| contract_not_found(asset))
+    }
+
+    /// The contract of `asset` once its registration has settled (no longer PENDING: ACTIVE,
+    /// or FAILED with a reason), or as it stands when `within` runs out. A registration answers
+    /// with it, so that an integrator can use the asset as soon as the answer arrives; the
+    /// deployment itself stays a durable job, run by whichever node's workers take it, which is
+    /// why this reads the store rather than waiting on the job.
+    pub async fn settled(&self, tenant: TenantId, asset: AssetId, within: Duration) -> AppResult<Contract> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let contract = self
+                .store
+                .read()
+                .await?
+                .contracts()
+                .get(tenant, asset)
+                .await?
+                .ok_or_else(|| contract_not_found(asset.code()))?;
+            let now = tokio::time::Instant::now();
+            if contract.status != ContractStatus::Pending || now >= deadline {
+                return Ok(contract);
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
     }
 
     /// Oldest first.

@@ -174,6 +174,9 @@ impl TestApp {
         }
         env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
         env.insert("TOKENOPS_PUBLIC_URL".to_owned(), base_url.clone());
+        // The test apps run their jobs by hand (`drain_jobs`): a registration waiting for its
+        // deployment would wait for nothing. A test that runs workers sets its own wait.
+        env.insert("TOKENOPS_CONTRACT_REGISTER_WAIT_MS".to_owned(), "0".to_owned());
         if external_issuer {
             env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
             env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());

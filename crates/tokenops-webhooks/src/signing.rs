@@ -20,8 +20,9 @@ use crate::url::WebhookUrl;
 /// The spec's default JWS lifetime.
 pub const JWS_LIFETIME_SECS: i64 = 60;
 
-/// The `body_hash_alg` value: the IANA hash name, the same token `Content-Digest` uses.
-pub const BODY_HASH_ALG: &str = "sha-256";
+/// The `body_hash_alg` value, spelt as the spec's claims table spells it. Verifiers compare it
+/// without regard to case: IANA's registry (and `Content-Digest`) spell it `sha-256`.
+pub const BODY_HASH_ALG: &str = "SHA-256";
 
 /// A new HMAC_SHA256 secret: 32 random bytes, base64url without padding (43 characters).
 pub fn new_secret() -> String {
@@ -304,7 +305,7 @@ mod tests {
         assert_eq!((claims.iat, claims.exp), (1_000, 1_060));
         assert_eq!(claims.htm, "POST");
         assert_eq!(claims.htu, "https://hooks.example.com/in");
-        assert_eq!(claims.body_hash_alg, "sha-256");
+        assert_eq!(claims.body_hash_alg, "SHA-256");
         assert_eq!(claims.body_hash, body_hash(b"hello"));
         let again = DeliveryClaims::new("https://tokenops.example", "reg-1", &url, 1_000, b"hello");
         assert_ne!(claims.jti, again.jti, "a retry has a new jti");

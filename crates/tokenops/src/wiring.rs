@@ -223,6 +223,7 @@ pub async fn build(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>
         verifier: Arc::new(verifier),
         cursors: CursorCodec::new(cursor_key(&*store).await?),
         max_body_bytes: config.max_body_bytes,
+        contract_register_wait: config.contract_register_wait,
         metrics: tokenops_api::metrics::handle(),
         embedded_provider: config.auth_provider == AuthProvider::Embedded,
         public_url: config.public_url.clone(),

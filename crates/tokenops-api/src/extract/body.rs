@@ -37,43 +37,53 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
-        let content_type = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
-        if !is_json_content_type(content_type) {
+        let json = is_json_content_type(request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()));
+        if !json {
             return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
         }
-        let limit = state.max_body_bytes;
-        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
-            ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes"))
-        })?;
-        let document: Value =
-            serde_json::from_slice(&bytes).map_err(|_| ApiError::http_default(HttpCode::MalformedJson))?;
-        if !document.is_object() {
-            return Err(Error::bad_request("The request body must be a JSON object").into());
-        }
-        if contains_nul(&document) {
-            // PostgreSQL cannot store it and no field of the API has a use for it.
-            return Err(Error::bad_request("Text in the request body must not contain NUL (\\u0000) characters").into());
-        }
-        let value = serde_path_to_error::deserialize(&document).map_err(shape_error)?;
-        Ok(JsonBody { value, document })
+        parse(&read(request, state).await?)
     }
 }
 
-/// A body that may be left out (`Option<JsonBody<T>>`): no body and no Content-Type is `None`;
-/// anything else is checked as a required body would be.
+/// A body that may be left out (`Option<JsonBody<T>>`): an empty body is `None`, with or
+/// without a Content-Type (clients differ in what they send with no body); anything else is
+/// checked as a required body would be.
 impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Option<Self>, Self::Rejection> {
-        if request.headers().contains_key(CONTENT_TYPE) {
-            return <Self as FromRequest<Arc<ApiState>>>::from_request(request, state).await.map(Some);
+        let json = is_json_content_type(request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()));
+        let bytes = read(request, state).await?;
+        if bytes.is_empty() {
+            return Ok(None);
         }
-        let limit = state.max_body_bytes;
-        let bytes = axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| {
-            ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes"))
-        })?;
-        if bytes.is_empty() { Ok(None) } else { Err(ApiError::http_default(HttpCode::UnsupportedMediaType)) }
+        if !json {
+            return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
+        }
+        parse(&bytes).map(Some)
     }
+}
+
+/// The body's bytes, up to the configured limit (413 past it).
+async fn read(request: Request, state: &Arc<ApiState>) -> Result<axum::body::Bytes, ApiError> {
+    let limit = state.max_body_bytes;
+    axum::body::to_bytes(request.into_body(), limit)
+        .await
+        .map_err(|_| ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes")))
+}
+
+/// A JSON object's bytes parsed into `T`, keeping the document for the fingerprint.
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<JsonBody<T>, ApiError> {
+    let document: Value = serde_json::from_slice(bytes).map_err(|_| ApiError::http_default(HttpCode::MalformedJson))?;
+    if !document.is_object() {
+        return Err(Error::bad_request("The request body must be a JSON object").into());
+    }
+    if contains_nul(&document) {
+        // PostgreSQL cannot store it and no field of the API has a use for it.
+        return Err(Error::bad_request("Text in the request body must not contain NUL (\\u0000) characters").into());
+    }
+    let value = serde_path_to_error::deserialize(&document).map_err(shape_error)?;
+    Ok(JsonBody { value, document })
 }
 
 /// A body of the wrong shape: a 400 whose `details` name the field (its JSON path, `params.x`,
@@ -81,7 +91,7 @@ impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for 
 fn shape_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     let path = error.path().to_string();
     let problem = error.inner().to_string();
-    // The path ends at the offending field, an unknown one included.
+    // The path ends at the offending field.
     let field = match path.as_str() {
         "" | "." => return Error::bad_request(format!("Invalid request body: {problem}")).into(),
         path => path.to_owned(),

@@ -31,7 +31,7 @@ pub type AccountPage = PageA<AccountOut>;
 
 /// Body of `POST /api/accounts`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AccountIn {
     /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
     #[schema(example = "acc-0001", required = true, value_type = String)]
@@ -46,7 +46,7 @@ pub struct AccountIn {
 
 /// Body of `PATCH /api/accounts/{accountRef}`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AccountPatch {
     /// ACTIVE or INACTIVE.
     #[schema(value_type = AccountStatus)]

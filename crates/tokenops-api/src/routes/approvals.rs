@@ -101,9 +101,9 @@ async fn get_task(call: TenantCall<PathId>) -> ApiResult<Response> {
 #[allow(dead_code)]
 struct NoSuchTask(crate::openapi::ErrorBody);
 
-/// A decision's body: an object, which may be empty.
+/// A decision's body: an object, which may be empty, or no body at all.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct DecisionIn {
     /// Optional, at most 1000 characters; kept on the task.
     pub comment: Option<String>,
@@ -146,7 +146,7 @@ macro_rules! decision_route {
                 ("taskId" = Uuid, Path),
                 crate::openapi::OptionalIdempotencyKey,
             ),
-            request_body = DecisionIn,
+            request_body(content = DecisionIn, description = "Optional: an object (may be empty), or no body"),
             responses(
                 (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
                 (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
@@ -155,8 +155,8 @@ macro_rules! decision_route {
                 (status = 409, description = $conflict, body = crate::openapi::ErrorBody),
             )
         )]
-        async fn $name(call: OptionalKeyWrite<PathId>, body: JsonBody<DecisionIn>) -> ApiResult<Response> {
-            decide(call, body, $decision).await
+        async fn $name(call: OptionalKeyWrite<PathId>, body: Option<JsonBody<DecisionIn>>) -> ApiResult<Response> {
+            decide(call, JsonBody::or_default(body), $decision).await
         }
     };
 }
@@ -177,7 +177,7 @@ decision_route! {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReassignIn {
     /// The task's new approver expression: `#groupKey` or `user:<uuid>`; it replaces the
     /// task's approvers.
@@ -269,7 +269,7 @@ async fn get_request(call: TenantCall<PathId>) -> ApiResult<Response> {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct StepApproverIn {
     /// 0 to 9. Steps open in ascending order: every task of the earlier steps must be APPROVED.
     #[schema(required = true, value_type = u32)]
@@ -281,7 +281,7 @@ pub struct StepApproverIn {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ApprovalRequestIn {
     /// What is to be approved: 1 to 100 characters of the caller's choosing (policy-raised
     /// requests carry the policy action).

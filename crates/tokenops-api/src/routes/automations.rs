@@ -45,7 +45,7 @@ const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: So
 
 /// A new automation.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AutomationIn {
     /// Optional, 1 to 100 characters.
     pub name: Option<String>,
@@ -68,7 +68,6 @@ pub struct AutomationIn {
 
 /// A status change.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct StatusIn {
     /// ACTIVE, INACTIVE, DISABLED or DELETED.
     pub status: Option<String>,
@@ -76,7 +75,6 @@ pub struct StatusIn {
 
 /// A run on demand.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ExecutionIn {
     /// Values for this run over the automation's own (`{key, value, type}`).
     #[serde(default)]

@@ -27,7 +27,7 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
 pub type ClientPage = PageC<ClientOut>;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClientIn {
     /// 1 to 100 characters.
     #[schema(required = true, value_type = String)]

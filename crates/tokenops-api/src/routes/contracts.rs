@@ -1,15 +1,16 @@
 //! `/api/contracts`: register an asset's token contract (deployed, or an existing one adopted,
 //! asynchronously), change it, read and list contracts (style A, oldest first).
 
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::fmt::Display;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::contracts::{ContractChange, ContractOut, NewContract, REGISTER, UPDATE, parse_address};
 use tokenops_domain::asset::AssetId;
-use tokenops_domain::contract::{ContractFilter, ContractStatus};
+use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -19,7 +20,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::ScopedPath;
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall, TenantScope};
-use crate::write::{Reply, RequiredKeyWrite};
+use crate::write::{self, OptionalKeyWrite, Reply, Written};
 
 const NAME_MAX: usize = 100;
 
@@ -34,7 +35,7 @@ pub type ContractPage = PageA<ContractOut>;
 
 /// Body of `POST /api/contracts`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ContractIn {
     /// ISO 4217 code of a currency with a minor unit (case-insensitive; stored upper-case).
     #[schema(example = "USD", required = true, value_type = String)]
@@ -49,7 +50,7 @@ pub struct ContractIn {
 
 /// Body of `PATCH /api/contracts/{assetId}`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ContractPatch {
     /// ACTIVE or INACTIVE.
     #[schema(value_type = Option<ContractStatus>)]
@@ -64,16 +65,16 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
 /// Register the token contract of an asset.
 #[utoipa::path(
     post, path = "/api/contracts", tag = "contracts", operation_id = "contracts.create",
-    params(crate::openapi::RequiredIdempotencyKey),
+    params(crate::openapi::OptionalIdempotencyKey),
     request_body = ContractIn,
     responses(
-        (status = 201, description = "Registered PENDING; deployment (or adoption) runs in the background, then the contract is ACTIVE, or FAILED with failureReason", body = ContractOut, headers(("Location" = String))),
+        (status = 201, description = "Registered. Deployment (or adoption) runs in the background; the answer waits for it up to TOKENOPS_CONTRACT_REGISTER_WAIT_MS (5 s by default) and shows the contract ACTIVE, or FAILED with failureReason, or still PENDING if it took longer (read it again to follow). A replay under the same key answers the first answer as stored", body = ContractOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field (assetId not a recognised ISO 4217 code with a minor unit, contractAddress not an address), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
-async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -> ApiResult<Response> {
+async fn register_contract(call: OptionalKeyWrite, body: JsonBody<ContractIn>) -> ApiResult<Response> {
     let asset = body.value.asset_id.ok_or_else(|| Error::invalid_field("assetId", "is required"))?;
     let asset = asset_field("assetId", &asset)?;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
@@ -84,11 +85,30 @@ async fn register_contract(call: RequiredKeyWrite, body: JsonBody<ContractIn>) -
                 .ok_or_else(|| Error::invalid_field("contractAddress", "must be an address: 0x and 40 hex digits"))?,
         ),
     };
-    call.run_about(&REGISTER, &body.document, asset.to_string(), async |app, w| {
-        let c = app.contracts.register(w, NewContract { asset, name, adopt }).await?;
-        Reply::created(&ContractOut::from(&c), format!("/api/contracts/{}", c.asset_id))
+    let request = call.request(&REGISTER, &body.document).about(asset.to_string());
+    let written = write::run_or_replay(&call.state, request, async |app, w| {
+        created(&app.contracts.register(w, NewContract { asset, name, adopt }).await?)
     })
-    .await
+    .await?;
+    // The deployment runs as a job; the answer waits (a bounded time) for it to settle, so that
+    // the asset is usable once the answer arrives. The key stores the first answer (PENDING); a
+    // replay answers that, and a read shows the contract as it is now.
+    match written {
+        Written::Ran(response) if response.status() == StatusCode::CREATED => {
+            let wait = call.state.contract_register_wait;
+            if wait.is_zero() {
+                return Ok(response);
+            }
+            let settled = call.state.app.contracts.settled(call.scope.tenant, asset, wait).await?;
+            Ok(created(&settled)?.into_response())
+        }
+        other => Ok(other.into_response()),
+    }
+}
+
+/// A registration's 201: the contract, and where to read it.
+fn created(contract: &Contract) -> tokenops_app::AppResult<Reply> {
+    Reply::created(&ContractOut::from(contract), format!("/api/contracts/{}", contract.asset_id))
 }
 
 /// The `{assetId}` of a contract write, upper-cased as assets are named.
@@ -113,7 +133,7 @@ impl ScopedPath for AssetPath {
     patch, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.update",
     params(
         ("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)"),
-        crate::openapi::RequiredIdempotencyKey,
+        crate::openapi::OptionalIdempotencyKey,
     ),
     request_body = ContractPatch,
     responses(
@@ -124,7 +144,7 @@ impl ScopedPath for AssetPath {
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
-async fn update_contract(call: RequiredKeyWrite<AssetPath>, body: JsonBody<ContractPatch>) -> ApiResult<Response> {
+async fn update_contract(call: OptionalKeyWrite<AssetPath>, body: JsonBody<ContractPatch>) -> ApiResult<Response> {
     let asset = call.path.0.clone();
     let status = match body.value.status.as_deref() {
         None => None,

@@ -26,7 +26,7 @@ pub type CustomerPage = PageA<CustomerOut>;
 
 /// Body of `POST /api/customers`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CustomerIn {
     /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
     #[schema(example = "cust-0001", required = true, value_type = String)]
@@ -40,7 +40,7 @@ pub struct CustomerIn {
 
 /// Body of `PATCH /api/customers/{customerRef}`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CustomerPatch {
     /// ACTIVE or INACTIVE.
     #[schema(value_type = CustomerStatus)]

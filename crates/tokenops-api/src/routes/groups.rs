@@ -109,7 +109,7 @@ async fn get_group(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> 
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct GroupIn {
     /// 1 to 64 letters, digits, `_`, `-`, `.`; unique in the organisation (case-insensitive).
     #[schema(required = true, value_type = String)]
@@ -145,7 +145,7 @@ async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct GroupPatch {
     pub name: Option<String>,
     /// ACTIVE or INACTIVE.
@@ -184,7 +184,7 @@ async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct MemberIn {
     /// A user of the organisation.
     #[schema(required = true, value_type = Uuid)]

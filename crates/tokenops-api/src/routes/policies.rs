@@ -97,7 +97,7 @@ async fn get_policy(call: TenantCall<PathId>) -> ApiResult<Response> {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PolicyPatch {
     /// 1 to 200 characters.
     pub name: Option<String>,
@@ -136,7 +136,7 @@ async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatc
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PolicyIn {
     /// A SYSTEM template's key or one of the organisation's own, not deprecated.
     #[schema(required = true, value_type = String)]
@@ -239,7 +239,7 @@ async fn list_versions(call: TenantCall<PathId>, params: QueryParams) -> ApiResu
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct VersionIn {
     /// What changed; optional, 1 to 2000 characters.
     pub change_summary: Option<String>,
@@ -273,7 +273,7 @@ async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CurrentVersionIn {
     /// An existing version number of the policy.
     #[schema(required = true, value_type = u32)]
@@ -306,7 +306,7 @@ async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<Curr
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct SimulationIn {
     /// The policy whose version is simulated; give either policyId or content.
     #[schema(value_type = Option<String>, format = Uuid)]

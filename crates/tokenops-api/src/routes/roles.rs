@@ -142,7 +142,7 @@ async fn get_role(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> A
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RoleIn {
     /// 1 to 100 characters; unique in the organisation (case-insensitive); not a platform name.
     #[schema(required = true, value_type = String)]
@@ -154,7 +154,7 @@ pub struct RoleIn {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RolePatch {
     pub name: Option<String>,
     pub description: Option<String>,

@@ -43,7 +43,7 @@ const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: So
 
 /// A new script.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ScriptIn {
     /// 1 to 100 characters of letters, digits, `-`, `_` and `.`: what other scripts import
     /// (`import "name" as alias;`). Unique among the organisation's scripts that are not deleted.
@@ -52,20 +52,23 @@ pub struct ScriptIn {
     pub description: Option<String>,
     /// The Rhai source. Parameters are declared in it, one per line:
     /// `// @param NAME: TYPE [= DEFAULT] [-- DESCRIPTION]`, TYPE one of string, integer, decimal,
-    /// boolean (a decimal's default quoted, as "1000.00").
+    /// boolean (a decimal's default quoted, as "1000.00"). Also taken as `code`, the spec's
+    /// word for it (one of the two, not both).
+    #[serde(alias = "code")]
     pub source: Option<String>,
 }
 
 /// A change: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ScriptPatch {
     pub name: Option<String>,
     /// A text, or null to clear it.
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
-    /// New code: compiled, a new version.
+    /// New code: compiled, a new version. Also taken as `code`.
+    #[serde(alias = "code")]
     pub source: Option<String>,
     /// DRAFT (unpublish), PUBLISHED or DEPRECATED.
     pub status: Option<String>,
@@ -84,7 +87,6 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
 
 /// One parameter value: of a run (overrides), of an automation, or a clone's new default.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct OverrideIn {
     /// The declared parameter's name.
     pub key: Option<String>,
@@ -120,7 +122,7 @@ pub fn overrides(field: &str, items: Vec<OverrideIn>) -> Result<Vec<Override>, E
 
 /// A clone of a script.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CloneIn {
     /// The clone's name (as a script's).
     pub name: Option<String>,
@@ -309,7 +311,6 @@ async fn clone_script(call: RequiredKeyWrite<PathId>, body: JsonBody<CloneIn>) -
 
 /// A dry run.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct DryRunIn {
     /// The version to run (any stored one, a DRAFT's included); default the current one.
     #[schema(value_type = Option<u32>)]

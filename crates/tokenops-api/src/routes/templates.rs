@@ -97,7 +97,7 @@ async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Resp
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TemplateIn {
     /// 1 to 100 letters, digits, `_`, `-`, `.`, starting with a letter or digit; unique in the
     /// organisation; the `system.` keys are the platform's.
@@ -106,8 +106,7 @@ pub struct TemplateIn {
     /// 1 to 200 characters.
     #[schema(required = true, value_type = String)]
     pub name: Option<String>,
-    /// 1 to 2000 characters.
-    #[schema(required = true, value_type = String)]
+    /// Up to 2000 characters; absent is an empty description (the spec does not require one).
     pub description: Option<String>,
     /// The policy action policies from this template govern.
     #[schema(required = true, value_type = PolicyAction)]
@@ -124,7 +123,7 @@ pub struct TemplateIn {
     request_body = TemplateIn,
     responses(
         (status = 201, description = "Created, ACTIVE, templateVersion 1. defaultContent is not validated against the context catalogue: invalid rules are refused when a policy is created with them", body = TemplateOut, headers(("Location" = String))),
-        (status = 400, description = "VALIDATION_FAILED: a field missing, blank or too long, a malformed key, a key starting with system., an unknown action, or defaultContent not an object", body = crate::openapi::ErrorBody),
+        (status = 400, description = "VALIDATION_FAILED: a field missing, blank or too long (description may be absent), a malformed key, a key starting with system., an unknown action, or defaultContent not an object", body = crate::openapi::ErrorBody),
         (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -143,7 +142,7 @@ async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> 
     let new = NewTemplate {
         key: template_key,
         name: text("name", value.name, NAME_MAX)?,
-        description: text("description", value.description, DESCRIPTION_MAX)?,
+        description: optional_text("description", value.description, DESCRIPTION_MAX)?.unwrap_or_default(),
         action: action(value.action)?,
         default_content: default_content(value.default_content, true)?.unwrap_or_default(),
     };
@@ -155,7 +154,7 @@ async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> 
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TemplatePatch {
     pub name: Option<String>,
     pub description: Option<String>,

@@ -25,7 +25,7 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct OwnerIn {
     /// At most 254 characters; the invitation is mailed here.
     #[schema(required = true, value_type = String, format = Email)]
@@ -41,7 +41,7 @@ pub struct OwnerIn {
 /// The spec does not show this payload: the organisation's name and its owner, who is invited
 /// as SUPER_ADMIN.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TenantIn {
     /// 1 to 200 characters.
     #[schema(required = true, value_type = String)]

@@ -56,7 +56,7 @@ pub enum OperationList {
 /// when present, `params` any JSON value, nothing else). Which fields a type needs, and what
 /// their values must be, are the operation rules of `app::operations`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TransactionIn {
     /// TRANSFER, LOCK, RELEASE, CANCEL, MINT or BURN.
     #[schema(value_type = TxType, required = true)]
@@ -90,12 +90,8 @@ impl From<TransactionIn> for Submission {
 
 /// The operation's response: 202 and `Location`, always with the operation as it is now (a
 /// replayed key answers the original operation in its current state, failed ones included).
-fn accepted(operation: &Operation) -> Response {
-    let mut response = (StatusCode::ACCEPTED, axum::Json(OperationOut::from(operation))).into_response();
-    if let Ok(location) = HeaderValue::from_str(&format!("/api/transactions/{}", operation.id)) {
-        response.headers_mut().insert(axum::http::header::LOCATION, location);
-    }
-    response
+fn accepted(operation: &Operation) -> tokenops_app::AppResult<Reply> {
+    Reply::accepted(&OperationOut::from(operation), format!("/api/transactions/{}", operation.id))
 }
 
 /// Submit a token operation.
@@ -116,8 +112,7 @@ async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn
     let submission = Submission::from(body.value);
     let request = call.request(&SUBMIT, &body.document);
     let written = write::run_or_replay(&call.state, request, async |app, w| {
-        let o = app.operations.submit(w, submission).await?;
-        Reply::accepted(&OperationOut::from(&o), format!("/api/transactions/{}", o.id))
+        accepted(&app.operations.submit(w, submission).await?)
     })
     .await?;
     // A replay answers with the operation as it is now, not as it was accepted.
@@ -126,7 +121,7 @@ async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn
         && let Some(id) = replayed_operation(stored)
     {
         let current = call.state.app.operations.get(call.scope.tenant, id).await?;
-        let mut fresh = accepted(&current);
+        let mut fresh = accepted(&current)?.into_response();
         fresh.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
         return Ok(fresh);
     }

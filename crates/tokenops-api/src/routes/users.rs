@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{email, optional_text, something_to_change, text};
+use super::fields::{email, optional_text, something_to_change};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
@@ -128,23 +128,31 @@ async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct InvitationIn {
     /// Unique across organisations; the invitation is mailed here.
     #[schema(required = true, value_type = String, format = Email)]
     pub email: Option<String>,
-    /// 1 to 100 characters. The spec names two text fields for the person's names without
-    /// their names or rules; this service requires both.
-    #[schema(required = true, value_type = String)]
+    /// At most 100 characters. The spec names two text fields for the person's names, not
+    /// validated up front: absent, null or blank is an empty name.
     pub first_name: Option<String>,
-    /// 1 to 100 characters.
-    #[schema(required = true, value_type = String)]
+    /// At most 100 characters; absent, null or blank is an empty name.
     pub last_name: Option<String>,
     /// Blank or absent: USER. Platform names match case-insensitively; else a custom role.
     pub role_name: Option<String>,
     /// Ignored: the user joins the path's organisation.
     #[schema(value_type = Option<String>)]
     pub tenant_id: Option<serde_json::Value>,
+}
+
+/// One of an invitee's names: absent, null or blank is an empty name (the spec leaves the
+/// names to the identity provider); only one longer than the user record holds is refused.
+fn person_name(field: &str, value: Option<String>) -> Result<String, Error> {
+    let value = value.map(|v| v.trim().to_owned()).unwrap_or_default();
+    if value.chars().count() > NAME_MAX {
+        return Err(Error::invalid_field(field, format!("must be at most {NAME_MAX} characters")));
+    }
+    Ok(value)
 }
 
 fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
@@ -157,8 +165,8 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     };
     Ok(Invitation {
         email,
-        first_name: text("firstName", body.first_name, NAME_MAX)?,
-        last_name: text("lastName", body.last_name, NAME_MAX)?,
+        first_name: person_name("firstName", body.first_name)?,
+        last_name: person_name("lastName", body.last_name)?,
         role_name,
     })
 }
@@ -173,7 +181,7 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
-        (status = 400, description = "Missing, blank or too long field. The spec says the body is not validated up front; this service checks email, firstName and lastName (present, not blank, at most 254/100/100 characters, an @ in the email) before anything else", body = crate::openapi::ErrorBody),
+        (status = 400, description = "email missing, blank, too long (over 254 characters) or without an @, or a name or roleName over 100 characters. The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
         (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
@@ -205,7 +213,7 @@ async fn get_user(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct UserPatch {
     /// A platform role (case-insensitive) or a custom role of the organisation.
     pub role_name: Option<String>,

@@ -145,7 +145,7 @@ async fn get_webhook_event(call: TenantCall<PathId>) -> ApiResult<Response> {
 
 /// A strict replay's body: optionally one registration.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RedeliverIn {
     /// Replay only to this registration; otherwise to every registration that received the event.
     pub webhook_id: Option<uuid::Uuid>,
@@ -153,7 +153,7 @@ pub struct RedeliverIn {
 
 /// A filtered replay's body: the history filters, at least one.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RedeliverFilterIn {
     #[serde(rename = "type")]
     pub event_type: Option<String>,

@@ -48,7 +48,7 @@ pub type WebhookPage = PageD<WebhookOut>;
 
 /// A registration request.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WebhookIn {
     /// An https URL whose host resolves only to public addresses.
     #[schema(required = true)]
@@ -65,7 +65,7 @@ pub struct WebhookIn {
 
 /// A change of a registration: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WebhookPatch {
     /// ACTIVE or INACTIVE (SUSPENDED is the service's to set).
     pub status: Option<String>,

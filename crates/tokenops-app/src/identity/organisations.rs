@@ -71,11 +71,14 @@ fn invitation(
     temporary_password: &str,
     sign_in_url: &str,
 ) -> MailMessage {
+    // An invitation may come without the person's names (the invite body is not validated up
+    // front), so the greeting falls back to a plain one.
+    let greeting = if first_name.is_empty() { "Hello".to_owned() } else { format!("Hello {first_name}") };
     MailMessage {
         to: email.to_owned(),
         subject: format!("You are invited to {organisation} on tokenops"),
         body: format!(
-            "Hello {first_name},\n\nYou have been invited to {organisation} on tokenops.\n\nSign in at {sign_in_url} with your email address and this temporary password, then choose your own password:\n\nTemporary password: {temporary_password}\n\nThe temporary password works once.\n"
+            "{greeting},\n\nYou have been invited to {organisation} on tokenops.\n\nSign in at {sign_in_url} with your email address and this temporary password, then choose your own password:\n\nTemporary password: {temporary_password}\n\nThe temporary password works once.\n"
         ),
     }
 }

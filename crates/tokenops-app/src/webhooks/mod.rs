@@ -202,12 +202,25 @@ pub struct WebhookChange {
     pub event_types: Option<Vec<String>>,
 }
 
-/// Parses event type names: every unknown one is named in `details`; repeats are dropped.
+/// Parses event type names: every unknown one is named in the message and in `details`;
+/// repeats are dropped.
 pub fn event_types(field: &str, names: &[String]) -> AppResult<Vec<String>> {
-    let offenders: Vec<FieldError> = names
-        .iter()
-        .enumerate()
-        .filter(|(_, name)| EventType::parse(name).is_none())
+    let unknown: Vec<(usize, &String)> =
+        names.iter().enumerate().filter(|(_, name)| EventType::parse(name).is_none()).collect();
+    if unknown.is_empty() {
+        let mut types: Vec<String> = Vec::with_capacity(names.len());
+        for name in names {
+            if !types.contains(name) {
+                types.push(name.clone());
+            }
+        }
+        return Ok(types);
+    }
+    // The message names every offender (the spec's rule); details add each one's place.
+    let named: Vec<String> = unknown.iter().map(|(_, name)| format!("{name:?}")).collect();
+    let message = format!("{field}: unknown event types: {}", named.join(", "));
+    let offenders: Vec<FieldError> = unknown
+        .into_iter()
         .map(|(i, name)| FieldError {
             field: format!("{field}[{i}]"),
             message: format!(
@@ -216,17 +229,7 @@ pub fn event_types(field: &str, names: &[String]) -> AppResult<Vec<String>> {
             ),
         })
         .collect();
-    if !offenders.is_empty() {
-        let listed = offenders.len();
-        return Err(Error::bad_request(format!("{field}: {listed} unknown event type(s)")).with_details(offenders));
-    }
-    let mut types: Vec<String> = Vec::with_capacity(names.len());
-    for name in names {
-        if !types.contains(name) {
-            types.push(name.clone());
-        }
-    }
-    Ok(types)
+    Err(Error::bad_request(message).with_details(offenders))
 }
 
 pub fn not_found(id: Uuid) -> Error {

@@ -82,6 +82,9 @@ pub struct Config {
     /// How long fetched issuer keys are trusted before they are fetched again.
     pub auth_jwks_ttl: Duration,
     pub max_body_bytes: usize,
+    /// How long `POST /api/contracts` waits for the deployment it starts to settle before it
+    /// answers (`TOKENOPS_CONTRACT_REGISTER_WAIT_MS`; 0 answers at once, PENDING).
+    pub contract_register_wait: Duration,
     pub mail: MailSettings,
     /// The sender of invitation mail (RFC 5322 mailbox).
     pub mail_from: String,
@@ -135,6 +138,7 @@ impl Config {
             auth_audience: identity.audience,
             auth_jwks_ttl: identity.jwks_ttl,
             max_body_bytes: server.max_body_bytes,
+            contract_register_wait: server.contract_register_wait,
             mail: mail.settings,
             mail_from: mail.from,
             app,

@@ -1,5 +1,6 @@
 //! The HTTP server's settings: where it listens, the URL it is reached at, its data directory,
-//! the largest request body, and the drain before it stops.
+//! the largest request body, how long a contract registration waits for its deployment, and the
+//! drain before it stops.
 
 use super::sources::Reader;
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ pub(super) struct Server {
     pub public_url: String,
     pub data_dir: PathBuf,
     pub max_body_bytes: usize,
+    pub contract_register_wait: Duration,
     pub shutdown_drain: Duration,
 }
 
@@ -28,6 +30,7 @@ pub(super) fn read(r: &mut Reader) -> Server {
     let public_url = public_url.trim_end_matches('/').to_owned();
     let data_dir = PathBuf::from(r.text("TOKENOPS_DATA_DIR").unwrap_or_else(|| "./data".into()));
     let max_body_bytes = r.count("TOKENOPS_MAX_BODY_BYTES", 1_048_576, 1_024, 64 * 1_048_576);
+    let contract_register_wait = r.millis("TOKENOPS_CONTRACT_REGISTER_WAIT_MS", 5_000, 0, 60_000);
     let shutdown_drain = r.millis("TOKENOPS_SHUTDOWN_DRAIN_MS", 1_000, 0, 600_000);
-    Server { listen, public_url, data_dir, max_body_bytes, shutdown_drain }
+    Server { listen, public_url, data_dir, max_body_bytes, contract_register_wait, shutdown_drain }
 }

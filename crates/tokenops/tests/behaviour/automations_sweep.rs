@@ -187,7 +187,6 @@ async fn a_dry_run_answers_a_scripts_error_and_refuses_as_a_run_does(backend: Ba
     );
     refused(&dry_run(&app, &sweep, &json!({ "version": 0 })).await, 400, "version");
     refused(&dry_run(&app, &sweep, &json!({ "event": "x" })).await, 400, "event");
-    refused(&dry_run(&app, &sweep, &json!({ "colour": 1 })).await, 400, "colour");
     refused(&dry_run(&app, &sweep, &json!({ "version": 7, "overrides": [account] })).await, 404, "version 7");
     refused(&dry_run(&app, &Uuid::now_v7().to_string(), &json!({})).await, 404, "not found");
     assert_eq!(dry_run(&app, "not-a-uuid", &json!({})).await.status, 400);

@@ -280,7 +280,7 @@ async fn a_body_of_the_wrong_shape_names_the_field_in_details(backend: Backend) 
     let cases = [
         (json!({"customerRef": 7}), "customerRef"),
         (json!({"txType": "TRANSFER", "amount": 12.5}), "amount"),
-        (json!({"txType": "TRANSFER", "colour": "blue"}), "colour"),
+        (json!({"txType": 5, "colour": "blue"}), "txType"),
     ];
     for (body, field) in cases {
         let path = if body.get("customerRef").is_some() { "/api/customers" } else { "/api/transactions" };

@@ -375,6 +375,28 @@ async fn inviting_a_user_answers_200_with_the_invited_user_and_mails_the_invitat
     assert_eq!(record["httpStatus"], 200);
 }
 
+/// The invite body is not validated up front: the names may be absent or blank, and role lookup
+/// and email uniqueness decide.
+async fn an_invitation_without_names_is_decided_by_role_and_email(backend: Backend) {
+    let (app, tenant, owner) = organisation(backend).await;
+    let bare = post(&app, &users(&tenant), &owner, &json!({ "email": "bare@bank.example", "roleName": "USER" })).await;
+    bare.expect(200);
+    assert_eq!(bare.body["status"], "INVITED");
+    assert_eq!(bare.body["firstName"], "", "{}", bare.body);
+    assert_eq!(bare.body["lastName"], "", "{}", bare.body);
+    let blank = json!({ "email": "blank@bank.example", "firstName": " ", "lastName": null });
+    post(&app, &users(&tenant), &owner, &blank).await.expect(200);
+    app.drain_jobs().await;
+    assert_eq!(invitation_count(&app, "bare@bank.example"), 1, "the nameless invitee is mailed too");
+
+    let unknown_role = json!({ "email": "who@bank.example", "roleName": "Auditor" });
+    refused(&post(&app, &users(&tenant), &owner, &unknown_role).await, 404, "Role Auditor not found");
+    let taken = json!({ "email": "bare@bank.example" });
+    refused_with(&post(&app, &users(&tenant), &owner, &taken).await, 409, "already registered");
+    let long = json!({ "email": "long@bank.example", "firstName": "n".repeat(101) });
+    refused_with(&post(&app, &users(&tenant), &owner, &long).await, 400, "firstName");
+}
+
 async fn a_blank_role_name_means_user_and_platform_names_match_case_insensitively(backend: Backend) {
     let (app, tenant, owner) = organisation(backend).await;
     let operators = create_role(&app, &tenant, &owner, "Operators", &["customer:read"]).await;
@@ -1851,6 +1873,7 @@ backends!(
     a_newcomer_goes_from_operator_to_a_user_with_a_custom_role,
     the_permission_catalogue_names_every_permission_and_the_platform_roles_granting_it,
     inviting_a_user_answers_200_with_the_invited_user_and_mails_the_invitation,
+    an_invitation_without_names_is_decided_by_role_and_email,
     a_blank_role_name_means_user_and_platform_names_match_case_insensitively,
     an_unknown_role_name_is_404_role_not_found,
     handing_out_a_role_needs_the_permission_the_role_requires,

@@ -127,6 +127,13 @@ async fn a_patch_changes_name_description_code_and_status_by_the_machine(backend
     coded.expect(200);
     assert_eq!(coded.body["version"], 2);
     assert_eq!(coded.body["parameters"][0]["name"], "n");
+    let recoded = app.patch(&path, &json!({ "code": "// @param m: integer = 4\nm + 1" })).await;
+    recoded.expect(200);
+    assert_eq!(recoded.body["version"], 3);
+    assert_eq!(recoded.body["parameters"][0]["name"], "m");
+    let by_code = app.post("/api/scripts", &json!({ "name": "by-code", "code": "// @param k: integer = 1\nk" })).await;
+    by_code.expect(201);
+    assert_eq!(by_code.body["parameters"][0]["name"], "k", "{}", by_code.body);
     let cleared = app.patch(&path, &json!({ "description": null })).await;
     assert_eq!(cleared.body["description"], Value::Null);
     refused(&set_status(&app, &id, "DEPRECATED").await, 409, "DRAFT");
@@ -134,6 +141,8 @@ async fn a_patch_changes_name_description_code_and_status_by_the_machine(backend
     refused(&set_status(&app, &id, "PUBLISHED").await, 409, "already");
     assert_eq!(set_status(&app, &id, "DEPRECATED").await.body["status"], "DEPRECATED");
     refused(&app.patch(&path, &json!({ "source": "5" })).await, 409, "DEPRECATED");
+    // `code`, the spec's word for the source, is taken as well.
+    refused(&app.patch(&path, &json!({ "code": "5" })).await, 409, "DEPRECATED");
     assert_eq!(publish(&app, &id).await["status"], "PUBLISHED", "a deprecated script is published again");
     assert_eq!(set_status(&app, &id, "DRAFT").await.body["status"], "DRAFT", "unpublished");
     refused(&app.patch(&format!("/api/scripts/{}", Uuid::now_v7()), &json!({ "name": "z" })).await, 404, "not found");

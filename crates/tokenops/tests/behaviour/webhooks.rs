@@ -194,6 +194,9 @@ async fn registration_refusals(backend: Backend) {
     assert_status(&unknown, 400, "unknown event types");
     let details = unknown.body["details"].as_array().expect("details");
     assert_eq!(details.len(), 2, "every offender named: {}", unknown.body);
+    let message = unknown.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nope.one") && message.contains("nope.two"), "the message names both: {message}");
+    assert!(!message.contains("webhook.test"), "{message}");
     assert!(details[0]["message"].as_str().is_some_and(|m| m.contains("nope.one")));
     assert!(details[1]["message"].as_str().is_some_and(|m| m.contains("nope.two")));
     let no_key =
