@@ -18,7 +18,7 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::script::ScriptStatus;
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_scripting::{Override, ParamValue};
-use tokenops_store::Store;
+use tokenops_store::{Store, Tx};
 use uuid::Uuid;
 
 use crate::error::{AppResult, Code, Error};
@@ -157,6 +157,12 @@ fn not_found(id: Uuid) -> Error {
     Error::not_found(format!("Automation {id} not found")).with_code(Code::AutomationNotFound)
 }
 
+/// The automation `id` of `tenant`; a deleted one is kept for its history but is not found.
+async fn live(tx: &mut dyn Tx, tenant: TenantId, id: Uuid) -> AppResult<Automation> {
+    let found = tx.automations().get(tenant, id).await?;
+    found.filter(|a| a.status != AutomationStatus::Deleted).ok_or_else(|| not_found(id))
+}
+
 fn conflict(message: String) -> Error {
     Error::conflict(message).with_code(Code::AutomationStateConflict)
 }
@@ -224,8 +230,7 @@ impl Automations {
     /// 404 for an unknown or deleted automation.
     pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<AutomationOut> {
         let mut tx = self.store.read().await?;
-        let found = tx.automations().get(tenant, id).await?.filter(|a| a.status != AutomationStatus::Deleted);
-        Ok(AutomationOut::from(&found.ok_or_else(|| not_found(id))?))
+        Ok(AutomationOut::from(&live(tx.as_mut(), tenant, id).await?))
     }
 
     /// The automation's runs (404 for an unknown or deleted automation).
@@ -238,8 +243,7 @@ impl Automations {
         page: PageRequest,
     ) -> AppResult<Page<ExecutionOut>> {
         let mut tx = self.store.read().await?;
-        let found = tx.automations().get(tenant, id).await?.filter(|a| a.status != AutomationStatus::Deleted);
-        found.ok_or_else(|| not_found(id))?;
+        live(tx.as_mut(), tenant, id).await?;
         Ok(tx.executions().list(tenant, id, filter, sort, page).await?.map(|e| ExecutionOut::from(&e)))
     }
 
@@ -315,8 +319,7 @@ impl Automations {
     /// and ON_DEMAND, 422 for overrides that do not fit the script's parameters.
     pub async fn execute(&self, w: &mut Write, id: Uuid, overrides: Vec<Override>) -> AppResult<ExecutionOut> {
         let tenant = w.tenant()?;
-        let automation = w.tx().automations().get(tenant, id).await?;
-        let automation = automation.filter(|a| a.status != AutomationStatus::Deleted).ok_or_else(|| not_found(id))?;
+        let automation = live(w.tx(), tenant, id).await?;
         if automation.status != AutomationStatus::Active {
             return Err(conflict(format!(
                 "Automation {id} is {}: only an ACTIVE one runs",

@@ -8,18 +8,11 @@ use tokenops_domain::Timestamp;
 use tokenops_domain::operation::{Break, Operation, OperationState};
 use tokenops_domain::webhook::WebhookStatus;
 use tokenops_ledger::LedgerError;
+/// How many jobs of a kind wait, run and died, and how long the oldest due one has waited: the
+/// store's own figures, which a scrape passes on as they are.
+pub use tokenops_store::QueueStats;
 
 use crate::{App, AppResult};
-
-/// How many jobs of a kind wait, run and died, and how long the oldest due one has waited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct QueueStats {
-    pub queued: u64,
-    pub running: u64,
-    pub dead: u64,
-    /// Age of the oldest job that is due and waiting, in milliseconds.
-    pub oldest_due_age_ms: u64,
-}
 
 /// What a scrape reads from the store.
 #[derive(Debug, Clone, Default)]
@@ -39,10 +32,7 @@ impl App {
     pub async fn signals(&self) -> AppResult<Signals> {
         let mut queue: BTreeMap<String, QueueStats> =
             self.jobs.kinds().map(|kind| (kind.to_owned(), QueueStats::default())).collect();
-        for (kind, stats) in self.jobs.stats().await? {
-            let tokenops_store::QueueStats { queued, running, dead, oldest_due_age_ms } = stats;
-            queue.insert(kind, QueueStats { queued, running, dead, oldest_due_age_ms });
-        }
+        queue.extend(self.jobs.stats().await?);
         let mut tx = self.store.read().await?;
         let (approvals_waiting, oldest) = tx.approvals().pending_summary().await?;
         let now = self.clock.now();

@@ -65,23 +65,7 @@ fn automation(tenant: TenantId, script: &Script, trigger: Trigger, second: i64) 
 }
 
 fn execution(tenant: TenantId, automation: Uuid, second: i64) -> Execution {
-    Execution {
-        id: new_id(),
-        tenant_id: tenant,
-        automation_id: automation,
-        trigger: TriggerType::OnDemand,
-        status: ExecutionStatus::Queued,
-        parameters: json!({ "target": "10.00" }),
-        event_id: None,
-        scheduled_for: None,
-        log: Vec::new(),
-        submitted: Vec::new(),
-        error: None,
-        attempts: 0,
-        created_at: at(second),
-        started_at: None,
-        finished_at: None,
-    }
+    Execution::queued(tenant, automation, TriggerType::OnDemand, json!({ "target": "10.00" }), at(second))
 }
 
 backends!(

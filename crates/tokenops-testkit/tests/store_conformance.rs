@@ -26,7 +26,7 @@ use tokenops_testkit::{Backend, TestDb, backends};
 use uuid::Uuid;
 
 mod common;
-use common::{T0, page};
+use common::{T0, accepted_in_reads, page};
 
 // ---------------------------------------------------------------------------------------------
 // The fixture
@@ -655,59 +655,28 @@ async fn a_read_transaction_refuses_writes(backend: Backend) {
         data: serde_json::json!({}),
         dispatched_at: None,
     };
-    let mut refused = Vec::new();
-    // On PostgreSQL the first refusal aborts the transaction: each write gets one of its own.
-    macro_rules! refuses {
-        ($name:literal, |$tx:ident| $call:expr) => {{
-            let mut $tx = fx.store.read().await.expect("begin read");
-            if $call.await.is_err() {
-                refused.push($name);
-            }
-        }};
-    }
-    refuses!("customers.insert", |tx| tx.customers().insert(&customer(tenant, "c-2", T0)));
-    refuses!("customers.get_for_update", |tx| tx.customers().get_for_update(tenant, &reference));
-    refuses!("customers.set_status", |tx| tx.customers().set_status(tenant, &reference, CustomerStatus::Inactive, T0));
-    refuses!("events.append", |tx| tx.events().append(&event));
-    refuses!("events.mark_dispatched", |tx| tx.events().mark_dispatched(&[(tenant, new_id())], T0));
-    refuses!("audit.record", |tx| tx.audit().record(&audit));
-    refuses!("idempotency.insert_claim", |tx| tx.idempotency().insert_claim(&scope, "h", new_id(), T0, T0));
-    refuses!("idempotency.complete", |tx| tx.idempotency().complete(&scope, new_id(), &response("x"), T0));
-    refuses!("idempotency.release", |tx| tx.idempotency().release(&scope, new_id()));
-    refuses!("idempotency.prune", |tx| tx.idempotency().prune(T0));
-    refuses!("jobs.enqueue", |tx| tx.jobs().enqueue(&job("k", T0), T0));
-    refuses!("jobs.claim", |tx| tx.jobs().claim(T0, T0.plus_millis(1_000), 10));
-    refuses!("jobs.extend_lease", |tx| tx.jobs().extend_lease(lease, T0, T0));
-    refuses!("jobs.complete", |tx| tx.jobs().complete(lease, T0));
-    refuses!("jobs.retry", |tx| tx.jobs().retry(lease, T0, "e", T0));
-    refuses!("jobs.bury", |tx| tx.jobs().bury(lease, "e", T0));
-    refuses!("jobs.release", |tx| tx.jobs().release(lease, T0));
-    refuses!("jobs.prune_done", |tx| tx.jobs().prune_done(T0));
-    refuses!("settings.get_or_insert", |tx| tx.settings().get_or_insert("name", "value"));
-    assert_eq!(
-        refused,
-        [
-            "customers.insert",
-            "customers.get_for_update",
-            "customers.set_status",
-            "events.append",
-            "events.mark_dispatched",
-            "audit.record",
-            "idempotency.insert_claim",
-            "idempotency.complete",
-            "idempotency.release",
-            "idempotency.prune",
-            "jobs.enqueue",
-            "jobs.claim",
-            "jobs.extend_lease",
-            "jobs.complete",
-            "jobs.retry",
-            "jobs.bury",
-            "jobs.release",
-            "jobs.prune_done",
-            "settings.get_or_insert",
-        ]
+    let accepted = accepted_in_reads!(fx.store,
+        "customers.insert" => |tx| tx.customers().insert(&customer(tenant, "c-2", T0)),
+        "customers.get_for_update" => |tx| tx.customers().get_for_update(tenant, &reference),
+        "customers.set_status" => |tx| tx.customers().set_status(tenant, &reference, CustomerStatus::Inactive, T0),
+        "events.append" => |tx| tx.events().append(&event),
+        "events.mark_dispatched" => |tx| tx.events().mark_dispatched(&[(tenant, new_id())], T0),
+        "audit.record" => |tx| tx.audit().record(&audit),
+        "idempotency.insert_claim" => |tx| tx.idempotency().insert_claim(&scope, "h", new_id(), T0, T0),
+        "idempotency.complete" => |tx| tx.idempotency().complete(&scope, new_id(), &response("x"), T0),
+        "idempotency.release" => |tx| tx.idempotency().release(&scope, new_id()),
+        "idempotency.prune" => |tx| tx.idempotency().prune(T0),
+        "jobs.enqueue" => |tx| tx.jobs().enqueue(&job("k", T0), T0),
+        "jobs.claim" => |tx| tx.jobs().claim(T0, T0.plus_millis(1_000), 10),
+        "jobs.extend_lease" => |tx| tx.jobs().extend_lease(lease, T0, T0),
+        "jobs.complete" => |tx| tx.jobs().complete(lease, T0),
+        "jobs.retry" => |tx| tx.jobs().retry(lease, T0, "e", T0),
+        "jobs.bury" => |tx| tx.jobs().bury(lease, "e", T0),
+        "jobs.release" => |tx| tx.jobs().release(lease, T0),
+        "jobs.prune_done" => |tx| tx.jobs().prune_done(T0),
+        "settings.get_or_insert" => |tx| tx.settings().get_or_insert("name", "value"),
     );
+    assert!(accepted.is_empty(), "a read transaction let these writes through: {accepted:?}");
     assert_eq!(fx.db.count("customers", "").await, 1);
 }
 

@@ -1,6 +1,7 @@
 //! What the store tests share: the fixed instant they pass time from (the store never reads the
 //! clock), fresh tenants, pages, parsed references, and the race in which a read for update
-//! makes a second change wait for the first. Each test file uses a part of it.
+//! makes a second change wait for the first, and the writes a read transaction lets through.
+//! Each test file uses a part of it.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -101,3 +102,23 @@ pub async fn second_change_waits<H: Send + 'static, R>(
     first.await.expect("first change");
     outcome
 }
+
+/// The names of the writes, each `name => |tx| call` (the call's future), that a read
+/// transaction did not refuse. Each runs in a read transaction of its own: on PostgreSQL the
+/// first refusal aborts the transaction.
+// As the functions here (`dead_code` above), unused by the test files that check no reads.
+#[allow(unused_macros)]
+macro_rules! accepted_in_reads {
+    ($store:expr, $($name:literal => |$tx:ident| $call:expr),+ $(,)?) => {{
+        let mut accepted: Vec<&str> = Vec::new();
+        $({
+            let mut $tx = $store.read().await.expect("begin read");
+            if $call.await.is_ok() {
+                accepted.push($name);
+            }
+        })+
+        accepted
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use accepted_in_reads;

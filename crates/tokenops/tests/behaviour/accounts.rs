@@ -17,8 +17,9 @@ use crate::fixtures::{
     active_account, active_account_as, active_contract, active_contract_as, assert_address, customer, customer_as,
 };
 use crate::support::{
-    assert_bodies_refused, assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused,
-    drain_past_three_attempts, key, strings, three_attempts, write_correlated,
+    assert_bad_keys_refused, assert_bodies_refused, assert_body_texts_refused, assert_empty_style_a, assert_error,
+    assert_get_refused, assert_iso_utc, assert_refused, drain_past_three_attempts, key, strings, three_attempts,
+    write_correlated,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -721,18 +722,8 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
         ],
     )
     .await;
-    for text in [r#"["a-1"]"#, "42", "null", r#"{"accountRef": "a-1""#, ""] {
-        let response = app
-            .request(Method::POST, "/api/accounts")
-            .header("Idempotency-Key", key())
-            .header("Content-Type", "application/json")
-            .body(text)
-            .send()
-            .await
-            .expect("POST");
-        let reply = Reply::read(response).await;
-        assert_refused(&reply, 400, &format!("body {text:?} should be refused"));
-    }
+    assert_body_texts_refused(&app, "/api/accounts", &[r#"["a-1"]"#, "42", "null", r#"{"accountRef": "a-1""#, ""])
+        .await;
     assert_eq!(app.db.count("accounts", "").await, 0, "no refused registration created an account");
     assert_eq!(app.db.count("jobs", "kind = 'account.provision'").await, 0);
 }
@@ -743,13 +734,7 @@ async fn account_idempotency_key_missing_blank_or_over_255_is_400(backend: Backe
     let body = account_body("a-2", "c-1", "USD");
     let patch = json!({ "status": "INACTIVE" });
     for (method, path, body) in [(Method::POST, "/api/accounts", &body), (Method::PATCH, "/api/accounts/a-1", &patch)] {
-        let missing = Reply::read(app.request(method.clone(), path).json(body).send().await.expect("send")).await;
-        assert_error(&missing, 400);
-        for bad in ["", "   ", &"k".repeat(256)] {
-            let reply = app.write(method.clone(), path, bad, body).await;
-            assert_eq!(reply.status, 400, "{method} key of {} characters; got {}", bad.len(), reply.body);
-            assert_error(&reply, 400);
-        }
+        assert_bad_keys_refused(&app, method, path, body).await;
     }
     assert_eq!(app.db.count("accounts", "").await, 1, "no account registered under a bad key");
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE", "no change under a bad key");

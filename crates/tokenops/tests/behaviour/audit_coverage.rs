@@ -195,6 +195,14 @@ impl World {
         text
     }
 
+    /// Keeps `value`, the id a creation's reply gives, as `name`'s, and as the resource of the
+    /// creation's record (the last request that succeeded), which could not name it before.
+    fn keep_created(&mut self, name: &'static str, value: &Value) {
+        let id = self.keep(name, value);
+        let created = self.sent.iter().rposition(|s| !s.failure).expect("the creating request");
+        self.sent[created].resource_id = Some(id);
+    }
+
     /// Sends `op` with `params` and `body` as `token`, with a request id of its own (and a fresh
     /// Idempotency-Key on the API's writes); returns the reply and the request id.
     async fn raw_send(
@@ -246,10 +254,7 @@ impl World {
         actor: &str,
         resource: Option<&str>,
     ) -> Reply {
-        let (reply, request_id, key) = self.raw_send(op, params, &body, token).await;
-        assert_eq!(reply.status, status, "{op}: {}", reply.body);
-        let resource_id = resource.map(str::to_owned);
-        self.sent.push(Sent { op, request_id, key, status, actor: actor.to_owned(), resource_id, failure: false });
+        let reply = self.noted(op, params, &body, token, status, actor, resource, false).await;
         // The same request about a resource that does not exist: a FAILURE record. The last
         // parameter names the resource; an organisation's id is the caller's own and cannot vary.
         let names_a_resource = op.rsplit('{').next().is_some_and(|last| !last.starts_with("tenantId}"));
@@ -292,10 +297,28 @@ impl World {
         actor: &str,
         resource: Option<&str>,
     ) {
-        let (reply, request_id, key) = self.raw_send(op, params, &body, token).await;
-        assert_eq!(reply.status, status, "{op} refused: {}", reply.body);
+        self.noted(op, params, &body, token, status, actor, resource, true).await;
+    }
+
+    /// Sends `op` and expects `status`; notes the record it must leave, a FAILURE record when
+    /// `failure`.
+    #[allow(clippy::too_many_arguments)]
+    async fn noted(
+        &mut self,
+        op: &'static str,
+        params: &[&str],
+        body: &Body,
+        token: Option<&str>,
+        status: u16,
+        actor: &str,
+        resource: Option<&str>,
+        failure: bool,
+    ) -> Reply {
+        let (reply, request_id, key) = self.raw_send(op, params, body, token).await;
+        assert_eq!(reply.status, status, "{op}: {}", reply.body);
         let resource_id = resource.map(str::to_owned);
-        self.sent.push(Sent { op, request_id, key, status, actor: actor.to_owned(), resource_id, failure: true });
+        self.sent.push(Sent { op, request_id, key, status, actor: actor.to_owned(), resource_id, failure });
+        reply
     }
 
     /// An invited user's temporary password (after the mail job ran).
@@ -346,8 +369,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/tenants/{tenantId}/users" => {
             let body = json!({ "email": "uma@bank.example", "firstName": "Uma", "lastName": "User" });
             let reply = w.send(op, &[&tenant], Body::Json(body), t, 200, me, None).await;
-            let id = w.keep("uma", &reply.body["id"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("uma", &reply.body["id"]);
         }
         "POST /api/auth/activate" => {
             let temporary = w.temporary("uma@bank.example").await;
@@ -367,8 +389,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/tenants/{tenantId}/roles" => {
             let body = json!({ "name": "Readers", "description": "", "permissions": ["customer:read"] });
             let reply = w.send(op, &[&tenant], Body::Json(body), t, 201, me, None).await;
-            let id = w.keep("role", &reply.body["id"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("role", &reply.body["id"]);
         }
         "PATCH /api/tenants/{tenantId}/roles/{roleId}" => {
             let role = w.id("role");
@@ -381,8 +402,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/tenants/{tenantId}/groups" => {
             let body = json!({ "key": "checkers", "name": "checkers" });
             let reply = w.send(op, &[&tenant], Body::Json(body), t, 201, me, None).await;
-            let id = w.keep("group", &reply.body["id"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("group", &reply.body["id"]);
         }
         "PATCH /api/tenants/{tenantId}/groups/{groupId}" => {
             let group = w.id("group");
@@ -405,8 +425,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/tenants/{tenantId}/clients" => {
             let body = json!({ "name": "Nightly batch", "roleName": "USER" });
             let reply = w.send(op, &[&tenant], Body::Json(body), t, 201, me, None).await;
-            let id = w.keep("client", &reply.body["clientId"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("client", &reply.body["clientId"]);
             w.keep("reveal", &reply.body["secretRevealUrl"]);
         }
         "POST /idp/oauth2/token" => {
@@ -447,8 +466,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/transactions" => {
             let body = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "a-1", "amount": "10.00" });
             let reply = w.send(op, &[], Body::Json(body), t, 202, me, None).await;
-            let id = w.keep("transaction", &reply.body["transactionId"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("transaction", &reply.body["transactionId"]);
             w.app.drain_jobs().await;
         }
         "PATCH /api/accounts/{accountRef}" => {
@@ -457,8 +475,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/webhooks" => {
             let body = json!({ "url": w.receiver.url("/hooks"), "eventTypes": ["customer.status_changed"] });
             let reply = w.send(op, &[], Body::Json(body), t, 201, me, None).await;
-            let id = w.keep("webhook", &reply.body["id"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("webhook", &reply.body["id"]);
         }
         "PATCH /api/webhooks/{webhookId}" => {
             let webhook = w.id("webhook");
@@ -514,8 +531,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/policies" => {
             let body = json!({ "templateKey": "system.transfer.approval", "content": policy_content("1000") });
             let reply = w.send(op, &[], Body::Json(body), t, 201, me, None).await;
-            let id = w.keep("policy", &reply.body["id"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("policy", &reply.body["id"]);
         }
         "PATCH /api/policies/{policyId}" => {
             let policy = w.id("policy");
@@ -537,8 +553,7 @@ async fn drive(w: &mut World, op: &'static str) {
         }
         "POST /api/approvals/requests" => {
             let reply = w.send(op, &[], Body::Json(approval()), t, 201, me, None).await;
-            let id = w.keep("request", &reply.body["id"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("request", &reply.body["id"]);
             w.keep("task", &reply.body["tasks"][0]["id"]);
         }
         "POST /api/approvals/tasks/{taskId}/approve"
@@ -563,8 +578,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/scripts" => {
             let body = json!({ "name": "noop", "source": "1" });
             let reply = w.send(op, &[], Body::Json(body), t, 201, me, None).await;
-            let id = w.keep("script", &reply.body["scriptId"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("script", &reply.body["scriptId"]);
         }
         "PATCH /api/scripts/{scriptId}" => {
             let script = w.id("script");
@@ -573,10 +587,8 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/scripts/{scriptId}/clone" => {
             let script = w.id("script");
             let reply = w.send(op, &[&script], Body::Json(json!({ "name": "noop-copy" })), t, 201, me, None).await;
-            let id = w.keep("clone", &reply.body["scriptId"]);
             // The clone is the resource the record names (the source is in its detail).
-            let index = w.sent.iter().rposition(|s| !s.failure).expect("the clone's request");
-            w.sent[index].resource_id = Some(id);
+            w.keep_created("clone", &reply.body["scriptId"]);
         }
         "DELETE /api/scripts/{scriptId}" => {
             let clone = w.id("clone");
@@ -585,8 +597,7 @@ async fn drive(w: &mut World, op: &'static str) {
         "POST /api/automations" => {
             let script = w.id("script");
             let reply = w.send(op, &[], Body::Json(json!({ "scriptId": script })), t, 201, me, None).await;
-            let id = w.keep("automation", &reply.body["automationId"]);
-            w.sent.last_mut().expect("sent").resource_id = Some(id);
+            w.keep_created("automation", &reply.body["automationId"]);
         }
         "POST /api/automations/{automationId}/executions" => {
             let automation = w.id("automation");

@@ -842,6 +842,26 @@ pub(crate) fn tx_hashes(rows: &[Row]) -> (BTreeMap<&str, &str>, Vec<String>) {
     (hashes, shared)
 }
 
+/// The FAILED operations counted by `failureCode/reasonCode`, and the ids of those that failed
+/// for another reason than a planned overdraft the ledger reverted: no crash or outage may fail
+/// an operation.
+pub(crate) fn failures(rows: &[Row]) -> (BTreeMap<String, usize>, Vec<String>) {
+    let mut by_code: BTreeMap<String, usize> = BTreeMap::new();
+    let mut unplanned = Vec::new();
+    for row in rows.iter().filter(|r| r.state == "FAILED") {
+        *by_code.entry(format!("{}/{}", row.failure_code, row.reason_code)).or_default() += 1;
+        if !is_reverted_overdraft(row) {
+            unplanned.push(row.id.clone());
+        }
+    }
+    (by_code, unplanned)
+}
+
+/// A FAILED operation whose overdraft the ledger reverted, as the plan intends.
+pub(crate) fn is_reverted_overdraft(row: &Row) -> bool {
+    row.failure_code == "CHAIN_FAILED" && row.reason_code == "InsufficientAvailableBalance"
+}
+
 /// The planned overdrafts (of `amount`) that did not fail on the ledger.
 pub(crate) fn overdraft_violations(rows: &[Row], amount: i64) -> Vec<String> {
     rows.iter()

@@ -8,8 +8,8 @@ use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
 use crate::support::{
-    assert_bodies_refused, assert_empty_style_a, assert_error, assert_get_refused, assert_iso_utc, assert_refused, key,
-    strings, write_correlated,
+    assert_bad_keys_refused, assert_bodies_refused, assert_body_texts_refused, assert_empty_style_a, assert_error,
+    assert_get_refused, assert_iso_utc, assert_refused, key, strings, write_correlated,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -157,18 +157,12 @@ async fn registration_with_blank_or_too_long_display_name_is_400(backend: Backen
 
 async fn registration_body_that_is_not_a_json_object_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    for text in [r#"["c-1"]"#, r#""c-1""#, "42", "null", r#"{"customerRef": "c-1""#, ""] {
-        let response = app
-            .request(Method::POST, "/api/customers")
-            .header("Idempotency-Key", key())
-            .header("Content-Type", "application/json")
-            .body(text)
-            .send()
-            .await
-            .expect("POST");
-        let reply = Reply::read(response).await;
-        assert_refused(&reply, 400, &format!("body {text:?} should be refused"));
-    }
+    assert_body_texts_refused(
+        &app,
+        "/api/customers",
+        &[r#"["c-1"]"#, r#""c-1""#, "42", "null", r#"{"customerRef": "c-1""#, ""],
+    )
+    .await;
     assert_eq!(customer_rows(&app).await, 0);
 }
 
@@ -179,13 +173,7 @@ async fn idempotency_key_missing_blank_or_over_255_is_400_and_255_is_accepted(ba
     let patch = json!({ "status": "INACTIVE" });
     for (method, path, body) in [(Method::POST, "/api/customers", &body), (Method::PATCH, "/api/customers/c-0", &patch)]
     {
-        let missing = Reply::read(app.request(method.clone(), path).json(body).send().await.expect("send")).await;
-        assert_error(&missing, 400);
-        for bad in ["", "   ", &"k".repeat(256)] {
-            let reply = app.write(method.clone(), path, bad, body).await;
-            assert_eq!(reply.status, 400, "{method} key of {} characters; got {}", bad.len(), reply.body);
-            assert_error(&reply, 400);
-        }
+        assert_bad_keys_refused(&app, method, path, body).await;
     }
     assert_eq!(customer_rows(&app).await, 1, "no customer registered under a bad key");
     assert_eq!(app.get("/api/customers/c-0").await.body["status"], "ACTIVE", "no change under a bad key");

@@ -8,8 +8,8 @@
 
 use crate::crash_load::{
     self, Answer, Balances, Client, Detail, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text, balances, body,
-    by_type, crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts,
-    operations, overdraft_violations, tx_hashes,
+    by_type, crash_load_environment, eventually, evidence, evidence_report, failures, lock_violations, locks,
+    open_accounts, operations, overdraft_violations, tx_hashes,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -453,26 +453,16 @@ async fn survive(scenario: Scenario) {
     }
     let (hashes, shared_hashes) = tx_hashes(&rows);
     violations.extend(shared_hashes);
-    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
-    let mut crash_failures = Vec::new();
-    for row in &rows {
+    let (failures, crash_failures) = failures(&rows);
+    for row in rows.iter().filter(|r| r.state == "CONFIRMED") {
         let included = ledger.get(&row.tx_hash).copied();
-        match row.state.as_str() {
-            "CONFIRMED" => check!(
-                included == Some(true),
-                "CONFIRMED {} {} has txHash {:?}, which the ledger holds as {included:?}",
-                row.tx_type,
-                row.id,
-                row.tx_hash
-            ),
-            "FAILED" => {
-                *failures.entry(format!("{}/{}", row.failure_code, row.reason_code)).or_default() += 1;
-                if row.failure_code != "CHAIN_FAILED" || row.reason_code != "InsufficientAvailableBalance" {
-                    crash_failures.push(row.id.clone());
-                }
-            }
-            _ => {}
-        }
+        check!(
+            included == Some(true),
+            "CONFIRMED {} {} has txHash {:?}, which the ledger holds as {included:?}",
+            row.tx_type,
+            row.id,
+            row.tx_hash
+        );
     }
     if !crash_failures.is_empty() {
         let report = evidence_report(&cluster, crash_failures.iter().map(String::as_str), Detail::Full).await;

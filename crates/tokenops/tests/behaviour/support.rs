@@ -59,6 +59,35 @@ pub async fn assert_bodies_refused(app: &TestApp, method: Method, path: &str, bo
     }
 }
 
+/// Each of `texts`, POSTed to `path` as a JSON body with a fresh key, refused with a 400 and the
+/// error envelope: bodies that are not a JSON object, or not JSON at all.
+pub async fn assert_body_texts_refused(app: &TestApp, path: &str, texts: &[&str]) {
+    for text in texts {
+        let response = app
+            .request(Method::POST, path)
+            .header("Idempotency-Key", key())
+            .header("Content-Type", "application/json")
+            .body(text.to_string())
+            .send()
+            .await
+            .expect("POST");
+        let reply = Reply::read(response).await;
+        assert_refused(&reply, 400, &format!("body {text:?} should be refused"));
+    }
+}
+
+/// `body` written to `path` without an Idempotency-Key, and with a blank one or one over 255
+/// characters: each refused with a 400 and the error envelope.
+pub async fn assert_bad_keys_refused(app: &TestApp, method: Method, path: &str, body: &Value) {
+    let missing = Reply::read(app.request(method.clone(), path).json(body).send().await.expect("send")).await;
+    assert_error(&missing, 400);
+    for bad in ["", "   ", &"k".repeat(256)] {
+        let reply = app.write(method.clone(), path, bad, body).await;
+        assert_eq!(reply.status, 400, "{method} key of {} characters; got {}", bad.len(), reply.body);
+        assert_error(&reply, 400);
+    }
+}
+
 /// The `field` of each item of a JSON array (a page's `content`, `data` or `items`), in its
 /// order, as text ("" where the item has none).
 #[track_caller]

@@ -13,8 +13,8 @@
 
 use crate::crash_load::{
     self, Answer, Balances, Client, Detail, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text, balances,
-    by_type, crash_load_environment, eventually, evidence, evidence_report, lock_violations, locks, open_accounts,
-    operations, overdraft_violations, service_environment, tx_hashes,
+    by_type, crash_load_environment, eventually, evidence, evidence_report, failures, is_reverted_overdraft,
+    lock_violations, locks, open_accounts, operations, overdraft_violations, service_environment, tx_hashes,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -309,8 +309,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     let ledger_read_in = reading.elapsed();
     let (hashes, shared_hashes) = tx_hashes(&rows);
     violations.extend(shared_hashes);
-    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
-    let mut crash_failures = Vec::new();
+    let (failures, crash_failures) = failures(&rows);
     for row in &rows {
         let included = ledger.get(&row.tx_hash).map(|(success, _)| *success);
         match row.state.as_str() {
@@ -321,20 +320,14 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
                 row.id,
                 row.tx_hash
             ),
-            "FAILED" => {
-                *failures.entry(format!("{}/{}", row.failure_code, row.reason_code)).or_default() += 1;
-                if row.failure_code == "CHAIN_FAILED" && row.reason_code == "InsufficientAvailableBalance" {
-                    check!(
-                        included == Some(false),
-                        "reverted {} {} has txHash {:?}, which the ledger holds as {included:?}",
-                        row.tx_type,
-                        row.id,
-                        row.tx_hash
-                    );
-                } else {
-                    crash_failures.push(row.id.clone());
-                }
-            }
+            "FAILED" if is_reverted_overdraft(row) => check!(
+                included == Some(false),
+                "reverted {} {} has txHash {:?}, which the ledger holds as {included:?}",
+                row.tx_type,
+                row.id,
+                row.tx_hash
+            ),
+            "FAILED" => {}
             _ => check!(
                 included.is_none(),
                 "{} {} {} has txHash {:?}, which the ledger holds as {included:?}",
