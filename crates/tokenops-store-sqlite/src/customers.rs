@@ -3,28 +3,12 @@
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
-use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
+use tokenops_domain::customer::{CustomerRef, CustomerStatus};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
 use tokenops_store::{CustomerStore, StoreResult};
 
 #[async_trait]
 impl CustomerStore for SqliteTx {
-    async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
-        self.insert_row(
-            &rows::CUSTOMERS,
-            params![
-                codec::id_text(customer.id),
-                codec::id_text(customer.tenant_id.as_uuid()),
-                customer.customer_ref.as_str(),
-                customer.display_name.as_deref(),
-                customer.status.as_str(),
-                customer.created_at.as_micros(),
-                customer.updated_at.as_micros(),
-            ],
-        )
-    }
-
     async fn set_status(
         &mut self,
         tenant: TenantId,

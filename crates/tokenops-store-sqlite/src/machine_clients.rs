@@ -4,27 +4,12 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
 use tokenops_domain::TenantId;
-use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
+use tokenops_store::rows::MACHINE_CLIENT_COLUMNS;
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
 
 #[async_trait]
 impl MachineClientStore for SqliteTx {
-    async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
-        self.insert_row(
-            &rows::MACHINE_CLIENTS,
-            params![
-                codec::id_text(client.id),
-                client.tenant_id.map(|t| codec::id_text(t.as_uuid())),
-                &client.name,
-                client.role_id.map(codec::id_text),
-                &client.secret_hash,
-                i64::from(client.active),
-                client.created_at.as_micros(),
-            ],
-        )
-    }
-
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
         let sql = format!("SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE id = ?1");
         self.fetch_optional(&sql, params![codec::id_text(id)], codec::decoded)

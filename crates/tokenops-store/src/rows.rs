@@ -29,13 +29,13 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, account};
+pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, ACCOUNTS_BY_ID, account};
 pub use approvals::{
     APPROVAL_REQUEST_COLUMNS, APPROVAL_REQUESTS, APPROVAL_TASK_COLUMNS, APPROVAL_TASKS, approval_request, approval_task,
 };
 pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_block_hash, audit_record};
 pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
-pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, contract};
+pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, CONTRACTS_BY_ID, contract};
 pub use custody::custody_key;
 pub use customers::{CUSTOMER_COLUMNS, CUSTOMERS, customer};
 pub use events::{EVENT_COLUMNS, EVENTS, event};
