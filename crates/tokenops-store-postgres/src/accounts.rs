@@ -1,9 +1,6 @@
-//! Accounts on PostgreSQL: `AccountStore`, mapping rows to and from the domain's `Account` (by
-//! parsing: a value that does not parse is a corrupt row).
-//!
-//! Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from the
-//! row count (see `codec::conflict`). No update can violate a unique index (the reference of an
-//! account never changes).
+//! Accounts on PostgreSQL: `AccountStore`'s reads of its own; the insert and update are the
+//! store's, written once over `TableWrites`. No update can violate a unique index (the reference
+//! of an account never changes).
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;

@@ -3,7 +3,7 @@
 use sqlx::postgres::PgRow;
 use sqlx::{Column, Decode, Postgres, Row, Type, TypeInfo};
 use tokenops_domain::{TenantId, Timestamp};
-pub use tokenops_store::encode::{asset_text, folded, names_text, saturating_int4};
+pub use tokenops_store::encode::{asset_text, folded, saturating_int4};
 use tokenops_store::rows::Columns;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;

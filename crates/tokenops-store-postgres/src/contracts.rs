@@ -1,8 +1,6 @@
-//! Token contracts on PostgreSQL: `ContractStore`, mapping rows to and from the domain's `Contract`.
-//!
-//! Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from the
-//! row count (see `codec::conflict`). No update can violate a unique index (the asset of a
-//! contract never changes).
+//! Token contracts on PostgreSQL: `ContractStore`'s reads of its own; the insert and update are
+//! the store's, written once over `TableWrites`. No update can violate a unique index (the asset
+//! of a contract never changes).
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;

@@ -1,4 +1,5 @@
-//! Locks on PostgreSQL: `LockStore`. Inserts use `ON CONFLICT DO NOTHING` (see `codec::conflict`).
+//! Locks on PostgreSQL: `LockStore`'s read of the expired ones; the rest is the store's, written
+//! once over `TableRows` and `TableWrites`.
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;

@@ -1,4 +1,4 @@
-//! Accounts as read from either backend.
+//! Accounts as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table, opt_address};
 use crate::StoreResult;

@@ -1,4 +1,4 @@
-//! Reconciliation breaks as read from either backend.
+//! Reconciliation breaks as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;

@@ -1,4 +1,4 @@
-//! Token contracts as read from either backend.
+//! Token contracts as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table, opt_address};
 use crate::StoreResult;

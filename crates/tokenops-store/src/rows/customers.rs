@@ -1,4 +1,4 @@
-//! Customers as read from either backend.
+//! Customers as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;

@@ -1,4 +1,4 @@
-//! Locks (funds held for an operation) as read from either backend.
+//! Locks (funds held for an operation) as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;

@@ -1,4 +1,4 @@
-//! Machine clients as read from either backend.
+//! Machine clients as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table};
 use crate::{MachineClientRecord, StoreResult};

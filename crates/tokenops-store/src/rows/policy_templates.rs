@@ -1,4 +1,4 @@
-//! An organisation's policy templates as read from either backend.
+//! An organisation's policy templates as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;

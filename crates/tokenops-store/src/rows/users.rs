@@ -1,4 +1,4 @@
-//! Users as read from either backend.
+//! Users as read from and written to either backend.
 
 use super::{ColumnValue, Columns, Encode, Table};
 use crate::{StoreResult, UserRecord};
