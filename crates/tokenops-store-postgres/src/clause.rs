@@ -116,8 +116,8 @@ impl TableWrites for PostgresTx {
         Ok(self.execute(bind_values(query, row)).await? > 0)
     }
 
-    async fn update_row(&mut self, table: &Table, row: Vec<ColumnValue>, set: &[&str]) -> StoreResult<u64> {
-        let (sql, values) = table.update(Pg::SIGIL, &row, set)?;
-        self.execute(bind_values(sqlx::query(sqlx::AssertSqlSafe(sql)), values)).await
+    async fn update_by_key(&mut self, table: &Table, set: &[&str], values: Vec<ColumnValue>) -> StoreResult<u64> {
+        let query = sqlx::query(sqlx::AssertSqlSafe(table.update_sql(Pg::SIGIL, set)));
+        self.execute(bind_values(query, values)).await
     }
 }

@@ -2,7 +2,6 @@
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use tokenops_domain::TenantId;
 use tokenops_store::rows::MACHINE_CLIENT_COLUMNS;
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
@@ -19,17 +18,5 @@ impl MachineClientStore for PostgresTx {
             Ok(codec::count(codec::get(row, "total")?))
         })
         .await
-    }
-
-    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
-        let done = self
-            .execute(
-                sqlx::query("UPDATE machine_clients SET active = $1 WHERE tenant_id = $2 AND id = $3")
-                    .bind(active)
-                    .bind(tenant.as_uuid())
-                    .bind(id),
-            )
-            .await?;
-        Ok(done == 1)
     }
 }

@@ -116,9 +116,8 @@ impl TableWrites for SqliteTx {
         Ok(self.execute(&table.insert_new_sql(Sqlite::SIGIL), values_of(row))? > 0)
     }
 
-    async fn update_row(&mut self, table: &Table, row: Vec<ColumnValue>, set: &[&str]) -> StoreResult<u64> {
-        let (sql, values) = table.update(Sqlite::SIGIL, &row, set)?;
-        let changed = self.execute(&sql, values_of(values))?;
+    async fn update_by_key(&mut self, table: &Table, set: &[&str], values: Vec<ColumnValue>) -> StoreResult<u64> {
+        let changed = self.execute(&table.update_sql(Sqlite::SIGIL, set), values_of(values))?;
         Ok(u64::try_from(changed).unwrap_or(u64::MAX))
     }
 }

@@ -3,7 +3,6 @@
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
-use tokenops_domain::TenantId;
 use tokenops_store::rows::MACHINE_CLIENT_COLUMNS;
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
@@ -18,13 +17,5 @@ impl MachineClientStore for SqliteTx {
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
         let count: i64 = self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id IS NULL", [])?;
         Ok(u64::try_from(count).unwrap_or(0))
-    }
-
-    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
-        let done = self.execute(
-            "UPDATE machine_clients SET active = ?1 WHERE tenant_id = ?2 AND id = ?3",
-            params![i64::from(active), codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-        )?;
-        Ok(done == 1)
     }
 }

@@ -37,7 +37,10 @@ pub trait CustomerStore: Send + TableRows<Customer> + TableWrites {
         customer_ref: &CustomerRef,
         status: CustomerStatus,
         now: Timestamp,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<()> {
+        let values = vec![status.as_str().into(), now.into(), tenant.into(), customer_ref.as_str().into()];
+        self.update_by_key(&rows::CUSTOMERS, &["status", "updated_at"], values).await.map(drop)
+    }
     /// Oldest first.
     async fn list(
         &mut self,

@@ -38,5 +38,10 @@ pub trait MachineClientStore: Send + TableRows<MachineClientRecord> + TableWrite
         self.page_rows(tenant, &rows::MACHINE_CLIENTS, Vec::new(), CREATED_ORDER, page).await
     }
     /// Sets `active` of the organisation's client; `false` when it has no such client.
-    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool>;
+    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
+        let changed = self
+            .update_by_key(&rows::MACHINE_CLIENTS, &["active"], vec![active.into(), tenant.into(), id.into()])
+            .await?;
+        Ok(changed == 1)
+    }
 }

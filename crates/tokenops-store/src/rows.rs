@@ -36,7 +36,7 @@ pub use approvals::{
 pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_block_hash, audit_record};
 pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
 pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, CONTRACTS_BY_ID, contract};
-pub use custody::custody_key;
+pub use custody::{CUSTODY_KEY_COLUMNS, CUSTODY_KEYS, custody_key};
 pub use customers::{CUSTOMER_COLUMNS, CUSTOMERS, customer};
 pub use events::{EVENT_COLUMNS, EVENTS, event};
 pub use groups::{GROUP_COLUMNS, GROUPS, GROUPS_BY_KEY, group};
@@ -58,8 +58,8 @@ pub use scripts::{
     AUTOMATION_COLUMNS, AUTOMATIONS, EXECUTION_COLUMNS, EXECUTIONS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS,
     SCRIPT_VERSIONS, SCRIPTS, automation, execution, script, script_version,
 };
-pub use secret_reveals::{SECRET_REVEAL_COLUMNS, secret_reveal};
-pub use tenants::tenant;
+pub use secret_reveals::{SECRET_REVEAL_COLUMNS, SECRET_REVEALS, secret_reveal};
+pub use tenants::{TENANT_COLUMNS, TENANTS, tenant};
 pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
 pub use webhooks::{DELIVERIES, DELIVERY_COLUMNS, WEBHOOK_COLUMNS, WEBHOOKS, delivery, webhook, webhook_signing_key};
 
@@ -95,32 +95,30 @@ impl Table {
         format!("{} ON CONFLICT DO NOTHING", self.insert_sql(sigil))
     }
 
-    /// The UPDATE of the `set` columns of the organisation's row whose tenant and key are those
-    /// of `row` (its values in `columns` order), with the values it binds: the set columns',
-    /// then the tenant's and the key's.
-    pub fn update(&self, sigil: char, row: &[ColumnValue], set: &[&str]) -> StoreResult<(String, Vec<ColumnValue>)> {
+    /// The UPDATE of the `set` columns of the organisation's row with a key: the set columns'
+    /// values bound first, in order, then the tenant's and the key's.
+    pub fn update_sql(&self, sigil: char, set: &[&str]) -> String {
+        let assignments: Vec<String> =
+            set.iter().enumerate().map(|(n, column)| format!("{column} = {sigil}{}", n + 1)).collect();
+        let (tenant, key) = (set.len() + 1, set.len() + 2);
+        format!(
+            "UPDATE {} SET {} WHERE tenant_id = {sigil}{tenant} AND {} = {sigil}{key}",
+            self.name,
+            assignments.join(", "),
+            self.key
+        )
+    }
+
+    /// The values [`update_sql`](Self::update_sql) binds for `set`, picked from `row` (its
+    /// values in `columns` order): the set columns', then the tenant's and the key's.
+    pub fn update_values(&self, row: &[ColumnValue], set: &[&str]) -> StoreResult<Vec<ColumnValue>> {
         let names: Vec<&str> = self.columns.split(',').map(str::trim).collect();
         let value = |column: &str| {
             names.iter().position(|name| *name == column).and_then(|place| row.get(place)).cloned().ok_or_else(|| {
                 StoreError::Backend(format!("no value of column {column} of {} to write", self.name).into())
             })
         };
-        let mut assignments = Vec::with_capacity(set.len());
-        let mut values = Vec::with_capacity(set.len() + 2);
-        for column in set {
-            values.push(value(column)?);
-            assignments.push(format!("{column} = {sigil}{}", values.len()));
-        }
-        values.push(value("tenant_id")?);
-        values.push(value(self.key)?);
-        let (tenant, key) = (values.len() - 1, values.len());
-        let sql = format!(
-            "UPDATE {} SET {} WHERE tenant_id = {sigil}{tenant} AND {} = {sigil}{key}",
-            self.name,
-            assignments.join(", "),
-            self.key
-        );
-        Ok((sql, values))
+        set.iter().copied().chain(["tenant_id", self.key]).map(value).collect()
     }
 
     /// The organisation's row with a key: the tenant bound first, the key second; `suffix`, if
@@ -390,12 +388,12 @@ mod tests {
 
     #[test]
     fn an_update_sets_the_named_columns_of_the_row_found_by_its_tenant_and_key() {
+        assert_eq!(LOCKS.update_sql('$', &["status"]), "UPDATE locks SET status = $1 WHERE tenant_id = $2 AND id = $3");
         let tenant = Uuid::from_u128(1);
         let row = [ColumnValue::from(Uuid::from_u128(2)), tenant.into(), ColumnValue::Text(None)];
-        let (sql, values) = LOCKS.update('$', &row, &["status"]).expect("every column has a value");
-        assert_eq!(sql, "UPDATE locks SET status = $1 WHERE tenant_id = $2 AND id = $3");
+        let values = LOCKS.update_values(&row, &["status"]).expect("every column has a value");
         assert_eq!(values, vec![ColumnValue::Text(None), tenant.into(), Uuid::from_u128(2).into()]);
-        assert!(LOCKS.update('?', &row, &["amount"]).is_err());
-        assert!(LOCKS.update('?', &row[..2], &["status"]).is_err());
+        assert!(LOCKS.update_values(&row, &["amount"]).is_err());
+        assert!(LOCKS.update_values(&row[..2], &["status"]).is_err());
     }
 }

@@ -15,9 +15,17 @@ pub trait TableWrites: Send {
     /// PostgreSQL transaction usable, as a unique violation would not): whether it did.
     async fn insert_row_if_new(&mut self, table: &Table, row: Vec<ColumnValue>) -> StoreResult<bool>;
 
+    /// Sets the `set` columns of the organisation's row with a key (`Table::update_sql`) to
+    /// `values`: the set columns' in order, then the tenant's and the key's. How many rows
+    /// changed.
+    async fn update_by_key(&mut self, table: &Table, set: &[&str], values: Vec<ColumnValue>) -> StoreResult<u64>;
+
     /// Sets the `set` columns of the organisation's row that has `row`'s tenant and key to
-    /// `row`'s values: how many rows changed.
-    async fn update_row(&mut self, table: &Table, row: Vec<ColumnValue>, set: &[&str]) -> StoreResult<u64>;
+    /// `row`'s values (the whole row, in the table's columns order): how many rows changed.
+    async fn update_row(&mut self, table: &Table, row: Vec<ColumnValue>, set: &[&str]) -> StoreResult<u64> {
+        let values = table.update_values(&row, set)?;
+        self.update_by_key(table, set, values).await
+    }
 
     /// Inserts the row; one already there with a unique key of it is `StoreError::Conflict`,
     /// naming `what` that key is.
