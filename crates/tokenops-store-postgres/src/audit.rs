@@ -1,6 +1,6 @@
 //! Audit records on PostgreSQL.
 
-use crate::clause::{self, Bind, Clause};
+use crate::clause::{self, Clause};
 use crate::query::BindPage;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
@@ -10,7 +10,7 @@ use tokenops_domain::TenantId;
 use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSeal};
 use tokenops_domain::audit_chain::{self, AuditBlock};
 use tokenops_domain::paging::{PageRequest, SortKey};
-use tokenops_store::rows::{self, AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS};
+use tokenops_store::rows::{self, AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, ColumnValue};
 use tokenops_store::{
     AuditCount, AuditStore, SealedCount, StoreResult, ascii_prefix_range, audit_key_values, audit_keys, carries,
     case_forms,
@@ -39,16 +39,16 @@ fn decode(row: &PgRow) -> StoreResult<AuditRecord> {
 fn where_clause(filter: &AuditFilter) -> Clause {
     let mut clause = Clause::of(conditions::audit_records(filter));
     if !filter.actor_ids.is_empty() {
-        let actors = clause.param(Bind::TextList(filter.actor_ids.clone()));
+        let actors = clause.param(ColumnValue::TextList(Some(filter.actor_ids.clone())));
         clause.and(&format!("actor_id = ANY({actors})"));
     }
     if let Some(q) = &filter.query {
-        let pattern = clause.param(Bind::Text(prefix_regex(q)));
+        let pattern = clause.param(prefix_regex(q).into());
         // An ASCII query also bounds each column by its range in the column's index of
         // `lower(column COLLATE "C")` (migration 0017: ASCII folding whatever the server's
         // locale), so that each column is searched through its index, not the table.
-        let range = ascii_prefix_range(q)
-            .map(|(lower, upper)| (clause.param(Bind::Text(lower)), clause.param(Bind::Text(upper))));
+        let range =
+            ascii_prefix_range(q).map(|(lower, upper)| (clause.param(lower.into()), clause.param(upper.into())));
         let any = QUERY_COLUMNS
             .iter()
             .map(|col| match &range {
@@ -132,7 +132,7 @@ impl AuditStore for PostgresTx {
             .await?;
         let sealed = match carries(known, head) {
             Some(known) => {
-                let through = clause.param(Bind::Int(known.through_seq));
+                let through = clause.param(known.through_seq.into());
                 let since = self
                     .count_of(
                         &clause,
@@ -366,8 +366,8 @@ mod tests {
             "(lower(id::text COLLATE \"C\") >= $5 AND lower(id::text COLLATE \"C\") < $6 AND id::text ~ $4)"
         ));
         assert!(sql.contains(" OR (lower(actor_id::text COLLATE \"C\") >= $5"));
-        assert!(matches!(&binds[2], Bind::Text(p) if p == "^[Aa][bB]\\_\\%"));
-        assert!(matches!(&binds[3], Bind::Text(p) if p == "ab_%"));
+        assert!(matches!(&binds[2], ColumnValue::Text(Some(p)) if p == "^[Aa][bB]\\_\\%"));
+        assert!(matches!(&binds[3], ColumnValue::Text(Some(p)) if p == "ab_%"));
     }
 
     #[test]

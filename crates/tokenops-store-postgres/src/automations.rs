@@ -1,12 +1,10 @@
 //! Automations on PostgreSQL: `AutomationStore`.
 
-use crate::query::PgQuery;
-use crate::{PostgresTx, codec, query};
+use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::automation::Automation;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::encode;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult};
 use uuid::Uuid;
@@ -15,47 +13,8 @@ fn decode(row: &PgRow) -> StoreResult<Automation> {
     rows::automation(&codec::Cols(row))
 }
 
-/// Binds an automation's values in `AUTOMATION_COLUMNS` order: the insert binds them all, the
-/// update the columns it may change, each by its place in that list.
-fn bind_automation<'q>(query: PgQuery<'q>, a: &'q Automation) -> PgQuery<'q> {
-    let (cron, time_zone, event_type) = encode::trigger_columns(&a.trigger);
-    query
-        .bind(a.id)
-        .bind(a.tenant_id.as_uuid())
-        .bind(&a.name)
-        .bind(a.script_id)
-        .bind(a.root_script_id)
-        .bind(&a.user_id)
-        .bind(serde_json::Value::from(a.creator_permissions.clone()).to_string())
-        .bind(a.trigger.kind().as_str())
-        .bind(cron)
-        .bind(time_zone)
-        .bind(event_type)
-        .bind(a.status.as_str())
-        .bind(&a.parameters)
-        .bind(codec::saturating_int4(a.consecutive_failures))
-        .bind(a.next_run_at.map(|t| t.as_micros()))
-        .bind(a.created_at.as_micros())
-        .bind(a.updated_at.as_micros())
-}
-
 #[async_trait]
 impl AutomationStore for PostgresTx {
-    async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        self.execute(bind_automation(query::insert_row(&rows::AUTOMATIONS), a)).await?;
-        Ok(())
-    }
-
-    async fn update(&mut self, a: &Automation) -> StoreResult<()> {
-        let query = sqlx::query(
-            "UPDATE automations SET name = $3, status = $12, parameters = $13, consecutive_failures = $14,
-                    next_run_at = $15, updated_at = $17
-             WHERE tenant_id = $2 AND id = $1",
-        );
-        self.execute(bind_automation(query, a)).await?;
-        Ok(())
-    }
-
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {
         let count: i64 = self
             .scalar(

@@ -1,63 +1,56 @@
 //! The WHERE clause of a filtered list on PostgreSQL: the shared `conditions::Clause` with `$N`
 //! placeholders and PostgreSQL's bound values, and running a page of it (the lists written once,
-//! `TableRows`, included).
+//! `TableRows`, included); the inserts and updates written once (`TableWrites`) bind the same.
 
-use crate::query::BindPage;
+use crate::query::{BindPage, PgQuery};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use sqlx::Postgres;
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::query::Query;
+use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::conditions::{self, Condition, Dialect};
 use tokenops_store::keyset::KeyValue;
-use tokenops_store::rows::{Decode, Table};
-use tokenops_store::{StoreResult, TableRows};
-use uuid::Uuid;
+use tokenops_store::rows::{ColumnValue, Decode, Table};
+use tokenops_store::{StoreResult, TableRows, TableWrites};
 
-/// A value bound to a list's dynamic WHERE clause.
-pub(crate) enum Bind {
-    Int(i64),
-    Text(String),
-    TextList(Vec<String>),
-    Id(Uuid),
-}
-
-/// PostgreSQL's dialect of the shared clause: `$1`, `$2`, … and its bound values.
+/// PostgreSQL's dialect of the shared clause: `$1`, `$2`, … and its bound values, the shared
+/// column values themselves (`bind_value` binds each as its own type).
 pub(crate) struct Pg;
 
 impl Dialect for Pg {
-    type Value = Bind;
+    type Value = ColumnValue;
     const SIGIL: char = '$';
-    fn value(value: KeyValue) -> Bind {
-        match value {
-            KeyValue::Int(v) => Bind::Int(v),
-            KeyValue::Text(v) => Bind::Text(v),
-            KeyValue::Id(v) => Bind::Id(v),
-        }
+    fn value(value: ColumnValue) -> ColumnValue {
+        value
     }
+}
+
+/// Binds one column's value as its PostgreSQL type, a NULL typed as the column's.
+pub(crate) fn bind_value(query: PgQuery<'_>, value: ColumnValue) -> PgQuery<'_> {
+    match value {
+        ColumnValue::Bool(v) => query.bind(v),
+        ColumnValue::SmallInt(v) => query.bind(v),
+        ColumnValue::Int(v) => query.bind(v),
+        ColumnValue::BigInt(v) => query.bind(v),
+        ColumnValue::Text(v) => query.bind(v),
+        ColumnValue::Uuid(v) => query.bind(v),
+        ColumnValue::Json(v) => query.bind(v),
+        ColumnValue::TextList(v) => query.bind(v),
+        ColumnValue::Bytes(v) => query.bind(v),
+    }
+}
+
+/// Binds `values` in order.
+pub(crate) fn bind_values(query: PgQuery<'_>, values: Vec<ColumnValue>) -> PgQuery<'_> {
+    values.into_iter().fold(query, bind_value)
 }
 
 /// The shared clause as PostgreSQL numbers and binds it.
 pub(crate) type Clause = conditions::Clause<Pg>;
 
 /// Binds the clause's values to `query`: the tenant, then each filter's.
-pub(crate) fn bind<'q>(
-    clause: &Clause,
-    tenant: TenantId,
-    mut query: Query<'q, Postgres, PgArguments>,
-) -> Query<'q, Postgres, PgArguments> {
-    query = query.bind(tenant.as_uuid());
-    for b in &clause.binds {
-        query = match b {
-            Bind::Int(v) => query.bind(*v),
-            Bind::Text(v) => query.bind(v.clone()),
-            Bind::TextList(v) => query.bind(v.clone()),
-            Bind::Id(v) => query.bind(*v),
-        };
-    }
-    query
+pub(crate) fn bind<'q>(clause: &Clause, tenant: TenantId, query: PgQuery<'q>) -> PgQuery<'q> {
+    bind_values(query.bind(tenant.as_uuid()), clause.binds.clone())
 }
 
 impl PostgresTx {
@@ -113,5 +106,18 @@ impl<T: Decode + Send> TableRows<T> for PostgresTx {
             KeyValue::Text(v) => self.fetch_by_key(table, tenant, v, suffix, codec::decoded).await,
             KeyValue::Id(v) => self.fetch_by_key(table, tenant, v, suffix, codec::decoded).await,
         }
+    }
+}
+
+#[async_trait]
+impl TableWrites for PostgresTx {
+    async fn insert_row_if_new(&mut self, table: &Table, row: Vec<ColumnValue>) -> StoreResult<bool> {
+        let query = sqlx::query(sqlx::AssertSqlSafe(table.insert_new_sql(Pg::SIGIL)));
+        Ok(self.execute(bind_values(query, row)).await? > 0)
+    }
+
+    async fn update_by_key(&mut self, table: &Table, set: &[&str], values: Vec<ColumnValue>) -> StoreResult<u64> {
+        let query = sqlx::query(sqlx::AssertSqlSafe(table.update_sql(Pg::SIGIL, set)));
+        self.execute(bind_values(query, values)).await
     }
 }

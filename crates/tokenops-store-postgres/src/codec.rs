@@ -3,7 +3,7 @@
 use sqlx::postgres::PgRow;
 use sqlx::{Column, Decode, Postgres, Row, Type, TypeInfo};
 use tokenops_domain::{TenantId, Timestamp};
-pub use tokenops_store::encode::{asset_text, folded, names_text};
+pub use tokenops_store::encode::{asset_text, folded, saturating_int4};
 use tokenops_store::rows::Columns;
 use tokenops_store::{StoreError, StoreResult};
 use uuid::Uuid;
@@ -70,11 +70,6 @@ pub fn count(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-/// A version, count or step for an INTEGER column, saturating rather than wrapping.
-pub fn saturating_int4(value: u32) -> i32 {
-    i32::try_from(value).unwrap_or(i32::MAX)
-}
-
 /// An offset or limit for SQL, saturating rather than wrapping.
 pub fn sql_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -85,9 +80,7 @@ pub fn sql_i64(value: u64) -> i64 {
 /// Inserts use `ON CONFLICT DO NOTHING` and report a duplicate as `StoreError::Conflict` from
 /// the row count: a unique violation would abort the transaction, and callers go on as on
 /// SQLite.
-pub fn conflict(what: &str) -> StoreError {
-    StoreError::Conflict(format!("{what} already exists"))
-}
+pub use tokenops_store::conflict;
 
 /// A row read through the shared decoders (`tokenops_store::rows`): uuids and JSON are native
 /// types here, integers come in several widths, and a value that does not decode is corrupt.

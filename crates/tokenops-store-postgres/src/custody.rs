@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::Timestamp;
 use tokenops_store::rows;
+use tokenops_store::rows::CUSTODY_KEY_COLUMNS;
 use tokenops_store::{CustodyKeyRecord, CustodyKeyStore, StoreResult};
 
 fn decode(row: &PgRow) -> StoreResult<CustodyKeyRecord> {
@@ -14,28 +15,15 @@ fn decode(row: &PgRow) -> StoreResult<CustodyKeyRecord> {
 
 #[async_trait]
 impl CustodyKeyStore for PostgresTx {
-    async fn insert(&mut self, key: &CustodyKeyRecord) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "INSERT INTO custody_keys (address, label, sealed_key, status, created_at, disabled_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(&key.address)
-            .bind(&key.label)
-            .bind(&key.sealed_key)
-            .bind(key.status.as_str())
-            .bind(key.created_at.as_micros())
-            .bind(key.disabled_at.map(Timestamp::as_micros)),
-        )
-        .await?;
-        Ok(())
-    }
-
     async fn get(&mut self, address: &str) -> StoreResult<Option<CustodyKeyRecord>> {
-        self.fetch_optional(sqlx::query(
-            "SELECT address, label, sealed_key, status, created_at, disabled_at FROM custody_keys WHERE address = $1",
+        self.fetch_optional(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {CUSTODY_KEY_COLUMNS} FROM custody_keys WHERE address = $1"
+            )))
+            .bind(address),
+            decode,
         )
-        .bind(address), decode).await
+        .await
     }
 
     async fn disable(&mut self, address: &str, now: Timestamp) -> StoreResult<bool> {

@@ -34,21 +34,6 @@ impl GroupStore for PostgresTx {
         .bind(group.updated_at.as_micros()), "group id or key").await
     }
 
-    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE approval_groups SET name = $1, status = $2, updated_at = $3 WHERE tenant_id = $4 AND id = $5",
-            )
-            .bind(&group.name)
-            .bind(group.status.as_str())
-            .bind(group.updated_at.as_micros())
-            .bind(group.tenant_id.as_uuid())
-            .bind(group.id),
-        )
-        .await?;
-        Ok(())
-    }
-
     async fn add_member(
         &mut self,
         tenant: TenantId,

@@ -8,7 +8,7 @@
 //! plain indexed statement rather than one with `$n IS NULL OR …` terms. No request text reaches
 //! the SQL.
 
-use crate::clause::{self, Bind, Clause};
+use crate::clause::{self, Clause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use std::sync::LazyLock;
@@ -43,15 +43,15 @@ struct OperationSelection {
 impl OperationSelection {
     fn new(filter: &OperationFilter, after: Option<KeysetPosition>) -> Self {
         let mut clause = Clause::new();
-        let account = filter.account_ref.as_ref().map(|a| clause.param(Bind::Text(a.as_str().to_owned())));
+        let account = filter.account_ref.as_ref().map(|a| clause.param(a.as_str().into()));
         if let Some(state) = filter.state {
-            let p = clause.param(Bind::Text(state.as_str().to_owned()));
+            let p = clause.param(state.as_str().into());
             clause.and(&format!("state = {p}"));
         }
         clause.extend(conditions::operations(filter));
         if let Some(after) = after {
-            let at = clause.param(Bind::Int(after.at_micros));
-            let id = clause.param(Bind::Id(after.id));
+            let at = clause.param(after.at_micros.into());
+            let id = clause.param(after.id.into());
             clause.and(&format!("(created_at, id) < ({at}, {id})"));
         }
         Self { clause, account }

@@ -2,7 +2,7 @@
 //! candidate rows (`lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
 //! apply one after the other.
 
-use crate::{PostgresTx, codec, query};
+use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
@@ -18,65 +18,8 @@ fn decode_joined(row: &PgRow) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
 
-impl PostgresTx {
-    async fn insert_policy_version(&mut self, v: &PolicyVersion) -> StoreResult<()> {
-        self.insert_new(
-            query::insert(&rows::POLICY_VERSIONS)
-                .bind(v.id)
-                .bind(v.tenant_id.as_uuid())
-                .bind(v.policy_id)
-                .bind(codec::saturating_int4(v.version_number))
-                .bind(&v.content)
-                .bind(&v.change_summary)
-                .bind(&v.created_by)
-                .bind(v.created_at.as_micros()),
-            "policy version",
-        )
-        .await
-    }
-}
-
 #[async_trait]
 impl PolicyStore for PostgresTx {
-    async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
-        self.insert_new(
-            query::insert(&rows::POLICIES)
-                .bind(p.id)
-                .bind(p.tenant_id.as_uuid())
-                .bind(p.status.as_str())
-                .bind(p.rule_type.as_str())
-                .bind(p.action.as_str())
-                .bind(&p.template_key)
-                .bind(codec::saturating_int4(p.version))
-                .bind(&p.name)
-                .bind(&p.description)
-                .bind(&p.created_by)
-                .bind(p.created_at.as_micros())
-                .bind(p.updated_at.as_micros()),
-            "policy id",
-        )
-        .await?;
-        self.insert_policy_version(first).await
-    }
-
-    async fn update(&mut self, p: &Policy) -> StoreResult<()> {
-        self.execute(
-            sqlx::query(
-                "UPDATE policies SET status = $1, version = $2, updated_at = $3, name = $4, description = $5
-                 WHERE tenant_id = $6 AND id = $7",
-            )
-            .bind(p.status.as_str())
-            .bind(codec::saturating_int4(p.version))
-            .bind(p.updated_at.as_micros())
-            .bind(p.name.as_deref())
-            .bind(p.description.as_deref())
-            .bind(p.tenant_id.as_uuid())
-            .bind(p.id),
-        )
-        .await?;
-        Ok(())
-    }
-
     async fn list(
         &mut self,
         tenant: TenantId,
@@ -123,10 +66,6 @@ impl PolicyStore for PostgresTx {
             codec::decoded,
         )
         .await
-    }
-
-    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()> {
-        self.insert_policy_version(version).await
     }
 
     async fn latest_version_number(&mut self, tenant: TenantId, policy_id: Uuid) -> StoreResult<u32> {

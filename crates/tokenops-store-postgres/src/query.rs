@@ -29,18 +29,6 @@ impl BindPage for PgQuery<'_> {
     }
 }
 
-/// The INSERT of one row of `table`, its values to be bound in its columns' order; a row already
-/// there is the driver's error (for a table whose duplicates are a caller's bug, not a conflict).
-pub(crate) fn insert_row(table: &Table) -> PgQuery<'static> {
-    sqlx::query(sqlx::AssertSqlSafe(table.insert_sql('$')))
-}
-
-/// The INSERT of one row of `table`, its values to be bound in its columns' order, that leaves a
-/// row already there be: for [`PostgresTx::insert_new`] to report as a conflict.
-pub(crate) fn insert(table: &Table) -> PgQuery<'static> {
-    sqlx::query(sqlx::AssertSqlSafe(format!("{} ON CONFLICT DO NOTHING", table.insert_sql('$'))))
-}
-
 /// Runs a statement; returns how many rows it affected.
 pub(crate) async fn execute<'c>(executor: impl PgExecutor<'c>, query: PgQuery<'_>) -> StoreResult<u64> {
     Ok(query.execute(executor).await.map_err(codec::backend)?.rows_affected())

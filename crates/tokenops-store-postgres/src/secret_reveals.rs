@@ -8,22 +8,6 @@ use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
 
 #[async_trait]
 impl SecretRevealStore for PostgresTx {
-    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO secret_reveals ({SECRET_REVEAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
-        );
-        self.insert_new(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(&reveal.token_hash)
-                .bind(reveal.client_id)
-                .bind(&reveal.sealed_secret)
-                .bind(reveal.expires_at.as_micros())
-                .bind(reveal.created_at.as_micros()),
-            "secret reveal",
-        )
-        .await
-    }
-
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
         // An expired reveal is deleted too: it can never be used again. Two concurrent takes of
         // one reveal: the second waits for the first's row lock and then deletes nothing.

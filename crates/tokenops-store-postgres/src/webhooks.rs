@@ -1,66 +1,18 @@
 //! Webhook registrations, their deliveries and the delivery signing keys on PostgreSQL:
 //! `WebhookStore`. Event types are a JSON array kept as text, as on SQLite.
 
-use crate::query::PgQuery;
-use crate::{PostgresTx, codec, query};
+use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
-use tokenops_store::{StoreError, StoreResult, WebhookSigningKeyRecord, WebhookStore};
+use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
 use uuid::Uuid;
 
 fn decode(row: &PgRow) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
-}
-
-fn micros(at: Option<Timestamp>) -> Option<i64> {
-    at.map(Timestamp::as_micros)
-}
-
-fn int4(value: u32, what: &str) -> StoreResult<i32> {
-    i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
-}
-
-/// Binds a webhook's values in `WEBHOOK_COLUMNS` order: the insert binds them all, the update the
-/// columns it may change, each by its place in that list.
-fn bind_webhook<'q>(query: PgQuery<'q>, w: &'q Webhook) -> StoreResult<PgQuery<'q>> {
-    Ok(query
-        .bind(w.id)
-        .bind(w.tenant_id.as_uuid())
-        .bind(&w.url)
-        .bind(w.signature_scheme.as_str())
-        .bind(codec::names_text(&w.event_types))
-        .bind(w.status.as_str())
-        .bind(int4(w.consecutive_failures, "failure count")?)
-        .bind(&w.sealed_secret)
-        .bind(&w.sealed_previous_secret)
-        .bind(micros(w.previous_secret_expires_at))
-        .bind(w.created_at.as_micros())
-        .bind(w.updated_at.as_micros())
-        .bind(micros(w.deleted_at)))
-}
-
-/// Binds a delivery's values in `DELIVERY_COLUMNS` order, as `bind_webhook`.
-fn bind_delivery<'q>(query: PgQuery<'q>, d: &'q Delivery) -> StoreResult<PgQuery<'q>> {
-    Ok(query
-        .bind(d.id)
-        .bind(d.tenant_id.as_uuid())
-        .bind(d.event_id)
-        .bind(d.webhook_id)
-        .bind(int4(d.generation, "generation")?)
-        .bind(d.status.as_str())
-        .bind(int4(d.attempts, "attempts")?)
-        .bind(d.created_at.as_micros())
-        .bind(d.updated_at.as_micros())
-        .bind(micros(d.next_retry_at))
-        .bind(d.failure_class.map(|c| c.as_str()))
-        .bind(&d.failure_reason)
-        .bind(micros(d.parked_at))
-        .bind(micros(d.last_attempt_at))
-        .bind(d.last_status_code.map(i32::from)))
 }
 
 #[async_trait]
@@ -72,20 +24,6 @@ impl WebhookStore for PostgresTx {
              WHERE d.status IN ('PENDING', 'RETRY_PENDING') GROUP BY w.status ORDER BY w.status",
         );
         self.fetch_all(query, |row| Ok((codec::get(row, "status")?, codec::count(codec::get(row, "waiting")?)))).await
-    }
-
-    async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.insert_new(bind_webhook(query::insert(&rows::WEBHOOKS), w)?, "webhook url").await
-    }
-
-    async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
-        let query = sqlx::query(
-            "UPDATE webhooks SET event_types = $5, status = $6, consecutive_failures = $7, sealed_secret = $8,
-             sealed_previous_secret = $9, previous_secret_expires_at = $10, updated_at = $12, deleted_at = $13
-             WHERE tenant_id = $2 AND id = $1",
-        );
-        self.execute(bind_webhook(query, w)?).await?;
-        Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
@@ -138,20 +76,6 @@ impl WebhookStore for PostgresTx {
             decode,
         )
         .await
-    }
-
-    async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.insert_new(bind_delivery(query::insert(&rows::DELIVERIES), d)?, "delivery generation").await
-    }
-
-    async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        let query = sqlx::query(
-            "UPDATE webhook_deliveries SET status = $6, attempts = $7, updated_at = $9, next_retry_at = $10,
-             failure_class = $11, failure_reason = $12, parked_at = $13, last_attempt_at = $14, last_status_code = $15
-             WHERE tenant_id = $2 AND id = $1",
-        );
-        self.execute(bind_delivery(query, d)?).await?;
-        Ok(())
     }
 
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {

@@ -4,8 +4,8 @@
 use crate::clause::Clause;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
+use rusqlite::params;
 use rusqlite::types::Value;
-use rusqlite::{Params, params};
 use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilter};
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
@@ -14,64 +14,8 @@ use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS
 use tokenops_store::{ApprovalStore, StoreResult};
 use uuid::Uuid;
 
-fn opt_micros(at: Option<Timestamp>) -> Option<i64> {
-    at.map(Timestamp::as_micros)
-}
-
-/// A request's values in `APPROVAL_REQUEST_COLUMNS` order: the insert binds them all, the update
-/// the columns it may change, each by its place in that list.
-fn request_values(r: &ApprovalRequest) -> impl Params + '_ {
-    (
-        codec::id_text(r.id),
-        codec::id_text(r.tenant_id.as_uuid()),
-        r.status.as_str(),
-        r.source.as_str(),
-        &r.action,
-        &r.resource_type,
-        &r.resource_id,
-        &r.initiator,
-        &r.title,
-        &r.description,
-        r.expires_at.as_micros(),
-        opt_micros(r.resolved_at),
-        &r.acted_by,
-        r.created_at.as_micros(),
-        r.updated_at.as_micros(),
-    )
-}
-
-/// A task's values in `APPROVAL_TASK_COLUMNS` order, as `request_values`.
-fn task_values(t: &ApprovalTask) -> impl Params + '_ {
-    (
-        codec::id_text(t.id),
-        codec::id_text(t.tenant_id.as_uuid()),
-        codec::id_text(t.request_id),
-        i64::from(t.step),
-        codec::names_text(&t.approvers),
-        t.state.as_str(),
-        &t.acted_by,
-        opt_micros(t.acted_at),
-        &t.comment,
-        t.created_at.as_micros(),
-        t.updated_at.as_micros(),
-    )
-}
-
 #[async_trait]
 impl ApprovalStore for SqliteTx {
-    async fn insert_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.insert_row(&rows::APPROVAL_REQUESTS, request_values(r))
-    }
-
-    async fn update_request(&mut self, r: &ApprovalRequest) -> StoreResult<()> {
-        self.execute(
-            "UPDATE approval_requests SET status = ?3, resolved_at = ?12, acted_by = ?13, updated_at = ?15
-             WHERE tenant_id = ?2 AND id = ?1",
-            request_values(r),
-        )?;
-        Ok(())
-    }
-
     async fn pending_summary(&mut self) -> StoreResult<(u64, Option<Timestamp>)> {
         self.fetch_one(
             "SELECT COUNT(*) AS waiting, MIN(created_at) AS oldest FROM approval_requests WHERE status = 'PENDING'",
@@ -110,20 +54,6 @@ impl ApprovalStore for SqliteTx {
             params![codec::id_text(tenant.as_uuid()), resource_type, ids],
             codec::decoded,
         )
-    }
-
-    async fn insert_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.insert_row(&rows::APPROVAL_TASKS, task_values(t))
-    }
-
-    async fn update_task(&mut self, t: &ApprovalTask) -> StoreResult<()> {
-        self.execute(
-            "UPDATE approval_tasks SET approvers = ?5, state = ?6, acted_by = ?7, acted_at = ?8, comment = ?9,
-                    updated_at = ?11
-             WHERE tenant_id = ?2 AND id = ?1",
-            task_values(t),
-        )?;
-        Ok(())
     }
 
     async fn tasks_of(

@@ -5,7 +5,6 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::automation::Automation;
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::encode;
 use tokenops_store::rows::{self, AUTOMATION_COLUMNS};
 use tokenops_store::{AutomationStore, StoreResult};
 use uuid::Uuid;
@@ -16,51 +15,6 @@ fn decode(row: &Row<'_>) -> StoreResult<Automation> {
 
 #[async_trait]
 impl AutomationStore for SqliteTx {
-    async fn insert(&mut self, a: &Automation) -> StoreResult<()> {
-        let (cron, time_zone, event_type) = encode::trigger_columns(&a.trigger);
-        self.insert_row(
-            &rows::AUTOMATIONS,
-            params![
-                codec::id_text(a.id),
-                codec::id_text(a.tenant_id.as_uuid()),
-                &a.name,
-                codec::id_text(a.script_id),
-                codec::id_text(a.root_script_id),
-                &a.user_id,
-                serde_json::Value::from(a.creator_permissions.clone()).to_string(),
-                a.trigger.kind().as_str(),
-                cron,
-                time_zone,
-                event_type,
-                a.status.as_str(),
-                codec::json_text(&a.parameters),
-                i64::from(a.consecutive_failures),
-                a.next_run_at.map(|t| t.as_micros()),
-                a.created_at.as_micros(),
-                a.updated_at.as_micros(),
-            ],
-        )
-    }
-
-    async fn update(&mut self, a: &Automation) -> StoreResult<()> {
-        self.execute(
-            "UPDATE automations SET name = ?1, status = ?2, parameters = ?3, consecutive_failures = ?4, next_run_at = ?5,
-                    updated_at = ?6
-             WHERE tenant_id = ?7 AND id = ?8",
-            params![
-                &a.name,
-                a.status.as_str(),
-                codec::json_text(&a.parameters),
-                i64::from(a.consecutive_failures),
-                a.next_run_at.map(|t| t.as_micros()),
-                a.updated_at.as_micros(),
-                codec::id_text(a.tenant_id.as_uuid()),
-                codec::id_text(a.id),
-            ],
-        )?;
-        Ok(())
-    }
-
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64> {
         let count: i64 = self.scalar(
             "SELECT COUNT(*) FROM automations WHERE tenant_id = ?1 AND script_id = ?2 AND status = 'ACTIVE'",

@@ -1,31 +1,44 @@
 //! The WHERE clause of a filtered list on SQLite: the shared `conditions::Clause` with `?N`
 //! placeholders and SQLite's values, and running a page of it (the lists written once,
-//! `TableRows`, included).
+//! `TableRows`, included); the inserts and updates written once (`TableWrites`) bind the same.
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Row, params_from_iter};
+use rusqlite::{Params, Row, params_from_iter};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::conditions::{self, Condition, Dialect};
 use tokenops_store::keyset::KeyValue;
-use tokenops_store::rows::{Decode, Table};
-use tokenops_store::{StoreResult, TableRows};
+use tokenops_store::rows::{ColumnValue, Decode, Table};
+use tokenops_store::{StoreResult, TableRows, TableWrites};
 
-/// SQLite's dialect of the shared clause: `?1`, `?2`, … and its values (uuids as text).
+/// SQLite's dialect of the shared clause: `?1`, `?2`, … and its values: uuids as text, JSON
+/// documents and lists as JSON text, booleans as 0 and 1.
 pub(crate) struct Sqlite;
 
 impl Dialect for Sqlite {
     type Value = Value;
     const SIGIL: char = '?';
-    fn value(value: KeyValue) -> Value {
-        match value {
-            KeyValue::Int(v) => Value::Integer(v),
-            KeyValue::Text(v) => Value::Text(v),
-            KeyValue::Id(v) => Value::Text(codec::id_text(v)),
-        }
+    fn value(value: ColumnValue) -> Value {
+        let value = match value {
+            ColumnValue::Bool(v) => v.map(|v| Value::Integer(i64::from(v))),
+            ColumnValue::SmallInt(v) => v.map(|v| Value::Integer(i64::from(v))),
+            ColumnValue::Int(v) => v.map(|v| Value::Integer(i64::from(v))),
+            ColumnValue::BigInt(v) => v.map(Value::Integer),
+            ColumnValue::Text(v) => v.map(Value::Text),
+            ColumnValue::Uuid(v) => v.map(|v| Value::Text(codec::id_text(v))),
+            ColumnValue::Json(v) => v.map(|v| Value::Text(codec::json_text(&v))),
+            ColumnValue::TextList(v) => v.map(|v| Value::Text(codec::names_text(&v))),
+            ColumnValue::Bytes(v) => v.map(Value::Blob),
+        };
+        value.unwrap_or(Value::Null)
     }
+}
+
+/// `row`'s values as SQLite binds them.
+fn values_of(row: Vec<ColumnValue>) -> impl Params {
+    params_from_iter(row.into_iter().map(Sqlite::value))
 }
 
 /// The shared clause as SQLite numbers and binds it.
@@ -93,6 +106,18 @@ impl<T: Decode + Send> TableRows<T> for SqliteTx {
         if for_update {
             self.require_write(&format!("reading a row of {} for update", table.name))?;
         }
-        self.fetch_by_key(table, tenant, Sqlite::value(key), codec::decoded)
+        self.fetch_by_key(table, tenant, Sqlite::value(key.into()), codec::decoded)
+    }
+}
+
+#[async_trait]
+impl TableWrites for SqliteTx {
+    async fn insert_row_if_new(&mut self, table: &Table, row: Vec<ColumnValue>) -> StoreResult<bool> {
+        Ok(self.execute(&table.insert_new_sql(Sqlite::SIGIL), values_of(row))? > 0)
+    }
+
+    async fn update_by_key(&mut self, table: &Table, set: &[&str], values: Vec<ColumnValue>) -> StoreResult<u64> {
+        let changed = self.execute(&table.update_sql(Sqlite::SIGIL, set), values_of(values))?;
+        Ok(u64::try_from(changed).unwrap_or(u64::MAX))
     }
 }

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::Timestamp;
 use tokenops_store::rows;
+use tokenops_store::rows::CUSTODY_KEY_COLUMNS;
 use tokenops_store::{CustodyKeyRecord, CustodyKeyStore, StoreResult};
 
 fn decode(row: &Row<'_>) -> StoreResult<CustodyKeyRecord> {
@@ -14,25 +15,9 @@ fn decode(row: &Row<'_>) -> StoreResult<CustodyKeyRecord> {
 
 #[async_trait]
 impl CustodyKeyStore for SqliteTx {
-    async fn insert(&mut self, key: &CustodyKeyRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO custody_keys (address, label, sealed_key, status, created_at, disabled_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                &key.address,
-                &key.label,
-                &key.sealed_key,
-                key.status.as_str(),
-                key.created_at.as_micros(),
-                key.disabled_at.map(Timestamp::as_micros),
-            ],
-        )?;
-        Ok(())
-    }
-
     async fn get(&mut self, address: &str) -> StoreResult<Option<CustodyKeyRecord>> {
         self.fetch_optional(
-            "SELECT address, label, sealed_key, status, created_at, disabled_at FROM custody_keys WHERE address = ?1",
+            &format!("SELECT {CUSTODY_KEY_COLUMNS} FROM custody_keys WHERE address = ?1"),
             params![address],
             decode,
         )

@@ -1,41 +1,7 @@
-//! Customers on SQLite.
+//! Customers on SQLite: `CustomerStore`, every method of which the store writes once over
+//! this backend's `TableRows` and `TableWrites`.
 
-use crate::{SqliteTx, codec};
-use async_trait::async_trait;
-use rusqlite::params;
-use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
-use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::rows;
-use tokenops_store::{CustomerStore, StoreResult};
+use crate::SqliteTx;
+use tokenops_store::CustomerStore;
 
-#[async_trait]
-impl CustomerStore for SqliteTx {
-    async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
-        self.insert_row(
-            &rows::CUSTOMERS,
-            params![
-                codec::id_text(customer.id),
-                codec::id_text(customer.tenant_id.as_uuid()),
-                customer.customer_ref.as_str(),
-                customer.display_name.as_deref(),
-                customer.status.as_str(),
-                customer.created_at.as_micros(),
-                customer.updated_at.as_micros(),
-            ],
-        )
-    }
-
-    async fn set_status(
-        &mut self,
-        tenant: TenantId,
-        customer_ref: &CustomerRef,
-        status: CustomerStatus,
-        now: Timestamp,
-    ) -> StoreResult<()> {
-        self.execute(
-            "UPDATE customers SET status = ?1, updated_at = ?2 WHERE tenant_id = ?3 AND customer_ref = ?4",
-            params![status.as_str(), now.as_micros(), codec::id_text(tenant.as_uuid()), customer_ref.as_str()],
-        )?;
-        Ok(())
-    }
-}
+impl CustomerStore for SqliteTx {}

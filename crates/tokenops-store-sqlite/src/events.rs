@@ -17,7 +17,7 @@ fn decode(row: &Row<'_>) -> StoreResult<Event> {
 #[async_trait]
 impl EventStore for SqliteTx {
     async fn append(&mut self, event: &Event) -> StoreResult<()> {
-        self.insert_row(
+        self.insert_params(
             &rows::EVENTS,
             params![
                 codec::id_text(event.id),

@@ -37,20 +37,6 @@ impl GroupStore for SqliteTx {
         Ok(())
     }
 
-    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        self.execute(
-            "UPDATE approval_groups SET name = ?1, status = ?2, updated_at = ?3 WHERE tenant_id = ?4 AND id = ?5",
-            params![
-                &group.name,
-                group.status.as_str(),
-                group.updated_at.as_micros(),
-                codec::id_text(group.tenant_id.as_uuid()),
-                codec::id_text(group.id),
-            ],
-        )?;
-        Ok(())
-    }
-
     async fn add_member(
         &mut self,
         tenant: TenantId,

@@ -233,16 +233,11 @@ impl SqliteTx {
             .ok_or_else(|| StoreError::Backend("a query that returns one row returned none".into()))
     }
 
-    /// Inserts one row of `table`, its values in its columns' order.
-    pub(crate) fn insert_row(&self, table: &Table, values: impl Params) -> StoreResult<()> {
+    /// Inserts one row of `table`, bound to `values` in its columns' order: for the hot path's
+    /// appends, which bind their own parameters rather than the shared values (`TableWrites`).
+    pub(crate) fn insert_params(&self, table: &Table, values: impl Params) -> StoreResult<()> {
         self.execute(&table.insert_sql('?'), values)?;
         Ok(())
-    }
-
-    /// Inserts one row of `table` unless a row with the same key is there already; whether it did.
-    pub(crate) fn insert_new_row(&self, table: &Table, values: impl Params) -> StoreResult<bool> {
-        let inserted = self.execute(&format!("{} ON CONFLICT DO NOTHING", table.insert_sql('?')), values)?;
-        Ok(inserted > 0)
     }
 
     /// The organisation's row of `table` whose key is `key`, decoded, if there is one.

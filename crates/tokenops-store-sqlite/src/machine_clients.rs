@@ -3,28 +3,12 @@
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
-use tokenops_domain::TenantId;
-use tokenops_store::rows::{self, MACHINE_CLIENT_COLUMNS};
+use tokenops_store::rows::MACHINE_CLIENT_COLUMNS;
 use tokenops_store::{MachineClientRecord, MachineClientStore, StoreResult};
 use uuid::Uuid;
 
 #[async_trait]
 impl MachineClientStore for SqliteTx {
-    async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
-        self.insert_row(
-            &rows::MACHINE_CLIENTS,
-            params![
-                codec::id_text(client.id),
-                client.tenant_id.map(|t| codec::id_text(t.as_uuid())),
-                &client.name,
-                client.role_id.map(codec::id_text),
-                &client.secret_hash,
-                i64::from(client.active),
-                client.created_at.as_micros(),
-            ],
-        )
-    }
-
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>> {
         let sql = format!("SELECT {MACHINE_CLIENT_COLUMNS} FROM machine_clients WHERE id = ?1");
         self.fetch_optional(&sql, params![codec::id_text(id)], codec::decoded)
@@ -33,13 +17,5 @@ impl MachineClientStore for SqliteTx {
     async fn count_operator_clients(&mut self) -> StoreResult<u64> {
         let count: i64 = self.scalar("SELECT COUNT(*) FROM machine_clients WHERE tenant_id IS NULL", [])?;
         Ok(u64::try_from(count).unwrap_or(0))
-    }
-
-    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
-        let done = self.execute(
-            "UPDATE machine_clients SET active = ?1 WHERE tenant_id = ?2 AND id = ?3",
-            params![i64::from(active), codec::id_text(tenant.as_uuid()), codec::id_text(id)],
-        )?;
-        Ok(done == 1)
     }
 }

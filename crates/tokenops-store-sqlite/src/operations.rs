@@ -139,7 +139,7 @@ impl OperationStore for SqliteTx {
     }
 
     async fn insert(&mut self, op: &Operation) -> StoreResult<()> {
-        self.insert_row(&rows::OPERATIONS, params_from_iter(operation_values(op)?))
+        self.insert_params(&rows::OPERATIONS, params_from_iter(operation_values(op)?))
     }
 
     async fn unsettled_signed(&mut self, limit: u32) -> StoreResult<Vec<Operation>> {

@@ -16,64 +16,8 @@ fn decode_joined(row: &Row<'_>) -> StoreResult<(Policy, PolicyVersion)> {
     rows::policy_with_version(&codec::Cols(row))
 }
 
-impl SqliteTx {
-    fn insert_policy_version(&self, v: &PolicyVersion) -> StoreResult<()> {
-        self.insert_row(
-            &rows::POLICY_VERSIONS,
-            params![
-                codec::id_text(v.id),
-                codec::id_text(v.tenant_id.as_uuid()),
-                codec::id_text(v.policy_id),
-                i64::from(v.version_number),
-                &v.content,
-                &v.change_summary,
-                &v.created_by,
-                v.created_at.as_micros(),
-            ],
-        )
-    }
-}
-
 #[async_trait]
 impl PolicyStore for SqliteTx {
-    async fn insert(&mut self, p: &Policy, first: &PolicyVersion) -> StoreResult<()> {
-        self.insert_row(
-            &rows::POLICIES,
-            params![
-                codec::id_text(p.id),
-                codec::id_text(p.tenant_id.as_uuid()),
-                p.status.as_str(),
-                p.rule_type.as_str(),
-                p.action.as_str(),
-                &p.template_key,
-                i64::from(p.version),
-                &p.name,
-                &p.description,
-                &p.created_by,
-                p.created_at.as_micros(),
-                p.updated_at.as_micros(),
-            ],
-        )?;
-        self.insert_policy_version(first)
-    }
-
-    async fn update(&mut self, p: &Policy) -> StoreResult<()> {
-        self.execute(
-            "UPDATE policies SET status = ?1, version = ?2, updated_at = ?3, name = ?4, description = ?5
-             WHERE tenant_id = ?6 AND id = ?7",
-            params![
-                p.status.as_str(),
-                i64::from(p.version),
-                p.updated_at.as_micros(),
-                p.name.as_deref(),
-                p.description.as_deref(),
-                codec::id_text(p.tenant_id.as_uuid()),
-                codec::id_text(p.id),
-            ],
-        )?;
-        Ok(())
-    }
-
     async fn list(
         &mut self,
         tenant: TenantId,
@@ -116,10 +60,6 @@ impl PolicyStore for SqliteTx {
             params![codec::id_text(tenant.as_uuid()), rule_type.as_str(), action.as_str(), template_key],
             codec::decoded,
         )
-    }
-
-    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()> {
-        self.insert_policy_version(version)
     }
 
     async fn latest_version_number(&mut self, tenant: TenantId, policy_id: Uuid) -> StoreResult<u32> {

@@ -9,21 +9,6 @@ use tokenops_store::{SecretRevealRecord, SecretRevealStore, StoreResult};
 
 #[async_trait]
 impl SecretRevealStore for SqliteTx {
-    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
-        let sql = format!("INSERT INTO secret_reveals ({SECRET_REVEAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)");
-        self.execute(
-            &sql,
-            params![
-                &reveal.token_hash,
-                codec::id_text(reveal.client_id),
-                &reveal.sealed_secret,
-                reveal.expires_at.as_micros(),
-                reveal.created_at.as_micros(),
-            ],
-        )?;
-        Ok(())
-    }
-
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>> {
         // An expired reveal is deleted too: it can never be used again.
         let sql = format!("DELETE FROM secret_reveals WHERE token_hash = ?1 RETURNING {SECRET_REVEAL_COLUMNS}");

@@ -3,7 +3,7 @@
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
-use rusqlite::{Params, Row, params};
+use rusqlite::{Row, params};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, Webhook};
 use tokenops_domain::{TenantId, Timestamp};
@@ -17,47 +17,6 @@ fn decode(row: &Row<'_>) -> StoreResult<Webhook> {
 
 fn micros(at: Option<Timestamp>) -> Option<i64> {
     at.map(Timestamp::as_micros)
-}
-
-/// A webhook's values in `WEBHOOK_COLUMNS` order: the insert binds them all, the update the columns it
-/// may change, each by its place in that list.
-fn webhook_values(w: &Webhook) -> impl Params + '_ {
-    (
-        codec::id_text(w.id),
-        codec::id_text(w.tenant_id.as_uuid()),
-        &w.url,
-        w.signature_scheme.as_str(),
-        codec::names_text(&w.event_types),
-        w.status.as_str(),
-        i64::from(w.consecutive_failures),
-        &w.sealed_secret,
-        &w.sealed_previous_secret,
-        micros(w.previous_secret_expires_at),
-        w.created_at.as_micros(),
-        w.updated_at.as_micros(),
-        micros(w.deleted_at),
-    )
-}
-
-/// A delivery's values in `DELIVERY_COLUMNS` order, as `webhook_values`.
-fn delivery_values(d: &Delivery) -> impl Params + '_ {
-    (
-        codec::id_text(d.id),
-        codec::id_text(d.tenant_id.as_uuid()),
-        codec::id_text(d.event_id),
-        codec::id_text(d.webhook_id),
-        i64::from(d.generation),
-        d.status.as_str(),
-        i64::from(d.attempts),
-        d.created_at.as_micros(),
-        d.updated_at.as_micros(),
-        micros(d.next_retry_at),
-        d.failure_class.map(|c| c.as_str()),
-        &d.failure_reason,
-        micros(d.parked_at),
-        micros(d.last_attempt_at),
-        d.last_status_code.map(i64::from),
-    )
 }
 
 impl SqliteTx {
@@ -81,20 +40,6 @@ impl WebhookStore for SqliteTx {
             params![],
             |row| Ok((codec::get(row, "status")?, u64::try_from(codec::get::<i64>(row, "waiting")?).unwrap_or(0))),
         )
-    }
-
-    async fn insert(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.insert_row(&rows::WEBHOOKS, webhook_values(w))
-    }
-
-    async fn update(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.execute(
-            "UPDATE webhooks SET event_types = ?5, status = ?6, consecutive_failures = ?7, sealed_secret = ?8,
-             sealed_previous_secret = ?9, previous_secret_expires_at = ?10, updated_at = ?12, deleted_at = ?13
-             WHERE tenant_id = ?2 AND id = ?1",
-            webhook_values(w),
-        )?;
-        Ok(())
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>> {
@@ -145,20 +90,6 @@ impl WebhookStore for SqliteTx {
             params![codec::id_text(tenant.as_uuid())],
             decode,
         )
-    }
-
-    async fn insert_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.insert_row(&rows::DELIVERIES, delivery_values(d))
-    }
-
-    async fn update_delivery(&mut self, d: &Delivery) -> StoreResult<()> {
-        self.execute(
-            "UPDATE webhook_deliveries SET status = ?6, attempts = ?7, updated_at = ?9, next_retry_at = ?10,
-             failure_class = ?11, failure_reason = ?12, parked_at = ?13, last_attempt_at = ?14, last_status_code = ?15
-             WHERE tenant_id = ?2 AND id = ?1",
-            delivery_values(d),
-        )?;
-        Ok(())
     }
 
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>> {

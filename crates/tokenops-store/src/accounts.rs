@@ -9,14 +9,16 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::rows;
+use crate::rows::{self, Encode};
 use crate::sorting::CREATED_ORDER;
-use crate::{TableRows, conditions};
+use crate::{TableRows, TableWrites, conditions};
 
 #[async_trait]
-pub trait AccountStore: Send + TableRows<Account> {
+pub trait AccountStore: Send + TableRows<Account> + TableWrites {
     /// `StoreError::Conflict` when the organisation has the reference.
-    async fn insert(&mut self, account: &Account) -> StoreResult<()>;
+    async fn insert(&mut self, account: &Account) -> StoreResult<()> {
+        self.insert_row(&rows::ACCOUNTS, account.values()?, "account id or reference").await
+    }
     async fn get(&mut self, tenant: TenantId, account_ref: &AccountRef) -> StoreResult<Option<Account>> {
         self.row_by_key(tenant, &rows::ACCOUNTS, KeyValue::Text(account_ref.as_str().to_owned()), false).await
     }
@@ -26,7 +28,19 @@ pub trait AccountStore: Send + TableRows<Account> {
     }
     /// Replaces every mutable field (customer_ref, asset_id, status, wallet_address,
     /// failure_reason, generation, provisioned_at, updated_at) of the account with `account.id`.
-    async fn update(&mut self, account: &Account) -> StoreResult<()>;
+    async fn update(&mut self, account: &Account) -> StoreResult<()> {
+        let set = [
+            "customer_ref",
+            "asset_id",
+            "status",
+            "wallet_address",
+            "failure_reason",
+            "generation",
+            "provisioned_at",
+            "updated_at",
+        ];
+        self.update_row(&rows::ACCOUNTS_BY_ID, account.values()?, &set).await.map(drop)
+    }
     /// Oldest first (then id).
     async fn list(
         &mut self,

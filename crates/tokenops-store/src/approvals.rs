@@ -9,14 +9,19 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::rows;
-use crate::{TableRows, conditions};
+use crate::rows::{self, Encode};
+use crate::{TableRows, TableWrites, conditions};
 
 #[async_trait]
-pub trait ApprovalStore: Send + TableRows<ApprovalRequest> + TableRows<ApprovalTask> {
-    async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
+pub trait ApprovalStore: Send + TableRows<ApprovalRequest> + TableRows<ApprovalTask> + TableWrites {
+    async fn insert_request(&mut self, request: &ApprovalRequest) -> StoreResult<()> {
+        self.insert_row(&rows::APPROVAL_REQUESTS, request.values()?, "approval request id").await
+    }
     /// Replaces status, resolved_at, acted_by and updated_at.
-    async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()>;
+    async fn update_request(&mut self, request: &ApprovalRequest) -> StoreResult<()> {
+        let set = ["status", "resolved_at", "acted_by", "updated_at"];
+        self.update_row(&rows::APPROVAL_REQUESTS, request.values()?, &set).await.map(drop)
+    }
     async fn get_request(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalRequest>> {
         self.row_by_key(tenant, &rows::APPROVAL_REQUESTS, KeyValue::Id(id), false).await
     }
@@ -49,9 +54,14 @@ pub trait ApprovalStore: Send + TableRows<ApprovalRequest> + TableRows<ApprovalT
         resource_ids: &[String],
     ) -> StoreResult<Vec<ApprovalRequest>>;
 
-    async fn insert_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
+    async fn insert_task(&mut self, task: &ApprovalTask) -> StoreResult<()> {
+        self.insert_row(&rows::APPROVAL_TASKS, task.values()?, "approval task id").await
+    }
     /// Replaces approvers, state, acted_by, acted_at, comment and updated_at.
-    async fn update_task(&mut self, task: &ApprovalTask) -> StoreResult<()>;
+    async fn update_task(&mut self, task: &ApprovalTask) -> StoreResult<()> {
+        let set = ["approvers", "state", "acted_by", "acted_at", "comment", "updated_at"];
+        self.update_row(&rows::APPROVAL_TASKS, task.values()?, &set).await.map(drop)
+    }
     async fn get_task(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<ApprovalTask>> {
         self.row_by_key(tenant, &rows::APPROVAL_TASKS, KeyValue::Id(id), false).await
     }

@@ -8,11 +8,14 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::{TableRows, conditions, keyset, rows};
+use crate::rows::Encode;
+use crate::{TableRows, TableWrites, conditions, keyset, rows};
 
 #[async_trait]
-pub trait AutomationStore: Send + TableRows<Automation> {
-    async fn insert(&mut self, automation: &Automation) -> StoreResult<()>;
+pub trait AutomationStore: Send + TableRows<Automation> + TableWrites {
+    async fn insert(&mut self, automation: &Automation) -> StoreResult<()> {
+        self.insert_row(&rows::AUTOMATIONS, automation.values()?, "automation id").await
+    }
     /// Any status, deleted included.
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Automation>> {
         self.row_by_key(tenant, &rows::AUTOMATIONS, KeyValue::Id(id), false).await
@@ -22,7 +25,10 @@ pub trait AutomationStore: Send + TableRows<Automation> {
         self.row_by_key(tenant, &rows::AUTOMATIONS, KeyValue::Id(id), true).await
     }
     /// Replaces every mutable field.
-    async fn update(&mut self, automation: &Automation) -> StoreResult<()>;
+    async fn update(&mut self, automation: &Automation) -> StoreResult<()> {
+        let set = ["name", "status", "parameters", "consecutive_failures", "next_run_at", "updated_at"];
+        self.update_row(&rows::AUTOMATIONS, automation.values()?, &set).await.map(drop)
+    }
     /// In `sort` order (then id, descending).
     async fn list(
         &mut self,

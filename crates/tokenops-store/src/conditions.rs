@@ -6,6 +6,7 @@
 use crate::customers::CustomerFilter;
 use crate::encode::asset_text;
 use crate::keyset::{self, KeyColumn, KeyValue};
+use crate::rows::ColumnValue;
 use tokenops_domain::account::{AccountFilter, AccountRef};
 use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalTaskFilter};
 use tokenops_domain::audit::AuditFilter;
@@ -23,12 +24,12 @@ pub struct Condition {
     pub value: KeyValue,
 }
 
-/// What a backend's SQL differs in for a list's clause: its placeholders (`SIGIL` `?` or `$`,
-/// numbered) and the value it binds for a compared one.
+/// What a backend's SQL differs in: its placeholders (`SIGIL` `?` or `$`, numbered) and the value
+/// it binds for a column's (a compared one, or one written).
 pub trait Dialect {
     type Value;
     const SIGIL: char;
-    fn value(value: KeyValue) -> Self::Value;
+    fn value(value: ColumnValue) -> Self::Value;
 }
 
 /// The WHERE clause of a list: `tenant_id = <1>`, then each filter given, its placeholders
@@ -61,7 +62,7 @@ impl<D: Dialect> Clause<D> {
     /// Adds `conditions` after the clause's filters.
     pub fn extend(&mut self, conditions: Vec<Condition>) {
         for c in conditions {
-            self.compare(c.column, c.op, D::value(c.value));
+            self.compare(c.column, c.op, D::value(c.value.into()));
         }
     }
 
@@ -92,7 +93,7 @@ impl<D: Dialect> Clause<D> {
         let (condition, bound) = keyset::after(keys, values);
         let condition = keyset::number_placeholders(&condition, self.next(), |n| self.placeholder(n));
         self.and(&condition);
-        self.binds.extend(bound.into_iter().map(D::value));
+        self.binds.extend(bound.into_iter().map(|value| D::value(value.into())));
     }
 
     /// The next free placeholder number (for LIMIT and OFFSET).
@@ -286,27 +287,27 @@ mod tests {
     struct Numbered<const SIGIL: char>;
 
     impl<const S: char> Dialect for Numbered<S> {
-        type Value = KeyValue;
+        type Value = ColumnValue;
         const SIGIL: char = S;
-        fn value(value: KeyValue) -> KeyValue {
+        fn value(value: ColumnValue) -> ColumnValue {
             value
         }
     }
 
-    fn numbers_after_the_tenant<D: Dialect<Value = KeyValue>>() {
+    fn numbers_after_the_tenant<D: Dialect<Value = ColumnValue>>() {
         let conditions = vec![
             Condition { column: "status", op: "=", value: text("OPEN") },
             Condition { column: "created_at", op: "<", value: KeyValue::Int(7) },
         ];
         let mut clause = Clause::<D>::of(conditions);
-        let p = clause.param(text("a-1"));
+        let p = clause.param(text("a-1").into());
         clause.and(&format!("account_ref = {p}"));
         let s = D::SIGIL;
         assert_eq!(
             clause.sql,
             format!("tenant_id = {s}1 AND status = {s}2 AND created_at < {s}3 AND account_ref = {s}4")
         );
-        assert_eq!(clause.binds, vec![text("OPEN"), KeyValue::Int(7), text("a-1")]);
+        assert_eq!(clause.binds, vec![text("OPEN").into(), 7i64.into(), text("a-1").into()]);
         assert_eq!(
             clause.page_sql("locks", "id", "id DESC"),
             format!("SELECT id FROM locks WHERE {} ORDER BY id DESC LIMIT {s}5 OFFSET {s}6", clause.sql)

@@ -10,14 +10,16 @@ use tokenops_domain::paging::{Page, PageRequest};
 use crate::StoreResult;
 use crate::encode::asset_text;
 use crate::keyset::KeyValue;
-use crate::rows;
+use crate::rows::{self, Encode};
 use crate::sorting::CREATED_ORDER;
-use crate::{TableRows, conditions};
+use crate::{TableRows, TableWrites, conditions};
 
 #[async_trait]
-pub trait ContractStore: Send + TableRows<Contract> {
+pub trait ContractStore: Send + TableRows<Contract> + TableWrites {
     /// `StoreError::Conflict` when the organisation has a contract for the asset.
-    async fn insert(&mut self, contract: &Contract) -> StoreResult<()>;
+    async fn insert(&mut self, contract: &Contract) -> StoreResult<()> {
+        self.insert_row(&rows::CONTRACTS, contract.values()?, "contract id or asset").await
+    }
     async fn get(&mut self, tenant: TenantId, asset_id: AssetId) -> StoreResult<Option<Contract>> {
         self.row_by_key(tenant, &rows::CONTRACTS, KeyValue::Text(asset_text(asset_id).to_owned()), false).await
     }
@@ -27,7 +29,10 @@ pub trait ContractStore: Send + TableRows<Contract> {
     }
     /// Replaces every mutable field (name, symbol, decimals, status, address, adopt_address,
     /// failure_reason, updated_at) of the organisation's contract with `contract.id`.
-    async fn update(&mut self, contract: &Contract) -> StoreResult<()>;
+    async fn update(&mut self, contract: &Contract) -> StoreResult<()> {
+        let set = ["name", "symbol", "decimals", "status", "address", "adopt_address", "failure_reason", "updated_at"];
+        self.update_row(&rows::CONTRACTS_BY_ID, contract.values()?, &set).await.map(drop)
+    }
     /// Oldest first (then id).
     async fn list(
         &mut self,

@@ -8,7 +8,8 @@
 use async_trait::async_trait;
 use tokenops_domain::Timestamp;
 
-use crate::StoreResult;
+use crate::rows::{self, Encode};
+use crate::{StoreResult, TableWrites};
 
 /// Whether a key may sign. A disabled key stays stored (so that its wallet's history remains
 /// explainable) but every signing request is refused.
@@ -64,9 +65,11 @@ impl std::fmt::Debug for CustodyKeyRecord {
 }
 
 #[async_trait]
-pub trait CustodyKeyStore: Send {
+pub trait CustodyKeyStore: Send + TableWrites {
     /// Stores a new key; `StoreError::Conflict` when the address already has one.
-    async fn insert(&mut self, key: &CustodyKeyRecord) -> StoreResult<()>;
+    async fn insert(&mut self, key: &CustodyKeyRecord) -> StoreResult<()> {
+        self.insert_row(&rows::CUSTODY_KEYS, key.values()?, "custody key address").await
+    }
     async fn get(&mut self, address: &str) -> StoreResult<Option<CustodyKeyRecord>>;
     /// Disables the key (idempotent: a disabled key keeps its first `disabled_at`); false when
     /// the address has no key.

@@ -7,9 +7,9 @@ use tokenops_domain::{TenantId, Timestamp};
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::rows;
+use crate::rows::{self, Encode};
 use crate::sorting::CREATED_ORDER;
-use crate::{TableRows, conditions};
+use crate::{TableRows, TableWrites, conditions};
 
 #[derive(Debug, Clone, Default)]
 pub struct CustomerFilter {
@@ -17,9 +17,11 @@ pub struct CustomerFilter {
 }
 
 #[async_trait]
-pub trait CustomerStore: Send + TableRows<Customer> {
+pub trait CustomerStore: Send + TableRows<Customer> + TableWrites {
     /// Fails with `StoreError::Conflict` when the tenant already has the reference.
-    async fn insert(&mut self, customer: &Customer) -> StoreResult<()>;
+    async fn insert(&mut self, customer: &Customer) -> StoreResult<()> {
+        self.insert_row(&rows::CUSTOMERS, customer.values()?, "customer reference").await
+    }
     async fn get(&mut self, tenant: TenantId, customer_ref: &CustomerRef) -> StoreResult<Option<Customer>> {
         self.row_by_key(tenant, &rows::CUSTOMERS, KeyValue::Text(customer_ref.as_str().to_owned()), false).await
     }
@@ -35,7 +37,10 @@ pub trait CustomerStore: Send + TableRows<Customer> {
         customer_ref: &CustomerRef,
         status: CustomerStatus,
         now: Timestamp,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<()> {
+        let values = vec![status.as_str().into(), now.into(), tenant.into(), customer_ref.as_str().into()];
+        self.update_by_key(&rows::CUSTOMERS, &["status", "updated_at"], values).await.map(drop)
+    }
     /// Oldest first.
     async fn list(
         &mut self,

@@ -22,6 +22,17 @@ pub fn int64(value: u64) -> StoreResult<i64> {
         .map_err(|_| StoreError::Backend(format!("{value} does not fit a 64-bit integer column").into()))
 }
 
+/// A count or number for a 32-bit integer column (PostgreSQL's INTEGER) that must keep its
+/// value exactly (a step, a generation): a larger one is refused, named `what`.
+pub fn int4(value: u32, what: &str) -> StoreResult<i32> {
+    i32::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} out of range")))
+}
+
+/// A version, count or step for a 32-bit integer column, saturating rather than wrapping.
+pub fn saturating_int4(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
 /// An asset as stored: its upper-case ISO 4217 code, one spelling for the unique index.
 pub fn asset_text(asset_id: AssetId) -> &'static str {
     asset_id.code()

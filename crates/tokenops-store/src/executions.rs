@@ -8,13 +8,16 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::{TableRows, conditions, keyset, rows};
+use crate::rows::Encode;
+use crate::{TableRows, TableWrites, conditions, keyset, rows};
 
 #[async_trait]
-pub trait ExecutionStore: Send + TableRows<Execution> {
+pub trait ExecutionStore: Send + TableRows<Execution> + TableWrites {
     /// `StoreError::Conflict` when the automation already has a run for the same planned
     /// instant or event.
-    async fn insert(&mut self, execution: &Execution) -> StoreResult<()>;
+    async fn insert(&mut self, execution: &Execution) -> StoreResult<()> {
+        self.insert_row(&rows::EXECUTIONS, execution.values()?, "the automation's run").await
+    }
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Execution>> {
         self.row_by_key(tenant, &rows::EXECUTIONS, KeyValue::Id(id), false).await
     }
@@ -23,7 +26,10 @@ pub trait ExecutionStore: Send + TableRows<Execution> {
         self.row_by_key(tenant, &rows::EXECUTIONS, KeyValue::Id(id), true).await
     }
     /// Replaces status, log, submitted, error, attempts and the timings.
-    async fn update(&mut self, execution: &Execution) -> StoreResult<()>;
+    async fn update(&mut self, execution: &Execution) -> StoreResult<()> {
+        let set = ["status", "log", "submitted", "error", "attempts", "started_at", "finished_at"];
+        self.update_row(&rows::EXECUTIONS, execution.values()?, &set).await.map(drop)
+    }
     /// One automation's runs, in `sort` order (then id, descending).
     async fn list(
         &mut self,

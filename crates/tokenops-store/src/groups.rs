@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::encode::folded;
 use crate::keyset::KeyValue;
 use crate::sorting::{GROUP_SORT, order_by};
-use crate::{StoreResult, TableRows, UserRecord, rows};
+use crate::{StoreResult, TableRows, TableWrites, UserRecord, rows};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRecord {
@@ -25,7 +25,7 @@ pub struct GroupRecord {
 }
 
 #[async_trait]
-pub trait GroupStore: Send + TableRows<GroupRecord> {
+pub trait GroupStore: Send + TableRows<GroupRecord> + TableWrites {
     /// `StoreError::Conflict` when the organisation has a group with that key (case-insensitively).
     async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()>;
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
@@ -40,7 +40,17 @@ pub trait GroupStore: Send + TableRows<GroupRecord> {
         self.row_by_key(tenant, &rows::GROUPS_BY_KEY, KeyValue::Text(folded(key)), false).await
     }
     /// Replaces name, status and updated_at.
-    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()>;
+    async fn update(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        let set = ["name", "status", "updated_at"];
+        let values = vec![
+            (&group.name).into(),
+            group.status.as_str().into(),
+            group.updated_at.into(),
+            group.tenant_id.into(),
+            group.id.into(),
+        ];
+        self.update_by_key(&rows::GROUPS, &set, values).await.map(drop)
+    }
     /// `sort` columns: key, name, status, created_at, updated_at, id; the id is always the last
     /// tie-breaker.
     async fn list(&mut self, tenant: TenantId, sort: &[SortKey], page: PageRequest) -> StoreResult<Page<GroupRecord>> {

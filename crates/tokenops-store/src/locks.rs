@@ -9,12 +9,15 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::{TableRows, conditions, rows};
+use crate::rows::Encode;
+use crate::{TableRows, TableWrites, conditions, rows};
 
 #[async_trait]
-pub trait LockStore: Send + TableRows<Lock> {
+pub trait LockStore: Send + TableRows<Lock> + TableWrites {
     /// `StoreError::Conflict` when the id exists.
-    async fn insert(&mut self, lock: &Lock) -> StoreResult<()>;
+    async fn insert(&mut self, lock: &Lock) -> StoreResult<()> {
+        self.insert_row(&rows::LOCKS, lock.values()?, "lock id").await
+    }
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Lock>> {
         self.row_by_key(tenant, &rows::LOCKS, KeyValue::Id(id), false).await
     }
@@ -22,7 +25,10 @@ pub trait LockStore: Send + TableRows<Lock> {
         self.row_by_key(tenant, &rows::LOCKS, KeyValue::Id(id), true).await
     }
     /// Replaces status, completed_by and updated_at.
-    async fn update(&mut self, lock: &Lock) -> StoreResult<()>;
+    async fn update(&mut self, lock: &Lock) -> StoreResult<()> {
+        let set = ["status", "completed_by", "updated_at"];
+        self.update_row(&rows::LOCKS, lock.values()?, &set).await.map(drop)
+    }
     /// The account's locks (as owner), newest first, optionally in one status.
     async fn list_for_account(
         &mut self,

@@ -6,9 +6,9 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::StoreResult;
-use crate::TableRows;
-use crate::rows;
+use crate::rows::{self, Encode};
 use crate::sorting::CREATED_ORDER;
+use crate::{TableRows, TableWrites};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineClientRecord {
@@ -26,8 +26,10 @@ pub struct MachineClientRecord {
 }
 
 #[async_trait]
-pub trait MachineClientStore: Send + TableRows<MachineClientRecord> {
-    async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()>;
+pub trait MachineClientStore: Send + TableRows<MachineClientRecord> + TableWrites {
+    async fn insert(&mut self, client: &MachineClientRecord) -> StoreResult<()> {
+        self.insert_row(&rows::MACHINE_CLIENTS, client.values()?, "machine client id").await
+    }
     /// Not tenant-scoped: the token endpoint authenticates any client.
     async fn get(&mut self, id: Uuid) -> StoreResult<Option<MachineClientRecord>>;
     async fn count_operator_clients(&mut self) -> StoreResult<u64>;
@@ -36,5 +38,10 @@ pub trait MachineClientStore: Send + TableRows<MachineClientRecord> {
         self.page_rows(tenant, &rows::MACHINE_CLIENTS, Vec::new(), CREATED_ORDER, page).await
     }
     /// Sets `active` of the organisation's client; `false` when it has no such client.
-    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool>;
+    async fn set_active(&mut self, tenant: TenantId, id: Uuid, active: bool) -> StoreResult<bool> {
+        let changed = self
+            .update_by_key(&rows::MACHINE_CLIENTS, &["active"], vec![active.into(), tenant.into(), id.into()])
+            .await?;
+        Ok(changed == 1)
+    }
 }

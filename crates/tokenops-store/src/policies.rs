@@ -9,12 +9,16 @@ use uuid::Uuid;
 
 use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::{TableRows, conditions, rows};
+use crate::rows::Encode;
+use crate::{TableRows, TableWrites, conditions, rows};
 
 #[async_trait]
-pub trait PolicyStore: Send + TableRows<Policy> + TableRows<PolicyVersion> {
+pub trait PolicyStore: Send + TableRows<Policy> + TableRows<PolicyVersion> + TableWrites {
     /// The policy with its first version.
-    async fn insert(&mut self, policy: &Policy, first: &PolicyVersion) -> StoreResult<()>;
+    async fn insert(&mut self, policy: &Policy, first: &PolicyVersion) -> StoreResult<()> {
+        self.insert_row(&rows::POLICIES, policy.values()?, "policy id").await?;
+        self.insert_version(first).await
+    }
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Policy>> {
         self.row_by_key(tenant, &rows::POLICIES, KeyValue::Id(id), false).await
     }
@@ -23,7 +27,10 @@ pub trait PolicyStore: Send + TableRows<Policy> + TableRows<PolicyVersion> {
         self.row_by_key(tenant, &rows::POLICIES, KeyValue::Id(id), true).await
     }
     /// Replaces status, version, name, description and updated_at.
-    async fn update(&mut self, policy: &Policy) -> StoreResult<()>;
+    async fn update(&mut self, policy: &Policy) -> StoreResult<()> {
+        let set = ["status", "version", "updated_at", "name", "description"];
+        self.update_row(&rows::POLICIES, policy.values()?, &set).await.map(drop)
+    }
     /// Newest first (created_at, then id, descending), each with its current version.
     async fn list(
         &mut self,
@@ -42,7 +49,9 @@ pub trait PolicyStore: Send + TableRows<Policy> + TableRows<PolicyVersion> {
         template_key: &str,
     ) -> StoreResult<Vec<Policy>>;
     /// `StoreError::Conflict` when the policy has a version with that number.
-    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()>;
+    async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()> {
+        self.insert_row(&rows::POLICY_VERSIONS, version.values()?, "policy version").await
+    }
     /// The highest version number of the policy (0 when it has none).
     async fn latest_version_number(&mut self, tenant: TenantId, policy_id: Uuid) -> StoreResult<u32>;
     async fn get_version(

@@ -29,14 +29,14 @@ mod tenants;
 mod users;
 mod webhooks;
 
-pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, account};
+pub use accounts::{ACCOUNT_COLUMNS, ACCOUNTS, ACCOUNTS_BY_ID, account};
 pub use approvals::{
     APPROVAL_REQUEST_COLUMNS, APPROVAL_REQUESTS, APPROVAL_TASK_COLUMNS, APPROVAL_TASKS, approval_request, approval_task,
 };
 pub use audit::{AUDIT_BLOCK_COLUMNS, AUDIT_COLUMNS, audit_block, audit_block_hash, audit_record};
 pub use breaks::{BREAK_COLUMNS, BREAKS, break_record};
-pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, contract};
-pub use custody::custody_key;
+pub use contracts::{CONTRACT_COLUMNS, CONTRACTS, CONTRACTS_BY_ID, contract};
+pub use custody::{CUSTODY_KEY_COLUMNS, CUSTODY_KEYS, custody_key};
 pub use customers::{CUSTOMER_COLUMNS, CUSTOMERS, customer};
 pub use events::{EVENT_COLUMNS, EVENTS, event};
 pub use groups::{GROUP_COLUMNS, GROUPS, GROUPS_BY_KEY, group};
@@ -58,11 +58,12 @@ pub use scripts::{
     AUTOMATION_COLUMNS, AUTOMATIONS, EXECUTION_COLUMNS, EXECUTIONS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS,
     SCRIPT_VERSIONS, SCRIPTS, automation, execution, script, script_version,
 };
-pub use secret_reveals::{SECRET_REVEAL_COLUMNS, secret_reveal};
-pub use tenants::tenant;
+pub use secret_reveals::{SECRET_REVEAL_COLUMNS, SECRET_REVEALS, secret_reveal};
+pub use tenants::{TENANT_COLUMNS, TENANTS, tenant};
 pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
 pub use webhooks::{DELIVERIES, DELIVERY_COLUMNS, WEBHOOK_COLUMNS, WEBHOOKS, delivery, webhook, webhook_signing_key};
 
+use crate::keyset::KeyValue;
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};
 use tokenops_domain::chain::{Address, TxHash};
@@ -88,6 +89,38 @@ impl Table {
         format!("INSERT INTO {} ({}) VALUES ({})", self.name, self.columns, values.join(", "))
     }
 
+    /// The INSERT of one row that leaves a row already there be (one whose unique key it
+    /// shares): it then changes nothing, which the caller tells from the count.
+    pub fn insert_new_sql(&self, sigil: char) -> String {
+        format!("{} ON CONFLICT DO NOTHING", self.insert_sql(sigil))
+    }
+
+    /// The UPDATE of the `set` columns of the organisation's row with a key: the set columns'
+    /// values bound first, in order, then the tenant's and the key's.
+    pub fn update_sql(&self, sigil: char, set: &[&str]) -> String {
+        let assignments: Vec<String> =
+            set.iter().enumerate().map(|(n, column)| format!("{column} = {sigil}{}", n + 1)).collect();
+        let (tenant, key) = (set.len() + 1, set.len() + 2);
+        format!(
+            "UPDATE {} SET {} WHERE tenant_id = {sigil}{tenant} AND {} = {sigil}{key}",
+            self.name,
+            assignments.join(", "),
+            self.key
+        )
+    }
+
+    /// The values [`update_sql`](Self::update_sql) binds for `set`, picked from `row` (its
+    /// values in `columns` order): the set columns', then the tenant's and the key's.
+    pub fn update_values(&self, row: &[ColumnValue], set: &[&str]) -> StoreResult<Vec<ColumnValue>> {
+        let names: Vec<&str> = self.columns.split(',').map(str::trim).collect();
+        let value = |column: &str| {
+            names.iter().position(|name| *name == column).and_then(|place| row.get(place)).cloned().ok_or_else(|| {
+                StoreError::Backend(format!("no value of column {column} of {} to write", self.name).into())
+            })
+        };
+        set.iter().copied().chain(["tenant_id", self.key]).map(value).collect()
+    }
+
     /// The organisation's row with a key: the tenant bound first, the key second; `suffix`, if
     /// any, ends the statement (PostgreSQL's `FOR UPDATE`).
     pub fn select_by_key_sql(&self, sigil: char, suffix: &str) -> String {
@@ -101,6 +134,75 @@ impl Table {
         }
         sql
     }
+}
+
+/// One column's value as both backends write it. Each kind keeps its SQL type when NULL, since
+/// PostgreSQL binds a typed NULL (an absent `BigInt` is a BIGINT NULL); each backend turns it
+/// into its own bound value in one place (its `conditions::Dialect::value`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnValue {
+    Bool(Option<bool>),
+    SmallInt(Option<i16>),
+    Int(Option<i32>),
+    BigInt(Option<i64>),
+    Text(Option<String>),
+    /// A uuid: PostgreSQL's `uuid`, SQLite's hyphenated text.
+    Uuid(Option<Uuid>),
+    /// A JSON document: PostgreSQL's `jsonb`, SQLite's JSON text.
+    Json(Option<serde_json::Value>),
+    /// A list of strings: PostgreSQL's `text[]`, SQLite's JSON array text (as `Columns::text_list`
+    /// reads them back).
+    TextList(Option<Vec<String>>),
+    Bytes(Option<Vec<u8>>),
+}
+
+/// Each Rust type an encoder writes, with the column kind it is written as, present or NULL.
+macro_rules! column_values {
+    ($($kind:ident: $from:ty => |$v:ident| $value:expr;)*) => {
+        $(impl From<$from> for ColumnValue {
+            fn from($v: $from) -> Self {
+                ColumnValue::$kind(Some($value))
+            }
+        }
+        impl From<Option<$from>> for ColumnValue {
+            fn from(value: Option<$from>) -> Self {
+                ColumnValue::$kind(value.map(|$v| $value))
+            }
+        })*
+    };
+}
+
+column_values! {
+    Bool: bool => |v| v;
+    SmallInt: i16 => |v| v;
+    Int: i32 => |v| v;
+    BigInt: i64 => |v| v;
+    BigInt: Timestamp => |v| v.as_micros();
+    Text: String => |v| v;
+    Text: &str => |v| v.to_owned();
+    Text: &String => |v| v.clone();
+    Uuid: Uuid => |v| v;
+    Uuid: TenantId => |v| v.as_uuid();
+    Json: serde_json::Value => |v| v;
+    Json: &serde_json::Value => |v| v.clone();
+    Bytes: Vec<u8> => |v| v;
+    Bytes: &Vec<u8> => |v| v.clone();
+}
+
+impl From<KeyValue> for ColumnValue {
+    fn from(value: KeyValue) -> Self {
+        match value {
+            KeyValue::Int(v) => v.into(),
+            KeyValue::Text(v) => v.into(),
+            KeyValue::Id(v) => v.into(),
+        }
+    }
+}
+
+/// An entity written as its table's row, the same on both backends: its values in its `Table`'s
+/// columns order, what the inserts and updates written once (`TableWrites`) bind.
+pub trait Encode {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>>;
 }
 
 /// An entity read from its table's row, the same on both backends: what a list written once
@@ -282,5 +384,16 @@ mod tests {
             LOCKS.select_by_key_sql('?', ""),
             "SELECT id, tenant_id, status FROM locks WHERE tenant_id = ?1 AND id = ?2"
         );
+    }
+
+    #[test]
+    fn an_update_sets_the_named_columns_of_the_row_found_by_its_tenant_and_key() {
+        assert_eq!(LOCKS.update_sql('$', &["status"]), "UPDATE locks SET status = $1 WHERE tenant_id = $2 AND id = $3");
+        let tenant = Uuid::from_u128(1);
+        let row = [ColumnValue::from(Uuid::from_u128(2)), tenant.into(), ColumnValue::Text(None)];
+        let values = LOCKS.update_values(&row, &["status"]).expect("every column has a value");
+        assert_eq!(values, vec![ColumnValue::Text(None), tenant.into(), Uuid::from_u128(2).into()]);
+        assert!(LOCKS.update_values(&row, &["amount"]).is_err());
+        assert!(LOCKS.update_values(&row[..2], &["status"]).is_err());
     }
 }

@@ -6,14 +6,21 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::script::{Script, ScriptFilter, ScriptVersion};
 use uuid::Uuid;
 
-use crate::StoreResult;
 use crate::keyset::KeyValue;
-use crate::{TableRows, conditions, keyset, rows};
+use crate::rows::Encode;
+use crate::{StoreError, StoreResult};
+use crate::{TableRows, TableWrites, conditions, keyset, rows};
 
 #[async_trait]
-pub trait ScriptStore: Send + TableRows<Script> {
+pub trait ScriptStore: Send + TableRows<Script> + TableWrites {
     /// `StoreError::Conflict` when a script that is not deleted has the name.
-    async fn insert(&mut self, script: &Script) -> StoreResult<()>;
+    async fn insert(&mut self, script: &Script) -> StoreResult<()> {
+        if self.insert_row_if_new(&rows::SCRIPTS, script.values()?).await? {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!("a script named {:?} exists", script.name)))
+        }
+    }
     /// Any status, deleted included.
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
         self.row_by_key(tenant, &rows::SCRIPTS, KeyValue::Id(id), false).await
@@ -25,9 +32,25 @@ pub trait ScriptStore: Send + TableRows<Script> {
     /// The script that is not deleted with this name.
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>>;
     /// Replaces every mutable field; `StoreError::Conflict` when the new name is taken.
-    async fn update(&mut self, script: &Script) -> StoreResult<()>;
+    async fn update(&mut self, script: &Script) -> StoreResult<()> {
+        let set = [
+            "name",
+            "description",
+            "status",
+            "version",
+            "source",
+            "parameters",
+            "imports",
+            "dependencies",
+            "updated_at",
+            "published_at",
+        ];
+        self.update_row(&rows::SCRIPTS, script.values()?, &set).await.map(drop)
+    }
     /// `StoreError::Conflict` when the script has that version.
-    async fn insert_version(&mut self, version: &ScriptVersion) -> StoreResult<()>;
+    async fn insert_version(&mut self, version: &ScriptVersion) -> StoreResult<()> {
+        self.insert_row(&rows::SCRIPT_VERSIONS, version.values()?, &format!("script version {}", version.version)).await
+    }
     async fn version(&mut self, tenant: TenantId, script_id: Uuid, version: u32) -> StoreResult<Option<ScriptVersion>>;
     /// The scripts, not deleted, whose source imports `name`, oldest first.
     async fn importers(&mut self, tenant: TenantId, name: &str) -> StoreResult<Vec<Script>>;

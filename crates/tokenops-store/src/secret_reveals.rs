@@ -4,7 +4,8 @@ use async_trait::async_trait;
 use tokenops_domain::Timestamp;
 use uuid::Uuid;
 
-use crate::StoreResult;
+use crate::rows::{self, Encode};
+use crate::{StoreResult, TableWrites};
 
 /// A client secret waiting to be revealed once through a one-time URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +20,10 @@ pub struct SecretRevealRecord {
 }
 
 #[async_trait]
-pub trait SecretRevealStore: Send {
-    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()>;
+pub trait SecretRevealStore: Send + TableWrites {
+    async fn insert(&mut self, reveal: &SecretRevealRecord) -> StoreResult<()> {
+        self.insert_row(&rows::SECRET_REVEALS, reveal.values()?, "secret reveal").await
+    }
     /// Removes and returns the reveal when it exists and has not expired at `now`.
     async fn take(&mut self, token_hash: &str, now: Timestamp) -> StoreResult<Option<SecretRevealRecord>>;
     /// Removes reveals that expired before `now`; returns how many.

@@ -4,7 +4,8 @@ use async_trait::async_trait;
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-use crate::StoreResult;
+use crate::rows::{self, Encode};
+use crate::{StoreResult, TableWrites};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantRecord {
@@ -17,7 +18,9 @@ pub struct TenantRecord {
 }
 
 #[async_trait]
-pub trait TenantStore: Send {
-    async fn insert(&mut self, tenant: &TenantRecord) -> StoreResult<()>;
+pub trait TenantStore: Send + TableWrites {
+    async fn insert(&mut self, tenant: &TenantRecord) -> StoreResult<()> {
+        self.insert_row(&rows::TENANTS, tenant.values()?, "organisation id").await
+    }
     async fn get(&mut self, id: TenantId) -> StoreResult<Option<TenantRecord>>;
 }

@@ -7,7 +7,8 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::keyset::KeyValue;
-use crate::{StoreResult, TableRows, rows};
+use crate::rows::Encode;
+use crate::{StoreResult, TableRows, TableWrites, rows};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserRecord {
@@ -43,9 +44,11 @@ pub struct UserFilter {
 }
 
 #[async_trait]
-pub trait UserStore: Send + TableRows<UserRecord> {
+pub trait UserStore: Send + TableRows<UserRecord> + TableWrites {
     /// `StoreError::Conflict` when the email is registered in any organisation.
-    async fn insert(&mut self, user: &UserRecord) -> StoreResult<()>;
+    async fn insert(&mut self, user: &UserRecord) -> StoreResult<()> {
+        self.insert_row(&rows::USERS, user.values()?, "user id or email").await
+    }
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<UserRecord>> {
         self.row_by_key(tenant, &rows::USERS, KeyValue::Id(id), false).await
     }
@@ -60,7 +63,21 @@ pub trait UserStore: Send + TableRows<UserRecord> {
     /// Sign-in: the email is the username, unique across organisations (`email` lower-cased).
     async fn find_by_email(&mut self, email: &str) -> StoreResult<Option<UserRecord>>;
     /// Replaces every mutable field (names, status, role, hashes, lockout, updated_at).
-    async fn update(&mut self, user: &UserRecord) -> StoreResult<()>;
+    async fn update(&mut self, user: &UserRecord) -> StoreResult<()> {
+        let set = [
+            "first_name",
+            "last_name",
+            "status",
+            "role_id",
+            "password_hash",
+            "temporary_password_hash",
+            "failed_sign_ins",
+            "first_failed_sign_in_at",
+            "locked_until",
+            "updated_at",
+        ];
+        self.update_row(&rows::USERS, user.values()?, &set).await.map(drop)
+    }
     async fn delete(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<bool>;
     /// `sort` columns come from the endpoint's allow list: email, first_name, last_name, status,
     /// created_at, updated_at, id, role_name (the name of the user's role, from `roles`). The

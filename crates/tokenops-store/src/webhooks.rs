@@ -8,7 +8,8 @@ use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
 use crate::keyset::KeyValue;
-use crate::{StoreResult, TableRows, rows};
+use crate::rows::Encode;
+use crate::{StoreResult, TableRows, TableWrites, rows};
 
 /// A JWS_ES256 delivery signing key, sealed under the master key (associated data: the kid).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,15 +22,29 @@ pub struct WebhookSigningKeyRecord {
 }
 
 #[async_trait]
-pub trait WebhookStore: Send + TableRows<Delivery> {
+pub trait WebhookStore: Send + TableRows<Delivery> + TableWrites {
     /// Deliveries waiting (PENDING or RETRY_PENDING) in all organisations, by the status of
     /// their registration (ACTIVE, INACTIVE, SUSPENDED): the backlog the metrics show.
     async fn backlog_by_registration_status(&mut self) -> StoreResult<Vec<(String, u64)>>;
     /// `StoreError::Conflict` when the organisation has a registration (not deleted) with the
     /// same URL.
-    async fn insert(&mut self, webhook: &Webhook) -> StoreResult<()>;
+    async fn insert(&mut self, webhook: &Webhook) -> StoreResult<()> {
+        self.insert_row(&rows::WEBHOOKS, webhook.values()?, "webhook url").await
+    }
     /// Replaces event_types, status, consecutive_failures, the secrets, updated_at, deleted_at.
-    async fn update(&mut self, webhook: &Webhook) -> StoreResult<()>;
+    async fn update(&mut self, webhook: &Webhook) -> StoreResult<()> {
+        let set = [
+            "event_types",
+            "status",
+            "consecutive_failures",
+            "sealed_secret",
+            "sealed_previous_secret",
+            "previous_secret_expires_at",
+            "updated_at",
+            "deleted_at",
+        ];
+        self.update_row(&rows::WEBHOOKS, webhook.values()?, &set).await.map(drop)
+    }
     /// A registration that is not deleted.
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>>;
     /// As `get`, locking the row for the rest of the transaction: every change of a
@@ -45,10 +60,25 @@ pub trait WebhookStore: Send + TableRows<Delivery> {
     /// the subscribers of an event among them.
     async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>>;
 
-    async fn insert_delivery(&mut self, delivery: &Delivery) -> StoreResult<()>;
+    async fn insert_delivery(&mut self, delivery: &Delivery) -> StoreResult<()> {
+        self.insert_row(&rows::DELIVERIES, delivery.values()?, "delivery generation").await
+    }
     /// Replaces status, attempts, next_retry_at, the failure fields, parked_at, the last
     /// attempt's fields and updated_at.
-    async fn update_delivery(&mut self, delivery: &Delivery) -> StoreResult<()>;
+    async fn update_delivery(&mut self, delivery: &Delivery) -> StoreResult<()> {
+        let set = [
+            "status",
+            "attempts",
+            "updated_at",
+            "next_retry_at",
+            "failure_class",
+            "failure_reason",
+            "parked_at",
+            "last_attempt_at",
+            "last_status_code",
+        ];
+        self.update_row(&rows::DELIVERIES, delivery.values()?, &set).await.map(drop)
+    }
     async fn get_delivery(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Delivery>> {
         self.row_by_key(tenant, &rows::DELIVERIES, KeyValue::Id(id), false).await
     }

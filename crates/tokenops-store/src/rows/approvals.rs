@@ -1,7 +1,8 @@
-//! Approval requests and tasks as read from either backend.
+//! Approval requests and tasks as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;
+use crate::encode::{int4, names_text};
 use tokenops_domain::approval::{
     ApprovalRequest, ApprovalRequestStatus, ApprovalSource, ApprovalTask, ApprovalTaskState,
 };
@@ -49,4 +50,45 @@ pub fn approval_task(row: &impl Columns) -> StoreResult<ApprovalTask> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+impl Encode for ApprovalRequest {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.status.as_str().into(),
+            self.source.as_str().into(),
+            (&self.action).into(),
+            self.resource_type.as_ref().into(),
+            self.resource_id.as_ref().into(),
+            (&self.initiator).into(),
+            self.title.as_ref().into(),
+            self.description.as_ref().into(),
+            self.expires_at.into(),
+            self.resolved_at.into(),
+            self.acted_by.as_ref().into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
+}
+
+/// The approvers as the JSON text the table keeps on both backends.
+impl Encode for ApprovalTask {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.request_id.into(),
+            int4(self.step, "approval task step")?.into(),
+            names_text(&self.approvers).into(),
+            self.state.as_str().into(),
+            self.acted_by.as_ref().into(),
+            self.acted_at.into(),
+            self.comment.as_ref().into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
 }

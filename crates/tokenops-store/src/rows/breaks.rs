@@ -1,7 +1,8 @@
-//! Reconciliation breaks as read from either backend.
+//! Reconciliation breaks as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;
+use crate::encode::asset_text;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Break, BreakReason};
 
@@ -20,4 +21,19 @@ pub fn break_record(row: &impl Columns) -> StoreResult<Break> {
         detail: row.text("detail")?,
         detected_at: row.timestamp("detected_at")?,
     })
+}
+
+impl Encode for Break {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.transaction_id.into(),
+            self.account_ref.as_str().into(),
+            asset_text(self.asset_id).into(),
+            self.reason.as_str().into(),
+            (&self.detail).into(),
+            self.detected_at.into(),
+        ])
+    }
 }

@@ -1,12 +1,17 @@
-//! Token contracts as read from either backend.
+//! Token contracts as read from and written to either backend.
 
-use super::{Columns, Table, opt_address};
+use super::{ColumnValue, Columns, Encode, Table, opt_address};
 use crate::StoreResult;
+use crate::encode::asset_text;
 use tokenops_domain::contract::{Contract, ContractStatus};
 
 pub const CONTRACT_COLUMNS: &str = "id, tenant_id, asset_id, name, symbol, decimals, status, address, adopt_address, failure_reason, created_at, updated_at";
 
 pub const CONTRACTS: Table = Table { name: "contracts", columns: CONTRACT_COLUMNS, key: "asset_id" };
+
+/// The contracts found by id: an update finds its row so, whatever asset the record says (the
+/// asset of a stored one never changes).
+pub const CONTRACTS_BY_ID: Table = Table { key: "id", ..CONTRACTS };
 
 pub fn contract(row: &impl Columns) -> StoreResult<Contract> {
     Ok(Contract {
@@ -23,4 +28,23 @@ pub fn contract(row: &impl Columns) -> StoreResult<Contract> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+impl Encode for Contract {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            asset_text(self.asset_id).into(),
+            (&self.name).into(),
+            (&self.symbol).into(),
+            i16::from(self.decimals).into(),
+            self.status.as_str().into(),
+            self.address.map(|a| a.to_string()).into(),
+            self.adopt_address.map(|a| a.to_string()).into(),
+            self.failure_reason.as_ref().into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
 }

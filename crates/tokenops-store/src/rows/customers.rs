@@ -1,6 +1,6 @@
-//! Customers as read from either backend.
+//! Customers as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;
 use tokenops_domain::customer::{Customer, CustomerRef, CustomerStatus};
 
@@ -18,4 +18,18 @@ pub fn customer(row: &impl Columns) -> StoreResult<Customer> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+impl Encode for Customer {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.customer_ref.as_str().into(),
+            self.display_name.as_ref().into(),
+            self.status.as_str().into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
 }

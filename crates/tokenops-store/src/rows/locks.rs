@@ -1,7 +1,8 @@
-//! Locks (funds held for an operation) as read from either backend.
+//! Locks (funds held for an operation) as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;
+use crate::encode::asset_text;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::operation::{Lock, LockStatus};
 
@@ -23,4 +24,22 @@ pub fn lock(row: &impl Columns) -> StoreResult<Lock> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+impl Encode for Lock {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.account_ref.as_str().into(),
+            self.counterparty_ref.as_ref().map(AccountRef::as_str).into(),
+            asset_text(self.asset_id).into(),
+            self.amount.as_i64().into(),
+            self.expires_at.into(),
+            self.status.as_str().into(),
+            self.completed_by.into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
 }

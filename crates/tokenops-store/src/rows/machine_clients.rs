@@ -1,6 +1,6 @@
-//! Machine clients as read from either backend.
+//! Machine clients as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::{MachineClientRecord, StoreResult};
 
 pub const MACHINE_CLIENT_COLUMNS: &str = "id, tenant_id, name, role_id, secret_hash, active, created_at";
@@ -17,4 +17,19 @@ pub fn machine_client(row: &impl Columns) -> StoreResult<MachineClientRecord> {
         active: row.bool("active")?,
         created_at: row.timestamp("created_at")?,
     })
+}
+
+/// A platform client (no organisation) has a NULL tenant.
+impl Encode for MachineClientRecord {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            (&self.name).into(),
+            self.role_id.into(),
+            (&self.secret_hash).into(),
+            self.active.into(),
+            self.created_at.into(),
+        ])
+    }
 }

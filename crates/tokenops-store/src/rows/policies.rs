@@ -1,7 +1,8 @@
-//! Policies and their versions as read from either backend.
+//! Policies and their versions as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;
+use crate::encode::saturating_int4;
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyStatus, PolicyVersion, RuleType};
 
 pub const POLICY_COLUMNS: &str = "id, tenant_id, status, rule_type, action, template_key, version, name, description, created_by, created_at, updated_at";
@@ -61,4 +62,38 @@ fn version_prefixed(row: &impl Columns, prefix: &str) -> StoreResult<PolicyVersi
         created_by: row.text(&col("created_by"))?,
         created_at: row.timestamp(&col("created_at"))?,
     })
+}
+
+impl Encode for Policy {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.status.as_str().into(),
+            self.rule_type.as_str().into(),
+            self.action.as_str().into(),
+            (&self.template_key).into(),
+            saturating_int4(self.version).into(),
+            self.name.as_ref().into(),
+            self.description.as_ref().into(),
+            (&self.created_by).into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
+}
+
+impl Encode for PolicyVersion {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.policy_id.into(),
+            saturating_int4(self.version_number).into(),
+            (&self.content).into(),
+            self.change_summary.as_ref().into(),
+            (&self.created_by).into(),
+            self.created_at.into(),
+        ])
+    }
 }

@@ -1,7 +1,8 @@
-//! An organisation's policy templates as read from either backend.
+//! An organisation's policy templates as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::StoreResult;
+use crate::encode::saturating_int4;
 use tokenops_domain::policy::{PolicyAction, TemplateStatus, TenantTemplate};
 
 pub const TEMPLATE_COLUMNS: &str = "tenant_id, template_key, template_version, name, description, action, status, \
@@ -23,4 +24,22 @@ pub fn tenant_template(row: &impl Columns) -> StoreResult<TenantTemplate> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+impl Encode for TenantTemplate {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.tenant_id.into(),
+            (&self.key).into(),
+            saturating_int4(self.template_version).into(),
+            (&self.name).into(),
+            (&self.description).into(),
+            self.action.as_str().into(),
+            self.status.as_str().into(),
+            (&self.default_content).into(),
+            (&self.created_by).into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
 }

@@ -1,6 +1,8 @@
-//! Scripts, their versions, automations and executions as read from either backend.
+//! Scripts, their versions, automations and executions as read from and written to either
+//! backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
+use crate::encode::{execution_lists, names_text, saturating_int4, trigger_columns};
 use crate::{StoreError, StoreResult};
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
 use tokenops_domain::script::{ResolvedDependency, Script, ScriptStatus, ScriptVersion};
@@ -109,3 +111,94 @@ pub const SCRIPTS: Table = Table { name: "scripts", columns: SCRIPT_COLUMNS, key
 pub const SCRIPT_VERSIONS: Table = Table { name: "script_versions", columns: SCRIPT_VERSION_COLUMNS, key: "id" };
 pub const AUTOMATIONS: Table = Table { name: "automations", columns: AUTOMATION_COLUMNS, key: "id" };
 pub const EXECUTIONS: Table = Table { name: "automation_executions", columns: EXECUTION_COLUMNS, key: "id" };
+
+/// The imports as the JSON text the table keeps on both backends, the resolved dependencies as
+/// a JSON document.
+impl Encode for Script {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        let dependencies = serde_json::to_value(&self.dependencies).map_err(|e| StoreError::Backend(Box::new(e)))?;
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            (&self.name).into(),
+            self.description.as_ref().into(),
+            self.status.as_str().into(),
+            saturating_int4(self.version).into(),
+            (&self.source).into(),
+            (&self.parameters).into(),
+            names_text(&self.imports).into(),
+            dependencies.into(),
+            self.root_script_id.into(),
+            self.cloned_from.into(),
+            (&self.created_by).into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+            self.published_at.into(),
+        ])
+    }
+}
+
+impl Encode for ScriptVersion {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.tenant_id.into(),
+            self.script_id.into(),
+            saturating_int4(self.version).into(),
+            (&self.source).into(),
+            (&self.parameters).into(),
+            names_text(&self.imports).into(),
+            (&self.created_by).into(),
+            self.created_at.into(),
+        ])
+    }
+}
+
+/// The creator's permissions as JSON text, the trigger in its own columns.
+impl Encode for Automation {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        let (cron, time_zone, event_type) = trigger_columns(&self.trigger);
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.name.as_ref().into(),
+            self.script_id.into(),
+            self.root_script_id.into(),
+            (&self.user_id).into(),
+            names_text(&self.creator_permissions).into(),
+            self.trigger.kind().as_str().into(),
+            cron.into(),
+            time_zone.into(),
+            event_type.into(),
+            self.status.as_str().into(),
+            (&self.parameters).into(),
+            saturating_int4(self.consecutive_failures).into(),
+            self.next_run_at.into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
+}
+
+/// The log and the submitted ids as the JSON text the table keeps.
+impl Encode for Execution {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        let (log, submitted) = execution_lists(self);
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.automation_id.into(),
+            self.trigger.as_str().into(),
+            self.status.as_str().into(),
+            (&self.parameters).into(),
+            self.scheduled_for.into(),
+            self.event_id.into(),
+            log.into(),
+            submitted.into(),
+            self.error.as_ref().into(),
+            saturating_int4(self.attempts).into(),
+            self.created_at.into(),
+            self.started_at.into(),
+            self.finished_at.into(),
+        ])
+    }
+}

@@ -1,6 +1,6 @@
-//! Users as read from either backend.
+//! Users as read from and written to either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
 use crate::{StoreResult, UserRecord};
 use tokenops_domain::identity::UserStatus;
 
@@ -30,4 +30,26 @@ pub fn user(row: &impl Columns) -> StoreResult<UserRecord> {
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
     })
+}
+
+/// The email lower-cased: it is the username, unique across organisations.
+impl Encode for UserRecord {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.email.to_lowercase().into(),
+            (&self.first_name).into(),
+            (&self.last_name).into(),
+            self.status.as_str().into(),
+            self.role_id.into(),
+            self.password_hash.as_ref().into(),
+            self.temporary_password_hash.as_ref().into(),
+            i64::from(self.failed_sign_ins).into(),
+            self.first_failed_sign_in_at.into(),
+            self.locked_until.into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+        ])
+    }
 }

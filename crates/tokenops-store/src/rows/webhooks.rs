@@ -1,6 +1,8 @@
-//! Webhook registrations, deliveries and delivery signing keys as read from either backend.
+//! Webhook registrations, deliveries and delivery signing keys as read from and written to
+//! either backend.
 
-use super::{Columns, Table};
+use super::{ColumnValue, Columns, Encode, Table};
+use crate::encode::{int4, names_text};
 use crate::{StoreResult, WebhookSigningKeyRecord};
 use tokenops_domain::webhook::{Delivery, DeliveryStatus, FailureClass, SignatureScheme, Webhook, WebhookStatus};
 
@@ -61,4 +63,47 @@ pub fn webhook_signing_key(row: &impl Columns) -> StoreResult<WebhookSigningKeyR
         created_at: row.timestamp("created_at")?,
         retire_at: row.opt_timestamp("retire_at")?,
     })
+}
+
+/// The event types as the JSON text the table keeps on both backends.
+impl Encode for Webhook {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            (&self.url).into(),
+            self.signature_scheme.as_str().into(),
+            names_text(&self.event_types).into(),
+            self.status.as_str().into(),
+            int4(self.consecutive_failures, "failure count")?.into(),
+            self.sealed_secret.as_ref().into(),
+            self.sealed_previous_secret.as_ref().into(),
+            self.previous_secret_expires_at.into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+            self.deleted_at.into(),
+        ])
+    }
+}
+
+impl Encode for Delivery {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![
+            self.id.into(),
+            self.tenant_id.into(),
+            self.event_id.into(),
+            self.webhook_id.into(),
+            int4(self.generation, "generation")?.into(),
+            self.status.as_str().into(),
+            int4(self.attempts, "attempts")?.into(),
+            self.created_at.into(),
+            self.updated_at.into(),
+            self.next_retry_at.into(),
+            self.failure_class.map(|c| c.as_str()).into(),
+            self.failure_reason.as_ref().into(),
+            self.parked_at.into(),
+            self.last_attempt_at.into(),
+            self.last_status_code.map(i32::from).into(),
+        ])
+    }
 }
