@@ -129,7 +129,14 @@ impl Writes {
             None => None,
             Some(request) => match self.claim(tx.as_mut(), &ctx, action, request).await? {
                 Claimed::Mine(claim) => Some(claim),
-                Claimed::Replay(response) => return Ok(Admission::Replay(response.into())),
+                Claimed::Replay(response) => {
+                    // The record found may be a write's that has not committed yet (SQLite's
+                    // group commit shares one transaction among writes): committing this empty
+                    // write waits for that one, so a replay never answers about a resource a
+                    // read cannot see yet.
+                    tx.commit().await?;
+                    return Ok(Admission::Replay(response.into()));
+                }
             },
         };
         Ok(Admission::Proceed(Write {

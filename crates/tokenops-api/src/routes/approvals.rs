@@ -54,18 +54,25 @@ const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "
     get, path = "/api/approvals/tasks", tag = "approvals", operation_id = "approvals.tasks.list",
     params(
         ("status" = Option<String>, Query, description = "One task state per call: PENDING (default), APPROVED, REJECTED, CANCELLED or EXPIRED"),
+        ("state" = Option<String>, Query, description = "The same filter under the task field's name; give status or state, not both"),
         ("requestId" = Option<Uuid>, Query, description = "Only the tasks of this request"),
         ("approver" = Option<String>, Query, description = "Only tasks whose approvers include this expression (#groupKey or user:<uuid>), as written"),
         crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style B page of tasks, newest first by createdAt. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = ApprovalTaskPage),
-        (status = 400, description = "Unknown task state, status given twice, requestId not a UUID, malformed approver expression, invalid paging", body = crate::openapi::ErrorBody),
+        (status = 400, description = "Unknown task state, status (or state) given twice or both given, requestId not a UUID, malformed approver expression, invalid paging", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
+    // The spec's table names the parameter status, its error row a task's "state" (the field's
+    // own name): either is taken, not both.
+    if params.has("status") && params.has("state") {
+        return Err(Error::invalid_field("state", "give status or state, not both").into());
+    }
+    let name = if params.has("state") { "state" } else { "status" };
     let state_filter =
-        params.choice("status", ApprovalTaskState::parse, TASK_STATES)?.unwrap_or(ApprovalTaskState::Pending);
+        params.choice(name, ApprovalTaskState::parse, TASK_STATES)?.unwrap_or(ApprovalTaskState::Pending);
     let request_id = params
         .one("requestId")?
         .map(|v| Uuid::parse_str(v).map_err(|_| Error::invalid_field("requestId", "must be a UUID")))

@@ -177,6 +177,10 @@ async fn four_eyes_sign_off_by_step(backend: Backend) {
     let mine = get(&app, &format!("/api/approvals/tasks?approver=%23treasury&requestId={pending_id}"), &carol.1).await;
     assert_eq!(ids(&mine), vec![pending_tasks[1].clone()]);
     refused(&get(&app, "/api/approvals/tasks?status=DONE", &carol.1).await, 400, "VALIDATION_FAILED");
+    // The filter under the task field's own name, state.
+    assert_eq!(ids(&get(&app, "/api/approvals/tasks?state=APPROVED", &carol.1).await), ids(&done));
+    refused(&get(&app, "/api/approvals/tasks?state=DONE", &carol.1).await, 400, "VALIDATION_FAILED");
+    refused(&get(&app, "/api/approvals/tasks?state=PENDING&status=PENDING", &carol.1).await, 400, "VALIDATION_FAILED");
     refused(
         &get(&app, "/api/approvals/tasks?status=PENDING&status=APPROVED", &carol.1).await,
         400,

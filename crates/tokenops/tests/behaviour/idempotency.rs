@@ -338,6 +338,36 @@ async fn concurrent_identical_requests_with_one_key_create_one_customer(backend:
     after.assert_replay_of(original);
 }
 
+/// Identical submissions sent at once, round after round: one operation each round, and every
+/// answer is its 202 (a replay answers it as it is now) or the 409 of a key in flight. None may
+/// answer about an operation that a read cannot see yet (the replay waits for the original's
+/// commit, which SQLite's group commit shares among writes).
+async fn concurrent_identical_submissions_answer_the_one_operation(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    crate::fixtures::active_contract(&app, "USD").await;
+    crate::fixtures::customer(&app, "c-1").await;
+    crate::fixtures::active_account(&app, "a", "c-1", "USD").await;
+    let body = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "a", "amount": "1" });
+    const ROUNDS: usize = 10;
+    for round in 0..ROUNDS {
+        let k = key();
+        let replies =
+            futures::future::join_all((0..10).map(|_| send(&app, Method::POST, "/api/transactions", &k, &body))).await;
+        let mut ids: Vec<String> = Vec::new();
+        for reply in &replies {
+            match reply.status {
+                202 => ids.push(reply.json()["transactionId"].as_str().expect("transactionId").to_owned()),
+                409 => assert_eq!(reply.json()["code"], "IDEMPOTENCY_CONFLICT", "round {round}: {}", reply.text),
+                other => panic!("round {round}: unexpected {other}: {}", reply.text),
+            }
+        }
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "round {round}: one operation answered: {ids:?}");
+    }
+    assert_eq!(count(&app, "operations", "").await, ROUNDS as i64);
+}
+
 async fn concurrent_take_overs_of_an_expired_claim_run_the_request_once(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let k = key();
@@ -558,6 +588,7 @@ backends!(
     keys_are_scoped_per_operation,
     a_key_in_flight_is_409_with_retry_after_until_its_lease_expires_then_taken_over,
     concurrent_identical_requests_with_one_key_create_one_customer,
+    concurrent_identical_submissions_answer_the_one_operation,
     concurrent_take_overs_of_an_expired_claim_run_the_request_once,
     a_status_change_that_fails_midway_leaves_nothing_and_the_key_can_be_retried,
     a_registration_that_fails_midway_leaves_nothing_and_the_key_can_be_retried,
