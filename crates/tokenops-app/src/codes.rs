@@ -78,7 +78,7 @@ error_codes! {
 
         // 401
         InvalidCredentials = "INVALID_CREDENTIALS", 401, "Invalid credentials.";
-        InvalidRefreshToken = "INVALID_REFRESH_TOKEN", 401, "Refresh token is invalid or expired";
+        InvalidRefreshToken = "INVALID_REFRESH_TOKEN", 401, "Refresh token is invalid or expired.";
         AccessRevoked = "ACCESS_REVOKED", 401, "Your access has been revoked.";
 
         // 403

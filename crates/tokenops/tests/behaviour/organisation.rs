@@ -895,7 +895,7 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     // The refresh token stops working; so does signing in.
     let refresh =
         call(&app, Method::POST, "/api/auth/refresh", None, Some(&json!({ "refreshToken": bob.refresh_token }))).await;
-    refused(&refresh, 401, "Refresh token is invalid or expired");
+    refused(&refresh, 401, "Refresh token is invalid or expired.");
     refused(&login(&app, &bob.email, NEW_PASSWORD).await, 401, "Invalid credentials.");
     // Listed as suspended.
     let listed = get(&app, &format!("{}?status=SUSPENDED", users(&tenant)), &owner).await;
@@ -913,7 +913,7 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     get(&app, "/api/customers", fresh).await.expect(200);
     let refresh =
         call(&app, Method::POST, "/api/auth/refresh", None, Some(&json!({ "refreshToken": bob.refresh_token }))).await;
-    refused(&refresh, 401, "Refresh token is invalid or expired");
+    refused(&refresh, 401, "Refresh token is invalid or expired.");
 
     let updates = audit_records(&app, &owner, "user.update").await;
     let about_bob = updates.iter().filter(|r| r["resourceId"] == bob.id.as_str() && r["outcome"] == "SUCCESS").count();
@@ -1044,7 +1044,7 @@ async fn removing_a_user_revokes_their_access_and_frees_their_email(backend: Bac
     delete(&app, &path, &owner).await.expect(404);
     let refresh =
         call(&app, Method::POST, "/api/auth/refresh", None, Some(&json!({ "refreshToken": bob.refresh_token }))).await;
-    refused(&refresh, 401, "Refresh token is invalid or expired");
+    refused(&refresh, 401, "Refresh token is invalid or expired.");
     refused(&login(&app, &bob.email, NEW_PASSWORD).await, 401, "Invalid credentials.");
     // Out of the group and of the list.
     let members = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;

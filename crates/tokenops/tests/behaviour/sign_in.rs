@@ -159,14 +159,14 @@ async fn refresh_gives_access_tokens_only_until_revoked_or_expired(backend: Back
     for bad in ["not-a-token", "A".repeat(43).as_str()] {
         let reply = call(&app, Method::POST, "/api/auth/refresh", None, Some(&json!({ "refreshToken": bad }))).await;
         reply.expect(401);
-        assert_eq!(reply.body["message"], "Refresh token is invalid or expired");
+        assert_eq!(reply.body["message"], "Refresh token is invalid or expired.");
     }
     // A disabled account's refresh token stops working.
     app.db.execute(&format!("UPDATE users SET status = 'SUSPENDED' WHERE email = '{email}'")).await;
     let disabled =
         call(&app, Method::POST, "/api/auth/refresh", None, Some(&json!({ "refreshToken": refresh_token }))).await;
     disabled.expect(401);
-    assert_eq!(disabled.body["message"], "Refresh token is invalid or expired");
+    assert_eq!(disabled.body["message"], "Refresh token is invalid or expired.");
     // And an expired one (12 hours by default).
     app.db.execute(&format!("UPDATE users SET status = 'ACTIVE' WHERE email = '{email}'")).await;
     app.clock.advance_millis(12 * 3_600_000 + 1_000);
