@@ -130,6 +130,18 @@ fn sample(decl: &ParamDecl) -> ParamValue {
     })
 }
 
+/// The scope a dependency's top level runs in (checked at publication, run as a module when
+/// imported): its own declared parameters as constants at their defaults (without one, the
+/// type's empty value), and no event. So a script published on its own, using its parameters,
+/// can also be imported.
+pub(crate) fn module_scope(source: &str) -> Result<Scope<'static>, ScriptError> {
+    let mut scope = Scope::new();
+    for decl in params::extract(source)? {
+        scope.push_constant_dynamic(decl.name.clone(), sample(&decl).to_dynamic());
+    }
+    Ok(scope)
+}
+
 pub(crate) fn parse(engine: &Engine, scope: &Scope, source: &str) -> Result<AST, ScriptError> {
     engine.compile_with_scope(scope, source).map_err(|err| ScriptError::at_position(err.0.to_string(), err.1))
 }
@@ -209,8 +221,8 @@ fn visit(
     if checked.contains_key(name) {
         return Ok(());
     }
-    // A dependency runs as a module: its top level sees no parameters and no event.
-    let ast = parse(engine, &Scope::new(), &source)
+    let ast = module_scope(&source)
+        .and_then(|scope| parse(engine, &scope, &source))
         .map_err(|err| format!("dependency \"{name}\" does not compile: {err}"))?;
     let imports = imports_of(&ast).map_err(|err| format!("dependency \"{name}\": {err}"))?;
     chain.push(name.to_owned());
@@ -281,6 +293,17 @@ f::show(n) + target + event
         let deps = scripts(&[("a", "import \"b\" as b;"), ("b", "let = 2;")]);
         let err = refusal("import \"a\" as a;", &deps);
         assert!(err.message.contains("dependency \"b\" does not compile: line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_dependency_sees_its_own_parameters_at_their_defaults() {
+        let deps =
+            scripts(&[("lib", "// @param limit: integer = 5\n// @param label: string\nlet cap = limit + 1;\nlabel")]);
+        let compiled = Compiler::default().compile("s", "import \"lib\" as l;\nl::cap", &deps).expect("compiles");
+        assert_eq!(compiled.imports, ["lib"]);
+        let deps = scripts(&[("lib", "let cap = limit + 1;")]);
+        let err = refusal("import \"lib\" as l;", &deps);
+        assert!(err.message.contains("dependency \"lib\" does not compile"), "undeclared stays an error: {err}");
     }
 
     #[test]

@@ -413,7 +413,8 @@ fn register_decimals(engine: &mut Engine) {
 }
 
 /// Imports during a run: the scripts resolved at its start, each compiled and run as a module
-/// the first time it is imported.
+/// the first time it is imported, with its own parameters at their defaults
+/// (`compile::module_scope`).
 struct RunResolver {
     sources: BTreeMap<String, String>,
     loaded: Mutex<BTreeMap<String, Arc<Module>>>,
@@ -426,9 +427,13 @@ impl rhai::ModuleResolver for RunResolver {
         }
         let source =
             self.sources.get(path).ok_or_else(|| Box::new(EvalAltResult::ErrorModuleNotFound(path.to_owned(), pos)))?;
-        let mut ast = engine.compile(source).map_err(|err| -> Box<EvalAltResult> { err.into() })?;
+        let scope = crate::compile::module_scope(source).map_err(|err| {
+            let cause = Box::new(EvalAltResult::ErrorRuntime(err.message.into(), pos));
+            Box::new(EvalAltResult::ErrorInModule(path.to_owned(), cause, pos))
+        })?;
+        let mut ast = engine.compile_with_scope(&scope, source).map_err(|err| -> Box<EvalAltResult> { err.into() })?;
         ast.set_source(path);
-        let module: Arc<Module> = Module::eval_ast_as_new(Scope::new(), &ast, engine)
+        let module: Arc<Module> = Module::eval_ast_as_new(scope, &ast, engine)
             .map_err(|err| Box::new(EvalAltResult::ErrorInModule(path.to_owned(), err, pos)))?
             .into();
         if let Ok(mut loaded) = self.loaded.lock() {

@@ -49,6 +49,7 @@ backends!(
     creation_refuses_what_does_not_compile_a_taken_name_a_missing_import_and_no_key,
     a_patch_changes_name_description_code_and_status_by_the_machine,
     publishing_resolves_imports_and_new_code_outdates_dependants,
+    an_imported_script_sees_its_own_parameters_at_their_defaults,
     deletion_is_refused_while_published_run_or_imported,
     download_gives_the_code_and_refuses_a_deleted_script,
     a_clone_takes_new_defaults_and_keeps_its_root,
@@ -168,6 +169,20 @@ async fn publishing_resolves_imports_and_new_code_outdates_dependants(backend: B
     refused(&app.patch(&format!("/api/scripts/{main}"), &json!({ "source": "1" })).await, 409, "OUTDATED");
     let republished = publish(&app, &main).await;
     assert_eq!(republished["dependencies"][0]["version"], 2, "the current version, at publication");
+}
+
+/// A script that uses its own declared parameters can be imported: its top level runs with them
+/// at their defaults.
+async fn an_imported_script_sees_its_own_parameters_at_their_defaults(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let lib = "// @param limit: integer = 5\nexport let cap = limit + 1;\nlog(`lib with ${limit}`);";
+    publish(&app, &id_of(&create(&app, "lib", lib).await)).await;
+    let main = id_of(&create(&app, "main", "import \"lib\" as l;\nlog(`cap ${l::cap}`);").await);
+    let ran = app.post(&format!("/api/scripts/{main}/dry-runs"), &json!({})).await;
+    ran.expect(200);
+    assert_eq!(ran.body["status"], "SUCCEEDED", "{}", ran.body);
+    assert_eq!(ran.body["log"], json!(["lib with 5", "cap 6"]), "{}", ran.body);
+    assert_eq!(publish(&app, &main).await["status"], "PUBLISHED");
 }
 
 async fn deletion_is_refused_while_published_run_or_imported(backend: Backend) {
