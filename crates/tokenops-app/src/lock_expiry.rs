@@ -66,6 +66,7 @@ impl JobHandler for ExpireLocks {
                 block_number: None,
                 failure_code: None,
                 reason_code: None,
+                revert_reason: None,
                 signed_transaction: None,
                 submitted_by: LOCK_EXPIRY_SUBMITTER.to_owned(),
                 idempotency_key: None,

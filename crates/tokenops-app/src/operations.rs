@@ -49,8 +49,16 @@ pub struct OperationOut {
     /// Absent (not null) while in flight and when confirmed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_code: Option<FailureCode>,
+    /// The more specific reason: EXECUTION_REVERTED when the ledger reverted the transaction,
+    /// CUSTODY_REFUSED, DEPENDENCY_UNAVAILABLE, a policy step's code, or a submission error's.
+    /// Absent when none was reported.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason_code: Option<String>,
+    /// With reasonCode EXECUTION_REVERTED: the ledger's decoded revert (the token contract's
+    /// custom error, such as `InsufficientAvailableBalance`, or a revert string). Absent
+    /// otherwise. An addition to the spec's fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revert_reason: Option<String>,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
@@ -77,6 +85,7 @@ impl From<&Operation> for OperationOut {
             block_number: o.block_number,
             failure_code: o.failure_code,
             reason_code: o.reason_code.clone(),
+            revert_reason: o.revert_reason.clone(),
             created_at: o.created_at,
             updated_at: o.updated_at,
         }
@@ -308,6 +317,7 @@ impl Operations {
             block_number: None,
             failure_code: None,
             reason_code: None,
+            revert_reason: None,
             signed_transaction: None,
             submitted_by: w.context().caller.subject.clone(),
             idempotency_key: w.idempotency_key().map(str::to_owned),

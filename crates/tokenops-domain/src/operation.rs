@@ -43,6 +43,9 @@ pub struct Operation {
     pub block_number: Option<u64>,
     pub failure_code: Option<FailureCode>,
     pub reason_code: Option<String>,
+    /// A reverted operation's decoded revert, as the ledger reported it (its reasonCode is
+    /// EXECUTION_REVERTED).
+    pub revert_reason: Option<String>,
     /// The signed ledger transaction (hex), kept between signing and sending so that after an
     /// unknown outcome the same bytes are sent again, never a new signature.
     pub signed_transaction: Option<String>,

@@ -182,7 +182,7 @@ impl Deferred {
                            SELECT * FROM UNNEST($#::uuid[], $#::uuid[], $#::text[], $#::text[], $#::text[], $#::text[], $#::text[],
                                                 $#::bigint[], $#::jsonb[], $#::uuid[], $#::text[], $#::text[], $#::bigint[],
                                                 $#::text[], $#::text[], $#::text[], $#::text[], $#::text[], $#::text[],
-                                                $#::bigint[], $#::bigint[])
+                                                $#::bigint[], $#::bigint[], $#::text[])
                            ON CONFLICT DO NOTHING RETURNING 1)"
                 ),
                 &mut next,
@@ -192,10 +192,12 @@ impl Deferred {
             parts.push(numbered(
                 "o AS (UPDATE operations o
                        SET state = u.state, tx_hash = u.tx_hash, block_number = u.block_number, failure_code = u.failure_code,
-                           reason_code = u.reason_code, signed_transaction = u.signed_transaction, updated_at = u.updated_at
+                           reason_code = u.reason_code, signed_transaction = u.signed_transaction, updated_at = u.updated_at,
+                           revert_reason = u.revert_reason
                        FROM UNNEST($#::uuid[], $#::uuid[], $#::text[], $#::text[], $#::bigint[], $#::text[], $#::text[],
-                                   $#::text[], $#::bigint[])
-                            AS u(tenant_id, id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, updated_at)
+                                   $#::text[], $#::bigint[], $#::text[])
+                            AS u(tenant_id, id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, updated_at,
+                                 revert_reason)
                        WHERE o.tenant_id = u.tenant_id AND o.id = u.id
                        RETURNING 1)",
                 &mut next,
@@ -398,7 +400,8 @@ fn bind_new_operations(query: PgQuery<'static>, operations: &[Operation]) -> Sto
         .bind(text(&|o| o.idempotency_key.clone()))
         .bind(text(&|o| o.correlation_id.clone()))
         .bind(operations.iter().map(|o| o.created_at.as_micros()).collect::<Vec<_>>())
-        .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>()))
+        .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>())
+        .bind(text(&|o| o.revert_reason.clone())))
 }
 
 fn bind_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreResult<PgQuery<'static>> {
@@ -412,7 +415,8 @@ fn bind_operations(query: PgQuery<'static>, operations: &[Operation]) -> StoreRe
         .bind(operations.iter().map(|o| o.failure_code.map(|c| FailureCode::as_str(c).to_owned())).collect::<Vec<_>>())
         .bind(operations.iter().map(|o| o.reason_code.clone()).collect::<Vec<_>>())
         .bind(operations.iter().map(|o| o.signed_transaction.clone()).collect::<Vec<_>>())
-        .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>()))
+        .bind(operations.iter().map(|o| o.updated_at.as_micros()).collect::<Vec<_>>())
+        .bind(operations.iter().map(|o| o.revert_reason.clone()).collect::<Vec<_>>()))
 }
 
 #[cfg(test)]

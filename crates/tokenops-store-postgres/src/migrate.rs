@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (20, "job_partial_indexes", include_str!("../migrations/0020_job_partial_indexes.sql")),
     (22, "signing_leases", include_str!("../migrations/0022_signing_leases.sql")),
     (23, "audit_seals", include_str!("../migrations/0023_audit_seals.sql")),
+    (24, "operation_revert_reason", include_str!("../migrations/0024_operation_revert_reason.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

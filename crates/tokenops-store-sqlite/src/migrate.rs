@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (14, "audit_chain", include_str!("../migrations/0014_audit_chain.sql")),
     (17, "audit_query", include_str!("../migrations/0017_audit_query.sql")),
     (22, "signing_leases", include_str!("../migrations/0022_signing_leases.sql")),
+    (23, "operation_revert_reason", include_str!("../migrations/0023_operation_revert_reason.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),

@@ -61,6 +61,7 @@ fn operation_values(op: &Operation) -> StoreResult<Vec<Value>> {
         op.correlation_id.clone().into(),
         op.created_at.as_micros().into(),
         op.updated_at.as_micros().into(),
+        op.revert_reason.clone().into(),
     ])
 }
 
@@ -176,7 +177,8 @@ impl OperationStore for SqliteTx {
     async fn update(&mut self, op: &Operation) -> StoreResult<()> {
         self.execute(
             "UPDATE operations SET state = ?11, tx_hash = ?12, block_number = ?13, failure_code = ?14,
-                                   reason_code = ?15, signed_transaction = ?16, updated_at = ?21
+                                   reason_code = ?15, signed_transaction = ?16, updated_at = ?21,
+                                   revert_reason = ?22
              WHERE tenant_id = ?2 AND id = ?1",
             params_from_iter(operation_values(op)?),
         )?;

@@ -47,7 +47,7 @@ pub trait OperationStore: Send + TableRows<Operation> {
         accounts: &[AccountRef],
     ) -> StoreResult<SubmissionReads>;
     /// Replaces the mutable fields (state, tx_hash, block_number, failure_code, reason_code,
-    /// signed_transaction, updated_at) of the operation with `operation.id`.
+    /// revert_reason, signed_transaction, updated_at) of the operation with `operation.id`.
     async fn update(&mut self, operation: &Operation) -> StoreResult<()>;
     /// Newest first (created_at, then id, descending).
     async fn list(

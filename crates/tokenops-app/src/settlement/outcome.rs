@@ -27,7 +27,7 @@ impl Pipeline {
         block_number: Option<u64>,
         now: Timestamp,
     ) -> Result<(), JobError> {
-        let reason_code = reason_code_of(code, &reason);
+        let (reason_code, revert_reason) = reason_codes_of(code, &reason);
         let Some(operation) = self
             .advance_row(
                 tx,
@@ -37,6 +37,7 @@ impl Pipeline {
                     o.state = OperationState::Failed;
                     o.failure_code = Some(code);
                     o.reason_code = Some(reason_code);
+                    o.revert_reason = revert_reason;
                     if block_number.is_some() {
                         o.block_number = block_number;
                     }
@@ -132,16 +133,25 @@ impl Pipeline {
     }
 }
 
-/// The short, stable reason code the spec reports: the decoded revert for CHAIN_FAILED
-/// (`InsufficientAvailableBalance`), the policy step's code for VALIDATION_REJECTED (the reason
-/// starts `CODE: `), else a code of the failure.
-fn reason_code_of(code: FailureCode, reason: &str) -> String {
+/// What a CHAIN_FAILED reason says after the decoded revert when the ledger included the
+/// transaction and reverted it (`settlement::track`).
+pub(super) const REVERTED: &str = ": the ledger reverted the transaction";
+
+/// The short, stable reason code the spec reports, and for a revert the decoded revert itself:
+/// EXECUTION_REVERTED (the spec's example) with `InsufficientAvailableBalance` beside it; the
+/// policy step's code for VALIDATION_REJECTED (the reason starts `CODE: `); else a code of the
+/// failure (a submission error's first word for another CHAIN_FAILED).
+fn reason_codes_of(code: FailureCode, reason: &str) -> (String, Option<String>) {
+    let first = |separators: &[char], fallback: &str| reason.split(separators).next().unwrap_or(fallback).to_owned();
     match code {
-        FailureCode::ChainFailed => reason.split([':', ' ']).next().unwrap_or("EXECUTION_REVERTED").to_owned(),
-        FailureCode::SigningRejected => "CUSTODY_REFUSED".to_owned(),
-        FailureCode::RetryExhausted => "DEPENDENCY_UNAVAILABLE".to_owned(),
-        FailureCode::Unprocessable => "UNPROCESSABLE".to_owned(),
-        FailureCode::ValidationRejected => reason.split(':').next().unwrap_or("VALIDATION_REJECTED").to_owned(),
-        other => other.as_str().to_owned(),
+        FailureCode::ChainFailed => match reason.strip_suffix(REVERTED) {
+            Some(revert) => ("EXECUTION_REVERTED".to_owned(), Some(revert.to_owned()).filter(|r| !r.is_empty())),
+            None => (first(&[':', ' '], "EXECUTION_REVERTED"), None),
+        },
+        FailureCode::SigningRejected => ("CUSTODY_REFUSED".to_owned(), None),
+        FailureCode::RetryExhausted => ("DEPENDENCY_UNAVAILABLE".to_owned(), None),
+        FailureCode::Unprocessable => ("UNPROCESSABLE".to_owned(), None),
+        FailureCode::ValidationRejected => (first(&[':'], "VALIDATION_REJECTED"), None),
+        other => (other.as_str().to_owned(), None),
     }
 }

@@ -105,7 +105,7 @@ impl JobHandler for Track {
                 }
                 ReceiptStatus::Included { block_number, outcome: Outcome::Reverted { reason, .. } } => {
                     let row = rows.next().flatten();
-                    let reason = format!("{reason}: the ledger reverted the transaction");
+                    let reason = format!("{reason}{}", super::outcome::REVERTED);
                     p.fail_row(tx.as_mut(), row, from, FailureCode::ChainFailed, reason, Some(block_number), now)
                         .await?;
                 }

@@ -7,7 +7,7 @@ use tokenops_domain::account::AccountRef;
 use tokenops_domain::customer::CustomerRef;
 use tokenops_domain::operation::{FailureCode, Operation, OperationState, TxType};
 
-pub const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at";
+pub const OPERATION_COLUMNS: &str = "id, tenant_id, tx_type, asset_id, account_ref, customer_ref, counterparty_ref, amount, params, lock_id, state, tx_hash, block_number, failure_code, reason_code, signed_transaction, submitted_by, idempotency_key, correlation_id, created_at, updated_at, revert_reason";
 
 pub const OPERATIONS: Table = Table { name: "operations", columns: OPERATION_COLUMNS, key: "id" };
 
@@ -34,6 +34,7 @@ pub fn operation(row: &impl Columns) -> StoreResult<Operation> {
         correlation_id: row.opt_text("correlation_id")?,
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
+        revert_reason: row.opt_text("revert_reason")?,
     })
 }
 

@@ -566,6 +566,7 @@ pub(crate) struct Row {
     pub(crate) tx_hash: String,
     pub(crate) failure_code: String,
     pub(crate) reason_code: String,
+    pub(crate) revert_reason: String,
     pub(crate) key: String,
     pub(crate) account: String,
     pub(crate) counterparty: String,
@@ -578,13 +579,13 @@ pub(crate) async fn operations(db: &impl Sql) -> Vec<Row> {
             "SELECT CAST(id AS TEXT) || '|' || tx_type || '|' || state || '|' || CAST(amount AS TEXT) || '|' || \
              COALESCE(tx_hash, '') || '|' || COALESCE(failure_code, '') || '|' || COALESCE(reason_code, '') || '|' || \
              COALESCE(idempotency_key, '') || '|' || account_ref || '|' || COALESCE(counterparty_ref, '') || '|' || \
-             COALESCE(CAST(lock_id AS TEXT), '') FROM operations",
+             COALESCE(CAST(lock_id AS TEXT), '') || '|' || COALESCE(revert_reason, '') FROM operations",
         )
         .await;
     rows.iter()
         .map(|row| {
             let f: Vec<&str> = row.split('|').collect();
-            assert_eq!(f.len(), 11, "operation row {row}");
+            assert_eq!(f.len(), 12, "operation row {row}");
             Row {
                 id: f[0].to_owned(),
                 tx_type: f[1].to_owned(),
@@ -597,6 +598,7 @@ pub(crate) async fn operations(db: &impl Sql) -> Vec<Row> {
                 account: f[8].to_owned(),
                 counterparty: f[9].to_owned(),
                 lock_id: f[10].to_owned(),
+                revert_reason: f[11].to_owned(),
             }
         })
         .collect()
@@ -859,7 +861,9 @@ pub(crate) fn failures(rows: &[Row]) -> (BTreeMap<String, usize>, Vec<String>) {
 
 /// A FAILED operation whose overdraft the ledger reverted, as the plan intends.
 pub(crate) fn is_reverted_overdraft(row: &Row) -> bool {
-    row.failure_code == "CHAIN_FAILED" && row.reason_code == "InsufficientAvailableBalance"
+    row.failure_code == "CHAIN_FAILED"
+        && row.reason_code == "EXECUTION_REVERTED"
+        && row.revert_reason.starts_with("InsufficientAvailableBalance")
 }
 
 /// The planned overdrafts (of `amount`) that did not fail on the ledger.

@@ -357,9 +357,10 @@ async fn survive(scenario: Scenario) {
                 }
             }
             Answer::Refused(400, _)
-                if s.lock_id.as_deref().and_then(|l| by_id.get(l)).is_some_and(|lock| {
-                    lock.state == "FAILED" && lock.reason_code == "InsufficientAvailableBalance"
-                }) =>
+                if s.lock_id
+                    .as_deref()
+                    .and_then(|l| by_id.get(l))
+                    .is_some_and(|lock| lock.state == "FAILED" && crate::crash_load::is_reverted_overdraft(lock)) =>
             {
                 refused_completions += 1;
             }
@@ -369,7 +370,7 @@ async fn survive(scenario: Scenario) {
                         "; its LOCK {lock_id} is {}",
                         by_id.get(lock_id).map_or("missing".to_owned(), |l| format!(
                             "{} {}/{}",
-                            l.state, l.failure_code, l.reason_code
+                            l.state, l.failure_code, l.revert_reason
                         ))
                     ),
                     None => String::new(),

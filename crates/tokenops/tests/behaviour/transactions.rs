@@ -256,7 +256,8 @@ async fn a_lifecycle_of_mint_transfer_lock_and_release(backend: Backend) {
     assert_eq!(failed["state"], "FAILED", "{failed}");
     assert_eq!(failed["failureCode"], "CHAIN_FAILED", "{failed}");
     assert!(failed["txHash"].is_string() && failed["blockNumber"].is_u64(), "included and reverted: {failed}");
-    assert!(failed["reasonCode"].as_str().is_some_and(|r| r.contains("Insufficient")), "{failed}");
+    assert_eq!(failed["reasonCode"], "EXECUTION_REVERTED", "{failed}");
+    assert!(failed["revertReason"].as_str().is_some_and(|r| r.contains("Insufficient")), "{failed}");
     assert_eq!(balance(&app, "a").await["total"], "70.00");
     assert_eq!(balance(&app, "b").await["total"], "30.00");
     let breaks = app.get("/api/transactions/breaks").await;
@@ -573,7 +574,8 @@ async fn balances_are_not_checked_at_submission_an_overdraft_fails_chain_failed_
     assert_eq!(failed["failureCode"], "CHAIN_FAILED", "{failed}");
     assert_hash(&failed["txHash"]);
     assert!(failed["blockNumber"].as_u64().is_some_and(|b| b > 0), "included and reverted: {failed}");
-    let reason = failed["reasonCode"].as_str().unwrap_or_default();
+    assert_eq!(failed["reasonCode"], "EXECUTION_REVERTED", "the spec's code of a revert: {failed}");
+    let reason = failed["revertReason"].as_str().unwrap_or_default();
     assert!(reason.starts_with("InsufficientAvailableBalance"), "the decoded revert: {failed}");
     for account in ["a", "b"] {
         assert_eq!(amounts(&app, account).await, triple("0.00", "0.00", "0.00"), "no value moved");
@@ -1245,7 +1247,8 @@ async fn an_expired_lock_returns_to_its_owner(backend: Backend) {
     settle(&app).await;
     let reverted = get_operation(&app, &release).await;
     assert_eq!((reverted["state"].as_str(), reverted["failureCode"].as_str()), (Some("FAILED"), Some("CHAIN_FAILED")));
-    assert!(reverted["reasonCode"].as_str().is_some_and(|r| r.starts_with("HoldExpired")), "{reverted}");
+    assert_eq!(reverted["reasonCode"], "EXECUTION_REVERTED", "{reverted}");
+    assert!(reverted["revertReason"].as_str().is_some_and(|r| r.starts_with("HoldExpired")), "{reverted}");
     let after_revert = app.get(&format!("/api/locks/{late_release}")).await;
     assert_eq!(after_revert.body["status"], "ACTIVE", "{}", after_revert.body);
     assert!(after_revert.body.get("completedBy").is_none(), "{}", after_revert.body);
@@ -1616,7 +1619,8 @@ async fn on_anvil_transfers_reverts_and_locks_settle() {
     assert_hash(&failed["txHash"]);
     assert!(failed["blockNumber"].is_u64(), "included and reverted: {failed}");
     assert!(
-        failed["reasonCode"].as_str().is_some_and(|r| r.starts_with("InsufficientAvailableBalance")),
+        failed["reasonCode"] == "EXECUTION_REVERTED"
+            && failed["revertReason"].as_str().is_some_and(|r| r.starts_with("InsufficientAvailableBalance")),
         "the revert decoded: {failed}"
     );
     let reverted = anvil.rpc("eth_getTransactionReceipt", json!([failed["txHash"]])).await;
