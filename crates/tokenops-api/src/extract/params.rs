@@ -5,6 +5,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use tokenops_app::Error;
 use tokenops_domain::Timestamp;
+use uuid::Uuid;
 
 use crate::error::ApiError;
 
@@ -30,6 +31,12 @@ impl QueryParams {
         Ok(first)
     }
 
+    /// The single value of `name`, trimmed; none when it is absent or blank, since a blank
+    /// filter filters nothing.
+    pub fn non_blank(&self, name: &str) -> Result<Option<&str>, Error> {
+        Ok(self.one(name)?.map(str::trim).filter(|v| !v.is_empty()))
+    }
+
     /// Every value of a repeatable parameter, comma-separated values split.
     pub fn all(&self, name: &str) -> Vec<String> {
         self.0
@@ -51,6 +58,13 @@ impl QueryParams {
         self.one(name)?.map(|v| Timestamp::parse_iso8601(v).map_err(|e| Error::invalid_field(name, e))).transpose()
     }
 
+    /// An optional UUID.
+    pub fn uuid(&self, name: &str) -> Result<Option<Uuid>, Error> {
+        self.one(name)?
+            .map(|v| Uuid::parse_str(v).map_err(|_| Error::invalid_field(name, "must be a UUID")))
+            .transpose()
+    }
+
     /// A half-open time window `[from, to)` given by two optional instants; `from` must be
     /// before `to` when both are given.
     pub fn window(&self, from: &str, to: &str) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
@@ -63,20 +77,20 @@ impl QueryParams {
         Ok((start, end))
     }
 
-    /// An optional value that must be one of `allowed` (400 naming them otherwise).
-    pub fn choice<T: Copy>(
+    /// An optional value of a closed vocabulary, given by its wire text: one of `values` (400
+    /// naming them all otherwise).
+    pub fn one_of<T: Copy>(
         &self,
         name: &str,
-        parse: impl Fn(&str) -> Option<T>,
-        allowed: &[&str],
+        values: &[T],
+        text: impl Fn(T) -> &'static str,
     ) -> Result<Option<T>, Error> {
-        self.one(name)?
-            .map(|v| {
-                parse(v).ok_or_else(|| {
-                    Error::invalid_field(name, format!("unknown value {v:?}; allowed: {}", allowed.join(", ")))
-                })
-            })
-            .transpose()
+        let Some(given) = self.one(name)? else { return Ok(None) };
+        let found = values.iter().copied().find(|v| text(*v) == given);
+        found.map(Some).ok_or_else(|| {
+            let allowed: Vec<&str> = values.iter().map(|v| text(*v)).collect();
+            Error::invalid_field(name, format!("unknown value {given:?}; allowed: {}", allowed.join(", ")))
+        })
     }
 }
 

@@ -154,10 +154,9 @@ async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
     )
 )]
 async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
-    let status = params.choice("status", AccountStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
-    let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
-    let customer_ref =
-        params.one("customerRef")?.map(str::trim).filter(|r| !r.is_empty()).map(CustomerRef::parse).transpose();
+    let status = params.one_of("status", &AccountStatus::ALL, AccountStatus::as_str)?;
+    let asset_id = params.non_blank("assetId")?.map(AssetId::parse).transpose();
+    let customer_ref = params.non_blank("customerRef")?.map(CustomerRef::parse).transpose();
     paging::list(&params, STRICT_SIZE, Style::A, async |page| {
         // A reference or an asset that cannot exist matches nothing: an empty page, not an error.
         let (Ok(customer_ref), Ok(asset_id)) = (customer_ref, asset_id) else { return Ok(paging::none_match()) };

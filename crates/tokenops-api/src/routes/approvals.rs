@@ -12,7 +12,6 @@ use tokenops_domain::approval::{ApprovalRequestFilter, ApprovalSource, ApprovalT
 use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState, ApproverExpr, TaskDecision};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::ApiState;
 use crate::error::ApiResult;
@@ -47,8 +46,6 @@ pub type ApprovalTaskPage = PageB<ApprovalTaskOut>;
 /// A page of approval requests (style B), without their tasks.
 pub type ApprovalRequestPage = PageB<ApprovalRequestOut>;
 
-const TASK_STATES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "EXPIRED"];
-
 /// List approval tasks (paging style B, newest first).
 #[utoipa::path(
     get, path = "/api/approvals/tasks", tag = "approvals", operation_id = "approvals.tasks.list",
@@ -72,11 +69,8 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
     }
     let name = if params.has("state") { "state" } else { "status" };
     let state_filter =
-        params.choice(name, ApprovalTaskState::parse, TASK_STATES)?.unwrap_or(ApprovalTaskState::Pending);
-    let request_id = params
-        .one("requestId")?
-        .map(|v| Uuid::parse_str(v).map_err(|_| Error::invalid_field("requestId", "must be a UUID")))
-        .transpose()?;
+        params.one_of(name, &ApprovalTaskState::ALL, ApprovalTaskState::as_str)?.unwrap_or(ApprovalTaskState::Pending);
+    let request_id = params.uuid("requestId")?;
     let approver = params
         .one("approver")?
         .map(|v| ApproverExpr::parse(v).map(|e| e.to_string()).map_err(|e| Error::invalid_field("approver", e)))
@@ -221,13 +215,11 @@ async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn
     .await
 }
 
-const REQUEST_STATUSES: &[&str] = &["PENDING", "APPROVED", "REJECTED", "CANCELLED", "EXPIRED"];
-
 fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> {
     let (resolved_from, resolved_to) = params.window("resolvedFrom", "resolvedTo")?;
     let text = |name: &str| params.one(name).map(|v| v.map(str::to_owned));
     Ok(ApprovalRequestFilter {
-        status: params.choice("status", ApprovalRequestStatus::parse, REQUEST_STATUSES)?,
+        status: params.one_of("status", &ApprovalRequestStatus::ALL, ApprovalRequestStatus::as_str)?,
         acted_by: text("actedBy")?,
         resolved_from,
         resolved_to,

@@ -161,8 +161,7 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
         return Err(Error::invalid_field("query", format!("must be at most {QUERY_MAX_LEN} characters")));
     }
     let text = |name: &str| params.one(name).map(|v| v.map(str::to_owned));
-    let source =
-        params.choice("source", AuditSource::parse, &["API", "WORKER", "SYSTEM"])?.map(|s| s.as_str().to_owned());
+    let source = params.one_of("source", &AuditSource::ALL, AuditSource::as_str)?.map(|s| s.as_str().to_owned());
     Ok(AuditFilter {
         occurred_from,
         occurred_to,

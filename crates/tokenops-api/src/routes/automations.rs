@@ -143,12 +143,8 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
 async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;
     let page = paging::page_request(&params, CLAMPED_SIZE)?;
-    let triggers: Vec<&str> = TriggerType::ALL.iter().map(|t| t.as_str()).collect();
-    let script_id = match params.one("scriptId")? {
-        None => None,
-        Some(text) => Some(Uuid::parse_str(text).map_err(|_| Error::invalid_field("scriptId", "must be a UUID"))?),
-    };
-    let trigger = params.choice("triggerType", TriggerType::parse, &triggers)?;
+    let script_id = params.uuid("scriptId")?;
+    let trigger = params.one_of("triggerType", &TriggerType::ALL, TriggerType::as_str)?;
     // The spec: a status other than the four gives an empty page, not an error.
     let status = params.one("status")?;
     if let Some(text) = status

@@ -191,8 +191,8 @@ async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {
     )
 )]
 async fn list_contracts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
-    let status = params.choice("status", ContractStatus::parse, &["PENDING", "ACTIVE", "INACTIVE", "FAILED"])?;
-    let asset_id = params.one("assetId")?.map(str::trim).filter(|a| !a.is_empty()).map(AssetId::parse).transpose();
+    let status = params.one_of("status", &ContractStatus::ALL, ContractStatus::as_str)?;
+    let asset_id = params.non_blank("assetId")?.map(AssetId::parse).transpose();
     paging::list(&params, STRICT_SIZE, Style::A, async |page| {
         // An asset that cannot exist matches nothing: an empty page, not an error.
         let Ok(asset_id) = asset_id else { return Ok(paging::none_match()) };

@@ -155,7 +155,7 @@ async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {
     )
 )]
 async fn list_customers(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
-    let status = params.choice("status", CustomerStatus::parse, &["ACTIVE", "INACTIVE"])?;
+    let status = params.one_of("status", &CustomerStatus::ALL, CustomerStatus::as_str)?;
     paging::list(&params, STRICT_SIZE, Style::A, async |page| {
         Ok(call.state.app.customers.list(call.scope.tenant, status, page).await?.map(|c| CustomerOut::from(&c)))
     })

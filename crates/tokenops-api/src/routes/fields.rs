@@ -23,6 +23,10 @@ pub fn optional_text(field: &str, value: Option<String>, max: usize) -> Result<O
     Ok(Some(value))
 }
 
+/// The longest first or last name of a person: a user's, and an organisation's owner's, who
+/// becomes its first user.
+pub const PERSON_NAME_MAX: usize = 100;
+
 /// The longest email address this service takes (the SMTP path limit).
 const EMAIL_MAX: usize = 254;
 

@@ -72,11 +72,9 @@ fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error>
     )
 )]
 async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
-    let statuses: Vec<&str> = PolicyStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let rule_types: Vec<&str> = RuleType::ALL.iter().map(|r| r.as_str()).collect();
     let filter = PolicyFilter {
-        status: params.choice("status", PolicyStatus::parse, &statuses)?,
-        rule_type: params.choice("ruleType", RuleType::parse, &rule_types)?,
+        status: params.one_of("status", &PolicyStatus::ALL, PolicyStatus::as_str)?,
+        rule_type: params.one_of("ruleType", &RuleType::ALL, RuleType::as_str)?,
     };
     paging::list(&params, STRICT_SIZE, Style::B, |page| call.state.app.policies.list(call.scope.tenant, filter, page))
         .await

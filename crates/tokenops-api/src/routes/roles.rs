@@ -30,7 +30,7 @@ const SORTABLE: &[(&str, &str)] = &[
     ("id", "id"),
 ];
 
-const NAME_MAX: usize = 100;
+pub(super) const NAME_MAX: usize = 100;
 const DESCRIPTION_MAX: usize = 500;
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {

@@ -148,9 +148,8 @@ pub struct CloneIn {
     )
 )]
 async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
-    let statuses: Vec<&str> = ScriptStatus::ALL.iter().map(|s| s.as_str()).collect();
     let filter = ScriptFilter {
-        status: params.choice("status", ScriptStatus::parse, &statuses)?,
+        status: params.one_of("status", &ScriptStatus::ALL, ScriptStatus::as_str)?,
         name: params.one("name")?.map(str::to_owned),
     };
     let sort = paging::sort_keys(&params, SORTABLE, NEWEST_FIRST)?;

@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{email, text};
+use super::fields::{PERSON_NAME_MAX, email, text};
 use crate::ApiState;
 use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult};
@@ -58,8 +58,8 @@ fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
         id: TenantId(tokenops_domain::new_id()),
         name,
         owner_email: email,
-        owner_first_name: text("owner.firstName", owner.first_name, 100)?,
-        owner_last_name: text("owner.lastName", owner.last_name, 100)?,
+        owner_first_name: text("owner.firstName", owner.first_name, PERSON_NAME_MAX)?,
+        owner_last_name: text("owner.lastName", owner.last_name, PERSON_NAME_MAX)?,
     })
 }
 

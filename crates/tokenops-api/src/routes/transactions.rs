@@ -158,14 +158,10 @@ async fn get_transaction(call: TenantCall<PathId>) -> ApiResult<Response> {
 }
 
 fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
-    let states: Vec<&str> = OperationState::ALL.iter().map(|s| s.as_str()).collect();
-    let types: Vec<&str> = TxType::ALL.iter().map(|t| t.as_str()).collect();
-    let state = params.choice("state", OperationState::parse, &states)?;
-    let tx_type = params.choice("txType", TxType::parse, &types)?;
+    let state = params.one_of("state", &OperationState::ALL, OperationState::as_str)?;
+    let tx_type = params.one_of("txType", &TxType::ALL, TxType::as_str)?;
     let account_ref = params
-        .one("accountRef")?
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
+        .non_blank("accountRef")?
         .map(|r| AccountRef::parse(r).map_err(|e| Error::invalid_field("accountRef", e)))
         .transpose()?;
     Ok(OperationFilter { state, account_ref, tx_type, ..OperationFilter::default() })
@@ -235,14 +231,14 @@ async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Respons
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let (from, to) = params.window("from", "to")?;
     let empty = || paging::respond(Style::A, &paging::none_match::<BreakOut>(), page);
-    let reason = match params.one("reason")?.map(str::trim).filter(|r| !r.is_empty()) {
+    let reason = match params.non_blank("reason")? {
         None => None,
         Some(text) => match BreakReason::parse(text) {
             Some(reason) => Some(reason),
             None => return Ok(empty()),
         },
     };
-    let account_ref = match params.one("accountRef")?.map(str::trim).filter(|r| !r.is_empty()) {
+    let account_ref = match params.non_blank("accountRef")? {
         None => None,
         Some(text) => match AccountRef::parse(text) {
             Ok(r) => Some(r),
@@ -289,8 +285,7 @@ async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
 )]
 async fn list_account_locks(call: TenantCall<PathText>, params: QueryParams) -> ApiResult<Response> {
     let account_ref = call.path.0;
-    let statuses: Vec<&str> = LockStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let status = params.choice("status", LockStatus::parse, &statuses)?;
+    let status = params.one_of("status", &LockStatus::ALL, LockStatus::as_str)?;
     paging::list(&params, STRICT_SIZE, Style::A, async |page| {
         let locks = call.state.app.operations.locks_of(call.scope.tenant, &account_ref, status, page).await?;
         Ok(locks.map(|l| LockOut::from(&l)))

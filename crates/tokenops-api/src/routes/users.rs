@@ -17,7 +17,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{email, optional_text, something_to_change};
+use super::fields::{PERSON_NAME_MAX, email, optional_text, something_to_change};
+use super::roles;
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
@@ -48,7 +49,6 @@ const SORTABLE: &[(&str, &str)] = &[
     ("role.name", "role_name"),
 ];
 
-const NAME_MAX: usize = 100;
 const SEARCH_MAX: usize = 100;
 
 fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
@@ -116,12 +116,12 @@ async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
     ];
     let sort = paging::sort_keys(&params, SORTABLE, &default)?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
-    let search = params.one("search")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    let search = params.non_blank("search")?.map(str::to_owned);
     if search.as_ref().is_some_and(|s| s.chars().count() > SEARCH_MAX) {
         return Err(Error::invalid_field("search", format!("must be at most {SEARCH_MAX} characters")).into());
     }
     let status = params.one("status")?.map(|s| user_status("status", s)).transpose()?;
-    let role_name = params.one("role")?.map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    let role_name = params.non_blank("role")?.map(str::to_owned);
     let users =
         call.state.app.users.list(call.scope.tenant, UserQuery { search, status, role_name }, &sort, page).await?;
     Ok(paging::respond(Style::C, &users, page))
@@ -149,8 +149,8 @@ pub struct InvitationIn {
 /// names to the identity provider); only one longer than the user record holds is refused.
 fn person_name(field: &str, value: Option<String>) -> Result<String, Error> {
     let value = value.map(|v| v.trim().to_owned()).unwrap_or_default();
-    if value.chars().count() > NAME_MAX {
-        return Err(Error::invalid_field(field, format!("must be at most {NAME_MAX} characters")));
+    if value.chars().count() > PERSON_NAME_MAX {
+        return Err(Error::invalid_field(field, format!("must be at most {PERSON_NAME_MAX} characters")));
     }
     Ok(value)
 }
@@ -158,8 +158,8 @@ fn person_name(field: &str, value: Option<String>) -> Result<String, Error> {
 fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     let email = email("email", body.email)?;
     let role_name = match body.role_name {
-        Some(name) if name.chars().count() > NAME_MAX => {
-            return Err(Error::invalid_field("roleName", format!("must be at most {NAME_MAX} characters")));
+        Some(name) if name.chars().count() > roles::NAME_MAX => {
+            return Err(Error::invalid_field("roleName", format!("must be at most {} characters", roles::NAME_MAX)));
         }
         other => other,
     };
@@ -239,7 +239,7 @@ pub struct UserPatch {
 )]
 async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<UserPatch>) -> ApiResult<Response> {
     let id = call.path.then.0;
-    let role_name = optional_text("roleName", body.value.role_name, NAME_MAX)?;
+    let role_name = optional_text("roleName", body.value.role_name, roles::NAME_MAX)?;
     let status = match body.value.status.as_deref() {
         None => None,
         Some(s @ ("ACTIVE" | "SUSPENDED")) => Some(user_status("status", s)?),

@@ -72,15 +72,11 @@ impl WebhookEventOut {
 
 /// The history filters, from the query (list) or a filtered replay's body.
 fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
-    let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
-    let event_type = params.choice("type", EventType::parse, &names)?.map(|t| t.as_str().to_owned());
+    let event_type = params.one_of("type", &EventType::ALL, EventType::as_str)?.map(|t| t.as_str().to_owned());
     let (from, to) = params.window("from", "to")?;
-    let statuses: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let delivery_status = params.choice("status", DeliveryStatus::parse, &statuses)?.map(|s| s.as_str().to_owned());
-    let webhook_id = params
-        .one("webhookId")?
-        .map(|v| uuid::Uuid::parse_str(v).map_err(|_| Error::invalid_field("webhookId", "must be a UUID")))
-        .transpose()?;
+    let delivery_status =
+        params.one_of("status", &DeliveryStatus::ALL, DeliveryStatus::as_str)?.map(|s| s.as_str().to_owned());
+    let webhook_id = params.uuid("webhookId")?;
     Ok(EventFilter { event_type, from, to, delivery_status, webhook_id })
 }
 

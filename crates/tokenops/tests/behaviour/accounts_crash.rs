@@ -3,19 +3,17 @@
 //! holds `account.provision` leases; after a restart every account ends ACTIVE (or FAILED) with
 //! exactly one outcome event, and no two accounts share a wallet.
 
-use crate::crash_load::{job_crash_environment, wait_until};
+use crate::crash_load::{BINARY, Testbed, job_crash_environment, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
+use tokenops_testkit::{Backend, ServiceProcess, backends};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const ACCOUNTS: usize = 50;
 
-fn environment(db: &TestDb, issuer: &TestIssuer, role: &str) -> BTreeMap<String, String> {
-    let mut env = job_crash_environment(db, issuer, role);
+fn environment(bed: &Testbed, role: &str) -> BTreeMap<String, String> {
+    let mut env = job_crash_environment(bed, role);
     env.insert("TOKENOPS_LEDGER_BLOCK_INTERVAL_MS".to_owned(), "20".to_owned());
     env
 }
@@ -73,20 +71,17 @@ impl Client<'_> {
 }
 
 async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backend: Backend) {
-    tokenops_identity::install_crypto_provider();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = ManualClock::starting_at(SystemClock.now());
-    let tenant = issuer.new_tenant(&clock);
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
 
     // The API node serves every request of the test; it runs no jobs.
-    let api = ServiceProcess::start(BINARY, &environment(&db, &issuer, "api")).await;
+    let api = ServiceProcess::start(BINARY, &environment(&bed, "api")).await;
     let client = Client { http: reqwest::Client::new(), node: &api, token: &tenant.token };
 
     // The contract's deployment needs a worker: one runs until the contract is ACTIVE, and
     // stops cleanly, so that nothing provisions the accounts before the crash under test.
     client.post("/api/contracts", json!({ "assetId": "USD" })).await;
-    let deployer = ServiceProcess::start(BINARY, &environment(&db, &issuer, "worker")).await;
+    let deployer = ServiceProcess::start(BINARY, &environment(&bed, "worker")).await;
     wait_until(Duration::from_secs(30), POLL, "the contract deployed", || async {
         client.get("/api/contracts/USD").await["status"] == "ACTIVE"
     })
@@ -103,7 +98,7 @@ async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backen
     assert_eq!(db.count("accounts", "status = 'PENDING'").await, ACCOUNTS as i64, "no worker, no provisioning");
 
     // A worker starts provisioning and is killed while it holds leases.
-    let worker = ServiceProcess::start(BINARY, &environment(&db, &issuer, "worker")).await;
+    let worker = ServiceProcess::start(BINARY, &environment(&bed, "worker")).await;
     wait_until(Duration::from_secs(20), POLL, "a leased account.provision job", || async {
         db.count("jobs", "kind = 'account.provision' AND status = 'running'").await > 0
     })
@@ -131,7 +126,7 @@ async fn provisioning_interrupted_by_sigkill_completes_once_after_restart(backen
     );
 
     // After a restart, every account reaches an outcome.
-    let restarted = ServiceProcess::start(BINARY, &environment(&db, &issuer, "worker")).await;
+    let restarted = ServiceProcess::start(BINARY, &environment(&bed, "worker")).await;
     wait_until(Duration::from_secs(90), POLL, "every account ACTIVE or FAILED", || async {
         db.count("accounts", "status IN ('ACTIVE', 'FAILED')").await == ACCOUNTS as i64
     })

@@ -10,13 +10,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
-use tokenops_testkit::{API_VERSION, Backend, ServiceProcess, TestDb, TestIssuer, backends};
+use tokenops_testkit::{API_VERSION, Backend, ServiceProcess, TestDb, backends};
 use uuid::Uuid;
 
-use crate::crash_load::{service_environment, wait_until};
+use crate::crash_load::{BINARY, Testbed, wait_until};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 /// How many times the service is killed.
 const KILLS: usize = 6;
 /// Concurrent writers.
@@ -25,8 +23,8 @@ const POLL: Duration = Duration::from_millis(20);
 
 backends!(the_chain_verifies_after_sigkills_while_sealing);
 
-fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
-    let mut env = service_environment(db, issuer, "all");
+fn environment(bed: &Testbed) -> BTreeMap<String, String> {
+    let mut env = bed.environment("all");
     env.insert("TOKENOPS_AUDIT_SEAL_MS".to_owned(), "50".to_owned());
     env.insert("TOKENOPS_JOB_LEASE_MS".to_owned(), "1000".to_owned());
     env.insert("TOKENOPS_WORKER_POLL_MS".to_owned(), "50".to_owned());
@@ -96,14 +94,10 @@ fn audit_verify(db: &TestDb, tenant: &str) -> (i32, String) {
 }
 
 async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
-    tokenops_identity::install_crypto_provider();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = ManualClock::starting_at(SystemClock.now());
-    // Long enough for the whole test whatever the service's clock says.
-    let tenant = issuer.new_tenant(&clock);
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
     let tenant_id = tenant.id.as_uuid().to_string();
-    let env = environment(&db, &issuer);
+    let env = environment(&bed);
 
     let mut service = ServiceProcess::start(BINARY, &env).await;
     let base_url = Arc::new(std::sync::RwLock::new(service.base_url.clone()));
@@ -112,9 +106,9 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
 
     for kill in 0..KILLS {
         // Killed just after a block of this organisation lands, while the next seal is due.
-        let before = blocks(&db, &tenant_id).await.len();
+        let before = blocks(db, &tenant_id).await.len();
         wait_until(Duration::from_secs(20), POLL, "a block sealed before the kill", || async {
-            blocks(&db, &tenant_id).await.len() > before
+            blocks(db, &tenant_id).await.len() > before
         })
         .await;
         tokio::time::sleep(Duration::from_millis(10 * (kill as u64 + 1))).await;
@@ -157,7 +151,7 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
     assert_eq!(seqs, (1..=records).collect::<Vec<_>>(), "sequence numbers run 1..={records} without gap or repeat");
 
     // Blocks numbered 1, 2, … each starting where the previous one ended, covering every record.
-    let sealed = blocks(&db, &tenant_id).await;
+    let sealed = blocks(db, &tenant_id).await;
     assert!(sealed.len() > KILLS, "blocks were sealed between the kills: {}", sealed.len());
     let mut next_seq = 1;
     for (i, (number, first_seq, count)) in sealed.iter().enumerate() {
@@ -169,7 +163,7 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
     assert_eq!(next_seq - 1, records, "the blocks cover every record once");
 
     // The store's chain verifies with the binary, against the store's signed head.
-    let (code, out) = audit_verify(&db, &tenant_id);
+    let (code, out) = audit_verify(db, &tenant_id);
     assert_eq!(code, 0, "tokenops audit verify: {out}");
     assert!(out.contains(&records.to_string()), "the verdict counts {records} records: {out}");
 

@@ -5,19 +5,17 @@
 //! operation was submitted twice: the MINTs are three per run and the balance is their sum.
 
 use crate::crash_load::{
-    Answered, Client, amount_text, crash_load_environment, eventually, operations, service_environment, wait_until,
+    Answered, BINARY, Client, Testbed, amount_text, crash_load_environment, eventually, operations, wait_until,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
 
 backends!(runs_are_recorded_once_and_submit_once_across_sigkills_while_running);
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 /// Runs requested in each of the two waves; the service is killed once during each.
 const WAVE: usize = 16;
 const WAVES: usize = 2;
@@ -41,8 +39,8 @@ for part in 1..4 {
 }
 "#;
 
-fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
-    let mut env = service_environment(db, issuer, "all");
+fn environment(bed: &Testbed) -> BTreeMap<String, String> {
+    let mut env = bed.environment("all");
     crash_load_environment(&mut env);
     env.insert("TOKENOPS_LOG".to_owned(), "error".to_owned());
     env
@@ -108,13 +106,10 @@ async fn kill_while_running(service: ServiceProcess, db: &TestDb, wave: usize) -
 }
 
 async fn runs_are_recorded_once_and_submit_once_across_sigkills_while_running(backend: Backend) {
-    tokenops_identity::install_crypto_provider();
     let started = Instant::now();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = ManualClock::starting_at(SystemClock.now());
-    let tenant = issuer.new_tenant(&clock);
-    let env = environment(&db, &issuer);
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
+    let env = environment(&bed);
     let mut service = ServiceProcess::start(BINARY, &env).await;
     let client = Client::new(&service.base_url, &tenant.token, Duration::from_millis(50), 0);
 
@@ -146,7 +141,7 @@ async fn runs_are_recorded_once_and_submit_once_across_sigkills_while_running(ba
     let mut requested: BTreeMap<usize, String> = BTreeMap::new();
     for wave in 0..WAVES {
         let requests = request_wave(&client, &automation, wave);
-        let (at_kill, halfway) = kill_while_running(service, &db, wave).await;
+        let (at_kill, halfway) = kill_while_running(service, db, wave).await;
         assert!(halfway > 0, "kill {}: no run was halfway", wave + 1);
         service = ServiceProcess::start(BINARY, &env).await;
         *client.node.write().unwrap_or_else(PoisonError::into_inner) = service.base_url.clone();
@@ -189,7 +184,7 @@ async fn runs_are_recorded_once_and_submit_once_across_sigkills_while_running(ba
     if history["totalElements"] != json!(WAVE * WAVES) {
         violations.push(format!("the history holds {} runs for {} requested", history["totalElements"], WAVE * WAVES));
     }
-    let rows = operations(&db).await;
+    let rows = operations(db).await;
     let mints: Vec<_> = rows.iter().filter(|r| r.tx_type == "MINT").collect();
     let mut listed = BTreeSet::new();
     for (n, execution) in &requested {

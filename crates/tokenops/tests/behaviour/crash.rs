@@ -2,15 +2,13 @@
 //! SIGKILL run to completion after a restart, exactly once in effect; SIGTERM finishes or
 //! releases leased jobs before exit.
 
-use crate::crash_load::{job_crash_environment, wait_until};
+use crate::crash_load::{BINARY, Testbed, job_crash_environment, wait_until};
 use reqwest::Method;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
+use tokenops_testkit::{Backend, ServiceProcess, backends};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const EVENTS: usize = 400;
 
 /// How often a wait polls.
@@ -42,20 +40,17 @@ async fn make_events(service: &ServiceProcess, token: &str) {
 }
 
 async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exactly_once(backend: Backend) {
-    tokenops_identity::install_crypto_provider();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let clock = ManualClock::starting_at(SystemClock.now());
-    let tenant = issuer.new_tenant(&clock);
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
 
     // An API-only node accepts the writes; their dispatch jobs wait in the queue.
-    let api = ServiceProcess::start(BINARY, &job_crash_environment(&db, &issuer, "api")).await;
+    let api = ServiceProcess::start(BINARY, &job_crash_environment(&bed, "api")).await;
     make_events(&api, &tenant.token).await;
     assert!(api.terminate().await.success());
     assert_eq!(db.count("jobs", "kind = 'event.dispatch' AND status = 'queued'").await, EVENTS as i64);
 
     // A worker node starts on them and is killed while it holds leases.
-    let worker = ServiceProcess::start(BINARY, &job_crash_environment(&db, &issuer, "all")).await;
+    let worker = ServiceProcess::start(BINARY, &job_crash_environment(&bed, "all")).await;
     // A dispatch job specifically: periodic jobs (maintenance, sweeps) also run at start.
     wait_until(Duration::from_secs(20), POLL, "a leased dispatch job", || async {
         db.count("jobs", "kind = 'event.dispatch' AND status = 'running'").await > 0
@@ -94,7 +89,7 @@ async fn a_job_leased_by_a_killed_process_runs_to_completion_after_restart_exact
     }
 
     // After a restart, expired leases are claimed again and everything completes.
-    let restarted = ServiceProcess::start(BINARY, &job_crash_environment(&db, &issuer, "all")).await;
+    let restarted = ServiceProcess::start(BINARY, &job_crash_environment(&bed, "all")).await;
     wait_until(Duration::from_secs(60), POLL, "every job finished", || async {
         db.count("jobs", "status IN ('queued', 'running')").await == 0
     })

@@ -5,20 +5,19 @@
 //! any job enqueued for later, and for a retry's backoff, on the enqueuing node and (on
 //! PostgreSQL) another.
 
-use crate::crash_load::service_environment;
+use crate::crash_load::{BINARY, DropSchema, Testbed};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
+use tokenops_app::clock::{Clock, SystemClock};
 use tokenops_app::jobs::{Backoff, Finished, JobContext, JobError, JobHandler, JobRunner, RunnerSettings};
 use tokenops_domain::Timestamp;
 use tokenops_store::{Job, NewJob, Store};
-use tokenops_testkit::{Backend, ServiceProcess, TestApp, TestDb, TestIssuer, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestApp, backends};
 use tokio_util::sync::CancellationToken;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 /// Operations measured one after the other; the median is asserted, so that one slow moment of
 /// a loaded machine does not fail the test.
 const TRANSFERS: usize = 5;
@@ -28,8 +27,8 @@ const MEDIAN_BOUND: Duration = Duration::from_secs(1);
 
 /// Only what the service needs to run: every timing (worker poll, receipt poll, block interval)
 /// keeps its default, since the default is what this test pins.
-fn environment(db: &TestDb, issuer: &TestIssuer) -> BTreeMap<String, String> {
-    let mut env = service_environment(db, issuer, "all");
+fn environment(bed: &Testbed) -> BTreeMap<String, String> {
+    let mut env = bed.environment("all");
     env.insert("TOKENOPS_LEDGER".to_owned(), "embedded".to_owned());
     env.insert("TOKENOPS_LOG".to_owned(), "error".to_owned());
     env
@@ -93,12 +92,10 @@ where
 }
 
 async fn an_operation_on_an_idle_service_confirms_well_within_the_poll_interval(backend: Backend) {
-    tokenops_identity::install_crypto_provider();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let _schema = DropSchema(&db);
-    let tenant = issuer.new_tenant(&ManualClock::starting_at(SystemClock.now()));
-    let service = ServiceProcess::start(BINARY, &environment(&db, &issuer)).await;
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
+    let _schema = DropSchema(db);
+    let service = ServiceProcess::start(BINARY, &environment(&bed)).await;
     let api = Api {
         http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("http client"),
         base: service.base_url.clone(),
@@ -296,15 +293,6 @@ async fn a_short_claim_tells_when_the_next_queued_job_falls_due(backend: Backend
 
     app.db.execute("UPDATE jobs SET status = 'done' WHERE status = 'queued'").await;
     assert_eq!(claim(5).await, Default::default(), "nothing queued: nothing to wake for");
-}
-
-/// Drops the test's PostgreSQL schema when the test ends, passed or failed.
-struct DropSchema<'a>(&'a TestDb);
-
-impl Drop for DropSchema<'_> {
-    fn drop(&mut self) {
-        self.0.drop_schema();
-    }
 }
 
 backends!(

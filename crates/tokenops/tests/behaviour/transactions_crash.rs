@@ -12,20 +12,18 @@
 //! killed and restarted each time.
 
 use crate::crash_load::{
-    self, Answer, Balances, Client, Detail, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text, balances,
-    by_type, crash_load_environment, eventually, evidence, evidence_report, failures, is_reverted_overdraft,
-    lock_violations, locks, open_accounts, operations, overdraft_violations, service_environment, tx_hashes,
+    self, Answer, BINARY, Balances, Client, Detail, DropSchema, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, Testbed,
+    amount_text, balances, by_type, crash_load_environment, eventually, evidence, evidence_report, failures,
+    is_reverted_overdraft, lock_violations, locks, open_accounts, operations, overdraft_violations, tx_hashes,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::anvil::Anvil;
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const CLIENTS: usize = 16;
 const ACCOUNTS: usize = 8;
 /// Operations not (yet) CONFIRMED or FAILED.
@@ -63,8 +61,8 @@ impl Setup {
     }
 }
 
-fn environment(db: &TestDb, issuer: &TestIssuer, anvil: Option<&Anvil>) -> BTreeMap<String, String> {
-    let mut env = service_environment(db, issuer, "all");
+fn environment(bed: &Testbed, anvil: Option<&Anvil>) -> BTreeMap<String, String> {
+    let mut env = bed.environment("all");
     crash_load_environment(&mut env);
     if let Some(anvil) = anvil {
         env.extend(anvil.ledger_settings());
@@ -122,17 +120,14 @@ async fn two_nodes_survive_sigkills_of_either_each_operation_applied_exactly_onc
 }
 
 async fn survive_sigkills(backend: Backend, setup: Setup) {
-    tokenops_identity::install_crypto_provider();
     assert!(setup.operations.is_multiple_of(CLIENTS), "every client submits the same number");
     let quota = setup.operations / CLIENTS;
     let name = format!("transactions_crash ({backend:?}, {} node(s))", setup.nodes);
     let started = Instant::now();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let _schema = DropSchema(&db);
-    let clock = ManualClock::starting_at(SystemClock.now());
-    let tenant = issuer.new_tenant(&clock);
-    let env = environment(&db, &issuer, setup.anvil.as_ref());
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
+    let _schema = DropSchema(db);
+    let env = environment(&bed, setup.anvil.as_ref());
 
     let mut services = Vec::new();
     for _ in 0..setup.nodes {
@@ -145,7 +140,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     let counters = client.counters.clone();
 
     // One contract, one customer, the accounts; all ACTIVE before the first operation.
-    open_accounts(&client, &db, ACCOUNTS).await;
+    open_accounts(&client, db, ACCOUNTS).await;
     let ready = started.elapsed();
     eprintln!("{name}: {ACCOUNTS} accounts ACTIVE after {ready:?}");
 
@@ -239,7 +234,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
     }
     let open = db.strings(&format!("SELECT CAST(id AS TEXT) FROM operations WHERE {OPEN}")).await;
     if !open.is_empty() {
-        let mut report = evidence_report(&db, open.iter().map(String::as_str), Detail::Brief).await;
+        let mut report = evidence_report(db, open.iter().map(String::as_str), Detail::Brief).await;
         if let Some(anvil) = &setup.anvil {
             report.push_str(&pool_report(anvil).await);
         }
@@ -253,14 +248,14 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
         let mut report = unexpected.join("\n");
         for s in submitted.iter().filter(|s| matches!(s.answer, Answer::GaveUp(_))).take(5) {
             if let Some(lock_id) = &s.lock_id {
-                report.push_str(&format!("\n  the LOCK of {}: {}", s.key, evidence(&db, lock_id, Detail::Brief).await));
+                report.push_str(&format!("\n  the LOCK of {}: {}", s.key, evidence(db, lock_id, Detail::Brief).await));
             }
         }
         violations.push(format!("{} unexpected answers:\n{report}", unexpected.len()));
     }
 
     // Exactly one operation per accepted key, and nothing else.
-    let rows = operations(&db).await;
+    let rows = operations(db).await;
     let by_id: HashMap<&str, &Row> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
     let mut keys_seen: BTreeMap<&str, usize> = BTreeMap::new();
     for row in &rows {
@@ -296,14 +291,14 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
             ));
         }
     }
-    let locks = locks(&db).await;
+    let locks = locks(db).await;
     violations.extend(lock_violations(&rows, &locks));
 
     // No ledger transaction applied twice: each operation that reached the ledger has its own
     // hash, included once, and the ledger holds no transaction that no operation accounts for.
     let reading = Instant::now();
     let (ledger, supply) = match &setup.anvil {
-        None => embedded_chain(&db).await,
+        None => embedded_chain(db).await,
         Some(anvil) => evm_chain(anvil, &client).await,
     };
     let ledger_read_in = reading.elapsed();
@@ -339,7 +334,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
         }
     }
     if !crash_failures.is_empty() {
-        let report = evidence_report(&db, crash_failures.iter().map(String::as_str), Detail::Brief).await;
+        let report = evidence_report(db, crash_failures.iter().map(String::as_str), Detail::Brief).await;
         violations.push(format!(
             "{} operations failed for another reason than an overdraft (a crash must not fail an operation):\n{report}",
             crash_failures.len()
@@ -364,7 +359,7 @@ async fn survive_sigkills(backend: Backend, setup: Setup) {
 
     // Balances: the ledger's per account equals the service's position and the sum of the
     // account's confirmed operations; their sum is minted minus burned.
-    let Balances { minted, burned, shown: balances, violations: found } = balances(&client, &db, &rows, ACCOUNTS).await;
+    let Balances { minted, burned, shown: balances, violations: found } = balances(&client, db, &rows, ACCOUNTS).await;
     violations.extend(found);
     check!(supply == vec![(minted - burned).to_string()], "the token's total supply {supply:?}");
 
@@ -541,15 +536,6 @@ async fn is_gap_filler(anvil: &Anvil, hash: &str) -> bool {
     // transfer(address,uint256): 0xa9059cbb, the recipient and the amount in 32-byte words.
     let filler = format!("0xa9059cbb{:0>64}{:0>64}", text("from").trim_start_matches("0x"), "");
     text("input") == filler
-}
-
-/// Drops the test's PostgreSQL schema when the test ends, passed or failed.
-struct DropSchema<'a>(&'a TestDb);
-
-impl Drop for DropSchema<'_> {
-    fn drop(&mut self) {
-        self.0.drop_schema();
-    }
 }
 
 /// The body planned for `key` (the plan is deterministic, so it can be made again).

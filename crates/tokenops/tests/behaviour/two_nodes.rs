@@ -5,14 +5,12 @@
 //! refused at start, since the chain's mempool and nonces live in the producing process. (Two
 //! full nodes under SIGKILLs, on the EVM ledger: `transactions_crash`.)
 
-use crate::crash_load::{Client, crash_load_environment, open_accounts, service_environment, wait_until};
+use crate::crash_load::{BINARY, Client, Testbed, crash_load_environment, open_accounts, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
+use tokenops_app::clock::{Clock, SystemClock};
+use tokenops_testkit::{Backend, ServiceProcess};
 
 /// One submission under `key` to the node at `base`: status, whether it was a replay, body.
 async fn post(client: &Client, base: &str, path: &str, key: &str, body: &Value) -> (u16, bool, Value) {
@@ -33,12 +31,10 @@ async fn post(client: &Client, base: &str, path: &str, key: &str, body: &Value) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_share_idempotency_and_one_produces_the_embedded_ledger() {
-    tokenops_identity::install_crypto_provider();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(Backend::Postgres).await;
-    let tenant = issuer.new_tenant(&ManualClock::starting_at(SystemClock.now()));
+    let bed = Testbed::start(Backend::Postgres).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
     let node_env = |role: &str| {
-        let mut env = service_environment(&db, &issuer, role);
+        let mut env = bed.environment(role);
         crash_load_environment(&mut env);
         env.insert("TOKENOPS_ROLE".to_owned(), role.to_owned());
         env
@@ -47,7 +43,7 @@ async fn nodes_share_idempotency_and_one_produces_the_embedded_ledger() {
     let a = ServiceProcess::start(BINARY, &node_env("api")).await;
     let b = ServiceProcess::start(BINARY, &node_env("all")).await;
     let client = Client::new(&a.base_url, &tenant.token, Duration::from_millis(50), 0);
-    open_accounts(&client, &db, 2).await;
+    open_accounts(&client, db, 2).await;
 
     // Answered by A, replayed by B: the same operation, marked as a replay.
     let mint = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "acc-0", "amount": "12.34" });

@@ -7,20 +7,18 @@
 //! number), every attempt of a delivery carried the same bytes, those of the event, and no
 //! delivery job is left queued, leased or dead.
 
-use crate::crash_load::{service_environment, wait_until};
-use crate::webhook_operations::settles_at;
+use crate::crash_load::{BINARY, Testbed, wait_until};
+use crate::webhook_operations::assert_settled_by_the_rules;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::webhook_receiver::{ALLOW_CIDRS, ReceivedRequest, Receiver, Response};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
 use uuid::Uuid;
 
 backends!(webhook_deliveries_settle_by_the_rules_across_two_sigkills);
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 /// Events produced in all, a third before each kill and the last third after the second.
 const EVENTS: usize = 48;
 /// Each event's status flip goes to one of these customers in turn.
@@ -34,8 +32,8 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// Short retries (20 ms first delay, 2.4 s cap) and leases, so that a run of eleven attempts
 /// and the recovery from a kill each take seconds.
-fn environment(db: &TestDb, issuer: &TestIssuer, ca: &std::path::Path) -> BTreeMap<String, String> {
-    let mut env = service_environment(db, issuer, "all");
+fn environment(bed: &Testbed, ca: &std::path::Path) -> BTreeMap<String, String> {
+    let mut env = bed.environment("all");
     for (name, value) in [
         ("TOKENOPS_WEBHOOK_ALLOW_CIDRS", ALLOW_CIDRS),
         ("TOKENOPS_WEBHOOK_RETRY_BASE_MS", "20"),
@@ -137,13 +135,11 @@ async fn deliveries_in_flight(db: &TestDb, receiver: &Receiver, seen: usize, pro
 }
 
 async fn webhook_deliveries_settle_by_the_rules_across_two_sigkills(backend: Backend) {
-    tokenops_identity::install_crypto_provider();
     let started = Instant::now();
-    let issuer = TestIssuer::start().await;
-    let db = TestDb::create(backend).await;
-    let tenant = issuer.new_tenant(&ManualClock::starting_at(SystemClock.now()));
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
     let receiver = Receiver::start().await;
-    let env = environment(&db, &issuer, &receiver.write_ca_file(db.dir()));
+    let env = environment(&bed, &receiver.write_ca_file(db.dir()));
     let mut service = ServiceProcess::start(BINARY, &env).await;
     let api = Api {
         client: reqwest::Client::new(),
@@ -187,7 +183,7 @@ async fn webhook_deliveries_settle_by_the_rules_across_two_sigkills(backend: Bac
     let mut kills = Vec::new();
     for kill in 1..=2 {
         let seen = receiver.requests().len();
-        let leased = deliveries_in_flight(&db, &receiver, seen, kill * EVENTS / 3).await;
+        let leased = deliveries_in_flight(db, &receiver, seen, kill * EVENTS / 3).await;
         let produced = db.count("events", "event_type = 'customer.status_changed'").await;
         service.kill9().await;
         let down = Instant::now();
@@ -272,12 +268,7 @@ async fn webhook_deliveries_settle_by_the_rules_across_two_sigkills(backend: Bac
             let numbers: Vec<usize> = by_number.keys().copied().collect();
             assert_eq!(numbers, (1..=numbers.len()).collect::<Vec<_>>(), "{what}: every attempt, in order");
             let answers: Vec<Response> = by_number.into_values().collect();
-            let (at, ok) = settles_at(&answers).unwrap_or_else(|| panic!("{what} should still be queued: {answers:?}"));
-            assert_eq!(at, answers.len(), "{what}: no attempt after it settled ({answers:?})");
-            assert_eq!(delivery["attempts"], at, "{what}: {answers:?}");
-            let status = if ok { "DELIVERED" } else { "PARKED" };
-            assert_eq!(delivery["status"], status, "{what}: {answers:?}");
-            if ok { delivered += 1 } else { parked += 1 }
+            if assert_settled_by_the_rules(delivery, &answers, &what) { delivered += 1 } else { parked += 1 }
         }
     }
     assert!(received.is_empty(), "requests for no delivery: {:?}", received.keys());

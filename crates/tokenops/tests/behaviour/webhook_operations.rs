@@ -317,7 +317,7 @@ async fn the_jws_key_rotates_through_the_published_jwks(backend: Backend) {
 
 /// What the delivery rules make of the answers one delivery's attempts got, in order: the
 /// attempt it settled at and whether it was delivered; `None` while it should still be queued.
-pub(crate) fn settles_at(answers: &[Response]) -> Option<(usize, bool)> {
+fn settles_at(answers: &[Response]) -> Option<(usize, bool)> {
     for (i, answer) in answers.iter().enumerate() {
         let attempt = i + 1;
         match answer {
@@ -337,6 +337,19 @@ pub(crate) fn settles_at(answers: &[Response]) -> Option<(usize, bool)> {
         }
     }
     None
+}
+
+/// Checks that `delivery`, as the service lists it, settled as the delivery rules make of
+/// `answers` (its attempts' answers, in order): at its last attempt, with that attempt count and
+/// the status it calls for. Whether it was delivered (else parked); `what` names it on failure.
+#[track_caller]
+pub(crate) fn assert_settled_by_the_rules(delivery: &Value, answers: &[Response], what: &str) -> bool {
+    let (at, ok) = settles_at(answers).unwrap_or_else(|| panic!("{what} should still be queued: {answers:?}"));
+    assert_eq!(at, answers.len(), "{what}: no attempt after it settled ({answers:?})");
+    assert_eq!(delivery["attempts"], at, "{what}: {answers:?}");
+    let status = if ok { "DELIVERED" } else { "PARKED" };
+    assert_eq!(delivery["status"], status, "{what}: {answers:?}");
+    ok
 }
 
 async fn under_chaos_every_delivery_settles_by_the_rules(backend: Backend) {
@@ -409,12 +422,11 @@ async fn under_chaos_every_delivery_settles_by_the_rules(backend: Backend) {
         let first = requests[0].body.clone();
         assert!(requests.iter().all(|r| r.body == first), "byte-identical bodies ({event_id})");
         let answers: Vec<Response> = requests.iter().map(|r| r.answer.clone()).collect();
-        let (at, ok) = settles_at(&answers).unwrap_or_else(|| panic!("{event_id} should still be queued: {answers:?}"));
-        assert_eq!(at, requests.len(), "no attempt after it settled ({event_id}: {answers:?})");
-        assert_eq!(delivery["attempts"], at, "{event_id}: {answers:?}");
-        let status = if ok { "DELIVERED" } else { "PARKED" };
-        assert_eq!(delivery["status"], status, "{event_id}: {answers:?} (seed {seed})");
-        if ok { delivered += 1 } else { parked += 1 }
+        if assert_settled_by_the_rules(delivery, &answers, &format!("{event_id} (seed {seed})")) {
+            delivered += 1
+        } else {
+            parked += 1
+        }
     }
     assert!(by_event.is_empty(), "requests for no event: {:?}", by_event.keys());
     eprintln!(
