@@ -13,6 +13,7 @@ use tokenops_domain::audit::AuditFilter;
 use tokenops_domain::automation::{AutomationFilter, AutomationStatus, ExecutionFilter};
 use tokenops_domain::contract::ContractFilter;
 use tokenops_domain::operation::{BreakFilter, LockStatus, OperationFilter};
+use tokenops_domain::policy::{PolicyAction, PolicyStatus, RuleType};
 use tokenops_domain::script::{ScriptFilter, ScriptStatus};
 use uuid::Uuid;
 
@@ -112,9 +113,14 @@ impl<D: Dialect> Clause<D> {
         format!("SELECT COUNT(*) AS total FROM {table} WHERE {}", self.sql)
     }
 
+    /// Every row of `table` the clause selects (`columns` of them, in `order`).
+    pub fn rows_sql(&self, table: &str, columns: &str, order: &str) -> String {
+        format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order}", self.sql)
+    }
+
     /// One page of the rows of `table` the clause selects (`columns` of them, in `order`).
     pub fn page_sql(&self, table: &str, columns: &str, order: &str) -> String {
-        format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} {}", self.sql, self.limit_offset())
+        format!("{} {}", self.rows_sql(table, columns, order), self.limit_offset())
     }
 }
 
@@ -171,6 +177,21 @@ pub fn approval_tasks(filter: &ApprovalTaskFilter) -> Vec<Condition> {
     Conditions::default()
         .equal("state", Some(text(filter.state.as_str())))
         .equal("request_id", filter.request_id.map(KeyValue::Id))
+        .0
+}
+
+/// One approval request's tasks.
+pub fn tasks_of_request(request_id: Uuid) -> Vec<Condition> {
+    Conditions::default().equal("request_id", Some(KeyValue::Id(request_id))).0
+}
+
+/// The policies holding a (rule type, action, template key) slot: all but the ARCHIVED ones.
+pub fn policy_slot(rule_type: RuleType, action: PolicyAction, template_key: &str) -> Vec<Condition> {
+    Conditions::default()
+        .equal("rule_type", Some(text(rule_type.as_str())))
+        .equal("action", Some(text(action.as_str())))
+        .equal("template_key", Some(text(template_key)))
+        .compare("status", "<>", Some(text(PolicyStatus::Archived.as_str())))
         .0
 }
 
