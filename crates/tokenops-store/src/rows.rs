@@ -53,7 +53,7 @@ pub use policies::{
     policy_with_version, policy_with_version_columns,
 };
 pub use policy_templates::{TEMPLATE_COLUMNS, TEMPLATES, tenant_template};
-pub use roles::{ROLE_COLUMNS, role};
+pub use roles::{ROLE_COLUMNS, ROLE_UPDATE_COLUMNS, ROLES, role};
 pub use scripts::{
     AUTOMATION_COLUMNS, AUTOMATIONS, EXECUTION_COLUMNS, EXECUTIONS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS,
     SCRIPT_VERSIONS, SCRIPTS, automation, execution, script, script_version,
