@@ -4,9 +4,7 @@
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
-use tokenops_domain::TenantId;
-use tokenops_domain::account::{Account, AccountStatus};
-use tokenops_domain::customer::CustomerRef;
+use tokenops_domain::account::Account;
 use tokenops_store::rows::ACCOUNT_COLUMNS;
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
@@ -20,25 +18,5 @@ impl AccountStore for PostgresTx {
              ORDER BY id LIMIT $2"
         );
         self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(after).bind(i64::from(limit)), codec::decoded).await
-    }
-
-    async fn for_customer_in_status(
-        &mut self,
-        tenant: TenantId,
-        customer_ref: &CustomerRef,
-        status: AccountStatus,
-    ) -> StoreResult<Vec<Account>> {
-        let sql = format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = $1 AND customer_ref = $2 AND status = $3
-             ORDER BY created_at ASC, id ASC FOR UPDATE"
-        );
-        self.fetch_all(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(tenant.as_uuid())
-                .bind(customer_ref.as_str())
-                .bind(status.as_str()),
-            codec::decoded,
-        )
-        .await
     }
 }

@@ -8,9 +8,8 @@ use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilte
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
+use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreResult};
-use uuid::Uuid;
 
 #[async_trait]
 impl ApprovalStore for PostgresTx {
@@ -53,25 +52,6 @@ impl ApprovalStore for PostgresTx {
             .bind(tenant.as_uuid())
             .bind(resource_type)
             .bind(resource_ids),
-            codec::decoded,
-        )
-        .await
-    }
-
-    async fn tasks_of(
-        &mut self,
-        tenant: TenantId,
-        request_id: Uuid,
-        for_update: bool,
-    ) -> StoreResult<Vec<ApprovalTask>> {
-        let lock = if for_update { " FOR UPDATE" } else { "" };
-        self.fetch_all(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = $1 AND request_id = $2
-                 ORDER BY step ASC, created_at ASC, id ASC{lock}"
-            )))
-            .bind(tenant.as_uuid())
-            .bind(request_id),
             codec::decoded,
         )
         .await

@@ -107,6 +107,22 @@ impl<T: Decode + Send> TableRows<T> for PostgresTx {
             KeyValue::Id(v) => self.fetch_by_key(table, tenant, v, suffix, codec::decoded).await,
         }
     }
+
+    async fn rows_where(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        conditions: Vec<Condition>,
+        order: &str,
+        for_update: bool,
+    ) -> StoreResult<Vec<T>> {
+        let clause = Clause::of(conditions);
+        let mut sql = clause.rows_sql(table.name, table.columns, order);
+        if for_update {
+            sql.push_str(" FOR UPDATE");
+        }
+        self.fetch_all(bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))), codec::decoded).await
+    }
 }
 
 #[async_trait]

@@ -1,14 +1,15 @@
 //! Approval groups and their members on PostgreSQL: `GroupStore`.
 //!
 //! Group keys are compared ignoring case through a folded copy stored beside them
-//! (`codec::folded`), which carries the uniqueness.
+//! (`encode::folded`, written with the row by the store's `rows::GROUPS`), which carries the
+//! uniqueness.
 
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
-use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
+use tokenops_store::{GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
 
 /// A group's members (`$1` the tenant, `$2` the group): memberships of users still in the
@@ -18,22 +19,6 @@ const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id
 
 #[async_trait]
 impl GroupStore for PostgresTx {
-    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        self.insert_new(sqlx::query(
-            "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(group.id)
-        .bind(group.tenant_id.as_uuid())
-        .bind(&group.key)
-        .bind(codec::folded(&group.key))
-        .bind(&group.name)
-        .bind(group.status.as_str())
-        .bind(group.created_at.as_micros())
-        .bind(group.updated_at.as_micros()), "group id or key").await
-    }
-
     async fn add_member(
         &mut self,
         tenant: TenantId,

@@ -8,7 +8,7 @@
 //! plain indexed statement rather than one with `$n IS NULL OR …` terms. No request text reaches
 //! the SQL.
 
-use crate::clause::{self, Clause};
+use crate::clause::{self, Pg};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use std::sync::LazyLock;
@@ -27,60 +27,33 @@ use uuid::Uuid;
 static SUBMISSION_READS: LazyLock<String> =
     LazyLock::new(|| rows::submission_reads_sql("$1", "$2", "$3", "a.account_ref = ANY($4)"));
 
-/// An operation list's selection: the filters after `tenant_id = $1`, and the placeholder of
-/// the account filter if there is one.
-///
-/// An account's operations are those it originates and those it is the counterparty of: two
-/// selections, one per index, the second leaving out what the first has. Each is cut to the
-/// rows the page can need (`ORDER BY … LIMIT` in its own parentheses, a backward scan of its
-/// index), and the two are merged in list order (a Merge Append). An `OR` of the two would fetch
-/// and sort every one of a busy account's operations, or scan the whole organisation's list.
-struct OperationSelection {
-    clause: Clause,
-    account: Option<String>,
+/// An operation list's selection on PostgreSQL, whose row comparison reads the keyset's position
+/// off the index.
+type OperationSelection = conditions::OperationSelection<Pg>;
+
+fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> OperationSelection {
+    OperationSelection::new(filter, after, "state", |at, id| format!("(created_at, id) < ({at}, {id})"))
 }
 
-impl OperationSelection {
-    fn new(filter: &OperationFilter, after: Option<KeysetPosition>) -> Self {
-        let mut clause = Clause::new();
-        let account = filter.account_ref.as_ref().map(|a| clause.param(a.as_str().into()));
-        if let Some(state) = filter.state {
-            let p = clause.param(state.as_str().into());
-            clause.and(&format!("state = {p}"));
-        }
-        clause.extend(conditions::operations(filter));
-        if let Some(after) = after {
-            let at = clause.param(after.at_micros.into());
-            let id = clause.param(after.id.into());
-            clause.and(&format!("(created_at, id) < ({at}, {id})"));
-        }
-        Self { clause, account }
+/// The rows of `selection`, newest first, then `window` (LIMIT and OFFSET); `reach` is the
+/// placeholder of LIMIT + OFFSET, the most rows of one selection the window can need (used, and
+/// to be bound, only with an account filter).
+///
+/// With an account, each of its two selections is cut to the rows the page can need (`ORDER BY …
+/// LIMIT` in its own parentheses, a backward scan of its index), and the two are merged in list
+/// order (a Merge Append): an `OR` of the two would fetch and sort every one of a busy account's
+/// operations.
+fn rows_sql(selection: &OperationSelection, window: &str, reach: &str) -> String {
+    const ORDER: &str = "ORDER BY created_at DESC, id DESC";
+    let wheres = selection.wheres();
+    if let [only] = wheres.as_slice() {
+        return format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE {only} {ORDER} {window}");
     }
-
-    /// The WHERE clause of each selection whose rows together are the list's (disjoint).
-    fn wheres(&self) -> Vec<String> {
-        conditions::operation_selections(&self.clause.sql, self.account.as_deref())
-    }
-
-    fn count_sql(&self) -> String {
-        conditions::operation_count_sql(&self.wheres())
-    }
-
-    /// The rows, newest first, then `window` (LIMIT and OFFSET); `reach` is the placeholder of
-    /// LIMIT + OFFSET, the most rows of one selection the window can need (used, and to be
-    /// bound, only with an account filter).
-    fn rows_sql(&self, window: &str, reach: &str) -> String {
-        const ORDER: &str = "ORDER BY created_at DESC, id DESC";
-        let wheres = self.wheres();
-        if let [only] = wheres.as_slice() {
-            return format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE {only} {ORDER} {window}");
-        }
-        let selects: Vec<String> = wheres
-            .iter()
-            .map(|w| format!("(SELECT {OPERATION_COLUMNS} FROM operations WHERE {w} {ORDER} LIMIT {reach})"))
-            .collect();
-        format!("SELECT {OPERATION_COLUMNS} FROM ({}) AS o {ORDER} {window}", selects.join(" UNION ALL "))
-    }
+    let selects: Vec<String> = wheres
+        .iter()
+        .map(|w| format!("(SELECT {OPERATION_COLUMNS} FROM operations WHERE {w} {ORDER} LIMIT {reach})"))
+        .collect();
+    format!("SELECT {OPERATION_COLUMNS} FROM ({}) AS o {ORDER} {window}", selects.join(" UNION ALL "))
 }
 
 #[async_trait]
@@ -169,11 +142,11 @@ impl OperationStore for PostgresTx {
         filter: &OperationFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Operation>> {
-        let selection = OperationSelection::new(filter, None);
+        let selection = selection(filter, None);
         let clause = &selection.clause;
         self.flush().await?;
         let total = self.count_of(clause, tenant, selection.count_sql()).await?;
-        let sql = selection.rows_sql(&clause.limit_offset(), &clause.placeholder(clause.next() + 2));
+        let sql = rows_sql(&selection, &clause.limit_offset(), &clause.placeholder(clause.next() + 2));
         let offset = codec::sql_i64(page.offset());
         let mut query =
             clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(page.size)).bind(offset);
@@ -190,10 +163,10 @@ impl OperationStore for PostgresTx {
         filter: &OperationFilter,
         window: KeysetRequest,
     ) -> StoreResult<Vec<Operation>> {
-        let selection = OperationSelection::new(filter, window.after);
+        let selection = selection(filter, window.after);
         let clause = &selection.clause;
         let limit = clause.placeholder(clause.next());
-        let sql = selection.rows_sql(&format!("LIMIT {limit}"), &limit);
+        let sql = rows_sql(&selection, &format!("LIMIT {limit}"), &limit);
         self.fetch_all(
             clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
             codec::decoded,

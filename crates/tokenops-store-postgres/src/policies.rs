@@ -1,5 +1,5 @@
 //! Policies and their versions on PostgreSQL: `PolicyStore`. Activation locks the slot's
-//! candidate rows (`lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
+//! candidate rows (the store's `lock_slot`, `FOR UPDATE` in id order), so two activations of one slot
 //! apply one after the other.
 
 use crate::{PostgresTx, codec};
@@ -7,10 +7,8 @@ use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
-use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion, RuleType};
-use tokenops_store::rows::{
-    self, CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy_with_version_columns,
-};
+use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyVersion};
+use tokenops_store::rows::{self, CURRENT_POLICY_VERSION, POLICY_VERSION_COLUMNS, policy_with_version_columns};
 use tokenops_store::{PolicyStore, StoreError, StoreResult};
 use uuid::Uuid;
 
@@ -41,29 +39,6 @@ impl PolicyStore for PostgresTx {
             |q| q.bind(tenant.as_uuid()).bind(status.clone()).bind(rule_type.clone()),
             page,
             decode_joined,
-        )
-        .await
-    }
-
-    async fn lock_slot(
-        &mut self,
-        tenant: TenantId,
-        rule_type: RuleType,
-        action: PolicyAction,
-        template_key: &str,
-    ) -> StoreResult<Vec<Policy>> {
-        let sql = format!(
-            "SELECT {POLICY_COLUMNS} FROM policies
-             WHERE tenant_id = $1 AND rule_type = $2 AND action = $3 AND template_key = $4 AND status <> 'ARCHIVED'
-             ORDER BY id ASC FOR UPDATE"
-        );
-        self.fetch_all(
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(tenant.as_uuid())
-                .bind(rule_type.as_str())
-                .bind(action.as_str())
-                .bind(template_key.to_owned()),
-            codec::decoded,
         )
         .await
     }

@@ -4,23 +4,20 @@
 //! (`codec::folded`), which carries the uniqueness. Renaming a role, the one update that can
 //! violate a unique index, runs under a savepoint.
 
+use crate::clause::{Pg, bind_values};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::Postgres;
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_store::rows::ROLE_COLUMNS;
+use tokenops_store::conditions::Dialect;
+use tokenops_store::rows::{self, Encode, ROLE_COLUMNS, ROLE_UPDATE_COLUMNS};
 use tokenops_store::sorting::{ROLE_SORT, order_by};
-use tokenops_store::{RoleRecord, RoleStore, StoreError, StoreResult};
+use tokenops_store::{RoleRecord, RoleStore, StoreResult};
 use uuid::Uuid;
 
 /// The roles an organisation sees, `$1` the tenant: the platform rows (NULL tenant) and its own.
 const ROLE_SCOPE: &str = "(tenant_id = $1 OR tenant_id IS NULL)";
-
-/// The organisation of a custom role; platform roles are never written through the store.
-fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
-    role.tenant_id.ok_or_else(|| StoreError::Backend("only an organisation's custom role can be written".into()))
-}
 
 impl PostgresTx {
     /// The role matching `condition`, in which `$1` is the tenant and `$2` the value.
@@ -32,45 +29,16 @@ impl PostgresTx {
         self.fetch_optional(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(value), codec::decoded)
             .await
     }
+}
 
-    /// Whether a role the organisation sees, other than `except`, has the folded name: platform
-    /// names are taken in every organisation, which no unique index can say.
-    async fn role_name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
+#[async_trait]
+impl RoleStore for PostgresTx {
+    async fn name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool> {
         let sql = format!("SELECT COUNT(*) FROM roles WHERE {ROLE_SCOPE} AND name_folded = $2 AND id <> $3");
         let count: i64 = self
             .scalar(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant.as_uuid()).bind(name_folded).bind(except))
             .await?;
         Ok(count > 0)
-    }
-}
-
-#[async_trait]
-impl RoleStore for PostgresTx {
-    async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()> {
-        let tenant = custom_role_tenant(role)?;
-        let name_folded = codec::folded(&role.name);
-        // Platform rows never change, so checking them first cannot race; a concurrent custom
-        // role of the same name meets the unique index.
-        if self.role_name_taken(tenant, &name_folded, role.id).await? {
-            return Err(codec::conflict("role name"));
-        }
-        self.insert_new(
-            sqlx::query(
-                "INSERT INTO roles (id, tenant_id, name, name_folded, description, permissions, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT DO NOTHING",
-            )
-            .bind(role.id)
-            .bind(tenant.as_uuid())
-            .bind(&role.name)
-            .bind(&name_folded)
-            .bind(&role.description)
-            .bind(&role.permissions)
-            .bind(role.created_at.as_micros())
-            .bind(role.updated_at.as_micros()),
-            "role id or name",
-        )
-        .await
     }
 
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>> {
@@ -92,28 +60,14 @@ impl RoleStore for PostgresTx {
     }
 
     async fn update(&mut self, role: &RoleRecord) -> StoreResult<()> {
-        let tenant = custom_role_tenant(role)?;
-        let name_folded = codec::folded(&role.name);
-        if self.role_name_taken(tenant, &name_folded, role.id).await? {
-            return Err(codec::conflict("role name"));
-        }
+        self.check_name(role).await?;
+        let values = rows::ROLES.update_values(&role.values()?, &ROLE_UPDATE_COLUMNS)?;
         // A concurrent role of the same name can still meet the unique index here. Under a
         // savepoint, that violation leaves the transaction usable, as it does on SQLite.
         self.flush().await?;
         let mut savepoint = sqlx::Acquire::begin(&mut self.tx).await.map_err(codec::backend)?;
-        let outcome = sqlx::query(
-            "UPDATE roles SET name = $1, name_folded = $2, description = $3, permissions = $4, updated_at = $5
-             WHERE tenant_id = $6 AND id = $7",
-        )
-        .bind(&role.name)
-        .bind(&name_folded)
-        .bind(&role.description)
-        .bind(&role.permissions)
-        .bind(role.updated_at.as_micros())
-        .bind(tenant.as_uuid())
-        .bind(role.id)
-        .execute(&mut *savepoint)
-        .await;
+        let sql = rows::ROLES.update_sql(Pg::SIGIL, &ROLE_UPDATE_COLUMNS);
+        let outcome = bind_values(sqlx::query(sqlx::AssertSqlSafe(sql)), values).execute(&mut *savepoint).await;
         match outcome {
             Ok(_) => savepoint.commit().await.map_err(codec::backend),
             Err(error) => {

@@ -12,29 +12,7 @@ impl SigningKeyStore for PostgresTx {
             sqlx::query(
                 "SELECT kid, sealed_key, created_at, retire_at FROM signing_keys ORDER BY created_at ASC, kid ASC",
             ),
-            |row| {
-                Ok(SigningKeyRecord {
-                    kid: codec::get(row, "kid")?,
-                    sealed_key: codec::get(row, "sealed_key")?,
-                    created_at: codec::ts(codec::get(row, "created_at")?),
-                    retire_at: codec::opt_ts(codec::get(row, "retire_at")?),
-                })
-            },
-        )
-        .await
-    }
-
-    async fn insert(&mut self, key: &SigningKeyRecord) -> StoreResult<()> {
-        self.insert_new(
-            sqlx::query(
-                "INSERT INTO signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT DO NOTHING",
-            )
-            .bind(&key.kid)
-            .bind(&key.sealed_key)
-            .bind(key.created_at.as_micros())
-            .bind(key.retire_at.map(Timestamp::as_micros)),
-            "signing key id",
+            codec::decoded,
         )
         .await
     }

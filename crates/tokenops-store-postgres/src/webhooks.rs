@@ -127,22 +127,7 @@ impl WebhookStore for PostgresTx {
             sqlx::query(
                 "SELECT kid, sealed_key, created_at, retire_at FROM webhook_signing_keys ORDER BY created_at, kid",
             ),
-            |row| rows::webhook_signing_key(&codec::Cols(row)),
-        )
-        .await
-    }
-
-    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
-        self.insert_new(
-            sqlx::query(
-                "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT DO NOTHING",
-            )
-            .bind(key.kid.clone())
-            .bind(key.sealed_key.clone())
-            .bind(key.created_at.as_micros())
-            .bind(key.retire_at.map(Timestamp::as_micros)),
-            "webhook signing key",
+            codec::decoded,
         )
         .await
     }

@@ -4,9 +4,7 @@
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
-use tokenops_domain::TenantId;
-use tokenops_domain::account::{Account, AccountStatus};
-use tokenops_domain::customer::CustomerRef;
+use tokenops_domain::account::Account;
 use tokenops_store::rows::ACCOUNT_COLUMNS;
 use tokenops_store::{AccountStore, StoreResult};
 use uuid::Uuid;
@@ -20,24 +18,5 @@ impl AccountStore for SqliteTx {
              ORDER BY id LIMIT ?2"
         );
         self.fetch_all(&sql, params![after.map(codec::id_text), i64::from(limit)], codec::decoded)
-    }
-
-    async fn for_customer_in_status(
-        &mut self,
-        tenant: TenantId,
-        customer_ref: &CustomerRef,
-        status: AccountStatus,
-    ) -> StoreResult<Vec<Account>> {
-        // Write transactions run one at a time on the single writer: the rows are already held.
-        self.require_write("reading a customer's accounts for update")?;
-        let sql = format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE tenant_id = ?1 AND customer_ref = ?2 AND status = ?3
-             ORDER BY created_at ASC, id ASC"
-        );
-        self.fetch_all(
-            &sql,
-            params![codec::id_text(tenant.as_uuid()), customer_ref.as_str(), status.as_str()],
-            codec::decoded,
-        )
     }
 }

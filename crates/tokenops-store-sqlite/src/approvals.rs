@@ -10,9 +10,8 @@ use tokenops_domain::approval::{ApprovalRequest, ApprovalTask, ApprovalTaskFilte
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::conditions;
-use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS, APPROVAL_TASK_COLUMNS};
+use tokenops_store::rows::{self, APPROVAL_REQUEST_COLUMNS};
 use tokenops_store::{ApprovalStore, StoreResult};
-use uuid::Uuid;
 
 #[async_trait]
 impl ApprovalStore for SqliteTx {
@@ -52,26 +51,6 @@ impl ApprovalStore for SqliteTx {
                  WHERE tenant_id = ?1 AND resource_type = ?2 AND resource_id IN (SELECT value FROM json_each(?3))"
             ),
             params![codec::id_text(tenant.as_uuid()), resource_type, ids],
-            codec::decoded,
-        )
-    }
-
-    async fn tasks_of(
-        &mut self,
-        tenant: TenantId,
-        request_id: Uuid,
-        for_update: bool,
-    ) -> StoreResult<Vec<ApprovalTask>> {
-        if for_update {
-            // The single writer already holds them.
-            self.require_write("reading approval tasks for update")?;
-        }
-        self.fetch_all(
-            &format!(
-                "SELECT {APPROVAL_TASK_COLUMNS} FROM approval_tasks WHERE tenant_id = ?1 AND request_id = ?2
-                 ORDER BY step ASC, created_at ASC, id ASC"
-            ),
-            params![codec::id_text(tenant.as_uuid()), codec::id_text(request_id)],
             codec::decoded,
         )
     }

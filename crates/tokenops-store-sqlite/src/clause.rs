@@ -108,6 +108,23 @@ impl<T: Decode + Send> TableRows<T> for SqliteTx {
         }
         self.fetch_by_key(table, tenant, Sqlite::value(key.into()), codec::decoded)
     }
+
+    async fn rows_where(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        conditions: Vec<Condition>,
+        order: &str,
+        for_update: bool,
+    ) -> StoreResult<Vec<T>> {
+        // As `row_by_key`: the single writer holds the rows already.
+        if for_update {
+            self.require_write(&format!("reading rows of {} for update", table.name))?;
+        }
+        let clause = Clause::of(conditions);
+        let sql = clause.rows_sql(table.name, table.columns, order);
+        self.fetch_all(&sql, params_from_iter(values(&clause, tenant)), codec::decoded)
+    }
 }
 
 #[async_trait]

@@ -1,7 +1,8 @@
 //! Approval groups and their members on SQLite: `GroupStore`.
 //!
 //! Group keys are compared ignoring case through a folded copy stored beside them
-//! (`codec::folded`), which carries the uniqueness.
+//! (`encode::folded`, written with the row by the store's `rows::GROUPS`), which carries the
+//! uniqueness.
 
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -9,7 +10,7 @@ use rusqlite::params;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows;
-use tokenops_store::{GroupRecord, GroupStore, StoreResult, UserRecord};
+use tokenops_store::{GroupStore, StoreResult, UserRecord};
 use uuid::Uuid;
 
 /// A group's members (`?1` the tenant, `?2` the group): memberships of users still in the
@@ -19,24 +20,6 @@ const MEMBERS: &str = "approval_group_members m JOIN users u ON u.id = m.user_id
 
 #[async_trait]
 impl GroupStore for SqliteTx {
-    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO approval_groups (id, tenant_id, group_key, key_folded, name, status, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                codec::id_text(group.id),
-                codec::id_text(group.tenant_id.as_uuid()),
-                &group.key,
-                codec::folded(&group.key),
-                &group.name,
-                group.status.as_str(),
-                group.created_at.as_micros(),
-                group.updated_at.as_micros(),
-            ],
-        )?;
-        Ok(())
-    }
-
     async fn add_member(
         &mut self,
         tenant: TenantId,

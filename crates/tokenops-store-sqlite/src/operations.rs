@@ -5,7 +5,7 @@
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
 //! SQL.
 
-use crate::clause::{self, Clause};
+use crate::clause::{self, Sqlite};
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -65,52 +65,25 @@ fn operation_values(op: &Operation) -> StoreResult<Vec<Value>> {
     ])
 }
 
-/// An operation list's selection: the filters after `tenant_id = ?1`, and the placeholder of
-/// the account filter if there is one.
-///
-/// An account's operations are those it originates and those it is the counterparty of: two
-/// selections, one per index, merged in list order (`UNION ALL`, which SQLite merges from two
-/// ordered index scans), the second leaving out what the first has. An `OR` of the two would
-/// scan the whole organisation's list instead. With an account, the state is compared as
-/// `+state`, which keeps SQLite (which has no statistics here) on the account's indexes.
-struct OperationSelection {
-    clause: Clause,
-    account: Option<String>,
+/// An operation list's selection on SQLite.
+type OperationSelection = conditions::OperationSelection<Sqlite>;
+
+/// With an account, the state is compared as `+state`, which keeps SQLite (which has no
+/// statistics here) on the account's indexes.
+fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> OperationSelection {
+    let state = if filter.account_ref.is_some() { "+state" } else { "state" };
+    OperationSelection::new(filter, after, state, |at, id| {
+        format!("(created_at < {at} OR (created_at = {at} AND id < {id}))")
+    })
 }
 
-impl OperationSelection {
-    fn new(filter: &OperationFilter, after: Option<KeysetPosition>) -> Self {
-        let mut clause = Clause::new();
-        let account = filter.account_ref.as_ref().map(|a| clause.param(Value::Text(a.as_str().to_owned())));
-        if let Some(state) = filter.state {
-            let p = clause.param(Value::Text(state.as_str().to_owned()));
-            let column = if account.is_some() { "+state" } else { "state" };
-            clause.and(&format!("{column} = {p}"));
-        }
-        clause.extend(conditions::operations(filter));
-        if let Some(after) = after {
-            let at = clause.param(Value::Integer(after.at_micros));
-            let id = clause.param(Value::Text(codec::id_text(after.id)));
-            clause.and(&format!("(created_at < {at} OR (created_at = {at} AND id < {id}))"));
-        }
-        Self { clause, account }
-    }
-
-    /// The WHERE clause of each selection whose rows together are the list's (disjoint).
-    fn wheres(&self) -> Vec<String> {
-        conditions::operation_selections(&self.clause.sql, self.account.as_deref())
-    }
-
-    fn count_sql(&self) -> String {
-        conditions::operation_count_sql(&self.wheres())
-    }
-
-    /// The rows, newest first, then `window` (LIMIT and OFFSET) numbered after the filters.
-    fn rows_sql(&self, window: &str) -> String {
-        let selects: Vec<String> =
-            self.wheres().iter().map(|w| format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE {w}")).collect();
-        format!("{} ORDER BY created_at DESC, id DESC {window}", selects.join(" UNION ALL "))
-    }
+/// The rows of `selection`, newest first, then `window` (LIMIT and OFFSET) numbered after the
+/// filters: an account's two selections merged by `UNION ALL`, which SQLite merges from two
+/// ordered index scans.
+fn rows_sql(selection: &OperationSelection, window: &str) -> String {
+    let selects: Vec<String> =
+        selection.wheres().iter().map(|w| format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE {w}")).collect();
+    format!("{} ORDER BY created_at DESC, id DESC {window}", selects.join(" UNION ALL "))
 }
 
 #[async_trait]
@@ -191,10 +164,10 @@ impl OperationStore for SqliteTx {
         filter: &OperationFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Operation>> {
-        let selection = OperationSelection::new(filter, None);
+        let selection = selection(filter, None);
         let clause = &selection.clause;
         let total = self.count_of(clause, tenant, &selection.count_sql())?;
-        let sql = selection.rows_sql(&clause.limit_offset());
+        let sql = rows_sql(&selection, &clause.limit_offset());
         let (limit, offset) = page_limits(page);
         let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(limit));
@@ -209,9 +182,9 @@ impl OperationStore for SqliteTx {
         filter: &OperationFilter,
         window: KeysetRequest,
     ) -> StoreResult<Vec<Operation>> {
-        let selection = OperationSelection::new(filter, window.after);
+        let selection = selection(filter, window.after);
         let clause = &selection.clause;
-        let sql = selection.rows_sql(&format!("LIMIT {}", clause.placeholder(clause.next())));
+        let sql = rows_sql(&selection, &format!("LIMIT {}", clause.placeholder(clause.next())));
         let mut values = clause::values(clause, tenant);
         values.push(Value::Integer(i64::from(window.limit)));
         self.fetch_all(&sql, params_from_iter(values), codec::decoded)

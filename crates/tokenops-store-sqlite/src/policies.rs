@@ -6,9 +6,7 @@ use rusqlite::{Row, params};
 use tokenops_domain::TenantId;
 use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_domain::policy::{Policy, PolicyAction, PolicyFilter, PolicyStatus, PolicyVersion, RuleType};
-use tokenops_store::rows::{
-    self, CURRENT_POLICY_VERSION, POLICY_COLUMNS, POLICY_VERSION_COLUMNS, policy_with_version_columns,
-};
+use tokenops_store::rows::{self, CURRENT_POLICY_VERSION, POLICY_VERSION_COLUMNS, policy_with_version_columns};
 use tokenops_store::{PolicyStore, StoreResult};
 use uuid::Uuid;
 
@@ -38,27 +36,6 @@ impl PolicyStore for SqliteTx {
             &[&tenant_text, &status, &rule_type],
             page,
             decode_joined,
-        )
-    }
-
-    async fn lock_slot(
-        &mut self,
-        tenant: TenantId,
-        rule_type: RuleType,
-        action: PolicyAction,
-        template_key: &str,
-    ) -> StoreResult<Vec<Policy>> {
-        // The single writer serialises write transactions: reading is locking here.
-        self.require_write("locking a policy slot")?;
-        self.fetch_all(
-            &format!(
-                "SELECT {POLICY_COLUMNS} FROM policies
-                 WHERE tenant_id = ?1 AND rule_type = ?2 AND action = ?3 AND template_key = ?4
-                   AND status <> 'ARCHIVED'
-                 ORDER BY id ASC"
-            ),
-            params![codec::id_text(tenant.as_uuid()), rule_type.as_str(), action.as_str(), template_key],
-            codec::decoded,
         )
     }
 

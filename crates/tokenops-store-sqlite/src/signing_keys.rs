@@ -1,6 +1,5 @@
 //! The embedded provider's signing keys on SQLite: `SigningKeyStore`.
 
-use crate::codec::{int, opt_ts, text};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::params;
@@ -13,23 +12,8 @@ impl SigningKeyStore for SqliteTx {
         self.fetch_all(
             "SELECT kid, sealed_key, created_at, retire_at FROM signing_keys ORDER BY created_at ASC, kid ASC",
             [],
-            |row| {
-                Ok(SigningKeyRecord {
-                    kid: text(row, "kid")?,
-                    sealed_key: text(row, "sealed_key")?,
-                    created_at: codec::ts(int(row, "created_at")?),
-                    retire_at: opt_ts(row, "retire_at")?,
-                })
-            },
+            codec::decoded,
         )
-    }
-
-    async fn insert(&mut self, key: &SigningKeyRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO signing_keys (kid, sealed_key, created_at, retire_at) VALUES (?1, ?2, ?3, ?4)",
-            params![&key.kid, &key.sealed_key, key.created_at.as_micros(), key.retire_at.map(Timestamp::as_micros)],
-        )?;
-        Ok(())
     }
 
     async fn set_retire_at(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<()> {

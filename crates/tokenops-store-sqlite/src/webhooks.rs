@@ -15,10 +15,6 @@ fn decode(row: &Row<'_>) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
 }
 
-fn micros(at: Option<Timestamp>) -> Option<i64> {
-    at.map(Timestamp::as_micros)
-}
-
 impl SqliteTx {
     /// The organisation's webhook with the id, `suffix` ending the condition (liveness).
     fn fetch_webhook(&self, tenant: TenantId, id: Uuid, suffix: &str) -> StoreResult<Option<Webhook>> {
@@ -132,16 +128,8 @@ impl WebhookStore for SqliteTx {
         self.fetch_all(
             "SELECT kid, sealed_key, created_at, retire_at FROM webhook_signing_keys ORDER BY created_at, kid",
             [],
-            |row| rows::webhook_signing_key(&codec::Cols(row)),
+            codec::decoded,
         )
-    }
-
-    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO webhook_signing_keys (kid, sealed_key, created_at, retire_at) VALUES (?1, ?2, ?3, ?4)",
-            params![&key.kid, &key.sealed_key, key.created_at.as_micros(), micros(key.retire_at)],
-        )?;
-        Ok(())
     }
 
     async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool> {

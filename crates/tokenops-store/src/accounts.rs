@@ -60,5 +60,8 @@ pub trait AccountStore: Send + TableRows<Account> + TableWrites {
         tenant: TenantId,
         customer_ref: &CustomerRef,
         status: AccountStatus,
-    ) -> StoreResult<Vec<Account>>;
+    ) -> StoreResult<Vec<Account>> {
+        let filter = AccountFilter { customer_ref: Some(customer_ref.clone()), status: Some(status), asset_id: None };
+        self.rows_where(tenant, &rows::ACCOUNTS, conditions::accounts(&filter), CREATED_ORDER, true).await
+    }
 }

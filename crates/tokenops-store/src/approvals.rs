@@ -72,7 +72,11 @@ pub trait ApprovalStore: Send + TableRows<ApprovalRequest> + TableRows<ApprovalT
         tenant: TenantId,
         request_id: Uuid,
         for_update: bool,
-    ) -> StoreResult<Vec<ApprovalTask>>;
+    ) -> StoreResult<Vec<ApprovalTask>> {
+        let order = "step ASC, created_at ASC, id ASC";
+        self.rows_where(tenant, &rows::APPROVAL_TASKS, conditions::tasks_of_request(request_id), order, for_update)
+            .await
+    }
     /// Newest first by created_at, id breaking ties.
     async fn list_tasks(
         &mut self,

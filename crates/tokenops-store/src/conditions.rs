@@ -13,6 +13,8 @@ use tokenops_domain::audit::AuditFilter;
 use tokenops_domain::automation::{AutomationFilter, AutomationStatus, ExecutionFilter};
 use tokenops_domain::contract::ContractFilter;
 use tokenops_domain::operation::{BreakFilter, LockStatus, OperationFilter};
+use tokenops_domain::paging::KeysetPosition;
+use tokenops_domain::policy::{PolicyAction, PolicyStatus, RuleType};
 use tokenops_domain::script::{ScriptFilter, ScriptStatus};
 use uuid::Uuid;
 
@@ -112,9 +114,14 @@ impl<D: Dialect> Clause<D> {
         format!("SELECT COUNT(*) AS total FROM {table} WHERE {}", self.sql)
     }
 
+    /// Every row of `table` the clause selects (`columns` of them, in `order`).
+    pub fn rows_sql(&self, table: &str, columns: &str, order: &str) -> String {
+        format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order}", self.sql)
+    }
+
     /// One page of the rows of `table` the clause selects (`columns` of them, in `order`).
     pub fn page_sql(&self, table: &str, columns: &str, order: &str) -> String {
-        format!("SELECT {columns} FROM {table} WHERE {} ORDER BY {order} {}", self.sql, self.limit_offset())
+        format!("{} {}", self.rows_sql(table, columns, order), self.limit_offset())
     }
 }
 
@@ -171,6 +178,21 @@ pub fn approval_tasks(filter: &ApprovalTaskFilter) -> Vec<Condition> {
     Conditions::default()
         .equal("state", Some(text(filter.state.as_str())))
         .equal("request_id", filter.request_id.map(KeyValue::Id))
+        .0
+}
+
+/// One approval request's tasks.
+pub fn tasks_of_request(request_id: Uuid) -> Vec<Condition> {
+    Conditions::default().equal("request_id", Some(KeyValue::Id(request_id))).0
+}
+
+/// The policies holding a (rule type, action, template key) slot: all but the ARCHIVED ones.
+pub fn policy_slot(rule_type: RuleType, action: PolicyAction, template_key: &str) -> Vec<Condition> {
+    Conditions::default()
+        .equal("rule_type", Some(text(rule_type.as_str())))
+        .equal("action", Some(text(action.as_str())))
+        .equal("template_key", Some(text(template_key)))
+        .compare("status", "<>", Some(text(PolicyStatus::Archived.as_str())))
         .0
 }
 
@@ -231,7 +253,7 @@ pub fn contracts(filter: &ContractFilter) -> Vec<Condition> {
 }
 
 /// Operations by type, created from (inclusive) and to (exclusive); the account and the state
-/// each backend reads through its own indexes (`operation_selections`).
+/// each backend reads through its own indexes (`OperationSelection`).
 pub fn operations(filter: &OperationFilter) -> Vec<Condition> {
     Conditions::default()
         .equal("tx_type", filter.tx_type.map(|t| text(t.as_str())))
@@ -240,25 +262,61 @@ pub fn operations(filter: &OperationFilter) -> Vec<Condition> {
         .0
 }
 
-/// The WHERE clause of each selection whose rows together are an operation list's (disjoint):
-/// `base` the list's other filters, `account` the placeholder of the account it is filtered by,
-/// if any. An account's operations are those it originates and those it is the counterparty of,
-/// two selections, one per index, the second leaving out what the first has.
-pub fn operation_selections(base: &str, account: Option<&str>) -> Vec<String> {
-    match account {
-        None => vec![base.to_owned()],
-        Some(p) => vec![
-            format!("{base} AND account_ref = {p}"),
-            format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
-        ],
-    }
+/// An operation list's selection: its filters after the tenant, numbered in the backend's style
+/// (`D`), and the placeholder of the account filter if there is one.
+///
+/// An account's operations are those it originates and those it is the counterparty of: two
+/// selections, one per index, the second leaving out what the first has (`wheres`), which each
+/// backend merges in list order its own way. An `OR` of the two would scan the whole
+/// organisation's list instead.
+pub struct OperationSelection<D: Dialect> {
+    pub clause: Clause<D>,
+    pub account: Option<String>,
 }
 
-/// An operation list's total over its selections (`operation_selections`), as the column `total`.
-pub fn operation_count_sql(selections: &[String]) -> String {
-    let counts: Vec<String> =
-        selections.iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
-    format!("SELECT {} AS total", counts.join(" + "))
+impl<D: Dialect> OperationSelection<D> {
+    /// The selection of `filter`, strictly older than `after` if given. The backend names the
+    /// state column as it compares it (`state_column`) and spells "(created_at, id) before
+    /// (`at`, `id`)" with their placeholders (`before`).
+    pub fn new(
+        filter: &OperationFilter,
+        after: Option<KeysetPosition>,
+        state_column: &str,
+        before: fn(&str, &str) -> String,
+    ) -> Self {
+        let mut clause = Clause::new();
+        let account = filter.account_ref.as_ref().map(|a| clause.param(D::value(a.as_str().into())));
+        if let Some(state) = filter.state {
+            let p = clause.param(D::value(state.as_str().into()));
+            clause.and(&format!("{state_column} = {p}"));
+        }
+        clause.extend(operations(filter));
+        if let Some(after) = after {
+            let at = clause.param(D::value(after.at_micros.into()));
+            let id = clause.param(D::value(after.id.into()));
+            clause.and(&before(&at, &id));
+        }
+        Self { clause, account }
+    }
+
+    /// The WHERE clause of each selection whose rows together are the list's (disjoint).
+    pub fn wheres(&self) -> Vec<String> {
+        let base = &self.clause.sql;
+        match &self.account {
+            None => vec![base.to_owned()],
+            Some(p) => vec![
+                format!("{base} AND account_ref = {p}"),
+                format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
+            ],
+        }
+    }
+
+    /// The list's total over its selections, as the column `total`.
+    pub fn count_sql(&self) -> String {
+        let counts: Vec<String> =
+            self.wheres().iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
+        format!("SELECT {} AS total", counts.join(" + "))
+    }
 }
 
 /// Breaks by reason and account, detected from (inclusive) and to (exclusive).

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::encode::folded;
 use crate::keyset::KeyValue;
+use crate::rows::Encode;
 use crate::sorting::{GROUP_SORT, order_by};
 use crate::{StoreResult, TableRows, TableWrites, UserRecord, rows};
 
@@ -27,7 +28,9 @@ pub struct GroupRecord {
 #[async_trait]
 pub trait GroupStore: Send + TableRows<GroupRecord> + TableWrites {
     /// `StoreError::Conflict` when the organisation has a group with that key (case-insensitively).
-    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()>;
+    async fn insert(&mut self, group: &GroupRecord) -> StoreResult<()> {
+        self.insert_row(&rows::GROUPS, group.values()?, "group id or key").await
+    }
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<GroupRecord>> {
         self.row_by_key(tenant, &rows::GROUPS, KeyValue::Id(id), false).await
     }

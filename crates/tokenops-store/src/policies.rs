@@ -47,7 +47,10 @@ pub trait PolicyStore: Send + TableRows<Policy> + TableRows<PolicyVersion> + Tab
         rule_type: RuleType,
         action: PolicyAction,
         template_key: &str,
-    ) -> StoreResult<Vec<Policy>>;
+    ) -> StoreResult<Vec<Policy>> {
+        let slot = conditions::policy_slot(rule_type, action, template_key);
+        self.rows_where(tenant, &rows::POLICIES, slot, "id ASC", true).await
+    }
     /// `StoreError::Conflict` when the policy has a version with that number.
     async fn insert_version(&mut self, version: &PolicyVersion) -> StoreResult<()> {
         self.insert_row(&rows::POLICY_VERSIONS, version.values()?, "policy version").await

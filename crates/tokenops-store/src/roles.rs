@@ -5,7 +5,9 @@ use tokenops_domain::paging::{Page, PageRequest, SortKey};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-use crate::StoreResult;
+use crate::encode::folded;
+use crate::rows::{self, Encode};
+use crate::{StoreError, StoreResult, TableWrites, conflict};
 
 /// A role: one of the platform roles (rows shared by every organisation, `tenant_id` `None`,
 /// whose grants are fixed in code) or a custom role of one organisation.
@@ -23,11 +25,33 @@ pub struct RoleRecord {
     pub updated_at: Timestamp,
 }
 
+/// The organisation of a custom role; platform roles are never written through the store.
+pub fn custom_role_tenant(role: &RoleRecord) -> StoreResult<TenantId> {
+    role.tenant_id.ok_or_else(|| StoreError::Backend("only an organisation's custom role can be written".into()))
+}
+
 #[async_trait]
-pub trait RoleStore: Send {
+pub trait RoleStore: Send + TableWrites {
     /// A custom role. `StoreError::Conflict` when the organisation has a role of that name
     /// (compared case-insensitively), platform names included.
-    async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()>;
+    async fn insert(&mut self, role: &RoleRecord) -> StoreResult<()> {
+        self.check_name(role).await?;
+        self.insert_row(&rows::ROLES, role.values()?, "role id or name").await
+    }
+    /// The organisation of custom role `role` about to be written, once no other role it sees
+    /// has its name (`Conflict` if one has). Platform rows never change, so checking them first
+    /// cannot race; a concurrent custom role of the same name meets the unique index.
+    async fn check_name(&mut self, role: &RoleRecord) -> StoreResult<TenantId> {
+        let tenant = custom_role_tenant(role)?;
+        if self.name_taken(tenant, &folded(&role.name), role.id).await? {
+            return Err(conflict("role name"));
+        }
+        Ok(tenant)
+    }
+    /// Whether a role the organisation sees (a platform role or its own), other than `except`,
+    /// has the folded name: platform names are taken in every organisation, which no unique
+    /// index can say.
+    async fn name_taken(&mut self, tenant: TenantId, name_folded: &str, except: Uuid) -> StoreResult<bool>;
     /// A platform role, or a custom role of `tenant`.
     async fn get(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<RoleRecord>>;
     /// As `get`, locking a custom role's row for the rest of the transaction.

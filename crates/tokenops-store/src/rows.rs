@@ -25,6 +25,7 @@ mod policy_templates;
 mod roles;
 mod scripts;
 mod secret_reveals;
+mod signing_keys;
 mod tenants;
 mod users;
 mod webhooks;
@@ -53,15 +54,19 @@ pub use policies::{
     policy_with_version, policy_with_version_columns,
 };
 pub use policy_templates::{TEMPLATE_COLUMNS, TEMPLATES, tenant_template};
-pub use roles::{ROLE_COLUMNS, role};
+pub use roles::{ROLE_COLUMNS, ROLE_UPDATE_COLUMNS, ROLES, role};
 pub use scripts::{
     AUTOMATION_COLUMNS, AUTOMATIONS, EXECUTION_COLUMNS, EXECUTIONS, SCRIPT_COLUMNS, SCRIPT_VERSION_COLUMNS,
     SCRIPT_VERSIONS, SCRIPTS, automation, execution, script, script_version,
 };
 pub use secret_reveals::{SECRET_REVEAL_COLUMNS, SECRET_REVEALS, secret_reveal};
+pub use signing_keys::{SIGNING_KEYS, signing_key};
 pub use tenants::{TENANT_COLUMNS, TENANTS, tenant};
 pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
-pub use webhooks::{DELIVERIES, DELIVERY_COLUMNS, WEBHOOK_COLUMNS, WEBHOOKS, delivery, webhook, webhook_signing_key};
+pub use webhooks::{
+    DELIVERIES, DELIVERY_COLUMNS, WEBHOOK_COLUMNS, WEBHOOK_SIGNING_KEYS, WEBHOOKS, delivery, webhook,
+    webhook_signing_key,
+};
 
 use crate::keyset::KeyValue;
 use crate::{StoreError, StoreResult};
@@ -244,6 +249,8 @@ decoders! {
     crate::MachineClientRecord => machine_client,
     crate::RoleRecord => role,
     crate::SecretRevealRecord => secret_reveal,
+    crate::SigningKeyRecord => signing_key,
+    crate::WebhookSigningKeyRecord => webhook_signing_key,
     crate::TenantRecord => tenant,
     crate::UserRecord => user,
     crate::LedgerBlock => ledger_block,

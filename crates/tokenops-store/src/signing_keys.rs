@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use tokenops_domain::Timestamp;
 
-use crate::StoreResult;
+use crate::rows::{self, Encode};
+use crate::{StoreResult, TableWrites};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SigningKeyRecord {
@@ -16,10 +17,12 @@ pub struct SigningKeyRecord {
 }
 
 #[async_trait]
-pub trait SigningKeyStore: Send {
+pub trait SigningKeyStore: Send + TableWrites {
     /// Oldest first.
     async fn list(&mut self) -> StoreResult<Vec<SigningKeyRecord>>;
-    async fn insert(&mut self, key: &SigningKeyRecord) -> StoreResult<()>;
+    async fn insert(&mut self, key: &SigningKeyRecord) -> StoreResult<()> {
+        self.insert_row(&rows::SIGNING_KEYS, key.values()?, "signing key id").await
+    }
     async fn set_retire_at(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<()>;
     /// Removes keys retired before `cutoff`; returns how many.
     async fn delete_retired(&mut self, cutoff: Timestamp) -> StoreResult<u64>;

@@ -36,4 +36,15 @@ pub trait TableRows<T>: Send {
         key: KeyValue,
         for_update: bool,
     ) -> StoreResult<Option<T>>;
+
+    /// Every one of the organisation's rows of `table` that `conditions` select, in `order`.
+    /// `for_update` holds them as [`row_by_key`](Self::row_by_key) does.
+    async fn rows_where(
+        &mut self,
+        tenant: TenantId,
+        table: &Table,
+        conditions: Vec<Condition>,
+        order: &str,
+        for_update: bool,
+    ) -> StoreResult<Vec<T>>;
 }

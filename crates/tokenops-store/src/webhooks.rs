@@ -96,7 +96,9 @@ pub trait WebhookStore: Send + TableRows<Delivery> + TableWrites {
 
     /// The delivery signing keys, oldest first.
     async fn signing_keys(&mut self) -> StoreResult<Vec<WebhookSigningKeyRecord>>;
-    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()>;
+    async fn insert_signing_key(&mut self, key: &WebhookSigningKeyRecord) -> StoreResult<()> {
+        self.insert_row(&rows::WEBHOOK_SIGNING_KEYS, key.values()?, "webhook signing key").await
+    }
     /// Sets `retire_at` of a key that is not retiring yet; false when it was already retiring
     /// (another rotation took it first; on PostgreSQL this waits for that one's commit).
     async fn retire_signing_key(&mut self, kid: &str, retire_at: Timestamp) -> StoreResult<bool>;

@@ -56,6 +56,10 @@ pub fn delivery(row: &impl Columns) -> StoreResult<Delivery> {
     })
 }
 
+/// Not an organisation's: read whole, in order, and written by `kid`.
+pub const WEBHOOK_SIGNING_KEYS: Table =
+    Table { name: "webhook_signing_keys", columns: "kid, sealed_key, created_at, retire_at", key: "kid" };
+
 pub fn webhook_signing_key(row: &impl Columns) -> StoreResult<WebhookSigningKeyRecord> {
     Ok(WebhookSigningKeyRecord {
         kid: row.text("kid")?,
@@ -105,5 +109,11 @@ impl Encode for Delivery {
             self.last_attempt_at.into(),
             self.last_status_code.map(i32::from).into(),
         ])
+    }
+}
+
+impl Encode for WebhookSigningKeyRecord {
+    fn values(&self) -> StoreResult<Vec<ColumnValue>> {
+        Ok(vec![(&self.kid).into(), (&self.sealed_key).into(), self.created_at.into(), self.retire_at.into()])
     }
 }
