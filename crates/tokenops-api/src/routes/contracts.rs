@@ -99,8 +99,15 @@ async fn register_contract(call: OptionalKeyWrite, body: JsonBody<ContractIn>) -
             if wait.is_zero() {
                 return Ok(response);
             }
-            let settled = call.state.app.contracts.settled(call.scope.tenant, asset, wait).await?;
-            Ok(created(&settled)?.into_response())
+            // The registration has committed: a failed read while waiting answers the 201 as
+            // registered rather than an error for a write that happened.
+            match call.state.app.contracts.settled(call.scope.tenant, asset, wait).await {
+                Ok(settled) => Ok(created(&settled)?.into_response()),
+                Err(error) => {
+                    tracing::warn!(%error, asset = %asset, "reading a registered contract while waiting for its deployment");
+                    Ok(response)
+                }
+            }
         }
         other => Ok(other.into_response()),
     }

@@ -211,10 +211,14 @@ async fn a_held_destination_delays_no_other_organisation(backend: Backend) {
 }
 
 /// The `kid` of a compact JWS's header.
+/// Part `index` of a compact JWS (0 the header, 1 the claims), as JSON.
+fn jws_part(token: &str, index: usize) -> Value {
+    let part = token.split('.').nth(index).expect("a JWS part");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).expect("base64url")).expect("JSON")
+}
+
 fn kid_of(token: &str) -> String {
-    let header = token.split('.').next().expect("a header");
-    let json: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).expect("base64url")).expect("JSON");
-    json["kid"].as_str().expect("kid").to_owned()
+    jws_part(token, 0)["kid"].as_str().expect("kid").to_owned()
 }
 
 async fn jwks(app: &TestApp) -> Value {
@@ -267,6 +271,8 @@ async fn the_jws_key_rotates_through_the_published_jwks(backend: Backend) {
     let first = receiver.wait_for_path("/jws", 1, WAIT).await.remove(0);
     let old_kid = kid_of(first.header("x-jws-signature").expect("JWS"));
     assert_eq!(kids(&jwks(&app).await), vec![old_kid.clone()]);
+    // The claim spelt as the spec's claims table spells it.
+    assert_eq!(jws_part(first.header("x-jws-signature").expect("JWS"), 1)["body_hash_alg"], "SHA-256");
 
     // Younger than the rotation age: the job changes nothing.
     app.clock.advance_millis(29 * DAY_MS);
