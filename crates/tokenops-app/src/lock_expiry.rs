@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::new_id;
-use tokenops_domain::operation::{LockStatus, Operation, OperationState, TxType};
+use tokenops_domain::operation::{LockStatus, NewOperation, Operation, TxType};
 use tokenops_store::Job;
 
 use crate::jobs::{Finished, JobContext, JobError, JobHandler, kinds};
@@ -50,30 +50,24 @@ impl JobHandler for ExpireLocks {
             else {
                 continue;
             };
-            let cancel = Operation {
-                id: new_id(),
-                tenant_id: tenant,
-                tx_type: TxType::Cancel,
-                asset_id: lock.asset_id,
-                account_ref: lock.account_ref.clone(),
-                customer_ref: owner.customer_ref,
-                counterparty_ref: None,
-                amount: lock.amount,
-                params: serde_json::json!({ "lockId": lock.id, "expired": true }),
-                lock_id: Some(lock.id),
-                state: OperationState::Submitted,
-                tx_hash: None,
-                block_number: None,
-                failure_code: None,
-                reason_code: None,
-                revert_reason: None,
-                signed_transaction: None,
-                submitted_by: LOCK_EXPIRY_SUBMITTER.to_owned(),
-                idempotency_key: None,
-                correlation_id: None,
-                created_at: now,
-                updated_at: now,
-            };
+            let cancel = Operation::submitted(
+                NewOperation {
+                    id: new_id(),
+                    tenant_id: tenant,
+                    tx_type: TxType::Cancel,
+                    asset_id: lock.asset_id,
+                    account_ref: lock.account_ref.clone(),
+                    customer_ref: owner.customer_ref,
+                    counterparty_ref: None,
+                    amount: lock.amount,
+                    params: serde_json::json!({ "lockId": lock.id, "expired": true }),
+                    lock_id: Some(lock.id),
+                    submitted_by: LOCK_EXPIRY_SUBMITTER.to_owned(),
+                    idempotency_key: None,
+                    correlation_id: None,
+                },
+                now,
+            );
             tx.operations().insert(&cancel).await?;
             crate::signals::operation_entered(&cancel, now);
             lock.completed_by = Some(cancel.id);

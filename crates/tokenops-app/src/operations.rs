@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokenops_domain::account::{Account, AccountRef, AccountStatus};
 use tokenops_domain::asset::{Amount, AssetId, format_minor_units};
 use tokenops_domain::operation::{
-    Break, BreakFilter, BreakReason, Counterparty, FailureCode, Lock, LockStatus, Operation, OperationFilter,
-    OperationState, TxType,
+    Break, BreakFilter, BreakReason, Counterparty, FailureCode, Lock, LockStatus, NewOperation, Operation,
+    OperationFilter, OperationState, TxType,
 };
 use tokenops_domain::paging::{KeysetRequest, Page, PageRequest};
 use tokenops_domain::permission::Permission;
@@ -301,30 +301,24 @@ impl Operations {
             let lock_id = (tx_type == TxType::Lock).then_some(id);
             (asset, account, counterparty, amount, lock_id)
         };
-        let operation = Operation {
-            id,
-            tenant_id: tenant,
-            tx_type,
-            asset_id: asset,
-            customer_ref: account.customer_ref.clone(),
-            account_ref: account.account_ref,
-            counterparty_ref: counterparty,
-            amount,
-            params: serde_json::Value::Object(params),
-            lock_id,
-            state: OperationState::Submitted,
-            tx_hash: None,
-            block_number: None,
-            failure_code: None,
-            reason_code: None,
-            revert_reason: None,
-            signed_transaction: None,
-            submitted_by: w.context().caller.subject.clone(),
-            idempotency_key: w.idempotency_key().map(str::to_owned),
-            correlation_id: w.context().correlation_id.clone(),
-            created_at: now,
-            updated_at: now,
-        };
+        let operation = Operation::submitted(
+            NewOperation {
+                id,
+                tenant_id: tenant,
+                tx_type,
+                asset_id: asset,
+                customer_ref: account.customer_ref.clone(),
+                account_ref: account.account_ref,
+                counterparty_ref: counterparty,
+                amount,
+                params: serde_json::Value::Object(params),
+                lock_id,
+                submitted_by: w.context().caller.subject.clone(),
+                idempotency_key: w.idempotency_key().map(str::to_owned),
+                correlation_id: w.context().correlation_id.clone(),
+            },
+            now,
+        );
         w.tx().operations().insert(&operation).await?;
         crate::signals::operation_entered(&operation, now);
         w.enqueue(kinds::OPERATION_EVALUATE, serde_json::json!({ "transactionId": id })).await?;

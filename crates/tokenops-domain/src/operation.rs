@@ -57,6 +57,54 @@ pub struct Operation {
     pub updated_at: Timestamp,
 }
 
+/// What a new operation is made of: the submission as checked, and who made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOperation {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub tx_type: TxType,
+    pub asset_id: AssetId,
+    pub account_ref: AccountRef,
+    pub customer_ref: CustomerRef,
+    pub counterparty_ref: Option<AccountRef>,
+    pub amount: Amount,
+    pub params: serde_json::Value,
+    pub lock_id: Option<Uuid>,
+    pub submitted_by: String,
+    pub idempotency_key: Option<String>,
+    pub correlation_id: Option<String>,
+}
+
+impl Operation {
+    /// Every operation starts SUBMITTED, with nothing signed, sent, settled or failed yet.
+    pub fn submitted(new: NewOperation, now: Timestamp) -> Operation {
+        Operation {
+            id: new.id,
+            tenant_id: new.tenant_id,
+            tx_type: new.tx_type,
+            asset_id: new.asset_id,
+            account_ref: new.account_ref,
+            customer_ref: new.customer_ref,
+            counterparty_ref: new.counterparty_ref,
+            amount: new.amount,
+            params: new.params,
+            lock_id: new.lock_id,
+            state: OperationState::Submitted,
+            tx_hash: None,
+            block_number: None,
+            failure_code: None,
+            reason_code: None,
+            revert_reason: None,
+            signed_transaction: None,
+            submitted_by: new.submitted_by,
+            idempotency_key: new.idempotency_key,
+            correlation_id: new.correlation_id,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
 /// Which operations a list shows.
 #[derive(Debug, Clone, Default)]
 pub struct OperationFilter {
