@@ -243,47 +243,40 @@ fn count<T: Count>(value: i64, at: &Place) -> StoreResult<T> {
     T::try_from(value).map_err(|_| at.corrupt(value))
 }
 
-/// A SMALLINT.
-pub struct SmallInt;
-
-impl<T: Count + Into<i16>> Codec<T> for SmallInt {
-    fn read(row: &impl Columns, at: &Place) -> StoreResult<T> {
-        count(row.int(at.column())?, at)
-    }
-
-    fn write(value: &T, _: &Place) -> StoreResult<[ColumnValue; 1]> {
-        Ok([ColumnValue::SmallInt(Some((*value).into()))])
-    }
-}
-
-/// A BIGINT holding a narrower count.
-pub struct BigInt;
-
-impl<T: Count + Into<i64>> Codec<T> for BigInt {
-    fn read(row: &impl Columns, at: &Place) -> StoreResult<T> {
-        count(row.int(at.column())?, at)
-    }
-
-    fn write(value: &T, _: &Place) -> StoreResult<[ColumnValue; 1]> {
-        Ok([ColumnValue::BigInt(Some((*value).into()))])
-    }
-}
-
-/// An INTEGER that must keep its value exactly (a step, a generation): a larger one is refused.
-pub struct Int;
-
 fn int4<T: Count>(value: T, at: &Place) -> StoreResult<i32> {
     value.try_into().map_err(|_| at.corrupt(format_args!("{value} out of range")))
 }
 
-impl<T: Count> Codec<T> for Int {
-    fn read(row: &impl Columns, at: &Place) -> StoreResult<T> {
-        count(row.int(at.column())?, at)
-    }
+/// The integer columns a count is kept in, each read back the same way (`count`) and written
+/// its own.
+macro_rules! count_codecs {
+    ($($(#[$doc:meta])* $codec:ident: $($bound:path)? => |$value:ident, $at:ident| $write:expr;)*) => {$(
+        $(#[$doc])*
+        pub struct $codec;
 
-    fn write(value: &T, at: &Place) -> StoreResult<[ColumnValue; 1]> {
-        Ok([ColumnValue::Int(Some(int4(*value, at)?))])
-    }
+        impl<T: Count $(+ $bound)?> Codec<T> for $codec {
+            fn read(row: &impl Columns, at: &Place) -> StoreResult<T> {
+                count(row.int(at.column())?, at)
+            }
+
+            fn write($value: &T, $at: &Place) -> StoreResult<[ColumnValue; 1]> {
+                Ok([$write])
+            }
+        }
+    )*};
+}
+
+count_codecs! {
+    /// A SMALLINT.
+    SmallInt: Into<i16> => |value, _at| ColumnValue::SmallInt(Some((*value).into()));
+    /// A BIGINT holding a narrower count.
+    BigInt: Into<i64> => |value, _at| ColumnValue::BigInt(Some((*value).into()));
+    /// An INTEGER that must keep its value exactly (a step, a generation): a larger one is
+    /// refused.
+    Int: => |value, at| ColumnValue::Int(Some(int4(*value, at)?));
+    /// An INTEGER version or count that saturates rather than wrapping
+    /// (`encode::saturating_int4`).
+    SaturatingInt: Into<u32> => |value, _at| ColumnValue::Int(Some(saturating_int4((*value).into())));
 }
 
 impl<T: Count> Codec<Option<T>> for Int {
@@ -293,19 +286,6 @@ impl<T: Count> Codec<Option<T>> for Int {
 
     fn write(value: &Option<T>, at: &Place) -> StoreResult<[ColumnValue; 1]> {
         Ok([ColumnValue::Int(value.map(|value| int4(value, at)).transpose()?)])
-    }
-}
-
-/// An INTEGER version or count that saturates rather than wrapping (`encode::saturating_int4`).
-pub struct SaturatingInt;
-
-impl Codec<u32> for SaturatingInt {
-    fn read(row: &impl Columns, at: &Place) -> StoreResult<u32> {
-        count(row.int(at.column())?, at)
-    }
-
-    fn write(value: &u32, _: &Place) -> StoreResult<[ColumnValue; 1]> {
-        Ok([saturating_int4(*value).into()])
     }
 }
 
