@@ -3,7 +3,11 @@
 //!
 //! A backend keeps what its dialect stores differently (uuids, JSON, integer widths, the driver's
 //! errors) inside its `Columns` impl; everything past the column read is shared here, so the two
-//! backends cannot drift in what they accept.
+//! backends cannot drift in what they accept. Each table's columns are declared once
+//! (`stored_table!`, in `stored`), which makes its column list, decoder and encoder agree.
+
+#[macro_use]
+mod stored;
 
 mod accounts;
 mod approvals;
@@ -61,6 +65,9 @@ pub use scripts::{
 };
 pub use secret_reveals::{SECRET_REVEAL_COLUMNS, SECRET_REVEALS, secret_reveal};
 pub use signing_keys::{SIGNING_KEYS, signing_key};
+pub(crate) use stored::{
+    BigInt, Codec, Int, Lowercase, Names, Place, Plain, SaturatingInt, Serde, SmallInt, Stored, Unsigned, WithFolded,
+};
 pub use tenants::{TENANT_COLUMNS, TENANTS, tenant};
 pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
 pub use webhooks::{
@@ -71,7 +78,6 @@ pub use webhooks::{
 use crate::keyset::KeyValue;
 use crate::{StoreError, StoreResult};
 use tokenops_domain::asset::{Amount, AssetId};
-use tokenops_domain::chain::{Address, TxHash};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
@@ -336,6 +342,29 @@ pub trait Columns {
     }
 }
 
+/// A row whose columns were selected under a prefix (a joined version's `v_id`), read by the
+/// names its decoder knows them by.
+pub struct Prefixed<'r, C> {
+    pub row: &'r C,
+    pub prefix: &'static str,
+}
+
+macro_rules! prefixed_reads {
+    ($($read:ident -> $ty:ty),* $(,)?) => {
+        impl<C: Columns> Columns for Prefixed<'_, C> {
+            $(fn $read(&self, name: &str) -> StoreResult<$ty> {
+                self.row.$read(&format!("{}{name}", self.prefix))
+            })*
+        }
+    };
+}
+
+prefixed_reads! {
+    text -> String, opt_text -> Option<String>, int -> i64, opt_int -> Option<i64>, bool -> bool,
+    uuid -> Uuid, opt_uuid -> Option<Uuid>, json -> serde_json::Value, opt_json -> Option<serde_json::Value>,
+    bytes -> Vec<u8>, opt_bytes -> Option<Vec<u8>>, text_list -> Vec<String>,
+}
+
 /// A stored counter or ordinal, never negative; a negative one is corrupt, named `what`.
 pub fn unsigned(value: i64, what: &str) -> StoreResult<u64> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what}: {value}")))
@@ -358,15 +387,6 @@ pub fn amount(units: i64) -> StoreResult<Amount> {
         .ok()
         .and_then(Amount::from_minor_units)
         .ok_or_else(|| StoreError::Corrupt(format!("amount {units}")))
-}
-
-/// A stored address (`0x` and 40 lower-case hex digits, as `Address` displays).
-pub fn opt_address(text: Option<String>) -> StoreResult<Option<Address>> {
-    text.map(|t| Address::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
-}
-
-pub fn opt_tx_hash(text: Option<String>) -> StoreResult<Option<TxHash>> {
-    text.map(|t| TxHash::parse(&t).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
 }
 
 pub fn names(text: &str) -> StoreResult<Vec<String>> {
