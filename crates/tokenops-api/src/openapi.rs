@@ -6,6 +6,7 @@ use axum::http::Method;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat};
 use utoipa::openapi::security::{
     ClientCredentials, Flow, HttpAuthScheme, HttpBuilder, OAuth2, Scopes, SecurityRequirement, SecurityScheme,
 };
@@ -65,47 +66,79 @@ pub struct ErrorBody {
     request_id: String,
 }
 
-/// The 422 row of a write whose Idempotency-Key was first used with another request.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 422, description = "Idempotency-Key reused with a different payload")]
-#[allow(dead_code)]
-pub struct KeyReusedWithAnotherPayload(ErrorBody);
+/// Declares response sets of one error row each, `Name = status, "description";`: a type for
+/// `responses(...)` whose row carries the error envelope.
+macro_rules! error_rows {
+    ($($(#[$attr:meta])* $vis:vis $name:ident = $status:literal, $description:literal;)*) => {$(
+        $(#[$attr])*
+        $vis struct $name;
 
-/// The 409 row of a write whose only conflict is its Idempotency-Key still being processed.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 409, description = "The key is in flight")]
-#[allow(dead_code)]
-pub struct KeyInFlight(ErrorBody);
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                error_row($status, $description)
+            }
+        }
+    )*};
+}
 
-/// The 400 row of a read or write under an organisation whose path ids are its only bad request.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 400, description = "A path id is not a UUID")]
-#[allow(dead_code)]
-pub struct PathIdNotUuid(ErrorBody);
+error_rows! {
+    /// The 422 row of a write whose Idempotency-Key was first used with another request.
+    pub KeyReusedWithAnotherPayload = 422, "Idempotency-Key reused with a different payload";
+    /// The 409 row of a write whose only conflict is its Idempotency-Key still being processed
+    /// (`IDEMPOTENCY_CONFLICT`, always with Retry-After).
+    pub KeyInFlight = 409, "The same Idempotency-Key is still being processed (Retry-After)";
+    /// The 400 row of a read or write under an organisation whose path ids are its only bad
+    /// request.
+    pub PathIdNotUuid = 400, "A path id is not a UUID";
+    /// The 400 row of a read of one resource with a page of its users.
+    pub PathIdOrPagingInvalid = 400, "A path id is not a UUID, or invalid paging";
+    /// The 400 row of an organisation's sorted list under `/api/tenants/{tenantId}`.
+    pub TenantListInvalid = 400, "tenantId not a UUID, invalid paging, unknown sort property";
+    /// The 400 row of a list filtered by status alone.
+    pub PagingOrStatusInvalid = 400, "Invalid paging or unknown status";
+    /// The 400 row of a registration whose Idempotency-Key is required.
+    pub FieldOrKeyInvalid = 400, "Missing or invalid field, or bad Idempotency-Key";
+    /// The 400 row of a query of the audit log (its list and its export).
+    pub AuditQueryInvalid = 400, "Inverted range, unknown sort property, query too long, unparseable date";
+    /// The 429 row of a replay of webhook events refused by the organisation's replay budget.
+    pub ReplayBudgetExhausted = 429, "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After";
+    // The 404 rows of the operations on one resource, each worded once for all of them.
+    pub NoSuchAccount = 404, "No such account in the organisation";
+    pub NoContract = 404, "No contract for the asset";
+    pub NoSuchCustomer = 404, "No such customer in the organisation";
+    pub NoSuchClient = 404, "No such client in the organisation";
+    pub NoSuchGroup = 404, "No such group";
+    pub NoSuchRole = 404, "No such role in the organisation";
+    pub NoSuchUser = 404, "No such user in the organisation";
+    /// A write that hands out a role by name, which only the embedded identity provider serves.
+    pub NoRoleOrExternalProvider = 404, "Role {name} not found; or the deployment uses an external identity provider";
+    pub NoSuchPolicy = 404, "No such policy in the organisation";
+    pub NoSuchTemplate = 404, "No template with the key in the organisation's scope (SYSTEM templates included)";
+    pub NoSuchRequest = 404, "No such request in the organisation";
+    pub NoSuchTask = 404, "No such task in the organisation";
+    /// A read or write of a script that may be deleted.
+    pub NoSuchScript = 404, "No such script";
+    /// A read or write of a script that is not deleted.
+    pub NoSuchScriptOrDeleted = 404, "No such script, or deleted";
+    pub NoSuchAutomationOrDeleted = 404, "No such automation, or deleted";
+    pub NoSuchRegistration = 404, "No such registration in the organisation";
+}
 
-/// The 400 row of a read of one resource with a page of its users.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 400, description = "A path id is not a UUID, or invalid paging")]
-#[allow(dead_code)]
-pub struct PathIdOrPagingInvalid(ErrorBody);
+/// The 409 and 422 rows of a write whose only conflicts are its Idempotency-Key's.
+pub struct KeyConflicts;
 
-/// The 400 row of an organisation's sorted list under `/api/tenants/{tenantId}`.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 400, description = "tenantId not a UUID, invalid paging, unknown sort property")]
-#[allow(dead_code)]
-pub struct TenantListInvalid(ErrorBody);
+impl utoipa::IntoResponses for KeyConflicts {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        let mut rows = <KeyInFlight as utoipa::IntoResponses>::responses();
+        rows.extend(<KeyReusedWithAnotherPayload as utoipa::IntoResponses>::responses());
+        rows
+    }
+}
 
-/// The 400 row of a list filtered by status alone.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 400, description = "Invalid paging or unknown status")]
-#[allow(dead_code)]
-pub struct PagingOrStatusInvalid(ErrorBody);
-
-/// The 400 row of a registration whose Idempotency-Key is required.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 400, description = "Missing or invalid field, or bad Idempotency-Key")]
-#[allow(dead_code)]
-pub struct FieldOrKeyInvalid(ErrorBody);
+/// One response row carrying the error envelope.
+fn error_row(status: u16, description: &str) -> BTreeMap<String, RefOr<Response>> {
+    BTreeMap::from([(status.to_string(), error_response(description))])
+}
 
 /// A UUID path parameter, by its name in the route, for the 400 rows that name it
 /// ([`NotAUuid`], [`NotAUuidOrNoKey`]).
@@ -113,30 +146,75 @@ pub trait PathIdName {
     const NAME: &'static str;
 }
 
-/// The path ids named in shared 400 rows.
+/// The path parameters of the API, each stated once with its type and meaning: each marker is
+/// a parameter set for `params(...)`, and the UUID ones name their 400 rows ([`NotAUuid`]).
 pub mod ids {
-    macro_rules! path_ids {
-        ($($marker:ident = $name:literal),* $(,)?) => {$(
-            #[doc = concat!("`{", $name, "}`")]
-            pub struct $marker;
+    use super::PathKind::{Text, Uuid};
+    use utoipa::openapi::path::{Parameter, ParameterIn};
 
+    macro_rules! path_params {
+        (@name Uuid $marker:ident = $name:literal) => {
             impl super::PathIdName for $marker {
                 const NAME: &'static str = $name;
             }
+        };
+        (@name Text $marker:ident = $name:literal) => {};
+        ($($kind:ident $marker:ident = $name:literal $(: $description:literal)?,)*) => {$(
+            #[doc = concat!("`{", $name, "}`", $(": ", $description)?)]
+            pub struct $marker;
+
+            impl utoipa::IntoParams for $marker {
+                fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+                    vec![super::path_param($name, $kind, None $(.or(Some($description)))?)]
+                }
+            }
+
+            path_params!(@name $kind $marker = $name);
         )*};
     }
 
-    path_ids!(
-        AutomationId = "automationId",
-        EventId = "eventId",
-        LockId = "lockId",
-        PolicyId = "policyId",
-        RequestId = "requestId",
-        ScriptId = "scriptId",
-        TaskId = "taskId",
-        TransactionId = "transactionId",
-        WebhookId = "webhookId",
+    path_params!(
+        Text AccountRef = "accountRef",
+        Text AssetId = "assetId": "ISO 4217 code (case-insensitive)",
+        Uuid AutomationId = "automationId",
+        Uuid ClientId = "clientId",
+        Text CustomerRef = "customerRef",
+        Uuid EventId = "eventId",
+        Uuid GroupId = "groupId",
+        Uuid LockId = "lockId": "The LOCK operation's transactionId",
+        Uuid PolicyId = "policyId",
+        Uuid RequestId = "requestId",
+        Uuid RoleId = "roleId",
+        Uuid ScriptId = "scriptId",
+        Uuid TaskId = "taskId",
+        Text TemplateKey = "key": "The template's key",
+        Uuid TenantId = "tenantId": "Must be the caller's organisation",
+        Uuid TransactionId = "transactionId",
+        Uuid UserId = "userId",
+        Uuid WebhookId = "webhookId",
     );
+}
+
+/// What a path parameter holds.
+enum PathKind {
+    Uuid,
+    Text,
+}
+
+/// A required path parameter.
+fn path_param(name: &str, kind: PathKind, description: Option<&str>) -> Parameter {
+    let schema = ObjectBuilder::new().schema_type(Type::String);
+    let schema = match kind {
+        PathKind::Uuid => schema.format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+        PathKind::Text => schema,
+    };
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .description(description)
+        .schema(Some(schema.build()))
+        .build()
 }
 
 /// The 400 row of an operation whose only bad request is its path id `P` not being a UUID.
@@ -144,7 +222,7 @@ pub struct NotAUuid<P>(PhantomData<P>);
 
 impl<P: PathIdName> utoipa::IntoResponses for NotAUuid<P> {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
-        BTreeMap::from([("400".to_owned(), error_response(&format!("{} is not a UUID", P::NAME)))])
+        error_row(400, &format!("{} is not a UUID", P::NAME))
     }
 }
 
@@ -154,8 +232,7 @@ pub struct NotAUuidOrNoKey<P>(PhantomData<P>);
 
 impl<P: PathIdName> utoipa::IntoResponses for NotAUuidOrNoKey<P> {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
-        let description = format!("{} is not a UUID, Idempotency-Key missing", P::NAME);
-        BTreeMap::from([("400".to_owned(), error_response(&description))])
+        error_row(400, &format!("{} is not a UUID, Idempotency-Key missing", P::NAME))
     }
 }
 
@@ -165,6 +242,18 @@ impl<P: PathIdName> utoipa::IntoResponses for NotAUuidOrNoKey<P> {
 #[allow(dead_code)]
 pub struct PageQuery {
     /// Zero-based, default 0
+    page: Option<u64>,
+    /// 1 to 100, default 20
+    size: Option<u32>,
+}
+
+/// The paging query of a read of one resource with a page of its users (a role's holders, a
+/// group's members), sizes 1 to 100.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct UsersPageQuery {
+    /// Page of its users (a role's holders, a group's members); zero-based, default 0
     page: Option<u64>,
     /// 1 to 100, default 20
     size: Option<u32>,
@@ -180,6 +269,28 @@ pub struct ClampedPageQuery {
     page: Option<u64>,
     /// Default 20; above 100 is 100, below 1 is 1
     size: Option<u32>,
+}
+
+/// The query of a cursor-paged list (style D).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct CursorQuery {
+    /// 1 to 100, default 20
+    limit: Option<u32>,
+    /// nextCursor of the previous page, with the same filters
+    cursor: Option<String>,
+}
+
+/// The time window of a list filtered by when its items happened.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct TimeWindowQuery {
+    /// ISO 8601, inclusive
+    from: Option<String>,
+    /// ISO 8601, exclusive
+    to: Option<String>,
 }
 
 /// The Idempotency-Key header of an organisation write, where the key is optional.

@@ -13,10 +13,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::contracts::asset_field;
+use super::fields::required;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -51,10 +53,6 @@ pub struct AccountPatch {
     /// ACTIVE or INACTIVE.
     #[schema(value_type = AccountStatus)]
     pub status: Option<String>,
-}
-
-fn required(field: &str, value: Option<String>) -> Result<String, Error> {
-    value.ok_or_else(|| Error::invalid_field(field, "is required"))
 }
 
 fn parse_new_account(body: AccountIn) -> Result<NewAccount, Error> {
@@ -96,16 +94,13 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
 /// Change an account's status (ACTIVE or INACTIVE).
 #[utoipa::path(
     patch, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.update",
-    params(
-        ("accountRef" = String, Path),
-        crate::openapi::RequiredIdempotencyKey,
-    ),
+    params(ids::AccountRef, crate::openapi::RequiredIdempotencyKey),
     request_body = AccountPatch,
     responses(
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
         (status = 400, description = "status missing or not ACTIVE/INACTIVE (reported against settableStatus), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
-        (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchAccount,
+        crate::openapi::KeyInFlight,
         (status = 422, description = "Transition not allowed (PENDING or FAILED account, or reactivation while the customer is INACTIVE), or key reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
@@ -126,10 +121,10 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
 /// Read one account.
 #[utoipa::path(
     get, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.get",
-    params(("accountRef" = String, Path)),
+    params(ids::AccountRef),
     responses(
         (status = 200, description = "The account", body = AccountOut),
-        (status = 404, description = "No such account in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchAccount,
     )
 )]
 async fn get_account(call: TenantCall<PathText>) -> ApiResult<Response> {
@@ -169,7 +164,7 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 /// An account's balances, read from the ledger.
 #[utoipa::path(
     get, path = "/api/accounts/{accountRef}/balances", tag = "accounts", operation_id = "accounts.balances",
-    params(("accountRef" = String, Path)),
+    params(ids::AccountRef),
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),

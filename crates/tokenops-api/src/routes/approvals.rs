@@ -13,6 +13,7 @@ use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState, Approv
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::fields::required;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -85,22 +86,16 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
 /// Read one approval task.
 #[utoipa::path(
     get, path = "/api/approvals/tasks/{taskId}", tag = "approvals", operation_id = "approvals.tasks.get",
-    params(("taskId" = Uuid, Path)),
+    params(ids::TaskId),
     responses(
         (status = 200, description = "The task", body = ApprovalTaskOut),
         crate::openapi::NotAUuid<ids::TaskId>,
-        NoSuchTask,
+        crate::openapi::NoSuchTask,
     )
 )]
 async fn get_task(call: TenantCall<PathId>) -> ApiResult<Response> {
     call.show(async |app, tenant, PathParam(id)| app.approvals.get_task(tenant, id).await).await
 }
-
-/// The 404 row of an operation on one task.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 404, description = "No such task in the organisation")]
-#[allow(dead_code)]
-struct NoSuchTask(crate::openapi::ErrorBody);
 
 /// A decision's body: an object, which may be empty, or no body at all.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -144,7 +139,7 @@ macro_rules! decision_route {
         #[utoipa::path(
             post, path = $path, tag = "approvals", operation_id = $operation,
             params(
-                ("taskId" = Uuid, Path),
+                ids::TaskId,
                 crate::openapi::OptionalIdempotencyKey,
             ),
             request_body(content = DecisionIn, description = "Optional: an object (may be empty), or no body"),
@@ -152,7 +147,7 @@ macro_rules! decision_route {
                 (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
                 (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
                 (status = 403, description = $forbidden, body = crate::openapi::ErrorBody),
-                NoSuchTask,
+                crate::openapi::NoSuchTask,
                 (status = 409, description = $conflict, body = crate::openapi::ErrorBody),
             )
         )]
@@ -191,22 +186,19 @@ pub struct ReassignIn {
 /// Give a PENDING task a new approver expression.
 #[utoipa::path(
     post, path = "/api/approvals/tasks/{taskId}/reassign", tag = "approvals", operation_id = "approvals.tasks.reassign",
-    params(
-        ("taskId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TaskId, crate::openapi::OptionalIdempotencyKey),
     request_body = ReassignIn,
     responses(
         (status = 200, description = "The task with its new approvers", body = ApprovalTaskOut),
         (status = 400, description = "approver missing or malformed, names no ACTIVE group or user of the organisation, or names no ACTIVE user but the initiator", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing approval:decide; or the caller is the request's initiator (the spec does not say who may reassign: this service lets any holder of approval:decide but the initiator)", body = crate::openapi::ErrorBody),
-        NoSuchTask,
+        crate::openapi::NoSuchTask,
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
     )
 )]
 async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn>) -> ApiResult<Response> {
     let id = call.path.0;
-    let text = body.value.approver.ok_or_else(|| Error::invalid_field("approver", "is required"))?;
+    let text = required("approver", body.value.approver)?;
     let approver = ApproverExpr::parse(text.trim()).map_err(|e| Error::invalid_field("approver", e))?;
     let comment = comment(body.value.comment)?;
     call.run(&approvals::REASSIGN, &body.document, async |app, w| {
@@ -256,11 +248,11 @@ async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 /// Read one approval request with its tasks.
 #[utoipa::path(
     get, path = "/api/approvals/requests/{requestId}", tag = "approvals", operation_id = "approvals.requests.get",
-    params(("requestId" = Uuid, Path)),
+    params(ids::RequestId),
     responses(
         (status = 200, description = "The request with its tasks", body = ApprovalRequestOut),
         crate::openapi::NotAUuid<ids::RequestId>,
-        (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchRequest,
     )
 )]
 async fn get_request(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -392,8 +384,7 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
     responses(
         (status = 201, description = "Raised: PENDING, source MANUAL, one PENDING task per (step, approver), expiring after the configured lifetime (TOKENOPS_APPROVAL_LIFETIME_MS, default 72 h); approval.requested is published", body = ApprovalRequestOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (every field's problem): missing or too long fields, malformed or repeated approvers, an expression naming no ACTIVE group or user of the organisation, or naming nobody but the caller", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The same Idempotency-Key is still being processed (IDEMPOTENCY_CONFLICT)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "The Idempotency-Key was used with another body", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>) -> ApiResult<Response> {
@@ -408,14 +399,11 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
 /// Cancel a PENDING request; its pending tasks are CANCELLED.
 #[utoipa::path(
     post, path = "/api/approvals/requests/{requestId}/cancel", tag = "approvals", operation_id = "approvals.requests.cancel",
-    params(
-        ("requestId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::RequestId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
         crate::openapi::NotAUuid<ids::RequestId>,
-        (status = 404, description = "No such request in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchRequest,
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )
 )]

@@ -214,7 +214,7 @@ struct AuditQuery {
     ),
     responses(
         (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),
-        (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
+        crate::openapi::AuditQueryInvalid,
     )
 )]
 async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -243,12 +243,10 @@ async fn list_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<R
         once rows are under way, the connection is closed without the final line break instead of ending \
         normally: a client that sees the transfer end early must not take the file as complete. `page` and \
         `size` are ignored.",
-    params(
-        AuditQuery,
-    ),
+    params(AuditQuery),
     responses(
         (status = 200, description = "The filtered audit records as CSV", content_type = "text/csv", body = String),
-        (status = 400, description = "Inverted range, unknown sort property, query too long, unparseable date", body = crate::openapi::ErrorBody),
+        crate::openapi::AuditQueryInvalid,
     )
 )]
 async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
@@ -286,7 +284,7 @@ async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult
 /// Read one audit record.
 #[utoipa::path(
     get, path = "/api/audit/events/{eventId}", tag = "audit", operation_id = "audit.events.get",
-    params(("eventId" = uuid::Uuid, Path)),
+    params(ids::EventId),
     responses(
         (status = 200, description = "The audit record", body = AuditEventOut),
         crate::openapi::NotAUuid<ids::EventId>,

@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::optional_text;
+use super::fields::{optional_text, required};
 use super::scripts::{OverrideIn, overrides};
 use crate::ApiState;
 use crate::error::ApiResult;
@@ -81,12 +81,6 @@ pub struct ExecutionIn {
     pub overrides: Vec<OverrideIn>,
 }
 
-/// The 404 row of an operation on one automation that is not deleted.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 404, description = "No such automation, or deleted")]
-#[allow(dead_code)]
-struct NoSuchAutomationOrDeleted(crate::openapi::ErrorBody);
-
 fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
     let kind = match value.trigger_type.as_deref() {
         None => TriggerType::OnDemand,
@@ -94,7 +88,7 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
             Error::invalid_field("triggerType", format!("{text:?} is not one of ON_DEMAND, SCHEDULED, EVENT"))
         })?,
     };
-    let required = |field: &str, v: &Option<String>| {
+    let needed = |field: &str, v: &Option<String>| {
         v.clone()
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| Error::invalid_field(field, format!("is required for {}", kind.as_str())))
@@ -112,15 +106,12 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
         }
         TriggerType::Scheduled => {
             unexpected("eventType", &value.event_type)?;
-            Trigger::Scheduled {
-                cron: required("cron", &value.cron)?,
-                time_zone: required("timeZone", &value.time_zone)?,
-            }
+            Trigger::Scheduled { cron: needed("cron", &value.cron)?, time_zone: needed("timeZone", &value.time_zone)? }
         }
         TriggerType::Event => {
             unexpected("cron", &value.cron)?;
             unexpected("timeZone", &value.time_zone)?;
-            Trigger::Event { event_type: required("eventType", &value.event_type)? }
+            Trigger::Event { event_type: needed("eventType", &value.event_type)? }
         }
     })
 }
@@ -165,7 +156,7 @@ async fn list_automations(call: TenantCall, params: QueryParams) -> ApiResult<Re
     responses(
         (status = 201, description = "Created ACTIVE; its runs act as the caller (userId), with the caller's permissions at each run", body = AutomationOut, headers(("Location" = String))),
         (status = 400, description = "A field invalid (trigger, cron, time zone, event type, parameters that do not fit the script), Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchScript,
         (status = 409, description = "The script is not PUBLISHED, or the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -175,7 +166,7 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
     let new = NewAutomation {
         trigger: trigger(&value)?,
         name: optional_text("name", value.name, 100)?,
-        script_id: value.script_id.ok_or_else(|| Error::invalid_field("scriptId", "is required"))?,
+        script_id: required("scriptId", value.script_id)?,
         parameters: overrides("parameters", value.parameters)?,
     };
     call.run(&automations::CREATE, &body.document, async |app, w| {
@@ -188,11 +179,11 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
 /// Read one automation.
 #[utoipa::path(
     get, path = "/api/automations/{automationId}", tag = "automations", operation_id = "automations.get",
-    params(("automationId" = Uuid, Path)),
+    params(ids::AutomationId),
     responses(
         (status = 200, description = "The automation", body = AutomationOut),
         crate::openapi::NotAUuid<ids::AutomationId>,
-        NoSuchAutomationOrDeleted,
+        crate::openapi::NoSuchAutomationOrDeleted,
     )
 )]
 async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -202,18 +193,18 @@ async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// Change an automation's status.
 #[utoipa::path(
     patch, path = "/api/automations/{automationId}/status", tag = "automations", operation_id = "automations.status.update",
-    params(("automationId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::AutomationId, crate::openapi::RequiredIdempotencyKey),
     request_body = StatusIn,
     responses(
         (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
         (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such automation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The key in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyInFlight,
     )
 )]
 async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<StatusIn>) -> ApiResult<Response> {
     let id = call.path.0;
-    let text = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
+    let text = required("status", body.value.status)?;
     let status = AutomationStatus::parse(&text).ok_or_else(|| {
         Error::invalid_field("status", format!("{text:?} is not one of ACTIVE, INACTIVE, DISABLED, DELETED"))
     })?;
@@ -226,12 +217,12 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
 /// Run an ON_DEMAND automation now.
 #[utoipa::path(
     post, path = "/api/automations/{automationId}/executions", tag = "automations", operation_id = "automations.execute",
-    params(("automationId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::AutomationId, crate::openapi::RequiredIdempotencyKey),
     request_body = ExecutionIn,
     responses(
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
         (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),
-        NoSuchAutomationOrDeleted,
+        crate::openapi::NoSuchAutomationOrDeleted,
         (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, or the key in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "An override does not fit the script's declared parameters (each reason in details), or the key reused with a different payload", body = crate::openapi::ErrorBody),
         (status = 500, description = "The run could not be requested: nothing was recorded and the key was released; retry with the same key", body = crate::openapi::ErrorBody),
@@ -255,7 +246,7 @@ async fn execute_automation(
 #[utoipa::path(
     get, path = "/api/automations/{automationId}/history", tag = "automations", operation_id = "automations.history",
     params(
-        ("automationId" = Uuid, Path),
+        ids::AutomationId,
         ("status" = Option<String>, Query, description = "QUEUED, RUNNING, SUCCEEDED or FAILED; another value gives an empty page"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt or status, with ,asc or ,desc; default createdAt,desc"),
         crate::openapi::ClampedPageQuery,
@@ -263,7 +254,7 @@ async fn execute_automation(
     responses(
         (status = 200, description = "Style A page of runs: trigger, parameters, timings, log lines, submitted operation ids, error", body = ExecutionPage),
         (status = 400, description = "automationId not a UUID, invalid page or sort", body = crate::openapi::ErrorBody),
-        NoSuchAutomationOrDeleted,
+        crate::openapi::NoSuchAutomationOrDeleted,
     )
 )]
 async fn automation_history(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {

@@ -15,6 +15,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const NAME_MAX: usize = 100;
@@ -40,7 +41,7 @@ pub struct ClientIn {
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.create",
     params(
-        ("tenantId" = uuid::Uuid, Path),
+        ids::TenantId,
         ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters. A replay answers with the same reveal URL, which works once"),
     ),
     request_body = ClientIn,
@@ -48,7 +49,7 @@ pub struct ClientIn {
         (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient),
         (status = 400, description = "Blank or too long name", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing client:manage, or missing the permission handing out the role needs", body = crate::openapi::ErrorBody),
-        (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+        crate::openapi::NoRoleOrExternalProvider,
     )
 )]
 async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientIn>) -> ApiResult<Response> {
@@ -70,10 +71,7 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
 /// List the organisation's machine clients (paging style C, oldest first).
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.list",
-    params(
-        ("tenantId" = uuid::Uuid, Path),
-        crate::openapi::PageQuery,
-    ),
+    params(ids::TenantId, crate::openapi::PageQuery),
     responses(
         (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
@@ -91,11 +89,11 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
 /// One of the organisation's machine clients (never its secret).
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.get",
-    params(("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path)),
+    params(ids::TenantId, ids::ClientId),
     responses(
         (status = 200, description = "The client", body = ClientOut),
         crate::openapi::PathIdNotUuid,
-        (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchClient,
     )
 )]
 async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
@@ -105,14 +103,11 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
 /// Disable a machine client: its tokens are refused from the next request.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.disable",
-    params(
-        ("tenantId" = uuid::Uuid, Path), ("clientId" = uuid::Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::ClientId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Disabled"),
         crate::openapi::PathIdNotUuid,
-        (status = 404, description = "No such client in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchClient,
     )
 )]
 async fn disable_client(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {

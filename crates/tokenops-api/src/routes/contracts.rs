@@ -14,12 +14,13 @@ use tokenops_domain::contract::{Contract, ContractFilter, ContractStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{optional_text, something_to_change};
+use super::fields::{optional_text, required, something_to_change};
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::ScopedPath;
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall, TenantScope};
+use crate::openapi::ids;
 use crate::write::{self, OptionalKeyWrite, Reply, Written};
 
 const NAME_MAX: usize = 100;
@@ -75,7 +76,7 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
     )
 )]
 async fn register_contract(call: OptionalKeyWrite, body: JsonBody<ContractIn>) -> ApiResult<Response> {
-    let asset = body.value.asset_id.ok_or_else(|| Error::invalid_field("assetId", "is required"))?;
+    let asset = required("assetId", body.value.asset_id)?;
     let asset = asset_field("assetId", &asset)?;
     let name = optional_text("name", body.value.name, NAME_MAX)?;
     let adopt = match body.value.contract_address {
@@ -138,16 +139,13 @@ impl ScopedPath for AssetPath {
 /// Switch a contract between ACTIVE and INACTIVE, or rename it.
 #[utoipa::path(
     patch, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.update",
-    params(
-        ("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)"),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::AssetId, crate::openapi::OptionalIdempotencyKey),
     request_body = ContractPatch,
     responses(
         (status = 200, description = "The contract after the change", body = ContractOut),
         (status = 400, description = "Nothing to change, unknown status, blank or too long name, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
-        (status = 409, description = "Key still in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::NoContract,
+        crate::openapi::KeyInFlight,
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
 )]
@@ -171,10 +169,10 @@ async fn update_contract(call: OptionalKeyWrite<AssetPath>, body: JsonBody<Contr
 /// Read the contract of an asset.
 #[utoipa::path(
     get, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.get",
-    params(("assetId" = String, Path, description = "ISO 4217 code (case-insensitive)")),
+    params(ids::AssetId),
     responses(
         (status = 200, description = "The asset's contract", body = ContractOut),
-        (status = 404, description = "No contract for the asset", body = crate::openapi::ErrorBody),
+        crate::openapi::NoContract,
     )
 )]
 async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {

@@ -9,10 +9,12 @@ use tokenops_domain::customer::{CustomerRef, CustomerStatus, DISPLAY_NAME_MAX_LE
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::fields::required;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -53,7 +55,7 @@ fn parse_status(field: &str, value: &str) -> Result<CustomerStatus, Error> {
 }
 
 fn parse_new_customer(body: CustomerIn) -> Result<NewCustomer, Error> {
-    let customer_ref = body.customer_ref.ok_or_else(|| Error::invalid_field("customerRef", "is required"))?;
+    let customer_ref = required("customerRef", body.customer_ref)?;
     let customer_ref = CustomerRef::parse(&customer_ref).map_err(|e| Error::invalid_field("customerRef", e))?;
     let display_name = match body.display_name {
         Some(name) if name.trim().is_empty() => return Err(Error::invalid_field("displayName", "must not be blank")),
@@ -99,24 +101,20 @@ async fn register_customer(call: RequiredKeyWrite, body: JsonBody<CustomerIn>) -
 /// Change a customer's status.
 #[utoipa::path(
     patch, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.update",
-    params(
-        ("customerRef" = String, Path),
-        crate::openapi::RequiredIdempotencyKey,
-    ),
+    params(ids::CustomerRef, crate::openapi::RequiredIdempotencyKey),
     request_body = CustomerPatch,
     responses(
         (status = 200, description = "The customer after the change (unchanged when it already had the status)", body = CustomerOut),
         (status = 400, description = "status missing or unknown, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such customer", body = crate::openapi::ErrorBody),
-        (status = 409, description = "Key still in flight (Retry-After)", body = crate::openapi::ErrorBody),
-        crate::openapi::KeyReusedWithAnotherPayload,
+        crate::openapi::NoSuchCustomer,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn change_customer_status(
     call: RequiredKeyWrite<PathText>,
     body: JsonBody<CustomerPatch>,
 ) -> ApiResult<Response> {
-    let status = body.value.status.ok_or_else(|| Error::invalid_field("status", "is required"))?;
+    let status = required("status", body.value.status)?;
     let status = parse_status("status", &status)?;
     let customer_ref = path_ref(&call.path.0)?;
     call.run_about(&CHANGE_STATUS, &body.document, customer_ref.to_string(), async |app, w| {
@@ -128,10 +126,10 @@ async fn change_customer_status(
 /// Read one customer.
 #[utoipa::path(
     get, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.get",
-    params(("customerRef" = String, Path)),
+    params(ids::CustomerRef),
     responses(
         (status = 200, description = "The customer", body = CustomerOut),
-        (status = 404, description = "No such customer in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchCustomer,
     )
 )]
 async fn get_customer(call: TenantCall<PathText>) -> ApiResult<Response> {

@@ -1,12 +1,26 @@
 //! Text fields of request bodies, checked the same way on every route: trimmed, required or
 //! optional, never blank, bounded in length; an email address as a user's or an owner's; a key
-//! a resource is named by (a group's, a template's); and the rule that a change sends something.
+//! a resource is named by (a group's, a template's); a required field and a version number of
+//! any body; and the rule that a change sends something.
 
 use tokenops_app::Error;
 
+/// A field the body must send: 400 `is required` when it is absent (or null).
+pub fn required<T>(field: &str, value: Option<T>) -> Result<T, Error> {
+    value.ok_or_else(|| Error::invalid_field(field, "is required"))
+}
+
+/// A version number sent as a JSON integer: 1 or more.
+pub fn version_number(field: &str, value: i64) -> Result<u32, Error> {
+    u32::try_from(value)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| Error::invalid_field(field, "must be a positive integer"))
+}
+
 /// A required, non-blank text of at most `max` characters (trimmed).
 pub fn text(field: &str, value: Option<String>, max: usize) -> Result<String, Error> {
-    let value = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
+    let value = required(field, value)?;
     optional_text(field, Some(value), max)?.ok_or_else(|| Error::invalid_field(field, "must not be blank"))
 }
 

@@ -16,13 +16,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{self, optional_text, something_to_change, text};
+use super::fields::{self, optional_text, required, something_to_change, text};
 use super::roles::UserSummaryPage;
 use crate::ApiState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::path::{self, ScopedPath, uuid_param};
 use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall, TenantScope};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const SORTABLE: &[(&str, &str)] = &[
@@ -68,7 +69,7 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.list",
     params(
-        ("tenantId" = Uuid, Path, description = "Must be the caller's organisation"),
+        ids::TenantId,
         ("sort" = Option<Vec<String>>, Query, description = "key, name, status, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
         crate::openapi::PageQuery,
     ),
@@ -88,15 +89,11 @@ async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRes
 /// An approval group with one page of its members, ordered by first name then last name.
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.get",
-    params(
-        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        ("page" = Option<u64>, Query, description = "Page of members; zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
-    ),
+    params(ids::TenantId, ids::GroupId, crate::openapi::UsersPageQuery),
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         crate::openapi::PathIdOrPagingInvalid,
-        (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchGroup,
     )
 )]
 async fn get_group(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
@@ -122,10 +119,7 @@ pub struct GroupIn {
 /// Create an approval group.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.create",
-    params(
-        ("tenantId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, crate::openapi::OptionalIdempotencyKey),
     request_body = GroupIn,
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
@@ -155,15 +149,12 @@ pub struct GroupPatch {
 /// Rename, deactivate or reactivate an approval group.
 #[utoipa::path(
     patch, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.update",
-    params(
-        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::GroupId, crate::openapi::OptionalIdempotencyKey),
     request_body = GroupPatch,
     responses(
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such group", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchGroup,
     )
 )]
 async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<GroupPatch>) -> ApiResult<Response> {
@@ -201,10 +192,7 @@ pub struct MembershipOut {
 /// Add a user of the organisation to an approval group.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/groups/{groupId}/members", tag = "groups", operation_id = "groups.members.add",
-    params(
-        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::GroupId, crate::openapi::OptionalIdempotencyKey),
     request_body = MemberIn,
     responses(
         (status = 201, description = "Added", body = MembershipOut),
@@ -217,7 +205,7 @@ pub struct MembershipOut {
 async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<MemberIn>) -> ApiResult<Response> {
     let id = call.path.then.0;
     let tenant = call.scope.tenant;
-    let user_id = body.value.user_id.ok_or_else(|| Error::invalid_field("userId", "is required"))?;
+    let user_id = required("userId", body.value.user_id)?;
     let user_id = Uuid::parse_str(&user_id).map_err(|_| Error::invalid_field("userId", "must be a UUID"))?;
     call.run(&groups::ADD_MEMBER, &body.document, async |app, w| {
         let (group, user, added) = app.groups.add_member(w, id, user_id).await?;
@@ -258,10 +246,7 @@ impl ScopedPath for GroupMember {
 /// Remove a member from an approval group.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
-    params(
-        ("tenantId" = Uuid, Path), ("groupId" = Uuid, Path), ("userId" = Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::GroupId, ids::UserId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Removed"),
         crate::openapi::PathIdNotUuid,

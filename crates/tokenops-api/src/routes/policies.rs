@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::fields::{optional_text, something_to_change, text};
+use super::fields::{optional_text, required, something_to_change, text, version_number};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -47,17 +47,6 @@ pub type PolicyPage = PageB<PolicyOut>;
 /// A page of policy versions (style B).
 pub type VersionPage = PageB<VersionOut>;
 
-/// The 404 row of an operation on one policy.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 404, description = "No such policy in the organisation")]
-#[allow(dead_code)]
-struct NoSuchPolicy(crate::openapi::ErrorBody);
-
-/// A policy content document: required, a JSON value (its rules are validated by the service).
-fn content(value: Option<serde_json::Value>) -> Result<serde_json::Value, Error> {
-    value.ok_or_else(|| Error::invalid_field("content", "is required"))
-}
-
 /// List the organisation's policies (paging style B).
 #[utoipa::path(
     get, path = "/api/policies", tag = "policies", operation_id = "policies.list",
@@ -83,11 +72,11 @@ async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 /// A policy with its current version's content.
 #[utoipa::path(
     get, path = "/api/policies/{policyId}", tag = "policies", operation_id = "policies.get",
-    params(("policyId" = Uuid, Path)),
+    params(ids::PolicyId),
     responses(
         (status = 200, description = "The policy; content is its current version's", body = PolicyOut),
         crate::openapi::NotAUuid<ids::PolicyId>,
-        NoSuchPolicy,
+        crate::openapi::NoSuchPolicy,
     )
 )]
 async fn get_policy(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -112,12 +101,12 @@ pub struct PolicyPatch {
 /// Audited as policy.update with the labels before and after.
 #[utoipa::path(
     patch, path = "/api/policies/{policyId}", tag = "policies", operation_id = "policies.update",
-    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
     request_body = PolicyPatch,
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long name or description, an unknown field, or policyId not a UUID", body = crate::openapi::ErrorBody),
-        NoSuchPolicy,
+        crate::openapi::NoSuchPolicy,
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -172,7 +161,7 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
     let value = body.value;
     let new = NewPolicy {
         template_key: text("templateKey", value.template_key, KEY_MAX)?,
-        content: content(value.content)?,
+        content: required("content", value.content)?,
         name: optional_text("name", value.name, NAME_MAX)?,
         description: optional_text("description", value.description, TEXT_MAX)?,
         change_summary: optional_text("changeSummary", value.change_summary, TEXT_MAX)?,
@@ -187,11 +176,11 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
 /// Activate a policy.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/activate", tag = "policies", operation_id = "policies.activate",
-    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         crate::openapi::NotAUuid<ids::PolicyId>,
-        NoSuchPolicy,
+        crate::openapi::NoSuchPolicy,
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
 )]
@@ -203,11 +192,11 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
 /// Archive a policy, from any status.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/archive", tag = "policies", operation_id = "policies.archive",
-    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         crate::openapi::NotAUuid<ids::PolicyId>,
-        NoSuchPolicy,
+        crate::openapi::NoSuchPolicy,
     )
 )]
 async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
@@ -218,14 +207,11 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
 /// List a policy's versions (paging style B, newest first).
 #[utoipa::path(
     get, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.list",
-    params(
-        ("policyId" = Uuid, Path),
-        crate::openapi::PageQuery,
-    ),
+    params(ids::PolicyId, crate::openapi::PageQuery),
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
         (status = 400, description = "policyId is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
-        NoSuchPolicy,
+        crate::openapi::NoSuchPolicy,
     )
 )]
 async fn list_versions(call: TenantCall<PathId>, params: QueryParams) -> ApiResult<Response> {
@@ -249,19 +235,19 @@ pub struct VersionIn {
 /// Add a version to a policy; the current version does not change.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.create",
-    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
     request_body = VersionIn,
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
-        NoSuchPolicy,
+        crate::openapi::NoSuchPolicy,
         (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
     )
 )]
 async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn>) -> ApiResult<Response> {
     let (id, value) = (call.path.0, body.value);
     let change_summary = optional_text("changeSummary", value.change_summary, TEXT_MAX)?;
-    let content = content(value.content)?;
+    let content = required("content", value.content)?;
     call.run(&policies::CREATE_VERSION, &body.document, async |app, w| {
         let v = app.policies.add_version(w, id, change_summary, content).await?;
         // No endpoint reads one version: Location names the list that holds it.
@@ -281,7 +267,7 @@ pub struct CurrentVersionIn {
 /// Choose the version a policy serves (an earlier number rolls back).
 #[utoipa::path(
     put, path = "/api/policies/{policyId}/current-version", tag = "policies", operation_id = "policies.currentVersion.set",
-    params(("policyId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
     request_body = CurrentVersionIn,
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),
@@ -292,11 +278,7 @@ pub struct CurrentVersionIn {
 )]
 async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<CurrentVersionIn>) -> ApiResult<Response> {
     let id = call.path.0;
-    let number = body.value.version_number.ok_or_else(|| Error::invalid_field("versionNumber", "is required"))?;
-    let number = u32::try_from(number)
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| Error::invalid_field("versionNumber", "must be a positive integer"))?;
+    let number = version_number("versionNumber", required("versionNumber", body.value.version_number)?)?;
     call.run(&policies::SET_CURRENT_VERSION, &body.document, async |app, w| {
         Reply::ok(&app.policies.set_current_version(w, id, number).await?)
     })
@@ -328,7 +310,7 @@ pub struct SimulationIn {
 }
 
 fn instant(field: &str, value: Option<String>) -> Result<Timestamp, Error> {
-    let text = value.ok_or_else(|| Error::invalid_field(field, "is required"))?;
+    let text = required(field, value)?;
     Timestamp::parse_iso8601(&text).map_err(|e| Error::invalid_field(field, e))
 }
 
@@ -342,15 +324,7 @@ fn simulation_source(value: &mut SimulationIn) -> Result<SimulationSource, Error
                 return Err(Error::invalid_field("templateKey", "goes with content, not with policyId"));
             }
             let policy_id = Uuid::parse_str(&id).map_err(|_| Error::invalid_field("policyId", "must be a UUID"))?;
-            let version_number = value
-                .version_number
-                .map(|n| {
-                    u32::try_from(n)
-                        .ok()
-                        .filter(|n| *n >= 1)
-                        .ok_or_else(|| Error::invalid_field("versionNumber", "must be a positive integer"))
-                })
-                .transpose()?;
+            let version_number = value.version_number.map(|n| version_number("versionNumber", n)).transpose()?;
             Ok(SimulationSource::Version { policy_id, version_number })
         }
         (None, Some(content)) => {

@@ -19,6 +19,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 /// Sortable properties (API name → store column).
@@ -100,7 +101,7 @@ async fn list_permissions() -> ApiResult<Response> {
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/roles", tag = "roles", operation_id = "roles.list",
     params(
-        ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
+        ids::TenantId,
         ("sort" = Option<Vec<String>>, Query, description = "name, description, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
         crate::openapi::PageQuery,
     ),
@@ -121,15 +122,11 @@ async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
 /// A role with one page of its holders, ordered by first name then last name.
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.get",
-    params(
-        ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
-        ("page" = Option<u64>, Query, description = "Page of holders; zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "1 to 100, default 20"),
-    ),
+    params(ids::TenantId, ids::RoleId, crate::openapi::UsersPageQuery),
     responses(
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         crate::openapi::PathIdOrPagingInvalid,
-        (status = 404, description = "No such role in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchRole,
     )
 )]
 async fn get_role(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> ApiResult<Response> {
@@ -174,10 +171,7 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
 /// Create a custom role.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/roles", tag = "roles", operation_id = "roles.create",
-    params(
-        ("tenantId" = uuid::Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, crate::openapi::OptionalIdempotencyKey),
     request_body = RoleIn,
     responses(
         (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
@@ -203,16 +197,13 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
 /// Edit a custom role: name, description, permissions.
 #[utoipa::path(
     patch, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.update",
-    params(
-        ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::RoleId, crate::openapi::OptionalIdempotencyKey),
     request_body = RolePatch,
     responses(
         (status = 200, description = "The role after the change", body = RoleOut),
         (status = 400, description = "Editing a platform role, nothing to change, blank or too long name, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing role:update, or adding a permission the caller lacks", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchRole,
         (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
     )
 )]
@@ -237,14 +228,11 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
 /// Delete a custom role that no user or machine client holds.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.delete",
-    params(
-        ("tenantId" = uuid::Uuid, Path), ("roleId" = uuid::Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::RoleId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such role", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchRole,
         (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
     )
 )]

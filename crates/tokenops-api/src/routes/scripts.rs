@@ -17,7 +17,7 @@ use tokenops_domain::script::{ScriptFilter, ScriptStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{optional_text, text};
+use super::fields::{optional_text, required, text, version_number};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
@@ -73,12 +73,6 @@ pub struct ScriptPatch {
     /// DRAFT (unpublish), PUBLISHED or DEPRECATED.
     pub status: Option<String>,
 }
-
-/// The 404 row of an operation on one script that is not deleted.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 404, description = "No such script, or deleted")]
-#[allow(dead_code)]
-struct NoSuchScriptOrDeleted(crate::openapi::ErrorBody);
 
 /// A field that may be sent as null: `Some(None)`; absent: `None`.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -167,8 +161,7 @@ async fn list_scripts(call: TenantCall, params: QueryParams) -> ApiResult<Respon
     responses(
         (status = 201, description = "Created: DRAFT, version 1, its parameters extracted from the source", body = ScriptOut, headers(("Location" = String))),
         (status = 400, description = "A field missing or invalid; the source does not compile (the compiler's message, with line and column in details and as members); a duplicate name; an import that names no script; Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The same Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
-        crate::openapi::KeyReusedWithAnotherPayload,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiResult<Response> {
@@ -176,7 +169,7 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
     let new = NewScript {
         name: text("name", value.name, scripts::NAME_MAX)?,
         description: optional_text("description", value.description, scripts::DESCRIPTION_MAX)?,
-        source: value.source.ok_or_else(|| Error::invalid_field("source", "is required"))?,
+        source: required("source", value.source)?,
     };
     call.run(&scripts::CREATE, &body.document, async |app, w| {
         let s = app.scripts.create(w, new).await?;
@@ -188,11 +181,11 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
 /// Read one script.
 #[utoipa::path(
     get, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.get",
-    params(("scriptId" = uuid::Uuid, Path)),
+    params(ids::ScriptId),
     responses(
         (status = 200, description = "The script (its code through download)", body = ScriptOut),
         crate::openapi::NotAUuid<ids::ScriptId>,
-        NoSuchScriptOrDeleted,
+        crate::openapi::NoSuchScriptOrDeleted,
     )
 )]
 async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -209,12 +202,12 @@ async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// cannot be renamed (409).
 #[utoipa::path(
     patch, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.update",
-    params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::ScriptId, crate::openapi::RequiredIdempotencyKey),
     request_body = ScriptPatch,
     responses(
         (status = 200, description = "The script after the change", body = ScriptOut),
         (status = 400, description = "No field given, an invalid name or description, a duplicate name, an unsupported status, code that does not compile, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        NoSuchScriptOrDeleted,
+        crate::openapi::NoSuchScriptOrDeleted,
         (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -245,11 +238,11 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
 /// Delete a script that is not PUBLISHED.
 #[utoipa::path(
     delete, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.delete",
-    params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::ScriptId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 204, description = "Deleted: its name is free again"),
         crate::openapi::NotAUuidOrNoKey<ids::ScriptId>,
-        NoSuchScriptOrDeleted,
+        crate::openapi::NoSuchScriptOrDeleted,
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
     )
 )]
@@ -261,11 +254,11 @@ async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
 /// Download a script's code.
 #[utoipa::path(
     get, path = "/api/scripts/{scriptId}/download", tag = "scripts", operation_id = "scripts.download",
-    params(("scriptId" = uuid::Uuid, Path)),
+    params(ids::ScriptId),
     responses(
         (status = 200, description = "The Rhai source as a file, `{name}.rhai`", content_type = "text/plain", body = String),
         crate::openapi::NotAUuid<ids::ScriptId>,
-        (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchScript,
         (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
     )
 )]
@@ -283,12 +276,12 @@ async fn download_script(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// Clone a script under a new name, with new defaults for some parameters.
 #[utoipa::path(
     post, path = "/api/scripts/{scriptId}/clone", tag = "scripts", operation_id = "scripts.clone",
-    params(("scriptId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::ScriptId, crate::openapi::RequiredIdempotencyKey),
     request_body = CloneIn,
     responses(
         (status = 201, description = "The clone: a DRAFT at version 1 with the source's code, rootScriptId the source's root", body = ScriptOut, headers(("Location" = String))),
         (status = 400, description = "An override that names no parameter or does not fit its type, a duplicate name, a source that no longer compiles, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such script", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchScript,
         (status = 409, description = "The source is deleted, or the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -342,7 +335,7 @@ pub struct DryRunIn {
 /// the permission that runs scripts.
 #[utoipa::path(
     post, path = "/api/scripts/{scriptId}/dry-runs", tag = "scripts", operation_id = "scripts.dryRun",
-    params(("scriptId" = uuid::Uuid, Path)),
+    params(ids::ScriptId),
     request_body = DryRunIn,
     responses(
         (status = 200, description = "What the run did: status, the parameters' values, the bodies it would have submitted, its log and its error", body = DryRunOut),
@@ -359,15 +352,7 @@ async fn dry_run_script(
     body: Option<JsonBody<DryRunIn>>,
 ) -> ApiResult<Response> {
     let value = JsonBody::or_default(body).value;
-    let version = value
-        .version
-        .map(|n| {
-            u32::try_from(n)
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| Error::invalid_field("version", "must be a positive integer"))
-        })
-        .transpose()?;
+    let version = value.version.map(|n| version_number("version", n)).transpose()?;
     if value.event.as_ref().is_some_and(|e| !e.is_object()) {
         return Err(Error::invalid_field("event", "must be an object").into());
     }

@@ -12,11 +12,12 @@ use tokenops_domain::policy::PolicyAction;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{self, optional_text, something_to_change, text};
+use super::fields::{self, optional_text, required, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
@@ -50,7 +51,7 @@ fn template_key(value: Option<String>) -> Result<String, Error> {
 }
 
 fn action(value: Option<String>) -> Result<PolicyAction, Error> {
-    let text = value.ok_or_else(|| Error::invalid_field("action", "is required"))?;
+    let text = required("action", value)?;
     PolicyAction::parse(&text).ok_or_else(|| {
         let names: Vec<&str> = PolicyAction::ALL.iter().map(|a| a.as_str()).collect();
         Error::invalid_field("action", format!("{text:?} is not a policy action; one of {}", names.join(", ")))
@@ -171,15 +172,12 @@ pub struct TemplatePatch {
 /// organisation's scope (404).
 #[utoipa::path(
     patch, path = "/api/templates/{key}", tag = "policies", operation_id = "templates.update",
-    params(
-        ("key" = String, Path, description = "The template's key"),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TemplateKey, crate::openapi::OptionalIdempotencyKey),
     request_body = TemplatePatch,
     responses(
         (status = 200, description = "The template after the change, templateVersion one up", body = TemplateOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long field, or defaultContent not an object", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchTemplate,
     )
 )]
 async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<TemplatePatch>) -> ApiResult<Response> {
@@ -206,13 +204,10 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
 /// policies created from it are unchanged. Deprecating it again changes nothing (200).
 #[utoipa::path(
     post, path = "/api/templates/{key}/deprecate", tag = "policies", operation_id = "templates.deprecate",
-    params(
-        ("key" = String, Path, description = "The template's key"),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TemplateKey, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
-        (status = 404, description = "No template with the key in the organisation's scope (SYSTEM templates included)", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchTemplate,
     )
 )]
 async fn deprecate_template(call: OptionalKeyWrite<PathText>) -> ApiResult<Response> {

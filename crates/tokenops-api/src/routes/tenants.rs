@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::embedded_provider_only;
-use super::fields::{PERSON_NAME_MAX, email, text};
+use super::fields::{PERSON_NAME_MAX, email, required, text};
 use crate::ApiState;
 use crate::error::TimestampStyle;
 use crate::error::{ApiError, ApiResult};
@@ -52,7 +52,7 @@ pub struct TenantIn {
 
 fn parse(body: TenantIn) -> Result<NewOrganisation, Error> {
     let name = text("name", body.name, 200)?;
-    let owner = body.owner.ok_or_else(|| Error::invalid_field("owner", "is required"))?;
+    let owner = required("owner", body.owner)?;
     let email = email("owner.email", owner.email)?;
     Ok(NewOrganisation {
         id: TenantId(tokenops_domain::new_id()),

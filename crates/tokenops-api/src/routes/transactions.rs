@@ -104,8 +104,7 @@ fn accepted(operation: &Operation) -> tokenops_app::AppResult<Reply> {
         (status = 400, description = "Any rule of the submission: key missing, blank or over 255; counterpartyRef on a type other than TRANSFER or LOCK, or missing on a TRANSFER; assetId not a recognised ISO 4217 code or without an ACTIVE contract; amount not positive or finer than the minor unit; a named account missing, holding another asset or not ACTIVE; a non-scalar params value; params.lockId on a LOCK; RELEASE or CANCEL without a valid lockId, with a lock not ACTIVE or being completed, or with assetId, accountRef or amount", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing permission transaction:submit (transaction:mint for MINT and BURN)", body = crate::openapi::ErrorBody),
         (status = 404, description = "RELEASE or CANCEL whose lock is not visible yet: retry with the same key", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The same key is still being processed (Retry-After)", body = crate::openapi::ErrorBody),
-        (status = 422, description = "The key was used with another payload", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn submit_transaction(call: RequiredKeyWrite, body: JsonBody<TransactionIn>) -> ApiResult<Response> {
@@ -146,7 +145,7 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
 /// Read one operation.
 #[utoipa::path(
     get, path = "/api/transactions/{transactionId}", tag = "transactions", operation_id = "transactions.get",
-    params(("transactionId" = uuid::Uuid, Path)),
+    params(ids::TransactionId),
     responses(
         (status = 200, description = "The operation in its current state", body = OperationOut),
         crate::openapi::NotAUuid<ids::TransactionId>,
@@ -218,9 +217,8 @@ async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<R
     params(
         ("reason" = Option<String>, Query, description = "CHAIN_FAILED, RETRY_EXHAUSTED, BALANCE_MISMATCH; another value gives an empty page"),
         ("accountRef" = Option<String>, Query),
-        ("from" = Option<String>, Query, description = "ISO 8601, inclusive"),
-        ("to" = Option<String>, Query, description = "ISO 8601, exclusive"),
-        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query),
+        crate::openapi::TimeWindowQuery,
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of breaks, newest first. The spec shows a break's reason and detail only; this service adds id, transactionId (when an operation broke), accountRef, assetId and detectedAt", body = BreakPage),
@@ -258,7 +256,7 @@ async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Respons
 /// Read a lock (visible once its LOCK is on the ledger).
 #[utoipa::path(
     get, path = "/api/locks/{lockId}", tag = "transactions", operation_id = "locks.get",
-    params(("lockId" = uuid::Uuid, Path, description = "The LOCK operation's transactionId")),
+    params(ids::LockId),
     responses(
         (status = 200, description = "The lock", body = LockOut),
         crate::openapi::NotAUuid<ids::LockId>,
@@ -273,14 +271,14 @@ async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
 #[utoipa::path(
     get, path = "/api/accounts/{accountRef}/locks", tag = "transactions", operation_id = "locks.list",
     params(
-        ("accountRef" = String, Path),
+        ids::AccountRef,
         ("status" = Option<LockStatus>, Query),
-        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query),
+        crate::openapi::PageQuery,
     ),
     responses(
         (status = 200, description = "Style A page of the account's locks, newest first", body = LockPage),
         crate::openapi::PagingOrStatusInvalid,
-        (status = 404, description = "No such account", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchAccount,
     )
 )]
 async fn list_account_locks(call: TenantCall<PathText>, params: QueryParams) -> ApiResult<Response> {

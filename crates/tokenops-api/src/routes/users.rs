@@ -24,6 +24,7 @@ use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{Authenticated, JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
+use crate::openapi::ids;
 use crate::write::{OptionalKeyWrite, Reply};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -97,7 +98,7 @@ async fn get_user_by_id(
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.list",
     params(
-        ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
+        ids::TenantId,
         ("search" = Option<String>, Query, description = "Case-insensitive prefix of email, first name or last name (at most 100 characters)"),
         ("status" = Option<String>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
         ("role" = Option<String>, Query, description = "A role name (platform names case-insensitive)"),
@@ -174,16 +175,13 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
 /// Invite a user into the organisation; answers 200 (not 201) with the INVITED user.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.invite",
-    params(
-        ("tenantId" = uuid::Uuid, Path, description = "Must be the caller's organisation"),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, crate::openapi::OptionalIdempotencyKey),
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
         (status = 400, description = "email missing, blank, too long (over 254 characters) or without an @, or a name or roleName over 100 characters. The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
-        (status = 404, description = "Role {name} not found; or the deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+        crate::openapi::NoRoleOrExternalProvider,
         (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
     )
 )]
@@ -201,11 +199,11 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
 /// A user of the organisation.
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.get",
-    params(("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path)),
+    params(ids::TenantId, ids::UserId),
     responses(
         (status = 200, description = "The user", body = UserOut),
         crate::openapi::PathIdNotUuid,
-        (status = 404, description = "No such user in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchUser,
     )
 )]
 async fn get_user(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
@@ -224,10 +222,7 @@ pub struct UserPatch {
 /// Change a user's role, suspend or reactivate them.
 #[utoipa::path(
     patch, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.update",
-    params(
-        ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::UserId, crate::openapi::OptionalIdempotencyKey),
     request_body = UserPatch,
     responses(
         (status = 200, description = "The user after the change. Reactivating a user who never chose a password makes them INVITED again", body = UserOut),
@@ -257,15 +252,12 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
 /// Remove a user from the organisation.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.remove",
-    params(
-        ("tenantId" = uuid::Uuid, Path), ("userId" = uuid::Uuid, Path),
-        crate::openapi::OptionalIdempotencyKey,
-    ),
+    params(ids::TenantId, ids::UserId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Removed: the user's tokens are refused from now on"),
         (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing member:remove, or missing the permission the user's role needs", body = crate::openapi::ErrorBody),
-        (status = 404, description = "No such user", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchUser,
     )
 )]
 async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {

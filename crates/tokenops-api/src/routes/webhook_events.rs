@@ -85,12 +85,10 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
     get, path = "/api/webhook-events", tag = "webhook-events", operation_id = "webhookEvents.list",
     params(
         ("type" = Option<String>, Query, description = "An event type of the spec's Events table, or webhook.failing or webhook.suspended (beyond the spec)"),
-        ("from" = Option<String>, Query, description = "ISO 8601, inclusive"),
-        ("to" = Option<String>, Query, description = "ISO 8601, exclusive"),
+        crate::openapi::TimeWindowQuery,
         ("status" = Option<DeliveryStatus>, Query, description = "Events with a delivery whose latest generation (per registration) has this status"),
         ("webhookId" = Option<uuid::Uuid>, Query, description = "Events with a delivery to this registration"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("cursor" = Option<String>, Query, description = "nextCursor of the previous page, with the same filters"),
+        crate::openapi::CursorQuery,
     ),
     responses(
         (status = 200, description = "Style D page of events, newest first: items, nextCursor (null on the last page), limit", body = WebhookEventPage),
@@ -123,7 +121,7 @@ async fn list_webhook_events(call: TenantCall, params: QueryParams) -> ApiResult
 /// Read one event with all its deliveries.
 #[utoipa::path(
     get, path = "/api/webhook-events/{eventId}", tag = "webhook-events", operation_id = "webhookEvents.get",
-    params(("eventId" = uuid::Uuid, Path)),
+    params(ids::EventId),
     responses(
         (status = 200, description = "The event with its deliveries", body = WebhookEventOut),
         crate::openapi::NotAUuid<ids::EventId>,
@@ -171,7 +169,7 @@ pub struct RedeliverFilterIn {
 /// for its resumption.
 #[utoipa::path(
     post, path = "/api/webhook-events/{eventId}/redeliver", tag = "webhook-events", operation_id = "webhookEvents.redeliver",
-    params(("eventId" = uuid::Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::EventId, crate::openapi::RequiredIdempotencyKey),
     request_body(content = RedeliverIn, description = "Optional; an empty body replays to every destination"),
     responses(
         (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false)", body = FilteredReplay),
@@ -179,7 +177,7 @@ pub struct RedeliverFilterIn {
         (status = 404, description = "No such event (EVENT_NOT_FOUND), no delivery to the named destination (DELIVERY_NOT_FOUND), or the destination was deleted (WEBHOOK_NOT_FOUND)", body = crate::openapi::ErrorBody),
         (status = 409, description = "DELIVERY_STILL_QUEUED: the latest delivery (or a replay of it) is still queued; WEBHOOK_INACTIVE; or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
-        (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
+        crate::openapi::ReplayBudgetExhausted,
     )
 )]
 async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<RedeliverIn>>) -> ApiResult<Response> {
@@ -207,9 +205,8 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
     responses(
         (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated", body = FilteredReplay),
         (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        crate::openapi::KeyInFlight,
-        crate::openapi::KeyReusedWithAnotherPayload,
-        (status = 429, description = "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyConflicts,
+        crate::openapi::ReplayBudgetExhausted,
     )
 )]
 async fn redeliver_filtered(call: RequiredKeyWrite, body: JsonBody<RedeliverFilterIn>) -> ApiResult<Response> {

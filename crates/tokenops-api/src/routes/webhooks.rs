@@ -15,6 +15,7 @@ use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::fields::required;
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
@@ -74,12 +75,6 @@ pub struct WebhookPatch {
     pub event_types: Option<Vec<String>>,
 }
 
-/// The 404 row of an operation on one registration.
-#[derive(utoipa::IntoResponses)]
-#[response(status = 404, description = "No such registration")]
-#[allow(dead_code)]
-struct NoSuchRegistration(crate::openapi::ErrorBody);
-
 fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
     match value {
         None => Ok(SignatureScheme::HmacSha256),
@@ -92,10 +87,7 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
 /// List the organisation's registrations, newest first (paging style D).
 #[utoipa::path(
     get, path = "/api/webhooks", tag = "webhooks", operation_id = "webhooks.list",
-    params(
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("cursor" = Option<String>, Query, description = "nextCursor of the previous page"),
-    ),
+    params(crate::openapi::CursorQuery),
     responses(
         (status = 200, description = "Style D page of registrations, newest first (never a secret)", body = WebhookPage),
         (status = 400, description = "limit outside 1 to 100, or a foreign cursor", body = crate::openapi::ErrorBody),
@@ -139,10 +131,10 @@ async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 )]
 async fn create_webhook(call: RequiredKeyWrite, body: JsonBody<WebhookIn>) -> ApiResult<Response> {
     let value = body.value;
-    let url = value.url.ok_or_else(|| Error::invalid_field("url", "is required"))?;
+    let url = required("url", value.url)?;
     let url = tokenops_webhooks::url::normalise(&url).map_err(|e| Error::invalid_field("url", e))?;
     let signature_scheme = scheme(value.signature_scheme.as_deref())?;
-    let types = value.event_types.ok_or_else(|| Error::invalid_field("eventTypes", "is required"))?;
+    let types = required("eventTypes", value.event_types)?;
     if types.is_empty() {
         return Err(Error::invalid_field("eventTypes", "needs at least one event type").into());
     }
@@ -178,11 +170,11 @@ async fn replay_with_secret(
 /// Read a registration (never its secret).
 #[utoipa::path(
     get, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.get",
-    params(("webhookId" = Uuid, Path)),
+    params(ids::WebhookId),
     responses(
         (status = 200, description = "The registration", body = WebhookOut),
         crate::openapi::NotAUuid<ids::WebhookId>,
-        (status = 404, description = "No such registration in the organisation", body = crate::openapi::ErrorBody),
+        crate::openapi::NoSuchRegistration,
     )
 )]
 async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
@@ -196,14 +188,13 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// the whole set (`[]` subscribes to nothing); events already dispatched keep their deliveries.
 #[utoipa::path(
     patch, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.update",
-    params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::WebhookId, crate::openapi::RequiredIdempotencyKey),
     request_body = WebhookPatch,
     responses(
         (status = 200, description = "The registration as changed", body = WebhookOut),
         (status = 400, description = "No field, status SUSPENDED or unknown, unknown event types, webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
-        NoSuchRegistration,
-        crate::openapi::KeyInFlight,
-        crate::openapi::KeyReusedWithAnotherPayload,
+        crate::openapi::NoSuchRegistration,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPatch>) -> ApiResult<Response> {
@@ -235,11 +226,11 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
 /// again (a new id and secret). Its delivery history stays.
 #[utoipa::path(
     delete, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.delete",
-    params(("webhookId" = Uuid, Path), crate::openapi::OptionalIdempotencyKey),
+    params(ids::WebhookId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Deleted"),
         crate::openapi::NotAUuid<ids::WebhookId>,
-        NoSuchRegistration,
+        crate::openapi::NoSuchRegistration,
     )
 )]
 async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
@@ -257,11 +248,11 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
 /// recorded outcome without sending again.
 #[utoipa::path(
     post, path = "/api/webhooks/{webhookId}/test", tag = "webhooks", operation_id = "webhooks.test",
-    params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::WebhookId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
         crate::openapi::NotAUuidOrNoKey<ids::WebhookId>,
-        NoSuchRegistration,
+        crate::openapi::NoSuchRegistration,
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
@@ -292,13 +283,12 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
 /// secret at once.
 #[utoipa::path(
     post, path = "/api/webhooks/{webhookId}/secret/rotate", tag = "webhooks", operation_id = "webhooks.rotateSecret",
-    params(("webhookId" = Uuid, Path), crate::openapi::RequiredIdempotencyKey),
+    params(ids::WebhookId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
         crate::openapi::NotAUuidOrNoKey<ids::WebhookId>,
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
-        crate::openapi::KeyInFlight,
-        crate::openapi::KeyReusedWithAnotherPayload,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn rotate_secret(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
