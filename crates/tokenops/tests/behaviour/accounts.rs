@@ -18,8 +18,8 @@ use crate::fixtures::{
 };
 use crate::support::{
     assert_bad_keys_refused, assert_bodies_refused, assert_body_texts_refused, assert_empty_style_a, assert_error,
-    assert_get_refused, assert_iso_utc, assert_refused, drain_past_three_attempts, key, strings, three_attempts,
-    write_correlated,
+    assert_get_refused, assert_iso_utc, assert_refused, assert_retry_after, drain_past_three_attempts, key, strings,
+    three_attempts, write_correlated,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -158,12 +158,6 @@ async fn assert_list_refuses_an_unknown_status_and_invalid_paging(app: &TestApp,
     ] {
         assert_get_refused(app, &format!("{path}?{query}"), 400).await;
     }
-}
-
-#[track_caller]
-fn assert_retry_after(reply: &Reply) {
-    let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
-    assert!(seconds >= 1, "Retry-After {seconds}");
 }
 
 // ---------------------------------------------------------------------------------------------
