@@ -11,7 +11,7 @@
 use crate::memory::Peak;
 use anyhow::{Context, bail};
 use std::time::{Duration, Instant};
-use tokenops_testkit::{Backend, ServiceProcess};
+use tokenops_testkit::{Backend, ServiceProcess, Testbed};
 
 /// How many records are seeded unless `TOKENOPS_BENCH_AUDIT_RECORDS` says otherwise.
 const DEFAULT_RECORDS: i64 = 1_000_000;
@@ -88,14 +88,16 @@ pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let name = super::store_name(backend);
     let records = record_count()?;
     println!("== audit export, {name}: {records} records of one organisation");
-    let super::Fixture { issuer: _issuer, db, clock, tenant, mut env } = super::Fixture::new(backend).await;
+    let bed = Testbed::start(backend).await;
+    let (db, clock, tenant) = (&bed.db, &bed.clock, &bed.tenant);
+    let mut env = bed.environment("all");
     // The sealer starts on the seeded records at once rather than after its default 10 s.
     env.insert("TOKENOPS_AUDIT_SEAL_MS".to_owned(), "1000".to_owned());
     // The service migrates the store; the records are written behind its back, then it is
     // started again so that nothing of the seeding stays in its memory.
     ServiceProcess::start(binary, &env).await.terminate().await;
     let seeding = Instant::now();
-    let start_micros = tokenops_domain::Clock::now(&clock).as_micros() - 2 * records;
+    let start_micros = tokenops_domain::Clock::now(clock).as_micros() - 2 * records;
     db.execute(&seed_sql(backend, &tenant.id.to_string(), start_micros, records)).await;
     println!("seeded in {:.1} s", seeding.elapsed().as_secs_f64());
 

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokenops_domain::{Clock, SystemClock, TenantId};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, TestIssuer};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, Testbed};
 
 mod audit_export;
 mod memory;
@@ -236,7 +236,9 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let name = store_name(backend);
     println!("== {name}");
     // The service's default settings: a figure that needs another setting is not the product's.
-    let Fixture { issuer: _issuer, db, clock: _, tenant, mut env } = Fixture::new(backend).await;
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
+    let mut env = bed.environment("all");
     service_settings_from_env(&mut env);
     let client = reqwest::Client::builder().pool_max_idle_per_host(512).build()?;
     let service = ServiceProcess::start(binary, &env).await;
@@ -322,10 +324,10 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     drop(api_only);
     let service = ServiceProcess::start(binary, &env).await;
     let target = Arc::new(Target { base: service.base_url.clone(), token: tenant.token.clone(), client });
-    let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db, tenant.id).await).await;
+    let _ = until("a quiet store", Duration::from_secs(300), async || quiet(db, tenant.id).await).await;
 
     warm_up(&target).await;
-    let _ = until("a quiet store", Duration::from_secs(120), async || quiet(&db, tenant.id).await).await;
+    let _ = until("a quiet store", Duration::from_secs(120), async || quiet(db, tenant.id).await).await;
 
     // Accepted rate at p99 < 20 ms.
     let mut best = None;
@@ -340,9 +342,9 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
             break;
         }
         // Let settlement catch up before the next step, so each step starts from a quiet store.
-        let _ = until("a quiet store", Duration::from_secs(120), async || quiet(&db, tenant.id).await).await;
+        let _ = until("a quiet store", Duration::from_secs(120), async || quiet(db, tenant.id).await).await;
     }
-    let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db, tenant.id).await).await;
+    let _ = until("a quiet store", Duration::from_secs(300), async || quiet(db, tenant.id).await).await;
 
     // Settlement latency: a steady run below the accepted maximum, then until everything is
     // terminal.
@@ -351,7 +353,7 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     // The service under test runs on the system clock: its `created_at` is compared with this.
     let marker = SystemClock.now().as_micros();
     let _ = open_loop(&target, steady_rate, Duration::from_secs(8)).await;
-    until("settlement", Duration::from_secs(600), async || Ok(in_flight(&db, tenant.id).await == 0)).await?;
+    until("settlement", Duration::from_secs(600), async || Ok(in_flight(db, tenant.id).await == 0)).await?;
     let latencies = db
         .strings(&format!(
             "SELECT CAST(updated_at - created_at AS TEXT) FROM operations WHERE state = 'CONFIRMED' AND created_at >= {marker}"
@@ -373,13 +375,13 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let settlement_rates =
         rates_from_env("TOKENOPS_BENCH_SETTLEMENT_RATES").unwrap_or_else(|| SETTLEMENT_RATES.to_vec());
     for &rate in &settlement_rates {
-        let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db, tenant.id).await).await;
+        let _ = until("a quiet store", Duration::from_secs(300), async || quiet(db, tenant.id).await).await;
         let before = db.count("operations", "").await;
         let started = Instant::now();
         let (accepted, errors) = open_loop(&target, rate, SETTLEMENT_STEP).await;
         let sent = started.elapsed();
         let count = db.count("operations", "").await - before;
-        until("settlement", Duration::from_secs(900), async || Ok(in_flight(&db, tenant.id).await == 0)).await?;
+        until("settlement", Duration::from_secs(900), async || Ok(in_flight(db, tenant.id).await == 0)).await?;
         let seconds = started.elapsed().as_secs_f64();
         let tail = seconds - sent.as_secs_f64();
         let settled = count as f64 / seconds;
@@ -405,10 +407,10 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
         .map_or(SUSTAINED_STEP, Duration::from_secs);
     let mut held_rate = None;
     for &rate in &sustained_rates {
-        let _ = until("a quiet store", Duration::from_secs(300), async || quiet(&db, tenant.id).await).await;
+        let _ = until("a quiet store", Duration::from_secs(300), async || quiet(db, tenant.id).await).await;
         let marker = SystemClock.now().as_micros();
         let (accepted, errors) = open_loop(&target, rate, sustained_step).await;
-        until("settlement", Duration::from_secs(900), async || Ok(in_flight(&db, tenant.id).await == 0)).await?;
+        until("settlement", Duration::from_secs(900), async || Ok(in_flight(db, tenant.id).await == 0)).await?;
         let mut terminal = Histogram::<u64>::new(3)?;
         for l in db
             .strings(&format!(
@@ -435,7 +437,7 @@ async fn run_store(backend: Backend, binary: &str) -> anyhow::Result<()> {
     drop(service);
 
     // The store's own ceiling for the same rows, through the store, 64 writers.
-    let ceiling = store_ceiling(&db).await?;
+    let ceiling = store_ceiling(db).await?;
 
     let rate_text = |rate: Option<u64>| rate.map(|r| r.to_string()).unwrap_or_else(|| format!("below {}", RATES[0]));
     println!("  highest accepted rate with p99 < 20 ms: {}/s", rate_text(best));
@@ -543,32 +545,6 @@ fn store_name(backend: Backend) -> &'static str {
         Backend::Sqlite => "SQLite",
         Backend::Postgres => "PostgreSQL",
     }
-}
-
-/// What every benchmark starts from: a fresh store, a trusted token issuer (kept alive while the
-/// service verifies tokens against it), an organisation's tenant, and the service's settings for
-/// them.
-struct Fixture {
-    issuer: TestIssuer,
-    db: TestDb,
-    clock: tokenops_app::clock::ManualClock,
-    tenant: tokenops_testkit::Tenant,
-    env: BTreeMap<String, String>,
-}
-
-impl Fixture {
-    async fn new(backend: Backend) -> Self {
-        let issuer = TestIssuer::start().await;
-        let db = TestDb::create(backend).await;
-        let clock = tokenops_app_clock();
-        let tenant = issuer.new_tenant(&clock);
-        let env = db.service_environment(&issuer);
-        Self { issuer, db, clock, tenant, env }
-    }
-}
-
-fn tokenops_app_clock() -> tokenops_app::clock::ManualClock {
-    tokenops_app::clock::ManualClock::starting_at(SystemClock.now())
 }
 
 #[tokio::main]

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokenops_testkit::{Backend, ServiceProcess};
+use tokenops_testkit::{Backend, ServiceProcess, Testbed};
 
 /// Runs requested on demand, and how many requests are in flight at once.
 const RUNS: usize = 2_000;
@@ -119,10 +119,15 @@ impl Client {
 pub async fn run(backend: Backend, binary: &str) -> anyhow::Result<()> {
     let name = super::store_name(backend);
     println!("== scripts, {name}");
-    let super::Fixture { issuer: _issuer, db: _db, clock: _, tenant, env } = super::Fixture::new(backend).await;
+    let bed = Testbed::start(backend).await;
+    let env = bed.environment("all");
     let service = ServiceProcess::start(binary, &env).await;
     let pid = service.pid().context("the service's pid")?;
-    let client = Arc::new(Client { http: reqwest::Client::new(), base: service.base_url.clone(), token: tenant.token });
+    let client = Arc::new(Client {
+        http: reqwest::Client::new(),
+        base: service.base_url.clone(),
+        token: bed.tenant.token.clone(),
+    });
 
     let trivial = client.script("trivial", TRIVIAL).await?;
     let made =

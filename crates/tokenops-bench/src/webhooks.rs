@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokenops_domain::{Clock, SystemClock, Timestamp};
 use tokenops_testkit::webhook_receiver::{ALLOW_CIDRS, Sink};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, Testbed};
 
 const RATES: &[u64] = &[250, 500, 1_000, 1_500, 2_000, 2_500, 3_000];
 const STEP_SECS: u64 = 30;
@@ -276,7 +276,9 @@ async fn throughput(backend: Backend, binary: &str) -> anyhow::Result<()> {
         "== webhook deliveries, {name}: customer status changes at offered rates {rates:?}/s, {secs} s each, \
          {registrations} registration(s) per event, {count} customers"
     );
-    let super::Fixture { issuer: _issuer, db, clock: _, tenant, mut env } = super::Fixture::new(backend).await;
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
+    let mut env = bed.environment("all");
     let recorder = Arc::new(Recorder::default());
     let sink = {
         let recorder = recorder.clone();
@@ -319,7 +321,7 @@ async fn throughput(backend: Backend, binary: &str) -> anyhow::Result<()> {
     for (rate, length, measured) in
         std::iter::once((warm, 2, false)).chain(rates.iter().map(|&rate| (rate, secs, true)))
     {
-        super::until("a quiet store", Duration::from_secs(300), async || Ok(quiet(&db).await)).await?;
+        super::until("a quiet store", Duration::from_secs(300), async || Ok(quiet(db).await)).await?;
         let step = Arc::new(Step::new(seq, rate * length, registrations));
         seq += rate * length;
         recorder.begin(step.clone());
@@ -472,7 +474,9 @@ async fn memory_under_backlog(backend: Backend, binary: &str, count: u64) -> any
     let name = super::store_name(backend);
     let secs = env_u64("TOKENOPS_BENCH_WEBHOOK_BACKLOG_SECS", BACKLOG_SECS).max(1);
     println!("== webhook backlog, {name}: {count} deliveries due to a dead receiver, memory sampled for {secs} s");
-    let super::Fixture { issuer: _issuer, db, clock: _, tenant, mut env } = super::Fixture::new(backend).await;
+    let bed = Testbed::start(backend).await;
+    let (db, tenant) = (&bed.db, &bed.tenant);
+    let mut env = bed.environment("all");
     let (port, _dead) = dead_receiver().await?;
     env.insert("TOKENOPS_WEBHOOK_ALLOW_CIDRS".to_owned(), ALLOW_CIDRS.to_owned());
     super::service_settings_from_env(&mut env);

@@ -62,18 +62,15 @@ impl TestDb {
         self.schema.as_deref()
     }
 
-    /// The settings the real binary needs to run on this store with `issuer` as its identity
-    /// provider: the store, its schema, the data directory and the issuer. Tests and the
-    /// benchmarks add their own.
-    pub fn service_environment(&self, issuer: &crate::TestIssuer) -> std::collections::BTreeMap<String, String> {
+    /// The settings the service needs to run on this store: the store, its schema and the data
+    /// directory.
+    pub fn service_settings(&self) -> std::collections::BTreeMap<String, String> {
         let mut env = std::collections::BTreeMap::new();
         env.insert("TOKENOPS_DATABASE_URL".to_owned(), self.url());
         if let Some(schema) = self.schema() {
             env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
         }
         env.insert("TOKENOPS_DATA_DIR".to_owned(), self.dir().display().to_string());
-        env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-        env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
         env
     }
 

@@ -7,6 +7,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use p256::ecdsa::SigningKey;
 use p256::pkcs8::EncodePrivateKey;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokenops_app::clock::{Clock, ManualClock};
@@ -80,6 +81,14 @@ impl TestIssuer {
 
     pub fn issuer(&self) -> &str {
         &self.issuer
+    }
+
+    /// The settings by which a service trusts this issuer as its identity provider.
+    pub fn service_settings(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("TOKENOPS_AUTH_ISSUER".to_owned(), self.issuer().to_owned()),
+            ("TOKENOPS_AUTH_JWKS_URL".to_owned(), self.jwks_url()),
+        ])
     }
 
     pub fn jwks_url(&self) -> String {

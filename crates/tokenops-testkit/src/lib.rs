@@ -6,6 +6,7 @@
 //! - [`ServiceProcess`]: the real binary as a child process, for crash tests.
 //! - [`TestIssuer`]: an ES256 key set served as JWKS; the app trusts it exactly as it would a
 //!   bank's identity provider (issuer URL and JWKS URL in the configuration).
+//! - [`Testbed`]: what a test or benchmark of the real binary starts from, and its settings.
 //! - [`backends!`]: runs one test body on both stores.
 //! - [`webhook_receiver::Receiver`]: a real HTTPS receiver for webhook deliveries.
 
@@ -17,6 +18,7 @@ pub mod organisation;
 mod process;
 mod signer;
 mod store_fixture;
+mod testbed;
 pub mod webhook_receiver;
 
 pub use db::{Backend, TestDb};
@@ -24,6 +26,7 @@ pub use issuer::TestIssuer;
 pub use process::ServiceProcess;
 pub use signer::TestSigner;
 pub use store_fixture::{StoreFixture, open as open_store};
+pub use testbed::Testbed;
 
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
@@ -31,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokenops::config::{Config, Sources};
 use tokenops_app::App;
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
+use tokenops_app::clock::{Clock, ManualClock};
 use tokenops_app::jobs::DrainReport;
 use tokenops_domain::TenantId;
 use tokenops_store::IdempotencyScope;
@@ -136,12 +139,8 @@ impl TestApp {
     }
 
     async fn start(backend: Backend, extra: BTreeMap<String, String>, external_issuer: bool) -> Self {
-        tokenops_identity::install_crypto_provider();
-        let issuer = Arc::new(TestIssuer::start().await);
-        let db = TestDb::create(backend).await;
-        let clock = ManualClock::starting_at(SystemClock.now());
-        let tenant = issuer.new_tenant(&clock);
-        Self::start_on(db, issuer, tenant, clock, extra, external_issuer).await
+        let Testbed { issuer, db, clock, tenant } = Testbed::start(backend).await;
+        Self::start_on(db, Arc::new(issuer), tenant, clock, extra, external_issuer).await
     }
 
     /// Stops this app and starts a new one on the same store, with the same issuer, tenant and
@@ -167,19 +166,13 @@ impl TestApp {
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a free port");
         let base_url = format!("http://{}", listener.local_addr().expect("local address"));
-        let mut env = BTreeMap::new();
-        env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-        if let Some(schema) = db.schema() {
-            env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-        }
-        env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
+        let mut env = db.service_settings();
         env.insert("TOKENOPS_PUBLIC_URL".to_owned(), base_url.clone());
         // The test apps run their jobs by hand (`drain_jobs`): a registration waiting for its
         // deployment would wait for nothing. A test that runs workers sets its own wait.
         env.insert("TOKENOPS_CONTRACT_REGISTER_WAIT_MS".to_owned(), "0".to_owned());
         if external_issuer {
-            env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-            env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+            env.extend(issuer.service_settings());
         }
         env.extend(extra.clone());
         let config = Config::load(&Sources::from_parts(env).expect("config sources")).expect("test configuration");

@@ -577,6 +577,63 @@ async fn machine_clients_are_listed_oldest_first_and_switched_on_and_off(backend
 
 backends!(a_secret_reveal_is_taken_once_and_only_before_it_expires, expired_secret_reveals_are_deleted);
 
+/// What every one-time record (a client secret's reveal, a sign-in challenge) obeys, said once
+/// for both: `$taken`, it is taken once and only before it expires, and an expired one is gone;
+/// `$expired`, the expired ones are deleted, strictly before the cutoff. `$records` is the
+/// transaction's accessor of them, `$make(key, expires_at)` builds one, its keys begin with
+/// `$prefix`, and `$table` is its table.
+macro_rules! one_time_record_rules {
+    ($taken:ident, $expired:ident, $records:ident, $make:ident, $prefix:literal, $table:literal) => {
+        async fn $taken(backend: Backend) {
+            let fx = Fixture::new(backend).await;
+            let (k1, k2, k3) = (concat!($prefix, "1"), concat!($prefix, "2"), concat!($prefix, "3"));
+            let (fresh, stale, edge) = ($make(k1, at(300)), $make(k2, at(300)), $make(k3, at(300)));
+            let mut tx = fx.store.write().await.expect("begin");
+            for r in [&fresh, &stale, &edge] {
+                tx.$records().insert(r).await.expect("insert");
+            }
+            assert!(matches!(tx.$records().insert(&$make(k1, at(600))).await, Err(StoreError::Conflict(_))));
+            tx.commit().await.expect("commit after a conflict");
+
+            let mut tx = fx.store.write().await.expect("begin");
+            assert_eq!(tx.$records().take(k1, at(299)).await.expect("take"), Some(fresh));
+            assert_eq!(tx.$records().take(k1, at(1)).await.expect("take again"), None, "taken once");
+            assert_eq!(tx.$records().take(k2, at(301)).await.expect("take expired"), None);
+            assert_eq!(tx.$records().take(k3, at(300)).await.expect("take at expiry"), None, "expired at expires_at");
+            assert_eq!(tx.$records().take("unknown", T0).await.expect("take unknown"), None);
+            tx.commit().await.expect("commit");
+
+            // The expired ones were deleted too.
+            assert_eq!(fx.db.count($table, "").await, 0);
+            let mut tx = fx.store.write().await.expect("begin");
+            assert_eq!(tx.$records().take(k2, T0).await.expect("take"), None);
+            tx.commit().await.expect("commit");
+        }
+
+        async fn $expired(backend: Backend) {
+            let fx = Fixture::new(backend).await;
+            let (k1, k2, k3) = (concat!($prefix, "1"), concat!($prefix, "2"), concat!($prefix, "3"));
+            let records = [$make(k1, at(100)), $make(k2, at(200)), $make(k3, at(300))];
+            let mut tx = fx.store.write().await.expect("begin");
+            for r in &records {
+                tx.$records().insert(r).await.expect("insert");
+            }
+            // Expired strictly before `now`.
+            assert_eq!(tx.$records().delete_expired(at(100)).await.expect("delete"), 0);
+            assert_eq!(tx.$records().delete_expired(at(200)).await.expect("delete"), 1);
+            assert_eq!(tx.$records().delete_expired(at(200)).await.expect("delete again"), 0);
+            tx.commit().await.expect("commit");
+
+            let mut tx = fx.store.write().await.expect("begin");
+            assert_eq!(tx.$records().take(k1, T0).await.expect("take"), None, "deleted");
+            assert_eq!(tx.$records().take(k2, T0).await.expect("take"), Some(records[1].clone()));
+            assert_eq!(tx.$records().delete_expired(at(10_000)).await.expect("delete"), 1);
+            tx.commit().await.expect("commit");
+            assert_eq!(fx.db.count($table, "").await, 0);
+        }
+    };
+}
+
 fn reveal(hash: &str, expires_at: Timestamp) -> SecretRevealRecord {
     SecretRevealRecord {
         token_hash: hash.into(),
@@ -587,51 +644,14 @@ fn reveal(hash: &str, expires_at: Timestamp) -> SecretRevealRecord {
     }
 }
 
-async fn a_secret_reveal_is_taken_once_and_only_before_it_expires(backend: Backend) {
-    let fx = Fixture::new(backend).await;
-    let (fresh, stale, edge) = (reveal("r1", at(300)), reveal("r2", at(300)), reveal("r3", at(300)));
-    let mut tx = fx.store.write().await.expect("begin");
-    for r in [&fresh, &stale, &edge] {
-        tx.secret_reveals().insert(r).await.expect("insert reveal");
-    }
-    assert!(matches!(tx.secret_reveals().insert(&reveal("r1", at(600))).await, Err(StoreError::Conflict(_))));
-    tx.commit().await.expect("commit after a conflict");
-
-    let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.secret_reveals().take("r1", at(299)).await.expect("take"), Some(fresh));
-    assert_eq!(tx.secret_reveals().take("r1", at(1)).await.expect("take again"), None, "taken once");
-    assert_eq!(tx.secret_reveals().take("r2", at(301)).await.expect("take expired"), None);
-    assert_eq!(tx.secret_reveals().take("r3", at(300)).await.expect("take at expiry"), None, "expired at expires_at");
-    assert_eq!(tx.secret_reveals().take("unknown", T0).await.expect("take unknown"), None);
-    tx.commit().await.expect("commit");
-
-    // The expired ones were deleted too.
-    assert_eq!(fx.db.count("secret_reveals", "").await, 0);
-    let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.secret_reveals().take("r2", T0).await.expect("take"), None);
-    tx.commit().await.expect("commit");
-}
-
-async fn expired_secret_reveals_are_deleted(backend: Backend) {
-    let fx = Fixture::new(backend).await;
-    let reveals = [reveal("r1", at(100)), reveal("r2", at(200)), reveal("r3", at(300))];
-    let mut tx = fx.store.write().await.expect("begin");
-    for r in &reveals {
-        tx.secret_reveals().insert(r).await.expect("insert reveal");
-    }
-    // Expired strictly before `now`.
-    assert_eq!(tx.secret_reveals().delete_expired(at(100)).await.expect("delete"), 0);
-    assert_eq!(tx.secret_reveals().delete_expired(at(200)).await.expect("delete"), 1);
-    assert_eq!(tx.secret_reveals().delete_expired(at(200)).await.expect("delete again"), 0);
-    tx.commit().await.expect("commit");
-
-    let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.secret_reveals().take("r1", T0).await.expect("take"), None, "deleted");
-    assert_eq!(tx.secret_reveals().take("r2", T0).await.expect("take"), Some(reveals[1].clone()));
-    assert_eq!(tx.secret_reveals().delete_expired(at(10_000)).await.expect("delete"), 1);
-    tx.commit().await.expect("commit");
-    assert_eq!(fx.db.count("secret_reveals", "").await, 0);
-}
+one_time_record_rules!(
+    a_secret_reveal_is_taken_once_and_only_before_it_expires,
+    expired_secret_reveals_are_deleted,
+    secret_reveals,
+    reveal,
+    "r",
+    "secret_reveals"
+);
 
 // ---------------------------------------------------------------------------------------------
 // Roles
@@ -1360,36 +1380,6 @@ async fn refresh_tokens_are_revoked_per_user(backend: Backend) {
     assert_eq!(tx.refresh_tokens().get("h4").await.expect("get"), Some(bobs), "another user's token is untouched");
 }
 
-async fn a_challenge_is_taken_once_and_only_before_it_expires(backend: Backend) {
-    let fx = Fixture::new(backend).await;
-    let challenge = |hash: &str, expires_at: Timestamp| ChallengeRecord {
-        session_hash: hash.into(),
-        user_id: new_id(),
-        expires_at,
-    };
-    let (fresh, stale, edge) = (challenge("s1", at(300)), challenge("s2", at(300)), challenge("s3", at(300)));
-    let mut tx = fx.store.write().await.expect("begin");
-    for c in [&fresh, &stale, &edge] {
-        tx.challenges().insert(c).await.expect("insert challenge");
-    }
-    assert!(matches!(tx.challenges().insert(&challenge("s1", at(600))).await, Err(StoreError::Conflict(_))));
-    tx.commit().await.expect("commit");
-
-    let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.challenges().take("s1", at(299)).await.expect("take"), Some(fresh));
-    assert_eq!(tx.challenges().take("s1", at(1)).await.expect("take again"), None, "taken once");
-    assert_eq!(tx.challenges().take("s2", at(301)).await.expect("take expired"), None);
-    assert_eq!(tx.challenges().take("s3", at(300)).await.expect("take at expiry"), None, "expired at expires_at");
-    assert_eq!(tx.challenges().take("unknown", T0).await.expect("take unknown"), None);
-    tx.commit().await.expect("commit");
-
-    // The expired ones were deleted too.
-    assert_eq!(fx.db.count("challenges", "").await, 0);
-    let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.challenges().take("s2", T0).await.expect("take"), None);
-    tx.commit().await.expect("commit");
-}
-
 backends!(expired_refresh_tokens_are_deleted, expired_challenges_are_deleted);
 
 async fn expired_refresh_tokens_are_deleted(backend: Backend) {
@@ -1420,31 +1410,18 @@ async fn expired_refresh_tokens_are_deleted(backend: Backend) {
     assert_eq!(tx.refresh_tokens().get("h3").await.expect("get"), Some(tokens[2].clone()));
 }
 
-async fn expired_challenges_are_deleted(backend: Backend) {
-    let fx = Fixture::new(backend).await;
-    let challenge = |hash: &str, expires_at: Timestamp| ChallengeRecord {
-        session_hash: hash.into(),
-        user_id: new_id(),
-        expires_at,
-    };
-    let challenges = [challenge("s1", at(100)), challenge("s2", at(200)), challenge("s3", at(300))];
-    let mut tx = fx.store.write().await.expect("begin");
-    for c in &challenges {
-        tx.challenges().insert(c).await.expect("insert challenge");
-    }
-    // Expired strictly before `now`.
-    assert_eq!(tx.challenges().delete_expired(at(100)).await.expect("delete"), 0);
-    assert_eq!(tx.challenges().delete_expired(at(200)).await.expect("delete"), 1);
-    assert_eq!(tx.challenges().delete_expired(at(200)).await.expect("delete again"), 0);
-    tx.commit().await.expect("commit");
-
-    let mut tx = fx.store.write().await.expect("begin");
-    assert_eq!(tx.challenges().take("s1", T0).await.expect("take"), None, "deleted");
-    assert_eq!(tx.challenges().take("s2", T0).await.expect("take"), Some(challenges[1].clone()));
-    assert_eq!(tx.challenges().delete_expired(at(10_000)).await.expect("delete"), 1);
-    tx.commit().await.expect("commit");
-    assert_eq!(fx.db.count("challenges", "").await, 0);
+fn challenge(hash: &str, expires_at: Timestamp) -> ChallengeRecord {
+    ChallengeRecord { session_hash: hash.into(), user_id: new_id(), expires_at }
 }
+
+one_time_record_rules!(
+    a_challenge_is_taken_once_and_only_before_it_expires,
+    expired_challenges_are_deleted,
+    challenges,
+    challenge,
+    "s",
+    "challenges"
+);
 
 // ---------------------------------------------------------------------------------------------
 // Read transactions

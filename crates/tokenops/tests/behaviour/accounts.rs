@@ -18,8 +18,8 @@ use crate::fixtures::{
 };
 use crate::support::{
     assert_bad_keys_refused, assert_bodies_refused, assert_body_texts_refused, assert_empty_style_a, assert_error,
-    assert_get_refused, assert_iso_utc, assert_refused, drain_past_three_attempts, key, strings, three_attempts,
-    write_correlated,
+    assert_get_refused, assert_iso_utc, assert_refused, assert_retry_after, drain_past_three_attempts, key, strings,
+    three_attempts, write_correlated, write_in_flight,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -158,12 +158,6 @@ async fn assert_list_refuses_an_unknown_status_and_invalid_paging(app: &TestApp,
     ] {
         assert_get_refused(app, &format!("{path}?{query}"), 400).await;
     }
-}
-
-#[track_caller]
-fn assert_retry_after(reply: &Reply) {
-    let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
-    assert!(seconds >= 1, "Retry-After {seconds}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -822,17 +816,13 @@ async fn account_writes_with_a_key_in_flight_are_409_with_retry_after(backend: B
     one_active_account(&app).await;
 
     let body = account_body("a-2", "c-1", "USD");
-    let post_key = key();
-    app.seed_claim("account.create", &post_key, "POST", "/api/accounts", &body).await;
-    let reply = app.write(Method::POST, "/api/accounts", &post_key, &body).await;
+    let reply = write_in_flight(&app, "account.create", Method::POST, "/api/accounts", &body).await;
     assert_error(&reply, 409);
     assert_retry_after(&reply);
     assert_eq!(app.db.count("accounts", "").await, 1, "nothing registered while the key is in flight");
 
     let patch = json!({ "status": "INACTIVE" });
-    let patch_key = key();
-    app.seed_claim("account.update_status", &patch_key, "PATCH", "/api/accounts/a-1", &patch).await;
-    let reply = app.write(Method::PATCH, "/api/accounts/a-1", &patch_key, &patch).await;
+    let reply = write_in_flight(&app, "account.update_status", Method::PATCH, "/api/accounts/a-1", &patch).await;
     assert_error(&reply, 409);
     assert_retry_after(&reply);
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE", "no change while in flight");

@@ -3,12 +3,13 @@
 //! holds `account.provision` leases; after a restart every account ends ACTIVE (or FAILED) with
 //! exactly one outcome event, and no two accounts share a wallet.
 
-use crate::crash_load::{BINARY, Testbed, job_crash_environment, wait_until};
+use crate::BINARY;
+use crate::crash_load::{job_crash_environment, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-use tokenops_testkit::{Backend, ServiceProcess, backends};
+use tokenops_testkit::{Backend, ServiceProcess, Testbed, backends};
 
 const ACCOUNTS: usize = 50;
 

@@ -7,6 +7,7 @@
 //! rejected one FAILED APPROVAL_REJECTED, every small one CONFIRMED, nothing is left in between,
 //! and the balances equal the confirmed operations.
 
+use crate::BINARY;
 use crate::crash_load::{
     Answer, Answered, Client, Detail, Planned, Rng, balances, body, crash_load_environment, eventually,
     evidence_report, open_accounts, operations, tx_hashes, wait_until,
@@ -22,7 +23,6 @@ use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
 
 backends!(approved_operations_settle_exactly_once_across_sigkills_while_waiting_and_while_approving);
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 /// Transfers submitted by each of the submitter's concurrent clients, half of them large.
 const PER_CLIENT: usize = 10;
 const CLIENTS: usize = 3;
@@ -42,12 +42,7 @@ const POLL: Duration = Duration::from_millis(5);
 const BETWEEN: &str = "state NOT IN ('CONFIRMED', 'FAILED', 'CANCELLED')";
 
 fn environment(db: &TestDb) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    env.insert("TOKENOPS_DATABASE_URL".to_owned(), db.url());
-    if let Some(schema) = db.schema() {
-        env.insert("TOKENOPS_DATABASE_SCHEMA".to_owned(), schema.to_owned());
-    }
-    env.insert("TOKENOPS_DATA_DIR".to_owned(), db.dir().display().to_string());
+    let mut env = db.service_settings();
     env.insert("TOKENOPS_PUBLIC_URL".to_owned(), PUBLIC_URL.to_owned());
     env.insert("TOKENOPS_MAIL_TRANSPORT".to_owned(), "file".to_owned());
     crash_load_environment(&mut env);

@@ -3,6 +3,7 @@
 //! changed behind the service's back is named; sealing goes on after a restart without sealing a
 //! record twice or skipping one; `tokenops audit verify` checks an export and the store.
 
+use crate::BINARY;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::process::Command;
@@ -10,8 +11,6 @@ use tokenops_app::jobs::kinds;
 use tokenops_domain::audit_chain::{ChainHead, Mismatch};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
-
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 
 backends!(
     a_head_signed_before_a_key_rotation_is_signed_anew_and_still_verifies,

@@ -10,10 +10,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokenops_testkit::{API_VERSION, Backend, ServiceProcess, TestDb, backends};
+use tokenops_testkit::{API_VERSION, Backend, ServiceProcess, TestDb, Testbed, backends};
 use uuid::Uuid;
 
-use crate::crash_load::{BINARY, Testbed, wait_until};
+use crate::BINARY;
+use crate::crash_load::wait_until;
 
 /// How many times the service is killed.
 const KILLS: usize = 6;

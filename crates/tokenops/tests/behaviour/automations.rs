@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::fixtures::{active_account, active_contract, customer};
 use crate::scripts::{SWEEP, create, id_of, publish};
-use crate::support::{drain_past_three_attempts, key, three_attempts};
+use crate::support::{drain_past_three_attempts, three_attempts, write_in_flight};
 
 #[track_caller]
 pub fn refused(reply: &Reply, status: u16, says: &str) {
@@ -187,10 +187,8 @@ async fn a_run_on_demand_needs_active_on_demand_and_fitting_overrides(backend: B
     refused(&execute(&app, &scheduled, &json!({})).await, 409, "ON_DEMAND");
     // A key in flight.
     app.patch(&format!("/api/automations/{id}/status"), &json!({ "status": "ACTIVE" })).await.expect(200);
-    let key = key();
-    let body = json!({});
-    app.seed_claim("automation.execute", &key, "POST", &format!("/api/automations/{id}/executions"), &body).await;
-    assert_eq!(app.write(Method::POST, &format!("/api/automations/{id}/executions"), &key, &body).await.status, 409);
+    let path = format!("/api/automations/{id}/executions");
+    assert_eq!(write_in_flight(&app, "automation.execute", Method::POST, &path, &json!({})).await.status, 409);
 }
 
 async fn a_run_records_its_parameters_log_and_result(backend: Backend) {

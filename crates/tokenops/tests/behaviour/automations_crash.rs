@@ -4,15 +4,14 @@
 //! requested is in the history once and SUCCEEDED, lists exactly its three operations, and no
 //! operation was submitted twice: the MINTs are three per run and the balance is their sum.
 
-use crate::crash_load::{
-    Answered, BINARY, Client, Testbed, amount_text, crash_load_environment, eventually, operations, wait_until,
-};
+use crate::BINARY;
+use crate::crash_load::{Answered, Client, amount_text, crash_load_environment, eventually, operations, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, Testbed, backends};
 
 backends!(runs_are_recorded_once_and_submit_once_across_sigkills_while_running);
 

@@ -2,10 +2,9 @@
 //! an unknown database URL scheme is refused, `migrate` applies migrations and exits, and
 //! `serve` answers /healthz and /openapi.json soon after it starts.
 
+use crate::BINARY;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let dir = std::env::temp_dir().join(format!("tokenops-bin-{}", uuid::Uuid::now_v7().simple()));

@@ -2,12 +2,13 @@
 //! SIGKILL run to completion after a restart, exactly once in effect; SIGTERM finishes or
 //! releases leased jobs before exit.
 
-use crate::crash_load::{BINARY, Testbed, job_crash_environment, wait_until};
+use crate::BINARY;
+use crate::crash_load::{job_crash_environment, wait_until};
 use reqwest::Method;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tokenops_testkit::{Backend, ServiceProcess, backends};
+use tokenops_testkit::{Backend, ServiceProcess, Testbed, backends};
 
 const EVENTS: usize = 400;
 

@@ -1,8 +1,8 @@
-//! What the tests of the real binary share: the testbed they start from and the service's
-//! settings; for the crash tests (`transactions_crash`, `postgres_crash`), a deterministic plan
-//! of token operations, the clients that submit it and resend what was not answered with the
-//! same key, and the reading of what the store holds afterwards. The tests differ only in what
-//! they do to the service or its database meanwhile, and in what they check.
+//! What the tests of the real binary share: the service's settings; for the crash tests
+//! (`transactions_crash`, `postgres_crash`), a deterministic plan of token operations, the
+//! clients that submit it and resend what was not answered with the same key, and the reading
+//! of what the store holds afterwards. The tests differ only in what they do to the service or
+//! its database meanwhile, and in what they check.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -10,12 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
-use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::cluster::PgCluster;
-use tokenops_testkit::{Backend, Tenant, TestDb, TestIssuer};
-
-/// The binary under test, as cargo built it for this run.
-pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
+use tokenops_testkit::{TestDb, Testbed};
 
 /// How long one client keeps resending one submission (or less, at its `give_up_at`): longer
 /// than an outage or a restart of the service, than a RELEASE waiting for its LOCK queued
@@ -24,33 +20,6 @@ pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 /// longer hands a recorded signature's nonce to another transaction, a LOCK after a restart on
 /// PostgreSQL has been seen to take more than 30 s to settle: hence 90 s.
 pub(crate) const REQUEST_DEADLINE: Duration = Duration::from_secs(90);
-
-/// What a test of the real binary against a [`TestDb`] starts from: a trusted token issuer (kept
-/// alive while the service verifies tokens against it), a fresh store, and an organisation
-/// whose token, an hour long, outlasts the test.
-pub(crate) struct Testbed {
-    pub(crate) issuer: TestIssuer,
-    pub(crate) db: TestDb,
-    pub(crate) tenant: Tenant,
-}
-
-impl Testbed {
-    pub(crate) async fn start(backend: Backend) -> Self {
-        tokenops_identity::install_crypto_provider();
-        let issuer = TestIssuer::start().await;
-        let db = TestDb::create(backend).await;
-        let tenant = issuer.new_tenant(&ManualClock::starting_at(SystemClock.now()));
-        Self { issuer, db, tenant }
-    }
-
-    /// The settings every node needs: the store, the data directory, the identity provider and
-    /// the node's role.
-    pub(crate) fn environment(&self, role: &str) -> BTreeMap<String, String> {
-        let mut env = self.db.service_environment(&self.issuer);
-        env.insert("TOKENOPS_ROLE".to_owned(), role.to_owned());
-        env
-    }
-}
 
 /// Drops the test's PostgreSQL schema when the test ends, passed or failed.
 pub(crate) struct DropSchema<'a>(pub(crate) &'a TestDb);

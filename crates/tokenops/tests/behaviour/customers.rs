@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use crate::support::{
     assert_bad_keys_refused, assert_bodies_refused, assert_body_texts_refused, assert_empty_style_a, assert_error,
-    assert_get_refused, assert_iso_utc, assert_refused, key, strings, write_correlated,
+    assert_get_refused, assert_iso_utc, assert_refused, assert_retry_after, key, strings, write_correlated,
+    write_in_flight,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -224,21 +225,15 @@ async fn post_and_patch_with_a_key_in_flight_are_409_with_retry_after(backend: B
     create(&app, "c-0").await;
 
     let body = json!({ "customerRef": "c-1" });
-    let post_key = key();
-    app.seed_claim("customer.create", &post_key, "POST", "/api/customers", &body).await;
-    let reply = app.write(Method::POST, "/api/customers", &post_key, &body).await;
+    let reply = write_in_flight(&app, "customer.create", Method::POST, "/api/customers", &body).await;
     assert_error(&reply, 409);
-    let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
-    assert!(seconds >= 1);
+    assert_retry_after(&reply);
     assert_eq!(customer_rows(&app).await, 1, "nothing registered while the key is in flight");
 
     let patch = json!({ "status": "INACTIVE" });
-    let patch_key = key();
-    app.seed_claim("customer.update_status", &patch_key, "PATCH", "/api/customers/c-0", &patch).await;
-    let reply = app.write(Method::PATCH, "/api/customers/c-0", &patch_key, &patch).await;
+    let reply = write_in_flight(&app, "customer.update_status", Method::PATCH, "/api/customers/c-0", &patch).await;
     assert_error(&reply, 409);
-    let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
-    assert!(seconds >= 1);
+    assert_retry_after(&reply);
     assert_eq!(app.get("/api/customers/c-0").await.body["status"], "ACTIVE", "no change while in flight");
 }
 

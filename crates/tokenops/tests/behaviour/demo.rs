@@ -2,10 +2,9 @@
 //! defaults; when a step cannot succeed (here the webhook registration, told by the environment
 //! that loopback is not an allowed destination), it names that step and exits non-zero.
 
+use crate::BINARY;
 use std::process::Output;
 use std::time::Duration;
-
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 
 async fn demo(env: &[(&str, &str)]) -> (Output, String) {
     let dir = std::env::temp_dir().join(format!("tokenops-demo-test-{}", uuid::Uuid::now_v7().simple()));

@@ -5,7 +5,8 @@
 //! any job enqueued for later, and for a retry's backoff, on the enqueuing node and (on
 //! PostgreSQL) another.
 
-use crate::crash_load::{BINARY, DropSchema, Testbed};
+use crate::BINARY;
+use crate::crash_load::DropSchema;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use tokenops_app::clock::{Clock, SystemClock};
 use tokenops_app::jobs::{Backoff, Finished, JobContext, JobError, JobHandler, JobRunner, RunnerSettings};
 use tokenops_domain::Timestamp;
 use tokenops_store::{Job, NewJob, Store};
-use tokenops_testkit::{Backend, ServiceProcess, TestApp, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestApp, Testbed, backends};
 use tokio_util::sync::CancellationToken;
 
 /// Operations measured one after the other; the median is asserted, so that one slow moment of

@@ -1,6 +1,9 @@
 //! The behaviour suite: the running service driven over HTTP, the way an integrator would, one
 //! module per area. One test binary keeps link time and disk use down.
 
+/// The binary under test, as cargo built it for this run.
+const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
+
 mod accounts;
 mod accounts_crash;
 mod approvals;

@@ -262,7 +262,7 @@ async fn spans_are_exported_over_otlp_with_the_callers_trace() {
         ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
         ("TOKENOPS_OTLP_ENDPOINT".to_owned(), endpoint),
     ]);
-    let service = tokenops_testkit::ServiceProcess::start(env!("CARGO_BIN_EXE_tokenops"), &env).await;
+    let service = tokenops_testkit::ServiceProcess::start(crate::BINARY, &env).await;
     let credentials: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("data/operator-credentials.json")).expect("credentials"),
     )

@@ -8,12 +8,12 @@
 //! `TOKENOPS_TEST_PYTHON`. Without it the test fails: a check that passes without its tools
 //! proves nothing.
 
+use crate::BINARY;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokenops_testkit::ServiceProcess;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/openapi_client_check.py");
 
 fn python() -> String {

@@ -102,6 +102,30 @@ fn refused_with(reply: &Reply, status: u16, part: &str) {
     assert!(message.contains(part), "message {message:?} lacks {part:?}; body: {}", reply.body);
 }
 
+/// A change of a user or a role: a PATCH with this body, or a DELETE.
+enum Change {
+    Patch(Value),
+    Delete,
+}
+
+/// Each attempt (what it is, the caller's token, the path, the change) refused with the error
+/// envelope, `status` and exactly `message`; a failure names the attempt.
+async fn each_refused(app: &TestApp, status: u16, message: &str, attempts: &[(&str, &str, String, Change)]) {
+    for (attempt, token, path, change) in attempts {
+        let reply = match change {
+            Change::Patch(body) => patch(app, path, token, body).await,
+            Change::Delete => delete(app, path, token).await,
+        };
+        assert_eq!(
+            (reply.status, reply.body["message"].as_str()),
+            (status, Some(message)),
+            "{attempt}; body: {}",
+            reply.body
+        );
+        refused(&reply, status, message);
+    }
+}
+
 /// A style C page: items, pageNumber, pageSize, totalResults (and nothing of the other styles).
 #[track_caller]
 fn assert_page_c(reply: &Reply, page: u64, size: u64, total: u64) {
@@ -834,23 +858,37 @@ async fn nobody_changes_or_removes_themselves_or_the_owner(backend: Backend) {
     let (_, sue) = invite_and_activate(&app, &tenant, &owner, "sue@bank.example", Some("SUPER_ADMIN")).await;
     let me = |id: &str| format!("{}/{id}", users(&tenant));
 
-    refused(
-        &patch(&app, &me(&owner_id), &owner, &json!({ "roleName": "ADMIN" })).await,
+    let yourself = "You cannot change or remove yourself";
+    each_refused(
+        &app,
         400,
-        "You cannot change or remove yourself",
-    );
-    refused(&delete(&app, &me(&owner_id), &owner).await, 400, "You cannot change or remove yourself");
-    refused(
-        &patch(&app, &me(&adam), &admin, &json!({ "status": "SUSPENDED" })).await,
-        400,
-        "You cannot change or remove yourself",
-    );
-    refused(&delete(&app, &me(&adam), &admin).await, 400, "You cannot change or remove yourself");
+        yourself,
+        &[
+            ("the owner changes their own role", &owner, me(&owner_id), Change::Patch(json!({ "roleName": "ADMIN" }))),
+            ("the owner removes themselves", &owner, me(&owner_id), Change::Delete),
+            ("an ADMIN suspends themselves", &admin, me(&adam), Change::Patch(json!({ "status": "SUSPENDED" }))),
+            ("an ADMIN removes themselves", &admin, me(&adam), Change::Delete),
+        ],
+    )
+    .await;
     let owner_message = "The organisation's owner cannot be changed or removed";
-    refused(&patch(&app, &me(&owner_id), &sue, &json!({ "status": "SUSPENDED" })).await, 400, owner_message);
-    refused(&patch(&app, &me(&owner_id), &sue, &json!({ "roleName": "USER" })).await, 400, owner_message);
-    refused(&delete(&app, &me(&owner_id), &sue).await, 400, owner_message);
-    refused(&delete(&app, &me(&owner_id), &admin).await, 400, owner_message);
+    each_refused(
+        &app,
+        400,
+        owner_message,
+        &[
+            ("a SUPER_ADMIN suspends the owner", &sue, me(&owner_id), Change::Patch(json!({ "status": "SUSPENDED" }))),
+            (
+                "a SUPER_ADMIN changes the owner's role",
+                &sue,
+                me(&owner_id),
+                Change::Patch(json!({ "roleName": "USER" })),
+            ),
+            ("a SUPER_ADMIN removes the owner", &sue, me(&owner_id), Change::Delete),
+            ("an ADMIN removes the owner", &admin, me(&owner_id), Change::Delete),
+        ],
+    )
+    .await;
 
     // A change must change something, and only to ACTIVE or SUSPENDED.
     refused_with(&patch(&app, &me(&adam), &owner, &json!({})).await, 400, "Nothing to change");
@@ -956,58 +994,47 @@ async fn an_admin_cannot_act_on_a_super_admin(backend: Backend) {
     let (bob, bob_token) = invite_and_activate(&app, &tenant, &owner, "bob@bank.example", None).await;
     let at = |id: &str| format!("{}/{id}", users(&tenant));
 
-    refused(
-        &patch(&app, &at(&sue), &admin, &json!({ "status": "SUSPENDED" })).await,
+    each_refused(
+        &app,
         403,
         "Missing permission: super_admin:create",
-    );
-    refused(
-        &patch(&app, &at(&sue), &admin, &json!({ "roleName": "USER" })).await,
-        403,
-        "Missing permission: super_admin:create",
-    );
-    refused(&delete(&app, &at(&sue), &admin).await, 403, "Missing permission: super_admin:create");
-    // Nor make anyone one.
-    refused(
-        &patch(&app, &at(&bob), &admin, &json!({ "roleName": "SUPER_ADMIN" })).await,
-        403,
-        "Missing permission: super_admin:create",
-    );
+        &[
+            ("an ADMIN suspends a SUPER_ADMIN", &admin, at(&sue), Change::Patch(json!({ "status": "SUSPENDED" }))),
+            ("an ADMIN changes a SUPER_ADMIN's role", &admin, at(&sue), Change::Patch(json!({ "roleName": "USER" }))),
+            ("an ADMIN removes a SUPER_ADMIN", &admin, at(&sue), Change::Delete),
+            // Nor make anyone one.
+            ("an ADMIN makes a SUPER_ADMIN", &admin, at(&bob), Change::Patch(json!({ "roleName": "SUPER_ADMIN" }))),
+        ],
+    )
+    .await;
     // Nor act on the holder of a custom role granting what the ADMIN lacks.
     let root = create_role(&app, &tenant, &owner, "Root", &["super_admin:create", "customer:read"]).await;
     let (rory, _) = invite_and_activate(&app, &tenant, &owner, "rory@bank.example", Some("Root")).await;
-    // Nor strip that role first to act on its holders afterwards: editing or deleting a role
-    // needs what handing it out needs.
     let root_path = format!("{}/{root}", roles(&tenant));
-    refused(
-        &patch(&app, &root_path, &admin, &json!({ "permissions": ["customer:read"] })).await,
+    each_refused(
+        &app,
         403,
         "You cannot grant permissions you do not hold: super_admin:create",
-    );
-    refused(
-        &patch(&app, &root_path, &admin, &json!({ "name": "Harmless" })).await,
-        403,
-        "You cannot grant permissions you do not hold: super_admin:create",
-    );
-    refused(
-        &delete(&app, &root_path, &admin).await,
-        403,
-        "You cannot grant permissions you do not hold: super_admin:create",
-    );
+        &[
+            // Nor strip that role first to act on its holders afterwards: editing or deleting a
+            // role needs what handing it out needs.
+            (
+                "an ADMIN strips the role",
+                &admin,
+                root_path.clone(),
+                Change::Patch(json!({ "permissions": ["customer:read"] })),
+            ),
+            ("an ADMIN renames the role", &admin, root_path.clone(), Change::Patch(json!({ "name": "Harmless" }))),
+            ("an ADMIN deletes the role", &admin, root_path.clone(), Change::Delete),
+            ("an ADMIN suspends its holder", &admin, at(&rory), Change::Patch(json!({ "status": "SUSPENDED" }))),
+            // Nor hand that role to anyone.
+            ("an ADMIN hands the role out", &admin, at(&bob), Change::Patch(json!({ "roleName": "Root" }))),
+        ],
+    )
+    .await;
     let unchanged = get(&app, &root_path, &owner).await;
     unchanged.expect(200);
     assert_eq!(unchanged.body["permissions"], json!(["customer:read", "super_admin:create"]));
-    refused(
-        &patch(&app, &at(&rory), &admin, &json!({ "status": "SUSPENDED" })).await,
-        403,
-        "You cannot grant permissions you do not hold: super_admin:create",
-    );
-    // Nor hand that role to anyone.
-    refused(
-        &patch(&app, &at(&bob), &admin, &json!({ "roleName": "Root" })).await,
-        403,
-        "You cannot grant permissions you do not hold: super_admin:create",
-    );
     get(&app, "/api/users/me", &sue_token).await.expect(200);
 
     // An ADMIN manages USERs; a USER manages nobody.

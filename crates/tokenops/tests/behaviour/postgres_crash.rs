@@ -6,6 +6,7 @@
 //! operations imply, and new requests settle. A second test also kills the service during an
 //! outage and starts it again while the database is still down.
 
+use crate::BINARY;
 use crate::crash_load::{
     self, Answer, Balances, Client, Detail, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text, balances, body,
     by_type, crash_load_environment, eventually, evidence, evidence_report, failures, lock_violations, locks,
@@ -21,7 +22,6 @@ use tokenops_app::clock::{Clock, ManualClock, SystemClock};
 use tokenops_testkit::cluster::PgCluster;
 use tokenops_testkit::{ServiceProcess, TestIssuer};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 const CLIENTS: usize = 8;
 /// Each client submits OPERATIONS / CLIENTS of them.
 const OPERATIONS: usize = 320;
@@ -81,8 +81,7 @@ fn environment(cluster: &PgCluster, issuer: &TestIssuer) -> BTreeMap<String, Str
     let url = cluster.url().replacen("postgres@", &format!("postgres:{PASSWORD}@"), 1);
     env.insert("TOKENOPS_DATABASE_URL".to_owned(), url);
     env.insert("TOKENOPS_DATA_DIR".to_owned(), cluster.dir().join("service").display().to_string());
-    env.insert("TOKENOPS_AUTH_ISSUER".to_owned(), issuer.issuer().to_owned());
-    env.insert("TOKENOPS_AUTH_JWKS_URL".to_owned(), issuer.jwks_url());
+    env.extend(issuer.service_settings());
     crash_load_environment(&mut env);
     // The sweep that resumes an operation no job carries stays on, as in service, but fast
     // enough to act within the settlement bound; how often it had to is reported.

@@ -1,11 +1,10 @@
 //! `docs/quickstart.md` works as written: every `sh` block, in order, in one bash session,
 //! against the real binary on a fresh data directory, ends with the transfer CONFIRMED.
 
+use crate::BINARY;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokenops_testkit::ServiceProcess;
-
-const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 
 /// The bodies of the page's fenced `sh` blocks, in order (`console` blocks are for the reader).
 fn sh_blocks(page: &str) -> Vec<String> {

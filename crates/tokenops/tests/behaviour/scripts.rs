@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
-use crate::support::key;
+use crate::support::{key, write_in_flight};
 
 pub const SWEEP: &str = r#"// @param target: decimal = "1000.00" -- the balance to keep
 // @param account: string -- the account to sweep
@@ -288,8 +288,6 @@ async fn a_clone_takes_new_defaults_and_keeps_its_root(backend: Backend) {
 async fn a_script_write_with_its_key_in_flight_is_409(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let body = json!({ "name": "inflight", "source": "1" });
-    let key = key();
-    app.seed_claim("script.create", &key, "POST", "/api/scripts", &body).await;
-    let reply = app.write(Method::POST, "/api/scripts", &key, &body).await;
+    let reply = write_in_flight(&app, "script.create", Method::POST, "/api/scripts", &body).await;
     assert_eq!(reply.status, 409, "{}", reply.body);
 }

@@ -1,6 +1,7 @@
 //! What several areas of the suite check the same way: a fresh Idempotency-Key, the ISO 8601
-//! timestamp, the error envelope and the empty style A list of the resource areas (customers,
-//! contracts, accounts, transactions), and the jobs that run out of attempts.
+//! timestamp, the error envelope, a write whose key is in flight and its 409's Retry-After, the
+//! empty style A list of the resource areas (customers, contracts, accounts, transactions), and
+//! the jobs that run out of attempts.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -37,6 +38,21 @@ pub fn assert_error(reply: &Reply, status: u16) {
 pub fn assert_refused(reply: &Reply, status: u16, case: &str) {
     assert_eq!(reply.status, status, "{case}; got {}", reply.body);
     assert_error(reply, status);
+}
+
+/// `body` written with `method` to `path` under a fresh key that another request of `operation`
+/// holds in flight (seeded as that request would have claimed it).
+pub async fn write_in_flight(app: &TestApp, operation: &str, method: Method, path: &str, body: &Value) -> Reply {
+    let key = key();
+    app.seed_claim(operation, &key, method.as_str(), path, body).await;
+    app.write(method, path, &key, body).await
+}
+
+/// A Retry-After of at least one whole second, as a 409 for a key in flight carries.
+#[track_caller]
+pub fn assert_retry_after(reply: &Reply) {
+    let seconds: u64 = reply.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
+    assert!(seconds >= 1, "Retry-After {seconds}");
 }
 
 /// A style A list with nothing in it yet: the first page, of the default size, and no pages.

@@ -19,7 +19,9 @@ use tokenops_testkit::{Backend, Reply, Tenant, TestApp, TestSigner, backends};
 use uuid::Uuid;
 
 use crate::fixtures::{active_account, active_contract, customer};
-use crate::support::{assert_error, assert_iso_utc, drain_past_three_attempts, key, three_attempts};
+use crate::support::{
+    assert_error, assert_iso_utc, assert_retry_after, drain_past_three_attempts, key, three_attempts, write_in_flight,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -658,12 +660,9 @@ async fn a_key_in_flight_is_409_and_a_key_reused_with_another_payload_is_422(bac
     let app = TestApp::spawn(backend).await;
     setup(&app).await;
     let body = mint("a", "5");
-    let busy = key();
-    app.seed_claim("transaction.submit", &busy, "POST", "/api/transactions", &body).await;
-    let reply = with_key(&app, &busy, &body).await;
+    let reply = write_in_flight(&app, "transaction.submit", Method::POST, "/api/transactions", &body).await;
     assert_error(&reply, 409);
-    let seconds: u64 = reply.header("retry-after").and_then(|s| s.parse().ok()).expect("Retry-After in seconds");
-    assert!(seconds >= 1, "Retry-After {seconds}");
+    assert_retry_after(&reply);
     assert_eq!(app.db.count("operations", "").await, 0, "nothing accepted while the key is in flight");
 
     let used = key();

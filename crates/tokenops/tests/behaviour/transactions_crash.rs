@@ -11,10 +11,11 @@
 //! nodes and resend to the other when theirs does not answer, and a node drawn at random is
 //! killed and restarted each time.
 
+use crate::BINARY;
 use crate::crash_load::{
-    self, Answer, BINARY, Balances, Client, Detail, DropSchema, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, Testbed,
-    amount_text, balances, by_type, crash_load_environment, eventually, evidence, evidence_report, failures,
-    is_reverted_overdraft, lock_violations, locks, open_accounts, operations, overdraft_violations, tx_hashes,
+    self, Answer, Balances, Client, Detail, DropSchema, Mix, OVERDRAFT, Planned, Rng, Row, Submitted, amount_text,
+    balances, by_type, crash_load_environment, eventually, evidence, evidence_report, failures, is_reverted_overdraft,
+    lock_violations, locks, open_accounts, operations, overdraft_violations, tx_hashes,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -22,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use tokenops_testkit::anvil::Anvil;
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, Testbed, backends};
 
 const CLIENTS: usize = 16;
 const ACCOUNTS: usize = 8;

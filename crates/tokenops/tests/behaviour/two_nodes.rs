@@ -5,12 +5,13 @@
 //! refused at start, since the chain's mempool and nonces live in the producing process. (Two
 //! full nodes under SIGKILLs, on the EVM ledger: `transactions_crash`.)
 
-use crate::crash_load::{BINARY, Client, Testbed, crash_load_environment, open_accounts, wait_until};
+use crate::BINARY;
+use crate::crash_load::{Client, crash_load_environment, open_accounts, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tokenops_app::clock::{Clock, SystemClock};
-use tokenops_testkit::{Backend, ServiceProcess};
+use tokenops_testkit::{Backend, ServiceProcess, Testbed};
 
 /// One submission under `key` to the node at `base`: status, whether it was a replay, body.
 async fn post(client: &Client, base: &str, path: &str, key: &str, body: &Value) -> (u16, bool, Value) {

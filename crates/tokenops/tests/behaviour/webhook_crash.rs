@@ -7,14 +7,15 @@
 //! number), every attempt of a delivery carried the same bytes, those of the event, and no
 //! delivery job is left queued, leased or dead.
 
-use crate::crash_load::{BINARY, Testbed, wait_until};
+use crate::BINARY;
+use crate::crash_load::wait_until;
 use crate::webhook_operations::assert_settled_by_the_rules;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use tokenops_testkit::webhook_receiver::{ALLOW_CIDRS, ReceivedRequest, Receiver, Response};
-use tokenops_testkit::{Backend, ServiceProcess, TestDb, backends};
+use tokenops_testkit::{Backend, ServiceProcess, TestDb, Testbed, backends};
 use uuid::Uuid;
 
 backends!(webhook_deliveries_settle_by_the_rules_across_two_sigkills);

@@ -11,7 +11,7 @@ use tokenops_testkit::webhook_receiver::{ReceivedRequest, Receiver, Response};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
-use crate::support::key;
+use crate::support::{key, write_in_flight};
 use crate::webhooks::{WAIT, app_with_receiver, assert_hmac_delivery, assert_spaced, assert_status, register};
 
 const RETRY_BASE_MS: &str = "100";
@@ -355,14 +355,10 @@ async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backen
         400,
         "from not before to",
     );
-    let k = key();
     let body = json!({ "type": "customer.status_changed" });
-    app.seed_claim("webhook_event.redeliver_filtered", &k, "POST", "/api/webhook-events/redeliver", &body).await;
-    assert_status(
-        &app.write(Method::POST, "/api/webhook-events/redeliver", &k, &body).await,
-        409,
-        "filtered key in flight",
-    );
+    let path = "/api/webhook-events/redeliver";
+    let in_flight = write_in_flight(&app, "webhook_event.redeliver_filtered", Method::POST, path, &body).await;
+    assert_status(&in_flight, 409, "filtered key in flight");
 }
 
 async fn the_replay_budget_refuses_with_nothing_queued(backend: Backend) {

@@ -14,7 +14,7 @@ use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use tokenops_webhooks::verify::{JwsExpectations, verify_hmac, verify_jws};
 use uuid::Uuid;
 
-use crate::support::key;
+use crate::support::{key, write_in_flight};
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -217,9 +217,8 @@ async fn registration_refusals(backend: Backend) {
 
     // The key: in flight (409), reused with another payload (422), replayed.
     let body = json!({ "url": receiver.url("/k"), "eventTypes": ["webhook.test"] });
-    let k = key();
-    app.seed_claim("webhook.create", &k, "POST", "/api/webhooks", &body).await;
-    assert_status(&app.write(Method::POST, "/api/webhooks", &k, &body).await, 409, "key in flight");
+    let in_flight = write_in_flight(&app, "webhook.create", Method::POST, "/api/webhooks", &body).await;
+    assert_status(&in_flight, 409, "key in flight");
     let k = key();
     let first = app.write(Method::POST, "/api/webhooks", &k, &body).await;
     first.expect(201);
@@ -282,13 +281,8 @@ async fn changes_deletion_and_their_refusals(backend: Backend) {
         400,
         "rotate without key",
     );
-    let k = key();
-    app.seed_claim("webhook.update", &k, "PATCH", &path, &json!({ "status": "ACTIVE" })).await;
-    assert_status(
-        &app.write(Method::PATCH, &path, &k, &json!({ "status": "ACTIVE" })).await,
-        409,
-        "PATCH key in flight",
-    );
+    let in_flight = write_in_flight(&app, "webhook.update", Method::PATCH, &path, &json!({ "status": "ACTIVE" })).await;
+    assert_status(&in_flight, 409, "PATCH key in flight");
     let k = key();
     app.seed_claim("webhook.secret_rotate", &k, "POST", &format!("{path}/secret/rotate"), &Value::Null).await;
     let rotate = app.request(Method::POST, &format!("{path}/secret/rotate")).header("Idempotency-Key", &k).send().await;
