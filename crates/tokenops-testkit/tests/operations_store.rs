@@ -13,7 +13,8 @@ use serde_json::json;
 use tokenops_domain::asset::Amount;
 use tokenops_domain::chain::TxHash;
 use tokenops_domain::operation::{
-    Break, BreakFilter, BreakReason, FailureCode, Lock, LockStatus, Operation, OperationFilter, OperationState, TxType,
+    Break, BreakFilter, BreakReason, FailureCode, Lock, LockStatus, NewOperation, Operation, OperationFilter,
+    OperationState, TxType,
 };
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, PageRequest};
 use tokenops_domain::{TenantId, Timestamp, new_id};
@@ -47,30 +48,24 @@ fn small(n: usize) -> i64 {
 
 /// A SUBMITTED transfer-shaped operation with every optional field empty.
 fn operation(tenant: TenantId, account: &str, created_at: Timestamp) -> Operation {
-    Operation {
-        id: new_id(),
-        tenant_id: tenant,
-        tx_type: TxType::Mint,
-        asset_id: currency("USD"),
-        account_ref: account_ref(account),
-        customer_ref: customer_ref("cust-1"),
-        counterparty_ref: None,
-        amount: units(100),
-        params: json!({}),
-        lock_id: None,
-        state: OperationState::Submitted,
-        tx_hash: None,
-        block_number: None,
-        failure_code: None,
-        reason_code: None,
-        revert_reason: None,
-        signed_transaction: None,
-        submitted_by: "user-1".into(),
-        idempotency_key: None,
-        correlation_id: None,
+    Operation::submitted(
+        NewOperation {
+            id: new_id(),
+            tenant_id: tenant,
+            tx_type: TxType::Mint,
+            asset_id: currency("USD"),
+            account_ref: account_ref(account),
+            customer_ref: customer_ref("cust-1"),
+            counterparty_ref: None,
+            amount: units(100),
+            params: json!({}),
+            lock_id: None,
+            submitted_by: "user-1".into(),
+            idempotency_key: None,
+            correlation_id: None,
+        },
         created_at,
-        updated_at: created_at,
-    }
+    )
 }
 
 /// A PENDING lock with no counterparty, no expiry and nothing completing it.
