@@ -104,7 +104,7 @@ error_rows! {
     pub ReplayBudgetExhausted = 429, "REPLAY_BUDGET_EXHAUSTED: nothing queued; no Retry-After";
     // The 404 rows of the operations on one resource, each worded once for all of them.
     pub NoSuchAccount = 404, "No such account in the organisation";
-    pub NoContract = 404, "No contract for the asset";
+    pub NoSuchContract = 404, "No contract for the asset";
     pub NoSuchCustomer = 404, "No such customer in the organisation";
     pub NoSuchClient = 404, "No such client in the organisation";
     pub NoSuchGroup = 404, "No such group";
@@ -148,11 +148,10 @@ pub trait PathIdName {
 
 /// The path parameters of the API, each stated once with its type and meaning: each marker is
 /// a parameter set for `params(...)`, and the UUID ones name their 400 rows ([`NotAUuid`]).
-pub mod ids {
-    use super::PathKind::{Text, Uuid};
+pub mod path_params {
     use utoipa::openapi::path::{Parameter, ParameterIn};
 
-    macro_rules! path_params {
+    macro_rules! declare_path_params {
         (@name Uuid $marker:ident = $name:literal) => {
             impl super::PathIdName for $marker {
                 const NAME: &'static str = $name;
@@ -165,15 +164,15 @@ pub mod ids {
 
             impl utoipa::IntoParams for $marker {
                 fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-                    vec![super::path_param($name, $kind, None $(.or(Some($description)))?)]
+                    vec![super::path_param($name, super::PathKind::$kind, None $(.or(Some($description)))?)]
                 }
             }
 
-            path_params!(@name $kind $marker = $name);
+            declare_path_params!(@name $kind $marker = $name);
         )*};
     }
 
-    path_params!(
+    declare_path_params!(
         Text AccountRef = "accountRef",
         Text AssetId = "assetId": "ISO 4217 code (case-insensitive)",
         Uuid AutomationId = "automationId",
@@ -278,7 +277,7 @@ pub struct ClampedPageQuery {
 pub struct CursorQuery {
     /// 1 to 100, default 20
     limit: Option<u32>,
-    /// nextCursor of the previous page, with the same filters
+    /// nextCursor of the previous page (a list with filters needs the same filters again)
     cursor: Option<String>,
 }
 

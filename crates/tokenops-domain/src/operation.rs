@@ -57,7 +57,8 @@ pub struct Operation {
     pub updated_at: Timestamp,
 }
 
-/// What a new operation is made of: the submission as checked, and who made it.
+/// What a new operation is made of: its instruction as checked (a caller's submission, or the
+/// service's own, such as an expired lock's CANCEL) and who made it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewOperation {
     pub id: Uuid,

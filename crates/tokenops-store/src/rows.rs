@@ -66,7 +66,8 @@ pub use scripts::{
 pub use secret_reveals::{SECRET_REVEAL_COLUMNS, SECRET_REVEALS, secret_reveal};
 pub use signing_keys::{SIGNING_KEYS, signing_key};
 pub(crate) use stored::{
-    BigInt, Codec, Int, Lowercase, Names, Place, Plain, SaturatingInt, Serde, SmallInt, Stored, Unsigned, WithFolded,
+    BigInt, Codec, Int, JsonTextList, Lowercase, Place, Plain, SaturatingInt, Serde, SmallInt, Stored, Unsigned,
+    WithFolded,
 };
 pub use tenants::{TENANT_COLUMNS, TENANTS, tenant};
 pub use users::{USER_COLUMNS, USERS, joined_user_columns, user};
@@ -308,23 +309,6 @@ pub trait Columns {
         parsed(&self.text(name)?, what, parse)
     }
 
-    fn opt_parsed<T>(&self, name: &str, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> StoreResult<Option<T>> {
-        self.opt_text(name)?.as_deref().map(|text| parsed(text, what, parse)).transpose()
-    }
-
-    fn asset(&self, name: &str) -> StoreResult<AssetId> {
-        asset(&self.text(name)?)
-    }
-
-    fn amount(&self, name: &str) -> StoreResult<Amount> {
-        amount(self.int(name)?)
-    }
-
-    /// A list of names stored as a JSON array of strings, in its order.
-    fn names(&self, name: &str) -> StoreResult<Vec<String>> {
-        names(&self.text(name)?)
-    }
-
     /// A whole number of a narrower type (a step, a version, a count); one out of its range is
     /// corrupt, named `what`.
     fn narrow<T: TryFrom<i64>>(&self, name: &str, what: &str) -> StoreResult<T> {
@@ -335,10 +319,6 @@ pub trait Columns {
     /// A counter or ordinal that is never negative.
     fn unsigned(&self, name: &str, what: &str) -> StoreResult<u64> {
         unsigned(self.int(name)?, what)
-    }
-
-    fn opt_unsigned(&self, name: &str, what: &str) -> StoreResult<Option<u64>> {
-        self.opt_int(name)?.map(|value| unsigned(value, what)).transpose()
     }
 }
 

@@ -18,7 +18,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -94,7 +94,7 @@ async fn register_account(call: RequiredKeyWrite, body: JsonBody<AccountIn>) -> 
 /// Change an account's status (ACTIVE or INACTIVE).
 #[utoipa::path(
     patch, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.update",
-    params(ids::AccountRef, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::AccountRef, crate::openapi::RequiredIdempotencyKey),
     request_body = AccountPatch,
     responses(
         (status = 200, description = "The account after the change (unchanged when it already had the status)", body = AccountOut),
@@ -121,7 +121,7 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
 /// Read one account.
 #[utoipa::path(
     get, path = "/api/accounts/{accountRef}", tag = "accounts", operation_id = "accounts.get",
-    params(ids::AccountRef),
+    params(path_params::AccountRef),
     responses(
         (status = 200, description = "The account", body = AccountOut),
         crate::openapi::NoSuchAccount,
@@ -164,7 +164,7 @@ async fn list_accounts(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 /// An account's balances, read from the ledger.
 #[utoipa::path(
     get, path = "/api/accounts/{accountRef}/balances", tag = "accounts", operation_id = "accounts.balances",
-    params(ids::AccountRef),
+    params(path_params::AccountRef),
     responses(
         (status = 200, description = "The balance record, read from the ledger now", body = BalanceOut),
         (status = 404, description = "No such account, or its asset has no ACTIVE contract", body = crate::openapi::ErrorBody),

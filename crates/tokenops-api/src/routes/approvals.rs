@@ -18,7 +18,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const ACTION_MAX: usize = 100;
@@ -86,10 +86,10 @@ async fn list_tasks(call: TenantCall, params: QueryParams) -> ApiResult<Response
 /// Read one approval task.
 #[utoipa::path(
     get, path = "/api/approvals/tasks/{taskId}", tag = "approvals", operation_id = "approvals.tasks.get",
-    params(ids::TaskId),
+    params(path_params::TaskId),
     responses(
         (status = 200, description = "The task", body = ApprovalTaskOut),
-        crate::openapi::NotAUuid<ids::TaskId>,
+        crate::openapi::NotAUuid<path_params::TaskId>,
         crate::openapi::NoSuchTask,
     )
 )]
@@ -139,7 +139,7 @@ macro_rules! decision_route {
         #[utoipa::path(
             post, path = $path, tag = "approvals", operation_id = $operation,
             params(
-                ids::TaskId,
+                path_params::TaskId,
                 crate::openapi::OptionalIdempotencyKey,
             ),
             request_body(content = DecisionIn, description = "Optional: an object (may be empty), or no body"),
@@ -186,7 +186,7 @@ pub struct ReassignIn {
 /// Give a PENDING task a new approver expression.
 #[utoipa::path(
     post, path = "/api/approvals/tasks/{taskId}/reassign", tag = "approvals", operation_id = "approvals.tasks.reassign",
-    params(ids::TaskId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TaskId, crate::openapi::OptionalIdempotencyKey),
     request_body = ReassignIn,
     responses(
         (status = 200, description = "The task with its new approvers", body = ApprovalTaskOut),
@@ -248,10 +248,10 @@ async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 /// Read one approval request with its tasks.
 #[utoipa::path(
     get, path = "/api/approvals/requests/{requestId}", tag = "approvals", operation_id = "approvals.requests.get",
-    params(ids::RequestId),
+    params(path_params::RequestId),
     responses(
         (status = 200, description = "The request with its tasks", body = ApprovalRequestOut),
-        crate::openapi::NotAUuid<ids::RequestId>,
+        crate::openapi::NotAUuid<path_params::RequestId>,
         crate::openapi::NoSuchRequest,
     )
 )]
@@ -399,10 +399,10 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
 /// Cancel a PENDING request; its pending tasks are CANCELLED.
 #[utoipa::path(
     post, path = "/api/approvals/requests/{requestId}/cancel", tag = "approvals", operation_id = "approvals.requests.cancel",
-    params(ids::RequestId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::RequestId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
-        crate::openapi::NotAUuid<ids::RequestId>,
+        crate::openapi::NotAUuid<path_params::RequestId>,
         crate::openapi::NoSuchRequest,
         (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
     )

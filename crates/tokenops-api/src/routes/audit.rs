@@ -15,7 +15,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, AUDIT_SIZE, PageB, Style};
 use crate::extract::{PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 
 pub const QUERY_MAX_LEN: usize = 128;
 
@@ -284,10 +284,10 @@ async fn export_audit_events(call: TenantCall, params: QueryParams) -> ApiResult
 /// Read one audit record.
 #[utoipa::path(
     get, path = "/api/audit/events/{eventId}", tag = "audit", operation_id = "audit.events.get",
-    params(ids::EventId),
+    params(path_params::EventId),
     responses(
         (status = 200, description = "The audit record", body = AuditEventOut),
-        crate::openapi::NotAUuid<ids::EventId>,
+        crate::openapi::NotAUuid<path_params::EventId>,
         (status = 404, description = "Not in the organisation", body = crate::openapi::ErrorBody),
     )
 )]

@@ -21,7 +21,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CLAMPED_SIZE, PageA, Style};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -88,7 +88,7 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
             Error::invalid_field("triggerType", format!("{text:?} is not one of ON_DEMAND, SCHEDULED, EVENT"))
         })?,
     };
-    let needed = |field: &str, v: &Option<String>| {
+    let required_for_kind = |field: &str, v: &Option<String>| {
         v.clone()
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| Error::invalid_field(field, format!("is required for {}", kind.as_str())))
@@ -106,12 +106,15 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
         }
         TriggerType::Scheduled => {
             unexpected("eventType", &value.event_type)?;
-            Trigger::Scheduled { cron: needed("cron", &value.cron)?, time_zone: needed("timeZone", &value.time_zone)? }
+            Trigger::Scheduled {
+                cron: required_for_kind("cron", &value.cron)?,
+                time_zone: required_for_kind("timeZone", &value.time_zone)?,
+            }
         }
         TriggerType::Event => {
             unexpected("cron", &value.cron)?;
             unexpected("timeZone", &value.time_zone)?;
-            Trigger::Event { event_type: needed("eventType", &value.event_type)? }
+            Trigger::Event { event_type: required_for_kind("eventType", &value.event_type)? }
         }
     })
 }
@@ -179,10 +182,10 @@ async fn create_automation(call: RequiredKeyWrite, body: JsonBody<AutomationIn>)
 /// Read one automation.
 #[utoipa::path(
     get, path = "/api/automations/{automationId}", tag = "automations", operation_id = "automations.get",
-    params(ids::AutomationId),
+    params(path_params::AutomationId),
     responses(
         (status = 200, description = "The automation", body = AutomationOut),
-        crate::openapi::NotAUuid<ids::AutomationId>,
+        crate::openapi::NotAUuid<path_params::AutomationId>,
         crate::openapi::NoSuchAutomationOrDeleted,
     )
 )]
@@ -193,7 +196,7 @@ async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// Change an automation's status.
 #[utoipa::path(
     patch, path = "/api/automations/{automationId}/status", tag = "automations", operation_id = "automations.status.update",
-    params(ids::AutomationId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::AutomationId, crate::openapi::RequiredIdempotencyKey),
     request_body = StatusIn,
     responses(
         (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
@@ -217,7 +220,7 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
 /// Run an ON_DEMAND automation now.
 #[utoipa::path(
     post, path = "/api/automations/{automationId}/executions", tag = "automations", operation_id = "automations.execute",
-    params(ids::AutomationId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::AutomationId, crate::openapi::RequiredIdempotencyKey),
     request_body = ExecutionIn,
     responses(
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
@@ -246,7 +249,7 @@ async fn execute_automation(
 #[utoipa::path(
     get, path = "/api/automations/{automationId}/history", tag = "automations", operation_id = "automations.history",
     params(
-        ids::AutomationId,
+        path_params::AutomationId,
         ("status" = Option<String>, Query, description = "QUEUED, RUNNING, SUCCEEDED or FAILED; another value gives an empty page"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt or status, with ,asc or ,desc; default createdAt,desc"),
         crate::openapi::ClampedPageQuery,

@@ -15,7 +15,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const NAME_MAX: usize = 100;
@@ -41,7 +41,7 @@ pub struct ClientIn {
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.create",
     params(
-        ids::TenantId,
+        path_params::TenantId,
         ("Idempotency-Key" = Option<String>, Header, description = "Optional; 1-255 characters. A replay answers with the same reveal URL, which works once"),
     ),
     request_body = ClientIn,
@@ -71,7 +71,7 @@ async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientI
 /// List the organisation's machine clients (paging style C, oldest first).
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/clients", tag = "organisation", operation_id = "clients.list",
-    params(ids::TenantId, crate::openapi::PageQuery),
+    params(path_params::TenantId, crate::openapi::PageQuery),
     responses(
         (status = 200, description = "Style C page of clients, oldest first (never their secrets)", body = ClientPage),
         (status = 400, description = "Invalid paging, or a sort (the list is oldest first)", body = crate::openapi::ErrorBody),
@@ -89,7 +89,7 @@ async fn list_clients(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRe
 /// One of the organisation's machine clients (never its secret).
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.get",
-    params(ids::TenantId, ids::ClientId),
+    params(path_params::TenantId, path_params::ClientId),
     responses(
         (status = 200, description = "The client", body = ClientOut),
         crate::openapi::PathIdNotUuid,
@@ -103,7 +103,7 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
 /// Disable a machine client: its tokens are refused from the next request.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/clients/{clientId}", tag = "organisation", operation_id = "clients.disable",
-    params(ids::TenantId, ids::ClientId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::ClientId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Disabled"),
         crate::openapi::PathIdNotUuid,

@@ -20,7 +20,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::path::ScopedPath;
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall, TenantScope};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{self, OptionalKeyWrite, Reply, Written};
 
 const NAME_MAX: usize = 100;
@@ -139,12 +139,12 @@ impl ScopedPath for AssetPath {
 /// Switch a contract between ACTIVE and INACTIVE, or rename it.
 #[utoipa::path(
     patch, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.update",
-    params(ids::AssetId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::AssetId, crate::openapi::OptionalIdempotencyKey),
     request_body = ContractPatch,
     responses(
         (status = 200, description = "The contract after the change", body = ContractOut),
         (status = 400, description = "Nothing to change, unknown status, blank or too long name, or bad Idempotency-Key", body = crate::openapi::ErrorBody),
-        crate::openapi::NoContract,
+        crate::openapi::NoSuchContract,
         crate::openapi::KeyInFlight,
         (status = 422, description = "The contract is PENDING or FAILED (only ACTIVE and INACTIVE switch), or the key was reused with a different payload", body = crate::openapi::ErrorBody),
     )
@@ -169,10 +169,10 @@ async fn update_contract(call: OptionalKeyWrite<AssetPath>, body: JsonBody<Contr
 /// Read the contract of an asset.
 #[utoipa::path(
     get, path = "/api/contracts/{assetId}", tag = "contracts", operation_id = "contracts.get",
-    params(ids::AssetId),
+    params(path_params::AssetId),
     responses(
         (status = 200, description = "The asset's contract", body = ContractOut),
-        crate::openapi::NoContract,
+        crate::openapi::NoSuchContract,
     )
 )]
 async fn get_contract(call: TenantCall<PathText>) -> ApiResult<Response> {

@@ -14,7 +14,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -101,7 +101,7 @@ async fn register_customer(call: RequiredKeyWrite, body: JsonBody<CustomerIn>) -
 /// Change a customer's status.
 #[utoipa::path(
     patch, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.update",
-    params(ids::CustomerRef, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::CustomerRef, crate::openapi::RequiredIdempotencyKey),
     request_body = CustomerPatch,
     responses(
         (status = 200, description = "The customer after the change (unchanged when it already had the status)", body = CustomerOut),
@@ -126,7 +126,7 @@ async fn change_customer_status(
 /// Read one customer.
 #[utoipa::path(
     get, path = "/api/customers/{customerRef}", tag = "customers", operation_id = "customers.get",
-    params(ids::CustomerRef),
+    params(path_params::CustomerRef),
     responses(
         (status = 200, description = "The customer", body = CustomerOut),
         crate::openapi::NoSuchCustomer,

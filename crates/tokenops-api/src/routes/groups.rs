@@ -23,7 +23,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::path::{self, ScopedPath, uuid_param};
 use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall, TenantScope};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const SORTABLE: &[(&str, &str)] = &[
@@ -69,7 +69,7 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.list",
     params(
-        ids::TenantId,
+        path_params::TenantId,
         ("sort" = Option<Vec<String>>, Query, description = "key, name, status, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
         crate::openapi::PageQuery,
     ),
@@ -89,7 +89,7 @@ async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiRes
 /// An approval group with one page of its members, ordered by first name then last name.
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.get",
-    params(ids::TenantId, ids::GroupId, crate::openapi::UsersPageQuery),
+    params(path_params::TenantId, path_params::GroupId, crate::openapi::UsersPageQuery),
     responses(
         (status = 200, description = "The group with `members`, a style C page of its users", body = GroupDetail),
         crate::openapi::PathIdOrPagingInvalid,
@@ -119,7 +119,7 @@ pub struct GroupIn {
 /// Create an approval group.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/groups", tag = "groups", operation_id = "groups.create",
-    params(ids::TenantId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, crate::openapi::OptionalIdempotencyKey),
     request_body = GroupIn,
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
@@ -149,7 +149,7 @@ pub struct GroupPatch {
 /// Rename, deactivate or reactivate an approval group.
 #[utoipa::path(
     patch, path = "/api/tenants/{tenantId}/groups/{groupId}", tag = "groups", operation_id = "groups.update",
-    params(ids::TenantId, ids::GroupId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::GroupId, crate::openapi::OptionalIdempotencyKey),
     request_body = GroupPatch,
     responses(
         (status = 200, description = "The group after the change", body = GroupOut),
@@ -192,7 +192,7 @@ pub struct MembershipOut {
 /// Add a user of the organisation to an approval group.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/groups/{groupId}/members", tag = "groups", operation_id = "groups.members.add",
-    params(ids::TenantId, ids::GroupId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::GroupId, crate::openapi::OptionalIdempotencyKey),
     request_body = MemberIn,
     responses(
         (status = 201, description = "Added", body = MembershipOut),
@@ -246,7 +246,7 @@ impl ScopedPath for GroupMember {
 /// Remove a member from an approval group.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
-    params(ids::TenantId, ids::GroupId, ids::UserId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::GroupId, path_params::UserId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Removed"),
         crate::openapi::PathIdNotUuid,

@@ -24,7 +24,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
@@ -72,10 +72,10 @@ async fn list_policies(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 /// A policy with its current version's content.
 #[utoipa::path(
     get, path = "/api/policies/{policyId}", tag = "policies", operation_id = "policies.get",
-    params(ids::PolicyId),
+    params(path_params::PolicyId),
     responses(
         (status = 200, description = "The policy; content is its current version's", body = PolicyOut),
-        crate::openapi::NotAUuid<ids::PolicyId>,
+        crate::openapi::NotAUuid<path_params::PolicyId>,
         crate::openapi::NoSuchPolicy,
     )
 )]
@@ -101,7 +101,7 @@ pub struct PolicyPatch {
 /// Audited as policy.update with the labels before and after.
 #[utoipa::path(
     patch, path = "/api/policies/{policyId}", tag = "policies", operation_id = "policies.update",
-    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::PolicyId, crate::openapi::OptionalIdempotencyKey),
     request_body = PolicyPatch,
     responses(
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
@@ -176,10 +176,10 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
 /// Activate a policy.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/activate", tag = "policies", operation_id = "policies.activate",
-    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::PolicyId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
-        crate::openapi::NotAUuid<ids::PolicyId>,
+        crate::openapi::NotAUuid<path_params::PolicyId>,
         crate::openapi::NoSuchPolicy,
         (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
     )
@@ -192,10 +192,10 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
 /// Archive a policy, from any status.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/archive", tag = "policies", operation_id = "policies.archive",
-    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::PolicyId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
-        crate::openapi::NotAUuid<ids::PolicyId>,
+        crate::openapi::NotAUuid<path_params::PolicyId>,
         crate::openapi::NoSuchPolicy,
     )
 )]
@@ -207,7 +207,7 @@ async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
 /// List a policy's versions (paging style B, newest first).
 #[utoipa::path(
     get, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.list",
-    params(ids::PolicyId, crate::openapi::PageQuery),
+    params(path_params::PolicyId, crate::openapi::PageQuery),
     responses(
         (status = 200, description = "Style B page of versions, newest (highest versionNumber) first", body = VersionPage),
         (status = 400, description = "policyId is not a UUID, or invalid paging", body = crate::openapi::ErrorBody),
@@ -235,7 +235,7 @@ pub struct VersionIn {
 /// Add a version to a policy; the current version does not change.
 #[utoipa::path(
     post, path = "/api/policies/{policyId}/versions", tag = "policies", operation_id = "policies.versions.create",
-    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::PolicyId, crate::openapi::OptionalIdempotencyKey),
     request_body = VersionIn,
     responses(
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
@@ -267,7 +267,7 @@ pub struct CurrentVersionIn {
 /// Choose the version a policy serves (an earlier number rolls back).
 #[utoipa::path(
     put, path = "/api/policies/{policyId}/current-version", tag = "policies", operation_id = "policies.currentVersion.set",
-    params(ids::PolicyId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::PolicyId, crate::openapi::OptionalIdempotencyKey),
     request_body = CurrentVersionIn,
     responses(
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),

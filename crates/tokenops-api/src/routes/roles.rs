@@ -19,7 +19,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 /// Sortable properties (API name → store column).
@@ -101,7 +101,7 @@ async fn list_permissions() -> ApiResult<Response> {
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/roles", tag = "roles", operation_id = "roles.list",
     params(
-        ids::TenantId,
+        path_params::TenantId,
         ("sort" = Option<Vec<String>>, Query, description = "name, description, createdAt, updatedAt or id, optionally ,asc|desc; repeatable; default name,asc"),
         crate::openapi::PageQuery,
     ),
@@ -122,7 +122,7 @@ async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
 /// A role with one page of its holders, ordered by first name then last name.
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.get",
-    params(ids::TenantId, ids::RoleId, crate::openapi::UsersPageQuery),
+    params(path_params::TenantId, path_params::RoleId, crate::openapi::UsersPageQuery),
     responses(
         (status = 200, description = "The role (as in the list) with `holders`, a style C page of the users who hold it", body = RoleDetail),
         crate::openapi::PathIdOrPagingInvalid,
@@ -171,7 +171,7 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
 /// Create a custom role.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/roles", tag = "roles", operation_id = "roles.create",
-    params(ids::TenantId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, crate::openapi::OptionalIdempotencyKey),
     request_body = RoleIn,
     responses(
         (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
@@ -197,7 +197,7 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
 /// Edit a custom role: name, description, permissions.
 #[utoipa::path(
     patch, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.update",
-    params(ids::TenantId, ids::RoleId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::RoleId, crate::openapi::OptionalIdempotencyKey),
     request_body = RolePatch,
     responses(
         (status = 200, description = "The role after the change", body = RoleOut),
@@ -228,7 +228,7 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
 /// Delete a custom role that no user or machine client holds.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/roles/{roleId}", tag = "roles", operation_id = "roles.delete",
-    params(ids::TenantId, ids::RoleId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::RoleId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),

@@ -22,7 +22,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -181,10 +181,10 @@ async fn create_script(call: RequiredKeyWrite, body: JsonBody<ScriptIn>) -> ApiR
 /// Read one script.
 #[utoipa::path(
     get, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.get",
-    params(ids::ScriptId),
+    params(path_params::ScriptId),
     responses(
         (status = 200, description = "The script (its code through download)", body = ScriptOut),
-        crate::openapi::NotAUuid<ids::ScriptId>,
+        crate::openapi::NotAUuid<path_params::ScriptId>,
         crate::openapi::NoSuchScriptOrDeleted,
     )
 )]
@@ -202,7 +202,7 @@ async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// cannot be renamed (409).
 #[utoipa::path(
     patch, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.update",
-    params(ids::ScriptId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::ScriptId, crate::openapi::RequiredIdempotencyKey),
     request_body = ScriptPatch,
     responses(
         (status = 200, description = "The script after the change", body = ScriptOut),
@@ -238,10 +238,10 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
 /// Delete a script that is not PUBLISHED.
 #[utoipa::path(
     delete, path = "/api/scripts/{scriptId}", tag = "scripts", operation_id = "scripts.delete",
-    params(ids::ScriptId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::ScriptId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 204, description = "Deleted: its name is free again"),
-        crate::openapi::NotAUuidOrNoKey<ids::ScriptId>,
+        crate::openapi::NotAUuidOrNoKey<path_params::ScriptId>,
         crate::openapi::NoSuchScriptOrDeleted,
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
     )
@@ -254,10 +254,10 @@ async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
 /// Download a script's code.
 #[utoipa::path(
     get, path = "/api/scripts/{scriptId}/download", tag = "scripts", operation_id = "scripts.download",
-    params(ids::ScriptId),
+    params(path_params::ScriptId),
     responses(
         (status = 200, description = "The Rhai source as a file, `{name}.rhai`", content_type = "text/plain", body = String),
-        crate::openapi::NotAUuid<ids::ScriptId>,
+        crate::openapi::NotAUuid<path_params::ScriptId>,
         crate::openapi::NoSuchScript,
         (status = 409, description = "The script is deleted", body = crate::openapi::ErrorBody),
     )
@@ -276,7 +276,7 @@ async fn download_script(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// Clone a script under a new name, with new defaults for some parameters.
 #[utoipa::path(
     post, path = "/api/scripts/{scriptId}/clone", tag = "scripts", operation_id = "scripts.clone",
-    params(ids::ScriptId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::ScriptId, crate::openapi::RequiredIdempotencyKey),
     request_body = CloneIn,
     responses(
         (status = 201, description = "The clone: a DRAFT at version 1 with the source's code, rootScriptId the source's root", body = ScriptOut, headers(("Location" = String))),
@@ -335,7 +335,7 @@ pub struct DryRunIn {
 /// the permission that runs scripts.
 #[utoipa::path(
     post, path = "/api/scripts/{scriptId}/dry-runs", tag = "scripts", operation_id = "scripts.dryRun",
-    params(ids::ScriptId),
+    params(path_params::ScriptId),
     request_body = DryRunIn,
     responses(
         (status = 200, description = "What the run did: status, the parameters' values, the bodies it would have submitted, its log and its error", body = DryRunOut),

@@ -17,7 +17,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const KEY_MAX: usize = 100;
@@ -172,7 +172,7 @@ pub struct TemplatePatch {
 /// organisation's scope (404).
 #[utoipa::path(
     patch, path = "/api/templates/{key}", tag = "policies", operation_id = "templates.update",
-    params(ids::TemplateKey, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TemplateKey, crate::openapi::OptionalIdempotencyKey),
     request_body = TemplatePatch,
     responses(
         (status = 200, description = "The template after the change, templateVersion one up", body = TemplateOut),
@@ -204,7 +204,7 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
 /// policies created from it are unchanged. Deprecating it again changes nothing (200).
 #[utoipa::path(
     post, path = "/api/templates/{key}/deprecate", tag = "policies", operation_id = "templates.deprecate",
-    params(ids::TemplateKey, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TemplateKey, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
         crate::openapi::NoSuchTemplate,

@@ -21,7 +21,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageA, PageD, STRICT_SIZE, Style};
 use crate::extract::{JsonBody, PathId, PathParam, PathText, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{self, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "transactions.list";
@@ -145,10 +145,10 @@ fn replayed_operation(stored: &WriteResponse) -> Option<uuid::Uuid> {
 /// Read one operation.
 #[utoipa::path(
     get, path = "/api/transactions/{transactionId}", tag = "transactions", operation_id = "transactions.get",
-    params(ids::TransactionId),
+    params(path_params::TransactionId),
     responses(
         (status = 200, description = "The operation in its current state", body = OperationOut),
-        crate::openapi::NotAUuid<ids::TransactionId>,
+        crate::openapi::NotAUuid<path_params::TransactionId>,
         (status = 404, description = "No such operation", body = crate::openapi::ErrorBody),
     )
 )]
@@ -256,10 +256,10 @@ async fn list_breaks(call: TenantCall, params: QueryParams) -> ApiResult<Respons
 /// Read a lock (visible once its LOCK is on the ledger).
 #[utoipa::path(
     get, path = "/api/locks/{lockId}", tag = "transactions", operation_id = "locks.get",
-    params(ids::LockId),
+    params(path_params::LockId),
     responses(
         (status = 200, description = "The lock", body = LockOut),
-        crate::openapi::NotAUuid<ids::LockId>,
+        crate::openapi::NotAUuid<path_params::LockId>,
         (status = 404, description = "No such lock (or its LOCK is not on the ledger yet)", body = crate::openapi::ErrorBody),
     )
 )]
@@ -271,7 +271,7 @@ async fn get_lock(call: TenantCall<PathId>) -> ApiResult<Response> {
 #[utoipa::path(
     get, path = "/api/accounts/{accountRef}/locks", tag = "transactions", operation_id = "locks.list",
     params(
-        ids::AccountRef,
+        path_params::AccountRef,
         ("status" = Option<LockStatus>, Query),
         crate::openapi::PageQuery,
     ),

@@ -24,7 +24,7 @@ use crate::error::{ApiError, ApiResult, HttpCode};
 use crate::extract::body::is_json_content_type;
 use crate::extract::paging::{self, PageC, STRICT_SIZE, Style};
 use crate::extract::{Authenticated, JsonBody, OwnTenant, PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
@@ -98,7 +98,7 @@ async fn get_user_by_id(
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.list",
     params(
-        ids::TenantId,
+        path_params::TenantId,
         ("search" = Option<String>, Query, description = "Case-insensitive prefix of email, first name or last name (at most 100 characters)"),
         ("status" = Option<String>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
         ("role" = Option<String>, Query, description = "A role name (platform names case-insensitive)"),
@@ -175,7 +175,7 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
 /// Invite a user into the organisation; answers 200 (not 201) with the INVITED user.
 #[utoipa::path(
     post, path = "/api/tenants/{tenantId}/users", tag = "organisation", operation_id = "users.invite",
-    params(ids::TenantId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, crate::openapi::OptionalIdempotencyKey),
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
@@ -199,7 +199,7 @@ async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<Invitatio
 /// A user of the organisation.
 #[utoipa::path(
     get, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.get",
-    params(ids::TenantId, ids::UserId),
+    params(path_params::TenantId, path_params::UserId),
     responses(
         (status = 200, description = "The user", body = UserOut),
         crate::openapi::PathIdNotUuid,
@@ -222,7 +222,7 @@ pub struct UserPatch {
 /// Change a user's role, suspend or reactivate them.
 #[utoipa::path(
     patch, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.update",
-    params(ids::TenantId, ids::UserId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::UserId, crate::openapi::OptionalIdempotencyKey),
     request_body = UserPatch,
     responses(
         (status = 200, description = "The user after the change. Reactivating a user who never chose a password makes them INVITED again", body = UserOut),
@@ -252,7 +252,7 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
 /// Remove a user from the organisation.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/users/{userId}", tag = "organisation", operation_id = "users.remove",
-    params(ids::TenantId, ids::UserId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::TenantId, path_params::UserId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Removed: the user's tokens are refused from now on"),
         (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),

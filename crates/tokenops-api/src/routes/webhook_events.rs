@@ -17,7 +17,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 use serde::Deserialize;
 
@@ -121,10 +121,10 @@ async fn list_webhook_events(call: TenantCall, params: QueryParams) -> ApiResult
 /// Read one event with all its deliveries.
 #[utoipa::path(
     get, path = "/api/webhook-events/{eventId}", tag = "webhook-events", operation_id = "webhookEvents.get",
-    params(ids::EventId),
+    params(path_params::EventId),
     responses(
         (status = 200, description = "The event with its deliveries", body = WebhookEventOut),
-        crate::openapi::NotAUuid<ids::EventId>,
+        crate::openapi::NotAUuid<path_params::EventId>,
         (status = 404, description = "No such event", body = crate::openapi::ErrorBody),
     )
 )]
@@ -169,7 +169,7 @@ pub struct RedeliverFilterIn {
 /// for its resumption.
 #[utoipa::path(
     post, path = "/api/webhook-events/{eventId}/redeliver", tag = "webhook-events", operation_id = "webhookEvents.redeliver",
-    params(ids::EventId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::EventId, crate::openapi::RequiredIdempotencyKey),
     request_body(content = RedeliverIn, description = "Optional; an empty body replays to every destination"),
     responses(
         (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false)", body = FilteredReplay),

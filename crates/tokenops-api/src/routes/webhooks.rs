@@ -20,7 +20,7 @@ use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
-use crate::openapi::ids;
+use crate::openapi::path_params;
 use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
@@ -170,10 +170,10 @@ async fn replay_with_secret(
 /// Read a registration (never its secret).
 #[utoipa::path(
     get, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.get",
-    params(ids::WebhookId),
+    params(path_params::WebhookId),
     responses(
         (status = 200, description = "The registration", body = WebhookOut),
-        crate::openapi::NotAUuid<ids::WebhookId>,
+        crate::openapi::NotAUuid<path_params::WebhookId>,
         crate::openapi::NoSuchRegistration,
     )
 )]
@@ -188,7 +188,7 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
 /// the whole set (`[]` subscribes to nothing); events already dispatched keep their deliveries.
 #[utoipa::path(
     patch, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.update",
-    params(ids::WebhookId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::WebhookId, crate::openapi::RequiredIdempotencyKey),
     request_body = WebhookPatch,
     responses(
         (status = 200, description = "The registration as changed", body = WebhookOut),
@@ -226,10 +226,10 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
 /// again (a new id and secret). Its delivery history stays.
 #[utoipa::path(
     delete, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.delete",
-    params(ids::WebhookId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::WebhookId, crate::openapi::OptionalIdempotencyKey),
     responses(
         (status = 204, description = "Deleted"),
-        crate::openapi::NotAUuid<ids::WebhookId>,
+        crate::openapi::NotAUuid<path_params::WebhookId>,
         crate::openapi::NoSuchRegistration,
     )
 )]
@@ -248,10 +248,10 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
 /// recorded outcome without sending again.
 #[utoipa::path(
     post, path = "/api/webhooks/{webhookId}/test", tag = "webhooks", operation_id = "webhooks.test",
-    params(ids::WebhookId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::WebhookId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 200, description = "The attempt's outcome (delivered or not)", body = TestOutcome),
-        crate::openapi::NotAUuidOrNoKey<ids::WebhookId>,
+        crate::openapi::NotAUuidOrNoKey<path_params::WebhookId>,
         crate::openapi::NoSuchRegistration,
         (status = 409, description = "WEBHOOK_INACTIVE, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -283,10 +283,10 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
 /// secret at once.
 #[utoipa::path(
     post, path = "/api/webhooks/{webhookId}/secret/rotate", tag = "webhooks", operation_id = "webhooks.rotateSecret",
-    params(ids::WebhookId, crate::openapi::RequiredIdempotencyKey),
+    params(path_params::WebhookId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 200, description = "The registration with its new secret and previousSecretExpiresAt", body = WebhookOut),
-        crate::openapi::NotAUuidOrNoKey<ids::WebhookId>,
+        crate::openapi::NotAUuidOrNoKey<path_params::WebhookId>,
         (status = 404, description = "No such registration, or it is JWS_ES256 (no secret)", body = crate::openapi::ErrorBody),
         crate::openapi::KeyConflicts,
     )

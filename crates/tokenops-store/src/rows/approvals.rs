@@ -1,6 +1,6 @@
 //! Approval requests and tasks as read from and written to either backend.
 
-use super::{Int, Names};
+use super::{Int, JsonTextList};
 use tokenops_domain::approval::{ApprovalRequest, ApprovalTask};
 
 stored_table! {
@@ -20,7 +20,7 @@ stored_table! {
     {
         id, tenant_id, request_id,
         step: Int,
-        approvers: Names,
+        approvers: JsonTextList,
         state, acted_by, acted_at, comment, created_at, updated_at,
     }
 }

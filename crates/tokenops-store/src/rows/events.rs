@@ -15,7 +15,8 @@ stored_table! {
     }
 }
 
-/// The resource an event is about: its type and its id.
+/// The resource an event is about: its type and its id. Its write exists for the `Codec`
+/// contract only: events are written by the outbox's own statement.
 struct Resource;
 
 impl Codec<ResourceRef, 2> for Resource {

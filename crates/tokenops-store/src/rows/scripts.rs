@@ -1,7 +1,7 @@
 //! Scripts, their versions, automations and executions as read from and written to either
 //! backend.
 
-use super::{Codec, ColumnValue, Columns, Names, Place, SaturatingInt, Serde, Stored};
+use super::{Codec, ColumnValue, Columns, JsonTextList, Place, SaturatingInt, Serde, Stored};
 use crate::StoreResult;
 use tokenops_domain::automation::{Automation, Execution, Trigger, TriggerType};
 use tokenops_domain::script::{Script, ScriptVersion};
@@ -14,7 +14,7 @@ stored_table! {
         id, tenant_id, name, description, status,
         version: SaturatingInt,
         source, parameters,
-        imports: Names,
+        imports: JsonTextList,
         // The resolved dependencies, as a JSON document.
         dependencies: Serde,
         root_script_id, cloned_from, created_by, created_at, updated_at, published_at,
@@ -29,7 +29,7 @@ stored_table! {
         tenant_id, script_id,
         version: SaturatingInt,
         source, parameters,
-        imports: Names,
+        imports: JsonTextList,
         created_by, created_at,
     }
 }
@@ -40,7 +40,7 @@ stored_table! {
     decode automation -> Automation, encode;
     {
         id, tenant_id, name, script_id, root_script_id, user_id,
-        creator_permissions: Names,
+        creator_permissions: JsonTextList,
         trigger [trigger_type, cron, time_zone, event_type]: TriggerColumns,
         status, parameters,
         consecutive_failures: SaturatingInt,
@@ -56,9 +56,9 @@ stored_table! {
         id, tenant_id, automation_id,
         trigger [trigger_type],
         status, parameters, scheduled_for, event_id,
-        log: Names,
+        log: JsonTextList,
         // The operations the run submitted.
-        submitted: Names,
+        submitted: JsonTextList,
         error,
         attempts: SaturatingInt,
         created_at, started_at, finished_at,

@@ -23,8 +23,8 @@ use tokenops_domain::webhook::{DeliveryStatus, FailureClass, SignatureScheme, We
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
-/// Where a field is kept: its table and its `N` columns, which also name a stored value that
-/// does not decode (`accounts.status "FROZEN"`).
+/// A field's table and its `N` columns: where a value that does not decode came from, named in
+/// the corrupt-row error (`accounts.status "FROZEN"`).
 #[derive(Debug, Clone, Copy)]
 pub struct Place<const N: usize = 1> {
     pub table: &'static str,
@@ -43,6 +43,14 @@ impl<const N: usize> Place<N> {
     pub fn corrupt(&self, detail: impl fmt::Display) -> StoreError {
         StoreError::Corrupt(format!("{self} {detail}"))
     }
+
+    /// A shared decoder's corrupt-row error, named by this place as well.
+    pub fn locate(&self, error: StoreError) -> StoreError {
+        match error {
+            StoreError::Corrupt(detail) => self.corrupt(detail),
+            other => other,
+        }
+    }
 }
 
 impl<const N: usize> fmt::Display for Place<N> {
@@ -57,7 +65,7 @@ pub trait Codec<T, const N: usize = 1> {
     fn write(value: &T, at: &Place<N>) -> StoreResult<[ColumnValue; N]>;
 }
 
-/// A field kept in one column as its type says (`Stored`); the codec a field names none.
+/// A field kept in one column as its type says (`Stored`): the codec of a field that names none.
 pub struct Plain;
 
 /// A type kept in one column in the one way its type implies, present or NULL.
@@ -126,7 +134,7 @@ impl Stored for Vec<String> {
 /// An amount in minor units, a BIGINT.
 impl Stored for Amount {
     fn read(row: &impl Columns, at: &Place) -> StoreResult<Self> {
-        amount(row.int(at.column())?)
+        amount(row.int(at.column())?).map_err(|e| at.locate(e))
     }
 
     fn write(&self) -> ColumnValue {
@@ -221,8 +229,8 @@ stored_hex_ids!(Address, TxHash);
 
 /// The upper-case code, one spelling for the unique indexes.
 impl StoredText for AssetId {
-    fn from_text(text: String, _: &Place) -> StoreResult<Self> {
-        asset(&text)
+    fn from_text(text: String, at: &Place) -> StoreResult<Self> {
+        asset(&text).map_err(|e| at.locate(e))
     }
 
     fn to_text(&self) -> String {
@@ -293,13 +301,15 @@ impl<T: Count> Codec<Option<T>> for Int {
 /// `i64::MAX` refused (`encode::int64`).
 pub struct Unsigned;
 
-fn unsigned(value: i64, at: &Place) -> StoreResult<u64> {
+fn non_negative(value: i64, at: &Place) -> StoreResult<u64> {
     u64::try_from(value).map_err(|_| at.corrupt(format_args!("negative: {value}")))
 }
 
+// The write exists for the `Codec` contract: no entity with an `Unsigned` field has an `Encode`
+// yet (operations are written by their own statements on the hot path).
 impl Codec<u64> for Unsigned {
     fn read(row: &impl Columns, at: &Place) -> StoreResult<u64> {
-        unsigned(row.int(at.column())?, at)
+        non_negative(row.int(at.column())?, at)
     }
 
     fn write(value: &u64, _: &Place) -> StoreResult<[ColumnValue; 1]> {
@@ -309,7 +319,7 @@ impl Codec<u64> for Unsigned {
 
 impl Codec<Option<u64>> for Unsigned {
     fn read(row: &impl Columns, at: &Place) -> StoreResult<Option<u64>> {
-        row.opt_int(at.column())?.map(|value| unsigned(value, at)).transpose()
+        row.opt_int(at.column())?.map(|value| non_negative(value, at)).transpose()
     }
 
     fn write(value: &Option<u64>, _: &Place) -> StoreResult<[ColumnValue; 1]> {
@@ -319,11 +329,11 @@ impl Codec<Option<u64>> for Unsigned {
 
 /// A list kept as the JSON text of an array of strings, in its order, the same on both
 /// backends (`encode::names_text`): names, or ids.
-pub struct Names;
+pub struct JsonTextList;
 
-impl Codec<Vec<String>> for Names {
+impl Codec<Vec<String>> for JsonTextList {
     fn read(row: &impl Columns, at: &Place) -> StoreResult<Vec<String>> {
-        names(&row.text(at.column())?)
+        names(&row.text(at.column())?).map_err(|e| at.locate(e))
     }
 
     fn write(value: &Vec<String>, _: &Place) -> StoreResult<[ColumnValue; 1]> {
@@ -331,9 +341,9 @@ impl Codec<Vec<String>> for Names {
     }
 }
 
-impl Codec<Vec<Uuid>> for Names {
+impl Codec<Vec<Uuid>> for JsonTextList {
     fn read(row: &impl Columns, at: &Place) -> StoreResult<Vec<Uuid>> {
-        let ids = names(&row.text(at.column())?)?;
+        let ids = names(&row.text(at.column())?).map_err(|e| at.locate(e))?;
         ids.iter().map(|id| Uuid::parse_str(id).map_err(|_| at.corrupt(format_args!("id {id:?}")))).collect()
     }
 
@@ -392,6 +402,10 @@ impl Codec<String, 2> for WithFolded {
 /// Each field is `field`, read and written by its type (`Stored`), or `field: Codec`; a field
 /// kept in a column named otherwise, or in several, names them: `key [group_key]`,
 /// `name [name, name_folded]: WithFolded`.
+///
+/// A field's name is its column's unless the field names its columns, so renaming a field
+/// renames the column the store reads and writes: the compiler does not catch that, the store
+/// conformance suites do. Name the old column in brackets when renaming a field alone.
 macro_rules! stored_table {
     (
         $(#[$columns_doc:meta])*

@@ -1,7 +1,7 @@
 //! Webhook registrations, deliveries and delivery signing keys as read from and written to
 //! either backend.
 
-use super::{Int, Names};
+use super::{Int, JsonTextList};
 use crate::WebhookSigningKeyRecord;
 use tokenops_domain::webhook::{Delivery, Webhook};
 
@@ -11,7 +11,7 @@ stored_table! {
     decode webhook -> Webhook, encode;
     {
         id, tenant_id, url, signature_scheme,
-        event_types: Names,
+        event_types: JsonTextList,
         status,
         consecutive_failures: Int,
         sealed_secret, sealed_previous_secret, previous_secret_expires_at, created_at, updated_at,
