@@ -36,6 +36,11 @@ pub enum Guard {
 use Guard::{Operator, Public, SignedIn};
 use Permission as P;
 
+/// The refusal of a token that names no organisation (the platform operator's) on an
+/// organisation's endpoint: the spec makes a token lacking `tenant_id` a 401 (Authentication
+/// rule 1; Errors, Envelope), not a 403.
+pub const NO_TENANT_CLAIM: &str = "This operation acts for an organisation; the token names none (tenant_id)";
+
 const fn needs(permission: Permission) -> Guard {
     Guard::Permission(permission)
 }
@@ -202,7 +207,7 @@ pub async fn authorize(State(state): State<Arc<ApiState>>, request: Request, nex
             _ => Err(Error::forbidden("Only the platform operator may do this").with_code(Code::PermissionDenied)),
         },
         SignedIn | Guard::Permission(_) | Guard::AnyOf(_) if caller.tenant.is_none() => {
-            Err(Error::forbidden("This operation acts for an organisation; the token names none (tenant_id)"))
+            Err(Error::unauthorized(NO_TENANT_CLAIM))
         }
         SignedIn => Ok(()),
         Guard::Permission(permission) => caller.require(permission),

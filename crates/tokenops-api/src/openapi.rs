@@ -449,7 +449,10 @@ impl Modify for CommonHeaders {
 fn unauthorized(guard: Option<Guard>) -> &'static str {
     match guard {
         Some(Guard::Public) | None => "No token, or the token failed verification",
-        Some(_) => "No usable token, or Your access has been revoked.",
+        Some(Guard::Operator) => "No usable token, or Your access has been revoked.",
+        Some(_) => {
+            "No usable token (a token that names no organisation, as the platform operator's, included), or Your access has been revoked."
+        }
     }
 }
 
@@ -463,7 +466,7 @@ fn forbidden(guard: Option<Guard>, path: &str) -> String {
         }
         Some(Guard::Permission(permission)) => format!("Missing permission {permission}"),
         Some(Guard::Operator) => "The caller is not the platform operator".to_owned(),
-        _ => "The token acts for no organisation, or lacks the permission".to_owned(),
+        _ => "The caller lacks the permission".to_owned(),
     }
 }
 

@@ -87,9 +87,7 @@ impl FromRequestParts<Arc<ApiState>> for TenantScope {
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
         let Authenticated(caller) = Authenticated::from_request_parts(parts, state).await?;
-        let tenant = caller.tenant.ok_or_else(|| {
-            Error::forbidden("This operation acts for an organisation; the token names none (tenant_id)")
-        })?;
+        let tenant = caller.tenant.ok_or_else(|| Error::unauthorized(crate::access::NO_TENANT_CLAIM))?;
         let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
         let correlation_id = parts
             .headers

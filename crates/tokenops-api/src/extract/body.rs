@@ -90,13 +90,33 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<JsonBody<T>, ApiError> {
 /// `approvers[2].step`), so a client need not parse the message to find what to fix.
 fn shape_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     let path = error.path().to_string();
-    let problem = error.inner().to_string();
+    let problem = in_json_words(&error.inner().to_string());
     // The path ends at the offending field.
     let field = match path.as_str() {
         "" | "." => return Error::bad_request(format!("Invalid request body: {problem}")).into(),
         path => path.to_owned(),
     };
     Error::invalid_field(&field, problem).into()
+}
+
+/// serde's description of what it expected names Rust types (`expected struct OwnerIn`,
+/// `expected u32`); a client reads JSON, so those become JSON's words.
+fn in_json_words(problem: &str) -> String {
+    let Some((head, expected)) = problem.split_once("expected ") else { return problem.to_owned() };
+    let (what, rest) = expected.split_once(' ').map_or((expected, ""), |(what, rest)| (what, rest));
+    let words = match what {
+        "struct" | "map" => Some(("an object", rest.split_once(' ').map_or("", |(_, after)| after))),
+        "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize" => {
+            Some(("a whole number", rest))
+        }
+        "f32" | "f64" => Some(("a number", rest)),
+        _ => None,
+    };
+    match words {
+        Some((json, rest)) if rest.is_empty() => format!("{head}expected {json}"),
+        Some((json, rest)) => format!("{head}expected {json} {rest}"),
+        None => problem.to_owned(),
+    }
 }
 
 fn contains_nul(value: &Value) -> bool {
@@ -110,7 +130,28 @@ fn contains_nul(value: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{contains_nul, is_json_content_type};
+    use super::{contains_nul, in_json_words, is_json_content_type};
+
+    #[test]
+    fn what_was_expected_is_said_in_json_words() {
+        assert_eq!(
+            in_json_words("invalid type: string \"x\", expected struct OwnerIn"),
+            "invalid type: string \"x\", expected an object"
+        );
+        assert_eq!(
+            in_json_words("invalid type: string \"1\", expected u32"),
+            "invalid type: string \"1\", expected a whole number"
+        );
+        assert_eq!(
+            in_json_words("invalid value: integer `-1`, expected u32"),
+            "invalid value: integer `-1`, expected a whole number"
+        );
+        assert_eq!(
+            in_json_words("invalid type: integer `1`, expected a string"),
+            "invalid type: integer `1`, expected a string"
+        );
+        assert_eq!(in_json_words("missing field `x`"), "missing field `x`");
+    }
 
     #[test]
     fn nul_is_found_anywhere() {

@@ -2,7 +2,7 @@
 //! and list accounts (style A, oldest first), and read its balances from the ledger.
 
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::accounts::{AccountOut, BalanceOut, CHANGE_STATUS, NewAccount, REGISTER, account_not_found};
@@ -51,8 +51,17 @@ pub struct AccountIn {
 #[serde(rename_all = "camelCase")]
 pub struct AccountPatch {
     /// ACTIVE or INACTIVE.
-    #[schema(value_type = AccountStatus)]
+    #[schema(required = true, value_type = SettableAccountStatus)]
     pub status: Option<String>,
+}
+
+/// The statuses a client may set on an account (PENDING and FAILED are the provisioning's).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+enum SettableAccountStatus {
+    Active,
+    Inactive,
 }
 
 fn parse_new_account(body: AccountIn) -> Result<NewAccount, Error> {

@@ -50,6 +50,7 @@ pub struct AutomationIn {
     /// Optional, 1 to 100 characters.
     pub name: Option<String>,
     /// A PUBLISHED script of the organisation.
+    #[schema(required = true, value_type = Uuid)]
     pub script_id: Option<Uuid>,
     /// ON_DEMAND (default), SCHEDULED or EVENT.
     pub trigger_type: Option<String>,
@@ -70,6 +71,7 @@ pub struct AutomationIn {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct StatusIn {
     /// ACTIVE, INACTIVE, DISABLED or DELETED.
+    #[schema(required = true, value_type = AutomationStatus)]
     pub status: Option<String>,
 }
 

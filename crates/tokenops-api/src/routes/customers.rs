@@ -45,7 +45,7 @@ pub struct CustomerIn {
 #[serde(rename_all = "camelCase")]
 pub struct CustomerPatch {
     /// ACTIVE or INACTIVE.
-    #[schema(value_type = CustomerStatus)]
+    #[schema(required = true, value_type = CustomerStatus)]
     pub status: Option<String>,
 }
 

@@ -47,6 +47,7 @@ const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: So
 pub struct ScriptIn {
     /// 1 to 100 characters of letters, digits, `-`, `_` and `.`: what other scripts import
     /// (`import "name" as alias;`). Unique among the organisation's scripts that are not deleted.
+    #[schema(required = true, value_type = String)]
     pub name: Option<String>,
     /// Optional, 1 to 1000 characters.
     pub description: Option<String>,
@@ -55,6 +56,7 @@ pub struct ScriptIn {
     /// boolean (a decimal's default quoted, as "1000.00"). Also taken as `code`, the spec's
     /// word for it (one of the two, not both).
     #[serde(alias = "code")]
+    #[schema(required = true, value_type = String)]
     pub source: Option<String>,
 }
 

@@ -299,6 +299,32 @@ async fn a_body_of_the_wrong_shape_names_the_field_in_details(backend: Backend) 
     assert_eq!(app.get("/api/transactions").await.body["totalElements"], 0);
 }
 
+async fn a_wrong_type_is_described_in_json_words_not_rust_types(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let cases = [
+        (json!({"action": "A", "approvers": ["#x"]}), "approvers[0]", "expected an object"),
+        (
+            json!({"action": "A", "approvers": [{"step": "one", "approver": "#x"}]}),
+            "approvers[0].step",
+            "expected a whole number",
+        ),
+    ];
+    for (body, field, expected) in cases {
+        let reply = send(
+            app.request(Method::POST, "/api/approvals/requests")
+                .header("Idempotency-Key", Uuid::now_v7().to_string())
+                .header("Content-Type", "application/json")
+                .body(body.to_string()),
+        )
+        .await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.body);
+        assert_eq!(reply.body["details"][0]["field"], field, "{body}: {}", reply.body);
+        let text = message(&reply);
+        assert!(text.ends_with(expected), "{body}: {text}");
+        assert!(!text.contains("struct") && !text.contains("i64"), "{body}: {text}");
+    }
+}
+
 async fn unknown_route_is_404_in_the_envelope(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     for path in ["/api/no-such-thing", "/nowhere", "/api/customers/c-1/nested/deeper"] {
@@ -533,12 +559,17 @@ async fn a_token_with_a_malformed_tenant_is_401(backend: Backend) {
     assert_error(&get_with_token(&app, "/api/customers", &token).await, 401, "UNAUTHORIZED", Stamp::Iso);
 }
 
-async fn a_platform_operator_token_on_tenant_endpoints_is_403(backend: Backend) {
+/// The operator's token is genuine but names no organisation: the spec makes a token lacking
+/// `tenant_id` a 401, on the policy endpoints with the default body that names the path.
+async fn a_platform_operator_token_on_tenant_endpoints_is_401(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let operator = app.issuer.sign(&app.issuer.claims(&app.clock, "operator-client", None, 3_600));
-    for path in ["/api/customers", "/api/audit/events"] {
+    for path in ["/api/customers", "/api/audit/events", "/api/policies", "/api/approvals/tasks"] {
         let reply = get_with_token(&app, path, &operator).await;
-        assert_error(&reply, 403, "FORBIDDEN", Stamp::Iso);
+        assert_error(&reply, 401, "UNAUTHORIZED", Stamp::Iso);
+        assert!(message(&reply).contains("tenant_id"), "{path}: {}", reply.body);
+        let names_path = path.starts_with("/api/policies") || path.starts_with("/api/approvals");
+        assert_eq!(reply.body.get("path").and_then(|p| p.as_str()) == Some(path), names_path, "{path}: {}", reply.body);
     }
     let write = send(
         app.raw(Method::POST, "/api/customers")
@@ -548,7 +579,8 @@ async fn a_platform_operator_token_on_tenant_endpoints_is_403(backend: Backend) 
             .json(&json!({ "customerRef": "c-1" })),
     )
     .await;
-    assert_error(&write, 403, "FORBIDDEN", Stamp::Iso);
+    assert_error(&write, 401, "UNAUTHORIZED", Stamp::Iso);
+    assert_eq!(app.get("/api/customers").await.body["totalElements"], 0, "nothing was written");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -825,6 +857,7 @@ backends!(
     the_request_id_is_recorded_on_the_audit_record,
     malformed_json_is_400_malformed_json_request,
     a_body_of_the_wrong_shape_names_the_field_in_details,
+    a_wrong_type_is_described_in_json_words_not_rust_types,
     unknown_route_is_404_in_the_envelope,
     wrong_method_on_a_known_path_is_405_in_the_envelope,
     a_body_over_the_limit_is_413,
@@ -844,7 +877,7 @@ backends!(
     a_token_not_yet_valid_is_401_until_its_nbf_less_the_leeway,
     a_token_without_a_subject_is_401,
     a_token_with_a_malformed_tenant_is_401,
-    a_platform_operator_token_on_tenant_endpoints_is_403,
+    a_platform_operator_token_on_tenant_endpoints_is_401,
     another_organisations_audit_record_is_404_like_a_missing_one,
     another_organisations_event_is_404_like_a_missing_one,
     another_subject_of_the_same_organisation_sees_its_records,

@@ -1790,10 +1790,11 @@ async fn every_organisation_access_error_has_its_status(backend: Backend) {
     );
     refused(&get(&app, &format!("/api/tenants/{other}/groups"), &owner).await, 403, "Invalid tenant id");
     refused(&get(&app, &format!("/api/tenants/{other}/clients"), &owner).await, 403, "Invalid tenant id");
+    // 401: the operator's token names no organisation.
     let operator = app.operator_token().await;
     refused(
         &get(&app, &users(&tenant), &operator).await,
-        403,
+        401,
         "This operation acts for an organisation; the token names none (tenant_id)",
     );
     let (_, user) = invite_and_activate(&app, &tenant, &owner, "ulla@bank.example", None).await;

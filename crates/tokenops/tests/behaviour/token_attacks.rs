@@ -1,6 +1,6 @@
 //! The token-attack set against the embedded provider: each forged, replayed or misused token
-//! is refused with 401 (the operator's token on an organisation endpoint with 403, as
-//! documented), on an identity endpoint and on an organisation endpoint alike.
+//! is refused with 401 (the operator's token too, on an organisation endpoint: it names no
+//! organisation), on an identity endpoint and on an organisation endpoint alike.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -134,9 +134,9 @@ async fn every_attack_token_is_refused(backend: Backend) {
 
     // A token of another issuer (the kit's test issuer) is not trusted here.
     assert_eq!(status_with(&app, Some(&app.tenant.token)).await, [401, 401], "wrong issuer");
-    // The operator's token is genuine but acts for no organisation: 403.
+    // The operator's token is genuine but names no organisation (no tenant_id): 401.
     let operator = app.operator_token().await;
-    assert_eq!(status_with(&app, Some(&operator)).await, [403, 403], "operator on organisation endpoints");
+    assert_eq!(status_with(&app, Some(&operator)).await, [401, 401], "operator on organisation endpoints");
 }
 
 backends!(every_attack_token_is_refused);
