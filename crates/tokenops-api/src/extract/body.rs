@@ -113,7 +113,7 @@ fn in_json_words(problem: &str) -> String {
         _ => None,
     };
     match words {
-        Some((json, rest)) if rest.is_empty() => format!("{head}expected {json}"),
+        Some((json, "")) => format!("{head}expected {json}"),
         Some((json, rest)) => format!("{head}expected {json} {rest}"),
         None => problem.to_owned(),
     }
