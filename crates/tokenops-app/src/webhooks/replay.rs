@@ -99,7 +99,9 @@ impl Webhooks {
                     "The replay budget of {budget} replays per hour for this organisation is exhausted \
                      ({used} used in the last hour, {wanted} asked for); nothing was queued"
                 ),
-            ));
+            )
+            // Nothing happened: the same request, key and all, may pass once the hour has room.
+            .retry_with_same_key());
         }
         Ok(())
     }

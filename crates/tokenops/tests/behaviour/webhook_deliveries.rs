@@ -379,8 +379,21 @@ async fn the_replay_budget_refuses_with_nothing_queued(backend: Backend) {
     );
     assert!(filtered.header("retry-after").is_none(), "no Retry-After");
     redeliver(&app, &first, None).await.expect(202);
-    let refused = redeliver(&app, &second, None).await;
+    let same_key = key();
+    let redeliver_second = || async {
+        let path = format!("/api/webhook-events/{second}/redeliver");
+        let request = app.request(Method::POST, &path).header("Idempotency-Key", &same_key);
+        Reply::read(request.send().await.expect("redeliver")).await
+    };
+    let refused = redeliver_second().await;
     assert_status(&refused, 429, "the budget is spent");
     assert!(refused.header("retry-after").is_none());
     assert_eq!(deliveries(&app, &second).await.len(), 2, "nothing queued");
+    // Nothing happened, so the key is not bound to the refusal: once the hour has passed the
+    // same request, with the same key, is replayed.
+    app.drain_jobs().await;
+    app.clock.advance_millis(3_600 * 1_000 + 1);
+    let later = redeliver_second().await;
+    assert_eq!(later.status, 202, "the same key once the budget has room again: {}", later.body);
+    assert_eq!(deliveries(&app, &second).await.len(), 3, "queued now");
 }
