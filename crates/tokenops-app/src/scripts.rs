@@ -422,8 +422,12 @@ impl Scripts {
             script.description = description;
         }
         let mut new_code = false;
-        if let Some(source) = change.source.filter(|s| *s != script.source) {
+        // Code sent for an OUTDATED or DEPRECATED script is refused even when it is the code the
+        // script has: the spec's rule is about sending code, not about changing it.
+        if change.source.is_some() {
             check_code_change(script.status).map_err(refused)?;
+        }
+        if let Some(source) = change.source.filter(|s| *s != script.source) {
             let compiled = self.compile(w.tx(), tenant, &script.name, &source).await?;
             script.source = source;
             script.parameters = stored_declarations(&compiled.params);

@@ -144,6 +144,7 @@ async fn a_patch_changes_name_description_code_and_status_by_the_machine(backend
     refused(&app.patch(&path, &json!({ "source": "5" })).await, 409, "DEPRECATED");
     // `code`, the spec's word for the source, is taken as well.
     refused(&app.patch(&path, &json!({ "code": "5" })).await, 409, "DEPRECATED");
+    refused(&app.patch(&path, &json!({ "code": "// @param m: integer = 4\nm + 1" })).await, 409, "DEPRECATED");
     assert_eq!(publish(&app, &id).await["status"], "PUBLISHED", "a deprecated script is published again");
     assert_eq!(set_status(&app, &id, "DRAFT").await.body["status"], "DRAFT", "unpublished");
     refused(&app.patch(&format!("/api/scripts/{}", Uuid::now_v7()), &json!({ "name": "z" })).await, 404, "not found");
@@ -167,6 +168,9 @@ async fn publishing_resolves_imports_and_new_code_outdates_dependants(backend: B
     let outdated = app.get(&format!("/api/scripts/{main}")).await;
     assert_eq!(outdated.body["status"], "OUTDATED");
     refused(&app.patch(&format!("/api/scripts/{main}"), &json!({ "source": "1" })).await, 409, "OUTDATED");
+    // The code it has, sent again, is code sent all the same.
+    let same = json!({ "source": "import \"lib\" as lib;\nlib::twice(21)" });
+    refused(&app.patch(&format!("/api/scripts/{main}"), &same).await, 409, "OUTDATED");
     let republished = publish(&app, &main).await;
     assert_eq!(republished["dependencies"][0]["version"], 2, "the current version, at publication");
 }
