@@ -191,7 +191,7 @@ pub struct ReassignIn {
     responses(
         (status = 200, description = "The task with its new approvers", body = ApprovalTaskOut),
         (status = 400, description = "approver missing or malformed, names no ACTIVE group or user of the organisation, or names no ACTIVE user but the initiator", body = crate::openapi::ErrorBody),
-        (status = 403, description = "Missing approval:decide; or the caller is the request's initiator (the spec does not say who may reassign: this service lets any holder of approval:decide but the initiator)", body = crate::openapi::ErrorBody),
+        (status = 403, description = "Missing approval:decide (any holder may reassign, the initiator included: the spec names no other refusal)", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchTask,
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
     )
