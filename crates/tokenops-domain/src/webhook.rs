@@ -245,6 +245,9 @@ impl Delivery {
                 self.status = DeliveryStatus::Delivered;
                 self.last_status_code = Some(status);
                 self.next_retry_at = None;
+                // A failure class and reason describe a delivery not (yet) made, never one made.
+                self.failure_class = None;
+                self.failure_reason = None;
             }
             AttemptResult::Retry { class, status, reason, next_retry_at } => {
                 self.status = DeliveryStatus::RetryPending;
@@ -348,6 +351,7 @@ mod tests {
         assert_eq!((d.status, d.attempts, d.next_retry_at), (DeliveryStatus::RetryPending, 1, Some(at(30_000))));
         assert!(d.record_attempt(AttemptResult::Delivered { status: 200 }, at(2)));
         assert_eq!((d.status, d.attempts, d.next_retry_at), (DeliveryStatus::Delivered, 2, None));
+        assert_eq!((d.failure_class, d.failure_reason.as_deref()), (None, None), "the failure is behind it");
         assert!(!d.record_attempt(AttemptResult::Delivered { status: 200 }, at(3)), "settled");
         assert!(!d.cancel(at(3)));
 

@@ -180,6 +180,9 @@ async fn a_failed_attempt_is_retried_on_the_clock_with_identical_bytes(backend: 
     assert_eq!(delivered["status"], "DELIVERED");
     assert_eq!(delivered["attempts"], 2);
     assert!(delivered["nextRetryAt"].is_null());
+    // Delivered in the end: the earlier attempt's failure no longer describes it.
+    assert!(delivered["failureClass"].is_null() && delivered["failureReason"].is_null(), "{delivered}");
+    assert_eq!(delivered["lastStatusCode"], 200);
 }
 
 async fn a_client_error_parks_after_two_attempts_and_others_after_eleven(backend: Backend) {
