@@ -323,7 +323,7 @@ async fn the_jws_key_rotates_through_the_published_jwks(backend: Backend) {
 
 /// What the delivery rules make of the answers one delivery's attempts got, in order: the
 /// attempt it settled at and whether it was delivered; `None` while it should still be queued.
-fn settles_at(answers: &[Response]) -> Option<(usize, bool)> {
+pub(crate) fn settles_at(answers: &[Response]) -> Option<(usize, bool)> {
     for (i, answer) in answers.iter().enumerate() {
         let attempt = i + 1;
         match answer {
