@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::contracts::asset_field;
-use super::fields::required;
+use super::fields::{all_fields, required};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
@@ -65,11 +65,13 @@ enum SettableAccountStatus {
 }
 
 fn parse_new_account(body: AccountIn) -> Result<NewAccount, Error> {
-    let account_ref = AccountRef::parse(&required("accountRef", body.account_ref)?)
-        .map_err(|e| Error::invalid_field("accountRef", e))?;
-    let customer_ref = CustomerRef::parse(&required("customerRef", body.customer_ref)?)
-        .map_err(|e| Error::invalid_field("customerRef", e))?;
-    let asset = asset_field("assetId", &required("assetId", body.asset_id)?)?;
+    let (account_ref, customer_ref, asset) = all_fields!(
+        account_ref = required("accountRef", body.account_ref)
+            .and_then(|text| AccountRef::parse(&text).map_err(|e| Error::invalid_field("accountRef", e))),
+        customer_ref = required("customerRef", body.customer_ref)
+            .and_then(|text| CustomerRef::parse(&text).map_err(|e| Error::invalid_field("customerRef", e))),
+        asset = required("assetId", body.asset_id).and_then(|text| asset_field("assetId", &text)),
+    )?;
     Ok(NewAccount { account_ref, customer_ref, asset })
 }
 

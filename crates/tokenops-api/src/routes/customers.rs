@@ -9,7 +9,7 @@ use tokenops_domain::customer::{CustomerRef, CustomerStatus, DISPLAY_NAME_MAX_LE
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::required;
+use super::fields::{all_fields, required};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageA, STRICT_SIZE, Style};
@@ -55,21 +55,19 @@ fn parse_status(field: &str, value: &str) -> Result<CustomerStatus, Error> {
 }
 
 fn parse_new_customer(body: CustomerIn) -> Result<NewCustomer, Error> {
-    let customer_ref = required("customerRef", body.customer_ref)?;
-    let customer_ref = CustomerRef::parse(&customer_ref).map_err(|e| Error::invalid_field("customerRef", e))?;
-    let display_name = match body.display_name {
-        Some(name) if name.trim().is_empty() => return Err(Error::invalid_field("displayName", "must not be blank")),
-        Some(name) if name.chars().count() > DISPLAY_NAME_MAX_LEN => {
-            return Err(Error::invalid_field(
-                "displayName",
-                format!("must be at most {DISPLAY_NAME_MAX_LEN} characters"),
-            ));
-        }
-        other => other,
-    };
-    let status =
-        body.status.as_deref().map(|s| parse_status("status", s)).transpose()?.unwrap_or(CustomerStatus::Active);
-    Ok(NewCustomer { customer_ref, display_name, status })
+    let (customer_ref, display_name, status) = all_fields!(
+        customer_ref = required("customerRef", body.customer_ref)
+            .and_then(|text| CustomerRef::parse(&text).map_err(|e| Error::invalid_field("customerRef", e))),
+        display_name = match body.display_name {
+            Some(name) if name.trim().is_empty() => Err(Error::invalid_field("displayName", "must not be blank")),
+            Some(name) if name.chars().count() > DISPLAY_NAME_MAX_LEN => {
+                Err(Error::invalid_field("displayName", format!("must be at most {DISPLAY_NAME_MAX_LEN} characters")))
+            }
+            other => Ok(other),
+        },
+        status = body.status.as_deref().map(|s| parse_status("status", s)).transpose(),
+    )?;
+    Ok(NewCustomer { customer_ref, display_name, status: status.unwrap_or(CustomerStatus::Active) })
 }
 
 /// A path reference that cannot be a customer's is simply not found.

@@ -1,9 +1,36 @@
 //! Text fields of request bodies, checked the same way on every route: trimmed, required or
 //! optional, never blank, bounded in length; an email address as a user's or an owner's; a key
 //! a resource is named by (a group's, a template's); a required field and a version number of
-//! any body; and the rule that a change sends something.
+//! any body; the rule that a change sends something; and `all_fields!`, which parses a body's
+//! fields at once so that one 400 names every field found wrong.
 
 use tokenops_app::Error;
+
+/// Every field of a body parsed at once: `Ok` with the values in order, or the 400 that names
+/// every field found wrong (in `details`), rather than one field per round trip.
+/// `all_fields!(a = parse_a, b = parse_b)` gives `Result<(A, B), Error>`.
+macro_rules! all_fields {
+    ($($name:ident = $parsed:expr),+ $(,)?) => {{
+        $(let $name = $parsed;)+
+        match ($($name,)+) {
+            ($(Ok($name),)+) => Ok(($($name,)+)),
+            ($($name,)+) => Err($crate::routes::fields::field_errors([$($name.err(),)+])),
+        }
+    }};
+}
+pub(crate) use all_fields;
+
+/// The 400 of the fields found wrong: one error as it was made, several as one whose message
+/// lists them and whose `details` hold each.
+pub fn field_errors<const N: usize>(errors: [Option<Error>; N]) -> Error {
+    let mut errors: Vec<Error> = errors.into_iter().flatten().collect();
+    if errors.len() == 1 {
+        return errors.remove(0);
+    }
+    let details: Vec<_> = errors.into_iter().flat_map(|e| e.details).collect();
+    let summary: Vec<String> = details.iter().map(|f| format!("{}: {}", f.field, f.message)).collect();
+    Error::bad_request(format!("Validation failed: {}", summary.join("; "))).with_details(details)
+}
 
 /// A field the body must send: 400 `is required` when it is absent (or null).
 pub fn required<T>(field: &str, value: Option<T>) -> Result<T, Error> {

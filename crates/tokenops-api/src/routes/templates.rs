@@ -12,7 +12,7 @@ use tokenops_domain::policy::PolicyAction;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::{self, optional_text, required, something_to_change, text};
+use super::fields::{self, all_fields, optional_text, required, something_to_change, text};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -131,21 +131,26 @@ pub struct TemplateIn {
 )]
 async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> ApiResult<Response> {
     let value = body.value;
-    let template_key = template_key(value.key)?;
-    let is_system_key = tokenops_domain::policy::system_templates().iter().any(|t| t.key == template_key);
-    if template_key.starts_with(SYSTEM_PREFIX) && !is_system_key {
-        return Err(Error::invalid_field(
-            "key",
-            format!("the prefix {SYSTEM_PREFIX} is reserved for SYSTEM templates"),
-        )
-        .into());
-    }
+    let (template_key, name, description, action, default_content) = all_fields!(
+        template_key = template_key(value.key).and_then(|key| {
+            let is_system_key = tokenops_domain::policy::system_templates().iter().any(|t| t.key == key);
+            if key.starts_with(SYSTEM_PREFIX) && !is_system_key {
+                Err(Error::invalid_field("key", format!("the prefix {SYSTEM_PREFIX} is reserved for SYSTEM templates")))
+            } else {
+                Ok(key)
+            }
+        }),
+        name = text("name", value.name, NAME_MAX),
+        description = optional_text("description", value.description, DESCRIPTION_MAX),
+        action = action(value.action),
+        default_content = default_content(value.default_content, true),
+    )?;
     let new = NewTemplate {
         key: template_key,
-        name: text("name", value.name, NAME_MAX)?,
-        description: optional_text("description", value.description, DESCRIPTION_MAX)?.unwrap_or_default(),
-        action: action(value.action)?,
-        default_content: default_content(value.default_content, true)?.unwrap_or_default(),
+        name,
+        description: description.unwrap_or_default(),
+        action,
+        default_content: default_content.unwrap_or_default(),
     };
     call.run_about(&templates::CREATE, &body.document, new.key.clone(), async |app, w| {
         let t = app.templates.create(w, new).await?;
@@ -182,11 +187,12 @@ pub struct TemplatePatch {
 )]
 async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<TemplatePatch>) -> ApiResult<Response> {
     let (template_key, value) = (call.path.0.clone(), body.value);
-    let change = TemplateChange {
-        name: optional_text("name", value.name, NAME_MAX)?,
-        description: optional_text("description", value.description, DESCRIPTION_MAX)?,
-        default_content: default_content(value.default_content, false)?,
-    };
+    let (name, description, default_content) = all_fields!(
+        name = optional_text("name", value.name, NAME_MAX),
+        description = optional_text("description", value.description, DESCRIPTION_MAX),
+        default_content = default_content(value.default_content, false),
+    )?;
+    let change = TemplateChange { name, description, default_content };
     something_to_change(
         &[change.name.is_some(), change.description.is_some(), change.default_content.is_some()],
         "name, description and/or defaultContent",

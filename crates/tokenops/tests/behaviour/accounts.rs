@@ -718,6 +718,12 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
     .await;
     assert_body_texts_refused(&app, "/api/accounts", &[r#"["a-1"]"#, "42", "null", r#"{"accountRef": "a-1""#, ""])
         .await;
+    // Every field found wrong is named at once.
+    let all_wrong = app.post("/api/accounts", &json!({ "accountRef": "a b", "assetId": "XAU" })).await;
+    assert_eq!(all_wrong.status, 400, "{}", all_wrong.body);
+    let fields: Vec<&str> =
+        all_wrong.body["details"].as_array().expect("details").iter().filter_map(|d| d["field"].as_str()).collect();
+    assert_eq!(fields, ["accountRef", "customerRef", "assetId"], "{}", all_wrong.body);
     assert_eq!(app.db.count("accounts", "").await, 0, "no refused registration created an account");
     assert_eq!(app.db.count("jobs", "kind = 'account.provision'").await, 0);
 }

@@ -156,6 +156,20 @@ async fn registration_with_blank_or_too_long_display_name_is_400(backend: Backen
     assert_eq!(ok.body["displayName"], longest.as_str());
 }
 
+async fn registration_with_several_fields_wrong_names_each_in_details(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let body = json!({ "customerRef": "x y", "displayName": "n".repeat(201), "status": "nope" });
+    let reply = app.post("/api/customers", &body).await;
+    assert_refused(&reply, 400, "three fields wrong");
+    let fields: Vec<&str> =
+        reply.body["details"].as_array().expect("details").iter().filter_map(|d| d["field"].as_str()).collect();
+    assert_eq!(fields, ["customerRef", "displayName", "status"], "{}", reply.body);
+    // One field wrong keeps its own message.
+    let one = app.post("/api/customers", &json!({ "customerRef": "x y" })).await;
+    assert!(one.body["message"].as_str().is_some_and(|m| m.starts_with("customerRef: ")), "{}", one.body);
+    assert_eq!(customer_rows(&app).await, 0);
+}
+
 async fn registration_body_that_is_not_a_json_object_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     assert_body_texts_refused(
@@ -561,6 +575,7 @@ backends!(
     registration_with_unknown_status_is_400,
     registration_ignores_fields_it_does_not_take,
     registration_with_blank_or_too_long_display_name_is_400,
+    registration_with_several_fields_wrong_names_each_in_details,
     registration_body_that_is_not_a_json_object_is_400,
     idempotency_key_missing_blank_or_over_255_is_400_and_255_is_accepted,
     existing_customer_ref_is_409_with_customer_ref_and_existing_status,

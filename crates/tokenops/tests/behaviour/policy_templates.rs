@@ -265,6 +265,24 @@ async fn a_template_change_bumps_its_version_and_leaves_policies_alone(backend: 
     assert_eq!(audit.body["totalItems"], 2, "{}", audit.body);
 }
 
+backends!(a_template_with_several_fields_wrong_names_each_in_details);
+async fn a_template_with_several_fields_wrong_names_each_in_details(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let body = json!({ "key": "system.mine", "name": " ", "action": "NOPE", "defaultContent": [1] });
+    let reply = app.post("/api/templates", &body).await;
+    reply.expect(400);
+    assert_eq!(reply.body["code"], "VALIDATION_FAILED");
+    let fields: Vec<&str> =
+        reply.body["details"].as_array().expect("details").iter().filter_map(|d| d["field"].as_str()).collect();
+    assert_eq!(fields, ["key", "name", "action", "defaultContent"], "{}", reply.body);
+    let changed = app.patch("/api/templates/any", &json!({ "name": " ", "defaultContent": 3 })).await;
+    changed.expect(400);
+    assert_eq!(changed.body["details"].as_array().map(Vec::len), Some(2), "{}", changed.body);
+    let listed = app.get("/api/templates?ignorePaging=true").await;
+    listed.expect(200);
+    assert!(!listed.body.to_string().contains("system.mine"), "nothing was created: {}", listed.body);
+}
+
 backends!(a_deprecated_template_is_hidden_and_starts_no_policy);
 async fn a_deprecated_template_is_hidden_and_starts_no_policy(backend: Backend) {
     let app = TestApp::spawn(backend).await;
