@@ -15,7 +15,7 @@ use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::required;
+use super::fields::{all_fields, required};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
@@ -131,14 +131,16 @@ async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Respo
 )]
 async fn create_webhook(call: RequiredKeyWrite, body: JsonBody<WebhookIn>) -> ApiResult<Response> {
     let value = body.value;
-    let url = required("url", value.url)?;
-    let url = tokenops_webhooks::url::normalise(&url).map_err(|e| Error::invalid_field("url", e))?;
-    let signature_scheme = scheme(value.signature_scheme.as_deref())?;
-    let types = required("eventTypes", value.event_types)?;
-    if types.is_empty() {
-        return Err(Error::invalid_field("eventTypes", "needs at least one event type").into());
-    }
-    let event_types = webhooks::event_types("eventTypes", &types)?;
+    let (url, signature_scheme, event_types) = all_fields!(
+        url = required("url", value.url)
+            .and_then(|url| tokenops_webhooks::url::normalise(&url).map_err(|e| Error::invalid_field("url", e))),
+        signature_scheme = scheme(value.signature_scheme.as_deref()),
+        event_types = required("eventTypes", value.event_types).and_then(|types| match types.is_empty() {
+            true => Err(Error::invalid_field("eventTypes", "needs at least one event type")),
+            false => webhooks::event_types("eventTypes", &types),
+        }),
+    )?;
+    // The address is resolved only once the body is otherwise sound.
     call.state.app.webhooks.check_url(&url).await?;
     let new = NewWebhook { url, signature_scheme, event_types };
     let request = call.request(&webhooks::CREATE, &body.document);

@@ -199,6 +199,19 @@ async fn registration_refusals(backend: Backend) {
     assert!(!message.contains("webhook.test"), "{message}");
     assert!(details[0]["message"].as_str().is_some_and(|m| m.contains("nope.one")));
     assert!(details[1]["message"].as_str().is_some_and(|m| m.contains("nope.two")));
+    // Every field found wrong at once: the URL, the scheme and each unknown type.
+    let all_wrong = app
+        .post(
+            "/api/webhooks",
+            &json!({ "url": "ftp://x", "signatureScheme": "RSA", "eventTypes": ["nope.one", "nope.two"] }),
+        )
+        .await;
+    assert_status(&all_wrong, 400, "three fields wrong");
+    let fields: Vec<&str> =
+        all_wrong.body["details"].as_array().expect("details").iter().filter_map(|d| d["field"].as_str()).collect();
+    assert_eq!(fields.len(), 4, "{}", all_wrong.body);
+    assert_eq!((fields[0], fields[1]), ("url", "signatureScheme"), "{}", all_wrong.body);
+    assert!(fields[2..].iter().all(|f| f.starts_with("eventTypes")), "{}", all_wrong.body);
     let no_key =
         unkeyed(&app, Method::POST, "/api/webhooks", Some(&json!({ "url": url, "eventTypes": ["webhook.test"] })))
             .await;
