@@ -13,7 +13,7 @@ use tokenops_domain::approval::{ApprovalRequestStatus, ApprovalTaskState, Approv
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::fields::required;
+use super::fields::{required, validation_failed};
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
@@ -360,8 +360,7 @@ fn validate(body: ApprovalRequestIn) -> Result<Raise, Error> {
         }
     }
     if !v.0.is_empty() {
-        let summary = v.0.iter().map(|f| format!("{}: {}", f.field, f.message)).collect::<Vec<_>>().join("; ");
-        return Err(Error::bad_request(format!("Validation failed: {summary}")).with_details(v.0));
+        return Err(validation_failed(v.0));
     }
     Ok(Raise {
         source: ApprovalSource::Manual,

@@ -5,6 +5,7 @@
 //! fields at once so that one 400 names every field found wrong.
 
 use tokenops_app::Error;
+use tokenops_app::error::FieldError;
 
 /// Every field of a body parsed at once: `Ok` with the values in order, or the 400 that names
 /// every field found wrong (in `details`), rather than one field per round trip.
@@ -27,7 +28,12 @@ pub fn field_errors<const N: usize>(errors: [Option<Error>; N]) -> Error {
     if errors.len() == 1 {
         return errors.remove(0);
     }
-    let details: Vec<_> = errors.into_iter().flat_map(|e| e.details).collect();
+    validation_failed(errors.into_iter().flat_map(|e| e.details).collect())
+}
+
+/// The 400 that names several fields found wrong: its message lists them, `details` holds
+/// each (every body that reports all its problems at once answers so).
+pub fn validation_failed(details: Vec<FieldError>) -> Error {
     let summary: Vec<String> = details.iter().map(|f| format!("{}: {}", f.field, f.message)).collect();
     Error::bad_request(format!("Validation failed: {}", summary.join("; "))).with_details(details)
 }

@@ -679,6 +679,33 @@ async fn metrics_count_requests_by_route_and_report_the_job_queue(backend: Backe
     assert!(!text.contains("no-such-route-xyz"), "an unmatched path became a label:\n{text}");
 }
 
+/// What a generated client is told a body needs matches what the service refuses without it.
+async fn openapi_bodies_mark_their_required_fields_and_settable_values(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let doc = send(app.raw(Method::GET, "/openapi.json")).await.body;
+    let schemas = &doc["components"]["schemas"];
+    let required = |schema: &str| -> Vec<String> {
+        schemas[schema]["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    };
+    for (schema, fields) in [
+        ("ScriptIn", &["name", "source"][..]),
+        ("AutomationIn", &["scriptId"][..]),
+        ("StatusIn", &["status"][..]),
+        ("AccountPatch", &["status"][..]),
+        ("CustomerPatch", &["status"][..]),
+    ] {
+        let marked = required(schema);
+        assert!(fields.iter().all(|f| marked.iter().any(|m| m == f)), "{schema} marks {marked:?}, needs {fields:?}");
+    }
+    let status = &schemas["AccountPatch"]["properties"]["status"];
+    let settable =
+        status["$ref"].as_str().and_then(|r| r.rsplit('/').next()).map(|name| &schemas[name]).unwrap_or(status);
+    assert_eq!(settable["enum"], json!(["ACTIVE", "INACTIVE"]), "only the statuses a PATCH may set: {status}");
+}
+
 async fn openapi_document_is_3_1_and_lists_the_paths(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let reply = send(app.raw(Method::GET, "/openapi.json")).await;
@@ -885,6 +912,7 @@ backends!(
     readyz_reports_ready_with_the_store_name,
     metrics_count_requests_by_route_and_report_the_job_queue,
     openapi_document_is_3_1_and_lists_the_paths,
+    openapi_bodies_mark_their_required_fields_and_settable_values,
     openapi_operations_declare_api_version_and_their_security,
     docs_page_renders_the_document_without_external_scripts,
     a_rotated_issuer_key_is_picked_up_and_the_previous_key_keeps_working,
