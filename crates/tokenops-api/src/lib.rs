@@ -94,6 +94,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .merge(routes::idp::router())
         .merge(routes::webhooks::well_known_router())
         .fallback(error::route_not_found)
+        .layer(from_fn_with_state(state.clone(), extract::body::read_whole_body))
         .layer(from_fn_with_state(state.clone(), error::render_errors))
         .layer(from_fn(request_id::assign_request_id))
         .with_state(state)

@@ -110,8 +110,10 @@ impl Operation {
 #[derive(Debug, Clone, Default)]
 pub struct OperationFilter {
     pub state: Option<OperationState>,
-    /// Operations where the account is the originating account or the counterparty.
+    /// Operations the account originates (the record's `accountRef`).
     pub account_ref: Option<AccountRef>,
+    /// Operations the account receives or is the lock's counterparty of (`counterpartyRef`).
+    pub counterparty_ref: Option<AccountRef>,
     pub tx_type: Option<TxType>,
     /// Operations submitted at or after this instant.
     pub created_from: Option<Timestamp>,

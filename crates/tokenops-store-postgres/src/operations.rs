@@ -8,7 +8,7 @@
 //! plain indexed statement rather than one with `$n IS NULL OR …` terms. No request text reaches
 //! the SQL.
 
-use crate::clause::{self, Pg};
+use crate::clause::{self, Clause};
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use std::sync::LazyLock;
@@ -27,34 +27,13 @@ use uuid::Uuid;
 static SUBMISSION_READS: LazyLock<String> =
     LazyLock::new(|| rows::submission_reads_sql("$1", "$2", "$3", "a.account_ref = ANY($4)"));
 
-/// An operation list's selection on PostgreSQL, whose row comparison reads the keyset's position
-/// off the index.
-type OperationSelection = conditions::OperationSelection<Pg>;
-
-fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> OperationSelection {
-    OperationSelection::new(filter, after, "state", |at, id| format!("(created_at, id) < ({at}, {id})"))
+/// An operation list's WHERE clause on PostgreSQL, whose row comparison reads the keyset's
+/// position off the index.
+fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> Clause {
+    conditions::operation_selection(filter, after, "state", |at, id| format!("(created_at, id) < ({at}, {id})"))
 }
 
-/// The rows of `selection`, newest first, then `window` (LIMIT and OFFSET); `reach` is the
-/// placeholder of LIMIT + OFFSET, the most rows of one selection the window can need (used, and
-/// to be bound, only with an account filter).
-///
-/// With an account, each of its two selections is cut to the rows the page can need (`ORDER BY …
-/// LIMIT` in its own parentheses, a backward scan of its index), and the two are merged in list
-/// order (a Merge Append): an `OR` of the two would fetch and sort every one of a busy account's
-/// operations.
-fn rows_sql(selection: &OperationSelection, window: &str, reach: &str) -> String {
-    const ORDER: &str = "ORDER BY created_at DESC, id DESC";
-    let wheres = selection.wheres();
-    if let [only] = wheres.as_slice() {
-        return format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE {only} {ORDER} {window}");
-    }
-    let selects: Vec<String> = wheres
-        .iter()
-        .map(|w| format!("(SELECT {OPERATION_COLUMNS} FROM operations WHERE {w} {ORDER} LIMIT {reach})"))
-        .collect();
-    format!("SELECT {OPERATION_COLUMNS} FROM ({}) AS o {ORDER} {window}", selects.join(" UNION ALL "))
-}
+const OPERATION_ORDER: &str = "created_at DESC, id DESC";
 
 #[async_trait]
 impl OperationStore for PostgresTx {
@@ -142,17 +121,13 @@ impl OperationStore for PostgresTx {
         filter: &OperationFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Operation>> {
-        let selection = selection(filter, None);
-        let clause = &selection.clause;
+        let clause = selection(filter, None);
         self.flush().await?;
-        let total = self.count_of(clause, tenant, selection.count_sql()).await?;
-        let sql = rows_sql(&selection, &clause.limit_offset(), &clause.placeholder(clause.next() + 2));
-        let offset = codec::sql_i64(page.offset());
-        let mut query =
-            clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(page.size)).bind(offset);
-        if selection.account.is_some() {
-            query = query.bind(offset.saturating_add(i64::from(page.size)));
-        }
+        let total = self.count_of(&clause, tenant, clause.count_sql("operations")).await?;
+        let sql = clause.page_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER);
+        let query = clause::bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .bind(i64::from(page.size))
+            .bind(codec::sql_i64(page.offset()));
         let items = self.fetch_all(query, codec::decoded).await?;
         Ok(Page { items, total })
     }
@@ -163,12 +138,11 @@ impl OperationStore for PostgresTx {
         filter: &OperationFilter,
         window: KeysetRequest,
     ) -> StoreResult<Vec<Operation>> {
-        let selection = selection(filter, window.after);
-        let clause = &selection.clause;
+        let clause = selection(filter, window.after);
         let limit = clause.placeholder(clause.next());
-        let sql = rows_sql(&selection, &format!("LIMIT {limit}"), &limit);
+        let sql = format!("{} LIMIT {limit}", clause.rows_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER));
         self.fetch_all(
-            clause::bind(clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
+            clause::bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
             codec::decoded,
         )
         .await

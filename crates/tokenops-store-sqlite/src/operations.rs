@@ -5,7 +5,7 @@
 //! statement with `?n IS NULL OR …` terms the planner cannot index. No request text reaches the
 //! SQL.
 
-use crate::clause::{self, Sqlite};
+use crate::clause::{self, Clause};
 use crate::codec::{asset_text, page_limits};
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
@@ -65,26 +65,17 @@ fn operation_values(op: &Operation) -> StoreResult<Vec<Value>> {
     ])
 }
 
-/// An operation list's selection on SQLite.
-type OperationSelection = conditions::OperationSelection<Sqlite>;
-
-/// With an account, the state is compared as `+state`, which keeps SQLite (which has no
-/// statistics here) on the account's indexes.
-fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> OperationSelection {
-    let state = if filter.account_ref.is_some() { "+state" } else { "state" };
-    OperationSelection::new(filter, after, state, |at, id| {
+/// An operation list's WHERE clause on SQLite. With an account, the state is compared as
+/// `+state`, which keeps SQLite (which has no statistics here) on the account's indexes.
+fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> Clause {
+    let by_account = filter.account_ref.is_some() || filter.counterparty_ref.is_some();
+    let state = if by_account { "+state" } else { "state" };
+    conditions::operation_selection(filter, after, state, |at, id| {
         format!("(created_at < {at} OR (created_at = {at} AND id < {id}))")
     })
 }
 
-/// The rows of `selection`, newest first, then `window` (LIMIT and OFFSET) numbered after the
-/// filters: an account's two selections merged by `UNION ALL`, which SQLite merges from two
-/// ordered index scans.
-fn rows_sql(selection: &OperationSelection, window: &str) -> String {
-    let selects: Vec<String> =
-        selection.wheres().iter().map(|w| format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE {w}")).collect();
-    format!("{} ORDER BY created_at DESC, id DESC {window}", selects.join(" UNION ALL "))
-}
+const OPERATION_ORDER: &str = "created_at DESC, id DESC";
 
 #[async_trait]
 impl OperationStore for SqliteTx {
@@ -164,12 +155,11 @@ impl OperationStore for SqliteTx {
         filter: &OperationFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Operation>> {
-        let selection = selection(filter, None);
-        let clause = &selection.clause;
-        let total = self.count_of(clause, tenant, &selection.count_sql())?;
-        let sql = rows_sql(&selection, &clause.limit_offset());
+        let clause = selection(filter, None);
+        let total = self.count_of(&clause, tenant, &clause.count_sql("operations"))?;
+        let sql = clause.page_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER);
         let (limit, offset) = page_limits(page);
-        let mut values = clause::values(clause, tenant);
+        let mut values = clause::values(&clause, tenant);
         values.push(Value::Integer(limit));
         values.push(Value::Integer(offset));
         let items = self.fetch_all(&sql, params_from_iter(values), codec::decoded)?;
@@ -182,10 +172,10 @@ impl OperationStore for SqliteTx {
         filter: &OperationFilter,
         window: KeysetRequest,
     ) -> StoreResult<Vec<Operation>> {
-        let selection = selection(filter, window.after);
-        let clause = &selection.clause;
-        let sql = rows_sql(&selection, &format!("LIMIT {}", clause.placeholder(clause.next())));
-        let mut values = clause::values(clause, tenant);
+        let clause = selection(filter, window.after);
+        let limit = clause.placeholder(clause.next());
+        let sql = format!("{} LIMIT {limit}", clause.rows_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER));
+        let mut values = clause::values(&clause, tenant);
         values.push(Value::Integer(i64::from(window.limit)));
         self.fetch_all(&sql, params_from_iter(values), codec::decoded)
     }

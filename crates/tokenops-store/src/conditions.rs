@@ -252,71 +252,40 @@ pub fn contracts(filter: &ContractFilter) -> Vec<Condition> {
         .0
 }
 
-/// Operations by type, created from (inclusive) and to (exclusive); the account and the state
-/// each backend reads through its own indexes (`OperationSelection`).
+/// Operations by originating account, counterparty, type, and created from (inclusive) and to
+/// (exclusive); the state each backend compares its own way (`operation_selection`).
 pub fn operations(filter: &OperationFilter) -> Vec<Condition> {
     Conditions::default()
+        .equal("account_ref", filter.account_ref.as_ref().map(|a| text(a.as_str())))
+        .equal("counterparty_ref", filter.counterparty_ref.as_ref().map(|a| text(a.as_str())))
         .equal("tx_type", filter.tx_type.map(|t| text(t.as_str())))
         .compare("created_at", ">=", filter.created_from.map(|t| KeyValue::Int(t.as_micros())))
         .compare("created_at", "<", filter.created_to.map(|t| KeyValue::Int(t.as_micros())))
         .0
 }
 
-/// An operation list's selection: its filters after the tenant, numbered in the backend's style
-/// (`D`), and the placeholder of the account filter if there is one.
-///
-/// An account's operations are those it originates and those it is the counterparty of: two
-/// selections, one per index, the second leaving out what the first has (`wheres`), which each
-/// backend merges in list order its own way. An `OR` of the two would scan the whole
-/// organisation's list instead.
-pub struct OperationSelection<D: Dialect> {
-    pub clause: Clause<D>,
-    pub account: Option<String>,
-}
-
-impl<D: Dialect> OperationSelection<D> {
-    /// The selection of `filter`, strictly older than `after` if given. The backend names the
-    /// state column as it compares it (`state_column`) and spells "(created_at, id) before
-    /// (`at`, `id`)" with their placeholders (`before`).
-    pub fn new(
-        filter: &OperationFilter,
-        after: Option<KeysetPosition>,
-        state_column: &str,
-        before: fn(&str, &str) -> String,
-    ) -> Self {
-        let mut clause = Clause::new();
-        let account = filter.account_ref.as_ref().map(|a| clause.param(D::value(a.as_str().into())));
-        if let Some(state) = filter.state {
-            let p = clause.param(D::value(state.as_str().into()));
-            clause.and(&format!("{state_column} = {p}"));
-        }
-        clause.extend(operations(filter));
-        if let Some(after) = after {
-            let at = clause.param(D::value(after.at_micros.into()));
-            let id = clause.param(D::value(after.id.into()));
-            clause.and(&before(&at, &id));
-        }
-        Self { clause, account }
+/// An operation list's WHERE clause: its filters after the tenant, numbered in the backend's
+/// style (`D`), strictly older than `after` if given. The backend names the state column as it
+/// compares it (`state_column`) and spells "(created_at, id) before (`at`, `id`)" with their
+/// placeholders (`before`).
+pub fn operation_selection<D: Dialect>(
+    filter: &OperationFilter,
+    after: Option<KeysetPosition>,
+    state_column: &str,
+    before: fn(&str, &str) -> String,
+) -> Clause<D> {
+    let mut clause = Clause::new();
+    if let Some(state) = filter.state {
+        let p = clause.param(D::value(state.as_str().into()));
+        clause.and(&format!("{state_column} = {p}"));
     }
-
-    /// The WHERE clause of each selection whose rows together are the list's (disjoint).
-    pub fn wheres(&self) -> Vec<String> {
-        let base = &self.clause.sql;
-        match &self.account {
-            None => vec![base.to_owned()],
-            Some(p) => vec![
-                format!("{base} AND account_ref = {p}"),
-                format!("{base} AND counterparty_ref = {p} AND account_ref <> {p}"),
-            ],
-        }
+    clause.extend(operations(filter));
+    if let Some(after) = after {
+        let at = clause.param(D::value(after.at_micros.into()));
+        let id = clause.param(D::value(after.id.into()));
+        clause.and(&before(&at, &id));
     }
-
-    /// The list's total over its selections, as the column `total`.
-    pub fn count_sql(&self) -> String {
-        let counts: Vec<String> =
-            self.wheres().iter().map(|w| format!("(SELECT COUNT(*) FROM operations WHERE {w})")).collect();
-        format!("SELECT {} AS total", counts.join(" + "))
-    }
+    clause
 }
 
 /// Breaks by reason and account, detected from (inclusive) and to (exclusive).

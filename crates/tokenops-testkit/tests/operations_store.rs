@@ -494,11 +494,13 @@ async fn operations_are_invisible_to_other_tenants(backend: Backend) {
     tx.commit().await.expect("commit");
     assert_eq!(get_operation(&*fx.store, a, mine.id).await, Some(mine.clone()), "unchanged");
 
-    for account in [None, Some("acc-1"), Some("acc-2")] {
-        let filter = OperationFilter { account_ref: account.map(account_ref), ..OperationFilter::default() };
-        assert_eq!(list_operations(&*fx.store, b, &filter, page(0, 50)).await, (vec![], 0), "{account:?}");
-        assert_eq!(walk_operations(&*fx.store, b, &filter, 10).await, Vec::<Uuid>::new(), "{account:?}");
-        assert_eq!(list_operations(&*fx.store, a, &filter, page(0, 50)).await, (vec![mine.id], 1), "{account:?}");
+    let by_account = OperationFilter { account_ref: Some(account_ref("acc-1")), ..OperationFilter::default() };
+    let by_counterparty =
+        OperationFilter { counterparty_ref: Some(account_ref("acc-2")), ..OperationFilter::default() };
+    for filter in [OperationFilter::default(), by_account, by_counterparty] {
+        assert_eq!(list_operations(&*fx.store, b, &filter, page(0, 50)).await, (vec![], 0), "{filter:?}");
+        assert_eq!(walk_operations(&*fx.store, b, &filter, 10).await, Vec::<Uuid>::new(), "{filter:?}");
+        assert_eq!(list_operations(&*fx.store, a, &filter, page(0, 50)).await, (vec![mine.id], 1), "{filter:?}");
     }
 }
 
@@ -594,6 +596,8 @@ async fn operations_are_listed_newest_first_with_filters_and_totals(backend: Bac
     ];
     twins.sort_by_key(|o| o.id);
     let [low, high] = twins;
+    let (alice_to_bob, carol_to_alice) =
+        if low.account_ref.as_str() == "alice" { (&low, &high) } else { (&high, &low) };
     let a1 = op("alice", None, TxType::Mint, Confirmed, 10);
     let b1 = op("bob", Some("alice"), TxType::Lock, Submitted, 30);
     let b2 = op("bob", Some("carol"), TxType::Transfer, Confirmed, 40);
@@ -621,20 +625,28 @@ async fn operations_are_listed_newest_first_with_filters_and_totals(backend: Bac
     assert_eq!(list_operations(&*fx.store, t, &everything, page(7, 1)).await, (newest[7..].to_vec(), 8));
     assert_eq!(list_operations(&*fx.store, t, &everything, page(u64::MAX, 50)).await, (vec![], 8));
 
-    // By account: as originator or as counterparty.
+    // By originating account, and by counterparty: references are exact.
     let account = |text: &str| OperationFilter { account_ref: Some(account_ref(text)), ..OperationFilter::default() };
-    let alices = ids(&[&selfish, &b1, &high, &low, &a1]);
-    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(0, 50)).await, (alices.clone(), 5));
-    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(0, 2)).await, (alices[0..2].to_vec(), 5));
-    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(1, 2)).await, (alices[2..4].to_vec(), 5));
-    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(2, 2)).await, (alices[4..].to_vec(), 5));
-    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(3, 2)).await, (vec![], 5));
-    assert_eq!(list_operations(&*fx.store, t, &account("bob"), page(0, 50)).await, (ids(&[&b2, &b1, &low]), 3));
-    assert_eq!(list_operations(&*fx.store, t, &account("carol"), page(0, 50)).await, (ids(&[&b2, &high, &c1]), 3));
+    let paid_to =
+        |text: &str| OperationFilter { counterparty_ref: Some(account_ref(text)), ..OperationFilter::default() };
+    let alices = ids(&[&selfish, alice_to_bob, &a1]);
+    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(0, 50)).await, (alices.clone(), 3));
+    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(0, 2)).await, (alices[0..2].to_vec(), 3));
+    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(1, 2)).await, (alices[2..].to_vec(), 3));
+    assert_eq!(list_operations(&*fx.store, t, &account("alice"), page(2, 2)).await, (vec![], 3));
+    assert_eq!(list_operations(&*fx.store, t, &account("bob"), page(0, 50)).await, (ids(&[&b2, &b1]), 2));
+    assert_eq!(list_operations(&*fx.store, t, &account("carol"), page(0, 50)).await, (ids(&[carol_to_alice, &c1]), 2));
     assert_eq!(list_operations(&*fx.store, t, &account("ALICE"), page(0, 50)).await, (ids(&[&upper]), 1));
-    assert_eq!(list_operations(&*fx.store, t, &account("BOB"), page(0, 50)).await, (ids(&[&upper]), 1));
+    assert_eq!(list_operations(&*fx.store, t, &account("BOB"), page(0, 50)).await, (vec![], 0));
     assert_eq!(list_operations(&*fx.store, t, &account("Alice"), page(0, 50)).await, (vec![], 0));
     assert_eq!(list_operations(&*fx.store, t, &account("alic"), page(0, 50)).await, (vec![], 0), "not a prefix");
+    let paid_to_alice = ids(&[&selfish, &b1, carol_to_alice]);
+    assert_eq!(list_operations(&*fx.store, t, &paid_to("alice"), page(0, 50)).await, (paid_to_alice.clone(), 3));
+    assert_eq!(list_operations(&*fx.store, t, &paid_to("alice"), page(1, 2)).await, (paid_to_alice[2..].to_vec(), 3));
+    assert_eq!(list_operations(&*fx.store, t, &paid_to("bob"), page(0, 50)).await, (ids(&[alice_to_bob]), 1));
+    assert_eq!(list_operations(&*fx.store, t, &paid_to("BOB"), page(0, 50)).await, (ids(&[&upper]), 1));
+    let both = OperationFilter { counterparty_ref: Some(account_ref("alice")), ..account("bob") };
+    assert_eq!(list_operations(&*fx.store, t, &both, page(0, 50)).await, (ids(&[&b1]), 1));
 
     // By state, by type.
     let state = |s: OperationState| OperationFilter { state: Some(s), ..OperationFilter::default() };
@@ -670,18 +682,22 @@ async fn operations_are_listed_newest_first_with_filters_and_totals(backend: Bac
         tx_type: Some(TxType::Transfer),
         ..OperationFilter::default()
     };
-    assert_eq!(list_operations(&*fx.store, t, &combined, page(0, 50)).await, (ids(&[&selfish, &high]), 2));
+    assert_eq!(list_operations(&*fx.store, t, &combined, page(0, 50)).await, (ids(&[&selfish]), 1));
     let as_counterparty =
-        OperationFilter { account_ref: Some(account_ref("alice")), state: Some(Submitted), ..combined };
-    assert_eq!(list_operations(&*fx.store, t, &as_counterparty, page(0, 50)).await, (vec![], 0));
+        OperationFilter { account_ref: None, counterparty_ref: Some(account_ref("alice")), ..combined };
+    assert_eq!(
+        list_operations(&*fx.store, t, &as_counterparty, page(0, 50)).await,
+        (ids(&[&selfish, carol_to_alice]), 2)
+    );
     let lock_to_alice = OperationFilter {
-        account_ref: Some(account_ref("alice")),
+        counterparty_ref: Some(account_ref("alice")),
         tx_type: Some(TxType::Lock),
         ..OperationFilter::default()
     };
     assert_eq!(list_operations(&*fx.store, t, &lock_to_alice, page(0, 50)).await, (ids(&[&b1]), 1));
 
     // The other organisation sees only its own.
+    assert_eq!(list_operations(&*fx.store, other, &paid_to("alice"), page(0, 50)).await.1, 1);
     assert_eq!(list_operations(&*fx.store, other, &account("alice"), page(0, 50)).await.1, 1);
     assert_eq!(list_operations(&*fx.store, other, &everything, page(0, 50)).await.1, 1);
 }
@@ -730,19 +746,19 @@ async fn every_filter_combination_lists_and_walks_alike(backend: Backend) {
     let mut non_empty = 0;
     for state in states {
         for tx_type in types {
-            for account in account_filters {
+            for (account, counterparty) in account_filters.iter().flat_map(|a| account_filters.map(|c| (*a, c))) {
                 let filter = OperationFilter {
                     state,
                     tx_type,
                     account_ref: account.map(account_ref),
+                    counterparty_ref: counterparty.map(account_ref),
                     ..OperationFilter::default()
                 };
                 let selected = records.iter().filter(|o| {
                     state.is_none_or(|s| o.state == s)
                         && tx_type.is_none_or(|k| o.tx_type == k)
-                        && account.is_none_or(|a| {
-                            o.account_ref.as_str() == a || o.counterparty_ref.as_ref().is_some_and(|c| c.as_str() == a)
-                        })
+                        && account.is_none_or(|a| o.account_ref.as_str() == a)
+                        && counterparty.is_none_or(|c| o.counterparty_ref.as_ref().is_some_and(|r| r.as_str() == c))
                 });
                 let expected = newest_first(selected, operation_key);
                 if !expected.is_empty() {
@@ -783,7 +799,7 @@ async fn every_filter_combination_lists_and_walks_alike(backend: Backend) {
 async fn keyset_walks_cross_equal_timestamps_without_gaps_or_duplicates(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
-    // Ten at one instant, then singles around it; alice is the counterparty of every other one.
+    // Ten at one instant, then singles around it; alice is paid by every other one.
     let mut records = Vec::new();
     for i in 0..10 {
         let counterparty = (i % 2 == 0).then(|| account_ref("alice"));
@@ -796,9 +812,11 @@ async fn keyset_walks_cross_equal_timestamps_without_gaps_or_duplicates(backend:
     insert_operations(&*fx.store, &records).await;
 
     let everything = OperationFilter::default();
-    let alice = OperationFilter { account_ref: Some(account_ref("alice")), ..OperationFilter::default() };
-    for filter in [&everything, &alice] {
-        let expected = newest_first(&records, operation_key);
+    // Paid to alice: every other one of the run, and one after it.
+    let alice = OperationFilter { counterparty_ref: Some(account_ref("alice")), ..OperationFilter::default() };
+    let paid_to_alice: Vec<Operation> = records.iter().filter(|o| o.counterparty_ref.is_some()).cloned().collect();
+    for (filter, selected) in [(&everything, &records), (&alice, &paid_to_alice)] {
+        let expected = newest_first(selected, operation_key);
         for limit in [1, 2, 3, 5, 13, 14, 100] {
             let walked = walk_operations(&*fx.store, t, filter, limit).await;
             assert_eq!(walked, expected, "limit {limit}, {filter:?}");

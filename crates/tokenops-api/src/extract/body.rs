@@ -1,9 +1,14 @@
 //! JSON request bodies: `Content-Type: application/json` (415 otherwise), a size limit (413),
 //! `Malformed JSON request` for unreadable JSON (400), and a 400 naming the field for a body
-//! of the wrong shape. The parsed document is kept for the idempotency fingerprint.
+//! of the wrong shape. The parsed document is kept for the idempotency fingerprint. Every
+//! request's body is read whole before routing (`read_whole_body`).
 
-use axum::extract::{FromRequest, Request};
-use axum::http::header::CONTENT_TYPE;
+use axum::body::Body;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::HeaderValue;
+use axum::http::header::{CONNECTION, CONTENT_TYPE};
+use axum::middleware::Next;
+use axum::response::Response;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
@@ -64,12 +69,53 @@ impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for 
     }
 }
 
-/// The body's bytes, up to the configured limit (413 past it).
+/// Marks a request whose body could not be read whole: past the size limit, or broken off.
+#[derive(Debug, Clone, Copy)]
+enum UnreadBody {
+    TooLarge,
+    Broken,
+}
+
+/// Reads every request's body whole, up to the size limit, before any check may refuse the
+/// request. A refusal made before the body was read (a missing key, a bad token) would otherwise
+/// leave its bytes on the connection, and the server would close a connection the client still
+/// takes for reusable: its next request would fail. A body that cannot be read whole is handed on
+/// empty and marked (`read` answers 413 or 400), and its response says `Connection: close`.
+pub async fn read_whole_body(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let read = axum::body::to_bytes(body, state.max_body_bytes).await;
+    let unread = match read {
+        Ok(bytes) => return next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Err(error) if past_the_limit(&error) => UnreadBody::TooLarge,
+        Err(_) => UnreadBody::Broken,
+    };
+    parts.extensions.insert(unread);
+    let mut response = next.run(Request::from_parts(parts, Body::empty())).await;
+    response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+fn past_the_limit(error: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+/// The body's bytes, as `read_whole_body` read them (413 past the size limit).
 async fn read(request: Request, state: &Arc<ApiState>) -> Result<axum::body::Bytes, ApiError> {
     let limit = state.max_body_bytes;
-    axum::body::to_bytes(request.into_body(), limit)
-        .await
-        .map_err(|_| ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes")))
+    let too_large = || ApiError::http(HttpCode::PayloadTooLarge, format!("The request body exceeds {limit} bytes"));
+    match request.extensions().get::<UnreadBody>() {
+        Some(UnreadBody::TooLarge) => return Err(too_large()),
+        Some(UnreadBody::Broken) => return Err(Error::bad_request("The request body could not be read").into()),
+        None => {}
+    }
+    axum::body::to_bytes(request.into_body(), limit).await.map_err(|_| too_large())
 }
 
 /// A JSON object's bytes parsed into `T`, keeping the document for the fingerprint.

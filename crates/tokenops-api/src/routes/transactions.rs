@@ -159,18 +159,19 @@ async fn get_transaction(call: TenantCall<PathId>) -> ApiResult<Response> {
 fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
     let state = params.one_of("state", &OperationState::ALL, OperationState::as_str)?;
     let tx_type = params.one_of("txType", &TxType::ALL, TxType::as_str)?;
-    let account_ref = params
-        .non_blank("accountRef")?
-        .map(|r| AccountRef::parse(r).map_err(|e| Error::invalid_field("accountRef", e)))
-        .transpose()?;
-    Ok(OperationFilter { state, account_ref, tx_type, ..OperationFilter::default() })
+    let account = |name: &str| {
+        params.non_blank(name)?.map(|r| AccountRef::parse(r).map_err(|e| Error::invalid_field(name, e))).transpose()
+    };
+    let (account_ref, counterparty_ref) = (account("accountRef")?, account("counterpartyRef")?);
+    Ok(OperationFilter { state, account_ref, counterparty_ref, tx_type, ..OperationFilter::default() })
 }
 
 /// List operations, newest first: style A (page, size), or style D (limit, cursor).
 #[utoipa::path(
     get, path = "/api/transactions", tag = "transactions", operation_id = "transactions.list",
     params(
-        ("state" = Option<OperationState>, Query), ("accountRef" = Option<String>, Query, description = "As the originating account or the counterparty"),
+        ("state" = Option<OperationState>, Query), ("accountRef" = Option<String>, Query, description = "The originating account (the operation's accountRef)"),
+        ("counterpartyRef" = Option<String>, Query, description = "An addition to the spec's filters: the receiving account of a TRANSFER, or the counterparty of a LOCK (and of its RELEASE). An account's whole history is its accountRef list and its counterpartyRef list"),
         ("txType" = Option<TxType>, Query),
         ("page" = Option<u64>, Query, description = "Style A: zero-based, default 0"),
         ("size" = Option<u32>, Query, description = "Style A: 1 to 100, default 20"),
@@ -197,6 +198,7 @@ async fn list_transactions(call: TenantCall, params: QueryParams) -> ApiResult<R
     let filters = paging::filters_fingerprint(&[
         ("state", filter.state.map(|s| s.as_str().to_owned())),
         ("accountRef", filter.account_ref.as_ref().map(ToString::to_string)),
+        ("counterpartyRef", filter.counterparty_ref.as_ref().map(ToString::to_string)),
         ("txType", filter.tx_type.map(|t| t.as_str().to_owned())),
     ]);
     let request =

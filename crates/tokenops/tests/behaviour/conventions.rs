@@ -362,6 +362,66 @@ async fn a_body_over_the_limit_is_413(backend: Backend) {
     app.post("/api/customers", &json!({ "customerRef": "c-small", "displayName": "Small" })).await.expect(201);
 }
 
+/// One HTTP/1.1 response read off a raw connection: its status, its header lines (lower case)
+/// and its body.
+async fn read_raw_response(stream: &mut tokio::net::TcpStream) -> (u16, String, String) {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        loop {
+            let text = String::from_utf8_lossy(&received).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let head = head.to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length:"))
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                    return (status, head, body[..length].to_owned());
+                }
+            }
+            let n = stream.read(&mut chunk).await.expect("read the response");
+            assert!(n > 0, "the server closed the connection: {}", String::from_utf8_lossy(&received));
+            received.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), read).await.expect("a response in time")
+}
+
+async fn a_refusal_made_before_the_body_arrives_keeps_the_connection_usable(backend: Backend) {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::spawn(backend).await;
+    let address = app.base_url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect");
+    let token = &app.tenant.token;
+    // No Idempotency-Key: refused whatever the body says. The body follows its headers a moment
+    // later, as a client streaming it sends it.
+    let body = r#"{"customerRef":"c-late"}"#;
+    let head = format!(
+        "POST /api/customers HTTP/1.1\r\nHost: {address}\r\nAPI-Version: 1.0.0\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("send the head");
+    stream.flush().await.expect("flush");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    stream.write_all(body.as_bytes()).await.expect("send the body");
+    let (status, headers, text) = read_raw_response(&mut stream).await;
+    assert_eq!(status, 400, "{headers}{text}");
+    assert!(text.contains("Idempotency-Key"), "{text}");
+    assert!(!headers.contains("connection: close"), "{headers}");
+    // The same connection carries the next request.
+    let next = format!(
+        "GET /api/customers/c-late HTTP/1.1\r\nHost: {address}\r\nAPI-Version: 1.0.0\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    stream.write_all(next.as_bytes()).await.expect("send the next request");
+    let (status, headers, text) = read_raw_response(&mut stream).await;
+    assert_eq!(status, 404, "{headers}{text}");
+}
+
 async fn a_post_without_json_content_type_is_415(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let body = r#"{"customerRef": "c-1"}"#;
@@ -888,6 +948,7 @@ backends!(
     unknown_route_is_404_in_the_envelope,
     wrong_method_on_a_known_path_is_405_in_the_envelope,
     a_body_over_the_limit_is_413,
+    a_refusal_made_before_the_body_arrives_keeps_the_connection_usable,
     a_post_without_json_content_type_is_415,
     a_path_id_that_is_not_a_uuid_is_400,
     a_path_id_that_names_nothing_is_404,

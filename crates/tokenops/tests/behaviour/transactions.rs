@@ -1317,16 +1317,20 @@ async fn transactions_are_listed_newest_first_with_filters_in_style_a(backend: B
     assert_eq!((page.body["totalElements"].as_u64(), page.body["totalPages"].as_u64()), (Some(6), Some(2)));
     assert!(listed(&app.get("/api/transactions?page=5").await, "transactionId").is_empty(), "past the end");
 
-    let cases: [(&str, Vec<&String>); 8] = [
+    let cases: [(&str, Vec<&String>); 12] = [
         ("state=FAILED", vec![&c_to_a]),
         ("state=CONFIRMED", vec![&mint_c, &lock_a, &b_to_c, &a_to_b, &mint_a]),
         ("state=SUBMITTED", vec![]),
         ("txType=TRANSFER", vec![&c_to_a, &b_to_c, &a_to_b]),
         ("txType=MINT&state=CONFIRMED", vec![&mint_c, &mint_a]),
-        // An account matches as the originating account or as the counterparty.
-        ("accountRef=a", vec![&c_to_a, &lock_a, &a_to_b, &mint_a]),
-        ("accountRef=b", vec![&b_to_c, &a_to_b]),
-        ("accountRef=c&txType=TRANSFER&state=CONFIRMED", vec![&b_to_c]),
+        // accountRef is the originating account, as on the record; counterpartyRef the other side.
+        ("accountRef=a", vec![&lock_a, &a_to_b, &mint_a]),
+        ("accountRef=b", vec![&b_to_c]),
+        ("accountRef=c&txType=TRANSFER", vec![&c_to_a]),
+        ("counterpartyRef=a", vec![&c_to_a]),
+        ("counterpartyRef=b", vec![&a_to_b]),
+        ("counterpartyRef=c&state=CONFIRMED", vec![&b_to_c]),
+        ("accountRef=a&counterpartyRef=b", vec![&a_to_b]),
     ];
     for (query, expected) in cases {
         let reply = app.get(&format!("/api/transactions?{query}")).await;
@@ -1415,6 +1419,7 @@ async fn transactions_are_walked_by_cursor_in_style_d_without_gaps(backend: Back
     assert!(rest.body["nextCursor"].is_null(), "four of a in all: {}", rest.body);
     for query in [
         format!("accountRef=b&limit=2&cursor={a_cursor}"),
+        format!("accountRef=a&counterpartyRef=b&limit=2&cursor={a_cursor}"),
         format!("limit=2&cursor={a_cursor}"),
         format!("accountRef=a&state=CONFIRMED&limit=2&cursor={a_cursor}"),
         format!("accountRef=a&txType=MINT&limit=2&cursor={a_cursor}"),
