@@ -74,6 +74,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     ("GET", "/api/tenants/{tenantId}/groups/{groupId}", needs(P::GroupRead)),
     ("PATCH", "/api/tenants/{tenantId}/groups/{groupId}", needs(P::GroupManage)),
     ("POST", "/api/tenants/{tenantId}/groups/{groupId}/members", needs(P::GroupManage)),
+    ("GET", "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", needs(P::GroupRead)),
     ("DELETE", "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", needs(P::GroupManage)),
     ("GET", "/api/tenants/{tenantId}/clients", needs(P::ClientRead)),
     ("POST", "/api/tenants/{tenantId}/clients", needs(P::ClientManage)),
@@ -82,6 +83,7 @@ pub const GUARDS: &[(&str, &str, Guard)] = &[
     // Policies and templates
     ("GET", "/api/templates", needs(P::PolicyRead)),
     ("POST", "/api/templates", needs(P::TemplateCreate)),
+    ("GET", "/api/templates/{key}", needs(P::PolicyRead)),
     ("PATCH", "/api/templates/{key}", needs(P::TemplateCreate)),
     ("POST", "/api/templates/{key}/deprecate", needs(P::TemplateCreate)),
     ("GET", "/api/policies", needs(P::PolicyRead)),

@@ -93,6 +93,14 @@ impl IntoResponse for Reply {
     }
 }
 
+impl Reply {
+    /// This reply answered to a replay of its key (`Idempotent-Replayed: true`): the resource
+    /// read again for a handler whose replay answers it as it is now, not as stored.
+    pub fn replayed(self) -> Response {
+        respond(&self.stored(), true)
+    }
+}
+
 pub use tokenops_app::write::fingerprint;
 
 /// A replayed response with `name` set to `value` (a secret put back from where it is sealed).

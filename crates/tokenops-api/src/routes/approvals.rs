@@ -149,6 +149,7 @@ macro_rules! decision_route {
                 (status = 403, description = $forbidden, body = crate::openapi::ErrorBody),
                 crate::openapi::NoSuchTask,
                 (status = 409, description = $conflict, body = crate::openapi::ErrorBody),
+                crate::openapi::KeyReusedWithAnotherPayload,
             )
         )]
         async fn $name(call: OptionalKeyWrite<PathId>, body: Option<JsonBody<DecisionIn>>) -> ApiResult<Response> {
@@ -161,7 +162,7 @@ decision_route! {
     /// Approve a task. The last approval of the last step grants the request (approval.granted).
     approve_task, "/api/approvals/tasks/{taskId}/approve", "approvals.tasks.approve", TaskDecision::Approve,
     forbidden = "Missing approval:decide; or separation of duties (SEPARATION_OF_DUTIES): the caller is the request's initiator, or not among the users the task's approvers name now (a group's ACTIVE members, or the named user). Machine clients are never approvers",
-    conflict = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING",
+    conflict = "The task was acted on already (also when another approver acted at the same instant), an earlier step is still pending, or the request is not PENDING; or the key is in flight",
 }
 
 decision_route! {
@@ -169,7 +170,7 @@ decision_route! {
     /// CANCELLED.
     reject_task, "/api/approvals/tasks/{taskId}/reject", "approvals.tasks.reject", TaskDecision::Reject,
     forbidden = "Missing approval:decide; or separation of duties: the initiator, or a caller the task's approvers do not name",
-    conflict = "The task was acted on already, an earlier step is still pending, or the request is not PENDING",
+    conflict = "The task was acted on already, an earlier step is still pending, or the request is not PENDING; or the key is in flight",
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -193,7 +194,8 @@ pub struct ReassignIn {
         (status = 400, description = "approver missing or malformed, names no ACTIVE group or user of the organisation, or names no ACTIVE user but the initiator", body = crate::openapi::ErrorBody),
         (status = 403, description = "Missing approval:decide (any holder may reassign, the initiator included: the spec names no other refusal)", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchTask,
-        (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now; or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn>) -> ApiResult<Response> {
@@ -403,7 +405,8 @@ async fn raise_request(call: OptionalKeyWrite, body: JsonBody<ApprovalRequestIn>
         (status = 200, description = "The request, CANCELLED, with its tasks. The spec does not say who may cancel: the initiator, or any other holder of approval:request. No event is published (the spec names none for cancellation)", body = ApprovalRequestOut),
         crate::openapi::NotAUuid<path_params::RequestId>,
         crate::openapi::NoSuchRequest,
-        (status = 409, description = "The request is not PENDING", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The request is not PENDING, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn cancel_request(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {

@@ -46,10 +46,11 @@ pub struct ClientIn {
     ),
     request_body = ClientIn,
     responses(
-        (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient),
+        (status = 201, description = "Created; the secret is read once at secretRevealUrl (GET, no bearer token)", body = CreatedClient, headers(("Location" = String))),
         (status = 400, description = "Blank or too long name", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing client:manage, or missing the permission handing out the role needs", body = crate::openapi::ErrorBody),
         crate::openapi::NoRoleOrExternalProvider,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn create_client(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<ClientIn>) -> ApiResult<Response> {
@@ -108,6 +109,7 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
         (status = 204, description = "Disabled"),
         crate::openapi::PathIdNotUuid,
         crate::openapi::NoSuchClient,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn disable_client(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {

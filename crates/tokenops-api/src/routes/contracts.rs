@@ -69,7 +69,7 @@ pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {
     params(crate::openapi::OptionalIdempotencyKey),
     request_body = ContractIn,
     responses(
-        (status = 201, description = "Registered. Deployment (or adoption) runs in the background; the answer waits for it up to TOKENOPS_CONTRACT_REGISTER_WAIT_MS (5 s by default) and shows the contract ACTIVE, or FAILED with failureReason, or still PENDING if it took longer (read it again to follow). A replay under the same key answers the first answer as stored", body = ContractOut, headers(("Location" = String))),
+        (status = 201, description = "Registered. Deployment (or adoption) runs in the background; the answer waits for it up to TOKENOPS_CONTRACT_REGISTER_WAIT_MS (5 s by default) and shows the contract ACTIVE, or FAILED with failureReason, or still PENDING if it took longer (read it again to follow). A replay under the same key answers 201 with the contract as it is now, after the same wait (as a read would show it)", body = ContractOut, headers(("Location" = String))),
         (status = 400, description = "Missing or invalid field (assetId not a recognised ISO 4217 code with a minor unit, contractAddress not an address), or bad Idempotency-Key", body = crate::openapi::ErrorBody),
         (status = 409, description = "The asset has a contract (body adds assetId and existingStatus) unless it FAILED, or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -92,25 +92,30 @@ async fn register_contract(call: OptionalKeyWrite, body: JsonBody<ContractIn>) -
     })
     .await?;
     // The deployment runs as a job; the answer waits (a bounded time) for it to settle, so that
-    // the asset is usable once the answer arrives. The key stores the first answer (PENDING); a
-    // replay answers that, and a read shows the contract as it is now.
-    match written {
-        Written::Ran(response) if response.status() == StatusCode::CREATED => {
-            let wait = call.state.contract_register_wait;
-            if wait.is_zero() {
-                return Ok(response);
-            }
-            // The registration has committed: a failed read while waiting answers the 201 as
-            // registered rather than an error for a write that happened.
-            match call.state.app.contracts.settled(call.scope.tenant, asset, wait).await {
-                Ok(settled) => Ok(created(&settled)?.into_response()),
-                Err(error) => {
-                    tracing::warn!(%error, asset = %asset, "reading a registered contract while waiting for its deployment");
-                    Ok(response)
-                }
-            }
+    // the asset is usable once the answer arrives. The key stores the registration's own answer
+    // (PENDING); a replay of a registration answers, as the first answer did, the contract as
+    // it is now after the same wait (as a replayed transaction answers the operation as it is
+    // now), never the PENDING it has left. A replayed refusal is answered as stored.
+    let (response, replayed) = match written {
+        Written::Ran(response) if response.status() == StatusCode::CREATED => (response, false),
+        Written::Replayed(stored) if stored.status == StatusCode::CREATED.as_u16() => {
+            (Written::Replayed(stored).into_response(), true)
         }
-        other => Ok(other.into_response()),
+        other => return Ok(other.into_response()),
+    };
+    let wait = call.state.contract_register_wait;
+    if wait.is_zero() && !replayed {
+        return Ok(response);
+    }
+    // The registration has committed: a failed read while waiting answers the 201 as
+    // registered (or as stored) rather than an error for a write that happened.
+    match call.state.app.contracts.settled(call.scope.tenant, asset, wait).await {
+        Ok(settled) if replayed => Ok(created(&settled)?.replayed()),
+        Ok(settled) => Ok(created(&settled)?.into_response()),
+        Err(error) => {
+            tracing::warn!(%error, asset = %asset, "reading a registered contract while waiting for its deployment");
+            Ok(response)
+        }
     }
 }
 

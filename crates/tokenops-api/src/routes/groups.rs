@@ -43,7 +43,7 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(list_groups, create_group))
         .routes(routes!(get_group, update_group))
         .routes(routes!(add_member))
-        .routes(routes!(remove_member))
+        .routes(routes!(get_member, remove_member))
 }
 
 /// A page of approval groups (style C).
@@ -124,7 +124,8 @@ pub struct GroupIn {
     responses(
         (status = 201, description = "Created, ACTIVE", body = GroupOut, headers(("Location" = String))),
         (status = 400, description = "Blank, malformed or too long key or name", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The key is in use", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The group key is in use, or the Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>) -> ApiResult<Response> {
@@ -155,6 +156,7 @@ pub struct GroupPatch {
         (status = 200, description = "The group after the change", body = GroupOut),
         (status = 400, description = "Nothing to change, blank or too long name, or status not ACTIVE/INACTIVE", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchGroup,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn update_group(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<GroupPatch>) -> ApiResult<Response> {
@@ -195,11 +197,12 @@ pub struct MembershipOut {
     params(path_params::TenantId, path_params::GroupId, crate::openapi::OptionalIdempotencyKey),
     request_body = MemberIn,
     responses(
-        (status = 201, description = "Added", body = MembershipOut),
+        (status = 201, description = "Added; Location reads the member", body = MembershipOut, headers(("Location" = String))),
         (status = 200, description = "The user was a member already; nothing changed", body = MembershipOut),
         (status = 400, description = "userId missing or not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such group, or no such user in the organisation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The group is deactivated", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The group is deactivated, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn add_member(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<MemberIn>) -> ApiResult<Response> {
@@ -243,6 +246,23 @@ impl ScopedPath for GroupMember {
     }
 }
 
+/// One member of an approval group, as the group's read lists its members.
+#[utoipa::path(
+    get, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.get",
+    params(path_params::TenantId, path_params::GroupId, path_params::UserId),
+    responses(
+        (status = 200, description = "The member", body = UserSummary),
+        crate::openapi::PathIdNotUuid,
+        (status = 404, description = "No such group, or the user is not a member (MEMBER_NOT_FOUND)", body = crate::openapi::ErrorBody),
+    )
+)]
+async fn get_member(call: TenantCall<OwnTenant<GroupMember>>) -> ApiResult<Response> {
+    call.show(async |app, tenant, OwnTenant { then: GroupMember { group, user }, .. }| {
+        app.groups.member(tenant, group, user).await
+    })
+    .await
+}
+
 /// Remove a member from an approval group.
 #[utoipa::path(
     delete, path = "/api/tenants/{tenantId}/groups/{groupId}/members/{userId}", tag = "groups", operation_id = "groups.members.remove",
@@ -251,6 +271,7 @@ impl ScopedPath for GroupMember {
         (status = 204, description = "Removed"),
         crate::openapi::PathIdNotUuid,
         (status = 404, description = "No such group, or the user is not a member", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn remove_member(call: OptionalKeyWrite<OwnTenant<GroupMember>>) -> ApiResult<Response> {

@@ -107,7 +107,7 @@ pub struct PolicyPatch {
         (status = 200, description = "The policy after the change, updatedAt moved", body = PolicyOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long name or description, an unknown field, or policyId not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchPolicy,
-        (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change", body = crate::openapi::ErrorBody),
+        (status = 409, description = "POLICY_ARCHIVED: an archived policy's labels do not change; or the key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
@@ -154,7 +154,7 @@ pub struct PolicyIn {
         (status = 201, description = "Created: DRAFT, version 1", body = PolicyOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details: a missing field, or content that breaks a rule (each violation with its JSON path under content: a field outside the catalogue, !=, an amount compared without assetId, a bad decimal, an unknown key)", body = crate::openapi::ErrorBody),
         (status = 404, description = "No visible template with that key (another organisation's, a deprecated one, or none)", body = crate::openapi::ErrorBody),
-        crate::openapi::KeyReusedWithAnotherPayload,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiResult<Response> {
@@ -181,7 +181,8 @@ async fn create_policy(call: OptionalKeyWrite, body: JsonBody<PolicyIn>) -> ApiR
         (status = 200, description = "ACTIVE: matching events are checked against its current version. Activating an ACTIVE policy succeeds unchanged", body = PolicyOut),
         crate::openapi::NotAUuid<path_params::PolicyId>,
         crate::openapi::NoSuchPolicy,
-        (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again", body = crate::openapi::ErrorBody),
+        (status = 409, description = "POLICY_SLOT_TAKEN: another non-archived policy (DRAFT or ACTIVE) holds the same ruleType, action and templateKey (body adds conflictingPolicyId); or POLICY_ARCHIVED: an archived policy is not activated again; or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
@@ -197,6 +198,7 @@ async fn activate_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> 
         (status = 200, description = "ARCHIVED: no longer evaluated, its slot freed, its versions kept. Archiving an archived policy changes nothing", body = PolicyOut),
         crate::openapi::NotAUuid<path_params::PolicyId>,
         crate::openapi::NoSuchPolicy,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn archive_policy(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
@@ -241,7 +243,8 @@ pub struct VersionIn {
         (status = 201, description = "The version record, numbered after the highest; serve it with PUT current-version. Location is the policy's versions list (no endpoint reads a single version)", body = VersionOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED with details (see POST /api/policies), or policyId not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchPolicy,
-        (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen", body = crate::openapi::ErrorBody),
+        (status = 409, description = "POLICY_ARCHIVED: an archived policy's versions are frozen; or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn>) -> ApiResult<Response> {
@@ -273,7 +276,8 @@ pub struct CurrentVersionIn {
         (status = 200, description = "The policy with version set, and that version's content", body = PolicyOut),
         (status = 400, description = "versionNumber missing or not a positive integer, or policyId not a UUID", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such policy in the organisation, or no such version number", body = crate::openapi::ErrorBody),
-        (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change", body = crate::openapi::ErrorBody),
+        (status = 409, description = "POLICY_ARCHIVED: an archived policy's current version does not change; or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn set_current_version(call: OptionalKeyWrite<PathId>, body: JsonBody<CurrentVersionIn>) -> ApiResult<Response> {

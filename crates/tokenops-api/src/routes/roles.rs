@@ -177,7 +177,8 @@ fn description(value: Option<String>) -> Result<Option<String>, Error> {
         (status = 201, description = "Created", body = RoleOut, headers(("Location" = String))),
         (status = 400, description = "Blank or too long name or description, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing role:create, or granting a permission the caller lacks", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The name is a platform role's (reserved) or in use", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The name is a platform role's (reserved) or in use, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) -> ApiResult<Response> {
@@ -204,7 +205,8 @@ async fn create_role(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<RoleIn>) 
         (status = 400, description = "Editing a platform role, nothing to change, blank or too long name, or Unknown permissions: {names}.", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing role:update, or adding a permission the caller lacks", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchRole,
-        (status = 409, description = "The new name is reserved or in use", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The new name is reserved or in use, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<RolePatch>) -> ApiResult<Response> {
@@ -233,7 +235,8 @@ async fn update_role(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<R
         (status = 204, description = "Deleted"),
         (status = 400, description = "A path id is not a UUID, or deleting a platform role", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchRole,
-        (status = 409, description = "The role is in use", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The role is in use, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn delete_role(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {

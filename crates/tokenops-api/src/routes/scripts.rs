@@ -246,6 +246,7 @@ async fn update_script(call: RequiredKeyWrite<PathId>, body: JsonBody<ScriptPatc
         crate::openapi::NotAUuidOrNoKey<path_params::ScriptId>,
         crate::openapi::NoSuchScriptOrDeleted,
         (status = 409, description = "The script is PUBLISHED, has ACTIVE automations, or is imported by another script; or the key in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn delete_script(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {

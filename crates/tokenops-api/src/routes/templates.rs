@@ -16,7 +16,7 @@ use super::fields::{self, all_fields, optional_text, required, something_to_chan
 use crate::ApiState;
 use crate::error::ApiResult;
 use crate::extract::paging::{self, PageB, STRICT_SIZE, Style};
-use crate::extract::{JsonBody, PathText, QueryParams, TenantCall};
+use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
 use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
@@ -27,7 +27,7 @@ const DESCRIPTION_MAX: usize = 2000;
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
         .routes(routes!(list_templates, create_template))
-        .routes(routes!(update_template))
+        .routes(routes!(get_template, update_template))
         .routes(routes!(deprecate_template))
 }
 
@@ -97,6 +97,23 @@ async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Resp
     Ok(paging::respond(Style::B, &Page { items, total }, page))
 }
 
+/// Read one policy template the organisation sees.
+///
+/// The spec lists templates but does not show a read of one; this is where a created
+/// template's Location points. A deprecated template is still read by its key (it stays in the
+/// organisation's scope, listed with includeDeprecated=true); another organisation's is not.
+#[utoipa::path(
+    get, path = "/api/templates/{key}", tag = "policies", operation_id = "templates.get",
+    params(path_params::TemplateKey),
+    responses(
+        (status = 200, description = "The template: a SYSTEM one, or the organisation's own (TENANT), DEPRECATED ones included", body = TemplateOut),
+        crate::openapi::NoSuchTemplate,
+    )
+)]
+async fn get_template(call: TenantCall<PathText>) -> ApiResult<Response> {
+    call.show(async |app, tenant, PathParam(key)| app.templates.get(tenant, &key).await).await
+}
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateIn {
@@ -125,7 +142,7 @@ pub struct TemplateIn {
     responses(
         (status = 201, description = "Created, ACTIVE, templateVersion 1. defaultContent is not validated against the context catalogue: invalid rules are refused when a policy is created with them", body = TemplateOut, headers(("Location" = String))),
         (status = 400, description = "VALIDATION_FAILED: a field missing, blank or too long (description may be absent), a malformed key, a key starting with system., an unknown action, or defaultContent not an object", body = crate::openapi::ErrorBody),
-        (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The key exists in the organisation, or is a SYSTEM template's; or the Idempotency-Key is in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
@@ -183,6 +200,7 @@ pub struct TemplatePatch {
         (status = 200, description = "The template after the change, templateVersion one up", body = TemplateOut),
         (status = 400, description = "VALIDATION_FAILED: nothing to change, a blank or too long field, or defaultContent not an object", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchTemplate,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<TemplatePatch>) -> ApiResult<Response> {
@@ -214,6 +232,7 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
     responses(
         (status = 200, description = "The template, DEPRECATED", body = TemplateOut),
         crate::openapi::NoSuchTemplate,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn deprecate_template(call: OptionalKeyWrite<PathText>) -> ApiResult<Response> {

@@ -96,9 +96,10 @@ async fn read_tenant(State(state): State<Arc<ApiState>>, PathParam(id): PathId) 
     params(crate::openapi::RequiredIdempotencyKey),
     request_body = TenantIn,
     responses(
-        (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut),
+        (status = 201, description = "Created; the owner is INVITED as SUPER_ADMIN and mailed a temporary password", body = OrganisationOut, headers(("Location" = String))),
         crate::openapi::FieldOrKeyInvalid,
         (status = 409, description = "The owner's email is registered already, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn create_tenant(

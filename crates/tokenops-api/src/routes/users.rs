@@ -182,7 +182,8 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
         (status = 400, description = "email missing, blank, too long (over 254 characters) or without an @, or a name or roleName over 100 characters. The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         crate::openapi::NoRoleOrExternalProvider,
-        (status = 409, description = "The email is registered already (in any organisation)", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The email is registered already (in any organisation), or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<InvitationIn>) -> ApiResult<Response> {
@@ -229,7 +230,8 @@ pub struct UserPatch {
         (status = 400, description = "Nothing to change, unknown status, blank role name, or changing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing user:update, or missing the permission the user's current or new role needs", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such user, or Role {name} not found", body = crate::openapi::ErrorBody),
-        (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password", body = crate::openapi::ErrorBody),
+        (status = 409, description = "An INVITED user cannot be set ACTIVE: they activate by choosing a password; or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
 async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<UserPatch>) -> ApiResult<Response> {
@@ -258,6 +260,7 @@ async fn update_user(call: OptionalKeyWrite<OwnTenant<PathId>>, body: JsonBody<U
         (status = 400, description = "A path id is not a UUID, or removing yourself or the organisation's owner", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id, missing member:remove, or missing the permission the user's role needs", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchUser,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn remove_user(call: OptionalKeyWrite<OwnTenant<PathId>>) -> ApiResult<Response> {

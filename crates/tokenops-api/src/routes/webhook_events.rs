@@ -172,7 +172,7 @@ pub struct RedeliverFilterIn {
     params(path_params::EventId, crate::openapi::RequiredIdempotencyKey),
     request_body(content = RedeliverIn, description = "Optional; an empty body replays to every destination"),
     responses(
-        (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false)", body = FilteredReplay),
+        (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false); Location is the event with its deliveries", body = FilteredReplay, headers(("Location" = String))),
         (status = 400, description = "eventId or webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such event (EVENT_NOT_FOUND), no delivery to the named destination (DELIVERY_NOT_FOUND), or the destination was deleted (WEBHOOK_NOT_FOUND)", body = crate::openapi::ErrorBody),
         (status = 409, description = "DELIVERY_STILL_QUEUED: the latest delivery (or a replay of it) is still queued; WEBHOOK_INACTIVE; or the key is in flight", body = crate::openapi::ErrorBody),
@@ -203,7 +203,7 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
     params(crate::openapi::RequiredIdempotencyKey),
     request_body = RedeliverFilterIn,
     responses(
-        (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated", body = FilteredReplay),
+        (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated; Location is the event history", body = FilteredReplay, headers(("Location" = String))),
         (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::KeyConflicts,
         crate::openapi::ReplayBudgetExhausted,

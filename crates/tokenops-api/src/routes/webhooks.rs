@@ -233,6 +233,7 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
         (status = 204, description = "Deleted"),
         crate::openapi::NotAUuid<path_params::WebhookId>,
         crate::openapi::NoSuchRegistration,
+        crate::openapi::KeyConflicts,
     )
 )]
 async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {

@@ -63,6 +63,10 @@ fn not_found(id: Uuid) -> Error {
     Error::not_found(format!("Group {id} not found")).with_code(Code::GroupNotFound)
 }
 
+fn not_a_member(group: &GroupRecord, user_id: Uuid) -> Error {
+    Error::not_found(format!("User {user_id} is not a member of group {}", group.key)).with_code(Code::MemberNotFound)
+}
+
 /// 409: the group is deactivated and cannot be used.
 pub fn deactivated(group: &GroupRecord) -> Error {
     Error::conflict(format!("Approval group {} is deactivated", group.key)).with_code(Code::GroupDeactivated)
@@ -108,6 +112,18 @@ impl Groups {
         let group = tx.groups().get(tenant, id).await?.ok_or_else(|| not_found(id))?;
         let page = tx.groups().list_members(tenant, id, members).await?;
         Ok((group, page.map(|u| UserSummary::from(&u))))
+    }
+
+    /// One member of a group, as the group's read lists its members: 404 for no such group,
+    /// and MEMBER_NOT_FOUND when the user is not one of its members.
+    pub async fn member(&self, tenant: TenantId, id: Uuid, user_id: Uuid) -> AppResult<UserSummary> {
+        let mut tx = self.store.read().await?;
+        let group = tx.groups().get(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        if !tx.groups().groups_of(tenant, user_id).await?.contains(&id) {
+            return Err(not_a_member(&group, user_id));
+        }
+        let user = tx.users().get(tenant, user_id).await?.ok_or_else(|| not_a_member(&group, user_id))?;
+        Ok(UserSummary::from(&user))
     }
 
     pub async fn create(&self, w: &mut Write, key: String, name: String) -> AppResult<GroupRecord> {
@@ -172,8 +188,7 @@ impl Groups {
         let tenant = w.tenant()?;
         let group = w.tx().groups().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         if !w.tx().groups().remove_member(tenant, id, user_id).await? {
-            return Err(Error::not_found(format!("User {user_id} is not a member of group {}", group.key))
-                .with_code(Code::MemberNotFound));
+            return Err(not_a_member(&group, user_id));
         }
         w.set_audit_detail(serde_json::json!({ "userId": user_id }));
         Ok(())

@@ -169,6 +169,19 @@ impl Templates {
         Ok(all)
     }
 
+    /// The template with this key the organisation sees: a SYSTEM one or its own, deprecated
+    /// ones included (a deprecated template stays in the organisation's scope: it is listed
+    /// with includeDeprecated and can still be changed; only new policies cannot start from
+    /// it). Another organisation's is not in scope: 404, as for no template at all.
+    pub async fn get(&self, tenant: TenantId, key: &str) -> AppResult<TemplateOut> {
+        if let Some(t) = system(key) {
+            return Ok(TemplateOut::from(t));
+        }
+        let mut tx = self.store.read().await?;
+        let t = tx.policy_templates().get(tenant, key).await?.ok_or_else(|| not_found(key))?;
+        TemplateOut::try_from(&t)
+    }
+
     pub async fn create(&self, w: &mut Write, new: NewTemplate) -> AppResult<TemplateOut> {
         let tenant = w.tenant()?;
         let now = w.now();

@@ -240,8 +240,47 @@ async fn with_workers_running_a_registration_answers_the_deployed_contract(backe
     renamed.expect(200);
     assert_eq!(renamed.body["name"], "Tokenised dollar");
 
+    // A replay answers what the first caller got in kind: the contract as it is now, not the
+    // PENDING registration the key stored.
+    let k = key();
+    let first = app.write(Method::POST, "/api/contracts", &k, &json!({ "assetId": "IDR" })).await;
+    first.expect(201);
+    assert_eq!(first.body["status"], "ACTIVE", "{}", first.body);
+    let replay = app.write(Method::POST, "/api/contracts", &k, &json!({ "assetId": "IDR" })).await;
+    replay.expect(201);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.header("location"), Some("/api/contracts/IDR"));
+    assert_eq!(replay.body, app.get("/api/contracts/IDR").await.body, "the replay is the contract as a read shows it");
+
     shutdown.cancel();
     workers.await.expect("workers");
+}
+
+/// A replayed registration answers the contract as it is now (as a replayed submission answers
+/// the operation as it is now): here the first answer did not wait, and was PENDING.
+async fn a_replayed_registration_answers_the_contract_as_it_is_now(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let k = key();
+    let first = app.write(Method::POST, "/api/contracts", &k, &json!({ "assetId": "IDR" })).await;
+    first.expect(201);
+    assert_eq!(first.body["status"], "PENDING", "{}", first.body);
+    app.drain_jobs().await;
+    app.patch("/api/contracts/IDR", &json!({ "name": "Tokenised rupiah" })).await.expect(200);
+    let replay = app.write(Method::POST, "/api/contracts", &k, &json!({ "assetId": "IDR" })).await;
+    replay.expect(201);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.header("location"), Some("/api/contracts/IDR"));
+    let now = app.get("/api/contracts/IDR").await;
+    assert_eq!(now.body["status"], "ACTIVE");
+    assert_eq!(replay.body, now.body, "the replay is the contract as a read shows it");
+    assert_eq!(app.db.count("contracts", "").await, 1, "the replay registered nothing");
+    // A refused registration is still replayed as stored.
+    let refused_key = key();
+    let again = app.write(Method::POST, "/api/contracts", &refused_key, &json!({ "assetId": "IDR" })).await;
+    assert_error(&again, 409);
+    let replayed_refusal = app.write(Method::POST, "/api/contracts", &refused_key, &json!({ "assetId": "IDR" })).await;
+    assert_eq!((replayed_refusal.status, &replayed_refusal.body), (409, &again.body));
+    assert_eq!(replayed_refusal.header("idempotent-replayed"), Some("true"));
 }
 
 async fn contract_registration_with_a_missing_or_invalid_asset_id_is_400(backend: Backend) {
@@ -1511,6 +1550,7 @@ async fn each_endpoint_needs_its_permission(backend: Backend) {
 backends!(
     a_contract_is_registered_pending_then_deployed_active,
     with_workers_running_a_registration_answers_the_deployed_contract,
+    a_replayed_registration_answers_the_contract_as_it_is_now,
     contract_registration_with_a_missing_or_invalid_asset_id_is_400,
     contract_registration_with_an_invalid_contract_address_or_name_is_400,
     an_existing_contract_is_409_with_asset_id_and_existing_status,

@@ -75,6 +75,7 @@ async fn raise(app: &TestApp, token: &str, body: &Value) -> (Value, Vec<String>)
     reply.expect(201);
     let id = reply.body["id"].as_str().expect("request id");
     assert_eq!(reply.header("location"), Some(format!("/api/approvals/requests/{id}").as_str()));
+    get(app, &format!("/api/approvals/requests/{id}"), token).await.expect(200);
     let tasks = reply.body["tasks"].as_array().expect("tasks");
     let ids = tasks.iter().map(|t| t["id"].as_str().expect("task id").to_owned()).collect();
     (reply.body.clone(), ids)

@@ -920,6 +920,92 @@ async fn openapi_operations_declare_their_error_responses(backend: Backend) {
     assert!(operations >= 50, "only {operations} operations documented");
 }
 
+/// Every operation that takes an Idempotency-Key documents the key's own answers: 409 while the
+/// same key is still being processed, 422 once it was used with another request. Every keyed
+/// write is admitted by `Writes::begin`, which answers both for any of them (a claim still in
+/// its lease, or taken over by another request meanwhile), so none is excepted; a row of the
+/// operation's own 409 says "or the key is in flight" rather than hiding the key's.
+async fn openapi_keyed_writes_document_the_keys_409_and_422(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let doc = send(app.raw(Method::GET, "/openapi.json")).await.body;
+    let mut keyed = 0;
+    let mut undocumented = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            let parameters = operation["parameters"].as_array().cloned().unwrap_or_default();
+            if !parameters.iter().any(|p| p["in"] == "header" && p["name"] == "Idempotency-Key") {
+                continue;
+            }
+            keyed += 1;
+            let row = |status: &str| operation["responses"][status]["description"].as_str().unwrap_or_default();
+            let (conflict, reused) = (row("409"), row("422"));
+            if !(conflict.contains("in flight") || conflict.contains("still being processed")) {
+                undocumented.push(format!("{} {path}: 409 {conflict:?}", method.to_uppercase()));
+            }
+            if !reused.contains("reused") {
+                undocumented.push(format!("{} {path}: 422 {reused:?}", method.to_uppercase()));
+            }
+        }
+    }
+    assert!(undocumented.is_empty(), "keyed writes missing the key's 409 or 422: {undocumented:#?}");
+    assert!(keyed >= 45, "only {keyed} keyed operations found");
+}
+
+/// The `Location` of a 201 or 202 reads back: GET on it is 200, for every write that answers
+/// one in the default organisation. The others read theirs where they can be made: an
+/// organisation, a group's member and a machine client (embedded provider) in `organisation`,
+/// an approval request in `approvals`, a webhook and redeliveries (a receiver) in `webhooks`
+/// and `webhook_deliveries`.
+async fn every_location_answered_by_a_write_reads_back(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let tenant = app.tenant.id.as_uuid();
+    let created = async |path: &str, body: Value| {
+        let reply = app.post(path, &body).await;
+        assert!([201, 202].contains(&reply.status), "POST {path}: {} {}", reply.status, reply.body);
+        reply
+    };
+    let field = |reply: &Reply, name: &str| reply.body[name].as_str().expect(name).to_owned();
+    let mut made = vec![created("/api/customers", json!({ "customerRef": "c-1" })).await];
+    made.push(created("/api/contracts", json!({ "assetId": "USD" })).await);
+    app.drain_jobs().await;
+    made.push(created("/api/accounts", json!({ "accountRef": "a-1", "customerRef": "c-1", "assetId": "USD" })).await);
+    app.drain_jobs().await;
+    let mint = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "a-1", "amount": "10" });
+    made.push(created("/api/transactions", mint).await);
+    let template = json!({ "key": "treasury.transfers", "name": "Treasury", "action": "TRANSFER",
+                           "defaultContent": { "appliesTo": { "action": "TRANSFER" } } });
+    made.push(created("/api/templates", template).await);
+    let content = json!({ "appliesTo": { "action": "TRANSFER" },
+                          "rules": [{ "id": "any", "when": { "assetId": "== USD" }, "emit": { "autoApproval": true } }] });
+    let policy =
+        created("/api/policies", json!({ "templateKey": "system.transfer.approval", "content": content })).await;
+    let versions = format!("/api/policies/{}/versions", field(&policy, "id"));
+    made.push(policy);
+    made.push(created(&versions, json!({ "content": content })).await);
+    made.push(
+        created(&format!("/api/tenants/{tenant}/groups"), json!({ "key": "checkers", "name": "Checkers" })).await,
+    );
+    let role = json!({ "name": "Readers", "permissions": ["customer:read"] });
+    made.push(created(&format!("/api/tenants/{tenant}/roles"), role).await);
+    let script = created("/api/scripts", json!({ "name": "sweep", "source": crate::scripts::SWEEP })).await;
+    let script_id = field(&script, "scriptId");
+    made.push(script);
+    made.push(created(&format!("/api/scripts/{script_id}/clone"), json!({ "name": "sweep-eu" })).await);
+    crate::scripts::publish(&app, &script_id).await;
+    let parameters = json!([{ "key": "account", "value": "a-1", "type": "STRING" }]);
+    let automation = created("/api/automations", json!({ "scriptId": script_id, "parameters": parameters })).await;
+    let executions = format!("/api/automations/{}/executions", field(&automation, "automationId"));
+    made.push(automation);
+    made.push(created(&executions, json!({})).await);
+
+    for reply in &made {
+        let location =
+            reply.header("location").unwrap_or_else(|| panic!("{} without Location: {}", reply.status, reply.body));
+        let read = app.get(location).await;
+        assert_eq!(read.status, 200, "GET {location} answered {}", read.body);
+    }
+}
+
 async fn text_with_a_nul_character_is_400_on_every_store(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let reply = app.post("/api/customers", &json!({ "customerRef": "nul-1", "displayName": "a\u{0}b" })).await;
@@ -979,5 +1065,7 @@ backends!(
     a_rotated_issuer_key_is_picked_up_and_the_previous_key_keeps_working,
     readyz_is_503_when_the_store_cannot_be_reached,
     openapi_operations_declare_their_error_responses,
+    openapi_keyed_writes_document_the_keys_409_and_422,
+    every_location_answered_by_a_write_reads_back,
     text_with_a_nul_character_is_400_on_every_store,
 );

@@ -577,7 +577,37 @@ async fn an_abandoned_in_flight_claim_is_pruned_after_the_retention(backend: Bac
     assert_eq!(count(&app, "idempotency_records", "idempotency_key = 'abandoned'").await, 0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The key itself
+// ---------------------------------------------------------------------------------------------
+
+/// A key is printable ASCII, 0x20 to 0x7E: a tab (which HTTP lets through a header) or a byte
+/// outside ASCII is a 400 that leaves nothing behind, while a space inside a key is a character
+/// like any other.
+async fn a_key_outside_printable_ascii_is_400_and_a_space_inside_is_allowed(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let body = json!({ "customerRef": "c-1" });
+    let tab = send(&app, Method::POST, "/api/customers", "a\tb", &body).await;
+    assert_eq!(tab.status, 400, "{}", tab.text);
+    assert!(tab.json()["message"].as_str().is_some_and(|m| m.contains("printable ASCII")), "{}", tab.text);
+    let non_ascii = app
+        .request(Method::POST, "/api/customers")
+        .header("Idempotency-Key", reqwest::header::HeaderValue::from_bytes("clé".as_bytes()).expect("obs-text"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(non_ascii.status().as_u16(), 400);
+    assert_eq!(count(&app, "customers", "").await, 0);
+    assert_eq!(count(&app, "idempotency_records", "").await, 0);
+
+    let spaced = send(&app, Method::POST, "/api/customers", "order 42 / retry ~1", &body).await;
+    assert_eq!(spaced.status, 201, "{}", spaced.text);
+    send(&app, Method::POST, "/api/customers", "order 42 / retry ~1", &body).await.assert_replay_of(&spaced);
+}
+
 backends!(
+    a_key_outside_printable_ascii_is_400_and_a_space_inside_is_allowed,
     same_key_and_payload_replays_the_original_response,
     a_replayed_status_change_is_not_applied_again,
     same_payload_with_other_key_order_and_whitespace_is_the_same_request,

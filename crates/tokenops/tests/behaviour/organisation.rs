@@ -779,6 +779,7 @@ async fn another_organisations_users_roles_groups_and_clients_are_404(backend: B
     patch(&app, &group_path, &owner, &json!({ "name": "Mine now" })).await.expect(404);
     post(&app, &format!("{group_path}/members"), &owner, &json!({ "userId": their_user })).await.expect(404);
     delete(&app, &format!("{group_path}/members/{their_user}"), &owner).await.expect(404);
+    get(&app, &format!("{group_path}/members/{their_user}"), &owner).await.expect(404);
     delete(&app, &format!("{}/{their_client}", clients(&tenant)), &owner).await.expect(404);
     // Nor may one of their users join a group here.
     let join =
@@ -1470,6 +1471,12 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
         assert_eq!(added.body["groupId"], group.as_str());
         assert_eq!(added.body["user"]["id"], ids[email].as_str());
         assert_eq!(added.body["user"]["email"], email);
+        // The Location reads the member back, as the group's read lists it.
+        let location = added.header("location").expect("Location").to_owned();
+        assert_eq!(location, format!("{members}/{}", ids[email]));
+        let member = get(&app, &location, &owner).await;
+        member.expect(200);
+        assert_eq!(member.body, added.body["user"]);
     }
     // Adding a member again changes nothing: 200.
     let again = post(&app, &members, &owner, &json!({ "userId": ids["zoe@bank.example"] })).await;
@@ -1480,6 +1487,8 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     read.expect(200);
     assert_eq!(read.body["members"]["totalResults"], 3);
     assert_eq!(full_names(&read.body["members"]), ["Amy Baker", "Amy Zimmer", "Zoe Adams"]);
+    let listed_zoe = format!("{members}/{}", ids["zoe@bank.example"]);
+    assert_eq!(get(&app, &listed_zoe, &owner).await.body, read.body["members"]["items"][2]);
     let paged = get(&app, &format!("{}/{group}?page=1&size=2", groups(&tenant)), &owner).await;
     assert_eq!(full_names(&paged.body["members"]), ["Zoe Adams"]);
     assert_eq!(paged.body["members"]["pageSize"], 2);
@@ -1487,6 +1496,10 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     let zoe = format!("{members}/{}", ids["zoe@bank.example"]);
     delete(&app, &zoe, &owner).await.expect(204);
     refused_with(&delete(&app, &zoe, &owner).await, 404, "not a member");
+    let gone = get(&app, &zoe, &owner).await;
+    refused_with(&gone, 404, "not a member");
+    assert_eq!(gone.body["code"], "MEMBER_NOT_FOUND");
+    get(&app, &format!("{members}/not-a-uuid"), &owner).await.expect(400);
     let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
     assert_eq!(full_names(&read.body["members"]), ["Amy Baker", "Amy Zimmer"]);
 
@@ -1501,6 +1514,9 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     let no_group = format!("{}/{}/members", groups(&tenant), Uuid::now_v7());
     post(&app, &no_group, &owner, &json!({ "userId": ids["zoe@bank.example"] })).await.expect(404);
     delete(&app, &format!("{no_group}/{}", ids["zoe@bank.example"]), &owner).await.expect(404);
+    let no_group_member = get(&app, &format!("{no_group}/{}", ids["amy.b@bank.example"]), &owner).await;
+    no_group_member.expect(404);
+    assert_eq!(no_group_member.body["code"], "GROUP_NOT_FOUND");
 
     let adds = audit_records(&app, &owner, "group.member.add").await;
     assert!(adds.iter().filter(|r| r["outcome"] == "SUCCESS").count() >= 3, "{adds:?}");
@@ -1509,6 +1525,7 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     // A USER may read groups but not manage them.
     let (_, user) = invite_and_activate(&app, &tenant, &owner, "ulla@bank.example", None).await;
     get(&app, &format!("{}/{group}", groups(&tenant)), &user).await.expect(200);
+    get(&app, &format!("{members}/{}", ids["amy.b@bank.example"]), &user).await.expect(200);
     refused(
         &post(&app, &members, &user, &json!({ "userId": ids["zoe@bank.example"] })).await,
         403,

@@ -321,3 +321,37 @@ async fn a_deprecated_template_is_hidden_and_starts_no_policy(backend: Backend) 
     assert_eq!(read.body["templateKey"], "old");
     assert_eq!(read.body["status"], "DRAFT");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reading one
+// ---------------------------------------------------------------------------------------------
+
+backends!(a_template_is_read_by_key_where_its_creation_points);
+async fn a_template_is_read_by_key_where_its_creation_points(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let created = create(&app, "treasury.transfers", "TRANSFER").await;
+    let location = created.header("Location").expect("Location").to_owned();
+    let read = app.get(&location).await;
+    read.expect(200);
+    assert_eq!(read.body, created.body, "the template as created");
+    let system = app.get("/api/templates/system.transfer.approval").await;
+    system.expect(200);
+    assert_eq!(system.body["scope"], "SYSTEM");
+    assert_eq!(system.body["action"], "TRANSFER");
+
+    let missing = app.get("/api/templates/no.such.key").await;
+    missing.expect(404);
+    assert_eq!(missing.body["code"], "TEMPLATE_NOT_FOUND");
+    // Another organisation's template is not in scope, like a missing one.
+    let other = app.new_tenant();
+    let theirs = Reply::read(app.request_as(&other, Method::GET, &location).send().await.expect("GET")).await;
+    theirs.expect(404);
+    assert_eq!(theirs.body["code"], "TEMPLATE_NOT_FOUND");
+
+    // A deprecated template is still read by its key (it only starts no new policy).
+    let deprecate = app.request(Method::POST, "/api/templates/treasury.transfers/deprecate").send().await;
+    Reply::read(deprecate.expect("POST")).await.expect(200);
+    let deprecated = app.get(&location).await;
+    deprecated.expect(200);
+    assert_eq!(deprecated.body["status"], "DEPRECATED");
+}

@@ -92,12 +92,12 @@ pub async fn assert_body_texts_refused(app: &TestApp, path: &str, texts: &[&str]
     }
 }
 
-/// `body` written to `path` without an Idempotency-Key, and with a blank one or one over 255
-/// characters: each refused with a 400 and the error envelope.
+/// `body` written to `path` without an Idempotency-Key, and with a blank one, one over 255
+/// characters or one with a control character: each refused with a 400 and the error envelope.
 pub async fn assert_bad_keys_refused(app: &TestApp, method: Method, path: &str, body: &Value) {
     let missing = Reply::read(app.request(method.clone(), path).json(body).send().await.expect("send")).await;
     assert_error(&missing, 400);
-    for bad in ["", "   ", &"k".repeat(256)] {
+    for bad in ["", "   ", &"k".repeat(256), "a\tb"] {
         let reply = app.write(method.clone(), path, bad, body).await;
         assert_eq!(reply.status, 400, "{method} key of {} characters; got {}", bad.len(), reply.body);
         assert_error(&reply, 400);

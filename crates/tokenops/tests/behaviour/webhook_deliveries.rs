@@ -276,6 +276,8 @@ async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backen
     // Rule 1: to every destination that received it; generation 2, PENDING, 0 attempts.
     let replay = redeliver(&app, &delivered, None).await;
     replay.expect(202);
+    assert_eq!(replay.header("location"), Some(format!("/api/webhook-events/{delivered}").as_str()));
+    app.get(replay.header("location").unwrap_or_default()).await.expect(200);
     let queued = replay.body["queued"].as_array().expect("queued");
     assert_eq!(queued.len(), 2);
     for q in queued {
@@ -348,6 +350,8 @@ async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backen
     // Lenient: what is not replayable is listed with its reason.
     let all = app.post("/api/webhook-events/redeliver", &json!({ "from": from, "to": to })).await;
     all.expect(202);
+    assert_eq!(all.header("location"), Some("/api/webhook-events"));
+    app.get("/api/webhook-events").await.expect(200);
     let skipped = all.body["skipped"].as_array().expect("skipped");
     assert_eq!(all.body["queued"], json!([]), "{}", all.body);
     assert_eq!(skipped.len(), 2, "{}", all.body);

@@ -114,6 +114,7 @@ async fn registration_sends_a_signed_test_delivery_and_never_shows_the_secret_ag
     let body = &created.body;
     let id = body["id"].as_str().expect("id").to_owned();
     assert_eq!(created.header("location"), Some(format!("/api/webhooks/{id}").as_str()));
+    app.get(&format!("/api/webhooks/{id}")).await.expect(200);
     assert_eq!(body["url"], url, "scheme lowercased");
     assert_eq!(body["signatureScheme"], "HMAC_SHA256", "the default scheme");
     assert_eq!(body["status"], "ACTIVE");
