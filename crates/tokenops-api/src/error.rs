@@ -208,9 +208,61 @@ pub async fn route_not_found() -> ApiError {
     ApiError::http_default(HttpCode::RouteNotFound)
 }
 
+/// The timestamp form of each area's paths, read off the areas' routes (the one place that
+/// picks a form is the list of areas): an unknown path answers in the form of the area whose
+/// routes share its first two segments (`/api/webhooks/{id}/nope` is the webhooks area's), so
+/// that an area's client sees one form on every error.
+#[derive(Debug, Clone, Default)]
+pub struct AreaStyles(Arc<std::collections::BTreeMap<String, TimestampStyle>>);
+
+impl AreaStyles {
+    /// `areas`: each area's route paths with its form.
+    pub fn new<'a, P: IntoIterator<Item = &'a str>>(areas: impl IntoIterator<Item = (P, TimestampStyle)>) -> Self {
+        let mut styles = std::collections::BTreeMap::new();
+        for (paths, style) in areas {
+            for path in paths {
+                styles.insert(area_prefix(path).to_owned(), style);
+            }
+        }
+        Self(Arc::new(styles))
+    }
+
+    pub fn style_of(&self, path: &str) -> TimestampStyle {
+        self.0.get(area_prefix(path)).copied().unwrap_or_default()
+    }
+
+    /// [`route_not_found`] in the form of the path's area.
+    pub async fn route_not_found(self, request: Request) -> Response {
+        let style = self.style_of(request.uri().path());
+        let mut response = ApiError::http_default(HttpCode::RouteNotFound).into_response();
+        response.extensions_mut().insert(style);
+        response
+    }
+}
+
+/// A path's first two segments: `/api/webhooks` of `/api/webhooks/{webhookId}/test`.
+fn area_prefix(path: &str) -> &str {
+    let end = path.match_indices('/').nth(2).map_or(path.len(), |(at, _)| at);
+    &path[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_path_takes_its_areas_form() {
+        let styles = AreaStyles::new([
+            (vec!["/api/webhooks", "/api/webhooks/{webhookId}/test"], TimestampStyle::SpacedUtc),
+            (vec!["/api/customers"], TimestampStyle::Iso8601),
+        ]);
+        assert_eq!(styles.style_of("/api/webhooks/"), TimestampStyle::SpacedUtc);
+        assert_eq!(styles.style_of("/api/webhooks/x/nope"), TimestampStyle::SpacedUtc);
+        assert_eq!(styles.style_of("/api/webhooks"), TimestampStyle::SpacedUtc);
+        assert_eq!(styles.style_of("/api/webhooksx"), TimestampStyle::Iso8601);
+        assert_eq!(styles.style_of("/api/customers/x/y"), TimestampStyle::Iso8601);
+        assert_eq!(styles.style_of("/nowhere"), TimestampStyle::Iso8601);
+    }
 
     #[test]
     fn only_the_policy_areas_name_their_path_on_401() {

@@ -80,7 +80,11 @@ pub fn document() -> utoipa::openapi::OpenApi {
 /// every route; every area is added through [`area`]), the operational endpoints, the OpenAPI
 /// document and its reference page.
 pub fn router(state: Arc<ApiState>) -> Router {
-    let (api, mut document) = areas()
+    let areas = areas();
+    let styles = error::AreaStyles::new(
+        areas.iter().map(|(router, style)| (router.get_openapi().paths.paths.keys().map(String::as_str), *style)),
+    );
+    let (api, mut document) = areas
         .into_iter()
         .fold(OpenApiRouter::with_openapi(openapi::ApiDoc::openapi()), |api, (router, style)| {
             api.merge(area(router, style, &state))
@@ -93,7 +97,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .merge(routes::operations::router(document))
         .merge(routes::idp::router())
         .merge(routes::webhooks::well_known_router())
-        .fallback(error::route_not_found)
+        .fallback(move |request: axum::extract::Request| styles.route_not_found(request))
         .layer(from_fn_with_state(state.clone(), extract::body::read_whole_body))
         .layer(from_fn_with_state(state.clone(), error::render_errors))
         .layer(from_fn(request_id::assign_request_id))

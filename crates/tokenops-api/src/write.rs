@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::fmt::Display;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use tokenops_app::write::{Admission, AuditAction, IdempotencyRequest, Write, WriteResponse};
+use tokenops_app::write::{Admission, AuditAction, Held, IdempotencyRequest, Write, WriteResponse};
 use tokenops_app::{App, AppResult, Error};
 
 use crate::ApiState;
@@ -328,13 +328,36 @@ impl IntoResponse for Written {
     }
 }
 
-/// The stored response when the request's key already completed with this very request, for a
-/// handler whose effect happens before its write (see `Writes::completed`); `None` otherwise.
-pub async fn replay_if_completed(state: &ApiState, request: &WriteRequest<'_>) -> ApiResult<Option<Response>> {
-    let Some(key) = &request.key else { return Ok(None) };
-    let idempotency = IdempotencyRequest { key: key.0.clone(), request_hash: request.fingerprint.clone() };
-    let stored = state.app.writes.completed(&request.scope.context, request.action, &idempotency).await?;
-    Ok(stored.map(|stored| respond(&stored, true)))
+/// Runs a write whose effect happens before its transaction (a test delivery): the key is held
+/// first (see `Writes::hold`), so that a completed key replays and one in flight answers 409
+/// without `effect` running again; `effect` then runs once and `work` records its result in the
+/// write. An `effect` error drops the key, so that the same request can be retried.
+pub async fn run_after<T, E, F>(state: &ApiState, request: WriteRequest<'_>, effect: E, work: F) -> ApiResult<Response>
+where
+    E: AsyncFnOnce(&App) -> AppResult<T>,
+    F: AsyncFnOnce(&App, &mut Write, T) -> AppResult<Reply>,
+{
+    let WriteRequest { scope, action, key, fingerprint, resource_id } = request;
+    let writes = &state.app.writes;
+    let Some(key) = key else {
+        let done = effect(&state.app).await?;
+        let request = WriteRequest { scope, action, key: None, fingerprint, resource_id };
+        return run(state, request, async |app, w| work(app, w, done).await).await;
+    };
+    let idempotency = IdempotencyRequest { key: key.0, request_hash: fingerprint };
+    let held = match writes.hold(&scope.context, action, idempotency).await? {
+        Held::Replay(stored) => return Ok(respond(&stored, true)),
+        Held::Mine(held) => held,
+    };
+    let done = match effect(&state.app).await {
+        Ok(done) => done,
+        Err(error) => {
+            writes.release_held(held).await;
+            return Err(error.into());
+        }
+    };
+    let write = writes.begin_held(scope.context.clone(), action, held, resource_id).await?;
+    Ok(finish(state, scope, write, async |app, w| work(app, w, done).await).await?.into_response())
 }
 
 /// Runs a write (see [`run_or_replay`]); a replay answers the stored response.
@@ -355,10 +378,19 @@ where
     let WriteRequest { scope, action, key, fingerprint, resource_id } = request;
     let idempotency = key.map(|k| IdempotencyRequest { key: k.0, request_hash: fingerprint });
     let writes = &state.app.writes;
-    let mut write = match writes.begin(scope.context.clone(), action, idempotency, resource_id).await? {
+    let write = match writes.begin(scope.context.clone(), action, idempotency, resource_id).await? {
         Admission::Replay(stored) => return Ok(Written::Replayed(stored)),
         Admission::Proceed(write) => write,
     };
+    finish(state, scope, write, work).await
+}
+
+/// Runs `work` on an admitted write and commits it, or records a caller's mistake as its outcome.
+async fn finish<F>(state: &ApiState, scope: &TenantScope, mut write: Write, work: F) -> ApiResult<Written>
+where
+    F: AsyncFnOnce(&App, &mut Write) -> AppResult<Reply>,
+{
+    let writes = &state.app.writes;
     let outcome = work(&state.app, &mut write).await;
     match outcome {
         Ok(mut reply) => {

@@ -2,8 +2,10 @@
 //! returned `Write` holds a single transaction in which the change, its outbox events (each with
 //! its dispatch job), its audit record and its idempotency record all commit together, or none.
 //!
-//! Idempotency-Key lifecycle: a short transaction claims the key (IN_FLIGHT, with a lease); the
-//! effect's transaction completes it (fenced on the claim token) with the response to replay. A
+//! Idempotency-Key lifecycle: the write's transaction claims the key (IN_FLIGHT, with a lease) and
+//! completes it (fenced on the claim token) with the response to replay; a write whose effect
+//! happens outside its transaction holds the key first in a short transaction of its own
+//! (`Writes::hold`). A
 //! caller's mistake after admission (404, 409, 422) is stored as the outcome too; an internal
 //! failure releases the key so that the same request can be retried.
 
@@ -59,6 +61,8 @@ struct Claim {
     token: Uuid,
     request_hash: String,
     lease_until: Timestamp,
+    /// Claimed in a transaction of its own ([`Writes::hold`]), so it outlives the write's.
+    committed: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +70,19 @@ pub struct WriteSettings {
     /// How long a claimed key counts as in flight before another request may take it over.
     pub idempotency_lease_ms: i64,
     pub job_max_attempts: u32,
+}
+
+/// The outcome of [`Writes::hold`].
+pub enum Held {
+    /// The key is this request's until its write completes it or it is released.
+    Mine(HeldKey),
+    /// The key already completed with the same payload: answer with the stored response.
+    Replay(WriteResponse),
+}
+
+/// An Idempotency-Key claimed ahead of its write (see [`Writes::hold`]).
+pub struct HeldKey {
+    claim: Claim,
 }
 
 /// The outcome of admitting a write.
@@ -139,7 +156,62 @@ impl Writes {
                 }
             },
         };
-        Ok(Admission::Proceed(Write {
+        Ok(Admission::Proceed(self.open(tx, ctx, action, claim, resource_id)))
+    }
+
+    /// Claims the key in a transaction of its own, committed at once, for a write whose effect
+    /// happens before its transaction (a test delivery): while the claim is held, a concurrent
+    /// request with the same key meets the in-flight 409 instead of making the effect again, and
+    /// a key that completed with this very request is replayed. The write that records the
+    /// effect is then admitted by [`Writes::begin_held`]; a crash in between leaves the claim
+    /// to its lease, after which a retry takes the key over.
+    pub async fn hold(
+        &self,
+        ctx: &RequestContext,
+        action: &'static AuditAction,
+        request: IdempotencyRequest,
+    ) -> AppResult<Held> {
+        let mut tx = self.store.write().await?;
+        let held = match self.claim(tx.as_mut(), ctx, action, request).await? {
+            Claimed::Replay(response) => Held::Replay(response.into()),
+            Claimed::Mine(claim) => Held::Mine(HeldKey { claim: Claim { committed: true, ..claim } }),
+        };
+        tx.commit().await?;
+        Ok(held)
+    }
+
+    /// Admits the write of a key held by [`Writes::hold`]: its transaction completes the held
+    /// claim (fenced on its token), as [`Writes::begin`]'s does its own.
+    pub async fn begin_held(
+        &self,
+        ctx: RequestContext,
+        action: &'static AuditAction,
+        held: HeldKey,
+        resource_id: Option<String>,
+    ) -> AppResult<Write> {
+        match self.store.write().await {
+            Ok(tx) => Ok(self.open(tx, ctx, action, Some(held.claim), resource_id)),
+            Err(e) => {
+                self.release(Some(held.claim)).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Frees a held key whose effect failed for a reason worth retrying.
+    pub async fn release_held(&self, held: HeldKey) {
+        self.release(Some(held.claim)).await;
+    }
+
+    fn open(
+        &self,
+        tx: Box<dyn Tx>,
+        ctx: RequestContext,
+        action: &'static AuditAction,
+        claim: Option<Claim>,
+        resource_id: Option<String>,
+    ) -> Write {
+        Write {
             tx,
             now: self.clock.now(),
             ctx,
@@ -149,30 +221,7 @@ impl Writes {
             detail: serde_json::Value::Null,
             outcome: AuditOutcome::Success,
             job_max_attempts: self.settings.job_max_attempts,
-        }))
-    }
-
-    /// The stored response of a key that completed with this very request, read without
-    /// claiming anything: for a write whose effect happens before its transaction (a test
-    /// delivery), so that a retry with a completed key replays instead of acting again. Any
-    /// other state (no record, in flight, another payload) is `None`: the write's own
-    /// admission then decides.
-    pub async fn completed(
-        &self,
-        ctx: &RequestContext,
-        action: &'static AuditAction,
-        request: &IdempotencyRequest,
-    ) -> AppResult<Option<WriteResponse>> {
-        let scope =
-            IdempotencyScope { tenant: ctx.caller.tenant, operation: action.name.to_owned(), key: request.key.clone() };
-        let mut tx = self.store.read().await?;
-        Ok(match tx.idempotency().get(&scope).await? {
-            Some(record) if record.request_hash == request.request_hash => match record.state {
-                IdempotencyState::Completed(response) => Some(response.into()),
-                IdempotencyState::InFlight { .. } => None,
-            },
-            _ => None,
-        })
+        }
     }
 
     async fn claim(
@@ -188,8 +237,15 @@ impl Writes {
         let now = self.clock.now();
         let lease_until = now.plus_millis(self.settings.idempotency_lease_ms);
         let token = new_id();
-        let mine =
-            |scope| Claimed::Mine(Claim { scope, token, request_hash: request.request_hash.clone(), lease_until });
+        let mine = |scope| {
+            Claimed::Mine(Claim {
+                scope,
+                token,
+                request_hash: request.request_hash.clone(),
+                lease_until,
+                committed: false,
+            })
+        };
         // The claim first: a new key (the common case) then costs one statement, not a read and
         // an insert. An existing key is read after the insert found it; on PostgreSQL the insert
         // waits for another transaction holding the same key, so that read finds it settled.
@@ -255,16 +311,19 @@ impl Writes {
                 claim.as_ref(),
             );
             tx.audit().record(&record).await?;
-            if let Some(claim) = &claim {
-                // The claim rolled back with the effect: claim the key again for the refusal.
-                let now = self.clock.now();
+            let now = self.clock.now();
+            // The claim rolled back with the effect (unless it was held ahead, committed on its
+            // own): claim the key again for the refusal.
+            if let Some(claim) = claim.as_ref().filter(|c| !c.committed) {
                 tx.idempotency()
                     .insert_claim(&claim.scope, &claim.request_hash, claim.token, claim.lease_until, now)
                     .await
                     .or_conflict(|| in_flight(1))?;
-                if !tx.idempotency().complete(&claim.scope, claim.token, response, now).await? {
-                    return Err(in_flight(1));
-                }
+            }
+            if let Some(claim) = &claim
+                && !tx.idempotency().complete(&claim.scope, claim.token, response, now).await?
+            {
+                return Err(in_flight(1));
             }
             tx.commit().await?;
             Ok(())

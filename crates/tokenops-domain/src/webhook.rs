@@ -142,15 +142,18 @@ impl Webhook {
         }
     }
 
-    /// A user's status change (ACTIVE or INACTIVE). Setting ACTIVE clears a suspension and
-    /// resets the count. Returns whether queued deliveries should now go out (it became ACTIVE).
+    /// A user's status change (ACTIVE or INACTIVE). Setting ACTIVE from any other status clears
+    /// a suspension and resets the count: from INACTIVE too, so that a SUSPENDED registration
+    /// set INACTIVE on its way back to ACTIVE is not suspended again by its next failure.
+    /// Returns whether queued deliveries should now go out (it became ACTIVE).
     pub fn set_status(&mut self, to: WebhookStatus, now: Timestamp) -> Result<bool, &'static str> {
         if !to.requestable() {
             return Err("status SUSPENDED is set by the service only; request ACTIVE or INACTIVE");
         }
         let resumes = to == WebhookStatus::Active && self.status != WebhookStatus::Active;
-        if to == WebhookStatus::Active && self.status == WebhookStatus::Suspended {
+        if resumes && self.consecutive_failures != 0 {
             self.consecutive_failures = 0;
+            self.updated_at = now;
         }
         if self.status != to {
             self.status = to;
@@ -304,6 +307,24 @@ mod tests {
             updated_at: at(0),
             deleted_at: None,
         }
+    }
+
+    #[test]
+    fn activation_through_inactive_still_resets_the_count() {
+        let mut w = webhook(WebhookStatus::Active);
+        for _ in 0..SUSPEND_AFTER_FAILURES {
+            w.record_failure(at(1));
+        }
+        assert_eq!(w.status, WebhookStatus::Suspended);
+        assert_eq!(w.set_status(WebhookStatus::Inactive, at(2)), Ok(false));
+        assert_eq!(w.consecutive_failures, SUSPEND_AFTER_FAILURES);
+        assert_eq!(w.set_status(WebhookStatus::Active, at(3)), Ok(true));
+        assert_eq!((w.status, w.consecutive_failures, w.updated_at), (WebhookStatus::Active, 0, at(3)));
+        assert_eq!(w.record_failure(at(4)), FailureMark::None);
+        assert_eq!(w.status, WebhookStatus::Active);
+        // Setting ACTIVE again while ACTIVE is no resumption: the count stays.
+        assert_eq!(w.set_status(WebhookStatus::Active, at(5)), Ok(false));
+        assert_eq!(w.consecutive_failures, 1);
     }
 
     #[test]

@@ -432,6 +432,12 @@ pub fn filters_fingerprint(filters: &[(&str, Option<String>)]) -> String {
     URL_SAFE_NO_PAD.encode(&hasher.finalize()[..16])
 }
 
+/// What a cursor is bound to: the endpoint that issued it, the organisation and the filters (a
+/// [`filters_fingerprint`]).
+pub fn cursor_binding(endpoint: &str, tenant: TenantId, filters: &str) -> String {
+    format!("{endpoint}|{tenant}|{filters}")
+}
+
 fn bad_cursor() -> Error {
     Error::invalid_field("cursor", "was not issued by this endpoint for these filters; restart without a cursor")
         .with_code(Code::InvalidCursor)
@@ -490,7 +496,7 @@ impl CursorRequest {
         tenant: TenantId,
         filters: &str,
     ) -> Result<Self, Error> {
-        let binding = format!("{endpoint}|{tenant}|{filters}");
+        let binding = cursor_binding(endpoint, tenant, filters);
         let limit = bounded_size("limit", params.one("limit")?, rule)?;
         let after = params.one("cursor")?.map(|c| codec.decode(&binding, c)).transpose()?;
         Ok(Self { limit, after, binding })

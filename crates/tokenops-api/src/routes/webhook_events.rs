@@ -22,6 +22,8 @@ use crate::write::{Reply, RequiredKeyWrite};
 use serde::Deserialize;
 
 const ENDPOINT: &str = "GET /api/webhook-events";
+/// What a filtered replay's cursors are bound to (with the organisation and the filters).
+const REPLAY_ENDPOINT: &str = "POST /api/webhook-events/redeliver";
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -80,6 +82,17 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
     Ok(EventFilter { event_type, from, to, delivery_status, webhook_id })
 }
 
+/// The fingerprint a cursor of these filters is bound to (the list's and the filtered replay's).
+fn filters_fingerprint(filter: &EventFilter) -> String {
+    paging::filters_fingerprint(&[
+        ("type", filter.event_type.clone()),
+        ("from", filter.from.map(|t| t.as_micros().to_string())),
+        ("to", filter.to.map(|t| t.as_micros().to_string())),
+        ("status", filter.delivery_status.clone()),
+        ("webhookId", filter.webhook_id.map(|id| id.to_string())),
+    ])
+}
+
 /// List events, newest first (paging style D).
 #[utoipa::path(
     get, path = "/api/webhook-events", tag = "webhook-events", operation_id = "webhookEvents.list",
@@ -97,13 +110,7 @@ fn filter(params: &QueryParams) -> Result<EventFilter, Error> {
 )]
 async fn list_webhook_events(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let filter = filter(&params)?;
-    let filters = paging::filters_fingerprint(&[
-        ("type", filter.event_type.clone()),
-        ("from", filter.from.map(|t| t.as_micros().to_string())),
-        ("to", filter.to.map(|t| t.as_micros().to_string())),
-        ("status", filter.delivery_status.clone()),
-        ("webhookId", filter.webhook_id.map(|id| id.to_string())),
-    ]);
+    let filters = filters_fingerprint(&filter);
     let request =
         CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
     let events = call.state.app.events.list(call.scope.tenant, &filter, request.window()).await?;
@@ -158,6 +165,9 @@ pub struct RedeliverFilterIn {
     /// The status of the latest delivery generation, e.g. PARKED.
     pub status: Option<String>,
     pub webhook_id: Option<uuid::Uuid>,
+    /// Beyond the spec: a truncated call's nextCursor, to continue after the last event it
+    /// examined; only with the same filters, in the same organisation.
+    pub cursor: Option<String>,
 }
 
 /// Replay one event (strict).
@@ -196,15 +206,17 @@ async fn redeliver_event(call: RequiredKeyWrite<PathId>, body: Option<JsonBody<R
 /// For each matching event, newest first, the latest delivery generation to each registration
 /// (status and webhookId apply to it) is replayed when settled; what cannot be is listed in
 /// skipped with its reason. At most 500 events are queued and 2,000 deliveries examined per
-/// call; truncated tells that more remain (call again). For example status PARKED with from
-/// and to replays the deliveries that ran out of attempts in that window.
+/// call; truncated tells that more remain: call again with nextCursor as `cursor` (and the same
+/// filters) while truncated is true, to continue after the last event examined; a call without
+/// a cursor starts from the newest event again. For example status PARKED with from and to
+/// replays the deliveries that ran out of attempts in that window.
 #[utoipa::path(
     post, path = "/api/webhook-events/redeliver", tag = "webhook-events", operation_id = "webhookEvents.redeliverFiltered",
     params(crate::openapi::RequiredIdempotencyKey),
     request_body = RedeliverFilterIn,
     responses(
-        (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated; Location is the event history", body = FilteredReplay, headers(("Location" = String))),
-        (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        (status = 202, description = "queued (the new deliveries), skipped (eventId, webhookId, reason), truncated, and nextCursor (beyond the spec: a string when truncated, else null); Location is the event history", body = FilteredReplay, headers(("Location" = String))),
+        (status = 400, description = "No filter, an invalid one (from not before to, unknown type or status), a cursor issued for other filters or elsewhere (INVALID_CURSOR), Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::KeyConflicts,
         crate::openapi::ReplayBudgetExhausted,
     )
@@ -226,8 +238,12 @@ async fn redeliver_filtered(call: RequiredKeyWrite, body: JsonBody<RedeliverFilt
         return Err(Error::bad_request("Give at least one filter: type, from, to, status or webhookId").into());
     }
     let filter = filter(&QueryParams(pairs))?;
+    let codec = &call.state.cursors;
+    let binding = paging::cursor_binding(REPLAY_ENDPOINT, call.scope.tenant, &filters_fingerprint(&filter));
+    let after = value.cursor.as_deref().map(|c| codec.decode(&binding, c)).transpose()?;
     call.run(&webhooks::REDELIVER_FILTERED, &body.document, async |app, w| {
-        let out = app.webhooks.redeliver_filtered(w, filter).await?;
+        let (mut out, next) = app.webhooks.redeliver_filtered(w, filter, after).await?;
+        out.next_cursor = next.map(|position| codec.encode(&binding, position));
         Reply::accepted(&out, "/api/webhook-events".to_owned())
     })
     .await

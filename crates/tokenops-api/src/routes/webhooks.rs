@@ -248,7 +248,8 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
 /// (the registration's own test at creation is). A success resets the consecutive failure
 /// count; a failure does not count towards suspension. A SUSPENDED registration may be
 /// tested, to check the receiver before setting it ACTIVE. A key that completed answers its
-/// recorded outcome without sending again.
+/// recorded outcome without sending again; while the first call with a key is still attempting,
+/// another with the same key answers 409 and sends nothing.
 #[utoipa::path(
     post, path = "/api/webhooks/{webhookId}/test", tag = "webhooks", operation_id = "webhooks.test",
     params(path_params::WebhookId, crate::openapi::RequiredIdempotencyKey),
@@ -263,19 +264,22 @@ async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
 async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
     let request = call.request(&webhooks::TEST, &serde_json::Value::Null);
-    if let Some(replay) = write::replay_if_completed(&call.state, &request).await? {
-        return Ok(replay);
-    }
-    // The attempt holds no transaction: the write that records it opens after it. A refused
-    // attempt (no such registration, INACTIVE) is that write's outcome, audited as a failure.
-    let attempt = match call.state.app.webhooks.attempt_test(call.scope.tenant, id).await {
-        Err(error) if !error.is_final_outcome() => return Err(error.into()),
-        attempt => attempt,
-    };
-    write::run(&call.state, request, async |app, w| {
-        let (event_id, outcome) = attempt?;
-        Reply::ok(&app.webhooks.record_test(w, id, event_id, &outcome).await?)
-    })
+    // The attempt holds no transaction: the write that records it opens after it, the key held
+    // from before it. A refused attempt (no such registration, INACTIVE) is that write's
+    // outcome, audited as a failure.
+    let tenant = call.scope.tenant;
+    write::run_after(
+        &call.state,
+        request,
+        async |app| match app.webhooks.attempt_test(tenant, id).await {
+            Err(error) if !error.is_final_outcome() => Err(error),
+            attempt => Ok(attempt),
+        },
+        async |app, w, attempt| {
+            let (event_id, outcome) = attempt?;
+            Reply::ok(&app.webhooks.record_test(w, id, event_id, &outcome).await?)
+        },
+    )
     .await
 }
 

@@ -45,6 +45,9 @@ pub struct FilteredReplay {
     /// More matching deliveries remain past this call's bounds (500 events queued, 2,000
     /// deliveries examined).
     pub truncated: bool,
+    /// Beyond the spec: when truncated, pass it as `cursor` with the same filters to continue
+    /// after the last event this call examined; null otherwise (and always for one event).
+    pub next_cursor: Option<String>,
 }
 
 /// The latest generation of each registration's delivery of one event.
@@ -166,19 +169,26 @@ impl Webhooks {
         let queued = self.queue(w, &replays).await?;
         w.set_resource_id(event_id.to_string());
         w.set_audit_detail(serde_json::json!({ "queued": queued.len(), "webhookId": only }));
-        Ok(FilteredReplay { queued, skipped: Vec::new(), truncated: false })
+        Ok(FilteredReplay { queued, skipped: Vec::new(), truncated: false, next_cursor: None })
     }
 
-    /// Lenient replay of the deliveries the history filters select (newest events first): the
-    /// latest generation of each (event, registration), `status` and `webhookId` applying to
-    /// it. Queues at most 500 events and examines at most 2,000 deliveries.
-    pub async fn redeliver_filtered(&self, w: &mut Write, filter: EventFilter) -> AppResult<FilteredReplay> {
+    /// Lenient replay of the deliveries the history filters select (newest events first, from
+    /// just after `after` when a previous call was truncated): the latest generation of each
+    /// (event, registration), `status` and `webhookId` applying to it. Queues at most 500 events
+    /// and examines at most 2,000 deliveries. Returns, when truncated, the position of the last
+    /// event examined, where the next call continues (`next_cursor` is the API's to fill in).
+    pub async fn redeliver_filtered(
+        &self,
+        w: &mut Write,
+        filter: EventFilter,
+        mut after: Option<KeysetPosition>,
+    ) -> AppResult<(FilteredReplay, Option<KeysetPosition>)> {
         let tenant = w.tenant()?;
         let now = w.now();
         let mut replays: Vec<Delivery> = Vec::new();
         let mut skipped = Vec::new();
         let (mut examined, mut queued_events) = (0usize, 0usize);
-        let mut after: Option<KeysetPosition> = None;
+        let mut last_examined: Option<KeysetPosition> = None;
         let mut truncated = false;
         'pages: loop {
             let events = w.tx().events().list(tenant, &filter, KeysetRequest { after, limit: 100 }).await?;
@@ -196,11 +206,14 @@ impl Webhooks {
                         && filter.delivery_status.as_deref().is_none_or(|s| s == d.status.as_str())
                 });
                 let needed = latest.len().max(1);
-                if examined + needed > MAX_EXAMINED || queued_events >= MAX_QUEUED_EVENTS {
+                // The first event is always examined, so that a call continuing from a cursor
+                // makes progress whatever one event weighs.
+                if examined > 0 && (examined + needed > MAX_EXAMINED || queued_events >= MAX_QUEUED_EVENTS) {
                     truncated = true;
                     break 'pages;
                 }
                 examined += needed;
+                last_examined = Some(KeysetPosition { at_micros: event.occurred_at.as_micros(), id: event.id });
                 if latest.is_empty() {
                     skipped.push(SkippedDelivery {
                         event_id: event.id,
@@ -236,6 +249,7 @@ impl Webhooks {
         w.set_audit_detail(serde_json::json!({
             "queued": queued.len(), "skipped": skipped.len(), "truncated": truncated,
         }));
-        Ok(FilteredReplay { queued, skipped, truncated })
+        let next = if truncated { last_examined } else { None };
+        Ok((FilteredReplay { queued, skipped, truncated, next_cursor: None }, next))
     }
 }

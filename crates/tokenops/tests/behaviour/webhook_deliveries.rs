@@ -7,6 +7,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokenops_app::clock::Clock;
+use tokenops_domain::event::{Event, ResourceRef};
 use tokenops_testkit::webhook_receiver::{ReceivedRequest, Receiver, Response};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use uuid::Uuid;
@@ -89,6 +90,7 @@ backends!(
     twenty_failures_suspend_and_activation_sends_what_waited,
     deletion_cancels_queued_deliveries,
     replay_is_strict_for_one_event_and_lenient_for_a_filter,
+    a_truncated_filtered_replay_continues_from_its_cursor,
     the_replay_budget_refuses_with_nothing_queued
 );
 
@@ -366,6 +368,84 @@ async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backen
     let path = "/api/webhook-events/redeliver";
     let in_flight = write_in_flight(&app, "webhook_event.redeliver_filtered", Method::POST, path, &body).await;
     assert_status(&in_flight, 409, "filtered key in flight");
+}
+
+/// The filtered replay's examination bound (Limits).
+const MAX_EXAMINED: i64 = 2_000;
+
+/// Beyond the spec: a truncated filtered replay hands out `nextCursor`, and a call with it
+/// continues after the last event examined. 2,000 newer events without any delivery (each one
+/// examined, never replayable) stand before an older replayable one, which a loop restarting
+/// from the newest event would never reach.
+async fn a_truncated_filtered_replay_continues_from_its_cursor(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (webhook_id, _) = subscribe(&app, &receiver, "/k").await;
+    let oldest = status_change(&app).await;
+    receiver.wait_for_path("/k", 2, WAIT).await;
+    assert_eq!(deliveries(&app, &oldest).await[0]["status"], "DELIVERED");
+    app.clock.advance_millis(1_000);
+    let start = app.clock.now();
+    let mut tx = app.app.store.write().await.expect("begin");
+    let mut newest = None;
+    for i in 0..MAX_EXAMINED {
+        let event = Event {
+            id: Uuid::now_v7(),
+            tenant_id: app.tenant.id,
+            event_type: "customer.status_changed".into(),
+            occurred_at: start.plus_millis(i),
+            correlation_id: None,
+            idempotency_key: None,
+            resource: ResourceRef { kind: "customer".into(), id: format!("seeded-{i}") },
+            data: json!({}),
+            dispatched_at: Some(start),
+        };
+        tx.events().append(&event).await.expect("seed an event");
+        newest = Some(event.id.to_string());
+    }
+    tx.commit().await.expect("commit the events");
+    let newest = newest.expect("seeded");
+
+    let path = "/api/webhook-events/redeliver";
+    let filters = json!({ "type": "customer.status_changed" });
+    let first = app.post(path, &filters).await;
+    first.expect(202);
+    assert_eq!((first.body["truncated"].clone(), first.body["queued"].clone()), (json!(true), json!([])));
+    let skipped = first.body["skipped"].as_array().expect("skipped");
+    assert_eq!(skipped.len(), 2_000);
+    assert_eq!(skipped[0]["eventId"], newest.as_str(), "newest first");
+    assert!(skipped.iter().all(|s| s["reason"] == "NO_DELIVERY"));
+    let cursor = first.body["nextCursor"].as_str().expect("a cursor while truncated").to_owned();
+
+    let next = app.post(path, &json!({ "type": "customer.status_changed", "cursor": cursor })).await;
+    next.expect(202);
+    assert_eq!(next.body["truncated"], false, "{}", next.body);
+    assert!(next.body["nextCursor"].is_null(), "null once not truncated: {}", next.body);
+    assert_eq!(next.body["skipped"], json!([]), "nothing examined twice");
+    let queued = next.body["queued"].as_array().expect("queued");
+    assert_eq!(queued.len(), 1, "{}", next.body);
+    assert_eq!((queued[0]["webhookId"].clone(), queued[0]["generation"].clone()), (json!(webhook_id), json!(2)));
+    assert!(deliveries(&app, &oldest).await.iter().any(|d| d["id"] == queued[0]["id"]), "the oldest event's replay");
+
+    // Without a cursor, the newest event again.
+    let again = app.post(path, &filters).await;
+    again.expect(202);
+    assert_eq!(again.body["truncated"], true);
+    assert_eq!(again.body["skipped"][0]["eventId"], newest.as_str());
+
+    // The cursor is bound to its filters and to this endpoint.
+    let other_filters = json!({ "type": "customer.status_changed", "webhookId": webhook_id, "cursor": cursor });
+    let refused = app.post(path, &other_filters).await;
+    assert_status(&refused, 400, "a cursor with other filters");
+    assert_eq!(refused.body["code"], "INVALID_CURSOR");
+    let page = app.get("/api/webhook-events?type=customer.status_changed&limit=1").await;
+    let list_cursor = page.body["nextCursor"].as_str().expect("more");
+    let foreign = app.post(path, &json!({ "type": "customer.status_changed", "cursor": list_cursor })).await;
+    assert_status(&foreign, 400, "the list's cursor");
+    let other = app.new_tenant();
+    let elsewhere = app
+        .write_as(&other, Method::POST, path, &key(), &json!({ "type": "customer.status_changed", "cursor": cursor }))
+        .await;
+    assert_status(&elsewhere, 400, "another organisation's cursor");
 }
 
 async fn the_replay_budget_refuses_with_nothing_queued(backend: Backend) {

@@ -122,6 +122,30 @@ async fn failing_and_suspension_are_told_to_the_other_registrations(backend: Bac
         assert_eq!(record["category"], "WEBHOOKS", "{record}");
         assert_eq!(record["resourceType"], "webhook", "{record}");
     }
+
+    // Back to ACTIVE by way of INACTIVE: the suspension is cleared all the same (the count
+    // reset), so the next failure does not suspend it again.
+    let path = format!("/api/webhooks/{failing_id}");
+    let off = app.patch(&path, &json!({ "status": "INACTIVE" })).await;
+    off.expect(200);
+    assert_eq!(off.body["consecutiveFailures"], 20);
+    let on = app.patch(&path, &json!({ "status": "ACTIVE" })).await;
+    on.expect(200);
+    assert_eq!((on.body["status"].clone(), on.body["consecutiveFailures"].clone()), (json!("ACTIVE"), json!(0)));
+    let before = receiver.requests_to("/down").len();
+    status_change_as(&app, &app.tenant).await;
+    app.drain_jobs().await;
+    receiver.wait_for_path("/down", before + 1, WAIT).await;
+    let deadline = Instant::now() + WAIT;
+    let after = loop {
+        let after = app.get(&path).await;
+        if after.body["consecutiveFailures"].as_u64().unwrap_or(0) > 0 || Instant::now() > deadline {
+            break after;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(after.body["consecutiveFailures"].as_u64().unwrap_or(0) > 0, "the failure counted: {}", after.body);
+    assert_eq!(after.body["status"], "ACTIVE", "one failure after the reset: {}", after.body);
 }
 
 /// An app that may reach two receivers (two destinations), with `extra` settings.

@@ -14,7 +14,7 @@ use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use tokenops_webhooks::verify::{JwsExpectations, verify_hmac, verify_jws};
 use uuid::Uuid;
 
-use crate::support::{key, write_in_flight};
+use crate::support::{assert_retry_after, key, write_in_flight};
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -102,6 +102,8 @@ backends!(
     rotation_signs_with_both_secrets_during_the_overlap,
     jws_deliveries_verify_against_the_published_keys,
     the_test_endpoint_answers_the_attempt,
+    a_test_whose_key_is_in_flight_sends_nothing,
+    unknown_paths_of_the_webhook_areas_answer_in_their_form,
     each_endpoint_needs_its_permission
 );
 
@@ -459,6 +461,61 @@ async fn the_test_endpoint_answers_the_attempt(backend: Backend) {
     assert_eq!(slow.body["delivered"], false);
     assert_eq!(slow.body["failureClass"], "TIMEOUT", "{}", slow.body);
     assert!(slow.body["statusCode"].is_null());
+}
+
+/// Errors > Webhooks: a test whose key is in flight is 409, and the second call sends nothing
+/// (the first call's attempt is held at the receiver meanwhile).
+async fn a_test_whose_key_is_in_flight_sends_nothing(backend: Backend) {
+    let (app, receiver) = app_with_receiver(backend, &[]).await;
+    let created = register(&app, &receiver.url("/h"), &["webhook.test"], None).await;
+    let id = created["id"].as_str().expect("id");
+    app.drain_jobs().await;
+    receiver.wait_for_path("/h", 1, WAIT).await;
+    receiver.respond("/h", Response::Hold);
+
+    let k = key();
+    let test_path = format!("/api/webhooks/{id}/test");
+    let call = || async {
+        let sent = app.request(Method::POST, &test_path).header("Idempotency-Key", &k).send().await;
+        Reply::read(sent.expect("test")).await
+    };
+    let second = async {
+        receiver.wait_for_path("/h", 2, WAIT).await;
+        let second = call().await;
+        receiver.release("/h");
+        second
+    };
+    let (first, second) = tokio::join!(call(), second);
+    first.expect(200);
+    assert_eq!(first.body["delivered"], true, "{}", first.body);
+    assert_status(&second, 409, "test key in flight");
+    assert_eq!(second.body["code"], "IDEMPOTENCY_CONFLICT", "{}", second.body);
+    assert_retry_after(&second);
+    assert_eq!(receiver.requests_to("/h").len(), 2, "one attempt for the key");
+    // Once the first call completed, the key replays its outcome, still sending nothing.
+    let replay = call().await;
+    replay.expect(200);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body, first.body);
+    assert_eq!(receiver.requests_to("/h").len(), 2, "no attempt on a replay");
+}
+
+/// Errors > Envelope: an unknown path under the webhook prefixes is a 404 in the webhook areas'
+/// timestamp form, as every real webhook endpoint's errors are; elsewhere, ISO 8601.
+async fn unknown_paths_of_the_webhook_areas_answer_in_their_form(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let id = Uuid::now_v7();
+    for path in [
+        "/api/webhooks/".to_owned(),
+        format!("/api/webhooks/{id}/nope"),
+        "/api/webhook-events/abc/redeliver/x".to_owned(),
+        "/api/webhook-events/".to_owned(),
+    ] {
+        assert_status(&app.get(&path).await, 404, &path);
+    }
+    let elsewhere = app.get("/api/customers/x/nope").await;
+    assert_eq!(elsewhere.status, 404);
+    crate::support::assert_iso_utc(&elsewhere.body["timestamp"]);
 }
 
 async fn each_endpoint_needs_its_permission(backend: Backend) {
