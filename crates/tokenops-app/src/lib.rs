@@ -82,6 +82,8 @@ pub struct AppSettings {
     pub automation_disable_after_failures: u32,
     /// How often the audit sealer runs (`audit.seal`).
     pub audit_seal_interval: Duration,
+    /// The embedded provider's brute-force rule for passwords (login, activate).
+    pub sign_in_lockout: tokenops_identity::LockoutPolicy,
 }
 
 impl Default for AppSettings {
@@ -110,6 +112,7 @@ impl Default for AppSettings {
             automation_schedule_interval: Duration::from_secs(5),
             automation_disable_after_failures: 5,
             audit_seal_interval: Duration::from_secs(10),
+            sign_in_lockout: tokenops_identity::LockoutPolicy::default(),
         }
     }
 }

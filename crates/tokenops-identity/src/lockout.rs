@@ -1,12 +1,19 @@
 //! Brute-force protection for password sign-in, as a pure rule over a per-account state the
 //! caller stores with the user.
 //!
-//! The numbers: 5 failed attempts within 15 minutes of the first lock the account for 15
-//! minutes. That bounds an online guesser to 5 guesses per 15 minutes per account (at most 480 a
-//! day), against passwords of at least 12 characters of four kinds; and a person who mistypes a
-//! few times waits a quarter of an hour at worst. Failures during a lock neither count nor
-//! extend it, so nobody can keep someone else locked out for longer than by starting over.
-//! A success resets the state.
+//! Progressive, as managed user pools do it: after `threshold` (5) consecutive failures the
+//! account is locked for a second; each further failure made after a lock has run out locks it
+//! again for twice as long as the last (2 s, 4 s, …), up to `max_lock_ms` (15 minutes). Attempts
+//! made while a lock is in effect neither count nor extend it, so a burst of wrong attempts
+//! costs the account's owner at most the lock already running. A success resets the state, and
+//! so does quiet: a run of failures is forgotten `max_lock_ms` after its last lock ran out (or,
+//! before any lock, after its first failure).
+//!
+//! Why progressive rather than a fixed long lock: a person (or a client checking its own error
+//! handling) who mistypes five times waits a second, not a quarter of an hour, while a guesser
+//! is soon held to one guess per `max_lock_ms` per account: after the first 5 free guesses,
+//! ten more take about 17 minutes of locks, and each one after that 15 minutes (the old rule's 5
+//! per 15 minutes, against passwords of at least 12 characters of four kinds).
 //!
 //! The lock changes no response: a locked account answers `401 Invalid credentials.` exactly
 //! like a wrong password, so the lock tells an attacker nothing. The caller must not check the
@@ -20,9 +27,9 @@ use tokenops_domain::Timestamp;
 /// One account's recent failures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LockoutState {
-    /// Failures in the current window.
+    /// Consecutive failures of the current run, those made during a lock not counted.
     pub failures: u32,
-    /// When the current window's first failure happened.
+    /// When the current run's first failure happened.
     pub first_failure_at: Option<Timestamp>,
     /// Sign-in is refused until then.
     pub locked_until: Option<Timestamp>,
@@ -30,17 +37,20 @@ pub struct LockoutState {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockoutPolicy {
-    pub max_failures: u32,
-    /// Failures further apart than this from the window's first start a new window.
-    pub window_ms: i64,
-    pub lock_for_ms: i64,
+    /// Consecutive failures that lock the account the first time (at least 1).
+    pub threshold: u32,
+    /// The first lock's length; each failure after a lock has run out doubles it.
+    pub first_lock_ms: i64,
+    /// The longest lock, and how long a quiet account keeps a run of failures.
+    pub max_lock_ms: i64,
 }
 
-const FIFTEEN_MINUTES_MS: i64 = 15 * 60 * 1_000;
+/// A lock is at most 2^40 first locks long before the cap applies: past any sane cap.
+const MAX_DOUBLINGS: u32 = 40;
 
 impl Default for LockoutPolicy {
     fn default() -> Self {
-        Self { max_failures: 5, window_ms: FIFTEEN_MINUTES_MS, lock_for_ms: FIFTEEN_MINUTES_MS }
+        Self { threshold: 5, first_lock_ms: 1_000, max_lock_ms: 15 * 60 * 1_000 }
     }
 }
 
@@ -50,20 +60,25 @@ impl LockoutPolicy {
         state.locked_until.is_some_and(|until| now < until)
     }
 
+    /// How long the lock that the `failures`-th failure of a run sets lasts, if it sets one.
+    pub fn lock_ms(&self, failures: u32) -> Option<i64> {
+        let beyond = failures.checked_sub(self.threshold.max(1))?;
+        let doubled = self.first_lock_ms.saturating_mul(1_i64 << beyond.min(MAX_DOUBLINGS));
+        Some(doubled.min(self.max_lock_ms))
+    }
+
     /// The state after a failed sign-in at `now`.
     pub fn after_failure(&self, state: LockoutState, now: Timestamp) -> LockoutState {
         if self.is_locked(&state, now) {
             return state;
         }
-        let window_open = state.locked_until.is_none()
-            && state.first_failure_at.is_some_and(|first| now < first.plus_millis(self.window_ms));
+        // A run is forgotten after a quiet spell as long as the longest lock.
+        let run_since = state.locked_until.or(state.first_failure_at);
+        let forgotten = run_since.is_none_or(|since| now >= since.plus_millis(self.max_lock_ms));
         let (failures, first_failure_at) =
-            if window_open { (state.failures.saturating_add(1), state.first_failure_at) } else { (1, Some(now)) };
-        if failures >= self.max_failures {
-            LockoutState { failures, first_failure_at, locked_until: Some(now.plus_millis(self.lock_for_ms)) }
-        } else {
-            LockoutState { failures, first_failure_at, locked_until: None }
-        }
+            if forgotten { (1, Some(now)) } else { (state.failures.saturating_add(1), state.first_failure_at) };
+        let locked_until = self.lock_ms(failures).map(|ms| now.plus_millis(ms));
+        LockoutState { failures, first_failure_at, locked_until }
     }
 
     /// The state after a successful sign-in: clean.
@@ -78,8 +93,12 @@ mod tests {
 
     const T0: i64 = 1_700_000_000_000_000;
 
+    fn at_ms(ms: i64) -> Timestamp {
+        Timestamp::from_micros(T0 + ms * 1_000)
+    }
+
     fn at(secs: i64) -> Timestamp {
-        Timestamp::from_micros(T0 + secs * 1_000_000)
+        at_ms(secs * 1_000)
     }
 
     fn fail_times(policy: &LockoutPolicy, mut state: LockoutState, times: &[i64]) -> LockoutState {
@@ -90,35 +109,61 @@ mod tests {
     }
 
     #[test]
-    fn five_failures_within_fifteen_minutes_lock_for_fifteen_minutes() {
+    fn five_failures_lock_for_a_second() {
         let policy = LockoutPolicy::default();
         let state = fail_times(&policy, LockoutState::default(), &[0, 60, 120, 180]);
         assert_eq!(state.failures, 4);
         assert!(!policy.is_locked(&state, at(180)));
-        let state = policy.after_failure(state, at(899));
-        assert!(policy.is_locked(&state, at(899)));
-        assert!(policy.is_locked(&state, at(899 + 899)));
-        assert!(!policy.is_locked(&state, at(899 + 900)), "15 minutes from the fifth failure");
+        let state = policy.after_failure(state, at(200));
+        assert!(policy.is_locked(&state, at(200)));
+        assert!(policy.is_locked(&state, at_ms(200_999)));
+        assert!(!policy.is_locked(&state, at(201)), "one second from the fifth failure");
     }
 
     #[test]
-    fn failures_spread_beyond_the_window_do_not_lock() {
+    fn each_failure_after_a_lock_doubles_it_up_to_the_cap() {
         let policy = LockoutPolicy::default();
-        let state = fail_times(&policy, LockoutState::default(), &[0, 60, 120, 180, 900]);
-        assert_eq!((state.failures, state.first_failure_at), (1, Some(at(900))), "a new window");
-        assert!(!policy.is_locked(&state, at(900)));
+        let mut state = fail_times(&policy, LockoutState::default(), &[0, 0, 0, 0, 0]);
+        let mut now = at(0);
+        let mut expected = 1_000;
+        for _ in 0..15 {
+            let until = state.locked_until.expect("locked");
+            assert_eq!(until, now.plus_millis(expected));
+            now = until;
+            assert!(!policy.is_locked(&state, now));
+            state = policy.after_failure(state, now);
+            expected = (expected * 2).min(15 * 60 * 1_000);
+        }
+        assert_eq!(state.locked_until, Some(now.plus_millis(15 * 60 * 1_000)), "capped at 15 minutes");
+        assert_eq!(policy.lock_ms(u32::MAX), Some(15 * 60 * 1_000), "no overflow");
     }
 
     #[test]
     fn failures_during_a_lock_neither_count_nor_extend_it() {
         let policy = LockoutPolicy::default();
         let locked = fail_times(&policy, LockoutState::default(), &[0, 1, 2, 3, 4]);
-        assert_eq!(locked.locked_until, Some(at(904)));
-        let still = fail_times(&policy, locked, &[10, 500, 903]);
+        assert_eq!(locked.locked_until, Some(at(5)));
+        let still = policy.after_failure(locked, at_ms(4_500));
         assert_eq!(still, locked);
-        // After the lock, counting starts over: one failure does not lock again.
-        let after = policy.after_failure(still, at(904));
-        assert_eq!(after, LockoutState { failures: 1, first_failure_at: Some(at(904)), locked_until: None });
+        // The next failure after the lock is the sixth: two seconds.
+        let after = policy.after_failure(still, at(5));
+        assert_eq!(after.failures, 6);
+        assert_eq!(after.locked_until, Some(at(7)));
+    }
+
+    #[test]
+    fn a_quiet_spell_as_long_as_the_cap_forgets_the_run() {
+        let policy = LockoutPolicy::default();
+        // Before any lock: counted from the run's first failure.
+        let state = fail_times(&policy, LockoutState::default(), &[0, 60, 120, 180, 900]);
+        assert_eq!((state.failures, state.first_failure_at), (1, Some(at(900))), "a new run");
+        assert!(!policy.is_locked(&state, at(900)));
+        // After a lock: counted from when it ran out.
+        let locked = fail_times(&policy, LockoutState::default(), &[0, 0, 0, 0, 0]);
+        let just_before = policy.after_failure(locked, at(1 + 899));
+        assert_eq!(just_before.failures, 6);
+        let after = policy.after_failure(locked, at(1 + 900));
+        assert_eq!((after.failures, after.locked_until), (1, None));
     }
 
     #[test]
@@ -129,5 +174,16 @@ mod tests {
         let state = fail_times(&policy, policy.after_success(), &[4]);
         assert_eq!(state.failures, 1);
         assert_eq!(policy.after_success(), LockoutState::default());
+    }
+
+    #[test]
+    fn the_threshold_and_cap_are_the_policy_s() {
+        let policy = LockoutPolicy { threshold: 2, first_lock_ms: 1_000, max_lock_ms: 3_000 };
+        assert_eq!(policy.lock_ms(1), None);
+        assert_eq!(policy.lock_ms(2), Some(1_000));
+        assert_eq!(policy.lock_ms(3), Some(2_000));
+        assert_eq!(policy.lock_ms(4), Some(3_000));
+        let zero = LockoutPolicy { threshold: 0, ..policy };
+        assert_eq!(zero.lock_ms(1), Some(1_000), "a threshold of 0 counts as 1");
     }
 }

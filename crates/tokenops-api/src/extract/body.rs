@@ -1,7 +1,8 @@
 //! JSON request bodies: `Content-Type: application/json` (415 otherwise), a size limit (413),
-//! `Malformed JSON request` for unreadable JSON (400), and a 400 naming the field for a body
-//! of the wrong shape. The parsed document is kept for the idempotency fingerprint. Every
-//! request's body is read whole before routing (`read_whole_body`).
+//! `Malformed JSON request` for unreadable JSON (400; for the sign-in endpoints also JSON that is
+//! not an object), and a 400 naming the field for a body of the wrong shape. The parsed document
+//! is kept for the idempotency fingerprint. Every request's body is read whole before routing
+//! (`read_whole_body`).
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Request, State};
@@ -42,12 +43,40 @@ impl<T: DeserializeOwned> FromRequest<Arc<ApiState>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
-        let json = is_json_content_type(request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()));
-        if !json {
-            return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
-        }
-        parse(&read(request, state).await?)
+        required(request, state, BodyRefusal::Named).await
     }
+}
+
+/// How a body that is JSON but not an object, or that holds a NUL, is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyRefusal {
+    /// 400 `The request body must be a JSON object`, and 400 for a NUL anywhere.
+    Named,
+    /// As unreadable JSON: 400 `Malformed JSON request`; a NUL is left to the route, which
+    /// checks each field it reads.
+    SignInStyle,
+}
+
+impl<T: DeserializeOwned> JsonBody<T> {
+    /// A required body as the extractor reads it, except that JSON other than an object (`[1]`,
+    /// `null`, `"x"`) is `Malformed JSON request` and a NUL is the route's to refuse: the sign-in
+    /// endpoints' spec allows only that and `Invalid Request parameter. {field}` (Errors >
+    /// Sign-in).
+    pub async fn object_or_malformed(request: Request, state: &Arc<ApiState>) -> Result<Self, ApiError> {
+        required(request, state, BodyRefusal::SignInStyle).await
+    }
+}
+
+async fn required<T: DeserializeOwned>(
+    request: Request,
+    state: &Arc<ApiState>,
+    refusal: BodyRefusal,
+) -> Result<JsonBody<T>, ApiError> {
+    let json = is_json_content_type(request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()));
+    if !json {
+        return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
+    }
+    parse(&read(request, state).await?, refusal)
 }
 
 /// A body that may be left out (`Option<JsonBody<T>>`): an empty body is `None`, with or
@@ -65,7 +94,7 @@ impl<T: DeserializeOwned> axum::extract::OptionalFromRequest<Arc<ApiState>> for 
         if !json {
             return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
         }
-        parse(&bytes).map(Some)
+        parse(&bytes, BodyRefusal::Named).map(Some)
     }
 }
 
@@ -119,12 +148,16 @@ async fn read(request: Request, state: &Arc<ApiState>) -> Result<axum::body::Byt
 }
 
 /// A JSON object's bytes parsed into `T`, keeping the document for the fingerprint.
-fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<JsonBody<T>, ApiError> {
-    let document: Value = serde_json::from_slice(bytes).map_err(|_| ApiError::http_default(HttpCode::MalformedJson))?;
+fn parse<T: DeserializeOwned>(bytes: &[u8], refusal: BodyRefusal) -> Result<JsonBody<T>, ApiError> {
+    let malformed = || ApiError::http_default(HttpCode::MalformedJson);
+    let document: Value = serde_json::from_slice(bytes).map_err(|_| malformed())?;
     if !document.is_object() {
-        return Err(Error::bad_request("The request body must be a JSON object").into());
+        return Err(match refusal {
+            BodyRefusal::Named => Error::bad_request("The request body must be a JSON object").into(),
+            BodyRefusal::SignInStyle => malformed(),
+        });
     }
-    if contains_nul(&document) {
+    if refusal == BodyRefusal::Named && contains_nul(&document) {
         // PostgreSQL cannot store it and no field of the API has a use for it.
         return Err(Error::bad_request("Text in the request body must not contain NUL (\\u0000) characters").into());
     }

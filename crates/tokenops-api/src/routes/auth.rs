@@ -54,21 +54,36 @@ impl FromRequest<Arc<ApiState>> for SignInForm {
         // The request-id layer wraps every route, so the id is always there.
         let request_id = request.extensions().get::<RequestId>().map(|id| id.0.clone());
         let request_id = request_id.ok_or_else(|| Error::internal("a sign-in ran outside the request-id layer"))?;
-        let body = JsonBody::<Map<String, Value>>::from_request(request, state).await?;
+        let body = JsonBody::<Map<String, Value>>::object_or_malformed(request, state).await?;
         require_embedded(state)?;
         Ok(Self { request_id, fields: body.value })
     }
 }
 
-/// A required text field, or `400 Invalid Request parameter. {field}`.
+fn invalid(name: &str) -> Error {
+    Error::bad_request(format!("Invalid Request parameter. {name}")).with_code(Code::InvalidRequestParameter)
+}
+
+/// A required, non-blank text field, or `400 Invalid Request parameter. {field}`.
+fn text<'a>(body: &'a Map<String, Value>, name: &str) -> Result<&'a str, Error> {
+    body.get(name).and_then(Value::as_str).filter(|text| !text.trim().is_empty()).ok_or_else(|| invalid(name))
+}
+
+/// A required text field of at most `max` characters, without NUL (the store could not look it
+/// up), or `400 Invalid Request parameter. {field}`.
 fn field(body: &Map<String, Value>, name: &str, max: usize) -> Result<String, Error> {
-    let invalid =
-        || Error::bad_request(format!("Invalid Request parameter. {name}")).with_code(Code::InvalidRequestParameter);
-    let text = body.get(name).and_then(Value::as_str).ok_or_else(invalid)?;
-    if text.trim().is_empty() || text.chars().count() > max {
-        return Err(invalid());
+    let text = text(body, name)?;
+    if text.chars().count() > max || text.contains('\0') {
+        return Err(invalid(name));
     }
     Ok(text.to_owned())
+}
+
+/// A refresh token or a challenge's session: any non-blank text, whatever its length, which the
+/// sign-in then refuses with its 401 unless it is a live one (the spec lists no 400 for a token
+/// that is merely not ours: another provider's may be over 1,000 characters long).
+fn credential(body: &Map<String, Value>, name: &str) -> Result<String, Error> {
+    text(body, name).map(str::to_owned)
 }
 
 fn email(body: &Map<String, Value>) -> Result<String, Error> {
@@ -226,12 +241,12 @@ async fn login(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResul
     security(()),
     responses(
         (status = 200, description = "A new access token; no new refresh token", body = Refreshed),
-        (status = 400, description = "Invalid Request parameter. refreshToken", body = crate::openapi::ErrorBody),
-        (status = 401, description = "Refresh token is invalid or expired (expired, revoked, or account disabled)", body = crate::openapi::ErrorBody),
+        (status = 400, description = "Invalid Request parameter. refreshToken (absent, blank or not a string), or Malformed JSON request", body = crate::openapi::ErrorBody),
+        (status = 401, description = "Refresh token is invalid or expired. (any other text: unknown, of any length, expired, revoked, or the account disabled)", body = crate::openapi::ErrorBody),
     )
 )]
 async fn refresh(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
-    let token = field(&form.fields, "refreshToken", 256)?;
+    let token = credential(&form.fields, "refreshToken")?;
     Ok(no_store(&signin::refresh(&state.app, &form.request_id, &token).await?))
 }
 
@@ -242,9 +257,15 @@ async fn refresh(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiRes
 enum PasswordChosen {
     #[response(status = 200, description = "Tokens as login; the user becomes ACTIVE")]
     SignedIn(SignedIn),
-    #[response(status = 400, description = "Invalid Request parameter. {field}, or the password policy's message")]
+    #[response(
+        status = 400,
+        description = "Invalid Request parameter. {field}, Malformed JSON request, or the password policy's message"
+    )]
     Invalid(crate::openapi::ErrorBody),
-    #[response(status = 401, description = "Invalid credentials.")]
+    #[response(
+        status = 401,
+        description = "Invalid credentials. (a wrong, used or expired session or temporary password, of any length, or the account locked)"
+    )]
     Refused(crate::openapi::ErrorBody),
 }
 
@@ -258,7 +279,7 @@ enum PasswordChosen {
 async fn new_password(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiResult<Response> {
     let email = email(&form.fields)?;
     let new_password = field(&form.fields, "newPassword", PASSWORD_MAX)?;
-    let session = field(&form.fields, "session", 256)?;
+    let session = credential(&form.fields, "session")?;
     Ok(no_store(&signin::new_password(&state.app, &form.request_id, &email, &new_password, &session).await?))
 }
 

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::organisations;
-use tokenops_app::identity::users::{self, Invitation, UserChange, UserOut, UserQuery};
+use tokenops_app::identity::users::{self, Invitation, InviteeFields, UserChange, UserOut, UserQuery};
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{SortDirection, SortKey};
 use utoipa_axum::router::OpenApiRouter;
@@ -156,19 +156,23 @@ fn person_name(field: &str, value: Option<String>) -> Result<String, Error> {
     Ok(value)
 }
 
-fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
-    let email = email("email", body.email)?;
-    let role_name = match body.role_name {
-        Some(name) if name.chars().count() > roles::NAME_MAX => {
-            return Err(Error::invalid_field("roleName", format!("must be at most {} characters", roles::NAME_MAX)));
-        }
-        other => other,
-    };
-    Ok(Invitation {
-        email,
-        first_name: person_name("firstName", body.first_name)?,
-        last_name: person_name("lastName", body.last_name)?,
-        role_name,
+/// The invite's body, read but not refused here: the spec has the role lookup, the permission
+/// check and then the identity provider decide, so the invitee's problem waits in the
+/// [`Invitation`] for the provider's step, and a role name of any length is only looked up.
+fn parse_invitation(body: InvitationIn) -> Invitation {
+    let invitee = invitee_fields(body.email, body.first_name, body.last_name);
+    Invitation { invitee, role_name: body.role_name }
+}
+
+fn invitee_fields(
+    email_text: Option<String>,
+    first_name: Option<String>,
+    last_name: Option<String>,
+) -> Result<InviteeFields, Error> {
+    Ok(InviteeFields {
+        email: email("email", email_text)?,
+        first_name: person_name("firstName", first_name)?,
+        last_name: person_name("lastName", last_name)?,
     })
 }
 
@@ -179,7 +183,7 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
-        (status = 400, description = "email missing, blank, too long (over 254 characters) or without an @, or a name or roleName over 100 characters. The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
+        (status = 400, description = "email missing, blank, too long (over 254 characters) or without an @, or a name over 100 characters; answered after the role lookup (404) and the permission checks (403). The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         crate::openapi::NoRoleOrExternalProvider,
         (status = 409, description = "The email is registered already (in any organisation), or the key is in flight", body = crate::openapi::ErrorBody),
@@ -188,7 +192,7 @@ fn parse_invitation(body: InvitationIn) -> Result<Invitation, Error> {
 )]
 async fn invite_user(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<InvitationIn>) -> ApiResult<Response> {
     embedded_provider_only(&call.state, "Users are created at this deployment's external identity provider")?;
-    let invitation = parse_invitation(body.value)?;
+    let invitation = parse_invitation(body.value);
     let temporary = organisations::temporary_password().await?;
     let sign_in_url = format!("{}/api/auth/login", call.state.public_url);
     call.run(&users::INVITE, &body.document, async |app, w| {

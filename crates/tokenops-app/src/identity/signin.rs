@@ -2,8 +2,9 @@
 //! an invited user), completing the challenge with a new password, activation with the
 //! temporary password, and refresh. Every credential failure is the same `401 Invalid
 //! credentials.` whatever its cause (unknown email, wrong password, not ACTIVE, locked), and
-//! takes the same time; failures count towards a lockout that never changes the answer. Each
-//! attempt, successful or not, is an audit record.
+//! takes the same time; failures count towards a lockout (`AppSettings::sign_in_lockout`,
+//! progressive: see `tokenops_identity::lockout`) that never changes the answer. Each attempt,
+//! successful or not, is an audit record.
 
 use crate::App;
 use crate::context::{Caller, RequestContext};
@@ -12,7 +13,7 @@ use crate::write::{Admission, AuditAction, AuditResource, Write, WriteResponse};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
 use tokenops_domain::identity::UserStatus;
-use tokenops_identity::{LockoutPolicy, LockoutState, PasswordPolicy, opaque, passwords};
+use tokenops_identity::{LockoutState, PasswordPolicy, opaque, passwords};
 use tokenops_store::{ChallengeRecord, RefreshTokenRecord, UserRecord};
 
 /// A user signing in: the IDENTITY category, unlike `users::USER`, the organisation's management of members.
@@ -24,6 +25,17 @@ pub const REFRESH: AuditAction = SIGNING_IN_USER.action("auth.refresh");
 
 /// How long a NEW_PASSWORD_REQUIRED session may be completed.
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1_000;
+
+/// The longest refresh token or session looked up. Ours are 43 characters, but any text is
+/// answered as a credential that does not match (the spec's 401, never a 400: other providers'
+/// refresh tokens exceed 1,000 characters, and a client may send an access token by mistake);
+/// beyond this bound it is refused without being hashed or looked up.
+const OPAQUE_CREDENTIAL_MAX: usize = 8 * 1_024;
+
+/// Whether `text` is short enough to be looked up as a refresh token or session.
+fn worth_looking_up(text: &str) -> bool {
+    text.len() <= OPAQUE_CREDENTIAL_MAX
+}
 
 /// The tokens a successful sign-in returns. `Debug` hides them.
 #[derive(Clone, Serialize, utoipa::ToSchema)]
@@ -142,7 +154,7 @@ async fn refuse(
     if let Some(mut user) = user {
         // Re-read inside the write: concurrent failures each count.
         if let Some(fresh) = w.tx().users().get_for_update(user.tenant_id, user.id).await? {
-            let state = LockoutPolicy::default().after_failure(lockout_state(&fresh), w.now());
+            let state = app.settings.sign_in_lockout.after_failure(lockout_state(&fresh), w.now());
             user = fresh;
             set_lockout_state(&mut user, state);
             user.updated_at = w.now();
@@ -187,7 +199,7 @@ async fn find_user(app: &App, email: &str) -> AppResult<Option<UserRecord>> {
 pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> AppResult<LoginOutcome> {
     let now: Timestamp = app.clock.now();
     let user = find_user(app, email).await?;
-    let locked = user.as_ref().is_some_and(|u| LockoutPolicy::default().is_locked(&lockout_state(u), now));
+    let locked = user.as_ref().is_some_and(|u| app.settings.sign_in_lockout.is_locked(&lockout_state(u), now));
     // Which hash to check: the chosen password once ACTIVE, the temporary one while INVITED.
     let phc = user.as_ref().filter(|_| !locked).and_then(|u| match u.status {
         UserStatus::Active => u.password_hash.clone(),
@@ -220,7 +232,7 @@ pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> 
     let mut fresh = w.tx().users().get_for_update(user.tenant_id, user.id).await?.ok_or_else(invalid_credentials)?;
     // The password was checked outside this write (argon2 must not hold the writer): refuse if
     // meanwhile the account was locked, changed status, or the checked hash was replaced.
-    if LockoutPolicy::default().is_locked(&lockout_state(&fresh), w.now())
+    if app.settings.sign_in_lockout.is_locked(&lockout_state(&fresh), w.now())
         || fresh.status != user.status
         || fresh.password_hash != user.password_hash
         || fresh.temporary_password_hash != user.temporary_password_hash
@@ -228,7 +240,7 @@ pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> 
         drop(w);
         return Err(refuse(app, request_id, Some(user), &LOGIN, invalid_credentials(), "changed during sign-in").await?);
     }
-    set_lockout_state(&mut fresh, LockoutPolicy::default().after_success());
+    set_lockout_state(&mut fresh, app.settings.sign_in_lockout.after_success());
     if rehashed.is_some() {
         fresh.password_hash = rehashed;
     }
@@ -259,8 +271,9 @@ fn policy_check(password: &str, email: &str) -> AppResult<()> {
 
 /// How an invited user proves who they are before setting the first password.
 enum Proof {
-    /// The session of a NEW_PASSWORD_REQUIRED challenge (SHA-256 of it), consumed here.
-    Challenge(String),
+    /// The session of a NEW_PASSWORD_REQUIRED challenge (SHA-256 of it), consumed here; `None`
+    /// for text too long to be one.
+    Challenge(Option<String>),
     /// The temporary password, already verified against this hash.
     TemporaryPassword(Option<String>),
 }
@@ -280,9 +293,10 @@ async fn set_first_password(
     let now = w.now();
     let fresh = w.tx().users().get_for_update(user.tenant_id, user.id).await?;
     let proven = match (&proof, &fresh) {
-        (Proof::Challenge(session_hash), Some(_)) => {
+        (Proof::Challenge(Some(session_hash)), Some(_)) => {
             w.tx().challenges().take(session_hash, now).await?.is_some_and(|c| c.user_id == user.id)
         }
+        (Proof::Challenge(None), _) => false,
         (Proof::TemporaryPassword(verified), Some(f)) => f.temporary_password_hash == *verified,
         (_, None) => false,
     };
@@ -296,7 +310,7 @@ async fn set_first_password(
     // The temporary password is unusable from now on.
     fresh.temporary_password_hash = None;
     fresh.status = UserStatus::Active;
-    set_lockout_state(&mut fresh, LockoutPolicy::default().after_success());
+    set_lockout_state(&mut fresh, app.settings.sign_in_lockout.after_success());
     fresh.updated_at = now;
     w.tx().users().update(&fresh).await?;
     let tokens = issue_tokens(app, &mut w, &fresh, true).await?;
@@ -325,7 +339,7 @@ pub async fn new_password(
         request_id,
         user,
         new_password,
-        Proof::Challenge(opaque::hash_opaque(session)),
+        Proof::Challenge(worth_looking_up(session).then(|| opaque::hash_opaque(session))),
         &NEW_PASSWORD,
     )
     .await
@@ -342,7 +356,7 @@ pub async fn activate(
     policy_check(new_password, email)?;
     let now = app.clock.now();
     let user = find_user(app, email).await?;
-    let locked = user.as_ref().is_some_and(|u| LockoutPolicy::default().is_locked(&lockout_state(u), now));
+    let locked = user.as_ref().is_some_and(|u| app.settings.sign_in_lockout.is_locked(&lockout_state(u), now));
     let phc = user
         .as_ref()
         .filter(|u| !locked && u.status == UserStatus::Invited)
@@ -352,9 +366,8 @@ pub async fn activate(
         return Err(refuse(app, request_id, None, &ACTIVATE, invalid_credentials(), "unknown email").await?);
     };
     if !matches {
-        return Err(
-            refuse(app, request_id, Some(user), &ACTIVATE, invalid_credentials(), "wrong temporary password").await?
-        );
+        let why = if locked { "locked" } else { "wrong temporary password" };
+        return Err(refuse(app, request_id, Some(user), &ACTIVATE, invalid_credentials(), why).await?);
     }
     set_first_password(app, request_id, user, new_password, Proof::TemporaryPassword(phc), &ACTIVATE).await
 }
@@ -363,9 +376,11 @@ pub async fn activate(
 pub async fn refresh(app: &App, request_id: &str, refresh_token: &str) -> AppResult<Tokens> {
     let now = app.clock.now();
     let refused = || Error::of(Code::InvalidRefreshToken);
-    let record = {
+    let record = if worth_looking_up(refresh_token) {
         let mut tx = app.store.read().await?;
         tx.refresh_tokens().get(&opaque::hash_opaque(refresh_token)).await?
+    } else {
+        None
     };
     let user = match &record {
         Some(r) => {

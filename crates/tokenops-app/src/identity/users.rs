@@ -110,13 +110,24 @@ pub fn user_not_found(id: Uuid) -> Error {
     Error::not_found(format!("User {id} not found")).with_code(Code::UserNotFound)
 }
 
-/// An invitation as the spec describes it; `tenantId` in the body is ignored.
-#[derive(Debug, Clone)]
+/// An invitation as the spec describes it; `tenantId` in the body is ignored. Its body is "not
+/// validated up front; email uniqueness, role lookup and the identity provider decide": the
+/// route reads the invitee's fields, but what it found wrong with them is answered only where
+/// the identity provider creates the account, after the role lookup and the permission check.
+#[derive(Debug)]
 pub struct Invitation {
+    /// The account the identity provider is to create, or its 400 (email missing or not an
+    /// address, a name too long).
+    pub invitee: Result<InviteeFields, Error>,
+    pub role_name: Option<String>,
+}
+
+/// The invitee's own fields, as read from the body.
+#[derive(Debug, Clone)]
+pub struct InviteeFields {
     pub email: String,
     pub first_name: String,
     pub last_name: String,
-    pub role_name: Option<String>,
 }
 
 /// What may be changed on a user; absent fields stay.
@@ -146,9 +157,11 @@ impl Users {
 }
 
 impl Users {
-    /// Invites a user into the caller's organisation (rules 1–3): the role is USER unless named;
-    /// the caller needs the role's creation permission; the user starts INVITED and is mailed a
-    /// temporary password. An email registered in any organisation is a 409.
+    /// Invites a user into the caller's organisation (rules 1–3): the role is USER unless named
+    /// (404 unless it exists); the caller needs the role's creation permission (403); then the
+    /// identity provider creates the account: 400 for the invitee's fields found wrong, 409 for
+    /// an email registered in any organisation. The user starts INVITED and is mailed a
+    /// temporary password.
     pub async fn invite(
         &self,
         w: &mut Write,
@@ -161,14 +174,17 @@ impl Users {
         let role_name = role_name_or_user(new.role_name.as_deref());
         let role = role_named(w.tx(), tenant, role_name).await?.ok_or_else(|| role_not_found(role_name))?;
         role.check_assignable_by(&w.context().caller)?;
+        // The identity provider's part: it refuses an account it cannot create (a well-formed
+        // email cannot be taken already, so this goes before the uniqueness check unseen).
+        let fields = new.invitee?;
         let organisation =
             w.tx().tenants().get(tenant).await?.map(|t| t.name).unwrap_or_else(|| "your organisation".to_owned());
         let invitee = Invitee {
             id: new_id(),
             tenant,
-            email: new.email,
-            first_name: new.first_name,
-            last_name: new.last_name,
+            email: fields.email,
+            first_name: fields.first_name,
+            last_name: fields.last_name,
             role_id: role.record.id,
         };
         let user = invite(w, sealer, sign_in_url, invitee, &organisation, temporary).await?;

@@ -1,10 +1,11 @@
 //! The identity settings: who issues the bearer tokens (the embedded provider or the bank's own),
 //! the key set they are checked against, the audience, the master key that seals keys at rest,
-//! and the lifetimes of what the embedded provider issues.
+//! the lifetimes of what the embedded provider issues, and its sign-in lockout.
 
 use super::redact::redact_url;
 use super::sources::Reader;
 use std::time::Duration;
+use tokenops_identity::LockoutPolicy;
 
 /// Who issues the bearer tokens the service accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +70,18 @@ pub(super) fn read(r: &mut Reader, public_url: &str) -> Identity {
     let audience = r.text("TOKENOPS_AUTH_AUDIENCE").map(|a| a.trim().to_owned());
     let jwks_ttl = r.seconds("TOKENOPS_AUTH_JWKS_TTL_SECS", 300, 10, 86_400);
     Identity { provider, issuer, jwks_url, master_key, token_lifetimes, audience, jwks_ttl }
+}
+
+/// The embedded provider's brute-force rule: failures in a row before the first lock (one
+/// second, doubled by each failure after a lock has run out) and the longest lock.
+pub(super) fn lockout(r: &mut Reader, d: &LockoutPolicy) -> LockoutPolicy {
+    let threshold = r.integer("TOKENOPS_SIGN_IN_LOCKOUT_THRESHOLD", i64::from(d.threshold), 1, 1_000);
+    let max_lock_secs = r.integer("TOKENOPS_SIGN_IN_LOCKOUT_MAX_SECS", d.max_lock_ms / 1_000, 1, 86_400);
+    LockoutPolicy {
+        threshold: u32::try_from(threshold).unwrap_or(d.threshold),
+        max_lock_ms: max_lock_secs * 1_000,
+        ..*d
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +158,20 @@ mod tests {
         }
         for ttl in ["10", "86400"] {
             load(&[("TOKENOPS_AUTH_JWKS_TTL_SECS", ttl)]).unwrap_or_else(|e| panic!("{ttl}: {e}"));
+        }
+    }
+
+    #[test]
+    fn the_sign_in_lockout_is_set_within_bounds() {
+        let c = load(&[]).expect("defaults");
+        assert_eq!(c.app.sign_in_lockout, tokenops_identity::LockoutPolicy::default());
+        let c = load(&[("TOKENOPS_SIGN_IN_LOCKOUT_THRESHOLD", "3"), ("TOKENOPS_SIGN_IN_LOCKOUT_MAX_SECS", "60")])
+            .expect("valid");
+        assert_eq!((c.app.sign_in_lockout.threshold, c.app.sign_in_lockout.max_lock_ms), (3, 60_000));
+        assert_eq!(c.app.sign_in_lockout.first_lock_ms, 1_000);
+        for (name, bad) in [("TOKENOPS_SIGN_IN_LOCKOUT_THRESHOLD", "0"), ("TOKENOPS_SIGN_IN_LOCKOUT_MAX_SECS", "0")] {
+            let text = load(&[(name, bad)]).expect_err(bad).to_string();
+            assert!(text.contains(name), "{text}");
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The workers' settings: the node's role and threads, the jobs (attempts, leases, backoff,
 //! retention), the sweeps' intervals, and the rest of what the application services take
-//! (`AppSettings`: idempotency records, approvals, policy decisions, automations, scripts).
+//! (`AppSettings`: idempotency records, approvals, policy decisions, automations, scripts, the
+//! sign-in lockout).
 
+use super::identity;
 use super::scripts;
 use super::sources::Reader;
 use super::store::DatabaseUrl;
@@ -120,5 +122,6 @@ pub(super) fn app_settings(r: &mut Reader, database: &DatabaseUrl) -> AppSetting
             1_000,
         ))
         .unwrap_or(5),
+        sign_in_lockout: identity::lockout(r, &defaults.sign_in_lockout),
     }
 }

@@ -421,6 +421,41 @@ async fn an_invitation_without_names_is_decided_by_role_and_email(backend: Backe
     refused_with(&post(&app, &users(&tenant), &owner, &long).await, 400, "firstName");
 }
 
+/// The invitee's fields are not validated up front either: the role lookup (404) and the
+/// permission check (403) answer first, and only then does the identity provider refuse an
+/// account it cannot create (400 naming the field).
+async fn an_invitees_bad_email_is_answered_after_the_role_lookup_and_the_permission(backend: Backend) {
+    let (app, tenant, owner) = organisation(backend).await;
+    let path = users(&tenant);
+    let (_, admin) = invite_and_activate(&app, &tenant, &owner, "adam@bank.example", Some("ADMIN")).await;
+    for email in [json!("not-an-email"), json!(" "), Value::Null, json!("a b@bank.example")] {
+        let unknown_role = json!({ "email": email, "roleName": "Nope" });
+        refused(&post(&app, &path, &owner, &unknown_role).await, 404, "Role Nope not found");
+        let beyond = json!({ "email": email, "roleName": "SUPER_ADMIN" });
+        refused(&post(&app, &path, &admin, &beyond).await, 403, "Missing permission: super_admin:create");
+        let valid_role = json!({ "email": email, "roleName": "USER" });
+        refused_with(&post(&app, &path, &owner, &valid_role).await, 400, "email: ");
+    }
+    refused(&post(&app, &path, &owner, &json!({ "roleName": "Nope" })).await, 404, "Role Nope not found");
+    refused(&post(&app, &path, &owner, &json!({ "roleName": "USER" })).await, 400, "email: is required");
+    let bad_email = json!({ "email": "not-an-email", "roleName": "USER" });
+    refused(&post(&app, &path, &owner, &bad_email).await, 400, "email: is not an email address");
+    // A name too long waits for the provider too; a role name of any length is only looked up.
+    let long_name = json!({ "email": "long@bank.example", "lastName": "n".repeat(101), "roleName": "Nope" });
+    refused(&post(&app, &path, &owner, &long_name).await, 404, "Role Nope not found");
+    let long_role = "r".repeat(150);
+    let long_role_body = json!({ "email": "long@bank.example", "roleName": long_role });
+    refused(&post(&app, &path, &owner, &long_role_body).await, 404, &format!("Role {long_role} not found"));
+    // Nobody was invited; the provider's refusals are audited as failures, as the others are.
+    assert_page_c(&get(&app, &path, &owner).await, 0, 20, 2);
+    let refused_400 = audit_records(&app, &owner, "user.invite")
+        .await
+        .into_iter()
+        .filter(|r| r["outcome"] == "FAILURE" && r["httpStatus"] == 400)
+        .count();
+    assert!(refused_400 >= 2, "refused invitations are audited");
+}
+
 async fn a_blank_role_name_means_user_and_platform_names_match_case_insensitively(backend: Backend) {
     let (app, tenant, owner) = organisation(backend).await;
     let operators = create_role(&app, &tenant, &owner, "Operators", &["customer:read"]).await;
@@ -1919,6 +1954,7 @@ backends!(
     the_permission_catalogue_names_every_permission_and_the_platform_roles_granting_it,
     inviting_a_user_answers_200_with_the_invited_user_and_mails_the_invitation,
     an_invitation_without_names_is_decided_by_role_and_email,
+    an_invitees_bad_email_is_answered_after_the_role_lookup_and_the_permission,
     a_blank_role_name_means_user_and_platform_names_match_case_insensitively,
     an_unknown_role_name_is_404_role_not_found,
     handing_out_a_role_needs_the_permission_the_role_requires,
