@@ -15,7 +15,7 @@ use tokenops_domain::automation::{
 };
 use tokenops_domain::event::EventType;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
-use tokenops_domain::script::ScriptStatus;
+use tokenops_domain::script::{Script, ScriptStatus};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_scripting::{Override, ParamValue};
 use tokenops_store::{Store, Tx};
@@ -163,6 +163,21 @@ async fn live(tx: &mut dyn Tx, tenant: TenantId, id: Uuid) -> AppResult<Automati
     found.filter(|a| a.status != AutomationStatus::Deleted).ok_or_else(|| not_found(id))
 }
 
+/// The automation's script, unless it was deleted: an automation switched off so that its
+/// script could be deleted neither runs nor comes back on (409).
+async fn script_not_deleted(tx: &mut dyn Tx, automation: &Automation) -> AppResult<Script> {
+    let id = automation.id;
+    let script = tx.scripts().get(automation.tenant_id, automation.script_id).await?;
+    let script = script.ok_or_else(|| Error::internal(format!("automation {id}: its script is gone")))?;
+    if script.status == ScriptStatus::Deleted {
+        return Err(conflict(format!(
+            "Automation {id} runs script {}, which was deleted: create an automation on a PUBLISHED script",
+            script.id
+        )));
+    }
+    Ok(script)
+}
+
 fn conflict(message: String) -> Error {
     Error::conflict(message).with_code(Code::AutomationStateConflict)
 }
@@ -190,6 +205,7 @@ pub fn check_trigger(trigger: &Trigger) -> AppResult<()> {
     match trigger {
         Trigger::OnDemand => Ok(()),
         Trigger::Scheduled { cron, time_zone } => {
+            Schedule::time_zone(time_zone).map_err(|e| Error::invalid_field("timeZone", e))?;
             Schedule::parse(cron, time_zone).map(|_| ()).map_err(|e| Error::invalid_field("cron", e))
         }
         Trigger::Event { event_type } => match EventType::parse(event_type) {
@@ -301,6 +317,9 @@ impl Automations {
         let tenant = w.tenant()?;
         let mut automation = w.tx().automations().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         check_status_change(automation.status, status).map_err(|e| Error::invalid_field("status", e))?;
+        if status == AutomationStatus::Active {
+            script_not_deleted(w.tx(), &automation).await?;
+        }
         let before = AutomationOut::from(&automation);
         let now = w.now();
         automation.status = status;
@@ -332,8 +351,7 @@ impl Automations {
                 automation.trigger.kind().as_str()
             )));
         }
-        let script = w.tx().scripts().get(tenant, automation.script_id).await?;
-        let script = script.ok_or_else(|| Error::internal(format!("automation {id}: its script is gone")))?;
+        let script = script_not_deleted(w.tx(), &automation).await?;
         let decls = declarations(&script.parameters)?;
         // The automation's own values first, then the call's overrides over them.
         let mut merged = as_overrides(&decls, &automation.parameters);

@@ -27,9 +27,14 @@ const MONTHS: [&str; 12] = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AU
 const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
 impl Schedule {
+    /// The IANA zone `name`, which a schedule's times are read in.
+    pub fn time_zone(name: &str) -> Result<TimeZone, String> {
+        TimeZone::get(name).map_err(|_| format!("unknown time zone {name:?}"))
+    }
+
     /// Parses `cron` in the IANA zone `time_zone`; the error says which part is wrong.
     pub fn parse(cron: &str, time_zone: &str) -> Result<Self, String> {
-        let zone = TimeZone::get(time_zone).map_err(|_| format!("unknown time zone {time_zone:?}"))?;
+        let zone = Self::time_zone(time_zone)?;
         let fields: Vec<&str> = cron.split_whitespace().collect();
         let [minute, hour, day, month, weekday] = fields[..] else {
             return Err(format!(

@@ -56,6 +56,7 @@ backends!(
     an_automation_needs_a_published_script_and_valid_fields,
     automations_are_listed_in_style_a_with_their_filters,
     a_status_change_refuses_the_current_status_and_leaving_deleted,
+    an_automation_whose_script_was_deleted_neither_comes_back_on_nor_runs,
     a_run_on_demand_needs_active_on_demand_and_fitting_overrides,
     a_run_records_its_parameters_log_and_result,
     a_treasury_script_submits_a_mint_that_settles_once,
@@ -84,7 +85,9 @@ async fn an_automation_needs_a_published_script_and_valid_fields(backend: Backen
     let scheduled = |cron: &str, zone: Option<&str>| json!({ "scriptId": draft, "triggerType": "SCHEDULED", "cron": cron, "timeZone": zone, "parameters": [account] });
     refused(&app.post("/api/automations", &scheduled("0 17 * *", Some("UTC"))).await, 400, "five fields");
     refused(&app.post("/api/automations", &scheduled("0 17 * * *", None)).await, 400, "timeZone");
-    refused(&app.post("/api/automations", &scheduled("0 17 * * *", Some("Mars/Base"))).await, 400, "time zone");
+    let unknown_zone = app.post("/api/automations", &scheduled("0 17 * * *", Some("Mars/Base"))).await;
+    refused(&unknown_zone, 400, "time zone");
+    assert_eq!(unknown_zone.body["details"][0]["field"], "timeZone", "{}", unknown_zone.body);
     refused(
         &app.post(
             "/api/automations",
@@ -151,6 +154,23 @@ async fn a_status_change_refuses_the_current_status_and_leaving_deleted(backend:
         404,
         "not found",
     );
+}
+
+async fn an_automation_whose_script_was_deleted_neither_comes_back_on_nor_runs(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (script, id) = on_demand(&app, "gone", "1", json!([])).await;
+    let status = format!("/api/automations/{id}/status");
+    crate::scripts::set_status(&app, &script, "DEPRECATED").await.expect(200);
+    let delete = format!("/api/scripts/{script}");
+    refused(&app.write(Method::DELETE, &delete, "delete-1", &Value::Null).await, 409, "ACTIVE");
+    app.patch(&status, &json!({ "status": "INACTIVE" })).await.expect(200);
+    app.write(Method::DELETE, &delete, "delete-2", &Value::Null).await.expect(204);
+    // Switched off so that its script could go, it stays off: its script no longer exists.
+    refused(&app.patch(&status, &json!({ "status": "ACTIVE" })).await, 409, "deleted");
+    assert_eq!(app.get(&format!("/api/automations/{id}")).await.body["status"], "INACTIVE");
+    refused(&execute(&app, &id, &json!({})).await, 409, "ACTIVE");
+    // Other moves stay open: it can still be deleted.
+    app.patch(&status, &json!({ "status": "DELETED" })).await.expect(200);
 }
 
 async fn a_run_on_demand_needs_active_on_demand_and_fitting_overrides(backend: Backend) {
