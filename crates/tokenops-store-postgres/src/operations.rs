@@ -18,9 +18,9 @@ use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, OPERATION_COLUMNS};
 use tokenops_store::{InFlight, OperationStore, StoreResult, SubmissionReads};
+use tokenops_store::{conditions, sorting};
 use uuid::Uuid;
 
 /// Built once: it runs on every accepted submission.
@@ -32,8 +32,6 @@ static SUBMISSION_READS: LazyLock<String> =
 fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> Clause {
     conditions::operation_selection(filter, after, "state", |at, id| format!("(created_at, id) < ({at}, {id})"))
 }
-
-const OPERATION_ORDER: &str = "created_at DESC, id DESC";
 
 #[async_trait]
 impl OperationStore for PostgresTx {
@@ -123,13 +121,7 @@ impl OperationStore for PostgresTx {
     ) -> StoreResult<Page<Operation>> {
         let clause = selection(filter, None);
         self.flush().await?;
-        let total = self.count_of(&clause, tenant, clause.count_sql("operations")).await?;
-        let sql = clause.page_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER);
-        let query = clause::bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(i64::from(page.size))
-            .bind(codec::sql_i64(page.offset()));
-        let items = self.fetch_all(query, codec::decoded).await?;
-        Ok(Page { items, total })
+        self.page_of(&clause, tenant, &rows::OPERATIONS, sorting::NEWEST_FIRST, page, codec::decoded).await
     }
 
     async fn list_after(
@@ -140,7 +132,7 @@ impl OperationStore for PostgresTx {
     ) -> StoreResult<Vec<Operation>> {
         let clause = selection(filter, window.after);
         let limit = clause.placeholder(clause.next());
-        let sql = format!("{} LIMIT {limit}", clause.rows_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER));
+        let sql = format!("{} LIMIT {limit}", clause.rows_sql("operations", OPERATION_COLUMNS, sorting::NEWEST_FIRST));
         self.fetch_all(
             clause::bind(&clause, tenant, sqlx::query(sqlx::AssertSqlSafe(sql))).bind(i64::from(window.limit)),
             codec::decoded,

@@ -6,7 +6,7 @@
 //! SQL.
 
 use crate::clause::{self, Clause};
-use crate::codec::{asset_text, page_limits};
+use crate::codec::asset_text;
 use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -18,9 +18,9 @@ use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{Operation, OperationFilter};
 use tokenops_domain::paging::{KeysetPosition, KeysetRequest, Page, PageRequest};
 use tokenops_domain::{TenantId, Timestamp};
-use tokenops_store::conditions;
 use tokenops_store::rows::{self, OPERATION_COLUMNS};
 use tokenops_store::{InFlight, OperationStore, StoreError, StoreResult, SubmissionReads};
+use tokenops_store::{conditions, sorting};
 
 fn int(value: u64) -> StoreResult<i64> {
     i64::try_from(value).map_err(|_| StoreError::Backend(format!("{value} does not fit an INTEGER column").into()))
@@ -74,8 +74,6 @@ fn selection(filter: &OperationFilter, after: Option<KeysetPosition>) -> Clause 
         format!("(created_at < {at} OR (created_at = {at} AND id < {id}))")
     })
 }
-
-const OPERATION_ORDER: &str = "created_at DESC, id DESC";
 
 #[async_trait]
 impl OperationStore for SqliteTx {
@@ -156,14 +154,7 @@ impl OperationStore for SqliteTx {
         page: PageRequest,
     ) -> StoreResult<Page<Operation>> {
         let clause = selection(filter, None);
-        let total = self.count_of(&clause, tenant, &clause.count_sql("operations"))?;
-        let sql = clause.page_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER);
-        let (limit, offset) = page_limits(page);
-        let mut values = clause::values(&clause, tenant);
-        values.push(Value::Integer(limit));
-        values.push(Value::Integer(offset));
-        let items = self.fetch_all(&sql, params_from_iter(values), codec::decoded)?;
-        Ok(Page { items, total })
+        self.page_of(&clause, tenant, &rows::OPERATIONS, sorting::NEWEST_FIRST, page, codec::decoded)
     }
 
     async fn list_after(
@@ -174,7 +165,7 @@ impl OperationStore for SqliteTx {
     ) -> StoreResult<Vec<Operation>> {
         let clause = selection(filter, window.after);
         let limit = clause.placeholder(clause.next());
-        let sql = format!("{} LIMIT {limit}", clause.rows_sql("operations", OPERATION_COLUMNS, OPERATION_ORDER));
+        let sql = format!("{} LIMIT {limit}", clause.rows_sql("operations", OPERATION_COLUMNS, sorting::NEWEST_FIRST));
         let mut values = clause::values(&clause, tenant);
         values.push(Value::Integer(i64::from(window.limit)));
         self.fetch_all(&sql, params_from_iter(values), codec::decoded)

@@ -9,6 +9,9 @@ use tokenops_domain::paging::SortKey;
 /// clients): oldest first, the id breaking ties.
 pub const CREATED_ORDER: &str = "created_at ASC, id ASC";
 
+/// The order of lists kept newest first (operations).
+pub const NEWEST_FIRST: &str = "created_at DESC, id DESC";
+
 /// The columns users sort by. `role_name` is the name of the user's role: a platform role or a
 /// custom role of the user's organisation (NULL, so first ascending, for an unknown role).
 pub const USER_SORT: &[(&str, &str)] = &[
