@@ -47,17 +47,27 @@ pub const GROUP_SORT: &[(&str, &str)] = &[
     ("id", "id"),
 ];
 
+/// The columns of these lists holding words people read (names, emails, descriptions): sorted
+/// as people do, without regard to case (`alice` before `Bob`), where a plain column would sort
+/// every capital before every small letter on SQLite and by the server's locale on PostgreSQL.
+const WORDS: &[&str] = &["email", "first_name", "last_name", "role_name", "name", "description", "key"];
+
 /// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
 /// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
 /// from the request; a column the list does not know is refused rather than placed in SQL.
 pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
     let mut order = Vec::with_capacity(sort.len() + 1);
     for key in sort {
-        let (_, sql) = columns
+        let (name, sql) = columns
             .iter()
             .find(|(name, _)| *name == key.column)
             .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
-        order.push(format!("{sql} {}", key.direction.sql()));
+        let direction = key.direction.sql();
+        if WORDS.contains(name) {
+            order.push(format!("LOWER({sql}) {direction}, {sql} {direction}"));
+        } else {
+            order.push(format!("{sql} {direction}"));
+        }
     }
     order.push("id ASC".to_owned());
     Ok(order.join(", "))

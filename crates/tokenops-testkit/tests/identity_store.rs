@@ -445,22 +445,22 @@ async fn users_sort_by_the_name_of_their_role(backend: Backend) {
     insert_users(&*fx.store, &users).await;
 
     let emails = |users: &[&UserRecord]| users.iter().map(|u| u.email.clone()).collect::<Vec<_>>();
-    // Code point order of the names ("clerk" after "USER"); no name sorts first ascending, last
-    // descending; the id breaks ties, ascending, whatever the direction.
+    // The names without regard to case ("clerk" before "SUPER_ADMIN"); no name sorts first
+    // ascending, last descending; the id breaks ties, ascending, whatever the direction.
     let (listed, total) = list(&*fx.store, t, UserFilter::default(), &[asc("role_name")], 0, 50).await;
     assert_eq!(total, 8);
     assert_eq!(
         listed,
-        emails(&[&nameless[0], &nameless[1], &admins[0], &admins[1], &users[5], &users[3], &users[1], &users[0]])
+        emails(&[&nameless[0], &nameless[1], &admins[0], &admins[1], &users[5], &users[0], &users[3], &users[1]])
     );
     let (listed, _) = list(&*fx.store, t, UserFilter::default(), &[desc("role_name")], 0, 50).await;
     assert_eq!(
         listed,
-        emails(&[&users[0], &users[1], &users[3], &users[5], &admins[0], &admins[1], &nameless[0], &nameless[1]])
+        emails(&[&users[1], &users[3], &users[0], &users[5], &admins[0], &admins[1], &nameless[0], &nameless[1]])
     );
     // With a further key, a filter and paging.
     let (listed, _) = list(&*fx.store, t, UserFilter::default(), &[asc("role_name"), desc("email")], 1, 3).await;
-    assert_eq!(listed, ["admin1@x.io", "auditor@x.io", "super@x.io"]);
+    assert_eq!(listed, ["admin1@x.io", "auditor@x.io", "clerk@x.io"]);
     let admins_only = UserFilter { role_id: Some(ADMIN), ..UserFilter::default() };
     assert_eq!(
         list(&*fx.store, t, admins_only, &[desc("role_name")], 0, 50).await,
@@ -932,8 +932,8 @@ async fn roles_sort_and_page_with_the_platform_roles(backend: Backend) {
     insert_roles(&*fx.store, &roles).await;
 
     let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
-    // Code point order: upper case before lower case.
-    let by_name = names(&["ADMIN", "Auditor", "Clerk", "SUPER_ADMIN", "USER", "approver"]);
+    // Without regard to case: "approver" among the capitals, not after them.
+    let by_name = names(&["ADMIN", "approver", "Auditor", "Clerk", "SUPER_ADMIN", "USER"]);
     assert_eq!(list_roles(&*fx.store, t, &[asc("name")], 0, 10).await, (by_name.clone(), 6));
     let mut reversed = by_name.clone();
     reversed.reverse();
@@ -943,7 +943,7 @@ async fn roles_sort_and_page_with_the_platform_roles(backend: Backend) {
     assert_eq!(list_roles(&*fx.store, t, &[asc("created_at")], 0, 10).await.0, by_created);
     let by_updated = names(&["approver", "Clerk", "Auditor", "ADMIN", "SUPER_ADMIN", "USER"]);
     assert_eq!(list_roles(&*fx.store, t, &[desc("updated_at"), asc("name")], 0, 10).await.0, by_updated);
-    let by_description = names(&["ADMIN", "USER", "SUPER_ADMIN", "approver", "Clerk", "Auditor"]);
+    let by_description = names(&["approver", "ADMIN", "Clerk", "Auditor", "USER", "SUPER_ADMIN"]);
     assert_eq!(list_roles(&*fx.store, t, &[asc("description")], 0, 10).await.0, by_description);
     // Without keys: by id (the platform ids are the lowest).
     let (by_id, _) = list_roles(&*fx.store, t, &[], 0, 10).await;
@@ -1138,15 +1138,15 @@ async fn groups_sort_and_page(backend: Backend) {
     insert_groups(&*fx.store, &groups).await;
 
     let keys = |list: &[&str]| list.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
-    let by_key = keys(&["Board", "audit", "ops", "payments"]);
+    let by_key = keys(&["audit", "Board", "ops", "payments"]);
     assert_eq!(list_groups(&*fx.store, t, &[asc("key")], 0, 10).await, (by_key.clone(), 4));
     let mut reversed = by_key.clone();
     reversed.reverse();
     assert_eq!(list_groups(&*fx.store, t, &[desc("key")], 0, 10).await, (reversed, 4));
     assert_eq!(list_groups(&*fx.store, t, &[asc("name")], 0, 10).await.0, keys(&["audit", "ops", "payments", "Board"]));
-    let by_status = keys(&["Board", "audit", "ops", "payments"]);
+    let by_status = keys(&["audit", "Board", "ops", "payments"]);
     assert_eq!(list_groups(&*fx.store, t, &[asc("status"), asc("key")], 0, 10).await.0, by_status);
-    let by_status_desc = keys(&["ops", "payments", "Board", "audit"]);
+    let by_status_desc = keys(&["ops", "payments", "audit", "Board"]);
     assert_eq!(list_groups(&*fx.store, t, &[desc("status"), asc("key")], 0, 10).await.0, by_status_desc);
     assert_eq!(
         list_groups(&*fx.store, t, &[asc("created_at")], 0, 10).await.0,

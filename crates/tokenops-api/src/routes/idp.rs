@@ -92,14 +92,35 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
     response
 }
 
+/// Why a token request's client authentication was refused (RFC 6749 §5.2).
+#[derive(Clone, Copy)]
+enum ClientAuthRefusal {
+    /// More than one method used: `invalid_request`, 400.
+    TwoMethods,
+    /// None given, an unsupported scheme, or malformed credentials: `invalid_client`, 401.
+    Failed(&'static str),
+}
+
+impl ClientAuthRefusal {
+    fn response(self) -> Response {
+        match self {
+            Self::TwoMethods => {
+                oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "use one client authentication method, not two")
+            }
+            Self::Failed(why) => oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", why),
+        }
+    }
+}
+
 /// The client's id and secret from HTTP Basic (RFC 6749 §2.3.1, form-urlencoded parts) or from
-/// the form body; both at once is an invalid request.
-fn client_credentials(headers: &HeaderMap, form: &[(String, String)]) -> Result<(String, String), &'static str> {
+/// the form body.
+fn client_credentials(headers: &HeaderMap, form: &[(String, String)]) -> Result<(String, String), ClientAuthRefusal> {
+    use ClientAuthRefusal::{Failed, TwoMethods};
     let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let from_form = match (field("client_id"), field("client_secret")) {
         (Some(id), Some(secret)) => Some((id, secret)),
         (None, None) => None,
-        _ => return Err("client_id and client_secret must be given together"),
+        _ => return Err(Failed("client_id and client_secret must be given together")),
     };
     let from_header = match headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         None => None,
@@ -107,19 +128,20 @@ fn client_credentials(headers: &HeaderMap, form: &[(String, String)]) -> Result<
             let encoded = value
                 .strip_prefix("Basic ")
                 .or_else(|| value.strip_prefix("basic "))
-                .ok_or("the Authorization header must use the Basic scheme")?;
-            let decoded = STANDARD.decode(encoded.trim()).map_err(|_| "malformed Basic credentials")?;
-            let text = String::from_utf8(decoded).map_err(|_| "malformed Basic credentials")?;
-            let (id, secret) = text.split_once(':').ok_or("malformed Basic credentials")?;
+                .ok_or(Failed("the Authorization header must use the Basic scheme"))?;
+            let malformed = Failed("malformed Basic credentials");
+            let decoded = STANDARD.decode(encoded.trim()).map_err(|_| malformed)?;
+            let text = String::from_utf8(decoded).map_err(|_| malformed)?;
+            let (id, secret) = text.split_once(':').ok_or(malformed)?;
             let decode =
                 |s: &str| form_urlencoded::parse(format!("v={s}").as_bytes()).next().map(|(_, v)| v.into_owned());
             Some((decode(id).unwrap_or_default(), decode(secret).unwrap_or_default()))
         }
     };
     match (from_form, from_header) {
-        (Some(_), Some(_)) => Err("use one client authentication method, not two"),
+        (Some(_), Some(_)) => Err(TwoMethods),
         (Some(c), None) | (None, Some(c)) => Ok(c),
-        (None, None) => Err("client authentication is required"),
+        (None, None) => Err(Failed("client authentication is required")),
     }
 }
 
@@ -136,8 +158,8 @@ fn client_credentials(headers: &HeaderMap, form: &[(String, String)]) -> Result<
     security((), ("clientBasic" = [])),
     responses(
         (status = 200, description = "The access token (Cache-Control: no-store)", body = TokenResponse),
-        (status = 400, description = "invalid_request (not form-encoded, no grant_type, no or two client authentications) or unsupported_grant_type", body = OAuthError),
-        (status = 401, description = "invalid_client: unknown or disabled client, or a wrong secret (WWW-Authenticate: Basic)", body = OAuthError),
+        (status = 400, description = "invalid_request (not form-encoded, no grant_type, two client authentication methods) or unsupported_grant_type", body = OAuthError),
+        (status = 401, description = "invalid_client (WWW-Authenticate: Basic): no client authentication, a scheme other than Basic, malformed credentials, an unknown or disabled client, or a wrong secret", body = OAuthError),
         (status = 404, description = "The deployment uses an external identity provider", body = crate::openapi::ErrorBody),
         (status = 500, description = "System error occurred", body = crate::openapi::ErrorBody),
     )
@@ -171,7 +193,7 @@ pub(crate) async fn token(
     }
     let (client_id, secret) = match client_credentials(&headers, &form) {
         Ok(c) => c,
-        Err(problem) => return Ok(oauth_error(StatusCode::BAD_REQUEST, "invalid_request", problem)),
+        Err(refusal) => return Ok(refusal.response()),
     };
     let Some(issued) = state.app.identity.client_credentials(&client_id, &secret, &request_id.0).await? else {
         return Ok(oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "client authentication failed"));

@@ -133,13 +133,22 @@ async fn the_token_endpoint_answers_oauth_errors(backend: Backend) {
     let password_grant = token_request(&app, "grant_type=password&username=a&password=b", Some((id, "x")), form).await;
     password_grant.expect(400);
     assert_eq!(password_grant.body["error"], "unsupported_grant_type");
-    token_request(&app, "grant_type=client_credentials", None, form).await.expect(400);
+    // No client authentication, or half of one, is a failed one (RFC 6749 §5.2): 401.
+    let anonymous = token_request(&app, "grant_type=client_credentials", None, form).await;
+    anonymous.expect(401);
+    assert_eq!(anonymous.body["error"], "invalid_client");
+    assert!(anonymous.header("www-authenticate").is_some_and(|v| v.starts_with("Basic")));
+    let id_only = token_request(&app, &format!("grant_type=client_credentials&client_id={id}"), None, form).await;
+    id_only.expect(401);
+    assert_eq!(id_only.body["error"], "invalid_client");
     let json_body =
         token_request(&app, "{\"grant_type\":\"client_credentials\"}", Some((id, "x")), "application/json").await;
     json_body.expect(400);
     assert_eq!(json_body.body["error"], "invalid_request");
     let both = format!("grant_type=client_credentials&client_id={id}&client_secret=x");
-    token_request(&app, &both, Some((id, "x")), form).await.expect(400);
+    let two_methods = token_request(&app, &both, Some((id, "x")), form).await;
+    two_methods.expect(400);
+    assert_eq!(two_methods.body["error"], "invalid_request");
 }
 
 async fn a_token_of_an_untrusted_issuer_is_401_on_the_embedded_provider(backend: Backend) {

@@ -1178,6 +1178,12 @@ async fn roles_are_listed_with_the_platform_roles_and_their_permissions(backend:
     for sort in ["description", "createdAt,desc", "updatedAt", "id"] {
         get(&app, &format!("{}?sort={sort}", roles(&tenant)), &token).await.expect(200);
     }
+    // Names sort as people read them, whatever their case: not every capital first.
+    create_role(&app, &tenant, &token, "auditors", &["customer:read"]).await;
+    let folded = get(&app, &roles(&tenant), &token).await;
+    assert_eq!(column(&folded.body, "name"), ["ADMIN", "auditors", "Operators", "SUPER_ADMIN", "USER"]);
+    let folded_desc = get(&app, &format!("{}?sort=name,desc", roles(&tenant)), &token).await;
+    assert_eq!(column(&folded_desc.body, "name"), ["USER", "SUPER_ADMIN", "Operators", "auditors", "ADMIN"]);
     // Another organisation sees the platform roles only.
     let other = app.new_tenant();
     let theirs = get(&app, &roles(&other.id.to_string()), &other.token).await;
