@@ -66,13 +66,32 @@ impl QueryParams {
     }
 
     /// A half-open time window `[from, to)` given by two optional instants; `from` must be
-    /// before `to` when both are given.
+    /// before `to` when both are given (the spec's "from not before to" is 400).
     pub fn window(&self, from: &str, to: &str) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
+        self.bounded_window(from, to, false)
+    }
+
+    /// A half-open time window that may be empty: only an inverted one (`from` after `to`) is
+    /// refused, where the spec's 400 is for an "inverted range" (audit, approval requests);
+    /// `from` equal to `to` selects nothing.
+    pub fn window_not_inverted(&self, from: &str, to: &str) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
+        self.bounded_window(from, to, true)
+    }
+
+    fn bounded_window(
+        &self,
+        from: &str,
+        to: &str,
+        may_be_empty: bool,
+    ) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
         let (start, end) = (self.timestamp(from)?, self.timestamp(to)?);
-        if let (Some(start), Some(end)) = (start, end)
-            && start >= end
-        {
-            return Err(Error::invalid_field(from, format!("must be before {to}")));
+        if let (Some(start), Some(end)) = (start, end) {
+            if may_be_empty && start > end {
+                return Err(Error::invalid_field(from, format!("must not be after {to}")));
+            }
+            if !may_be_empty && start >= end {
+                return Err(Error::invalid_field(from, format!("must be before {to}")));
+            }
         }
         Ok((start, end))
     }

@@ -210,7 +210,7 @@ async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn
 }
 
 fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> {
-    let (resolved_from, resolved_to) = params.window("resolvedFrom", "resolvedTo")?;
+    let (resolved_from, resolved_to) = params.window_not_inverted("resolvedFrom", "resolvedTo")?;
     let text = |name: &str| params.one(name).map(|v| v.map(str::to_owned));
     Ok(ApprovalRequestFilter {
         status: params.one_of("status", &ApprovalRequestStatus::ALL, ApprovalRequestStatus::as_str)?,
@@ -236,7 +236,7 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
     ),
     responses(
         (status = 200, description = "Style B page of requests (without tasks), resolvedAt descending; the spec does not place unresolved requests: they come first, newest first", body = ApprovalRequestPage),
-        (status = 400, description = "Unknown status, unparseable instant, resolvedFrom not before resolvedTo, a filter given twice, invalid paging", body = crate::openapi::ErrorBody),
+        (status = 400, description = "Unknown status, unparseable instant, resolvedFrom after resolvedTo (an inverted range; equal bounds select nothing), a filter given twice, invalid paging", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_requests(call: TenantCall, params: QueryParams) -> ApiResult<Response> {

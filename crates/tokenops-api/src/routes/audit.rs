@@ -155,7 +155,7 @@ impl From<&AuditRecord> for AuditEventOut {
 }
 
 fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
-    let (occurred_from, occurred_to) = params.window("occurredFrom", "occurredTo")?;
+    let (occurred_from, occurred_to) = params.window_not_inverted("occurredFrom", "occurredTo")?;
     let query = params.one("query")?.map(str::to_owned);
     if query.as_ref().is_some_and(|q| q.chars().count() > QUERY_MAX_LEN) {
         return Err(Error::invalid_field("query", format!("must be at most {QUERY_MAX_LEN} characters")));
@@ -183,7 +183,7 @@ struct AuditQuery {
     /// ISO 8601, inclusive
     #[param(rename = "occurredFrom")]
     occurred_from: Option<String>,
-    /// ISO 8601, exclusive
+    /// ISO 8601, exclusive; before occurredFrom is 400 (an inverted range), equal to it selects nothing
     #[param(rename = "occurredTo")]
     occurred_to: Option<String>,
     /// Repeatable or comma-separated

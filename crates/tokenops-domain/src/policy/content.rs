@@ -16,8 +16,8 @@
 //! ```
 //!
 //! `emit` says exactly one effect: `"outcome": "REJECT"`, `"approver": "#groupKey"` (with an
-//! optional `step`, 0 to `MAX_STEP`, default 0) or `"autoApproval": true`; `reason` may go with
-//! any. Policy content names approvers by group only (the specification's "a group key prefixed
+//! optional `step`, 0 to `MAX_STEP`, default 0) or `"autoApproval": true` (`false` is no effect,
+//! and may stand beside another); `reason` may go with any. Policy content names approvers by group only (the specification's "a group key prefixed
 //! with #"); `user:<uuid>` expressions belong to manual approval requests. Unknown keys are
 //! errors at every level, so that a misspelt key (`"aprover"`) is not silently ignored.
 //!
@@ -348,10 +348,19 @@ fn emit(object: &Map<String, Value>, at: &str, v: &mut Vec<Violation>) -> Option
         }
     };
 
-    let given: Vec<&str> =
-        ["outcome", "approver", "autoApproval"].into_iter().filter(|k| object.contains_key(*k)).collect();
+    // `autoApproval: false` is a boolean saying "not automatic": no effect of its own, so it may
+    // stand beside the effect the rule does name.
+    let says_nothing = |k: &str| k == "autoApproval" && object.get(k) == Some(&Value::Bool(false));
+    let given: Vec<&str> = ["outcome", "approver", "autoApproval"]
+        .into_iter()
+        .filter(|k| object.contains_key(*k) && !says_nothing(k))
+        .collect();
     if given.len() != 1 {
-        let what = if given.is_empty() { "none".to_owned() } else { given.join(" and ") };
+        let what = match (given.is_empty(), says_nothing("autoApproval")) {
+            (true, true) => "none (autoApproval false is no effect)".to_owned(),
+            (true, false) => "none".to_owned(),
+            (false, _) => given.join(" and "),
+        };
         v.push(Violation::new(
             at,
             format!(
@@ -373,11 +382,8 @@ fn emit(object: &Map<String, Value>, at: &str, v: &mut Vec<Violation>) -> Option
     if let Some(auto) = object.get("autoApproval") {
         match auto {
             Value::Bool(true) => effect = Some(Effect::AutoApproval),
-            Value::Bool(false) => v.push(Violation::new(
-                path(at, "autoApproval"),
-                "must be true when given: false says no effect; name an approver or an outcome instead",
-            )),
-            _ => v.push(Violation::new(path(at, "autoApproval"), "must be the boolean true")),
+            Value::Bool(false) => {}
+            _ => v.push(Violation::new(path(at, "autoApproval"), "must be a boolean")),
         }
     }
     if let Some(approver) = object.get("approver") {

@@ -216,6 +216,15 @@ async fn four_eyes_sign_off_by_step(backend: Backend) {
     {
         refused(&get(&app, &format!("/api/approvals/requests?{bad}"), &carol.1).await, 400, "VALIDATION_FAILED");
     }
+    // Equal bounds are an empty window, not an inverted range.
+    let empty = get(
+        &app,
+        "/api/approvals/requests?resolvedFrom=2030-01-01T00:00:00Z&resolvedTo=2030-01-01T00:00:00Z",
+        &carol.1,
+    )
+    .await;
+    empty.expect(200);
+    assert_eq!(empty.body["totalItems"], 0, "{}", empty.body);
 }
 
 async fn rejection_cancel_reassign_and_expiry(backend: Backend) {

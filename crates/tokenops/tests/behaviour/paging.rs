@@ -340,6 +340,10 @@ async fn audit_occurred_window_is_half_open(backend: Backend) {
         app.get(&format!("/api/audit/events?occurredFrom={}&occurredTo={}", query_escape(&shifted_text), at(2))).await;
     shifted.expect(200);
     assert_eq!(strings(&shifted.body["data"], "resourceId"), ["b-2"]);
+    // Equal bounds are an empty window, not an inverted one: 200 with nothing in it.
+    let empty = app.get(&format!("/api/audit/events?occurredFrom={}&occurredTo={}", at(2), at(2))).await;
+    empty.expect(200);
+    assert_eq!(empty.body["totalItems"], 0, "{}", empty.body);
 }
 
 async fn audit_inverted_or_unparseable_window_is_400(backend: Backend) {

@@ -191,8 +191,18 @@ fn a_rule_that_compares_amount_must_also_constrain_asset_id() {
 fn emit_auto_approval_true_approves_automatically() {
     let doc = transfer_doc(json!([{"id": "r", "when": {}, "emit": {"autoApproval": true, "reason": "small"}}]));
     assert_eq!(valid(&doc, PolicyAction::Transfer).rules[0].effect, Effect::AutoApproval);
+    // false is no effect: alone the rule says nothing; beside an approver or an outcome it is
+    // as if absent.
     let doc = transfer_doc(json!([{"id": "r", "when": {}, "emit": {"autoApproval": false}}]));
-    assert_eq!(fields(&doc, PolicyAction::Transfer), ["rules[0].emit.autoApproval"]);
+    assert_eq!(fields(&doc, PolicyAction::Transfer), ["rules[0].emit"]);
+    let doc =
+        transfer_doc(json!([{"id": "r", "when": {}, "emit": {"autoApproval": false, "approver": "#a", "step": 1}}]));
+    assert_eq!(
+        valid(&doc, PolicyAction::Transfer).rules[0].effect,
+        Effect::Approver { approver: ApproverExpr::Group("a".into()), step: 1 }
+    );
+    let doc = transfer_doc(json!([{"id": "r", "when": {}, "emit": {"autoApproval": false, "outcome": "REJECT"}}]));
+    assert_eq!(valid(&doc, PolicyAction::Transfer).rules[0].effect, Effect::Reject);
     let doc = transfer_doc(json!([{"id": "r", "when": {}, "emit": {"autoApproval": "true"}}]));
     assert_eq!(fields(&doc, PolicyAction::Transfer), ["rules[0].emit.autoApproval"]);
 }
