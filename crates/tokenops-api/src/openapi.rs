@@ -93,7 +93,10 @@ error_rows! {
     /// The 400 row of a read of one resource with a page of its users.
     pub PathIdOrPagingInvalid = 400, "A path id is not a UUID, or invalid paging";
     /// The 400 row of an organisation's sorted list under `/api/tenants/{tenantId}`.
-    pub TenantListInvalid = 400, "tenantId not a UUID, invalid paging, unknown sort property";
+    pub TenantListInvalid = 400, "tenantId not a UUID, invalid paging, a sort direction other than asc or desc";
+    /// The 500 row of the identity lists (users, roles, groups), where the spec answers an
+    /// unknown sort property with 500.
+    pub IdentitySortUnknown = 500, "UNKNOWN_SORT_PROPERTY: sort names a property the list does not have (the spec's 500 for the identity lists; the message names the sortable ones); otherwise System error occurred";
     /// The 400 row of a list filtered by status alone.
     pub PagingOrStatusInvalid = 400, "Invalid paging or unknown status";
     /// The 400 row of a registration whose Idempotency-Key is required.

@@ -130,6 +130,9 @@ error_codes! {
 
         // 500
         LedgerUnavailable = "LEDGER_UNAVAILABLE", 500;
+        /// A sort by a property the identity list (users, roles, groups) does not have: the
+        /// spec's 500 for these lists, with the sortable properties named.
+        UnknownSortProperty = "UNKNOWN_SORT_PROPERTY", 500;
 
         // Scripts and automations
         ScriptNotFound = "SCRIPT_NOT_FOUND", 404;

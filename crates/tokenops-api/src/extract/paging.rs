@@ -101,11 +101,33 @@ pub fn page_request(params: &QueryParams, rule: SizeRule) -> Result<PageRequest,
 }
 
 /// Parses repeatable `sort` parameters against `allowed` (API property → store column). Without
-/// any, `default` applies.
+/// any, `default` applies. A property the list does not have is 400 naming the sortable ones.
 pub fn sort_keys(
     params: &QueryParams,
     allowed: &[(&str, &'static str)],
     default: &[SortKey],
+) -> Result<Vec<SortKey>, Error> {
+    sort_keys_refusing(params, allowed, default, |problem| Error::invalid_field("sort", problem))
+}
+
+/// [`sort_keys`] of the identity lists (users, roles, groups), where the spec answers a property
+/// the list does not have with 500 ("Unknown sort property on identity lists is 500"); the
+/// message still names the sortable ones. A malformed direction stays 400.
+pub fn identity_sort_keys(
+    params: &QueryParams,
+    allowed: &[(&str, &'static str)],
+    default: &[SortKey],
+) -> Result<Vec<SortKey>, Error> {
+    sort_keys_refusing(params, allowed, default, |problem| {
+        Error::new(Code::UnknownSortProperty, format!("sort: {problem}"))
+    })
+}
+
+fn sort_keys_refusing(
+    params: &QueryParams,
+    allowed: &[(&str, &'static str)],
+    default: &[SortKey],
+    unknown_property: impl Fn(String) -> Error,
 ) -> Result<Vec<SortKey>, Error> {
     let raw = params.raw_all("sort");
     if raw.is_empty() {
@@ -127,7 +149,7 @@ pub fn sort_keys(
         }
         let column =
             allowed.iter().find(|(name, _)| *name == property).map(|(_, column)| *column).ok_or_else(|| {
-                Error::invalid_field("sort", format!("unknown property {property:?}; sortable: {}", names.join(", ")))
+                unknown_property(format!("unknown property {property:?}; sortable: {}", names.join(", ")))
             })?;
         keys.push(SortKey { column, direction });
     }

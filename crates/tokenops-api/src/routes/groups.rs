@@ -76,10 +76,12 @@ fn group_key(value: Option<String>) -> Result<String, Error> {
     responses(
         (status = 200, description = "Style C page of approval groups. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = GroupPage),
         crate::openapi::TenantListInvalid,
+        crate::openapi::IdentitySortUnknown,
     )
 )]
 async fn list_groups(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
-    let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
+    let sort =
+        paging::identity_sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     paging::list(&params, STRICT_SIZE, Style::C, async |page| {
         Ok(call.state.app.groups.list(call.scope.tenant, &sort, page).await?.map(|g| GroupOut::from(&g)))
     })

@@ -108,11 +108,13 @@ async fn list_permissions() -> ApiResult<Response> {
     responses(
         (status = 200, description = "Style C page of roles, platform and custom. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = RolePage),
         crate::openapi::TenantListInvalid,
+        crate::openapi::IdentitySortUnknown,
         (status = 403, description = "Invalid tenant id: the path names another organisation; or missing role:read", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_roles(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
-    let sort = paging::sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
+    let sort =
+        paging::identity_sort_keys(&params, SORTABLE, &[SortKey { column: "name", direction: SortDirection::Asc }])?;
     paging::list(&params, STRICT_SIZE, Style::C, async |page| {
         Ok(call.state.app.roles.list(call.scope.tenant, &sort, page).await?.map(|r| r.out()))
     })

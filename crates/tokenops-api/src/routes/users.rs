@@ -107,7 +107,8 @@ async fn get_user_by_id(
     ),
     responses(
         (status = 200, description = "Style C page of users. The spec does not show page size bounds here: this service takes 1 to 100, default 20, and refuses others with 400", body = UserPage),
-        (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, unknown sort property", body = crate::openapi::ErrorBody),
+        (status = 400, description = "tenantId not a UUID, invalid paging, unknown status or role, a sort direction other than asc or desc", body = crate::openapi::ErrorBody),
+        crate::openapi::IdentitySortUnknown,
     )
 )]
 async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResult<Response> {
@@ -115,7 +116,7 @@ async fn list_users(call: TenantCall<OwnTenant>, params: QueryParams) -> ApiResu
         SortKey { column: "first_name", direction: SortDirection::Asc },
         SortKey { column: "last_name", direction: SortDirection::Asc },
     ];
-    let sort = paging::sort_keys(&params, SORTABLE, &default)?;
+    let sort = paging::identity_sort_keys(&params, SORTABLE, &default)?;
     let page = paging::page_request(&params, STRICT_SIZE)?;
     let search = params.non_blank("search")?.map(str::to_owned);
     if search.as_ref().is_some_and(|s| s.chars().count() > SEARCH_MAX) {

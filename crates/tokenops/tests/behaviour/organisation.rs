@@ -734,17 +734,26 @@ async fn the_user_list_filters_by_search_status_and_role(backend: Backend) {
     assert_page_c(&get(&app, &format!("{path}?search=d&status=INVITED"), &owner).await, 0, 20, 0);
 }
 
-async fn an_unknown_sort_property_is_400_not_500(backend: Backend) {
+async fn an_unknown_sort_property_is_the_specs_500_and_a_malformed_sort_400(backend: Backend) {
     let (app, tenant, owner) = organisation(backend).await;
     for path in [users(&tenant), roles(&tenant), groups(&tenant)] {
-        for sort in ["password", "name;drop", "firstName,sideways", "createdAt,asc,desc"] {
+        // "Unknown sort property on identity lists is 500": the message still says what sorts.
+        for sort in ["password", "name;drop", "password,desc"] {
+            let reply = get(&app, &format!("{path}?sort={sort}"), &owner).await;
+            refused_with(&reply, 500, "sortable:");
+            assert_eq!(reply.body["code"], "UNKNOWN_SORT_PROPERTY", "{}", reply.body);
+        }
+        // A sort that is not `property` or `property,asc|desc` is an invalid request.
+        for sort in ["createdAt,sideways", "createdAt,asc,desc"] {
             refused_with(&get(&app, &format!("{path}?sort={sort}"), &owner).await, 400, "sort");
         }
     }
     // What one list sorts by is not another's.
-    refused_with(&get(&app, &format!("{}?sort=key", roles(&tenant)), &owner).await, 400, "sort");
-    refused_with(&get(&app, &format!("{}?sort=email", groups(&tenant)), &owner).await, 400, "sort");
-    refused_with(&get(&app, &format!("{}?sort=name", users(&tenant)), &owner).await, 400, "sort");
+    refused_with(&get(&app, &format!("{}?sort=key", roles(&tenant)), &owner).await, 500, "sortable:");
+    refused_with(&get(&app, &format!("{}?sort=email", groups(&tenant)), &owner).await, 500, "sortable:");
+    refused_with(&get(&app, &format!("{}?sort=name", users(&tenant)), &owner).await, 500, "sortable:");
+    // The audit log's sort is the spec's 400 ("unknown is 400").
+    refused_with(&get(&app, "/api/audit/events?sort=password", &owner).await, 400, "sort");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1806,7 +1815,7 @@ async fn every_organisation_access_error_has_its_status(backend: Backend) {
     let owner_id = subject_of(&owner);
 
     // 400: path id not a UUID, unknown filter value, blank or too long name, unknown permission,
-    // editing a platform role, changing yourself or the owner; and (supplement §9) an unknown sort.
+    // editing a platform role, changing yourself or the owner.
     refused_with(&get(&app, &format!("{}/123", users(&tenant)), &owner).await, 400, "must be a UUID");
     refused_with(&get(&app, &format!("{}?status=GONE", users(&tenant)), &owner).await, 400, "status");
     refused_with(&post(&app, &groups(&tenant), &owner, &json!({ "key": "k", "name": "" })).await, 400, "name");
@@ -1826,7 +1835,6 @@ async fn every_organisation_access_error_has_its_status(backend: Backend) {
         400,
         "You cannot change or remove yourself",
     );
-    refused_with(&get(&app, &format!("{}?sort=password,asc", users(&tenant)), &owner).await, 400, "sort");
 
     // 401: no usable token, or the caller is not ACTIVE.
     let anonymous = call(&app, Method::GET, &users(&tenant), None, None).await;
@@ -1884,6 +1892,9 @@ async fn every_organisation_access_error_has_its_status(backend: Backend) {
     patch(&app, &format!("{}/{group}", groups(&tenant)), &owner, &json!({ "status": "INACTIVE" })).await.expect(200);
     let (ulla, _) = invite_and_activate(&app, &tenant, &owner, "ulla2@bank.example", None).await;
     post(&app, &format!("{}/{group}/members", groups(&tenant)), &owner, &json!({ "userId": ulla })).await.expect(409);
+
+    // 500: sort names a property that does not exist.
+    refused_with(&get(&app, &format!("{}?sort=password,asc", users(&tenant)), &owner).await, 500, "password");
 
     // Every refusal is in the envelope with a request id.
     let envelope = get(&app, &format!("/api/tenants/{other}/users"), &owner).await;
@@ -1968,7 +1979,7 @@ backends!(
     identity_writes_take_an_optional_idempotency_key,
     users_are_listed_in_style_c_by_first_then_last_name,
     the_user_list_filters_by_search_status_and_role,
-    an_unknown_sort_property_is_400_not_500,
+    an_unknown_sort_property_is_the_specs_500_and_a_malformed_sort_400,
     a_user_is_read_by_id_with_content_type_json_in_any_organisation,
     another_organisations_users_roles_groups_and_clients_are_404,
     a_role_change_applies_at_the_next_request,
