@@ -19,6 +19,7 @@ use super::templates::{stored_json, usable_template};
 use super::{Policies, active_for_action, not_found, validated};
 use crate::error::{AppResult, Code, Error};
 use crate::settlement::POLICY_RESOURCE_TYPE;
+use crate::settlement::resolve_approvers;
 
 /// The longest window one simulation reads: a month of traffic.
 pub const MAX_WINDOW_DAYS: i64 = 31;
@@ -157,17 +158,27 @@ fn got(operation: &Operation, held: &HashSet<Uuid>) -> SimulatedOutcome {
     }
 }
 
-/// What the pipeline's policy step would decide with `policies` governing the event. A rule
-/// naming a field the event lacks is refused there, so here too.
-fn decide(policies: &[&PolicyContent], event: &PolicyEvent) -> SimulatedOutcome {
+/// What the pipeline's policy step would decide with `policies` governing the event of an
+/// operation `submitter` submitted. A rule naming a field the event lacks is refused there, so
+/// here too; and so is a hold no one could ever grant (its approvers as they resolve now).
+async fn decide(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    submitter: &str,
+    policies: &[&PolicyContent],
+    event: &PolicyEvent,
+) -> AppResult<SimulatedOutcome> {
     if policies.is_empty() {
-        return SimulatedOutcome::NotGoverned;
+        return Ok(SimulatedOutcome::NotGoverned);
     }
-    match evaluate(policies, event) {
+    Ok(match evaluate(policies, event) {
         Ok(Decision::Approved) => SimulatedOutcome::Approve,
-        Ok(Decision::RequiresApproval { .. }) => SimulatedOutcome::RequireApproval,
+        Ok(Decision::RequiresApproval { steps, manual_review, .. }) => {
+            let resolved = resolve_approvers(tx, tenant, submitter, &steps, manual_review).await?;
+            if resolved.problems.is_empty() { SimulatedOutcome::RequireApproval } else { SimulatedOutcome::Reject }
+        }
         Ok(Decision::Rejected { .. }) | Err(_) => SimulatedOutcome::Reject,
-    }
+    })
 }
 
 fn check_window(from: Timestamp, to: Timestamp) -> AppResult<()> {
@@ -260,7 +271,7 @@ impl Policies {
                     if event.action == action {
                         governing.push(&candidate.content);
                     }
-                    decide(&governing, &event)
+                    decide(&mut *tx, tenant, &operation.submitted_by, &governing, &event).await?
                 }
             };
             let got = got(operation, &held);

@@ -54,26 +54,11 @@ impl Pipeline {
             return Ok(());
         };
         let tenant = operation.tenant_id;
-        let approvers: Vec<StepApprover> = approval
-            .steps
-            .iter()
-            .flat_map(|(step, exprs)| exprs.iter().map(|e| StepApprover { step: *step, approver: e.clone() }))
-            .collect();
-        let mut review = BTreeSet::new();
-        if approval.manual_review {
-            review = reviewers(tx, tenant, &operation.submitted_by).await.map_err(JobError::retry)?;
-        }
-        let mut problems: Vec<String> = if approvers.is_empty() {
-            Vec::new()
-        } else {
-            let found = unresolvable(tx, tenant, &operation.submitted_by, &approvers).await.map_err(JobError::retry)?;
-            found.into_iter().map(|p| p.message).collect()
-        };
-        if approval.manual_review && review.is_empty() {
-            problems.push("no ACTIVE user other than the submitter holds policy:update to review it".to_owned());
-        }
-        if !problems.is_empty() {
-            let reason = format!("{APPROVERS_UNRESOLVABLE}: {}", problems.join("; "));
+        let resolved = resolve_approvers(tx, tenant, &operation.submitted_by, &approval.steps, approval.manual_review)
+            .await
+            .map_err(JobError::retry)?;
+        if !resolved.problems.is_empty() {
+            let reason = format!("{APPROVERS_UNRESOLVABLE}: {}", resolved.problems.join("; "));
             let from = OperationState::Submitted;
             return self.fail_row(tx, Some(operation), from, FailureCode::ValidationRejected, reason, None, now).await;
         }
@@ -98,8 +83,8 @@ impl Pipeline {
             initiator: operation.submitted_by.clone(),
             title: Some(format!("{} {} of {}", operation.tx_type.as_str(), operation.id, operation.asset_id)),
             description: Some(approval.reasons),
-            approvers,
-            reviewers: review.into_iter().map(ApproverExpr::User).collect(),
+            approvers: resolved.approvers,
+            reviewers: resolved.reviewers.into_iter().map(ApproverExpr::User).collect(),
         };
         raise(tx, &self.approvals, &ctx, request).await.map_err(JobError::retry)?;
         Ok(())
@@ -151,6 +136,42 @@ impl Pipeline {
             }
         }
     }
+}
+
+/// Who would decide an operation a policy holds, as they resolve now.
+pub(crate) struct ResolvedApprovers {
+    /// One per (step, expression) the decision names.
+    pub approvers: Vec<StepApprover>,
+    /// The reviewers of a manual review.
+    pub reviewers: BTreeSet<Uuid>,
+    /// Why no request could ever be granted (an approver naming nobody but the submitter, or
+    /// nobody; a review nobody else may do); empty when one can.
+    pub problems: Vec<String>,
+}
+
+/// The approvers and reviewers of a decision for an operation `submitter` submitted. The
+/// pipeline holds the operation on them, and the policy simulation foretells the same.
+pub(crate) async fn resolve_approvers(
+    tx: &mut dyn Tx,
+    tenant: TenantId,
+    submitter: &str,
+    steps: &BTreeMap<u32, BTreeSet<ApproverExpr>>,
+    manual_review: bool,
+) -> AppResult<ResolvedApprovers> {
+    let approvers: Vec<StepApprover> = steps
+        .iter()
+        .flat_map(|(step, exprs)| exprs.iter().map(|e| StepApprover { step: *step, approver: e.clone() }))
+        .collect();
+    let reviewers = if manual_review { reviewers(tx, tenant, submitter).await? } else { BTreeSet::new() };
+    let mut problems: Vec<String> = if approvers.is_empty() {
+        Vec::new()
+    } else {
+        unresolvable(tx, tenant, submitter, &approvers).await?.into_iter().map(|p| p.message).collect()
+    };
+    if manual_review && reviewers.is_empty() {
+        problems.push("no ACTIVE user other than the submitter holds policy:update to review it".to_owned());
+    }
+    Ok(ResolvedApprovers { approvers, reviewers, problems })
 }
 
 /// Who reviews an operation a policy matched no rule of (`REQUIRE_MANUAL_REVIEW`): the

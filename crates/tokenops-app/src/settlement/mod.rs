@@ -60,6 +60,7 @@ mod track;
 pub const POLICY_RESOURCE_TYPE: &str = "transaction";
 
 pub use approval::PolicyResolution;
+pub(crate) use approval::resolve_approvers;
 pub use evaluate::Evaluate;
 pub use settle::Settle;
 pub(crate) use signatures::decode_signed;

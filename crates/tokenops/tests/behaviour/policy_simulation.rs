@@ -222,6 +222,18 @@ async fn a_stricter_version_turns_approvals_into_holds_and_refusals_and_writes_n
     assert!(joined.body.get("policyId").is_none(), "{}", joined.body);
     assert_eq!(counts(&joined), expected);
 
+    // A hold no one could grant is refused by the pipeline (APPROVERS_UNRESOLVABLE), and so
+    // foretold: content sending every transfer to a group that does not exist, beside the
+    // ACTIVE policy, would refuse each one.
+    let mut unreachable = rules("0.01", "1000000");
+    unreachable["rules"][1]["emit"]["approver"] = json!("#nobody");
+    let foretold = app.post_as(&owner, PATH, &window(json!({ "templateKey": TEMPLATE, "content": unreachable }))).await;
+    foretold.expect(200);
+    assert_eq!(foretold.body["mode"], "JOINS", "{}", foretold.body);
+    for amount in ["100.00", "2000.00", "5000.00", "20000.00", "45000.00"] {
+        assert_eq!(outcomes(&foretold)[&ids[amount]].1, "REJECT", "{amount}: {}", foretold.body);
+    }
+
     // The window is half-open: an end at the newest operation's submission leaves it out.
     let newest = first["submittedAt"].as_str().expect("submittedAt").to_owned();
     let narrow = json!({ "policyId": policy, "versionNumber": 2, "from": from.to_iso8601(), "to": newest });
