@@ -86,11 +86,10 @@ impl QueryParams {
     ) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
         let (start, end) = (self.timestamp(from)?, self.timestamp(to)?);
         if let (Some(start), Some(end)) = (start, end) {
-            if may_be_empty && start > end {
-                return Err(Error::invalid_field(from, format!("must not be after {to}")));
-            }
-            if !may_be_empty && start >= end {
-                return Err(Error::invalid_field(from, format!("must be before {to}")));
+            let (in_order, rule) =
+                if may_be_empty { (start <= end, "must not be after") } else { (start < end, "must be before") };
+            if !in_order {
+                return Err(Error::invalid_field(from, format!("{rule} {to}")));
             }
         }
         Ok((start, end))

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet};
-use tokenops_domain::approval::ApprovalSource;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use tokenops_domain::approval::{ApprovalSource, ApproverExpr};
 use tokenops_domain::asset::format_minor_units;
 use tokenops_domain::operation::{FailureCode, Operation, OperationFilter, OperationState, TxType};
 use tokenops_domain::paging::PageRequest;
@@ -18,8 +18,7 @@ use uuid::Uuid;
 use super::templates::{stored_json, usable_template};
 use super::{Policies, active_for_action, not_found, validated};
 use crate::error::{AppResult, Code, Error};
-use crate::settlement::POLICY_RESOURCE_TYPE;
-use crate::settlement::resolve_approvers;
+use crate::settlement::{POLICY_RESOURCE_TYPE, resolve_approvers};
 
 /// The longest window one simulation reads: a month of traffic.
 pub const MAX_WINDOW_DAYS: i64 = 31;
@@ -158,15 +157,21 @@ fn got(operation: &Operation, held: &HashSet<Uuid>) -> SimulatedOutcome {
     }
 }
 
+/// A hold as the pipeline would resolve it: who submitted, the approvers by step, and whether a
+/// manual review was asked for.
+type Hold = (String, BTreeMap<u32, BTreeSet<ApproverExpr>>, bool);
+
 /// What the pipeline's policy step would decide with `policies` governing the event of an
 /// operation `submitter` submitted. A rule naming a field the event lacks is refused there, so
-/// here too; and so is a hold no one could ever grant (its approvers as they resolve now).
+/// here too; and so is a hold no one could ever grant (its approvers as they resolve now, each
+/// distinct hold resolved once per simulation in `grantable`).
 async fn decide(
     tx: &mut dyn Tx,
     tenant: TenantId,
     submitter: &str,
     policies: &[&PolicyContent],
     event: &PolicyEvent,
+    grantable: &mut BTreeMap<Hold, bool>,
 ) -> AppResult<SimulatedOutcome> {
     if policies.is_empty() {
         return Ok(SimulatedOutcome::NotGoverned);
@@ -174,8 +179,15 @@ async fn decide(
     Ok(match evaluate(policies, event) {
         Ok(Decision::Approved) => SimulatedOutcome::Approve,
         Ok(Decision::RequiresApproval { steps, manual_review, .. }) => {
-            let resolved = resolve_approvers(tx, tenant, submitter, &steps, manual_review).await?;
-            if resolved.problems.is_empty() { SimulatedOutcome::RequireApproval } else { SimulatedOutcome::Reject }
+            let hold = (submitter.to_owned(), steps, manual_review);
+            let can_be_granted = match grantable.get(&hold) {
+                Some(known) => *known,
+                None => {
+                    let resolved = resolve_approvers(tx, tenant, submitter, &hold.1, manual_review).await?;
+                    *grantable.entry(hold).or_insert(resolved.problems.is_empty())
+                }
+            };
+            if can_be_granted { SimulatedOutcome::RequireApproval } else { SimulatedOutcome::Reject }
         }
         Ok(Decision::Rejected { .. }) | Err(_) => SimulatedOutcome::Reject,
     })
@@ -252,6 +264,7 @@ impl Policies {
         let mut active: HashMap<PolicyAction, Vec<PolicyContent>> = HashMap::new();
         let mut operations = Vec::with_capacity(found.items.len());
         let mut counts: BTreeMap<(SimulatedOutcome, SimulatedOutcome), u64> = BTreeMap::new();
+        let mut grantable = BTreeMap::new();
         for operation in &found.items {
             let would_get = match PolicyEvent::of_operation(operation) {
                 None => SimulatedOutcome::NotGoverned,
@@ -271,7 +284,7 @@ impl Policies {
                     if event.action == action {
                         governing.push(&candidate.content);
                     }
-                    decide(&mut *tx, tenant, &operation.submitted_by, &governing, &event).await?
+                    decide(&mut *tx, tenant, &operation.submitted_by, &governing, &event, &mut grantable).await?
                 }
             };
             let got = got(operation, &held);

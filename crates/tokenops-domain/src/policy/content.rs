@@ -17,8 +17,9 @@
 //!
 //! `emit` says exactly one effect: `"outcome": "REJECT"`, `"approver": "#groupKey"` (with an
 //! optional `step`, 0 to `MAX_STEP`, default 0) or `"autoApproval": true` (`false` is no effect,
-//! and may stand beside another); `reason` may go with any. Policy content names approvers by group only (the specification's "a group key prefixed
-//! with #"); `user:<uuid>` expressions belong to manual approval requests. Unknown keys are
+//! and may stand beside another); `reason` may go with any. Policy content names approvers by
+//! group only (the specification's "a group key prefixed with #"); `user:<uuid>` expressions
+//! belong to manual approval requests. Unknown keys are
 //! errors at every level, so that a misspelt key (`"aprover"`) is not silently ignored.
 //!
 //! `PolicyContent` keeps a copy of the document as sent (`document()`): the store keeps that

@@ -1552,6 +1552,11 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     get(&app, &format!("{members}/not-a-uuid"), &owner).await.expect(400);
     let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
     assert_eq!(full_names(&read.body["members"]), ["Amy Baker", "Amy Zimmer"]);
+    // Names are read without regard to case: "adam" before "Amy", not after every capital.
+    let adam = id_of(&invite_named(&app, &tenant, &owner, "adam@bank.example", "adam", "Young", None).await);
+    post(&app, &members, &owner, &json!({ "userId": adam })).await.expect(201);
+    let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
+    assert_eq!(full_names(&read.body["members"]), ["adam Young", "Amy Baker", "Amy Zimmer"]);
 
     // Only users of the organisation; only existing groups.
     let nobody = Uuid::now_v7().to_string();

@@ -222,6 +222,28 @@ async fn invalid_content_is_400_naming_every_offending_rule_and_field(backend: B
     assert_eq!(app.get("/api/policies").await.body["totalItems"], 0, "nothing was created");
 }
 
+backends!(auto_approval_false_is_no_effect_of_its_own);
+/// `rules[].emit.autoApproval` is a boolean: false says "not automatic", so it may stand beside
+/// the effect a rule names, and alone leaves the rule without one.
+async fn auto_approval_false_is_no_effect_of_its_own(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let with = |emit: Value| {
+        json!({"templateKey": TRANSFER_TEMPLATE, "content": {
+            "appliesTo": {"action": "TRANSFER"},
+            "rules": [{"id": "r", "when": {"assetId": "== EUR", "amount": ">= 100"}, "emit": emit}],
+        }})
+    };
+    let beside =
+        app.post("/api/policies", &with(json!({"approver": "#checkers", "step": 0, "autoApproval": false}))).await;
+    beside.expect(201);
+    assert_eq!(beside.body["content"]["rules"][0]["emit"]["autoApproval"], false, "{}", beside.body);
+    assert_invalid(&app.post("/api/policies", &with(json!({"autoApproval": false}))).await, "content.rules[0].emit");
+    assert_invalid(
+        &app.post("/api/policies", &with(json!({"autoApproval": "false", "approver": "#checkers"}))).await,
+        "content.rules[0].emit.autoApproval",
+    );
+}
+
 backends!(a_template_that_is_not_visible_is_404);
 async fn a_template_that_is_not_visible_is_404(backend: Backend) {
     let app = TestApp::spawn(backend).await;
