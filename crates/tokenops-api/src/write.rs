@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::fmt::Display;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use tokenops_app::write::{Admission, AuditAction, Held, IdempotencyRequest, Write, WriteResponse};
+use tokenops_app::write::{Admission, AuditAction, Held, IdempotencyRequest, RefusedKey, Write, WriteResponse};
 use tokenops_app::{App, AppResult, Error};
 
 use crate::ApiState;
@@ -415,7 +415,10 @@ where
             }
             let status = body["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
             let stored = WriteResponse { status, body, headers, resource_id: None };
-            let stored = writes.refuse(write, stored, &reason).await?;
+            // An invalid request changed nothing and binds nothing: the caller corrects it and
+            // sends it again under the same key. Other refusals are the key's answer.
+            let key = if status == 400 { RefusedKey::Freed } else { RefusedKey::Bound };
+            let stored = writes.refuse(write, stored, &reason, key).await?;
             Ok(Written::Ran(respond(&stored, false)))
         }
         Err(error) => {

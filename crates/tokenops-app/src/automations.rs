@@ -163,19 +163,20 @@ async fn live(tx: &mut dyn Tx, tenant: TenantId, id: Uuid) -> AppResult<Automati
     found.filter(|a| a.status != AutomationStatus::Deleted).ok_or_else(|| not_found(id))
 }
 
-/// The automation's script, unless it was deleted: an automation switched off so that its
-/// script could be deleted neither runs nor comes back on (409).
-async fn script_not_deleted(tx: &mut dyn Tx, automation: &Automation) -> AppResult<Script> {
+/// The automation's script, or (inner `Err`) why the automation may no longer use it: an
+/// automation switched off so that its script could be deleted neither comes back on (400, a
+/// transition not allowed) nor runs.
+async fn script_not_deleted(tx: &mut dyn Tx, automation: &Automation) -> AppResult<Result<Script, String>> {
     let id = automation.id;
     let script = tx.scripts().get(automation.tenant_id, automation.script_id).await?;
     let script = script.ok_or_else(|| Error::internal(format!("automation {id}: its script is gone")))?;
     if script.status == ScriptStatus::Deleted {
-        return Err(conflict(format!(
+        return Ok(Err(format!(
             "Automation {id} runs script {}, which was deleted: create an automation on a PUBLISHED script",
             script.id
         )));
     }
-    Ok(script)
+    Ok(Ok(script))
 }
 
 fn conflict(message: String) -> Error {
@@ -311,14 +312,15 @@ impl Automations {
         Ok(out)
     }
 
-    /// 400 for the current status or a move away from DELETED; a SCHEDULED automation set
+    /// 400 for the current status, a move away from DELETED, or ACTIVE once the script was
+    /// deleted; a SCHEDULED automation set
     /// ACTIVE plans its next run from now, and a manual change clears the failure count.
     pub async fn set_status(&self, w: &mut Write, id: Uuid, status: AutomationStatus) -> AppResult<AutomationOut> {
         let tenant = w.tenant()?;
         let mut automation = w.tx().automations().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         check_status_change(automation.status, status).map_err(|e| Error::invalid_field("status", e))?;
         if status == AutomationStatus::Active {
-            script_not_deleted(w.tx(), &automation).await?;
+            script_not_deleted(w.tx(), &automation).await?.map_err(|e| Error::invalid_field("status", e))?;
         }
         let before = AutomationOut::from(&automation);
         let now = w.now();
@@ -351,7 +353,7 @@ impl Automations {
                 automation.trigger.kind().as_str()
             )));
         }
-        let script = script_not_deleted(w.tx(), &automation).await?;
+        let script = script_not_deleted(w.tx(), &automation).await?.map_err(conflict)?;
         let decls = declarations(&script.parameters)?;
         // The automation's own values first, then the call's overrides over them.
         let mut merged = as_overrides(&decls, &automation.parameters);

@@ -2,6 +2,7 @@
 //! request's identifiers, passed to every app service.
 
 use tokenops_domain::TenantId;
+use tokenops_domain::audit::AuditSource;
 use tokenops_domain::permission::{Permission, PermissionSet};
 use uuid::Uuid;
 
@@ -71,4 +72,7 @@ pub struct RequestContext {
     pub request_id: String,
     /// Carried into events as `correlationId` (from `X-Correlation-Id`, else the request id).
     pub correlation_id: Option<String>,
+    /// Who made the request, as the audit record says: an HTTP request (`Api`, with its status)
+    /// or a background worker acting for the caller (`Worker`: an automation's run).
+    pub source: AuditSource,
 }

@@ -5,9 +5,9 @@
 //! Idempotency-Key lifecycle: the write's transaction claims the key (IN_FLIGHT, with a lease) and
 //! completes it (fenced on the claim token) with the response to replay; a write whose effect
 //! happens outside its transaction holds the key first in a short transaction of its own
-//! (`Writes::hold`). A
-//! caller's mistake after admission (404, 409, 422) is stored as the outcome too; an internal
-//! failure releases the key so that the same request can be retried.
+//! (`Writes::hold`). A caller's mistake after admission (404, 409, 422) is stored as the outcome
+//! too; an invalid request (400) frees the key, so that corrected it may be sent again under it;
+//! an internal failure releases the key so that the same request can be retried.
 
 use crate::clock::Clock;
 use crate::context::RequestContext;
@@ -287,12 +287,19 @@ impl Writes {
     }
 
     /// Records a caller's mistake found after admission: the effect's transaction has been
-    /// dropped (rolled back); the failed attempt's audit record and, under its key, the error
-    /// response commit together so that a retry with the same key replays it. If they cannot be
-    /// recorded, the key is released (as after any internal failure) so that a retry runs anew
-    /// instead of meeting an in-flight conflict until the lease expires. Returns the response
-    /// as stored, with the write's resource id (see [`Writes::commit`]).
-    pub async fn refuse(&self, write: Write, response: WriteResponse, reason: &str) -> AppResult<WriteResponse> {
+    /// dropped (rolled back); the failed attempt's audit record commits with what `key` says of
+    /// the Idempotency-Key: the error response stored under it, so that a retry with the same key
+    /// replays it, or the key freed in the same transaction. If they cannot be recorded, the key
+    /// is released (as after any internal failure) so that a retry runs anew instead of meeting
+    /// an in-flight conflict until the lease expires. Returns the response as stored, with the
+    /// write's resource id (see [`Writes::commit`]).
+    pub async fn refuse(
+        &self,
+        write: Write,
+        response: WriteResponse,
+        reason: &str,
+        key: RefusedKey,
+    ) -> AppResult<WriteResponse> {
         let Write { tx, ctx, action, claim, resource_id, now, .. } = write;
         drop(tx);
         let response = StoredResponse::from(WriteResponse { resource_id: resource_id.clone(), ..response });
@@ -312,6 +319,14 @@ impl Writes {
             );
             tx.audit().record(&record).await?;
             let now = self.clock.now();
+            if key == RefusedKey::Freed {
+                // A claim held ahead committed on its own; any other rolled back with the effect.
+                if let Some(claim) = claim.as_ref().filter(|c| c.committed) {
+                    tx.idempotency().release(&claim.scope, claim.token).await?;
+                }
+                tx.commit().await?;
+                return Ok(());
+            }
             // The claim rolled back with the effect (unless it was held ahead, committed on its
             // own): claim the key again for the refusal.
             if let Some(claim) = claim.as_ref().filter(|c| !c.committed) {
@@ -377,6 +392,16 @@ impl Writes {
     }
 }
 
+/// What a refused write does with its Idempotency-Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedKey {
+    /// The refusal is the key's answer: the same key replays it.
+    Bound,
+    /// The request was invalid and changed nothing: corrected, it may be sent again under the
+    /// same key.
+    Freed,
+}
+
 enum Claimed {
     Mine(Claim),
     Replay(StoredResponse),
@@ -415,14 +440,15 @@ fn audit_record(
         created_at,
         action: action.name.to_owned(),
         category: action.category.to_owned(),
-        source: AuditSource::Api,
+        source: ctx.source,
         actor_id: Some(ctx.caller.subject.clone()),
         resource_type: action.resource_type.to_owned(),
         resource_id,
         outcome,
         request_id: Some(ctx.request_id.clone()),
         idempotency_key: claim.map(|c| c.scope.key.clone()),
-        http_status: Some(http_status),
+        // A worker's write answered no HTTP request.
+        http_status: (ctx.source == AuditSource::Api).then_some(http_status),
         detail,
         seal: None,
     }

@@ -11,6 +11,7 @@ use tokenops_app::Error;
 use tokenops_app::context::{Caller, RequestContext};
 use tokenops_app::identity::access;
 use tokenops_domain::TenantId;
+use tokenops_domain::audit::AuditSource;
 use tokenops_identity::VerifyError;
 
 use crate::ApiState;
@@ -76,8 +77,13 @@ impl TenantScope {
     /// A caller acting for `tenant` though its token does not name it (the operator creating
     /// the organisation, a client secret revealed without a token): no correlation id.
     pub fn acting_for(tenant: TenantId, caller: Caller, request_id: &RequestId, style: TimestampStyle) -> Self {
-        let context =
-            RequestContext { caller, tenant: Some(tenant), request_id: request_id.0.clone(), correlation_id: None };
+        let context = RequestContext {
+            caller,
+            tenant: Some(tenant),
+            request_id: request_id.0.clone(),
+            correlation_id: None,
+            source: AuditSource::Api,
+        };
         Self { tenant, context, style }
     }
 }
@@ -99,7 +105,13 @@ impl FromRequestParts<Arc<ApiState>> for TenantScope {
         let style = parts.extensions.get::<TimestampStyle>().copied().unwrap_or_default();
         Ok(TenantScope {
             tenant,
-            context: RequestContext { caller, tenant: Some(tenant), request_id, correlation_id },
+            context: RequestContext {
+                caller,
+                tenant: Some(tenant),
+                request_id,
+                correlation_id,
+                source: AuditSource::Api,
+            },
             style,
         })
     }

@@ -72,11 +72,17 @@ async fn required<T: DeserializeOwned>(
     state: &Arc<ApiState>,
     refusal: BodyRefusal,
 ) -> Result<JsonBody<T>, ApiError> {
-    let json = is_json_content_type(request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()));
-    if !json {
+    let content_type = request.headers().get(CONTENT_TYPE).map(|v| v.to_str().unwrap_or_default().to_owned());
+    let bytes = read(request, state).await?;
+    // A request with neither body nor Content-Type sent no fields: it is answered as `{}` would
+    // be, with the 400 naming what is required (the spec keeps 415 for one read).
+    if bytes.is_empty() && content_type.is_none() {
+        return parse(b"{}", refusal);
+    }
+    if !is_json_content_type(content_type.as_deref()) {
         return Err(ApiError::http_default(HttpCode::UnsupportedMediaType));
     }
-    parse(&read(request, state).await?, refusal)
+    parse(&bytes, refusal)
 }
 
 /// A body that may be left out (`Option<JsonBody<T>>`): an empty body is `None`, with or

@@ -202,9 +202,9 @@ async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
     request_body = StatusIn,
     responses(
         (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
-        (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, ACTIVE for an automation whose script was deleted, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such automation", body = crate::openapi::ErrorBody),
-        (status = 409, description = "ACTIVE for an automation whose script was deleted, or the key is in flight", body = crate::openapi::ErrorBody),
+        crate::openapi::KeyInFlight,
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use tokenops_domain::audit::AuditOutcome;
+use tokenops_domain::audit::{AuditOutcome, AuditSource};
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::permission::{Permission, PermissionSet};
@@ -33,7 +33,7 @@ use crate::error::{AppResult, Code, Error};
 use crate::jobs::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use crate::operations::{OperationOut, Operations, Submission};
 use crate::scripts::declarations;
-use crate::write::{Admission, IdempotencyRequest, WriteResponse, Writes};
+use crate::write::{Admission, IdempotencyRequest, RefusedKey, WriteResponse, Writes};
 
 /// Runs disable their automation after this many failures in a row (0: never).
 #[derive(Debug, Clone, Copy)]
@@ -477,6 +477,7 @@ impl RunHost {
             tenant: Some(self.tenant),
             request_id: format!("run-{execution_id}"),
             correlation_id: Some(execution_id.to_string()),
+            source: AuditSource::Worker,
         };
         let key = format!("automation-run:{execution_id}:{ordinal}");
         let idempotency =
@@ -513,7 +514,7 @@ impl RunHost {
                         headers: Vec::new(),
                         resource_id: None,
                     };
-                    if let Err(e) = writes.refuse(w, response, &message).await {
+                    if let Err(e) = writes.refuse(w, response, &message, RefusedKey::Bound).await {
                         return Err(self.failed(&e));
                     }
                     return Err(message);

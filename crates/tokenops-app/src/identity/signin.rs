@@ -12,6 +12,7 @@ use crate::error::{AppResult, Code, Error};
 use crate::write::{Admission, AuditAction, AuditResource, Write, WriteResponse};
 use serde::Serialize;
 use tokenops_domain::Timestamp;
+use tokenops_domain::audit::AuditSource;
 use tokenops_domain::identity::UserStatus;
 use tokenops_identity::{LockoutState, PasswordPolicy, opaque, passwords};
 use tokenops_store::{ChallengeRecord, RefreshTokenRecord, UserRecord};
@@ -119,6 +120,7 @@ fn context(request_id: &str, user: Option<&UserRecord>) -> RequestContext {
         tenant: user.map(|u| u.tenant_id),
         request_id: request_id.to_owned(),
         correlation_id: None,
+        source: AuditSource::Api,
     }
 }
 

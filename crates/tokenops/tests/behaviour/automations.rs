@@ -166,7 +166,8 @@ async fn an_automation_whose_script_was_deleted_neither_comes_back_on_nor_runs(b
     app.patch(&status, &json!({ "status": "INACTIVE" })).await.expect(200);
     app.write(Method::DELETE, &delete, "delete-2", &Value::Null).await.expect(204);
     // Switched off so that its script could go, it stays off: its script no longer exists.
-    refused(&app.patch(&status, &json!({ "status": "ACTIVE" })).await, 409, "deleted");
+    // The spec's 400 for a transition not allowed (its 409 is only for a key in flight).
+    refused(&app.patch(&status, &json!({ "status": "ACTIVE" })).await, 400, "deleted");
     assert_eq!(app.get(&format!("/api/automations/{id}")).await.body["status"], "INACTIVE");
     refused(&execute(&app, &id, &json!({})).await, 409, "ACTIVE");
     // Other moves stay open: it can still be deleted.
@@ -279,6 +280,14 @@ async fn a_treasury_script_submits_a_mint_that_settles_once(backend: Backend) {
     listed.expect(200);
     let mints = listed.body["content"].as_array().expect("content").iter().filter(|o| o["txType"] == "MINT").count();
     assert_eq!(mints, 1, "{}", listed.body);
+    // The submission's audit record says a worker made it for the automation's creator, in
+    // answer to no HTTP request.
+    let audited = app.get(&format!("/api/audit/events?action=transaction.submit&resourceId={operation}")).await;
+    audited.expect(200);
+    let record = &audited.body["data"][0];
+    assert_eq!(record["source"], "WORKER", "{}", audited.body);
+    assert_eq!(record["actorId"], app.tenant.subject.as_str(), "{record}");
+    assert!(record.get("httpStatus").is_none_or(Value::is_null), "{record}");
 }
 
 async fn a_scheduled_automation_runs_when_the_clock_passes_its_time(backend: Backend) {

@@ -445,6 +445,22 @@ async fn a_post_without_json_content_type_is_415(backend: Backend) {
     charset.expect(201);
 }
 
+/// Neither body nor Content-Type: no fields were sent, so the answer is the 400 that names what
+/// is required (the filtered redeliver's "no filter"), not 415.
+async fn a_write_with_no_body_at_all_is_400_naming_what_is_required(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let bare = |path: &str| app.request(Method::POST, path).header("Idempotency-Key", Uuid::now_v7().to_string());
+    let customer = send(bare("/api/customers")).await;
+    assert_error(&customer, 400, "VALIDATION_FAILED", Stamp::Iso);
+    assert!(customer.body["message"].as_str().is_some_and(|m| m.contains("customerRef")), "{}", customer.body);
+    let redeliver = send(bare("/api/webhook-events/redeliver")).await;
+    assert_error(&redeliver, 400, "VALIDATION_FAILED", Stamp::Spaced);
+    assert!(redeliver.body["message"].as_str().is_some_and(|m| m.contains("filter")), "{}", redeliver.body);
+    // Declared JSON but empty is still malformed JSON.
+    let declared = send(bare("/api/customers").header("Content-Type", "application/json")).await;
+    assert_error(&declared, 400, "MALFORMED_JSON", Stamp::Iso);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Path ids
 
@@ -1036,6 +1052,7 @@ backends!(
     a_body_over_the_limit_is_413,
     a_refusal_made_before_the_body_arrives_keeps_the_connection_usable,
     a_post_without_json_content_type_is_415,
+    a_write_with_no_body_at_all_is_400_naming_what_is_required,
     a_path_id_that_is_not_a_uuid_is_400,
     a_path_id_that_names_nothing_is_404,
     a_request_without_authorization_is_401,

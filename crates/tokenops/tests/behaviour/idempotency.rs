@@ -193,6 +193,39 @@ async fn a_refused_status_change_of_a_missing_customer_is_replayed(backend: Back
     assert_eq!(count(&app, "audit_records", "action = 'customer.update_status' AND outcome = 'SUCCESS'").await, 0);
 }
 
+/// A 400 found after admission (the account does not exist, the name is taken) binds nothing to
+/// the key: the corrected request under the same key runs, where a bound refusal would be 422.
+async fn an_invalid_write_frees_its_key_for_the_corrected_request(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    crate::fixtures::active_contract(&app, "USD").await;
+    crate::fixtures::customer(&app, "c-1").await;
+    crate::fixtures::active_account(&app, "a", "c-1", "USD").await;
+    let k = key();
+    let wrong = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "nobody", "amount": "1" });
+    let first = send(&app, Method::POST, "/api/transactions", &k, &wrong).await;
+    assert_eq!(first.status, 400, "{}", first.text);
+    let again = send(&app, Method::POST, "/api/transactions", &k, &wrong).await;
+    assert_eq!(again.status, 400, "{}", again.text);
+    assert!(!again.replayed(), "a refusal that binds nothing is answered anew, not replayed");
+    let corrected = json!({ "txType": "MINT", "assetId": "USD", "accountRef": "a", "amount": "1" });
+    let accepted = send(&app, Method::POST, "/api/transactions", &k, &corrected).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.text);
+    send(&app, Method::POST, "/api/transactions", &k, &corrected).await.assert_replay_of(&accepted);
+    assert_eq!(count(&app, "operations", "").await, 1);
+    // Each refused attempt is in the audit log, as a FAILURE.
+    let refusals = "action = 'transaction.submit' AND outcome = 'FAILURE' AND http_status = 400";
+    assert_eq!(count(&app, "audit_records", refusals).await, 2);
+
+    // The same holds where the refusal needs the store: a script name already taken.
+    let script = |name: &str| json!({ "name": name, "source": "1" });
+    assert_eq!(send(&app, Method::POST, "/api/scripts", &key(), &script("taken")).await.status, 201);
+    let k = key();
+    let taken = send(&app, Method::POST, "/api/scripts", &k, &script("taken")).await;
+    assert_eq!(taken.status, 400, "{}", taken.text);
+    let renamed = send(&app, Method::POST, "/api/scripts", &k, &script("free")).await;
+    assert_eq!(renamed.status, 201, "{}", renamed.text);
+}
+
 async fn a_key_reused_with_a_different_payload_is_422_and_creates_nothing(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let k = key();
@@ -613,6 +646,7 @@ backends!(
     same_payload_with_other_key_order_and_whitespace_is_the_same_request,
     a_refused_registration_is_replayed_with_the_identical_error,
     a_refused_status_change_of_a_missing_customer_is_replayed,
+    an_invalid_write_frees_its_key_for_the_corrected_request,
     a_key_reused_with_a_different_payload_is_422_and_creates_nothing,
     keys_are_scoped_per_organisation,
     keys_are_scoped_per_operation,

@@ -108,17 +108,19 @@ async fn a_submission_whose_contract_cannot_be_read_is_500_and_its_key_works_onc
     assert_eq!(app.db.count("operations", &format!("idempotency_key = '{k}'")).await, 1);
     assert_eq!(app.db.count("jobs", "kind = 'operation.evaluate'").await, 1);
 
-    // An asset without an ACTIVE contract is still the caller's mistake, kept under its key.
+    // An asset without an ACTIVE contract is the caller's mistake (400), not the store's: it
+    // binds nothing to the key, so the same request is answered anew, not replayed.
     let other = key();
     let euros = json!({ "txType": "MINT", "assetId": "EUR", "accountRef": "a-1", "amount": "10.00" });
     let refused = app.write(Method::POST, "/api/transactions", &other, &euros).await;
     assert_fresh(&refused, 400);
     assert_eq!(refused.body["message"], "assetId: EUR has no ACTIVE contract", "{}", refused.body);
     assert_eq!(refused.body["details"], json!([{ "field": "assetId", "message": "EUR has no ACTIVE contract" }]));
-    let replayed = app.write(Method::POST, "/api/transactions", &other, &euros).await;
-    assert_replayed(&replayed, 400);
-    assert_eq!(replayed.body["message"], refused.body["message"]);
+    let again = app.write(Method::POST, "/api/transactions", &other, &euros).await;
+    assert_fresh(&again, 400);
+    assert_eq!(again.body["message"], refused.body["message"]);
     assert_eq!(app.db.count("operations", "").await, 1);
+    assert_eq!(app.db.count("idempotency_records", &format!("idempotency_key = '{other}'")).await, 0);
 }
 
 async fn an_account_registration_whose_contract_cannot_be_read_is_500_and_its_key_works_once_the_store_is_back(
