@@ -78,7 +78,7 @@ fn invitation(
         to: email.to_owned(),
         subject: format!("You are invited to {organisation} on tokenops"),
         body: format!(
-            "{greeting},\n\nYou have been invited to {organisation} on tokenops.\n\nSign in at {sign_in_url} with your email address and this temporary password, then choose your own password:\n\nTemporary password: {temporary_password}\n\nThe temporary password works once.\n"
+            "{greeting},\n\nYou have been invited to {organisation} on tokenops.\n\nSign in at {sign_in_url} with your email address and this temporary password, then choose your own password:\n\nTemporary password: {temporary_password}\n\nThe temporary password works only until you have chosen your own.\n"
         ),
     }
 }

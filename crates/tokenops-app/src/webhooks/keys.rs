@@ -1,8 +1,8 @@
 //! The platform's JWS_ES256 delivery signing keys: generated on first need, sealed in the store
 //! (associated data: purpose and kid), shared by every node, published as a JWKS
-//! (`/.well-known/webhook-jwks.json`, supplement §7), and rotated by age (beyond the spec, which
-//! has no rotation for this scheme): `webhooks.rotate_key` replaces the signing key once it is
-//! `TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS` old; the replaced key signs no more and stays
+//! (`/.well-known/webhook-jwks.json`, supplement §7), and, only where the operator sets an age,
+//! rotated by it (beyond the spec, which has no rotation for this scheme): `webhooks.rotate_key`
+//! replaces the signing key once it is `TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS` old; the replaced key signs no more and stays
 //! published for [`JWS_KEY_OVERLAP_MS`], then is withdrawn.
 //!
 //! The oldest key not retiring signs (two nodes that raced at the first need both stored one,

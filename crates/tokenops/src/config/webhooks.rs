@@ -34,8 +34,10 @@ pub(super) fn read(r: &mut Reader) -> Webhooks {
     let replay_budget = r.integer("TOKENOPS_WEBHOOK_REPLAY_BUDGET", 1_000, 1, 1_000_000).unsigned_abs();
     let max_in_flight_per_destination =
         r.count("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", DEFAULT_MAX_IN_FLIGHT, 1, 256);
+    // Never by default: the spec says signing-key rotation is not implemented for JWS_ES256, so
+    // a receiver built to it may pin the key; an operator who wants rotation opts in.
     let jws_key_rotation_days =
-        u32::try_from(r.integer("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", 90, 0, 3_650)).unwrap_or(90);
+        u32::try_from(r.integer("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", 0, 0, 3_650)).unwrap_or(0);
     Webhooks {
         allow_cidrs,
         ca_file,
@@ -60,13 +62,13 @@ mod tests {
     #[test]
     fn webhook_destination_bound_and_key_rotation() {
         let c = load(&[]).expect("valid");
-        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (8, 90));
+        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (8, 0));
         let c = load(&[
             ("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "2"),
-            ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "0"),
+            ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "90"),
         ])
         .expect("valid");
-        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (2, 0));
+        assert_eq!((c.webhook_max_in_flight_per_destination, c.webhook_jws_key_rotation_days), (2, 90));
         let e = load(&[
             ("TOKENOPS_WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", "0"),
             ("TOKENOPS_WEBHOOK_JWS_KEY_ROTATION_DAYS", "-1"),

@@ -25,6 +25,7 @@ backends!(
     a_release_of_an_approved_lock_is_not_evaluated_again,
     an_approver_group_that_does_not_exist_fails_the_operation_approvers_unresolvable,
     an_operation_whose_policies_stay_unreadable_fails_policy_timeout,
+    the_api_guides_worked_example_works_as_it_says,
 );
 
 /// The request lifetime the tests run with (TOKENOPS_APPROVAL_LIFETIME_MS).
@@ -385,4 +386,40 @@ async fn an_operation_whose_policies_stay_unreadable_fails_policy_timeout(backen
     // Readable again, the policies decide as before.
     let next = submit(&app, &alice, transfer("5")).await;
     until_state(&app, &alice, &next, "CONFIRMED").await;
+}
+
+/// The policy of the API guide's worked example, as the guide prints it.
+fn guide_example() -> Value {
+    let guide = include_str!("../../../../docs/api-guide.md");
+    let start = guide.find("**A worked example**").expect("the worked example");
+    let block = &guide[start..];
+    let open = block.find("```json").expect("its JSON block") + "```json".len();
+    let close = open + block[open..].find("```").expect("the block's end");
+    serde_json::from_str(&block[open..close]).expect("the example is JSON")
+}
+
+async fn the_api_guides_worked_example_works_as_it_says(backend: Backend) {
+    let Org { app, owner, alice, carol, .. } = org(backend).await;
+    let groups = format!("/api/tenants/{}/groups", owner.id.0);
+    let created = app.post_as(&owner, &groups, &json!({ "key": "approvers", "name": "Approvers" })).await;
+    created.expect(201);
+    let members = format!("{groups}/{}/members", created.body["id"].as_str().expect("group id"));
+    app.post_as(&owner, &members, &json!({ "userId": carol.subject })).await.expect(201);
+    let policy = app.post_as(&owner, "/api/policies", &guide_example()).await;
+    policy.expect(201);
+    let activate = format!("/api/policies/{}/activate", policy.body["id"].as_str().expect("policy id"));
+    app.post_as(&owner, &activate, &json!(null)).await.expect(200);
+
+    let small = submit(&app, &alice, transfer("50.00")).await;
+    until_state(&app, &alice, &small, "CONFIRMED").await;
+    let huge = submit(&app, &alice, transfer("250000.00")).await;
+    assert_eq!(until_state(&app, &alice, &huge, "FAILED").await["failureCode"], "VALIDATION_REJECTED");
+    let large = submit(&app, &alice, transfer("1500.00")).await;
+    until_state(&app, &alice, &large, "AWAITING_APPROVAL").await;
+    assert_eq!(events_about(&app, &owner, "transaction.awaiting_approval", &large).await, 1);
+    // The submitter may not approve her own operation; the group's member does.
+    let task = task_ids(&request_for(&app, &owner, &large).await)[0].clone();
+    refused(&act(&app, &alice, &task, "approve").await, 403, "SEPARATION_OF_DUTIES");
+    act(&app, &carol, &task, "approve").await.expect(200);
+    until_state(&app, &alice, &large, "CONFIRMED").await;
 }

@@ -28,6 +28,7 @@ backends!(
     failing_and_suspension_are_told_to_the_other_registrations,
     a_held_destination_delays_no_other_organisation,
     the_jws_key_rotates_through_the_published_jwks,
+    the_jws_key_is_never_rotated_unless_the_operator_sets_an_age,
     under_chaos_every_delivery_settles_by_the_rules
 );
 
@@ -279,6 +280,22 @@ fn verify(app: &TestApp, request: &ReceivedRequest, jwks: &Value, id: &str, url:
         body: &request.body,
     };
     verify_jws(token, jwks, &expect).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The spec has no rotation for JWS_ES256, so a receiver may pin the key: without an age set by
+/// the operator, the key a year on is the first one.
+async fn the_jws_key_is_never_rotated_unless_the_operator_sets_an_age(backend: Backend) {
+    const DAY_MS: i64 = 24 * 3_600_000;
+    let (mut app, receiver) = app_with_receiver(backend, &[("TOKENOPS_WEBHOOK_RETRY_BASE_MS", RETRY_BASE_MS)]).await;
+    let url = receiver.url("/jws");
+    register(&app, &url, &["customer.status_changed"], Some("JWS_ES256")).await;
+    app.drain_jobs().await;
+    let first = receiver.wait_for_path("/jws", 1, WAIT).await.remove(0);
+    let kid = kid_of(first.header("x-jws-signature").expect("JWS"));
+    app.clock.advance_millis(400 * DAY_MS);
+    refresh_token(&mut app);
+    rotation_job(&app).await;
+    assert_eq!(kids(&jwks(&app).await), vec![kid]);
 }
 
 async fn the_jws_key_rotates_through_the_published_jwks(backend: Backend) {
