@@ -69,6 +69,9 @@ pub struct AuditFilter {
     pub actor_ids: Vec<String>,
     pub request_id: Option<String>,
     pub action: Option<String>,
+    /// Beyond the spec's filters: the spec area and the outcome (find the failures).
+    pub category: Option<String>,
+    pub outcome: Option<String>,
     pub source: Option<String>,
     pub resource_type: Option<String>,
     pub resource_id: Option<String>,

@@ -167,6 +167,8 @@ pub fn audit_records(filter: &AuditFilter) -> Vec<Condition> {
         .compare("occurred_at", "<", filter.occurred_to.map(|t| KeyValue::Int(t.as_micros())))
         .equal("request_id", filter.request_id.as_deref().map(text))
         .equal("action", filter.action.as_deref().map(text))
+        .equal("category", filter.category.as_deref().map(text))
+        .equal("outcome", filter.outcome.as_deref().map(text))
         .equal("source", filter.source.as_deref().map(text))
         .equal("resource_type", filter.resource_type.as_deref().map(text))
         .equal("resource_id", filter.resource_id.as_deref().map(text))

@@ -6,7 +6,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use std::sync::Arc;
 use tokenops_app::Error;
-use tokenops_domain::audit::{AuditFilter, AuditRecord, AuditSource};
+use tokenops_domain::audit::{AuditFilter, AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::paging::{SortDirection, SortKey};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -162,12 +162,15 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
     }
     let text = |name: &str| params.one(name).map(|v| v.map(str::to_owned));
     let source = params.one_of("source", &AuditSource::ALL, AuditSource::as_str)?.map(|s| s.as_str().to_owned());
+    let outcome = params.one_of("outcome", &AuditOutcome::ALL, AuditOutcome::as_str)?.map(|o| o.as_str().to_owned());
     Ok(AuditFilter {
         occurred_from,
         occurred_to,
         actor_ids: params.all("actorIds"),
         request_id: text("requestId")?,
         action: text("action")?,
+        category: text("category")?,
+        outcome,
         source,
         resource_type: text("resourceType")?,
         resource_id: text("resourceId")?,
@@ -192,6 +195,12 @@ struct AuditQuery {
     #[param(rename = "requestId")]
     request_id: Option<String>,
     action: Option<String>,
+    /// Beyond the spec's filters: the record's category (CUSTOMERS, TRANSACTIONS, …); another
+    /// value selects nothing
+    category: Option<String>,
+    /// Beyond the spec's filters: SUCCESS or FAILURE (another value is 400)
+    outcome: Option<String>,
+    /// API, WORKER or SYSTEM (another value is 400)
     source: Option<String>,
     #[param(rename = "resourceType")]
     resource_type: Option<String>,

@@ -239,7 +239,7 @@ async fn audit_ties_go_by_occurrence_in_the_last_sort_propertys_direction(backen
     assert_eq!(strings(&desc.body["data"], "resourceId")[1..], ["c-3", "b-2", "a-1"]);
 }
 
-async fn audit_sort_by_outcome_puts_failures_first_ascending(backend: Backend) {
+async fn audit_sort_by_outcome_puts_failures_first_ascending_and_outcome_filters(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     create_customer(&app, "c-1").await;
     app.clock.advance_millis(1_000);
@@ -251,6 +251,17 @@ async fn audit_sort_by_outcome_puts_failures_first_ascending(backend: Backend) {
     reply.expect(200);
     assert_eq!(strings(&reply.body["data"], "outcome"), ["FAILURE", "SUCCESS", "SUCCESS"]);
     assert_eq!(strings(&reply.body["data"], "resourceId"), ["nobody", "c-1", "c-2"]);
+    // Beyond the spec's filters, the failures are asked for directly, and by category; the
+    // export takes the same filters.
+    let failures = app.get("/api/audit/events?outcome=FAILURE").await;
+    assert_eq!(strings(&failures.body["data"], "resourceId"), ["nobody"], "{}", failures.body);
+    assert_eq!(app.get("/api/audit/events?outcome=SUCCESS").await.body["totalItems"], 2);
+    assert_bad_request(&app.get("/api/audit/events?outcome=failure").await, "outcome");
+    assert_eq!(app.get("/api/audit/events?category=CUSTOMERS").await.body["totalItems"], 3);
+    assert_eq!(app.get("/api/audit/events?category=WEBHOOKS").await.body["totalItems"], 0);
+    let exported = app.request(reqwest::Method::GET, "/api/audit/events/export?outcome=FAILURE").send().await;
+    let csv = exported.expect("export").text().await.expect("csv");
+    assert_eq!(csv.lines().count(), 2, "the header and the one failure: {csv}");
 }
 
 async fn audit_unknown_sort_property_or_direction_is_400(backend: Backend) {
@@ -730,7 +741,7 @@ backends!(
     audit_sort_by_occurred_at_without_direction_is_ascending,
     audit_sort_by_action_orders_by_action_then_the_next_key,
     audit_ties_go_by_occurrence_in_the_last_sort_propertys_direction,
-    audit_sort_by_outcome_puts_failures_first_ascending,
+    audit_sort_by_outcome_puts_failures_first_ascending_and_outcome_filters,
     audit_unknown_sort_property_or_direction_is_400,
     audit_filters_by_action_resource_request_source_and_type,
     audit_filters_by_actor_ids_repeated_or_comma_separated,
