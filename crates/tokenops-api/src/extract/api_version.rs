@@ -34,8 +34,12 @@ pub fn check(value: Option<&str>) -> Result<&str, ApiError> {
 }
 
 pub async fn require_api_version(request: Request, next: Next) -> Response {
-    let value = request.headers().get(HEADER).map(|v| v.to_str().unwrap_or("\u{fffd}"));
-    match check(value) {
+    let values: Vec<&str> =
+        request.headers().get_all(HEADER).iter().map(|v| v.to_str().unwrap_or("\u{fffd}")).collect();
+    // Repeated lines of a header are one comma-joined value (RFC 9110 §5.3), which is no
+    // version: the same answer as for `1.0.0, 2.0.0` sent on one line.
+    let value = (!values.is_empty()).then(|| values.join(", "));
+    match check(value.as_deref()) {
         Ok(_) => next.run(request).await,
         Err(e) => e.into_response(),
     }

@@ -114,6 +114,15 @@ async fn malformed_api_version_is_400_naming_supported_versions(backend: Backend
         assert_error(&reply, 400, "UNSUPPORTED_API_VERSION", Stamp::Iso);
         assert!(message(&reply).contains("1.0.0"), "{version:?}: {}", reply.body);
     }
+    // Two header lines are one comma-joined value, whichever comes first.
+    for (first, second) in [("1.0.0", "latest"), ("1.0.0", "1.0.0"), ("2.0.0", "1.0.0")] {
+        let request = app
+            .raw(Method::GET, "/api/customers")
+            .bearer_auth(&app.tenant.token)
+            .header("API-Version", first)
+            .header("API-Version", second);
+        assert_error(&send(request).await, 400, "UNSUPPORTED_API_VERSION", Stamp::Iso);
+    }
 }
 
 async fn unsupported_api_version_is_400_naming_supported_versions(backend: Backend) {
