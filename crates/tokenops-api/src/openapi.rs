@@ -246,6 +246,7 @@ pub struct PageQuery {
     /// Zero-based, default 0
     page: Option<u64>,
     /// 1 to 100, default 20
+    #[param(minimum = 1, maximum = 100)]
     size: Option<u32>,
 }
 
@@ -258,6 +259,7 @@ pub struct UsersPageQuery {
     /// Page of its users (a role's holders, a group's members); zero-based, default 0
     page: Option<u64>,
     /// 1 to 100, default 20
+    #[param(minimum = 1, maximum = 100)]
     size: Option<u32>,
 }
 
@@ -279,6 +281,7 @@ pub struct ClampedPageQuery {
 #[allow(dead_code)]
 pub struct CursorQuery {
     /// 1 to 100, default 20
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u32>,
     /// nextCursor of the previous page (a list with filters needs the same filters again)
     cursor: Option<String>,
@@ -427,15 +430,26 @@ impl Modify for CommonHeaders {
                     ]);
                 }
                 let has_body = operation.request_body.is_some();
+                let takes_key = params.iter().any(|p| match p {
+                    utoipa::openapi::RefOr::T(p) => p.name == "Idempotency-Key",
+                    utoipa::openapi::RefOr::Ref(_) => false,
+                });
                 let responses = &mut operation.responses.responses;
                 let guard = crate::access::guard_of(&method, path);
                 let forbidden = forbidden(guard, path);
                 let mut common = vec![
                     ("400", "Missing, malformed or unsupported API-Version, or an invalid request"),
                     ("401", unauthorized(guard)),
-                    ("403", forbidden.as_str()),
-                    ("500", "System error occurred: nothing was changed; retry with the same Idempotency-Key"),
+                    if takes_key {
+                        ("500", "System error occurred: nothing was changed; retry with the same Idempotency-Key")
+                    } else {
+                        ("500", "System error occurred: nothing was changed; retry")
+                    },
                 ];
+                // An endpoint that takes no token (sign-in) checks no permission.
+                if guard != Some(Guard::Public) {
+                    common.push(("403", forbidden.as_str()));
+                }
                 if has_body {
                     common.push(("413", "The body exceeds the size limit"));
                     common.push(("415", "Content-Type is not application/json"));

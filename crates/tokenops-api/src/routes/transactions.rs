@@ -174,8 +174,8 @@ fn operation_filter(params: &QueryParams) -> Result<OperationFilter, Error> {
         ("counterpartyRef" = Option<String>, Query, description = "An addition to the spec's filters: the receiving account of a TRANSFER, or the counterparty of a LOCK (and of its RELEASE). An account's whole history is its accountRef list and its counterpartyRef list"),
         ("txType" = Option<TxType>, Query),
         ("page" = Option<u64>, Query, description = "Style A: zero-based, default 0"),
-        ("size" = Option<u32>, Query, description = "Style A: 1 to 100, default 20"),
-        ("limit" = Option<u32>, Query, description = "Style D: 1 to 100, default 20"),
+        ("size" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Style A: 1 to 100, default 20"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Style D: 1 to 100, default 20"),
         ("cursor" = Option<String>, Query, description = "Style D: nextCursor of the previous page, with the same filters"),
     ),
     responses(

@@ -913,6 +913,15 @@ async fn openapi_operations_declare_their_error_responses(backend: Backend) {
         assert!(get.get(status).is_some(), "GET /api/customers lacks {status}: {get}");
     }
     assert!(get.get("415").is_none(), "a GET takes no body, so no 415");
+    // Sign-in takes no token, so it checks no permission, and no Idempotency-Key to retry with.
+    let login = &doc["paths"]["/api/auth/login"]["post"]["responses"];
+    assert!(login.get("403").is_none(), "sign-in has no 403: {login}");
+    let retry = login["500"]["description"].as_str().unwrap_or_default();
+    assert!(!retry.contains("Idempotency-Key"), "{retry}");
+    // A strict page size says its bounds.
+    let params = doc["paths"]["/api/customers"]["get"]["parameters"].as_array().expect("parameters");
+    let size = params.iter().find(|p| p["name"] == "size").expect("size");
+    assert_eq!((&size["schema"]["minimum"], &size["schema"]["maximum"]), (&json!(1), &json!(100)), "{size}");
     assert_eq!(doc["info"]["version"], "1.0.0", "info.version is the API's version");
 
     // OpenAPI requires a description on every response; a client generator needs a schema for
