@@ -19,6 +19,7 @@ pub mod customer;
 pub mod event;
 pub mod identity;
 pub mod ids;
+pub mod json_depth;
 pub mod operation;
 pub mod paging;
 pub mod permission;

@@ -22,8 +22,22 @@ pub(crate) fn to_dynamic(value: &Value) -> Dynamic {
     }
 }
 
+/// The deepest nesting of arrays and maps a script may send to the host: the bound the API puts
+/// on request bodies (`tokenops_domain::json_depth::MAX_DEPTH`), so what a script hands over
+/// (a result, a submission, a log) stays readable wherever it is stored.
+pub const MAX_VALUE_DEPTH: usize = 32;
+
 /// `Err` names what could not be sent and why.
 pub(crate) fn to_json(value: &Dynamic) -> Result<Value, String> {
+    to_json_within(value, MAX_VALUE_DEPTH)
+}
+
+fn to_json_within(value: &Dynamic, levels_left: usize) -> Result<Value, String> {
+    let nests = value.is_array() || value.is_map();
+    if nests && levels_left == 0 {
+        return Err(format!("a value nested deeper than {MAX_VALUE_DEPTH} levels cannot be sent to the host"));
+    }
+    let inner = |item: &Dynamic| to_json_within(item, levels_left - 1);
     if value.is_unit() {
         return Ok(Value::Null);
     }
@@ -47,13 +61,13 @@ pub(crate) fn to_json(value: &Dynamic) -> Result<Value, String> {
     }
     if value.is_array() {
         let array = value.read_lock::<Array>().ok_or("an array could not be read")?;
-        return array.iter().map(to_json).collect::<Result<Vec<_>, _>>().map(Value::Array);
+        return array.iter().map(inner).collect::<Result<Vec<_>, _>>().map(Value::Array);
     }
     if value.is_map() {
         let map = value.read_lock::<Map>().ok_or("a map could not be read")?;
         let mut object = serde_json::Map::new();
         for (key, item) in map.iter() {
-            object.insert(key.to_string(), to_json(item)?);
+            object.insert(key.to_string(), inner(item)?);
         }
         return Ok(Value::Object(object));
     }
@@ -64,6 +78,15 @@ pub(crate) fn to_json(value: &Dynamic) -> Result<Value, String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_value_nested_past_the_bound_is_not_sent() {
+        let nested = |levels: usize| (0..levels).fold(json!(1), |inner, _| json!({ "a": [inner] }));
+        // Each level of `nested` is a map and an array.
+        assert!(to_json(&to_dynamic(&nested(MAX_VALUE_DEPTH / 2))).is_ok());
+        let refused = to_json(&to_dynamic(&nested(MAX_VALUE_DEPTH / 2 + 1))).expect_err("too deep");
+        assert!(refused.contains("deeper than 32"), "{refused}");
+    }
 
     #[test]
     fn json_round_trips_with_amounts_as_strings() {

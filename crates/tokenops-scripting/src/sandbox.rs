@@ -32,7 +32,7 @@ use rhai::{
 
 use crate::Compiler;
 use crate::compile::{DependencySource, EVENT_VARIABLE, configure, parse, resolve_imports};
-use crate::convert::{to_dynamic, to_json};
+use crate::convert::{MAX_VALUE_DEPTH, to_dynamic, to_json};
 use crate::decimal::{Decimal, compare};
 use crate::params::ParamValue;
 
@@ -102,6 +102,7 @@ impl Limits {
             Limit::StringLength => format!("more than {} bytes of text in one value", self.max_string_len),
             Limit::ArrayLength => format!("more than {} array items in one value", self.max_array_len),
             Limit::MapSize => format!("more than {} map entries in one value", self.max_map_len),
+            Limit::ValueDepth => format!("arrays and maps nested deeper than {MAX_VALUE_DEPTH} in one value"),
             Limit::Variables => format!("more than {} variables", self.max_variables),
             Limit::Modules => format!("more than {} imported scripts", self.max_modules),
             Limit::LogLines => format!("more than {} log lines", self.max_log_lines),
@@ -118,6 +119,7 @@ pub enum Limit {
     StringLength,
     ArrayLength,
     MapSize,
+    ValueDepth,
     Variables,
     Modules,
     LogLines,
@@ -135,6 +137,7 @@ impl Limit {
             Limit::StringLength => "STRING_LENGTH",
             Limit::ArrayLength => "ARRAY_LENGTH",
             Limit::MapSize => "MAP_SIZE",
+            Limit::ValueDepth => "VALUE_DEPTH",
             Limit::Variables => "VARIABLES",
             Limit::Modules => "MODULES",
             Limit::LogLines => "LOG_LINES",
@@ -335,14 +338,21 @@ fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
 /// Checks the array or map a variable holds each time it is read (see `Limits`). The cost is
 /// the size of the value, which the limits bound.
 fn guard_sizes(engine: &mut Engine, limits: &Limits) {
-    let bounds = Sizes { array: limits.max_array_len, map: limits.max_map_len, string: limits.max_string_len };
+    let bounds = Sizes {
+        array: limits.max_array_len,
+        map: limits.max_map_len,
+        string: limits.max_string_len,
+        deepest: MAX_VALUE_DEPTH,
+    };
     // `on_var` is marked deprecated only as "volatile"; it is the one hook that sees every read.
     #[allow(deprecated)]
     engine.on_var(move |name, _index, context| {
         if let Some(value) = context.scope().get(name) {
             let mut sizes = Sizes::default();
-            if !sizes.add(value, &bounds) {
-                let what = if sizes.array > bounds.array {
+            if !sizes.add(value, &bounds, 0) {
+                let what = if sizes.deepest > MAX_VALUE_DEPTH {
+                    "Depth of nested arrays and object maps"
+                } else if sizes.array > bounds.array {
                     "Size of array"
                 } else if sizes.map > bounds.map {
                     "Size of object map"
@@ -361,22 +371,33 @@ struct Sizes {
     array: usize,
     map: usize,
     string: usize,
+    /// The deepest nesting met; past [`MAX_VALUE_DEPTH`] the value could not be sent to the
+    /// host, and a deeper one would cost every walk over it (this one, a drop) its stack.
+    deepest: usize,
 }
 
 impl Sizes {
-    /// Adds what `value` holds, nested values included; `false` as soon as a bound is passed.
-    fn add(&mut self, value: &Dynamic, bounds: &Sizes) -> bool {
+    /// Adds what `value`, found `depth` containers deep, holds, nested values included; `false`
+    /// as soon as a bound is passed.
+    fn add(&mut self, value: &Dynamic, bounds: &Sizes, depth: usize) -> bool {
+        let nests = value.is_array() || value.is_map();
+        if nests {
+            self.deepest = self.deepest.max(depth + 1);
+            if self.deepest > MAX_VALUE_DEPTH {
+                return false;
+            }
+        }
         if let Some(array) = value.read_lock::<Array>() {
             for item in array.iter() {
                 self.array += 1;
-                if self.array > bounds.array || !self.add(item, bounds) {
+                if self.array > bounds.array || !self.add(item, bounds, depth + 1) {
                     return false;
                 }
             }
         } else if let Some(map) = value.read_lock::<Map>() {
             for item in map.values() {
                 self.map += 1;
-                if self.map > bounds.map || !self.add(item, bounds) {
+                if self.map > bounds.map || !self.add(item, bounds, depth + 1) {
                     return false;
                 }
             }
@@ -501,8 +522,17 @@ impl Compiler {
         match engine.eval_ast_with_scope::<Dynamic>(&mut scope, &ast) {
             Ok(value) if value.is_unit() => RunOutcome::Completed { value: None },
             Ok(value) if value.is_string() => RunOutcome::Completed { value: Some(value.to_string()) },
-            Ok(value) => RunOutcome::Completed {
-                value: Some(to_json(&value).map_or_else(|_| value.to_string(), |json| json.to_string())),
+            Ok(value) => match to_json(&value) {
+                Ok(json) => RunOutcome::Completed { value: Some(json.to_string()) },
+                // A container that cannot be sent (too deep, a float inside) is not printed
+                // either: printing walks it whole.
+                Err(reason) if value.is_array() || value.is_map() => failed(
+                    RunErrorKind::ScriptError,
+                    format!("the script's value cannot be kept: {reason}"),
+                    None,
+                    None,
+                ),
+                Err(_) => RunOutcome::Completed { value: Some(value.to_string()) },
             },
             Err(err) => RunOutcome::Failed { error: classify(&err, limits) },
         }
@@ -534,7 +564,9 @@ fn classify(err: &EvalAltResult, limits: &Limits) -> RunError {
         EvalAltResult::ErrorStackOverflow(_) => limit(Limit::CallDepth),
         EvalAltResult::ErrorTooManyVariables(_) => limit(Limit::Variables),
         EvalAltResult::ErrorTooManyModules(_) => limit(Limit::Modules),
-        EvalAltResult::ErrorDataTooLarge(what, _) => limit(if what.contains("string") {
+        EvalAltResult::ErrorDataTooLarge(what, _) => limit(if what.starts_with("Depth") {
+            Limit::ValueDepth
+        } else if what.contains("string") {
             Limit::StringLength
         } else if what.contains("map") {
             Limit::MapSize

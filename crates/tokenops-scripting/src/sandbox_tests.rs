@@ -406,3 +406,19 @@ fn padding_is_bounded_before_it_allocates() {
         assert!(started.elapsed() < Duration::from_secs(2), "{script}");
     }
 }
+
+#[test]
+fn a_value_nested_deeper_than_the_host_keeps_ends_the_run_without_crashing_it() {
+    // Built in a loop: stopped when it is read past the bound, however deep the loop would go.
+    for depth in [40, 9_000] {
+        let error = failure(run(&format!("let x = 1; for i in 0..{depth} {{ x = [x]; }} x")));
+        assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::ValueDepth }, "{error}");
+        assert!(error.to_string().contains("nested deeper than 32"), "{error}");
+    }
+    // Built by calls and returned: refused, never printed whole.
+    let error = failure(run("fn wrap(v, n) { if n == 0 { v } else { wrap([v], n - 1) } } wrap(1, 40)"));
+    assert!(error.to_string().contains("nested deeper than 32"), "{error}");
+    // Within the bound, kept as JSON.
+    let fine = completed(run("let x = 1; for i in 0..31 { x = [x]; } x")).expect("a value");
+    assert!(serde_json::from_str::<serde_json::Value>(&fine).is_ok(), "{fine}");
+}

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 use tokenops_app::Error;
+use tokenops_domain::json_depth;
 
 use crate::ApiState;
 use crate::error::{ApiError, HttpCode};
@@ -160,6 +161,17 @@ fn parse<T: DeserializeOwned>(bytes: &[u8], refusal: BodyRefusal) -> Result<Json
     if !document.is_object() {
         return Err(match refusal {
             BodyRefusal::Named => Error::bad_request("The request body must be a JSON object").into(),
+            BodyRefusal::SignInStyle => malformed(),
+        });
+    }
+    if json_depth::too_deep(&document) {
+        // Kept, it would nest past what a reader of its audit record or replay accepts.
+        return Err(match refusal {
+            BodyRefusal::Named => Error::bad_request(format!(
+                "The request body nests objects and arrays deeper than {} levels",
+                json_depth::MAX_DEPTH
+            ))
+            .into(),
             BodyRefusal::SignInStyle => malformed(),
         });
     }

@@ -470,6 +470,23 @@ async fn a_write_with_no_body_at_all_is_400_naming_what_is_required(backend: Bac
     assert_error(&declared, 400, "MALFORMED_JSON", Stamp::Iso);
 }
 
+/// A document stored as sent (a template's `defaultContent`) is read back inside its audit
+/// record and replays, a few levels deeper: past 32 levels a body is refused, so nothing stored
+/// can become unreadable to the audit search or the seal.
+async fn a_body_nested_deeper_than_32_levels_is_400_and_the_audit_log_stays_readable(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let nested = |levels: usize| (0..levels).fold(json!(1), |inner, _| json!({ "a": inner }));
+    let template =
+        |key: &str, content: Value| json!({ "key": key, "name": "x", "action": "MINT", "defaultContent": content });
+    let refused = app.post("/api/templates", &template("deep", nested(126))).await;
+    assert_error(&refused, 400, "VALIDATION_FAILED", Stamp::Iso);
+    assert!(message(&refused).contains("deeper than 32 levels"), "{}", refused.body);
+    app.post("/api/templates", &template("deep", nested(30))).await.expect(201);
+    app.get("/api/audit/events?size=100").await.expect(200);
+    let export = app.request(Method::GET, "/api/audit/events/export").send().await.expect("export");
+    assert_eq!(export.status().as_u16(), 200);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Path ids
 
@@ -1071,6 +1088,7 @@ backends!(
     a_refusal_made_before_the_body_arrives_keeps_the_connection_usable,
     a_post_without_json_content_type_is_415,
     a_write_with_no_body_at_all_is_400_naming_what_is_required,
+    a_body_nested_deeper_than_32_levels_is_400_and_the_audit_log_stays_readable,
     a_path_id_that_is_not_a_uuid_is_400,
     a_path_id_that_names_nothing_is_404,
     a_request_without_authorization_is_401,
