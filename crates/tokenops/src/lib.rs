@@ -5,6 +5,7 @@
 pub mod audit_verify;
 pub mod config;
 pub mod demo;
+pub mod listener;
 pub mod otlp;
 pub mod serve;
 pub mod wiring;

@@ -82,6 +82,7 @@ pub async fn run_until(config: Config, signalled: CancellationToken) -> anyhow::
     );
     let stop = shutdown.clone();
     let (state, drain) = (service.state.clone(), config.shutdown_drain);
+    let listener = crate::listener::GuardedListener::new(listener, config.max_connections, config.connection_idle);
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             signalled.cancelled().await;

@@ -62,6 +62,11 @@ pub struct Config {
     /// How long `serve` keeps answering after SIGTERM, with `/readyz` at 503, before it stops
     /// accepting (`TOKENOPS_SHUTDOWN_DRAIN_MS`): the time a load balancer needs to see it go.
     pub shutdown_drain: Duration,
+    /// Connections open at once (`TOKENOPS_MAX_CONNECTIONS`); more wait to be accepted.
+    pub max_connections: usize,
+    /// How long a connection may wait for the client's next byte, or for the client to take
+    /// the response's, before it is closed (`TOKENOPS_CONNECTION_IDLE_MS`).
+    pub connection_idle: Duration,
     pub role: Role,
     /// Threads of the workers' runtime (`serve`).
     pub worker_threads: usize,
@@ -125,6 +130,8 @@ impl Config {
             webhook_max_in_flight_per_destination: webhooks.max_in_flight_per_destination,
             webhook_jws_key_rotation_days: webhooks.jws_key_rotation_days,
             shutdown_drain: server.shutdown_drain,
+            max_connections: server.max_connections,
+            connection_idle: server.connection_idle,
             role: node.role,
             worker_threads: node.worker_threads,
             log_format: logging.format,

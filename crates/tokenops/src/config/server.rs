@@ -1,6 +1,6 @@
 //! The HTTP server's settings: where it listens, the URL it is reached at, its data directory,
-//! the largest request body, how long a contract registration waits for its deployment, and the
-//! drain before it stops.
+//! the largest request body, how long a contract registration waits for its deployment, the
+//! drain before it stops, and its guards on connections (how many, how long one may idle).
 
 use super::sources::Reader;
 use std::net::SocketAddr;
@@ -14,6 +14,8 @@ pub(super) struct Server {
     pub max_body_bytes: usize,
     pub contract_register_wait: Duration,
     pub shutdown_drain: Duration,
+    pub max_connections: usize,
+    pub connection_idle: Duration,
 }
 
 pub(super) fn read(r: &mut Reader) -> Server {
@@ -32,5 +34,16 @@ pub(super) fn read(r: &mut Reader) -> Server {
     let max_body_bytes = r.count("TOKENOPS_MAX_BODY_BYTES", 1_048_576, 1_024, 64 * 1_048_576);
     let contract_register_wait = r.millis("TOKENOPS_CONTRACT_REGISTER_WAIT_MS", 5_000, 0, 60_000);
     let shutdown_drain = r.millis("TOKENOPS_SHUTDOWN_DRAIN_MS", 1_000, 0, 600_000);
-    Server { listen, public_url, data_dir, max_body_bytes, contract_register_wait, shutdown_drain }
+    let max_connections = r.count("TOKENOPS_MAX_CONNECTIONS", 1_024, 1, 1_000_000);
+    let connection_idle = r.millis("TOKENOPS_CONNECTION_IDLE_MS", 75_000, 1_000, 3_600_000);
+    Server {
+        listen,
+        public_url,
+        data_dir,
+        max_body_bytes,
+        contract_register_wait,
+        shutdown_drain,
+        max_connections,
+        connection_idle,
+    }
 }

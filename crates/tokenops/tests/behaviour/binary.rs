@@ -171,3 +171,41 @@ async fn at_sigterm_readyz_turns_503_at_once_while_requests_are_still_answered()
     assert!(status.success(), "a clean exit after the drain: {status}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client that opens connections and sends nothing (or half a request) neither keeps them
+/// nor, by opening many, uses up what the service needs: each is closed after
+/// `TOKENOPS_CONNECTION_IDLE_MS`, and no more than `TOKENOPS_MAX_CONNECTIONS` are open at once;
+/// a request beyond them waits for a slot and is then answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_and_open_ones_are_bounded() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tokenops_identity::install_crypto_provider();
+    let dir = std::env::temp_dir().join(format!("tokenops-idle-{}", uuid::Uuid::now_v7().simple()));
+    let env = std::collections::BTreeMap::from([
+        ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
+        ("TOKENOPS_CONNECTION_IDLE_MS".to_owned(), "1000".to_owned()),
+        ("TOKENOPS_MAX_CONNECTIONS".to_owned(), "2".to_owned()),
+    ]);
+    let service = tokenops_testkit::ServiceProcess::start(BINARY, &env).await;
+    let address = service.base_url.trim_start_matches("http://").to_owned();
+    let mut half_sent = Vec::new();
+    for _ in 0..2 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.expect("half a request");
+        half_sent.push(stream);
+    }
+    let started = Instant::now();
+    let healthz = format!("{}/healthz", service.base_url);
+    let third = tokio::spawn(async move { reqwest::get(healthz).await.map(|r| r.status().as_u16()) });
+    for stream in &mut half_sent {
+        let mut byte = [0_u8; 1];
+        let ended = tokio::time::timeout(Duration::from_secs(15), stream.read(&mut byte)).await;
+        let ended = ended.expect("an idle connection is closed within the deadline");
+        assert!(matches!(ended, Ok(0) | Err(_)), "closed without an answer: {ended:?}");
+    }
+    let answered = tokio::time::timeout(Duration::from_secs(15), third).await.expect("answered once a slot is free");
+    assert_eq!(answered.expect("task").expect("request"), 200);
+    assert!(started.elapsed() >= Duration::from_millis(500), "the third request waited for a slot");
+    drop(service);
+    let _ = std::fs::remove_dir_all(&dir);
+}
