@@ -33,10 +33,7 @@ impl axum::serve::Listener for GuardedListener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         // Only a closed semaphore fails, and this one is never closed; waiting for a slot
         // before accepting is the bound.
-        let slot = match self.slots.clone().acquire_owned().await {
-            Ok(slot) => Some(slot),
-            Err(_) => None,
-        };
+        let slot = self.slots.clone().acquire_owned().await.ok();
         let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
         let deadline = Box::pin(tokio::time::sleep(self.idle));
         (GuardedStream { stream, _slot: slot, idle: self.idle, deadline }, addr)
