@@ -61,7 +61,9 @@ impl QueryParams {
     /// An optional UUID.
     pub fn uuid(&self, name: &str) -> Result<Option<Uuid>, Error> {
         self.one(name)?
-            .map(|v| Uuid::parse_str(v).map_err(|_| Error::invalid_field(name, "must be a UUID")))
+            .map(|v| {
+                crate::extract::path::canonical_uuid(v).ok_or_else(|| Error::invalid_field(name, "must be a UUID"))
+            })
             .transpose()
     }
 

@@ -180,6 +180,11 @@ pub(crate) async fn token(
         ));
     }
     let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+    // RFC 6749 §3.2: a request parameter must not be sent more than once.
+    let repeated = form.iter().enumerate().find(|(i, (name, _))| form[..*i].iter().any(|(earlier, _)| earlier == name));
+    if let Some((_, (name, _))) = repeated {
+        return Ok(oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &format!("{name} is sent more than once")));
+    }
     match form.iter().find(|(k, _)| k == "grant_type").map(|(_, v)| v.as_str()) {
         Some("client_credentials") => {}
         Some(_) => {

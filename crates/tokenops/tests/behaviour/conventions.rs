@@ -494,6 +494,16 @@ async fn a_path_id_that_is_not_a_uuid_is_400(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     assert_error(&app.get("/api/audit/events/not-a-uuid").await, 400, "VALIDATION_FAILED", Stamp::Iso);
     assert_error(&app.get("/api/webhook-events/123").await, 400, "VALIDATION_FAILED", Stamp::Spaced);
+    // Only the dashed 8-4-4-4-12 form names a resource: the other spellings a parser takes are
+    // refused, so one resource has one id.
+    let id = Uuid::now_v7();
+    let spellings = [format!("{{{id}}}"), format!("urn:uuid:{id}"), id.simple().to_string()];
+    for spelling in spellings {
+        let reply = app.get(&format!("/api/audit/events/{spelling}")).await;
+        assert_error(&reply, 400, "VALIDATION_FAILED", Stamp::Iso);
+    }
+    let upper = id.to_string().to_uppercase();
+    assert_error(&app.get(&format!("/api/audit/events/{upper}")).await, 404, "NOT_FOUND", Stamp::Iso);
 }
 
 async fn a_path_id_that_names_nothing_is_404(backend: Backend) {

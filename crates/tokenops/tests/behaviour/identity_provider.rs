@@ -149,6 +149,12 @@ async fn the_token_endpoint_answers_oauth_errors(backend: Backend) {
     let two_methods = token_request(&app, &both, Some((id, "x")), form).await;
     two_methods.expect(400);
     assert_eq!(two_methods.body["error"], "invalid_request");
+    // A parameter sent twice (RFC 6749 §3.2) is refused, whatever the second says.
+    let twice = "grant_type=client_credentials&grant_type=password";
+    let repeated = token_request(&app, twice, Some((id, "x")), form).await;
+    repeated.expect(400);
+    assert_eq!(repeated.body["error"], "invalid_request");
+    assert!(repeated.body["error_description"].as_str().is_some_and(|d| d.contains("grant_type")), "{}", repeated.body);
 }
 
 async fn a_token_of_an_untrusted_issuer_is_401_on_the_embedded_provider(backend: Backend) {
