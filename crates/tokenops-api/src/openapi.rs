@@ -303,8 +303,8 @@ pub struct TimeWindowQuery {
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)]
 pub struct OptionalIdempotencyKey {
-    /// Optional; 1-255 characters. The same key and request replays the first answer (a 404,
-    /// 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
+    /// Optional; 1-255 characters. The same key and request replays the first answer (a 403,
+    /// 404, 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
     #[param(rename = "Idempotency-Key")]
     key: Option<String>,
 }
@@ -314,8 +314,8 @@ pub struct OptionalIdempotencyKey {
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)]
 pub struct RequiredIdempotencyKey {
-    /// Required; 1-255 characters. The same key and request replays the first answer (a 404,
-    /// 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
+    /// Required; 1-255 characters. The same key and request replays the first answer (a 403,
+    /// 404, 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
     #[param(rename = "Idempotency-Key")]
     key: String,
 }

@@ -319,11 +319,11 @@ impl Writes {
             );
             tx.audit().record(&record).await?;
             let now = self.clock.now();
-            if key == RefusedKey::Freed {
-                // A claim held ahead committed on its own; any other rolled back with the effect.
-                if let Some(claim) = claim.as_ref().filter(|c| c.committed) {
-                    tx.idempotency().release(&claim.scope, claim.token).await?;
-                }
+            // Only a claim that rolled back with the effect is freed: one held ahead of an effect
+            // made outside the transaction (a test delivery) stays bound to its answer, since
+            // that effect may have happened and must not happen twice.
+            let held_ahead = claim.as_ref().is_some_and(|c| c.committed);
+            if key == RefusedKey::Freed && !held_ahead {
                 tx.commit().await?;
                 return Ok(());
             }
@@ -398,7 +398,7 @@ pub enum RefusedKey {
     /// The refusal is the key's answer: the same key replays it.
     Bound,
     /// The request was invalid and changed nothing: corrected, it may be sent again under the
-    /// same key.
+    /// same key (unless the key was held ahead of an outside effect: then it stays bound).
     Freed,
 }
 

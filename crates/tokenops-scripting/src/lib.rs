@@ -13,4 +13,4 @@ mod sandbox;
 pub use compile::{Compiled, Compiler, DependencySource, EVENT_VARIABLE};
 pub use error::ScriptError;
 pub use params::{Override, ParamDecl, ParamKind, ParamValue};
-pub use sandbox::{Host, Limit, Limits, RunError, RunErrorKind, RunOutcome};
+pub use sandbox::{Host, Limit, Limits, RUN_STACK_BYTES, RunError, RunErrorKind, RunOutcome};

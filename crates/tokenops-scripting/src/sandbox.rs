@@ -1,8 +1,9 @@
 //! Running a script: the limits of the sandbox, the host API the script calls (`Host`), and the
 //! outcome of a run with its error named by kind.
 //!
-//! A run is synchronous and CPU-bound, and the host's calls block: callers run it on a
-//! blocking thread (`tokio::task::spawn_blocking`), never on an async worker.
+//! A run is synchronous and CPU-bound, and the host's calls block: callers run it on a thread
+//! of its own with a stack of [`RUN_STACK_BYTES`], never on an async worker, nor on the
+//! blocking pool, whose 2 MiB stacks a script can overflow.
 //!
 //! What the script may reach: the standard library of the language (no file, network, process
 //! or clock beyond `timestamp()`), the scripts it imports, its parameters as constants, `event`,
@@ -110,6 +111,12 @@ impl Limits {
         }
     }
 }
+
+/// The stack a run's thread needs: the interpreter walks a value once per level of nesting
+/// (printing it, dropping it), and values built through calls nest a thousand levels and more
+/// before the depth check on variable reads sees them; on a 2 MiB stack such a script aborts
+/// the process. Virtual memory: only what a run uses is committed.
+pub const RUN_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// The limit a run passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,6 +373,17 @@ fn guard_sizes(engine: &mut Engine, limits: &Limits) {
     });
 }
 
+/// Whether `value` nests arrays and maps deeper than `levels`; the walk stops one level past it.
+fn nests_deeper_than(value: &Dynamic, levels: usize) -> bool {
+    if let Some(array) = value.read_lock::<Array>() {
+        levels == 0 || array.iter().any(|item| nests_deeper_than(item, levels - 1))
+    } else if let Some(map) = value.read_lock::<Map>() {
+        levels == 0 || map.values().any(|item| nests_deeper_than(item, levels - 1))
+    } else {
+        false
+    }
+}
+
 #[derive(Default)]
 struct Sizes {
     array: usize,
@@ -522,17 +540,16 @@ impl Compiler {
         match engine.eval_ast_with_scope::<Dynamic>(&mut scope, &ast) {
             Ok(value) if value.is_unit() => RunOutcome::Completed { value: None },
             Ok(value) if value.is_string() => RunOutcome::Completed { value: Some(value.to_string()) },
-            Ok(value) => match to_json(&value) {
-                Ok(json) => RunOutcome::Completed { value: Some(json.to_string()) },
-                // A container that cannot be sent (too deep, a float inside) is not printed
-                // either: printing walks it whole.
-                Err(reason) if value.is_array() || value.is_map() => failed(
-                    RunErrorKind::ScriptError,
-                    format!("the script's value cannot be kept: {reason}"),
-                    None,
-                    None,
-                ),
-                Err(_) => RunOutcome::Completed { value: Some(value.to_string()) },
+            // Too deep to keep as JSON, and to print (printing walks it whole): the run fails.
+            Ok(value) if nests_deeper_than(&value, MAX_VALUE_DEPTH) => failed(
+                RunErrorKind::ScriptError,
+                format!("the script's value cannot be kept: it nests deeper than {MAX_VALUE_DEPTH} levels"),
+                None,
+                None,
+            ),
+            // Otherwise JSON, or the script's own text for what JSON cannot carry (a float).
+            Ok(value) => RunOutcome::Completed {
+                value: Some(to_json(&value).map_or_else(|_| value.to_string(), |json| json.to_string())),
             },
             Err(err) => RunOutcome::Failed { error: classify(&err, limits) },
         }

@@ -281,16 +281,32 @@ impl Sandbox {
         let compiler = self.compiler.clone();
         let limits = self.limits.clone();
         let runner_host = host.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            compiler.run(&script.source, &script.sources, &script.values, event, runner_host, &limits)
-        })
-        .await;
+        // A thread of its own with the stack a run needs (`RUN_STACK_BYTES`), not the blocking
+        // pool's 2 MiB.
+        let (sent, outcome) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name("tokenops-script".into())
+            .stack_size(tokenops_scripting::RUN_STACK_BYTES)
+            .spawn(move || {
+                let _ = sent.send(compiler.run(
+                    &script.source,
+                    &script.sources,
+                    &script.values,
+                    event,
+                    runner_host,
+                    &limits,
+                ));
+            });
+        let outcome = match spawned {
+            Ok(_) => outcome.await.map_err(|_| "its thread ended without an outcome".to_owned()),
+            Err(e) => Err(format!("no thread could be started for it: {e}")),
+        };
         recorded(&host, outcome)
     }
 }
 
 /// What the host recorded, with the run's outcome.
-fn recorded(host: &RunHost, outcome: Result<RunOutcome, tokio::task::JoinError>) -> RunResult {
+fn recorded(host: &RunHost, outcome: Result<RunOutcome, String>) -> RunResult {
     let mut result = std::mem::take(&mut *host.record.lock().unwrap_or_else(PoisonError::into_inner));
     match outcome {
         Ok(RunOutcome::Completed { value }) => {
@@ -305,7 +321,7 @@ fn recorded(host: &RunHost, outcome: Result<RunOutcome, tokio::task::JoinError>)
             };
             result.error = Some(format!("{}: {}{position}", error.kind.code(), error.message));
         }
-        Err(join) => result.error = Some(format!("the run stopped: {join}")),
+        Err(why) => result.error = Some(format!("the run stopped: {why}")),
     }
     result
 }

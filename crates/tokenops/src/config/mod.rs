@@ -109,6 +109,17 @@ impl Config {
         let identity = identity::read(&mut r, &server.public_url);
         let mail = mail::read(&mut r);
         let app = workers::app_settings(&mut r, &database);
+        // The idle limit also ends a request that moves no bytes for that long (the server keeps
+        // reading to notice a client gone): it must outlast the longest wait a request may make.
+        let longest = server.contract_register_wait.max(app.script_limits.max_wall);
+        if server.connection_idle <= longest {
+            r.problems.push(format!(
+                "TOKENOPS_CONNECTION_IDLE_MS={}: must be longer than the longest request may wait ({} ms: \
+                 TOKENOPS_CONTRACT_REGISTER_WAIT_MS and TOKENOPS_SCRIPT_MAX_WALL_MS)",
+                server.connection_idle.as_millis(),
+                longest.as_millis()
+            ));
+        }
         if !r.problems.is_empty() {
             return Err(ConfigError(r.problems));
         }
@@ -160,6 +171,20 @@ mod tests {
     pub(super) fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let env = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::load(&Sources::from_parts(env)?)
+    }
+
+    #[test]
+    fn the_idle_limit_must_outlast_the_longest_request() {
+        let c = load(&[]).expect("defaults are valid");
+        assert_eq!((c.max_connections, c.connection_idle), (1_024, Duration::from_secs(75)));
+        let e = load(&[("TOKENOPS_CONNECTION_IDLE_MS", "20000")]).expect_err("shorter than a script may run");
+        assert!(e.0.iter().any(|p| p.contains("TOKENOPS_CONNECTION_IDLE_MS=20000")), "{:?}", e.0);
+        let short = [
+            ("TOKENOPS_CONNECTION_IDLE_MS", "1000"),
+            ("TOKENOPS_CONTRACT_REGISTER_WAIT_MS", "0"),
+            ("TOKENOPS_SCRIPT_MAX_WALL_MS", "500"),
+        ];
+        assert_eq!(load(&short).expect("valid").connection_idle, Duration::from_secs(1));
     }
 
     #[test]

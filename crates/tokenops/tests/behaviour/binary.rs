@@ -185,6 +185,9 @@ async fn idle_connections_are_closed_and_open_ones_are_bounded() {
         ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
         ("TOKENOPS_CONNECTION_IDLE_MS".to_owned(), "1000".to_owned()),
         ("TOKENOPS_MAX_CONNECTIONS".to_owned(), "2".to_owned()),
+        // The idle limit must outlast the longest wait a request may make.
+        ("TOKENOPS_CONTRACT_REGISTER_WAIT_MS".to_owned(), "0".to_owned()),
+        ("TOKENOPS_SCRIPT_MAX_WALL_MS".to_owned(), "500".to_owned()),
     ]);
     let service = tokenops_testkit::ServiceProcess::start(BINARY, &env).await;
     let address = service.base_url.trim_start_matches("http://").to_owned();
@@ -194,9 +197,12 @@ async fn idle_connections_are_closed_and_open_ones_are_bounded() {
         stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.expect("half a request");
         half_sent.push(stream);
     }
-    let started = Instant::now();
     let healthz = format!("{}/healthz", service.base_url);
-    let third = tokio::spawn(async move { reqwest::get(healthz).await.map(|r| r.status().as_u16()) });
+    let third = tokio::spawn(async move {
+        let started = Instant::now();
+        let status = reqwest::get(healthz).await.map(|r| r.status().as_u16());
+        (status, started.elapsed())
+    });
     for stream in &mut half_sent {
         let mut byte = [0_u8; 1];
         let ended = tokio::time::timeout(Duration::from_secs(15), stream.read(&mut byte)).await;
@@ -204,8 +210,9 @@ async fn idle_connections_are_closed_and_open_ones_are_bounded() {
         assert!(matches!(ended, Ok(0) | Err(_)), "closed without an answer: {ended:?}");
     }
     let answered = tokio::time::timeout(Duration::from_secs(15), third).await.expect("answered once a slot is free");
-    assert_eq!(answered.expect("task").expect("request"), 200);
-    assert!(started.elapsed() >= Duration::from_millis(500), "the third request waited for a slot");
+    let (status, waited) = answered.expect("task");
+    assert_eq!(status.expect("request"), 200);
+    assert!(waited >= Duration::from_millis(500), "the third request waited for a slot: {waited:?}");
     drop(service);
     let _ = std::fs::remove_dir_all(&dir);
 }
