@@ -83,9 +83,10 @@ impl JobHandler for Reconcile {
                         continue;
                     }
                 };
-                let as_i64 = |v: U256| i64::try_from(v).unwrap_or(i64::MAX);
-                let (total, held) = (as_i64(balances.total), as_i64(balances.held));
-                if total == expected.total && held == expected.held {
+                // Compared at the ledger's width: a balance past what a position can hold (it
+                // stays at its bound) is a difference, not equal to the bound.
+                let (total, held) = (balances.total, balances.held);
+                if same_amount(total, expected.total) && same_amount(held, expected.held) {
                     continue;
                 }
                 let detail = format!(
@@ -93,8 +94,8 @@ impl JobHandler for Reconcile {
                     balances.block_number,
                     expected.total,
                     expected.held,
-                    total.saturating_sub(expected.total),
-                    held.saturating_sub(expected.held)
+                    difference(total, expected.total),
+                    difference(held, expected.held)
                 );
                 let now = ctx.clock().now();
                 let mut tx = p.store.write().await?;
@@ -132,7 +133,40 @@ impl JobHandler for Reconcile {
 
 /// Two mismatch details describe the same difference when their differences agree: a drift
 /// that persists while balances move is one break, not one per movement.
+fn same_amount(ledger: U256, expected: i64) -> bool {
+    u64::try_from(expected).is_ok_and(|e| ledger == U256::from(e))
+}
+
+/// `ledger - expected`, signed, at the ledger's width.
+fn difference(ledger: U256, expected: i64) -> String {
+    let magnitude = U256::from(expected.unsigned_abs());
+    if expected < 0 {
+        ledger.saturating_add(magnitude).to_string()
+    } else if ledger >= magnitude {
+        (ledger - magnitude).to_string()
+    } else {
+        format!("-{}", magnitude - ledger)
+    }
+}
+
 fn same_difference(a: &str, b: &str) -> bool {
     let difference = |s: &str| s.split("; difference ").nth(1).map(str::to_owned);
     difference(a).is_some() && difference(a) == difference(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_compare_and_differ_at_the_ledgers_width() {
+        assert!(same_amount(U256::from(5_u64), 5));
+        assert!(!same_amount(U256::from(5_u64), -5));
+        // A balance past what a position holds is not equal to the position's bound.
+        let past = U256::from(i64::MAX as u64) + U256::from(100_u64);
+        assert!(!same_amount(past, i64::MAX));
+        assert_eq!(difference(past, i64::MAX), "100");
+        assert_eq!(difference(U256::from(3_u64), 5), "-2");
+        assert_eq!(difference(U256::from(3_u64), -5), "8");
+    }
 }

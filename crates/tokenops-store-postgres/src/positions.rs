@@ -4,6 +4,7 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::saturating_sum_sql;
 use tokenops_store::{Position, PositionChange, PositionStore, StoreResult};
 use uuid::Uuid;
 
@@ -17,19 +18,21 @@ impl PositionStore for PostgresTx {
         held_delta: i64,
         now: Timestamp,
     ) -> StoreResult<()> {
-        // A sum beyond the BIGINT range fails ("bigint out of range") rather than wrapping.
-        self.execute(
-            sqlx::query(
-                "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = positions.total + excluded.total,
-                                                                held = positions.held + excluded.held,
+        // Kept within the BIGINT range (see `tokenops_store::positions`).
+        let sql = format!(
+            "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = {}, held = {},
                                                                 updated_at = excluded.updated_at",
-            )
-            .bind(tenant.as_uuid())
-            .bind(account_ref.as_str())
-            .bind(total_delta)
-            .bind(held_delta)
-            .bind(now.as_micros()),
+            saturating_sum_sql("positions.total", "excluded.total"),
+            saturating_sum_sql("positions.held", "excluded.held"),
+        );
+        self.execute(
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant.as_uuid())
+                .bind(account_ref.as_str())
+                .bind(total_delta)
+                .bind(held_delta)
+                .bind(now.as_micros()),
         )
         .await?;
         Ok(())
@@ -46,23 +49,25 @@ impl PositionStore for PostgresTx {
         let accounts: Vec<&str> = changes.iter().map(|c| c.account_ref.as_str()).collect();
         let totals: Vec<i64> = changes.iter().map(|c| c.total_delta).collect();
         let helds: Vec<i64> = changes.iter().map(|c| c.held_delta).collect();
-        // A sum beyond the BIGINT range fails ("bigint out of range") rather than wrapping.
+        // Kept within the BIGINT range (see `tokenops_store::positions`).
+        let sql = format!(
+            "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at)
+             SELECT c.tenant_id, c.account_ref, c.total, c.held, $5
+             FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY
+                  AS c(tenant_id, account_ref, total, held, position)
+             ORDER BY c.position
+             ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = {}, held = {},
+                                                                updated_at = excluded.updated_at",
+            saturating_sum_sql("positions.total", "excluded.total"),
+            saturating_sum_sql("positions.held", "excluded.held"),
+        );
         self.execute(
-            sqlx::query(
-                "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at)
-                 SELECT c.tenant_id, c.account_ref, c.total, c.held, $5
-                 FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY
-                      AS c(tenant_id, account_ref, total, held, position)
-                 ORDER BY c.position
-                 ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = positions.total + excluded.total,
-                                                                    held = positions.held + excluded.held,
-                                                                    updated_at = excluded.updated_at",
-            )
-            .bind(&tenants)
-            .bind(&accounts)
-            .bind(&totals)
-            .bind(&helds)
-            .bind(now.as_micros()),
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(&tenants)
+                .bind(&accounts)
+                .bind(&totals)
+                .bind(&helds)
+                .bind(now.as_micros()),
         )
         .await?;
         Ok(())

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use rusqlite::params;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::{TenantId, Timestamp};
+use tokenops_store::saturating_sum_sql;
 use tokenops_store::{Position, PositionStore, StoreResult};
 
 #[async_trait]
@@ -17,12 +18,17 @@ impl PositionStore for SqliteTx {
         held_delta: i64,
         now: Timestamp,
     ) -> StoreResult<()> {
-        // An overflowing sum becomes a REAL, which the STRICT INTEGER column refuses.
-        self.execute(
+        // Kept within range (see `tokenops_store::positions`): an overflowing sum would become a
+        // REAL, which the STRICT INTEGER column refuses.
+        let sql = format!(
             "INSERT INTO positions (tenant_id, account_ref, total, held, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = total + excluded.total,
-                                                                held = held + excluded.held,
+             ON CONFLICT (tenant_id, account_ref) DO UPDATE SET total = {}, held = {},
                                                                 updated_at = excluded.updated_at",
+            saturating_sum_sql("total", "excluded.total"),
+            saturating_sum_sql("held", "excluded.held"),
+        );
+        self.execute(
+            &sql,
             params![codec::id_text(tenant.as_uuid()), account_ref.as_str(), total_delta, held_delta, now.as_micros()],
         )?;
         Ok(())

@@ -1,11 +1,27 @@
 //! Positions, what the service expects each account's ledger balances to be: `Position` and
 //! `PositionStore`. Amounts are integer minor units (`i64`).
+//!
+//! The ledger's balances are 256-bit: an account can hold more than a position can say. A sum
+//! past the `i64` range stays at its bound instead of failing the confirmation of an operation
+//! the ledger has already included; reconciliation then reports the account's difference as a
+//! break, which is the truth: the service's own record cannot follow that balance.
 
 use async_trait::async_trait;
 use tokenops_domain::account::AccountRef;
 use tokenops_domain::{TenantId, Timestamp};
 
 use crate::StoreResult;
+
+/// SQL for `current + delta` kept within the `BIGINT` range, both dialects: each CASE branch is
+/// evaluated only when chosen, so no out-of-range intermediate is computed.
+pub fn saturating_sum_sql(current: &str, delta: &str) -> String {
+    format!(
+        "CASE WHEN {delta} > 0 THEN (CASE WHEN {current} > 9223372036854775807 - {delta} THEN 9223372036854775807 \
+         ELSE {current} + {delta} END) \
+         ELSE (CASE WHEN {current} < -9223372036854775807 - {delta} THEN -9223372036854775807 \
+         ELSE {current} + {delta} END) END"
+    )
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Position {

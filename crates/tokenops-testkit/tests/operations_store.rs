@@ -1190,7 +1190,7 @@ async fn breaks_are_listed_newest_first_with_filters_and_totals(backend: Backend
 backends!(
     positions_accumulate_in_the_callers_transaction,
     several_positions_move_in_one_call,
-    an_overflowing_position_is_refused
+    an_overflowing_position_stays_at_its_bound
 );
 
 async fn positions_accumulate_in_the_callers_transaction(backend: Backend) {
@@ -1264,27 +1264,27 @@ async fn several_positions_move_in_one_call(backend: Backend) {
     assert_eq!(position(&*fx.store, t, "bob").await, Position { total: 30, held: 0 });
     assert_eq!(position(&*fx.store, other, "alice").await, Position { total: 5, held: 5 });
 
-    // One overflowing change refuses the whole call, and the transaction moves nothing.
+    // A sum past the range stays at its bound (the ledger moved the value; reconciliation
+    // reports what the position cannot say), and the call's other changes apply.
     let mut tx = fx.store.write().await.expect("begin");
     let changes = [change(t, "bob", 1, 0), change(t, "alice", i64::MAX, 0)];
-    let outcome = tx.positions().apply_all(&changes, at(3)).await;
-    assert!(outcome.is_err(), "alice's total overflows: {outcome:?}");
-    drop(tx);
-    assert_eq!(position(&*fx.store, t, "bob").await, Position { total: 30, held: 0 });
+    tx.positions().apply_all(&changes, at(3)).await.expect("apply all");
+    tx.commit().await.expect("commit");
+    assert_eq!(position(&*fx.store, t, "bob").await, Position { total: 31, held: 0 });
+    assert_eq!(position(&*fx.store, t, "alice").await, Position { total: i64::MAX, held: 0 });
 }
 
-async fn an_overflowing_position_is_refused(backend: Backend) {
+async fn an_overflowing_position_stays_at_its_bound(backend: Backend) {
     let fx = Fixture::new(backend).await;
     let t = tenant();
-    apply(&*fx.store, t, "whale", i64::MAX - 1, i64::MIN + 1, at(1)).await;
-    for (total, held) in [(2, 0), (0, -2)] {
-        let mut tx = fx.store.write().await.expect("begin");
-        let outcome = tx.positions().apply(t, &account_ref("whale"), total, held, at(2)).await;
-        assert!(outcome.is_err(), "({total}, {held}) overflows: {outcome:?}");
-        drop(tx);
-    }
-    apply(&*fx.store, t, "whale", 1, -1, at(3)).await;
-    assert_eq!(position(&*fx.store, t, "whale").await, Position { total: i64::MAX, held: i64::MIN });
+    apply(&*fx.store, t, "whale", i64::MAX - 1, -i64::MAX + 1, at(1)).await;
+    apply(&*fx.store, t, "whale", 2, -2, at(2)).await;
+    assert_eq!(position(&*fx.store, t, "whale").await, Position { total: i64::MAX, held: -i64::MAX });
+    apply(&*fx.store, t, "whale", i64::MAX, -i64::MAX, at(3)).await;
+    assert_eq!(position(&*fx.store, t, "whale").await, Position { total: i64::MAX, held: -i64::MAX });
+    // Away from the bound, sums are exact again.
+    apply(&*fx.store, t, "whale", -10, 10, at(4)).await;
+    assert_eq!(position(&*fx.store, t, "whale").await, Position { total: i64::MAX - 10, held: -i64::MAX + 10 });
 }
 
 // ---------------------------------------------------------------------------------------------

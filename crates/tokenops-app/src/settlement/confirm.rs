@@ -20,9 +20,11 @@ pub(super) struct PositionDeltas(std::collections::BTreeMap<(TenantId, AccountRe
 
 impl PositionDeltas {
     fn add(&mut self, tenant: TenantId, account: &AccountRef, total: i64, held: i64) {
+        // Kept within range, as the store keeps the sums (`tokenops_store::positions`): a batch
+        // may confirm several of the largest amounts for one account.
         let delta = self.0.entry((tenant, account.clone())).or_default();
-        delta.0 += total;
-        delta.1 += held;
+        delta.0 = delta.0.saturating_add(total);
+        delta.1 = delta.1.saturating_add(held);
     }
 
     pub(super) async fn apply(self, tx: &mut dyn Tx, now: Timestamp) -> Result<(), JobError> {

@@ -1565,6 +1565,33 @@ async fn reconciliation_records_one_balance_mismatch_per_difference(backend: Bac
     assert_eq!(breaks(&app, "?reason=BALANCE_MISMATCH&accountRef=b").await.body["totalElements"], 1);
 }
 
+/// The ledger's balances are 256-bit, the service's positions 64-bit: mints of the largest
+/// amount the API takes, past what a position can hold, settle as the ledger settled them
+/// (CONFIRMED, the balance read from the ledger), and reconciliation reports that the service's
+/// record cannot follow the account, instead of the operations ending FAILED with value moved.
+async fn a_balance_past_what_a_position_holds_confirms_and_is_reported_as_a_break(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    let largest = "92233720368547758.07";
+    let mut minted = Vec::new();
+    for _ in 0..3 {
+        minted.push(submit(&app, mint("a", largest)).await);
+    }
+    settle(&app).await;
+    for reply in &minted {
+        let done = operation(&app, reply).await;
+        assert_eq!(done["state"], "CONFIRMED", "{done}");
+    }
+    assert_eq!(balance(&app, "a").await["total"], "276701161105643274.21");
+    run_periodic(&app, "positions.reconcile").await;
+    let found = breaks(&app, "?reason=BALANCE_MISMATCH&accountRef=a").await;
+    assert_eq!(found.body["totalElements"], 1, "{}", found.body);
+    let detail = found.body["content"][0]["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("ledger total 27670116110564327421"), "{detail}");
+}
+
+backends!(a_balance_past_what_a_position_holds_confirms_and_is_reported_as_a_break);
+
 backends!(
     a_submission_is_202_with_the_operation_and_its_location,
     every_cause_of_a_submission_400_names_its_field,
