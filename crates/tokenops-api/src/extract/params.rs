@@ -60,11 +60,7 @@ impl QueryParams {
 
     /// An optional UUID.
     pub fn uuid(&self, name: &str) -> Result<Option<Uuid>, Error> {
-        self.one(name)?
-            .map(|v| {
-                crate::extract::path::canonical_uuid(v).ok_or_else(|| Error::invalid_field(name, "must be a UUID"))
-            })
-            .transpose()
+        self.one(name)?.map(|v| crate::extract::path::uuid_param(name, v)).transpose()
     }
 
     /// A half-open time window `[from, to)` given by two optional instants; `from` must be

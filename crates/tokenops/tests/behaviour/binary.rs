@@ -136,17 +136,21 @@ async fn serve_answers_healthz_and_openapi_within_ten_seconds_of_starting() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `tokenops serve` on a data directory of its own with `settings`; the directory to remove.
+async fn serve_with(name: &str, settings: &[(&str, &str)]) -> (tokenops_testkit::ServiceProcess, std::path::PathBuf) {
+    tokenops_identity::install_crypto_provider();
+    let dir = std::env::temp_dir().join(format!("tokenops-{name}-{}", uuid::Uuid::now_v7().simple()));
+    let mut env =
+        std::collections::BTreeMap::from([("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string())]);
+    env.extend(settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    (tokenops_testkit::ServiceProcess::start(BINARY, &env).await, dir)
+}
+
 /// At SIGTERM the service says it is going (`/readyz` 503 within a second, naming the
 /// shutdown) while it still answers for `TOKENOPS_SHUTDOWN_DRAIN_MS`, then exits cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_sigterm_readyz_turns_503_at_once_while_requests_are_still_answered() {
-    tokenops_identity::install_crypto_provider();
-    let dir = std::env::temp_dir().join(format!("tokenops-drain-{}", uuid::Uuid::now_v7().simple()));
-    let env = std::collections::BTreeMap::from([
-        ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
-        ("TOKENOPS_SHUTDOWN_DRAIN_MS".to_owned(), "3000".to_owned()),
-    ]);
-    let service = tokenops_testkit::ServiceProcess::start(BINARY, &env).await;
+    let (service, dir) = serve_with("drain", &[("TOKENOPS_SHUTDOWN_DRAIN_MS", "3000")]).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");
     let readyz = format!("{}/readyz", service.base_url);
     assert_eq!(client.get(&readyz).send().await.expect("readyz").status(), 200);
@@ -179,17 +183,14 @@ async fn at_sigterm_readyz_turns_503_at_once_while_requests_are_still_answered()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_closed_and_open_ones_are_bounded() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    tokenops_identity::install_crypto_provider();
-    let dir = std::env::temp_dir().join(format!("tokenops-idle-{}", uuid::Uuid::now_v7().simple()));
-    let env = std::collections::BTreeMap::from([
-        ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
-        ("TOKENOPS_CONNECTION_IDLE_MS".to_owned(), "1000".to_owned()),
-        ("TOKENOPS_MAX_CONNECTIONS".to_owned(), "2".to_owned()),
+    let settings = [
+        ("TOKENOPS_CONNECTION_IDLE_MS", "1000"),
+        ("TOKENOPS_MAX_CONNECTIONS", "2"),
         // The idle limit must outlast the longest wait a request may make.
-        ("TOKENOPS_CONTRACT_REGISTER_WAIT_MS".to_owned(), "0".to_owned()),
-        ("TOKENOPS_SCRIPT_MAX_WALL_MS".to_owned(), "500".to_owned()),
-    ]);
-    let service = tokenops_testkit::ServiceProcess::start(BINARY, &env).await;
+        ("TOKENOPS_CONTRACT_REGISTER_WAIT_MS", "0"),
+        ("TOKENOPS_SCRIPT_MAX_WALL_MS", "500"),
+    ];
+    let (service, dir) = serve_with("idle", &settings).await;
     let address = service.base_url.trim_start_matches("http://").to_owned();
     let mut half_sent = Vec::new();
     for _ in 0..2 {
