@@ -259,7 +259,7 @@ impl Writes {
             None => return Err(in_flight(1)),
             Some(record) if record.request_hash != request.request_hash => {
                 return Err(Error::unprocessable(format!(
-                    "Idempotency-Key {:?} was already used with a different request payload; use a new key for a new request",
+                    "Idempotency-Key {:?} was already used for a different request (another payload, or another caller); use a new key for a new request",
                     scope.key
                 ))
                 .with_code(Code::IdempotencyKeyReused));
@@ -612,13 +612,20 @@ fn write_json(value: &impl Serialize, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(out, value);
 }
 
-/// The fingerprint of a write request: method, path and canonical body.
-pub fn fingerprint(method: &str, path: &str, body: &Value) -> String {
+/// The fingerprint of a write request: method, path, caller and canonical body.
+///
+/// Keys are shared by an organisation, but a stored answer is its caller's (an approval's 200,
+/// a separation-of-duties 403): another caller sending the same key is a different request
+/// (422), never handed someone else's outcome nor let past its own checks.
+pub fn fingerprint(method: &str, path: &str, caller: &str, body: &Value) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = Vec::with_capacity(256);
     text.extend_from_slice(method.as_bytes());
     text.push(b' ');
     text.extend_from_slice(path.as_bytes());
+    text.push(b'\n');
+    // As a JSON string: whatever a provider puts in `sub`, it cannot run into the body.
+    write_json(&caller, &mut text);
     text.push(b'\n');
     canonical(body, &mut text);
     let digest = Sha256::digest(&text);

@@ -67,7 +67,7 @@ impl GroupStore for PostgresTx {
         page: PageRequest,
     ) -> StoreResult<Page<UserRecord>> {
         let sql = format!(
-            "SELECT {} FROM {MEMBERS} ORDER BY LOWER(u.first_name) ASC, LOWER(u.last_name) ASC, u.id ASC LIMIT $3 OFFSET $4",
+            "SELECT {} FROM {MEMBERS} ORDER BY LOWER(u.first_name) ASC, LOWER(u.last_name) ASC, u.first_name ASC, u.last_name ASC, u.id ASC LIMIT $3 OFFSET $4",
             rows::joined_user_columns()
         );
         self.page_where(

@@ -62,7 +62,7 @@ impl GroupStore for SqliteTx {
         let tenant_text = codec::id_text(tenant.as_uuid());
         let group_text = codec::id_text(group_id);
         let sql = format!(
-            "SELECT {} FROM {MEMBERS} ORDER BY LOWER(u.first_name) ASC, LOWER(u.last_name) ASC, u.id ASC LIMIT ?3 OFFSET ?4",
+            "SELECT {} FROM {MEMBERS} ORDER BY LOWER(u.first_name) ASC, LOWER(u.last_name) ASC, u.first_name ASC, u.last_name ASC, u.id ASC LIMIT ?3 OFFSET ?4",
             rows::joined_user_columns()
         );
         self.page_where(

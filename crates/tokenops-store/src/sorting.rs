@@ -55,8 +55,13 @@ const WORDS: &[&str] = &["email", "first_name", "last_name", "role_name", "name"
 /// The `ORDER BY` of a list: each key's column as the list sorts by it (`columns` maps the names
 /// a list accepts to SQL), then the id, ascending. Keys come from an endpoint's allow list, never
 /// from the request; a column the list does not know is refused rather than placed in SQL.
+///
+/// Words compare without regard to case under every key first; their exact case only breaks
+/// the ties that remain, so `Amy Zulu` does not come before `amy Brown` by first name then last
+/// name (as a group's members, ordered the same way, show them).
 pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<String> {
-    let mut order = Vec::with_capacity(sort.len() + 1);
+    let mut order = Vec::with_capacity(2 * sort.len() + 1);
+    let mut case_ties = Vec::new();
     for key in sort {
         let (name, sql) = columns
             .iter()
@@ -64,11 +69,37 @@ pub fn order_by(sort: &[SortKey], columns: &[(&str, &str)]) -> StoreResult<Strin
             .ok_or_else(|| StoreError::Backend(format!("the list cannot sort by {:?}", key.column).into()))?;
         let direction = key.direction.sql();
         if WORDS.contains(name) {
-            order.push(format!("LOWER({sql}) {direction}, {sql} {direction}"));
+            order.push(format!("LOWER({sql}) {direction}"));
+            case_ties.push(format!("{sql} {direction}"));
         } else {
             order.push(format!("{sql} {direction}"));
         }
     }
+    order.extend(case_ties);
     order.push("id ASC".to_owned());
     Ok(order.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenops_domain::paging::{SortDirection, SortKey};
+
+    #[test]
+    fn case_only_breaks_the_ties_of_every_key() {
+        let key = |column: &'static str, direction| SortKey { column, direction };
+        let sort = [
+            key("first_name", SortDirection::Asc),
+            key("status", SortDirection::Desc),
+            key("last_name", SortDirection::Asc),
+        ];
+        assert_eq!(
+            order_by(&sort, USER_SORT).ok().as_deref(),
+            Some(
+                "LOWER(first_name) ASC NULLS FIRST, status DESC NULLS LAST, LOWER(last_name) ASC NULLS FIRST, \
+                 first_name ASC NULLS FIRST, last_name ASC NULLS FIRST, id ASC"
+            )
+        );
+        assert!(order_by(&[key("password", SortDirection::Asc)], USER_SORT).is_err());
+    }
 }

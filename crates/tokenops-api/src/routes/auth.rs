@@ -304,7 +304,7 @@ async fn activate(State(state): State<Arc<ApiState>>, form: SignInForm) -> ApiRe
     security(()),
     responses(
         (status = 200, description = "{clientId, clientSecret, tokenUrl}; the link then stops working. The spec names this bootstrap operation without its method or path: this service serves it here", body = RevealedSecret),
-        (status = 404, description = "The link is unknown, used or expired", body = crate::openapi::ErrorBody),
+        (status = 404, description = "The link is unknown, used or expired, or its client was disabled", body = crate::openapi::ErrorBody),
     )
 )]
 async fn reveal_client_secret(

@@ -496,8 +496,10 @@ impl RunHost {
             source: AuditSource::Worker,
         };
         let key = format!("automation-run:{execution_id}:{ordinal}");
-        let idempotency =
-            IdempotencyRequest { key, request_hash: crate::write::fingerprint("POST", "/api/transactions", &request) };
+        let idempotency = IdempotencyRequest {
+            key,
+            request_hash: crate::write::fingerprint("POST", "/api/transactions", &self.caller.subject, &request),
+        };
         let admission = writes
             .begin(ctx, &crate::operations::SUBMIT, Some(idempotency), None)
             .await

@@ -191,11 +191,12 @@ impl Clients {
         let Some(reveal) = tx.secret_reveals().take(&opaque::hash_opaque(token), now).await? else {
             return Ok(None);
         };
-        Ok(tx.machine_clients().get(reveal.client_id).await?.and_then(|c| c.tenant_id))
+        // A disabled client's link reveals nothing: its secret opens no door any more.
+        Ok(tx.machine_clients().get(reveal.client_id).await?.filter(|c| c.active).and_then(|c| c.tenant_id))
     }
 
     /// Reveals a secret once: the reveal is consumed in the same transaction; unknown, used or
-    /// expired tokens are all the same 404.
+    /// expired tokens, and the links of disabled clients, are all the same 404.
     pub async fn reveal(
         &self,
         w: &mut Write,
@@ -209,6 +210,9 @@ impl Clients {
         }
         let now = w.now();
         let reveal = w.tx().secret_reveals().take(&opaque::hash_opaque(token), now).await?.ok_or_else(gone)?;
+        if !w.tx().machine_clients().get(reveal.client_id).await?.is_some_and(|c| c.active) {
+            return Err(gone());
+        }
         let secret = sealer.open(&reveal.sealed_secret, &reveal_aad(reveal.client_id)).map_err(Error::internal)?;
         let secret = String::from_utf8(secret.to_vec()).map_err(Error::internal)?;
         w.set_resource_id(reveal.client_id.to_string());

@@ -91,6 +91,20 @@ impl Role {
 
     /// 403 unless `caller` may hand out this role.
     pub fn check_assignable_by(&self, caller: &Caller) -> AppResult<()> {
+        self.check_outranked(caller, GRANT_REFUSAL)
+    }
+
+    /// 403 unless `caller` may act on this role or on a holder of it (edit or delete the role,
+    /// change or remove the holder): what handing the role out needs, or an editor could strip
+    /// a role and then act on holders it outranks.
+    pub fn check_actionable_by(&self, caller: &Caller) -> AppResult<()> {
+        self.check_outranked(
+            caller,
+            "You cannot act on a role, or on its holders, that grants permissions you do not hold",
+        )
+    }
+
+    fn check_outranked(&self, caller: &Caller, refusal: &str) -> AppResult<()> {
         let mut missing = self.required_to_assign().minus(caller.permissions);
         if self.is_platform() || missing.contains(Permission::UserCreate) {
             return match missing.iter().next() {
@@ -99,13 +113,14 @@ impl Role {
             };
         }
         missing.remove(Permission::UserCreate);
-        if missing.is_empty() { Ok(()) } else { Err(cannot_grant(missing)) }
+        if missing.is_empty() { Ok(()) } else { Err(refused_for_lacking(refusal, missing)) }
     }
 }
 
-fn cannot_grant(missing: PermissionSet) -> Error {
-    Error::forbidden(format!("You cannot grant permissions you do not hold: {}", missing.names().join(", ")))
-        .with_code(Code::PermissionDenied)
+const GRANT_REFUSAL: &str = "You cannot grant permissions you do not hold";
+
+fn refused_for_lacking(refusal: &str, missing: PermissionSet) -> Error {
+    Error::forbidden(format!("{refusal}: {}", missing.names().join(", "))).with_code(Code::PermissionDenied)
 }
 
 /// `Role {name} not found` (404).
@@ -157,7 +172,7 @@ pub fn parse_permissions(names: &[String]) -> AppResult<PermissionSet> {
 /// A custom role may only grant what its author holds (403 naming the rest).
 fn check_grantable(caller: &Caller, grants: PermissionSet) -> AppResult<()> {
     let missing = grants.minus(caller.permissions);
-    if missing.is_empty() { Ok(()) } else { Err(cannot_grant(missing)) }
+    if missing.is_empty() { Ok(()) } else { Err(refused_for_lacking(GRANT_REFUSAL, missing)) }
 }
 
 fn reserved(name: &str) -> Error {
@@ -239,9 +254,8 @@ impl Roles {
         if before.is_platform() {
             return Err(platform_read_only());
         }
-        // Editing a role acts on everyone who holds it: it needs what handing the role out
-        // needs, or an editor could strip a role and then act on holders it outranks.
-        before.check_assignable_by(&w.context().caller)?;
+        // Editing a role acts on everyone who holds it.
+        before.check_actionable_by(&w.context().caller)?;
         let mut record = record;
         if let Some(name) = change.name {
             if platform::is_platform_role(&name) {
@@ -273,7 +287,7 @@ impl Roles {
         if role.is_platform() {
             return Err(platform_read_only());
         }
-        role.check_assignable_by(&w.context().caller)?;
+        role.check_actionable_by(&w.context().caller)?;
         let holders = w.tx().roles().count_holders(tenant, id).await?;
         if holders > 0 {
             return Err(Error::conflict(format!(

@@ -315,7 +315,7 @@ impl Users {
         let role = role_by_id(w.tx(), tenant, user.role_id)
             .await?
             .ok_or_else(|| Error::internal(format!("user {id} holds a role that does not exist")))?;
-        role.check_assignable_by(&w.context().caller)?;
+        role.check_actionable_by(&w.context().caller)?;
         Ok((user, role))
     }
 }

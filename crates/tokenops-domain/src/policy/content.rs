@@ -5,7 +5,7 @@
 //! ```text
 //! {
 //!   "appliesTo": {"action": "TRANSFER"},          required; must be the policy's action
-//!   "hitPolicy": "COLLECT",                        optional, any string, kept, no effect
+//!   "hitPolicy": "COLLECT",                        optional, any JSON value, kept, no effect
 //!   "rules": [                                     required array, may be empty
 //!     {"id": "large-eur",                          non-empty, unique in the document
 //!      "when": {"amount": ">= 10000", "assetId": "== EUR"},   object, may be empty (matches all)
@@ -104,7 +104,8 @@ pub struct Rule {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyContent {
     pub action: PolicyAction,
-    pub hit_policy: Option<String>,
+    /// Stored as sent, whatever its type (the spec gives it none), and of no effect.
+    pub hit_policy: Option<Value>,
     pub rules: Vec<Rule>,
     pub unmatched: Unmatched,
     document: Value,
@@ -143,14 +144,7 @@ impl PolicyContent {
             Some(_) => v.push(Violation::new("appliesTo", "must be an object")),
         }
 
-        let hit_policy = match root.get("hitPolicy") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => {
-                v.push(Violation::new("hitPolicy", "must be a string"));
-                None
-            }
-        };
+        let hit_policy = root.get("hitPolicy").filter(|h| !h.is_null()).cloned();
 
         let unmatched = match root.get("defaults") {
             None => Unmatched::default(),

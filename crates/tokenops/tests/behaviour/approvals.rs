@@ -11,7 +11,12 @@ use tokenops_testkit::organisation::{call, create_organisation, invite_and_activ
 use tokenops_testkit::{API_VERSION, Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
-backends!(four_eyes_sign_off_by_step, rejection_cancel_reassign_and_expiry, refusals_by_status);
+backends!(
+    four_eyes_sign_off_by_step,
+    rejection_cancel_reassign_and_expiry,
+    refusals_by_status,
+    a_decisions_key_answers_only_its_caller
+);
 
 /// The request lifetime the tests run with (TOKENOPS_APPROVAL_LIFETIME_MS).
 const LIFETIME_MS: i64 = 60_000;
@@ -91,6 +96,17 @@ async fn events_about(app: &TestApp, token: &str, event_type: &str, id: &str) ->
     reply.expect(200);
     let items = reply.body["items"].as_array().expect("items").clone();
     items.into_iter().filter(|e| e["resource"]["id"] == id).collect()
+}
+
+/// Approves or rejects `task` as `token` under the Idempotency-Key `key`.
+async fn act_with_key(app: &TestApp, token: &str, task: &str, verb: &str, key: &str) -> Reply {
+    let request = app
+        .raw(Method::POST, &format!("/api/approvals/tasks/{task}/{verb}"))
+        .header("API-Version", API_VERSION)
+        .header("Idempotency-Key", key)
+        .bearer_auth(token)
+        .json(&json!({}));
+    Reply::read(request.send().await.expect("request")).await
 }
 
 fn ids(reply: &Reply) -> Vec<String> {
@@ -421,4 +437,45 @@ async fn refusals_by_status(backend: Backend) {
     }
     // The request is untouched by all of it.
     assert_eq!(get(&app, &format!("/api/approvals/requests/{id}"), &carol.1).await.body["status"], "PENDING");
+}
+
+/// Keys are the organisation's, but a decision is its caller's: the same key from someone else
+/// is another request (422), never the first caller's stored answer. Neither the initiator nor an
+/// outsider is shown an approval by replaying an approver's key, and an approver is not shown an
+/// outsider's separation-of-duties 403 (Authentication 9; States and transitions, Approval
+/// request and task).
+async fn a_decisions_key_answers_only_its_caller(backend: Backend) {
+    let Org { app, alice, carol, tom, olga, .. } = org(backend).await;
+    let (request, tasks) = raise(&app, &alice.1, &four_eyes()).await;
+    let id = request["id"].as_str().expect("id").to_owned();
+
+    // An outsider's 403 binds the key for the outsider only.
+    let shared = format!("approve-{}", tasks[0]);
+    refused(&act_with_key(&app, &olga.1, &tasks[0], "approve", &shared).await, 403, "SEPARATION_OF_DUTIES");
+    let again = act_with_key(&app, &olga.1, &tasks[0], "approve", &shared).await;
+    refused(&again, 403, "SEPARATION_OF_DUTIES");
+    assert_eq!(again.header("idempotent-replayed"), Some("true"), "the outsider's own retry replays");
+    refused(&act_with_key(&app, &carol.1, &tasks[0], "approve", &shared).await, 422, "IDEMPOTENCY_KEY_REUSED");
+    let task = get(&app, &format!("/api/approvals/tasks/{}", tasks[0]), &carol.1).await;
+    task.expect(200);
+    assert_eq!(task.body["state"], "PENDING", "nothing was decided under the outsider's key: {}", task.body);
+    act_with_key(&app, &carol.1, &tasks[0], "approve", &format!("carol-{}", tasks[0])).await.expect(200);
+
+    // An approver's 200 is not replayed to the initiator or to an outsider.
+    let tom_key = format!("approve-{}", tasks[1]);
+    let approved = act_with_key(&app, &tom.1, &tasks[1], "approve", &tom_key).await;
+    approved.expect(200);
+    assert_eq!(approved.body["status"], "APPROVED", "{}", approved.body);
+    for (who, token) in [("the initiator", &alice.1), ("an outsider", &olga.1)] {
+        let replay = act_with_key(&app, token, &tasks[1], "approve", &tom_key).await;
+        assert_eq!(replay.status, 422, "{who} replaying the approver's key: {}", replay.body);
+        assert_eq!(replay.body["code"], "IDEMPOTENCY_KEY_REUSED", "{}", replay.body);
+        assert_eq!(replay.header("idempotent-replayed"), None, "{who}");
+    }
+    // The approver's own retry replays the approval.
+    let replay = act_with_key(&app, &tom.1, &tasks[1], "approve", &tom_key).await;
+    replay.expect(200);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    let request = get(&app, &format!("/api/approvals/requests/{id}"), &alice.1).await;
+    assert_eq!(request.body["status"], "APPROVED", "{}", request.body);
 }

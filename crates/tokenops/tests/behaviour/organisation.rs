@@ -1059,7 +1059,7 @@ async fn an_admin_cannot_act_on_a_super_admin(backend: Backend) {
     each_refused(
         &app,
         403,
-        "You cannot grant permissions you do not hold: super_admin:create",
+        "You cannot act on a role, or on its holders, that grants permissions you do not hold: super_admin:create",
         &[
             // Nor strip that role first to act on its holders afterwards: editing or deleting a
             // role needs what handing it out needs.
@@ -1072,11 +1072,16 @@ async fn an_admin_cannot_act_on_a_super_admin(backend: Backend) {
             ("an ADMIN renames the role", &admin, root_path.clone(), Change::Patch(json!({ "name": "Harmless" }))),
             ("an ADMIN deletes the role", &admin, root_path.clone(), Change::Delete),
             ("an ADMIN suspends its holder", &admin, at(&rory), Change::Patch(json!({ "status": "SUSPENDED" }))),
-            // Nor hand that role to anyone.
-            ("an ADMIN hands the role out", &admin, at(&bob), Change::Patch(json!({ "roleName": "Root" }))),
+            ("an ADMIN removes its holder", &admin, at(&rory), Change::Delete),
         ],
     )
     .await;
+    // Nor hand that role to anyone.
+    refused(
+        &patch(&app, &at(&bob), &admin, &json!({ "roleName": "Root" })).await,
+        403,
+        "You cannot grant permissions you do not hold: super_admin:create",
+    );
     let unchanged = get(&app, &root_path, &owner).await;
     unchanged.expect(200);
     assert_eq!(unchanged.body["permissions"], json!(["customer:read", "super_admin:create"]));
@@ -1305,7 +1310,7 @@ async fn a_role_lists_its_holders_by_first_then_last_name(backend: Backend) {
     for (email, first, last) in [
         ("zoe@bank.example", "Zoe", "Adams"),
         ("amy.z@bank.example", "Amy", "Zimmer"),
-        ("amy.b@bank.example", "Amy", "Baker"),
+        ("amy.b@bank.example", "amy", "Baker"),
     ] {
         invite_named(&app, &tenant, &owner, email, first, last, Some("Operators")).await.expect(200);
     }
@@ -1315,17 +1320,18 @@ async fn a_role_lists_its_holders_by_first_then_last_name(backend: Backend) {
     let role = get(&app, &path, &owner).await;
     role.expect(200);
     assert_eq!(role.body["name"], "Operators");
+    // By first then last name, each without regard to case: `amy Baker` before `Amy Zimmer`.
     let holders = &role.body["holders"];
     assert_eq!(holders["totalResults"], 3, "{holders}");
     assert_eq!(holders["pageNumber"], 0);
     assert_eq!(holders["pageSize"], 20);
-    assert_eq!(full_names(holders), ["Amy Baker", "Amy Zimmer", "Zoe Adams"]);
+    assert_eq!(full_names(holders), ["amy Baker", "Amy Zimmer", "Zoe Adams"]);
     let holder = &holders["items"][0];
     for field in ["id", "email", "firstName", "lastName", "status"] {
         assert!(holder.get(field).is_some(), "a holder has {field}: {holder}");
     }
     let first_page = get(&app, &format!("{path}?size=2"), &owner).await;
-    assert_eq!(full_names(&first_page.body["holders"]), ["Amy Baker", "Amy Zimmer"]);
+    assert_eq!(full_names(&first_page.body["holders"]), ["amy Baker", "Amy Zimmer"]);
     assert_eq!(first_page.body["holders"]["totalResults"], 3);
     let second_page = get(&app, &format!("{path}?page=1&size=2"), &owner).await;
     assert_eq!(full_names(&second_page.body["holders"]), ["Zoe Adams"]);
@@ -1509,7 +1515,7 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     for (email, first, last) in [
         ("zoe@bank.example", "Zoe", "Adams"),
         ("amy.z@bank.example", "Amy", "Zimmer"),
-        ("amy.b@bank.example", "Amy", "Baker"),
+        ("amy.b@bank.example", "amy", "Baker"),
     ] {
         ids.insert(email, id_of(&invite_named(&app, &tenant, &owner, email, first, last, None).await));
     }
@@ -1536,7 +1542,7 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
     read.expect(200);
     assert_eq!(read.body["members"]["totalResults"], 3);
-    assert_eq!(full_names(&read.body["members"]), ["Amy Baker", "Amy Zimmer", "Zoe Adams"]);
+    assert_eq!(full_names(&read.body["members"]), ["amy Baker", "Amy Zimmer", "Zoe Adams"]);
     let listed_zoe = format!("{members}/{}", ids["zoe@bank.example"]);
     assert_eq!(get(&app, &listed_zoe, &owner).await.body, read.body["members"]["items"][2]);
     let paged = get(&app, &format!("{}/{group}?page=1&size=2", groups(&tenant)), &owner).await;
@@ -1551,12 +1557,12 @@ async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     assert_eq!(gone.body["code"], "MEMBER_NOT_FOUND");
     get(&app, &format!("{members}/not-a-uuid"), &owner).await.expect(400);
     let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
-    assert_eq!(full_names(&read.body["members"]), ["Amy Baker", "Amy Zimmer"]);
+    assert_eq!(full_names(&read.body["members"]), ["amy Baker", "Amy Zimmer"]);
     // Names are read without regard to case: "adam" before "Amy", not after every capital.
     let adam = id_of(&invite_named(&app, &tenant, &owner, "adam@bank.example", "adam", "Young", None).await);
     post(&app, &members, &owner, &json!({ "userId": adam })).await.expect(201);
     let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
-    assert_eq!(full_names(&read.body["members"]), ["adam Young", "Amy Baker", "Amy Zimmer"]);
+    assert_eq!(full_names(&read.body["members"]), ["adam Young", "amy Baker", "Amy Zimmer"]);
 
     // Only users of the organisation; only existing groups.
     let nobody = Uuid::now_v7().to_string();
@@ -1702,6 +1708,14 @@ async fn a_machine_client_reveals_its_secret_once_and_acts_with_its_role(backend
     assert_eq!(list.body["items"][0]["active"], false);
     delete(&app, &format!("{}/{}", clients(&tenant), Uuid::now_v7()), &owner).await.expect(404);
     audited(&app, &owner, "client.disable", &client_id).await;
+
+    // A client disabled before its secret was revealed: the link reveals nothing.
+    let unused = post(&app, &clients(&tenant), &owner, &json!({ "name": "Unused", "roleName": "USER" })).await;
+    unused.expect(201);
+    let unused_id = unused.body["clientId"].as_str().expect("clientId");
+    delete(&app, &format!("{}/{unused_id}", clients(&tenant)), &owner).await.expect(204);
+    let dead = reveal(&app, unused.body["secretRevealUrl"].as_str().expect("secretRevealUrl")).await;
+    refused(&dead, 404, "This secret link is unknown, used or expired");
 
     // An unrevealed secret waits 24 hours, no longer.
     let late = post(&app, &clients(&tenant), &owner, &json!({ "name": "Late", "roleName": "USER" })).await;
