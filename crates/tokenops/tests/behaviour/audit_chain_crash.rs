@@ -6,7 +6,6 @@
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -79,8 +78,10 @@ fn writers(base_url: Arc<std::sync::RwLock<String>>, token: String, stop: Arc<At
     created
 }
 
-fn audit_verify(db: &TestDb, tenant: &str) -> (i32, String) {
-    let mut command = Command::new(BINARY);
+/// Runs `tokenops audit verify` on the store, with a deadline: a stall names itself instead of
+/// running out the suite's timeout.
+async fn audit_verify(db: &TestDb, tenant: &str) -> (i32, String) {
+    let mut command = tokio::process::Command::new(BINARY);
     command
         .args(["audit", "verify", "--tenant", tenant, "--database-url", &db.url()])
         .env_clear()
@@ -89,7 +90,11 @@ fn audit_verify(db: &TestDb, tenant: &str) -> (i32, String) {
     if let Some(schema) = db.schema() {
         command.args(["--database-schema", schema]);
     }
-    let output = command.output().expect("run tokenops audit verify");
+    command.kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("tokenops audit verify answers within 60 s")
+        .expect("run tokenops audit verify");
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.code().unwrap_or(-1), text)
 }
@@ -113,7 +118,7 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
         })
         .await;
         tokio::time::sleep(Duration::from_millis(10 * (kill as u64 + 1))).await;
-        service.kill9().await;
+        tokio::time::timeout(Duration::from_secs(20), service.kill9()).await.expect("the killed service is reaped");
         service = ServiceProcess::start(BINARY, &env).await;
         *base_url.write().expect("url") = service.base_url.clone();
     }
@@ -164,12 +169,12 @@ async fn the_chain_verifies_after_sigkills_while_sealing(backend: Backend) {
     assert_eq!(next_seq - 1, records, "the blocks cover every record once");
 
     // The store's chain verifies with the binary, against the store's signed head.
-    let (code, out) = audit_verify(db, &tenant_id);
+    let (code, out) = audit_verify(db, &tenant_id).await;
     assert_eq!(code, 0, "tokenops audit verify: {out}");
     assert!(out.contains(&records.to_string()), "the verdict counts {records} records: {out}");
 
     // The head the API serves is signed, and names the last block.
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("HTTP client");
     let head: Value = client
         .get(format!("{}/api/audit/chain/head", service.base_url))
         .header("API-Version", API_VERSION)

@@ -92,11 +92,13 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     let until = Instant::now() + deadline;
-    while Instant::now() < until {
-        if check().await {
-            return true;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        // A check that hangs (a read the store never answers) runs out the same deadline.
+        match tokio::time::timeout(left, check()).await {
+            Ok(true) => return true,
+            Ok(false) => tokio::time::sleep(poll).await,
+            Err(_) => return false,
         }
-        tokio::time::sleep(poll).await;
     }
     false
 }
