@@ -14,6 +14,8 @@ pub enum ReferenceError {
     TooLong,
     #[error("may contain only letters, digits and . _ : -")]
     BadCharacter,
+    #[error("must not be . or .. (a URL reads them as a path step, so the reference could not be read back)")]
+    DotSegment,
 }
 
 /// The reference rule shared by every client-chosen reference (customers, accounts).
@@ -26,6 +28,11 @@ pub fn validate_reference(text: &str) -> Result<(), ReferenceError> {
     }
     if !text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
         return Err(ReferenceError::BadCharacter);
+    }
+    // RFC 3986 §5.2.4: clients remove these segments before sending, so `/api/customers/..`
+    // would reach another resource.
+    if matches!(text, "." | "..") {
+        return Err(ReferenceError::DotSegment);
     }
     Ok(())
 }
@@ -125,6 +132,10 @@ mod tests {
         assert_eq!(CustomerRef::parse("ä"), Err(ReferenceError::BadCharacter));
         assert_eq!(CustomerRef::parse(&"x".repeat(65)), Err(ReferenceError::TooLong));
         assert!(CustomerRef::parse(&"x".repeat(64)).is_ok());
+        assert_eq!(CustomerRef::parse("."), Err(ReferenceError::DotSegment));
+        assert_eq!(CustomerRef::parse(".."), Err(ReferenceError::DotSegment));
+        assert!(CustomerRef::parse("...").is_ok());
+        assert!(CustomerRef::parse(".a").is_ok());
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub type AccountPage = PageA<AccountOut>;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountIn {
-    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
+    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`, not `.` or `..`
+    /// (a URL reads them as a path step).
     #[schema(example = "acc-0001", required = true, value_type = String)]
     pub account_ref: Option<String>,
     /// An existing, ACTIVE customer.

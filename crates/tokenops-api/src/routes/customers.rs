@@ -30,7 +30,8 @@ pub type CustomerPage = PageA<CustomerOut>;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomerIn {
-    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`.
+    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`, not `.` or `..`
+    /// (a URL reads them as a path step).
     #[schema(example = "cust-0001", required = true, value_type = String)]
     pub customer_ref: Option<String>,
     /// Optional name to show, at most 200 characters.

@@ -742,6 +742,8 @@ async fn account_registration_with_a_missing_or_invalid_field_is_400(backend: Ba
             json!({ "accountRef": "", "customerRef": "c-1", "assetId": "USD" }),
             json!({ "accountRef": "a b", "customerRef": "c-1", "assetId": "USD" }),
             json!({ "accountRef": "a/b", "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": "..", "customerRef": "c-1", "assetId": "USD" }),
+            json!({ "accountRef": ".", "customerRef": "c-1", "assetId": "USD" }),
             json!({ "accountRef": "käse", "customerRef": "c-1", "assetId": "USD" }),
             json!({ "accountRef": long, "customerRef": "c-1", "assetId": "USD" }),
             json!({ "accountRef": 7, "customerRef": "c-1", "assetId": "USD" }),

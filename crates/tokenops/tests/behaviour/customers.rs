@@ -95,6 +95,9 @@ async fn registration_with_missing_or_invalid_customer_ref_is_400(backend: Backe
         json!({ "customerRef": "has space" }),
         json!({ "customerRef": "käse" }),
         json!({ "customerRef": "a?b" }),
+        // Dot segments: a client would send `/api/customers/..` as `/api/`.
+        json!({ "customerRef": "." }),
+        json!({ "customerRef": ".." }),
         json!({ "customerRef": 42 }),
         json!({ "customerRef": ["c-1"] }),
     ];
@@ -108,6 +111,8 @@ async fn registration_with_missing_or_invalid_customer_ref_is_400(backend: Backe
     ok.expect(201);
     assert_eq!(ok.body["customerRef"], longest.as_str());
     app.get(&format!("/api/customers/{longest}")).await.expect(200);
+    // More dots than a path step are a reference like any other.
+    app.post("/api/customers", &json!({ "customerRef": "..." })).await.expect(201);
 }
 
 async fn registration_with_unknown_status_is_400(backend: Backend) {
