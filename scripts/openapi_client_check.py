@@ -6,7 +6,10 @@ generates a client with openapi-python-client and uses that generated client, an
 for a real session: the platform operator's token from the token endpoint, a new organisation,
 its owner's sign-in through the NEW_PASSWORD_REQUIRED challenge (the temporary password comes
 from the mail outbox), then a customer registered and read back, and one list of each paging
-style. Every parsed response must hold no member the document does not declare.
+style. Every parsed response must hold no member the document does not declare. Then real
+responses, read without the generated client (a script with a default of each scalar type, a
+customer, a page of customers, the caller's profile, …), are validated against the document's own
+response schemas with openapi-schema-validator, formats included.
 
 Run by crates/tokenops/tests/behaviour/openapi_client.rs with the virtualenv scripts/test
 prepares (scripts/openapi-client-requirements.txt). Exits non-zero on the first failure.
@@ -22,6 +25,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from decimal import Decimal
 from pathlib import Path
 
 PACKAGE = "tokenops_client"
@@ -280,6 +284,103 @@ def session(client_package, base_url, data_dir, version):
     )
     assert offset.total_elements == 0 and keyset.items == [] and keyset.next_cursor is None, (offset, keyset)
     step("one list of each paging style parsed (A, B, C with role holders, D, and A-or-D)")
+    return owner
+
+
+class Conformance:
+    """Validates real responses against the response schema the document declares for their
+    operation and status, `$ref`s resolved within the document itself."""
+
+    def __init__(self, document, document_uri):
+        from openapi_schema_validator import OAS31Validator, oas31_format_checker
+        from referencing import Registry, Resource
+        from referencing.jsonschema import DRAFT202012
+
+        self.validator_class, self.format_checker = OAS31Validator, oas31_format_checker
+        self.document_uri = document_uri
+        # An http-like URI: the document's `#/components/...` references resolve against it.
+        self.registry = Registry().with_resource(
+            document_uri, Resource.from_contents(document, default_specification=DRAFT202012)
+        )
+        self.operations = {
+            operation["operationId"]: (path, method, operation)
+            for path, item in document["paths"].items()
+            for method, operation in item.items()
+            if isinstance(operation, dict) and "operationId" in operation
+        }
+
+    def errors(self, operation_id, status, body):
+        """The schema errors of `body` as the `status` answer of `operation_id`."""
+        path, method, operation = self.operations[operation_id]
+        response = operation["responses"].get(str(status))
+        if response is None:
+            return [f"status {status} is not documented"]
+        if "application/json" not in response.get("content", {}):
+            return [f"the {status} answer documents no application/json content"]
+        where = ("paths", path, method, "responses", str(status), "content", "application/json", "schema")
+        pointer = "/".join(part.replace("~", "~0").replace("/", "~1") for part in where)
+        validator = self.validator_class(
+            {"$ref": f"{self.document_uri}#/{pointer}"}, registry=self.registry, format_checker=self.format_checker
+        )
+        found = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+        return [
+            f"{e.message} at {e.json_path} (schema {'/'.join(str(s) for s in e.absolute_schema_path)})" for e in found
+        ]
+
+    def check(self, operation_id, reply, status):
+        """The body of `reply`, which must have `status` and match the document's schema for it."""
+        assert reply.status_code == status, f"{operation_id}: {reply.status_code} {reply.content!r}"
+        errors = self.errors(operation_id, status, reply.json())
+        if errors:
+            listed = "\n  ".join(errors)
+            sys.exit(f"{operation_id} {status}: the response does not match the document's schema:\n  {listed}")
+        return reply.json()
+
+
+# A parameter of each type, three with a default: ParameterOut.default is a string, a number or a
+# boolean, and absent when the parameter is required.
+SCRIPT_SOURCE = """// @param amount: decimal = "1.00" -- what to move
+// @param count: integer = 3
+// @param enabled: boolean = true
+// @param account: string -- no default: required
+let note = account + " " + amount + " x" + count;
+if enabled { log(note); }
+note
+"""
+
+
+def responses_conform(document, base_url, owner, version):
+    conformance = Conformance(document, f"{base_url}/openapi.json")
+    # A validator that resolved nothing would pass anything.
+    assert conformance.errors("customers.get", 200, {}), "an empty object passed as a customer"
+    http = owner.get_httpx_client()
+    headers = {"API-Version": version}
+
+    def call(method, path, body=None, write=False):
+        sent = dict(headers, **({"Idempotency-Key": str(uuid.uuid4())} if write else {}))
+        return http.request(method, path, headers=sent, json=body)
+
+    created = conformance.check(
+        "scripts.create",
+        call("POST", "/api/scripts", {"name": "conformance", "source": SCRIPT_SOURCE}, write=True),
+        201,
+    )
+    script = conformance.check("scripts.get", call("GET", f"/api/scripts/{created['scriptId']}"), 200)
+    defaults = {p["name"]: p.get("default", "absent") for p in script["parameters"]}
+    # A decimal comes back in canonical form ("1"), still a string.
+    amount = defaults.pop("amount")
+    assert isinstance(amount, str) and Decimal(amount) == Decimal("1.00"), script["parameters"]
+    assert defaults == {"count": 3, "enabled": True, "account": "absent"}, script["parameters"]
+    assert type(defaults["count"]) is int and type(defaults["enabled"]) is bool, script["parameters"]
+    conformance.check("scripts.list", call("GET", "/api/scripts"), 200)
+    conformance.check("customers.get", call("GET", "/api/customers/py-client-0001"), 200)
+    conformance.check("customers.get", call("GET", "/api/customers/py-client-none"), 404)
+    conformance.check("customers.list", call("GET", "/api/customers"), 200)
+    conformance.check("users.me", call("GET", "/api/users/me"), 200)
+    conformance.check("audit.events.list", call("GET", "/api/audit/events"), 200)
+    conformance.check("webhookEvents.list", call("GET", "/api/webhook-events"), 200)
+    conformance.check("transactions.list", call("GET", "/api/transactions"), 200)
+    step("real responses match the document's schemas (scalar parameter defaults, customers, profile, lists)")
 
 
 def main():
@@ -295,7 +396,9 @@ def main():
     document, document_path = fetch_document(options.base_url, options.work_dir)
     validate(document)
     package = generate(document_path, options.work_dir)
-    session(package, options.base_url, options.data_dir, document["info"]["version"])
+    version = document["info"]["version"]
+    owner = session(package, options.base_url, options.data_dir, version)
+    responses_conform(document, options.base_url, owner, version)
     step("all checks passed")
 
 

@@ -92,6 +92,8 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route_layer(from_fn(metrics::record_request))
         .split_for_parts();
     openapi::finish(&mut document);
+    let token_url = state.embedded_provider.then(|| state.app.identity.token_url());
+    openapi::for_deployment(&mut document, &state.public_url, token_url);
     Router::new()
         .merge(api)
         .merge(routes::operations::router(document))

@@ -25,7 +25,12 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         title = "tokenops",
         description = "Token operations service for banks: customers, accounts, token contracts and token operations over HTTP/JSON. Every request carries the API-Version header; errors use one envelope {timestamp, status, error, message, code, details?, requestId}. A request body field an operation does not take is ignored.",
     ),
-    paths(crate::routes::idp::token),
+    paths(
+        crate::routes::idp::token,
+        crate::routes::idp::discovery,
+        crate::routes::idp::jwks,
+        crate::routes::webhooks::jwks
+    ),
     components(schemas(ErrorBody)),
     tags(
         (name = "customers", description = "Customers of the organisation"),
@@ -37,7 +42,7 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         (name = "approvals", description = "Approval requests and their tasks: four-eyes sign-off by step, with separation of duties"),
         (name = "scripts", description = "Rhai scripts: compiled on save, parameters declared in the source, imports by name resolved at publication; statuses DRAFT, PUBLISHED, OUTDATED, DEPRECATED and deleted"),
         (name = "automations", description = "Automations of published scripts, on demand, on a schedule (cron in an explicit time zone) or on an event, acting as their creator; runs are durable jobs with a history"),
-        (name = "idp", description = "The embedded identity provider's OAuth 2.0 token endpoint"),
+        (name = "idp", description = "The embedded identity provider: its OAuth 2.0 token endpoint, OpenID discovery and signing keys"),
         (name = "audit", description = "The audit log"),
         (name = "roles", description = "Roles of the organisation"),
         (name = "auth", description = "Sign-in with the embedded identity provider"),
@@ -52,7 +57,8 @@ pub struct ApiDoc;
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code)]
 pub struct ErrorBody {
-    /// ISO 8601 UTC with Z, or `yyyy-MM-dd HH:mm:ss.SSS` UTC on webhook areas.
+    /// ISO 8601 UTC with Z; `yyyy-MM-dd HH:mm:ss.SSS` UTC (no T, no offset) on the webhook,
+    /// delivery history and sign-in (`/api/auth`) endpoints.
     timestamp: String,
     status: u16,
     /// The HTTP reason phrase.
@@ -64,6 +70,33 @@ pub struct ErrorBody {
     details: Option<Vec<tokenops_app::error::FieldError>>,
     #[schema(rename = "requestId")]
     request_id: String,
+}
+
+/// A JSON Web Key Set (RFC 7517) of P-256 public keys. Only documents the key sets the service
+/// publishes (the identity provider's and the webhook signing keys).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct Jwks {
+    keys: Vec<Jwk>,
+}
+
+/// One public key: `{kty: "EC", crv: "P-256", x, y, kid, alg: "ES256", use: "sig"}`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct Jwk {
+    #[schema(example = "EC")]
+    kty: String,
+    #[schema(example = "P-256")]
+    crv: String,
+    /// The public point's coordinates, base64url without padding.
+    x: String,
+    y: String,
+    /// Names the key in a JWS header.
+    kid: String,
+    #[schema(example = "ES256")]
+    alg: String,
+    #[schema(rename = "use", example = "sig")]
+    use_: String,
 }
 
 /// Declares response sets of one error row each, `Name = status, "description";`: a type for
@@ -264,15 +297,15 @@ pub struct UsersPageQuery {
 }
 
 /// The paging query of an offset-paged list whose sizes are clamped to 1 to 100
-/// (`paging::CLAMPED_SIZE`).
+/// (`paging::CLAMPED_SIZE`) rather than refused: any integer is taken, a negative one too.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct ClampedPageQuery {
     /// Zero-based, default 0
     page: Option<u64>,
-    /// Default 20; above 100 is 100, below 1 is 1
-    size: Option<u32>,
+    /// Default 20; clamped to 1..100: above 100 is 100, below 1 (0 and negative values included) is 1
+    size: Option<i64>,
 }
 
 /// The query of a cursor-paged list (style D).
@@ -293,8 +326,10 @@ pub struct CursorQuery {
 #[allow(dead_code)]
 pub struct TimeWindowQuery {
     /// ISO 8601, inclusive
+    #[param(value_type = Option<String>, format = DateTime)]
     from: Option<String>,
     /// ISO 8601, exclusive
+    #[param(value_type = Option<String>, format = DateTime)]
     to: Option<String>,
 }
 
@@ -305,7 +340,12 @@ pub struct TimeWindowQuery {
 pub struct OptionalIdempotencyKey {
     /// Optional; 1-255 characters. The same key and request replays the first answer (a 403,
     /// 404, 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
-    #[param(rename = "Idempotency-Key")]
+    #[param(
+        rename = "Idempotency-Key",
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[\x20-\x7E]*[\x21-\x7E][\x20-\x7E]*$"
+    )]
     key: Option<String>,
 }
 
@@ -316,7 +356,12 @@ pub struct OptionalIdempotencyKey {
 pub struct RequiredIdempotencyKey {
     /// Required; 1-255 characters. The same key and request replays the first answer (a 403,
     /// 404, 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
-    #[param(rename = "Idempotency-Key")]
+    #[param(
+        rename = "Idempotency-Key",
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^[\x20-\x7E]*[\x21-\x7E][\x20-\x7E]*$"
+    )]
     key: String,
 }
 
@@ -350,6 +395,23 @@ fn error_response(description: &str) -> RefOr<Response> {
 
 pub fn finish(document: &mut utoipa::openapi::OpenApi) {
     CommonHeaders.modify(document);
+}
+
+/// What the served document says of this deployment: its base URL as the one server, so that
+/// the relative paths resolve, and the embedded provider's token endpoint as an absolute URL
+/// (some generators refuse a relative `tokenUrl`). With the bank's own provider the scheme keeps
+/// its description, which says that provider's endpoint takes this one's place.
+pub fn for_deployment(document: &mut utoipa::openapi::OpenApi, public_url: &str, token_url: Option<String>) {
+    document.servers = Some(vec![utoipa::openapi::server::Server::new(public_url.trim_end_matches('/'))]);
+    let Some(token_url) = token_url else { return };
+    let Some(components) = document.components.as_mut() else { return };
+    if let Some(RefOr::T(SecurityScheme::OAuth2(oauth2))) = components.security_schemes.get_mut("oauth2") {
+        for flow in oauth2.flows.values_mut() {
+            if let Flow::ClientCredentials(credentials) = flow {
+                credentials.token_url = token_url.clone();
+            }
+        }
+    }
 }
 
 fn header(name: &str, description: &str, required: bool) -> Parameter {
@@ -398,6 +460,15 @@ impl Modify for CommonHeaders {
             ),
         );
         let version = format!("Interface version, major.minor.patch. Supported: {}", SUPPORTED.join(", "));
+        let mut api_version = header("API-Version", &version, true);
+        api_version.schema = Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(r"^\d+\.\d+\.\d+$"))
+                .examples([CURRENT])
+                .build()
+                .into(),
+        );
         for (path, item) in openapi.paths.paths.iter_mut() {
             if !path.starts_with("/api/") {
                 continue;
@@ -412,7 +483,7 @@ impl Modify for CommonHeaders {
             for (method, operation) in operations {
                 let Some(operation) = operation else { continue };
                 let params = operation.parameters.get_or_insert_with(Vec::new);
-                params.insert(0, header("API-Version", &version, true).into());
+                params.insert(0, api_version.clone().into());
                 params.push(
                     header(
                         "X-Request-Id",

@@ -48,6 +48,7 @@ pub struct OperationOut {
     pub block_number: Option<u64>,
     /// Absent (not null) while in flight and when confirmed.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = failure_code_schema)]
     pub failure_code: Option<FailureCode>,
     /// The more specific reason: EXECUTION_REVERTED when the ledger reverted the transaction,
     /// CUSTODY_REFUSED, DEPENDENCY_UNAVAILABLE, a policy step's code, or a submission error's.
@@ -63,6 +64,21 @@ pub struct OperationOut {
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
+}
+
+/// `failureCode` as an open enum, as the spec has it: a string whose values today are listed, not
+/// an `enum` a client would refuse a new code by. The list is `FailureCode::ALL`, so that it
+/// cannot drift from the codes the service sends.
+fn failure_code_schema() -> utoipa::openapi::schema::Object {
+    let today: Vec<&str> = FailureCode::ALL.iter().map(|c| c.as_str()).collect();
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some(format!(
+            "Why the operation failed: one of {} today. An open enum: clients must accept other values. \
+             Absent (not null) while in flight and when confirmed.",
+            today.join(", ")
+        )))
+        .build()
 }
 
 fn amount_text(amount: Amount, asset: AssetId) -> String {

@@ -44,12 +44,27 @@ pub struct ParameterOut {
     #[serde(rename = "type")]
     pub kind: String,
     /// The default value (a DECIMAL as a string); absent when the parameter is required.
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = default_schema)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
     pub required: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+/// A parameter value as JSON carries it: a string (STRING, and DECIMAL so that no digit is lost),
+/// a number (INTEGER) or a boolean; never an object, an array or null. `description` is the
+/// field's: a `schema_with` schema does not take the doc comment.
+pub fn scalar_value_schema(description: &str) -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Boolean]))
+        .description(Some(description))
+        .build()
+}
+
+fn default_schema() -> utoipa::openapi::schema::Object {
+    scalar_value_schema("The default value (a DECIMAL as a string); absent when the parameter is required.")
 }
 
 /// A script as the API returns it (its code through `GET /api/scripts/{id}/download`).

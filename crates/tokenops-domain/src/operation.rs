@@ -200,7 +200,9 @@ pub enum Counterparty {
 }
 
 wire_enum! {
-    /// Where an operation is. Ordered: an operation only ever moves to a later state.
+    /// Where an operation is. Listed in the order an operation moves through them, forward only
+    /// with one exception: a SETTLING operation whose ledger transaction was dropped (its nonce
+    /// taken by another) goes back to PENDING_SETTLEMENT, without its txHash, to be signed again.
     OperationState {
         /// Accepted (202); waiting for policy evaluation.
         Submitted => "SUBMITTED",

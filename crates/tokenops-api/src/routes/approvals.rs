@@ -31,15 +31,17 @@ const APPROVERS_MAX: usize = 20;
 const STEP_MAX: i64 = 9;
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new()
-        .routes(routes!(list_tasks))
-        .routes(routes!(get_task))
-        .routes(routes!(approve_task))
-        .routes(routes!(reject_task))
-        .routes(routes!(reassign_task))
-        .routes(routes!(list_requests, raise_request))
-        .routes(routes!(get_request))
-        .routes(routes!(cancel_request))
+    super::optional_bodies(
+        OpenApiRouter::new()
+            .routes(routes!(list_tasks))
+            .routes(routes!(get_task))
+            .routes(routes!(approve_task))
+            .routes(routes!(reject_task))
+            .routes(routes!(reassign_task))
+            .routes(routes!(list_requests, raise_request))
+            .routes(routes!(get_request))
+            .routes(routes!(cancel_request)),
+    )
 }
 
 /// A page of approval tasks (style B).
@@ -142,7 +144,7 @@ macro_rules! decision_route {
                 path_params::TaskId,
                 crate::openapi::OptionalIdempotencyKey,
             ),
-            request_body(content = DecisionIn, description = "Optional: an object (may be empty), or no body"),
+            request_body(content = Option<DecisionIn>, description = "Optional: an object (may be empty), or no body"),
             responses(
                 (status = 200, description = "The request after the decision, with its tasks", body = ApprovalRequestOut),
                 (status = 400, description = "taskId not a UUID, body not an object, comment too long", body = crate::openapi::ErrorBody),
@@ -228,8 +230,8 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
     params(
         ("status" = Option<String>, Query, description = "PENDING, APPROVED, REJECTED, CANCELLED or EXPIRED"),
         ("actedBy" = Option<String>, Query, description = "Token subject that resolved the request"),
-        ("resolvedFrom" = Option<String>, Query, description = "ISO 8601, inclusive; excludes unresolved requests"),
-        ("resolvedTo" = Option<String>, Query, description = "ISO 8601, exclusive; excludes unresolved requests"),
+        ("resolvedFrom" = Option<String>, Query, format = DateTime, description = "ISO 8601, inclusive; excludes unresolved requests"),
+        ("resolvedTo" = Option<String>, Query, format = DateTime, description = "ISO 8601, exclusive; excludes unresolved requests"),
         ("action" = Option<String>, Query, description = "Exact action"),
         ("resourceId" = Option<String>, Query, description = "Exact resource id"),
         crate::openapi::PageQuery,
@@ -265,7 +267,7 @@ async fn get_request(call: TenantCall<PathId>) -> ApiResult<Response> {
 #[serde(rename_all = "camelCase")]
 pub struct StepApproverIn {
     /// 0 to 9. Steps open in ascending order: every task of the earlier steps must be APPROVED.
-    #[schema(required = true, value_type = u32)]
+    #[schema(required = true, value_type = u32, minimum = 0, maximum = 9)]
     pub step: Option<i64>,
     /// `#groupKey` (an ACTIVE group; its ACTIVE members when acting) or `user:<uuid>` (an
     /// ACTIVE user of the organisation).
@@ -289,7 +291,7 @@ pub struct ApprovalRequestIn {
     /// At most 2000 characters.
     pub description: Option<String>,
     /// 1 to 20 (step, approver) pairs, each a task of its own; a pair may not repeat.
-    #[schema(required = true)]
+    #[schema(required = true, value_type = Vec<StepApproverIn>)]
     pub approvers: Option<Vec<StepApproverIn>>,
 }
 

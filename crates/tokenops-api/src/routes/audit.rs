@@ -113,7 +113,9 @@ pub type AuditEventPage = PageB<AuditEventOut>;
 #[serde(rename_all = "camelCase")]
 pub struct AuditEventOut {
     pub id: uuid::Uuid,
+    #[schema(value_type = String, format = DateTime)]
     pub occurred_at: String,
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: String,
     /// Dotted verb, for example `customer.create`.
     pub action: String,
@@ -184,10 +186,10 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
 #[allow(dead_code)]
 struct AuditQuery {
     /// ISO 8601, inclusive
-    #[param(rename = "occurredFrom")]
+    #[param(rename = "occurredFrom", format = DateTime)]
     occurred_from: Option<String>,
     /// ISO 8601, exclusive; before occurredFrom is 400 (an inverted range), equal to it selects nothing
-    #[param(rename = "occurredTo")]
+    #[param(rename = "occurredTo", format = DateTime)]
     occurred_to: Option<String>,
     /// Repeatable or comma-separated
     #[param(rename = "actorIds")]
@@ -219,7 +221,7 @@ struct AuditQuery {
     get, path = "/api/audit/events", tag = "audit", operation_id = "audit.events.list",
     params(
         AuditQuery,
-        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query, description = "Default 20; above 100 is reduced to 100"),
+        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query, minimum = 1, description = "Default 20; below 1 is 400, above 100 is reduced to 100"),
     ),
     responses(
         (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),
@@ -316,6 +318,7 @@ pub struct AuditChainHeadOut {
     pub hash: String,
     /// Records sealed up to and including that block.
     pub record_count: i64,
+    #[schema(value_type = String, format = DateTime)]
     pub sealed_at: String,
     /// Compact JWS (ES256, header typ `tokenops-audit-head+jws`) whose payload is this head with
     /// `iss`, the service's public URL; verify it with the key set at `jwksUri`. Only the

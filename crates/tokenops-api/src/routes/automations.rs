@@ -25,12 +25,14 @@ use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new()
-        .routes(routes!(list_automations, create_automation))
-        .routes(routes!(get_automation))
-        .routes(routes!(set_automation_status))
-        .routes(routes!(execute_automation))
-        .routes(routes!(automation_history))
+    super::optional_bodies(
+        OpenApiRouter::new()
+            .routes(routes!(list_automations, create_automation))
+            .routes(routes!(get_automation))
+            .routes(routes!(set_automation_status))
+            .routes(routes!(execute_automation))
+            .routes(routes!(automation_history)),
+    )
 }
 
 /// A page of automations (style A).
@@ -53,6 +55,7 @@ pub struct AutomationIn {
     #[schema(required = true, value_type = Uuid)]
     pub script_id: Option<Uuid>,
     /// ON_DEMAND (default), SCHEDULED or EVENT.
+    #[schema(value_type = Option<TriggerType>)]
     pub trigger_type: Option<String>,
     /// SCHEDULED: five fields, `minute hour day-of-month month day-of-week` (`*`, ranges,
     /// steps, lists, names such as MON or JAN), read in `timeZone`.
@@ -224,7 +227,7 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
 #[utoipa::path(
     post, path = "/api/automations/{automationId}/executions", tag = "automations", operation_id = "automations.execute",
     params(path_params::AutomationId, crate::openapi::RequiredIdempotencyKey),
-    request_body = ExecutionIn,
+    request_body = Option<ExecutionIn>,
     responses(
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
         (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),

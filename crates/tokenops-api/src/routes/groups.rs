@@ -146,6 +146,7 @@ async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>
 pub struct GroupPatch {
     pub name: Option<String>,
     /// ACTIVE or INACTIVE.
+    #[schema(value_type = Option<GroupStatus>)]
     pub status: Option<String>,
 }
 

@@ -29,16 +29,56 @@ fn require_embedded(state: &ApiState) -> ApiResult<()> {
     super::embedded_provider_only(state, "This deployment uses an external identity provider")
 }
 
-async fn discovery(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
+/// OpenID Connect discovery (OpenID Connect Discovery 1.0 §4): the issuer, the token endpoint
+/// and where the signing keys are, for OAuth libraries that configure themselves from it.
+#[utoipa::path(
+    get, path = "/idp/.well-known/openid-configuration", tag = "idp", operation_id = "idp.discovery",
+    security(()),
+    responses(
+        (status = 200, description = "The provider's metadata", body = OpenIdConfiguration),
+        (status = 404, description = "The deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn discovery(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
     require_embedded(&state)?;
     Ok(axum::Json(tokenops_identity::openid_configuration(state.app.identity.issuer())).into_response())
 }
 
-async fn jwks(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
+/// The public keys that verify the provider's access tokens (a JWKS, RFC 7517), each named by
+/// the `kid` of the tokens it signs.
+#[utoipa::path(
+    get, path = "/idp/.well-known/jwks.json", tag = "idp", operation_id = "idp.jwks",
+    security(()),
+    responses(
+        (status = 200, description = "The signing keys, the previous one kept during a rotation (Cache-Control: public, max-age=300)", body = crate::openapi::Jwks),
+        (status = 404, description = "The deployment uses an external identity provider", body = crate::openapi::ErrorBody),
+        (status = 500, description = "System error occurred", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn jwks(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
     require_embedded(&state)?;
     let document = state.app.identity.jwks().await?;
     // Verifiers may cache for a while; rotation keeps the previous key published meanwhile.
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], axum::Json(document)).into_response())
+}
+
+/// OpenID provider metadata, as `tokenops_identity::openid_configuration` writes it. Only
+/// documents it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct OpenIdConfiguration {
+    /// The `iss` of every access token: `{auth_url}`.
+    issuer: String,
+    jwks_uri: String,
+    token_endpoint: String,
+    /// `client_credentials`.
+    grant_types_supported: Vec<String>,
+    /// `client_secret_basic` and `client_secret_post`.
+    token_endpoint_auth_methods_supported: Vec<String>,
+    response_types_supported: Vec<String>,
+    subject_types_supported: Vec<String>,
+    id_token_signing_alg_values_supported: Vec<String>,
+    claims_supported: Vec<String>,
 }
 
 /// An RFC 6749 §5.2 error body.

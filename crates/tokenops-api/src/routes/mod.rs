@@ -25,6 +25,10 @@ pub mod webhooks;
 
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
+use std::sync::Arc;
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
+use utoipa::openapi::{RefOr, Required};
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::ApiState;
 use crate::error::{ApiError, HttpCode};
@@ -39,4 +43,35 @@ pub(crate) fn embedded_provider_only(state: &ApiState, message: &'static str) ->
 pub(crate) fn no_store(mut response: Response) -> Response {
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// Marks the bodies of `router` that may be left out (`Option<JsonBody<T>>`, annotated
+/// `request_body = Option<T>`) `required: false`. utoipa leaves `required` out for them, and
+/// also offers JSON `null` as the body, which the service refuses (400: the body must be an
+/// object): only the body's own schema is kept.
+pub(crate) fn optional_bodies(mut router: OpenApiRouter<Arc<ApiState>>) -> OpenApiRouter<Arc<ApiState>> {
+    for item in router.get_openapi_mut().paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            let Some(RefOr::T(body)) = operation.request_body.as_mut() else { continue };
+            if body.required.is_some() {
+                continue;
+            }
+            body.required = Some(Required::False);
+            for content in body.content.values_mut() {
+                let RefOr::T(content) = content else { continue };
+                if let Some(RefOr::T(Schema::OneOf(one_of))) = &mut content.schema {
+                    one_of.items.retain(|item| !is_null(item));
+                    if one_of.items.len() == 1 {
+                        content.schema = one_of.items.pop();
+                    }
+                }
+            }
+        }
+    }
+    router
+}
+
+fn is_null(schema: &RefOr<Schema>) -> bool {
+    matches!(schema, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null))
 }

@@ -263,7 +263,7 @@ async fn create_version(call: OptionalKeyWrite<PathId>, body: JsonBody<VersionIn
 #[serde(rename_all = "camelCase")]
 pub struct CurrentVersionIn {
     /// An existing version number of the policy.
-    #[schema(required = true, value_type = u32)]
+    #[schema(required = true, value_type = u32, minimum = 1)]
     pub version_number: Option<i64>,
 }
 
@@ -297,7 +297,7 @@ pub struct SimulationIn {
     pub policy_id: Option<String>,
     /// With policyId: the version to simulate (any stored one, a DRAFT's included); default
     /// the policy's current version.
-    #[schema(value_type = Option<u32>)]
+    #[schema(value_type = Option<u32>, minimum = 1)]
     pub version_number: Option<i64>,
     /// With content: the template a policy of this content would be created from (it gives the
     /// action the content is validated for, as on POST /api/policies).

@@ -6,7 +6,7 @@
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 use tokenops_app::Error;
@@ -26,12 +26,14 @@ use crate::openapi::path_params;
 use crate::write::{self, Reply, RequiredKeyWrite};
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new()
-        .routes(routes!(list_scripts, create_script))
-        .routes(routes!(get_script, update_script, delete_script))
-        .routes(routes!(download_script))
-        .routes(routes!(clone_script))
-        .routes(routes!(dry_run_script))
+    super::optional_bodies(
+        OpenApiRouter::new()
+            .routes(routes!(list_scripts, create_script))
+            .routes(routes!(get_script, update_script, delete_script))
+            .routes(routes!(download_script))
+            .routes(routes!(clone_script))
+            .routes(routes!(dry_run_script)),
+    )
 }
 
 /// A page of scripts (style A).
@@ -73,7 +75,18 @@ pub struct ScriptPatch {
     #[serde(alias = "code")]
     pub source: Option<String>,
     /// DRAFT (unpublish), PUBLISHED or DEPRECATED.
+    #[schema(value_type = Option<SettableScriptStatus>)]
     pub status: Option<String>,
+}
+
+/// The statuses a PATCH may ask for (OUTDATED is the service's to set; deletion is DELETE).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+enum SettableScriptStatus {
+    Draft,
+    Published,
+    Deprecated,
 }
 
 /// A field that may be sent as null: `Some(None)`; absent: `None`.
@@ -85,13 +98,19 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct OverrideIn {
     /// The declared parameter's name.
+    #[schema(required = true, value_type = String)]
     pub key: Option<String>,
     /// A JSON string, number or boolean fitting the type (a DECIMAL as a string of digits).
-    #[schema(value_type = Object)]
+    #[schema(required = true, schema_with = override_value_schema)]
     pub value: Option<Value>,
     /// STRING, INTEGER, DECIMAL or BOOLEAN: the declared type.
     #[serde(rename = "type")]
+    #[schema(required = true, value_type = String)]
     pub kind: Option<String>,
+}
+
+fn override_value_schema() -> utoipa::openapi::schema::Object {
+    scripts::scalar_value_schema("A JSON string, number or boolean fitting the type (a DECIMAL as a string of digits).")
 }
 
 /// Overrides as the app takes them: 400 for a blank key or a missing value or type.
@@ -121,6 +140,7 @@ pub fn overrides(field: &str, items: Vec<OverrideIn>) -> Result<Vec<Override>, E
 #[serde(rename_all = "camelCase")]
 pub struct CloneIn {
     /// The clone's name (as a script's).
+    #[schema(required = true, value_type = String)]
     pub name: Option<String>,
     /// Optional; the source's by default.
     pub description: Option<String>,
@@ -308,7 +328,7 @@ async fn clone_script(call: RequiredKeyWrite<PathId>, body: JsonBody<CloneIn>) -
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct DryRunIn {
     /// The version to run (any stored one, a DRAFT's included); default the current one.
-    #[schema(value_type = Option<u32>)]
+    #[schema(value_type = Option<u32>, minimum = 1)]
     pub version: Option<i64>,
     /// Values over the declared defaults (`{key, value, type}`), as a run on demand takes them.
     #[serde(default)]
@@ -339,7 +359,7 @@ pub struct DryRunIn {
 #[utoipa::path(
     post, path = "/api/scripts/{scriptId}/dry-runs", tag = "scripts", operation_id = "scripts.dryRun",
     params(path_params::ScriptId),
-    request_body = DryRunIn,
+    request_body = Option<DryRunIn>,
     responses(
         (status = 200, description = "What the run did: status, the parameters' values, the bodies it would have submitted, its log and its error", body = DryRunOut),
         (status = 400, description = "scriptId not a UUID; version not a positive integer; an override's key blank or its value or type missing; event not an object", body = crate::openapi::ErrorBody),

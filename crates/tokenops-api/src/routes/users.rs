@@ -6,7 +6,7 @@
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::identity::organisations;
@@ -222,7 +222,18 @@ pub struct UserPatch {
     /// A platform role (case-insensitive) or a custom role of the organisation.
     pub role_name: Option<String>,
     /// ACTIVE (reactivate) or SUSPENDED.
+    #[schema(value_type = Option<SettableUserStatus>)]
     pub status: Option<String>,
+}
+
+/// The statuses a PATCH may set (INVITED is an invitation's; a user leaves it by choosing a
+/// password).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+enum SettableUserStatus {
+    Active,
+    Suspended,
 }
 
 /// Change a user's role, suspend or reactivate them.

@@ -26,11 +26,13 @@ const ENDPOINT: &str = "GET /api/webhook-events";
 const REPLAY_ENDPOINT: &str = "POST /api/webhook-events/redeliver";
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new()
-        .routes(routes!(list_webhook_events))
-        .routes(routes!(get_webhook_event))
-        .routes(routes!(redeliver_event))
-        .routes(routes!(redeliver_filtered))
+    super::optional_bodies(
+        OpenApiRouter::new()
+            .routes(routes!(list_webhook_events))
+            .routes(routes!(get_webhook_event))
+            .routes(routes!(redeliver_event))
+            .routes(routes!(redeliver_filtered)),
+    )
 }
 
 /// A page of events (style D).
@@ -159,8 +161,10 @@ pub struct RedeliverFilterIn {
     #[serde(rename = "type")]
     pub event_type: Option<String>,
     /// ISO 8601, inclusive.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub from: Option<String>,
     /// ISO 8601, exclusive.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub to: Option<String>,
     /// The status of the latest delivery generation, e.g. PARKED.
     pub status: Option<String>,
@@ -180,7 +184,7 @@ pub struct RedeliverFilterIn {
 #[utoipa::path(
     post, path = "/api/webhook-events/{eventId}/redeliver", tag = "webhook-events", operation_id = "webhookEvents.redeliver",
     params(path_params::EventId, crate::openapi::RequiredIdempotencyKey),
-    request_body(content = RedeliverIn, description = "Optional; an empty body replays to every destination"),
+    request_body(content = Option<RedeliverIn>, description = "Optional; an empty body replays to every destination"),
     responses(
         (status = 202, description = "Queued: the new deliveries (skipped is empty, truncated false); Location is the event with its deliveries", body = FilteredReplay, headers(("Location" = String))),
         (status = 400, description = "eventId or webhookId not a UUID, Idempotency-Key missing", body = crate::openapi::ErrorBody),

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::webhooks::{self, NewWebhook, TestOutcome, WebhookChange, WebhookOut};
@@ -39,7 +39,17 @@ pub fn well_known_router() -> Router<Arc<ApiState>> {
     Router::new().route("/.well-known/webhook-jwks.json", get(jwks))
 }
 
-async fn jwks(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
+/// The public keys that verify JWS_ES256 deliveries (a JWKS, RFC 7517), each named by the
+/// `kid` in a delivery's JWS header. Receivers pin these keys, never one a token points to.
+#[utoipa::path(
+    get, path = "/.well-known/webhook-jwks.json", tag = "webhooks", operation_id = "webhooks.jwks",
+    security(()),
+    responses(
+        (status = 200, description = "The delivery signing keys in use (Cache-Control: public, max-age=300); the spec implements no rotation for this scheme, so the set changes only where the operator turned rotation on", body = crate::openapi::Jwks),
+        (status = 500, description = "System error occurred", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn jwks(State(state): State<Arc<ApiState>>) -> ApiResult<Response> {
     let document = state.app.webhooks.keys.jwks().await?;
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], axum::Json(document)).into_response())
 }
@@ -52,15 +62,16 @@ pub type WebhookPage = PageD<WebhookOut>;
 #[serde(rename_all = "camelCase")]
 pub struct WebhookIn {
     /// An https URL whose host resolves only to public addresses.
-    #[schema(required = true)]
+    #[schema(required = true, value_type = String)]
     pub url: Option<String>,
     /// At least one event type: one of the spec's Events table, or one beyond it:
     /// `webhook.failing` (another registration of the organisation reached ten failed attempts
     /// in a row; once per run of failures) and `webhook.suspended` (twenty suspended it). Those
     /// two carry that registration as `data` and are never sent to it.
-    #[schema(required = true)]
+    #[schema(required = true, value_type = Vec<String>)]
     pub event_types: Option<Vec<String>>,
     /// HMAC_SHA256 (default) or JWS_ES256; fixed for the registration.
+    #[schema(value_type = Option<SignatureScheme>)]
     pub signature_scheme: Option<String>,
 }
 
@@ -69,10 +80,20 @@ pub struct WebhookIn {
 #[serde(rename_all = "camelCase")]
 pub struct WebhookPatch {
     /// ACTIVE or INACTIVE (SUSPENDED is the service's to set).
+    #[schema(value_type = Option<SettableWebhookStatus>)]
     pub status: Option<String>,
     /// Replaces the whole set; `[]` subscribes to nothing. The types of the registration
     /// request, `webhook.failing` and `webhook.suspended` (beyond the spec) included.
     pub event_types: Option<Vec<String>>,
+}
+
+/// The statuses a PATCH may set (SUSPENDED is the service's).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+enum SettableWebhookStatus {
+    Active,
+    Inactive,
 }
 
 fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {

@@ -147,7 +147,7 @@ pub struct DeliveryOut {
     pub failure_class: Option<tokenops_domain::webhook::FailureClass>,
     pub failure_reason: Option<String>,
     pub parked_at: Option<String>,
-    /// When the last attempt was made (absent before the first).
+    /// When the last attempt was made; null before the first.
     pub last_attempt_at: Option<String>,
     /// The receiver's HTTP status at the last attempt, when it answered.
     pub last_status_code: Option<u16>,

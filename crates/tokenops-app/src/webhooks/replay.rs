@@ -30,7 +30,8 @@ pub type QueuedDelivery = DeliveryOut;
 #[serde(rename_all = "camelCase")]
 pub struct SkippedDelivery {
     pub event_id: Uuid,
-    /// Absent when the event has no delivery at all.
+    /// The registration of the delivery skipped; null when the event has no delivery at all.
+    #[schema(required = true)]
     pub webhook_id: Option<Uuid>,
     /// LATEST_DELIVERY_QUEUED, DESTINATION_DELETED, DESTINATION_INACTIVE or NO_DELIVERY.
     pub reason: String,

@@ -791,7 +791,8 @@ async fn metrics_count_requests_by_route_and_report_the_job_queue(backend: Backe
     assert!(!text.contains("no-such-route-xyz"), "an unmatched path became a label:\n{text}");
 }
 
-/// What a generated client is told a body needs matches what the service refuses without it.
+/// What a generated client is told a body needs matches what the service refuses without it:
+/// required fields, values and bounds, and the bodies that may be left out.
 async fn openapi_bodies_mark_their_required_fields_and_settable_values(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let doc = send(app.raw(Method::GET, "/openapi.json")).await.body;
@@ -808,14 +809,60 @@ async fn openapi_bodies_mark_their_required_fields_and_settable_values(backend: 
         ("StatusIn", &["status"][..]),
         ("AccountPatch", &["status"][..]),
         ("CustomerPatch", &["status"][..]),
+        ("OverrideIn", &["key", "value", "type"][..]),
+        ("CloneIn", &["name"][..]),
+        ("WebhookIn", &["url", "eventTypes"][..]),
+        ("ApprovalRequestIn", &["action", "approvers"][..]),
     ] {
         let marked = required(schema);
         assert!(fields.iter().all(|f| marked.iter().any(|m| m == f)), "{schema} marks {marked:?}, needs {fields:?}");
+        // A required field the service refuses as null (400 naming it) must not offer null.
+        for field in fields {
+            let property = &schemas[schema]["properties"][field];
+            let types = property["type"].as_array().cloned().unwrap_or_else(|| vec![property["type"].clone()]);
+            let alternatives = property["oneOf"].as_array().cloned().unwrap_or_default();
+            let nullable = types.contains(&json!("null")) || alternatives.iter().any(|a| a["type"] == "null");
+            assert!(!nullable, "{schema}.{field} is required but nullable: {property}");
+        }
     }
+    // A parameter's value is a scalar, as the service takes it (a DECIMAL as a string).
+    assert_eq!(
+        schemas["OverrideIn"]["properties"]["value"]["type"],
+        json!(["string", "number", "boolean"]),
+        "{}",
+        schemas["OverrideIn"]
+    );
     let status = &schemas["AccountPatch"]["properties"]["status"];
     let settable =
         status["$ref"].as_str().and_then(|r| r.rsplit('/').next()).map(|name| &schemas[name]).unwrap_or(status);
     assert_eq!(settable["enum"], json!(["ACTIVE", "INACTIVE"]), "only the statuses a PATCH may set: {status}");
+
+    // Numbers the service bounds say their bounds: version numbers start at 1, steps run 0 to 9.
+    for (schema, field, minimum, maximum) in [
+        ("CurrentVersionIn", "versionNumber", json!(1), Value::Null),
+        ("DryRunIn", "version", json!(1), Value::Null),
+        ("StepApproverIn", "step", json!(0), json!(9)),
+    ] {
+        let property = &schemas[schema]["properties"][field];
+        assert_eq!((&property["minimum"], &property["maximum"]), (&minimum, &maximum), "{schema}.{field}: {property}");
+    }
+
+    // A body the service takes left out is not required, and is not offered as JSON null (which
+    // the service refuses: a body must be an object).
+    for (path, body) in [
+        ("/api/automations/{automationId}/executions", "ExecutionIn"),
+        ("/api/scripts/{scriptId}/dry-runs", "DryRunIn"),
+        ("/api/approvals/tasks/{taskId}/approve", "DecisionIn"),
+        ("/api/approvals/tasks/{taskId}/reject", "DecisionIn"),
+        ("/api/webhook-events/{eventId}/redeliver", "RedeliverIn"),
+    ] {
+        let request_body = &doc["paths"][path]["post"]["requestBody"];
+        assert_eq!(request_body["required"], json!(false), "POST {path}: {request_body}");
+        let schema = &request_body["content"]["application/json"]["schema"];
+        assert_eq!(schema, &json!({ "$ref": format!("#/components/schemas/{body}") }), "POST {path}");
+    }
+    // The bodies the service does require stay required.
+    assert_eq!(doc["paths"]["/api/scripts"]["post"]["requestBody"]["required"], json!(true));
 }
 
 async fn openapi_document_is_3_1_and_lists_the_paths(backend: Backend) {
@@ -835,6 +882,58 @@ async fn openapi_document_is_3_1_and_lists_the_paths(backend: Backend) {
     ] {
         assert!(doc["paths"].get(path).is_some(), "{path} missing from the document");
     }
+}
+
+/// The served document names its deployment (its base URL as the server, the embedded
+/// provider's absolute token URL), bounds the common headers as the service checks them, and
+/// describes the endpoints outside `/api` a client needs (supplement §2, §7 and §9).
+async fn openapi_describes_the_deployment_the_headers_and_the_key_sets(backend: Backend) {
+    let app = TestApp::spawn_embedded(backend, BTreeMap::new()).await;
+    let doc = send(app.raw(Method::GET, "/openapi.json")).await.body;
+    assert_eq!(doc["servers"], json!([{ "url": app.base_url }]));
+    let token_url = &doc["components"]["securitySchemes"]["oauth2"]["flows"]["clientCredentials"]["tokenUrl"];
+    assert_eq!(token_url, &json!(format!("{}/idp/oauth2/token", app.base_url)));
+
+    let operation = &doc["paths"]["/api/customers"]["post"];
+    let header = |name: &str| {
+        operation["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name && p["in"] == "header"))
+            .unwrap_or_else(|| panic!("{name} among the parameters: {operation}"))
+            .clone()
+    };
+    let version = header("API-Version");
+    assert_eq!(version["schema"]["pattern"], r"^\d+\.\d+\.\d+$", "{version}");
+    let key = header("Idempotency-Key");
+    assert_eq!((&key["schema"]["minLength"], &key["schema"]["maxLength"]), (&json!(1), &json!(255)), "{key}");
+    // The pattern refuses what the service refuses: blank, and characters outside printable ASCII.
+    let pattern = key["schema"]["pattern"].as_str().expect("a key pattern");
+    assert_eq!(pattern, r"^[\x20-\x7E]*[\x21-\x7E][\x20-\x7E]*$");
+
+    for (path, operation_id) in [
+        ("/idp/.well-known/openid-configuration", "idp.discovery"),
+        ("/idp/.well-known/jwks.json", "idp.jwks"),
+        ("/.well-known/webhook-jwks.json", "webhooks.jwks"),
+    ] {
+        let get = &doc["paths"][path]["get"];
+        assert_eq!(get["operationId"], operation_id, "{path}: {get}");
+        assert_eq!(get["security"], json!([{}]), "{path} takes no token");
+        // Outside /api: no API-Version.
+        assert!(get["parameters"].is_null(), "{path}: {get}");
+        // What the document says of the key sets is what they serve.
+        let served = send(app.raw(Method::GET, path)).await;
+        served.expect(200);
+        if path.ends_with("jwks.json") {
+            let key = &served.body["keys"][0];
+            for member in ["kty", "crv", "x", "y", "kid", "alg", "use"] {
+                assert!(key[member].is_string(), "{path}: {member} in {key}");
+            }
+        } else {
+            assert_eq!(served.body["token_endpoint"], token_url.clone(), "{}", served.body);
+        }
+    }
+    let jwk = &doc["components"]["schemas"]["Jwk"]["properties"];
+    assert!(jwk["use"].is_object() && jwk["kid"].is_object(), "{jwk}");
 }
 
 async fn openapi_operations_declare_api_version_and_their_security(backend: Backend) {
@@ -1124,6 +1223,7 @@ backends!(
     openapi_document_is_3_1_and_lists_the_paths,
     openapi_bodies_mark_their_required_fields_and_settable_values,
     openapi_operations_declare_api_version_and_their_security,
+    openapi_describes_the_deployment_the_headers_and_the_key_sets,
     docs_page_renders_the_document_without_external_scripts,
     a_rotated_issuer_key_is_picked_up_and_the_previous_key_keeps_working,
     readyz_is_503_when_the_store_cannot_be_reached,

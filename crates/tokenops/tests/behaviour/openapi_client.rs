@@ -1,8 +1,10 @@
 //! The OpenAPI document as an integrator uses it: the real binary serves it, openapi-spec-validator
 //! finds it valid OpenAPI 3.1, openapi-python-client generates a client from it without a
 //! warning, and that generated client alone takes a new organisation's owner from the operator's
-//! token through sign-in to a registered customer and a list of each paging style
-//! (`scripts/openapi_client_check.py`).
+//! token through sign-in to a registered customer and a list of each paging style; then real
+//! responses (scripts with parameter defaults of each type, customers, lists, the caller's
+//! profile, audit and webhook events) are validated against the document's own response
+//! schemas (`scripts/openapi_client_check.py`).
 //!
 //! The Python tools come from the virtualenv `scripts/test` prepares, named by
 //! `TOKENOPS_TEST_PYTHON`. Without it the test fails: a check that passes without its tools
