@@ -13,11 +13,13 @@ use crate::settlement::{Pipeline, parse_address};
 
 /// Compares every provisioned account's ledger balances (total and held) with its position,
 /// the sum of its confirmed operations, and records a `BALANCE_MISMATCH` break for each
-/// difference (once per distinct difference). Accounts with an operation between signing and
-/// its receipt are skipped this round: the ledger may be ahead of the positions.
+/// difference (once per distinct difference). An account with an operation between signing and
+/// its receipt, on either side (one it sends, or one paying it: a transfer or a lock's release),
+/// is skipped this round: the ledger may be ahead of the positions.
 pub struct Reconcile(pub Arc<Pipeline>);
 
 impl Reconcile {
+    /// Whether an operation touching `account` is between the ledger and its confirmation.
     async fn in_flight(
         &self,
         tenant: TenantId,
@@ -25,20 +27,39 @@ impl Reconcile {
     ) -> Result<bool, JobError> {
         let mut tx = self.0.store.read().await?;
         for state in [OperationState::PendingSettlement, OperationState::Settling] {
-            let filter = OperationFilter {
-                state: Some(state),
-                account_ref: Some(account.clone()),
-                ..OperationFilter::default()
-            };
-            let page = tx
-                .operations()
-                .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
-                .await?;
-            if page.total > 0 {
-                return Ok(true);
+            let sends =
+                OperationFilter { state: Some(state), account_ref: Some(account.clone()), ..Default::default() };
+            let receives =
+                OperationFilter { state: Some(state), counterparty_ref: Some(account.clone()), ..Default::default() };
+            for filter in [sends, receives] {
+                let page = tx
+                    .operations()
+                    .list(tenant, &filter, tokenops_domain::paging::PageRequest { page: 0, size: 1 })
+                    .await?;
+                if page.total > 0 {
+                    return Ok(true);
+                }
             }
         }
         Ok(false)
+    }
+
+    /// Whether a difference seen between `position` (read before the ledger) and the ledger's
+    /// balances is settled fact rather than settlement catching up: nothing touching the account
+    /// is in flight now and its position has not moved since. Every operation the ledger read
+    /// included has then confirmed, into the position read before it, so the two describe the
+    /// same operations.
+    async fn still_differs(
+        &self,
+        tenant: TenantId,
+        account: &tokenops_domain::account::AccountRef,
+        position: &tokenops_store::Position,
+    ) -> Result<bool, JobError> {
+        if self.in_flight(tenant, account).await? {
+            return Ok(false);
+        }
+        let now = self.0.store.read().await?.positions().get(tenant, account).await?;
+        Ok(&now == position)
     }
 }
 
@@ -87,6 +108,9 @@ impl JobHandler for Reconcile {
                 // stays at its bound) is a difference, not equal to the bound.
                 let (total, held) = (balances.total, balances.held);
                 if same_amount(total, expected.total) && same_amount(held, expected.held) {
+                    continue;
+                }
+                if !self.still_differs(tenant, &account.account_ref, &expected).await? {
                     continue;
                 }
                 let detail = format!(

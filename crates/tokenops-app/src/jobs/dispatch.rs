@@ -49,7 +49,9 @@ impl JobHandler for DispatchEvent {
             let tenant = event.tenant_id;
             let subscribers = match registrations.entry(tenant) {
                 Entry::Occupied(known) => known.into_mut(),
-                Entry::Vacant(slot) => slot.insert(tx.webhooks().live(tenant).await?),
+                Entry::Vacant(slot) => {
+                    slot.insert(crate::webhooks::live_for_dispatch(tx.as_mut(), tenant).await.map_err(JobError::retry)?)
+                }
             };
             crate::webhooks::fan_out(tx.as_mut(), event, subscribers, now, self.job_max_attempts)
                 .await

@@ -12,7 +12,9 @@ use serde::Serialize;
 use std::sync::Arc;
 use tokenops_domain::audit::AuditOutcome;
 use tokenops_domain::event::{Event, EventType, ResourceRef};
-use tokenops_domain::webhook::{AttemptResult, Delivery, FailureClass, FailureMark, SignatureScheme, Webhook};
+use tokenops_domain::webhook::{
+    AttemptResult, Delivery, FailureClass, FailureMark, SignatureScheme, Webhook, WebhookStatus,
+};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{Job, Tx};
 use tokenops_webhooks::retry::{AttemptOutcome, NextStep, RetrySchedule, next_step, random_jitter};
@@ -60,10 +62,13 @@ impl<'a> EventBody<'a> {
     }
 }
 
-/// Inside the dispatcher's transaction: one PENDING delivery (generation 1) with its job for
-/// every registration subscribed to the event's type now, ACTIVE or SUSPENDED (a suspended
-/// one's waits for its resumption); none for INACTIVE ones, and none later (no backfill).
-/// `registrations` are the organisation's live ones, read in the same transaction.
+/// Inside the dispatcher's transaction: one PENDING delivery (generation 1) for every
+/// registration subscribed to the event's type now, ACTIVE or SUSPENDED; none for INACTIVE ones,
+/// and none later (no backfill). An ACTIVE registration's delivery gets its job; a SUSPENDED
+/// one's waits without one until the registration is set ACTIVE, which queues the jobs of what
+/// waited: a job per event for a destination that receives nothing would take workers from
+/// settlement for nothing. `registrations` are the organisation's live ones, read in the same
+/// transaction, a SUSPENDED one's status under its lock (`live_for_dispatch`).
 pub async fn fan_out(
     tx: &mut dyn Tx,
     event: &Event,
@@ -85,10 +90,29 @@ pub async fn fan_out(
         }
         let delivery = Delivery::new(event.tenant_id, event.id, webhook.id, 1, new_id(), now);
         tx.webhooks().insert_delivery(&delivery).await?;
-        tx.jobs().enqueue(&deliver_job(&delivery, 1, now, max_attempts), now).await?;
+        if webhook.status.attempts_deliveries() {
+            tx.jobs().enqueue(&deliver_job(&delivery, 1, now, max_attempts), now).await?;
+        }
         made += 1;
     }
     Ok(made)
+}
+
+/// The organisation's live registrations as the dispatcher fans out to them. A SUSPENDED one is
+/// read again under its lock, which its resumption takes too: either the resumption committed
+/// first and this reads it ACTIVE (its deliveries get jobs here), or it waits for this
+/// transaction and then finds the deliveries made here among those it sends. Without the lock a
+/// delivery made beside a resumption would get no job from either.
+pub async fn live_for_dispatch(tx: &mut dyn Tx, tenant: TenantId) -> AppResult<Vec<Webhook>> {
+    let mut live = tx.webhooks().live(tenant).await?;
+    for webhook in &mut live {
+        if webhook.status == WebhookStatus::Suspended
+            && let Some(locked) = tx.webhooks().get_for_update(tenant, webhook.id).await?
+        {
+            *webhook = locked;
+        }
+    }
+    Ok(live)
 }
 
 /// One attempt of `event` to `webhook`: signs at the clock's time and POSTs. No store

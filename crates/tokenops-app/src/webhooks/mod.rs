@@ -1,13 +1,13 @@
 //! Webhook registrations (create, list, read, change, delete, test, secret rotation), the
 //! delivery signing material (HMAC secrets sealed per registration, the platform's JWS_ES256
 //! key), and the views the API returns. Deliveries are `deliver` (the job) and `replay`; the
-//! dispatcher's fan-out is `fan_out`, called by `event.dispatch`.
+//! dispatcher's fan-out is `fan_out` over `live_for_dispatch`, called by `event.dispatch`.
 
 mod deliver;
 mod keys;
 mod replay;
 
-pub use deliver::{DeliverWebhook, EventBody, fan_out};
+pub use deliver::{DeliverWebhook, EventBody, fan_out, live_for_dispatch};
 pub use keys::{DeliveryKeys, JWS_KEY_OVERLAP_MS, RotateDeliveryKey};
 pub use replay::{FilteredReplay, QueuedDelivery, SkippedDelivery};
 

@@ -1565,6 +1565,31 @@ async fn reconciliation_records_one_balance_mismatch_per_difference(backend: Bac
     assert_eq!(breaks(&app, "?reason=BALANCE_MISMATCH&accountRef=b").await.body["totalElements"], 1);
 }
 
+/// An account the ledger has paid ahead of the service's confirmation is settlement catching
+/// up, not a break: while an operation paying it (a transfer it receives) is between the ledger
+/// and its confirmation, reconciliation leaves it for a later round, on the receiving side as on
+/// the sending one. Once nothing is in flight, the same difference is a break.
+async fn reconciliation_waits_for_what_an_account_receives_to_confirm(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    let paid = id_of(&submit(&app, transfer("a", "b", "10")).await);
+    settle(&app).await;
+    // As between the ledger's receipt and the confirmation: the ledger has paid b, b's position
+    // does not show it yet, and the transfer is SETTLING.
+    app.db.execute("UPDATE positions SET total = total - 1000 WHERE account_ref = 'b'").await;
+    app.db.execute(&format!("UPDATE operations SET state = 'SETTLING' WHERE id = '{paid}'")).await;
+    run_periodic(&app, "positions.reconcile").await;
+    let none = breaks(&app, "?reason=BALANCE_MISMATCH").await;
+    assert_eq!(none.body["totalElements"], 0, "b waits for the transfer it receives: {}", none.body);
+
+    // Nothing in flight any more, and the position still short: a break of b's.
+    app.db.execute(&format!("UPDATE operations SET state = 'CONFIRMED' WHERE id = '{paid}'")).await;
+    run_periodic(&app, "positions.reconcile").await;
+    let found = breaks(&app, "?reason=BALANCE_MISMATCH").await;
+    assert_eq!(listed(&found, "accountRef"), vec!["b".to_owned()], "{}", found.body);
+}
+
 /// The ledger's balances are 256-bit, the service's positions 64-bit: mints of the largest
 /// amount the API takes, past what a position can hold, settle as the ledger settled them
 /// (CONFIRMED, the balance read from the ledger), and reconciliation reports that the service's
@@ -1618,6 +1643,7 @@ backends!(
     get_by_id_is_400_for_a_non_uuid_and_404_for_an_unknown_or_foreign_operation,
     breaks_are_listed_newest_first_with_reason_account_and_a_half_open_window,
     reconciliation_records_one_balance_mismatch_per_difference,
+    reconciliation_waits_for_what_an_account_receives_to_confirm,
 );
 
 // ---------------------------------------------------------------------------------------------

@@ -231,18 +231,23 @@ async fn twenty_failures_suspend_and_activation_sends_what_waited(backend: Backe
     assert_eq!(suspended["status"], "SUSPENDED", "after twenty consecutive failed attempts: {suspended}");
     assert_eq!(suspended["consecutiveFailures"], 20);
 
-    // Events still make deliveries, which wait unattempted.
+    // Events still make deliveries, which wait unattempted, and without a job: a suspended
+    // destination takes no worker per event.
     receiver.respond("/s", Response::Status(200));
+    let deliver_jobs = || app.db.count("jobs", "kind = 'webhook.deliver'");
+    let jobs_before = deliver_jobs().await;
     let waiting = status_change(&app).await;
     next_round(&app).await;
     assert_eq!(receiver.requests_to("/s").len(), 21, "no attempt while SUSPENDED");
     let pending = deliveries(&app, &waiting).await.remove(0);
     assert_eq!((pending["status"].clone(), pending["attempts"].clone()), (json!("PENDING"), json!(0)));
+    assert_eq!(deliver_jobs().await, jobs_before, "no delivery job while SUSPENDED");
 
     let resumed = app.patch(&format!("/api/webhooks/{id}"), &json!({ "status": "ACTIVE" })).await;
     resumed.expect(200);
     assert_eq!(resumed.body["status"], "ACTIVE");
     assert_eq!(resumed.body["consecutiveFailures"], 0);
+    assert_eq!(deliver_jobs().await, jobs_before + 1, "the resumption queues what waited");
     app.drain_jobs().await;
     let got = receiver.wait_for_path("/s", 22, WAIT).await;
     assert_eq!(got[21].json()["id"], waiting.as_str());
