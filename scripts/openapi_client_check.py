@@ -378,9 +378,42 @@ def responses_conform(document, base_url, owner, version):
     conformance.check("customers.list", call("GET", "/api/customers"), 200)
     conformance.check("users.me", call("GET", "/api/users/me"), 200)
     conformance.check("audit.events.list", call("GET", "/api/audit/events"), 200)
-    conformance.check("webhookEvents.list", call("GET", "/api/webhook-events"), 200)
-    conformance.check("transactions.list", call("GET", "/api/transactions"), 200)
-    step("real responses match the document's schemas (scalar parameter defaults, customers, profile, lists)")
+    # An operation and an event, so the lists below have items to check: a contract, an account
+    # once provisioned, a MINT followed to its end, and a customer's status change.
+    conformance.check("contracts.create", call("POST", "/api/contracts", {"assetId": "EUR"}, write=True), 201)
+    customer = {"customerRef": "py-client-ops", "displayName": "Operations"}
+    conformance.check("customers.create", call("POST", "/api/customers", customer, write=True), 201)
+    account = {"accountRef": "py-client-acc", "customerRef": "py-client-ops", "assetId": "EUR"}
+    conformance.check("accounts.create", call("POST", "/api/accounts", account, write=True), 201)
+    wait_for(lambda: call("GET", "/api/accounts/py-client-acc").json().get("status") == "ACTIVE", "the account ACTIVE")
+    conformance.check("accounts.get", call("GET", "/api/accounts/py-client-acc"), 200)
+    mint = {"txType": "MINT", "assetId": "EUR", "accountRef": "py-client-acc", "amount": "12.50"}
+    submitted = conformance.check("transactions.submit", call("POST", "/api/transactions", mint, write=True), 202)
+    operation = f"/api/transactions/{submitted['transactionId']}"
+    wait_for(lambda: call("GET", operation).json().get("state") == "CONFIRMED", "the MINT CONFIRMED")
+    conformance.check("transactions.get", call("GET", operation), 200)
+    conformance.check("accounts.balances", call("GET", "/api/accounts/py-client-acc/balances"), 200)
+    conformance.check(
+        "customers.update", call("PATCH", "/api/customers/py-client-ops", {"status": "INACTIVE"}, write=True), 200
+    )
+    wait_for(lambda: call("GET", "/api/webhook-events").json().get("items"), "an event in the history")
+    events = conformance.check("webhookEvents.list", call("GET", "/api/webhook-events"), 200)
+    assert events["items"], events
+    conformance.check("webhookEvents.get", call("GET", f"/api/webhook-events/{events['items'][0]['id']}"), 200)
+    listed = conformance.check("transactions.list", call("GET", "/api/transactions"), 200)
+    assert listed["content"], listed
+    conformance.check("transactions.list", call("GET", "/api/transactions?limit=5"), 200)
+    step("real responses match the document's schemas (parameter defaults, customers, accounts, operations, events)")
+
+
+def wait_for(condition, what, timeout=30.0):
+    """Polls `condition` until it holds; fails naming `what` when the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def main():

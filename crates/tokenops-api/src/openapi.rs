@@ -116,7 +116,7 @@ macro_rules! error_rows {
 
 error_rows! {
     /// The 422 row of a write whose Idempotency-Key was first used with another request.
-    pub KeyReusedWithAnotherPayload = 422, "Idempotency-Key reused with a different payload, or by another caller of the organisation";
+    pub KeyReusedWithAnotherPayload = 422, "Idempotency-Key reused with a different payload";
     /// The 409 row of a write whose only conflict is its Idempotency-Key still being processed
     /// (`IDEMPOTENCY_CONFLICT`, always with Retry-After).
     pub KeyInFlight = 409, "The same Idempotency-Key is still being processed (Retry-After)";

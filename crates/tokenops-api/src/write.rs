@@ -172,7 +172,7 @@ impl WriteRoute {
         params: &[&dyn Display],
         document: &Value,
     ) -> WriteRequest<'a> {
-        let caller = &scope.context.caller.subject;
+        let caller = action.per_caller.then_some(scope.context.caller.subject.as_str());
         let fingerprint = fingerprint(self.method.as_str(), &self.path(params), caller, document);
         WriteRequest { scope, action, key, fingerprint, resource_id: None }
     }
@@ -436,19 +436,33 @@ mod tests {
 
     #[test]
     fn fingerprint_ignores_key_order_and_whitespace() {
-        let a = fingerprint("POST", "/api/customers", "u1", &json!({"a": 1, "b": {"y": [1, 2], "x": null}}));
+        let a = fingerprint("POST", "/api/customers", Some("u1"), &json!({"a": 1, "b": {"y": [1, 2], "x": null}}));
         let b = fingerprint(
             "POST",
             "/api/customers",
-            "u1",
+            Some("u1"),
             &serde_json::from_str(r#"{ "b": {"x": null, "y": [1,2]}, "a": 1 }"#).unwrap_or_default(),
         );
         assert_eq!(a, b);
-        assert_ne!(a, fingerprint("POST", "/api/customers", "u1", &json!({"a": 2, "b": {"y": [1, 2], "x": null}})));
-        assert_ne!(a, fingerprint("PATCH", "/api/customers", "u1", &json!({"a": 1, "b": {"y": [1, 2], "x": null}})));
-        assert_ne!(a, fingerprint("POST", "/api/customers", "u2", &json!({"a": 1, "b": {"y": [1, 2], "x": null}})));
+        assert_ne!(
+            a,
+            fingerprint("POST", "/api/customers", Some("u1"), &json!({"a": 2, "b": {"y": [1, 2], "x": null}}))
+        );
+        assert_ne!(
+            a,
+            fingerprint("PATCH", "/api/customers", Some("u1"), &json!({"a": 1, "b": {"y": [1, 2], "x": null}}))
+        );
+        assert_ne!(
+            a,
+            fingerprint("POST", "/api/customers", Some("u2"), &json!({"a": 1, "b": {"y": [1, 2], "x": null}}))
+        );
         // The caller cannot be spelt into the path or the body's line.
-        assert_ne!(fingerprint("POST", "/a", "u\n{}", &json!({})), fingerprint("POST", "/a\nu", "", &json!({})));
+        assert_ne!(
+            fingerprint("POST", "/a", Some("u\n{}"), &json!({})),
+            fingerprint("POST", "/a\nu", Some(""), &json!({}))
+        );
+        // Without a caller, nothing of one is in it: the form keys stored before callers joined.
+        assert_ne!(fingerprint("POST", "/a", None, &json!({})), fingerprint("POST", "/a", Some(""), &json!({})));
     }
 
     #[test]
@@ -462,12 +476,16 @@ mod tests {
 
     #[test]
     fn fingerprints_stay_what_stored_keys_hold() {
-        // SHA-256 of `POST /api/customers\n`, the caller as a JSON string and `\n`, and the
-        // body's compact JSON with sorted keys: a change here would make every stored key's retry
-        // a 422 (another payload).
+        // SHA-256 of `POST /api/customers\n` and the body's compact JSON with sorted keys (a
+        // per-caller action's adds the caller as a JSON string and `\n` between them): a change
+        // here would make every stored key's retry a 422 (another payload).
         let body = json!({"b": {"y": [1, 2], "x": null}, "né": "\"q\"", "a": 1});
         assert_eq!(
-            fingerprint("POST", "/api/customers", "u1", &body),
+            fingerprint("POST", "/api/customers", None, &body),
+            "dfb2e6d456d48d478fdc937b1ad18aeb74510ea7767fb764afa055cb08a1323d"
+        );
+        assert_eq!(
+            fingerprint("POST", "/api/customers", Some("u1"), &body),
             "3d06dc743e02a6d4bb7c79d0161e93d12f742b4349b5a9d2b2860deb5a1a7b1d"
         );
     }

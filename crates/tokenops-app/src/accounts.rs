@@ -435,8 +435,11 @@ impl Target {
         let text = |name: &str| job.payload.get(name).and_then(|v| v.as_str()).map(str::to_owned);
         Ok(Target {
             tenant: job.tenant_id.ok_or_else(|| JobError::Permanent("account.provision without a tenant".into()))?,
+            // Written by the service when it accepted the account: a reference the rules of that
+            // day took, read back as stored (a later rule must not strand its provisioning).
             account_ref: text("accountRef")
-                .and_then(|s| AccountRef::parse(&s).ok())
+                .filter(|s| !s.is_empty())
+                .map(AccountRef::from_stored)
                 .ok_or_else(|| JobError::Permanent("payload has no accountRef".into()))?,
             generation: job
                 .payload

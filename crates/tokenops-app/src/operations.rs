@@ -20,8 +20,12 @@ use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds;
 use crate::write::{AuditAction, Write};
 
-pub const SUBMIT: AuditAction =
-    AuditAction { name: "transaction.submit", category: "TRANSACTIONS", resource_type: "transaction" };
+pub const SUBMIT: AuditAction = AuditAction {
+    name: "transaction.submit",
+    category: "TRANSACTIONS",
+    resource_type: "transaction",
+    per_caller: false,
+};
 
 /// A token operation as the API returns it, and as `transaction.*` events carry it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

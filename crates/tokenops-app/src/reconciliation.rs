@@ -45,10 +45,11 @@ impl Reconcile {
     }
 
     /// Whether a difference seen between `position` (read before the ledger) and the ledger's
-    /// balances is settled fact rather than settlement catching up: nothing touching the account
-    /// is in flight now and its position has not moved since. Every operation the ledger read
-    /// included has then confirmed, into the position read before it, so the two describe the
-    /// same operations.
+    /// balances stands rather than being settlement catching up: nothing touching the account is
+    /// in flight now (so every operation the ledger read included has confirmed) and its position
+    /// reads as it did before the ledger was read (so no confirmation landed in between). A move
+    /// and its exact reverse both confirming inside that read (milliseconds) would pass unseen;
+    /// a break it caused would be one record, and the next round finds the accounts equal.
     async fn still_differs(
         &self,
         tenant: TenantId,
@@ -56,10 +57,15 @@ impl Reconcile {
         position: &tokenops_store::Position,
     ) -> Result<bool, JobError> {
         if self.in_flight(tenant, account).await? {
+            crate::signals::reconciliation_skipped("in_flight");
             return Ok(false);
         }
         let now = self.0.store.read().await?.positions().get(tenant, account).await?;
-        Ok(&now == position)
+        if &now != position {
+            crate::signals::reconciliation_skipped("moving");
+            return Ok(false);
+        }
+        Ok(true)
     }
 }
 
@@ -82,6 +88,7 @@ impl JobHandler for Reconcile {
             for account in batch {
                 let tenant = account.tenant_id;
                 if self.in_flight(tenant, &account.account_ref).await? {
+                    crate::signals::reconciliation_skipped("in_flight");
                     continue;
                 }
                 let (contract, expected) = {

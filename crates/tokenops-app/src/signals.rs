@@ -69,6 +69,13 @@ pub fn break_recorded(found: &Break) {
     metrics::counter!("tokenops_breaks_total", "reason" => found.reason.as_str()).increment(1);
 }
 
+/// Reconciliation passed over an account this round, because operations touching it were on
+/// their way (`in_flight`) or its position moved while it looked (`moving`): an account that is
+/// never quiet is never compared, and this shows it.
+pub fn reconciliation_skipped(why: &'static str) {
+    metrics::counter!("tokenops_reconciliation_skipped_total", "why" => why).increment(1);
+}
+
 /// One webhook attempt ended (`delivered`, `retry` or `parked`), after `seconds` on the wire.
 pub fn webhook_attempted(outcome: &'static str, seconds: f64) {
     metrics::counter!("tokenops_webhook_attempts_total", "outcome" => outcome).increment(1);

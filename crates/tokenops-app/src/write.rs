@@ -31,6 +31,20 @@ pub struct AuditAction {
     /// The spec area, for example `CUSTOMERS`.
     pub category: &'static str,
     pub resource_type: &'static str,
+    /// Whether the write's outcome is about who asks (an approver's decision, refused by
+    /// separation of duties for another): its fingerprint then holds the caller, so the same
+    /// key and body from another caller of the organisation is a different request (422), never
+    /// the first caller's stored answer. Other writes leave the caller out: a bank retrying
+    /// through another of its clients gets its original answer, not a refusal it might answer
+    /// with a second submission.
+    pub per_caller: bool,
+}
+
+impl AuditAction {
+    /// This action, its Idempotency-Key answering only the caller that used it.
+    pub const fn per_caller(self) -> Self {
+        Self { per_caller: true, ..self }
+    }
 }
 
 /// A resource type of one area: the category and resource type its audit actions share, declared
@@ -44,7 +58,7 @@ pub struct AuditResource {
 impl AuditResource {
     /// The action `name` on this resource.
     pub const fn action(self, name: &'static str) -> AuditAction {
-        AuditAction { name, category: self.category, resource_type: self.resource_type }
+        AuditAction { name, category: self.category, resource_type: self.resource_type, per_caller: false }
     }
 }
 
@@ -612,21 +626,21 @@ fn write_json(value: &impl Serialize, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(out, value);
 }
 
-/// The fingerprint of a write request: method, path, caller and canonical body.
-///
-/// Keys are shared by an organisation, but a stored answer is its caller's (an approval's 200,
-/// a separation-of-duties 403): another caller sending the same key is a different request
-/// (422), never handed someone else's outcome nor let past its own checks.
-pub fn fingerprint(method: &str, path: &str, caller: &str, body: &Value) -> String {
+/// The fingerprint of a write request: method, path, the caller where the action is
+/// [`AuditAction::per_caller`], and canonical body.
+pub fn fingerprint(method: &str, path: &str, caller: Option<&str>, body: &Value) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = Vec::with_capacity(256);
     text.extend_from_slice(method.as_bytes());
     text.push(b' ');
     text.extend_from_slice(path.as_bytes());
     text.push(b'\n');
-    // As a JSON string: whatever a provider puts in `sub`, it cannot run into the body.
-    write_json(&caller, &mut text);
-    text.push(b'\n');
+    // Without a caller, the text is what it was before callers joined it, so keys stored then
+    // still replay. As a JSON string, whatever a provider puts in `sub` cannot run into the body.
+    if let Some(caller) = caller {
+        write_json(&caller, &mut text);
+        text.push(b'\n');
+    }
     canonical(body, &mut text);
     let digest = Sha256::digest(&text);
     let mut hex = String::with_capacity(2 * digest.len());

@@ -297,7 +297,7 @@ impl TestApp {
         tx.idempotency()
             .insert_claim(
                 &IdempotencyScope { tenant: Some(self.tenant.id), operation: operation.into(), key: key.into() },
-                &tokenops_api::write::fingerprint(method, path, &self.tenant.subject, body),
+                &tokenops_api::write::fingerprint(method, path, None, body),
                 Uuid::now_v7(),
                 self.clock.now().plus_millis(30_000),
                 self.clock.now(),

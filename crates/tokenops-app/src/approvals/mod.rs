@@ -38,9 +38,9 @@ pub const RAISE: AuditAction = APPROVAL_REQUEST.action("approval.request.create"
 pub const CANCEL: AuditAction = APPROVAL_REQUEST.action("approval.request.cancel");
 pub const EXPIRE: AuditAction = APPROVAL_REQUEST.action("approval.request.expire");
 const APPROVAL_TASK: AuditResource = AuditResource { category: "APPROVAL", resource_type: "approval_task" };
-pub const APPROVE: AuditAction = APPROVAL_TASK.action("approval.task.approve");
-pub const REJECT: AuditAction = APPROVAL_TASK.action("approval.task.reject");
-pub const REASSIGN: AuditAction = APPROVAL_TASK.action("approval.task.reassign");
+pub const APPROVE: AuditAction = APPROVAL_TASK.action("approval.task.approve").per_caller();
+pub const REJECT: AuditAction = APPROVAL_TASK.action("approval.task.reject").per_caller();
+pub const REASSIGN: AuditAction = APPROVAL_TASK.action("approval.task.reassign").per_caller();
 
 /// Tunables: a request's lifetime (`TOKENOPS_APPROVAL_LIFETIME_MS`) and the attempts of the jobs
 /// it enqueues.

@@ -498,7 +498,7 @@ impl RunHost {
         let key = format!("automation-run:{execution_id}:{ordinal}");
         let idempotency = IdempotencyRequest {
             key,
-            request_hash: crate::write::fingerprint("POST", "/api/transactions", &self.caller.subject, &request),
+            request_hash: crate::write::fingerprint("POST", "/api/transactions", None, &request),
         };
         let admission = writes
             .begin(ctx, &crate::operations::SUBMIT, Some(idempotency), None)

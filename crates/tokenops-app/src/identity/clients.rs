@@ -19,8 +19,12 @@ use crate::write::{AuditAction, AuditResource, Write};
 const MACHINE_CLIENT: AuditResource = AuditResource { category: "ORGANISATION", resource_type: "machine_client" };
 pub const CREATE: AuditAction = MACHINE_CLIENT.action("client.create");
 pub const DISABLE: AuditAction = MACHINE_CLIENT.action("client.disable");
-pub const REVEAL: AuditAction =
-    AuditAction { name: "client.secret_reveal", category: "IDENTITY", resource_type: "machine_client" };
+pub const REVEAL: AuditAction = AuditAction {
+    name: "client.secret_reveal",
+    category: "IDENTITY",
+    resource_type: "machine_client",
+    per_caller: false,
+};
 
 /// How long a secret waits for its one reveal.
 pub const REVEAL_TTL_MS: i64 = 24 * 3_600_000;

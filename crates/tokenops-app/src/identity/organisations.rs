@@ -12,7 +12,7 @@ use tokenops_store::{TenantRecord, UserRecord};
 use uuid::Uuid;
 
 pub const CREATE: AuditAction =
-    AuditAction { name: "tenant.create", category: "ORGANISATION", resource_type: "tenant" };
+    AuditAction { name: "tenant.create", category: "ORGANISATION", resource_type: "tenant", per_caller: false };
 
 /// A validated request to create an organisation.
 #[derive(Debug, Clone)]

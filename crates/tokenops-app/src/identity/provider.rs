@@ -70,8 +70,12 @@ pub struct IdentityProvider {
     cache: RwLock<CachedRing>,
 }
 
-const SIGNING_KEY_ROTATE: AuditAction =
-    AuditAction { name: "identity.signing_key.rotate", category: "IDENTITY", resource_type: "signing_key" };
+const SIGNING_KEY_ROTATE: AuditAction = AuditAction {
+    name: "identity.signing_key.rotate",
+    category: "IDENTITY",
+    resource_type: "signing_key",
+    per_caller: false,
+};
 /// A machine client as the provider sees it (IDENTITY), unlike `clients::MACHINE_CLIENT`, the
 /// organisation's management of its clients.
 const PROVIDER_CLIENT: AuditResource = AuditResource { category: "IDENTITY", resource_type: "machine_client" };

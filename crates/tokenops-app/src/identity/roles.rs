@@ -91,20 +91,20 @@ impl Role {
 
     /// 403 unless `caller` may hand out this role.
     pub fn check_assignable_by(&self, caller: &Caller) -> AppResult<()> {
-        self.check_outranked(caller, GRANT_REFUSAL)
+        self.check_caller_holds_its_grants(caller, GRANT_REFUSAL)
     }
 
     /// 403 unless `caller` may act on this role or on a holder of it (edit or delete the role,
     /// change or remove the holder): what handing the role out needs, or an editor could strip
     /// a role and then act on holders it outranks.
     pub fn check_actionable_by(&self, caller: &Caller) -> AppResult<()> {
-        self.check_outranked(
+        self.check_caller_holds_its_grants(
             caller,
             "You cannot act on a role, or on its holders, that grants permissions you do not hold",
         )
     }
 
-    fn check_outranked(&self, caller: &Caller, refusal: &str) -> AppResult<()> {
+    fn check_caller_holds_its_grants(&self, caller: &Caller, refusal: &str) -> AppResult<()> {
         let mut missing = self.required_to_assign().minus(caller.permissions);
         if self.is_platform() || missing.contains(Permission::UserCreate) {
             return match missing.iter().next() {

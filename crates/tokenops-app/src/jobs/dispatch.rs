@@ -43,16 +43,22 @@ impl JobHandler for DispatchEvent {
         let asked: Vec<(TenantId, Uuid)> =
             events.iter().filter_map(|job| Some((job.tenant_id?, event_of(job)?))).collect();
         let marked = tx.events().mark_dispatched(&asked, now).await?;
-        let mut registrations: HashMap<TenantId, Vec<Webhook>> = HashMap::new();
+        // Each organisation's registrations read up front, in organisation order: the locks
+        // `live_for_dispatch` takes are then taken in one order by every batch.
+        let mut tenants: Vec<TenantId> = marked.iter().map(|e| e.tenant_id).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        let mut registrations: HashMap<TenantId, Vec<Webhook>> = HashMap::with_capacity(tenants.len());
+        for tenant in tenants {
+            registrations.insert(
+                tenant,
+                crate::webhooks::live_for_dispatch(tx.as_mut(), tenant).await.map_err(JobError::retry)?,
+            );
+        }
         let mut listeners: HashMap<(TenantId, String), Vec<Automation>> = HashMap::new();
         for event in &marked {
             let tenant = event.tenant_id;
-            let subscribers = match registrations.entry(tenant) {
-                Entry::Occupied(known) => known.into_mut(),
-                Entry::Vacant(slot) => {
-                    slot.insert(crate::webhooks::live_for_dispatch(tx.as_mut(), tenant).await.map_err(JobError::retry)?)
-                }
-            };
+            let subscribers = registrations.get(&tenant).map(Vec::as_slice).unwrap_or_default();
             crate::webhooks::fan_out(tx.as_mut(), event, subscribers, now, self.job_max_attempts)
                 .await
                 .map_err(JobError::retry)?;

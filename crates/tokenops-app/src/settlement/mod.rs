@@ -85,8 +85,12 @@ use crate::write::AuditAction;
 /// for all of them.
 const BATCH_LIMIT: usize = 128;
 
-pub const SETTLED: AuditAction =
-    AuditAction { name: "transaction.settle", category: "TRANSACTIONS", resource_type: "transaction" };
+pub const SETTLED: AuditAction = AuditAction {
+    name: "transaction.settle",
+    category: "TRANSACTIONS",
+    resource_type: "transaction",
+    per_caller: false,
+};
 
 /// Tunables of the pipeline.
 #[derive(Debug, Clone, Copy)]

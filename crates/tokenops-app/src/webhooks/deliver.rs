@@ -103,16 +103,21 @@ pub async fn fan_out(
 /// first and this reads it ACTIVE (its deliveries get jobs here), or it waits for this
 /// transaction and then finds the deliveries made here among those it sends. Without the lock a
 /// delivery made beside a resumption would get no job from either.
+/// One deleted meanwhile is left out (its deletion cancelled what was queued; a delivery made
+/// now would wait for nothing). Locks are taken in id order, and the dispatcher takes its
+/// organisations in id order, so two dispatch batches never wait on each other in a cycle.
 pub async fn live_for_dispatch(tx: &mut dyn Tx, tenant: TenantId) -> AppResult<Vec<Webhook>> {
     let mut live = tx.webhooks().live(tenant).await?;
-    for webhook in &mut live {
-        if webhook.status == WebhookStatus::Suspended
-            && let Some(locked) = tx.webhooks().get_for_update(tenant, webhook.id).await?
-        {
-            *webhook = locked;
+    live.sort_by_key(|w| w.id);
+    let mut dispatched = Vec::with_capacity(live.len());
+    for webhook in live {
+        if webhook.status != WebhookStatus::Suspended {
+            dispatched.push(webhook);
+        } else if let Some(locked) = tx.webhooks().get_for_update(tenant, webhook.id).await? {
+            dispatched.push(locked);
         }
     }
-    Ok(live)
+    Ok(dispatched)
 }
 
 /// One attempt of `event` to `webhook`: signs at the clock's time and POSTs. No store

@@ -191,8 +191,12 @@ fn current(keys: &[OpenKey]) -> Option<&OpenKey> {
     keys.iter().filter(|k| k.retire_at.is_none()).min_by_key(|k| (k.created_at, k.key.kid().to_owned()))
 }
 
-const SIGNING_KEY_ROTATE: AuditAction =
-    AuditAction { name: "webhook.signing_key.rotate", category: "WEBHOOKS", resource_type: "webhook_signing_key" };
+const SIGNING_KEY_ROTATE: AuditAction = AuditAction {
+    name: "webhook.signing_key.rotate",
+    category: "WEBHOOKS",
+    resource_type: "webhook_signing_key",
+    per_caller: false,
+};
 
 /// `webhooks.rotate_key` (periodic): the age check, the rotation and the withdrawal of keys
 /// past their overlap, with the job's completion in one commit.

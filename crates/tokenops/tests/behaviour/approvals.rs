@@ -440,7 +440,8 @@ async fn refusals_by_status(backend: Backend) {
 }
 
 /// Keys are the organisation's, but a decision is its caller's: the same key from someone else
-/// is another request (422), never the first caller's stored answer. Neither the initiator nor an
+/// is another request (422), never the first caller's stored answer; other writes replay to any
+/// caller. Neither the initiator nor an
 /// outsider is shown an approval by replaying an approver's key, and an approver is not shown an
 /// outsider's separation-of-duties 403 (Authentication 9; States and transitions, Approval
 /// request and task).
@@ -478,4 +479,20 @@ async fn a_decisions_key_answers_only_its_caller(backend: Backend) {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     let request = get(&app, &format!("/api/approvals/requests/{id}"), &alice.1).await;
     assert_eq!(request.body["status"], "APPROVED", "{}", request.body);
+
+    // A write whose outcome is not about who asks answers any caller of the organisation with
+    // the original: a bank retrying through another of its clients gets what the first got.
+    let raise_with = |token: &str| {
+        app.raw(Method::POST, "/api/approvals/requests")
+            .header("API-Version", API_VERSION)
+            .header("Idempotency-Key", "shared-raise")
+            .bearer_auth(token.to_owned())
+            .json(&four_eyes())
+    };
+    let first = Reply::read(raise_with(&alice.1).send().await.expect("raise")).await;
+    first.expect(201);
+    let again = Reply::read(raise_with(&carol.1).send().await.expect("raise again")).await;
+    again.expect(201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.body["id"], first.body["id"], "one request, not two");
 }

@@ -92,7 +92,7 @@ async fn nodes_share_idempotency_and_one_produces_the_embedded_ledger() {
 
     // A key in flight (a claim another node holds, its lease not run out) is 409 on both nodes.
     let customer = json!({ "customerRef": "in-flight" });
-    let fingerprint = tokenops_api::write::fingerprint("POST", "/api/customers", &tenant.subject, &customer);
+    let fingerprint = tokenops_api::write::fingerprint("POST", "/api/customers", None, &customer);
     let now = SystemClock.now();
     db.execute(&format!(
         "INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, request_hash, state, lease_token, \
