@@ -151,7 +151,7 @@ macro_rules! decision_route {
                 (status = 403, description = $forbidden, body = crate::openapi::ErrorBody),
                 crate::openapi::NoSuchTask,
                 (status = 409, description = $conflict, body = crate::openapi::ErrorBody),
-                (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the key was used with a different body, or by another caller (a decision's answer is its caller's: another user's same key is not replayed to them)", body = crate::openapi::ErrorBody),
+                (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the key was reused with a different body, or by another caller (a decision's answer is its caller's: another user's same key is not replayed to them)", body = crate::openapi::ErrorBody),
             )
         )]
         async fn $name(call: OptionalKeyWrite<PathId>, body: Option<JsonBody<DecisionIn>>) -> ApiResult<Response> {
@@ -197,7 +197,7 @@ pub struct ReassignIn {
         (status = 403, description = "Missing approval:decide (any holder may reassign, the initiator included: the spec names no other refusal)", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchTask,
         (status = 409, description = "The request is not PENDING, the task was acted on, or the new expression names the same users as the task's approvers now; or the key is in flight", body = crate::openapi::ErrorBody),
-        (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the key was used with a different body, or by another caller", body = crate::openapi::ErrorBody),
+        (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the key was reused with a different body, or by another caller", body = crate::openapi::ErrorBody),
     )
 )]
 async fn reassign_task(call: OptionalKeyWrite<PathId>, body: JsonBody<ReassignIn>) -> ApiResult<Response> {

@@ -108,6 +108,7 @@ async fn get_client(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> 
     responses(
         (status = 204, description = "Disabled"),
         crate::openapi::PathIdNotUuid,
+        (status = 403, description = "PERMISSION_DENIED: missing client:manage, the path names another organisation, or the client's role grants what the caller could not hand out (acting on a client is acting on a holder of its role)", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchClient,
         crate::openapi::KeyConflicts,
     )

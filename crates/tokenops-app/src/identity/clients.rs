@@ -175,9 +175,18 @@ impl Clients {
     }
 
     /// Disables a client: its tokens are refused from the next request, and it gets no more.
+    /// Acting on a client is acting on a holder of its role: the caller needs what handing that
+    /// role out needs, as for a user.
     pub async fn disable(&self, w: &mut Write, id: Uuid) -> AppResult<()> {
         let tenant = w.tenant()?;
         w.set_resource_id(id.to_string());
+        let client = w.tx().machine_clients().get(id).await?.filter(|c| c.tenant_id == Some(tenant));
+        let role_id = client.ok_or_else(|| not_found(id))?.role_id;
+        if let Some(role_id) = role_id
+            && let Some(role) = role_by_id(w.tx(), tenant, role_id).await?
+        {
+            role.check_actionable_by(&w.context().caller)?;
+        }
         if !w.tx().machine_clients().set_active(tenant, id, false).await? {
             return Err(not_found(id));
         }

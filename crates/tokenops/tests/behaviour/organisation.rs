@@ -1756,6 +1756,17 @@ async fn creating_a_client_follows_the_rule_for_handing_out_its_role(backend: Ba
     assert_eq!(defaulted.body["role"], "USER");
     let list = get(&app, &path, &admin).await;
     assert_page_c(&list, 0, 20, 2);
+
+    // Disabling a client acts on a holder of its role: an ADMIN disables an ADMIN's client, not
+    // a SUPER_ADMIN's.
+    let root = post(&app, &path, &owner, &json!({ "name": "Root", "roleName": "SUPER_ADMIN" })).await;
+    root.expect(201);
+    let root_client = format!("{path}/{}", root.body["clientId"].as_str().expect("clientId"));
+    refused(&delete(&app, &root_client, &admin).await, 403, "Missing permission: super_admin:create");
+    assert_eq!(get(&app, &root_client, &owner).await.body["active"], true, "still active");
+    let ops_client = format!("{path}/{}", as_admin.body["clientId"].as_str().expect("clientId"));
+    delete(&app, &ops_client, &admin).await.expect(204);
+    delete(&app, &root_client, &owner).await.expect(204);
 }
 
 // ---------------------------------------------------------------------------------------------
