@@ -91,6 +91,15 @@ async fn a_policy_starts_as_a_draft_at_version_one_with_the_content_sent(backend
     read.expect(200);
     assert_eq!(&read.body, p);
 
+    // "Stored as sent": a hitPolicy of any JSON type is kept, not refused.
+    for hit_policy in [json!(1), json!({"mode": "collect"}), json!(["FIRST"]), json!(true)] {
+        let mut other = content("20000");
+        other["hitPolicy"] = hit_policy.clone();
+        let kept = app.post("/api/policies", &json!({"templateKey": TRANSFER_TEMPLATE, "content": other})).await;
+        kept.expect(201);
+        assert_eq!(kept.body["content"]["hitPolicy"], hit_policy, "{}", kept.body);
+    }
+
     let listed = app.get(&format!("/api/policies/{id}/versions")).await;
     listed.expect(200);
     assert_eq!(listed.body["totalItems"], 1);
@@ -114,7 +123,8 @@ async fn a_policy_starts_as_a_draft_at_version_one_with_the_content_sent(backend
     let replay = app.write(Method::POST, "/api/policies", &key, &body).await;
     assert_eq!(replay.header("Idempotent-Replayed"), Some("true"));
     assert_eq!(replay.body["id"], first.body["id"]);
-    assert_eq!(app.get("/api/policies").await.body["totalItems"], 2);
+    // The first policy, the four kept hitPolicies, and this one once.
+    assert_eq!(app.get("/api/policies").await.body["totalItems"], 6);
 }
 
 backends!(a_policys_name_and_description_change_audited_and_idempotent);
