@@ -3,7 +3,8 @@
 //!
 //! A run is synchronous and CPU-bound, and the host's calls block: callers run it on a thread
 //! of its own with a stack of [`RUN_STACK_BYTES`], never on an async worker, nor on the
-//! blocking pool, whose 2 MiB stacks a script can overflow.
+//! blocking pool, whose 2 MiB stacks a script can overflow. The run must stay on that thread
+//! from start to end: its memory is that thread's allocations (`memory`).
 //!
 //! What the script may reach: the standard library of the language (no file, network, process
 //! or clock beyond `timestamp()`), the scripts it imports, its parameters as constants, `event`,
@@ -23,7 +24,7 @@
 //! | `decimal(n)` | an integer as a decimal string |
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,20 +36,31 @@ use crate::Compiler;
 use crate::compile::{DependencySource, EVENT_VARIABLE, configure, parse, resolve_imports};
 use crate::convert::{MAX_VALUE_DEPTH, to_dynamic, to_json};
 use crate::decimal::{Decimal, compare};
+use crate::memory;
 use crate::params::ParamValue;
 
 /// The sandbox's bounds. Each ends a run that passes it with `LimitExceeded` (or `Timeout`).
 /// Zero means no bound for the ones Rhai enforces (operations, call depth, expression depth,
-/// sizes, variables, modules, functions), as Rhai has it, and nothing allowed for log lines and
-/// submissions: settings should refuse zero.
+/// sizes, variables, modules, functions), as Rhai has it, and nothing allowed for log lines,
+/// submissions and memory: settings should refuse zero.
 ///
-/// Memory is bounded through the sizes, not measured: one value holds at most `max_string_len`
-/// bytes of text, `max_array_len` array items and `max_map_len` map entries, nested values
-/// counting towards their container (so a host result must fit too), and at most
-/// `max_variables` values are alive at once. Rhai 1.27 does not check a map's size when
-/// `m[key] = value` adds a key, nor a value copied by `let b = a`; the sandbox checks every
-/// array or map when a variable is read (`guard_sizes`), so such a map can outgrow its bound by
-/// one entry and is refused at its next use.
+/// Memory is measured: the bytes the run's thread holds beyond what it held when the run
+/// started, as the allocator counts them (`memory`), are checked before every operation, and
+/// past `max_memory` the run ends. That bounds whatever holds them: values in variables, in
+/// the frames of a recursion, in a function pointer's curried arguments or a closure's captured
+/// ones, the engine and the compiled script, the run's log. Memory the process holds for a run
+/// but the allocator does not count is outside the budget: the allocator's own overhead, the
+/// thread's stack, and what the host's calls allocate and free for themselves (see
+/// `RunState::call_host`). A binary without the counting allocator does not enforce it.
+///
+/// The sizes bound each value on its own, so that one operation cannot allocate much past the
+/// budget before the next check: one value holds at most `max_string_len` bytes of text,
+/// `max_array_len` array items and `max_map_len` map entries, nested values counting towards
+/// their container (so a host result must fit too), and at most `max_variables` values are
+/// alive at once. Rhai 1.27 does not check a map's size when `m[key] = value` adds a key, nor a
+/// value copied by `let b = a`; the sandbox checks every array or map when a variable is read
+/// (`guard_sizes`), so such a map can outgrow its bound by one entry and is refused at its next
+/// use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Rhai's operations (roughly: expressions evaluated, loop turns, calls).
@@ -72,6 +84,8 @@ pub struct Limits {
     pub max_submissions: usize,
     /// Wall-clock time of the run, the host's calls included.
     pub max_wall: Duration,
+    /// Bytes the run may hold at once, as the allocator counts them (see above).
+    pub max_memory: usize,
 }
 
 impl Default for Limits {
@@ -90,6 +104,9 @@ impl Default for Limits {
             max_log_lines: 1_000,
             max_submissions: 100,
             max_wall: Duration::from_secs(30),
+            // Room for many values as large as the sizes allow; a node is sized for this many
+            // bytes times the runs it makes at once.
+            max_memory: 64 * 1024 * 1024,
         }
     }
 }
@@ -108,6 +125,7 @@ impl Limits {
             Limit::Modules => format!("more than {} imported scripts", self.max_modules),
             Limit::LogLines => format!("more than {} log lines", self.max_log_lines),
             Limit::Submissions => format!("more than {} submissions", self.max_submissions),
+            Limit::Memory => format!("more than {} bytes of memory", self.max_memory),
         }
     }
 }
@@ -131,11 +149,12 @@ pub enum Limit {
     Modules,
     LogLines,
     Submissions,
+    Memory,
 }
 
 impl Limit {
     /// The limits the sandbox checks itself, outside Rhai.
-    const STOPPING: [Limit; 2] = [Limit::LogLines, Limit::Submissions];
+    const STOPPING: [Limit; 3] = [Limit::LogLines, Limit::Submissions, Limit::Memory];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -149,6 +168,7 @@ impl Limit {
             Limit::Modules => "MODULES",
             Limit::LogLines => "LOG_LINES",
             Limit::Submissions => "SUBMISSIONS",
+            Limit::Memory => "MEMORY",
         }
     }
 }
@@ -252,6 +272,11 @@ struct RunState {
     /// 0, or 1 + the index of the limit in `Limit::STOPPING`. Read on every operation, so an
     /// atomic rather than a lock.
     stop: AtomicU8,
+    /// The run's thread's count (`memory::thread_bytes`) when the run started.
+    baseline: isize,
+    /// What the host's calls changed of that count, not the run's to hold (`call_host`).
+    outside: AtomicIsize,
+    max_memory: isize,
 }
 
 impl RunState {
@@ -276,6 +301,38 @@ impl RunState {
             code => Limit::STOPPING.get(usize::from(code) - 1).copied(),
         }
     }
+
+    /// Bytes the run holds now. Read on every operation: a thread-local and an atomic load.
+    /// Only meaningful on the run's thread.
+    fn memory_held(&self) -> isize {
+        memory::thread_bytes().wrapping_sub(self.baseline).wrapping_sub(self.outside.load(Ordering::Relaxed))
+    }
+
+    /// Calls the host and converts its answer for the script. The count is per thread, and a
+    /// host call crosses threads: the app's host waits here for work done on others, whose
+    /// answers (the store's rows) are allocated there and freed here, and its requests the other
+    /// way. Counted as they fall, a loop of calls would drift the run's count, down (leaving
+    /// room to hold more than the budget) or up (failing a run that holds little). So what the
+    /// call changes of the count, its answer's freeing included, is left out of the run's; what
+    /// the conversion allocates is the script's value and stays in.
+    fn call_host(
+        &self,
+        function: &str,
+        call: impl FnOnce(&dyn Host) -> Result<serde_json::Value, String>,
+    ) -> RhaiResult<Dynamic> {
+        let before = memory::thread_bytes();
+        let answer = call(&*self.host);
+        let answered = memory::thread_bytes();
+        let converted = match &answer {
+            Ok(value) => Ok(to_dynamic(value)),
+            Err(message) => Err(host_error(function, message.clone())),
+        };
+        let kept = memory::thread_bytes().wrapping_sub(answered);
+        drop(answer);
+        let outside = memory::thread_bytes().wrapping_sub(before).wrapping_sub(kept);
+        self.outside.fetch_add(outside, Ordering::Relaxed);
+        converted
+    }
 }
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
@@ -292,37 +349,35 @@ fn host_error(function: &str, message: String) -> Box<EvalAltResult> {
     Box::new(EvalAltResult::ErrorRuntime(Dynamic::from_map(map), Position::NONE))
 }
 
-fn host_result(function: &str, result: Result<serde_json::Value, String>) -> RhaiResult<Dynamic> {
-    result.map(|value| to_dynamic(&value)).map_err(|message| host_error(function, message))
-}
-
 fn decimal_arg(text: &str) -> RhaiResult<Decimal> {
     Decimal::parse(text, true).ok_or_else(|| format!("\"{text}\" is not a decimal such as \"12.50\"").into())
 }
 
 fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
     let s = Arc::clone(state);
-    engine.register_fn("balance", move |account_ref: &str| host_result("balance", s.host.balance(account_ref)));
+    engine.register_fn("balance", move |account_ref: &str| s.call_host("balance", |h| h.balance(account_ref)));
     let s = Arc::clone(state);
-    engine.register_fn("account", move |account_ref: &str| host_result("account", s.host.account(account_ref)));
+    engine.register_fn("account", move |account_ref: &str| s.call_host("account", |h| h.account(account_ref)));
     let s = Arc::clone(state);
-    engine.register_fn("operation", move |id: &str| host_result("operation", s.host.operation(id)));
+    engine.register_fn("operation", move |id: &str| s.call_host("operation", |h| h.operation(id)));
     let s = Arc::clone(state);
     engine.register_fn("operations", move |filter: Map| {
-        let filter = to_json(&Dynamic::from_map(filter)).map_err(|m| host_error("operations", m))?;
-        host_result("operations", s.host.operations(filter))
+        // Inside the call: the filter is the host's, made and freed for it.
+        s.call_host("operations", |h| h.operations(to_json(&Dynamic::from_map(filter))?))
     });
     let s = Arc::clone(state);
-    engine.register_fn("operations", move || host_result("operations", s.host.operations(serde_json::json!({}))));
+    engine.register_fn("operations", move || s.call_host("operations", |h| h.operations(serde_json::json!({}))));
     let s = Arc::clone(state);
-    engine.register_fn("locks", move |account_ref: &str| host_result("locks", s.host.locks(account_ref)));
+    engine.register_fn("locks", move |account_ref: &str| s.call_host("locks", |h| h.locks(account_ref)));
     let s = Arc::clone(state);
     engine.register_fn("submit", move |request: Map| {
         if s.submissions.fetch_add(1, Ordering::Relaxed) >= s.max_submissions {
             return Err(limit_error(Limit::Submissions));
         }
+        // Made before the call, so the request counts as the run's for the rest of it: a dry
+        // run keeps it, and a live one's at most `max_submissions` are counted for nothing.
         let request = to_json(&Dynamic::from_map(request)).map_err(|m| host_error("submit", m))?;
-        host_result("submit", s.host.submit(request))
+        s.call_host("submit", |h| h.submit(request))
     });
     let s = Arc::clone(state);
     engine.register_fn("log", move |line: ImmutableString| s.log(&line).map_err(limit_error));
@@ -496,6 +551,9 @@ impl Compiler {
         limits: &Limits,
     ) -> RunOutcome {
         let deadline = Instant::now() + limits.max_wall;
+        // Before anything of the run is allocated: the engine, the compiled script and the
+        // imports count towards its memory too.
+        let baseline = memory::thread_bytes();
         let state = Arc::new(RunState {
             host,
             log_lines: AtomicUsize::new(0),
@@ -503,6 +561,9 @@ impl Compiler {
             max_log_lines: limits.max_log_lines,
             max_submissions: limits.max_submissions,
             stop: AtomicU8::new(0),
+            baseline,
+            outside: AtomicIsize::new(0),
+            max_memory: isize::try_from(limits.max_memory).unwrap_or(isize::MAX),
         });
         let mut engine = Engine::new_raw();
         engine.register_global_module(self.package.clone());
@@ -516,6 +577,11 @@ impl Compiler {
         engine.on_progress(move |operations| {
             if let Some(limit) = progress.stopped() {
                 return Some(Dynamic::from(limit.as_str()));
+            }
+            // Every operation, since one operation allocates about one value, which the sizes
+            // bound: the run ends within about that of its budget.
+            if progress.memory_held() > progress.max_memory {
+                return Some(Dynamic::from(Limit::Memory.as_str()));
             }
             // Reading the clock every operation would cost more than the operation itself.
             (operations % 256 == 0 && Instant::now() >= deadline).then(|| Dynamic::from(TIMEOUT_TOKEN))

@@ -15,6 +15,8 @@ struct FakeHost {
     logs: Mutex<Vec<String>>,
     submitted: Mutex<Vec<Value>>,
     refuse_submit: bool,
+    /// `balance` answers with a 64 KB `blob`, built on another thread, as the store's answers are.
+    big_answers: bool,
 }
 
 impl FakeHost {
@@ -28,6 +30,11 @@ impl Host for FakeHost {
         self.called(format!("balance {account_ref}"));
         if account_ref == "missing" {
             return Err("no such account".into());
+        }
+        if self.big_answers {
+            return std::thread::spawn(|| json!({"blob": "b".repeat(64 * 1024)}))
+                .join()
+                .map_err(|_| "the answering thread panicked".to_owned());
         }
         Ok(json!({"accountRef": account_ref, "available": "1500.25", "locked": "0.00", "asset": "USD"}))
     }
@@ -439,4 +446,89 @@ fn printing_a_value_nested_thousands_deep_through_calls_does_not_overflow_the_st
         .join()
         .expect("the run did not crash");
     assert_eq!(completed(outcome).as_deref(), Some("1"));
+}
+
+/// Runs `source` on a thread with the stack a run gets in the service: dropping what the
+/// memory scripts below build (a chain of closures) walks it once per link.
+fn run_on_run_stack(source: String, host: Arc<FakeHost>, limits: Limits) -> RunOutcome {
+    std::thread::Builder::new()
+        .stack_size(RUN_STACK_BYTES)
+        .spawn(move || run_with(&source, &host, &limits))
+        .expect("thread")
+        .join()
+        .expect("the run did not crash")
+}
+
+#[track_caller]
+fn assert_out_of_memory(outcome: RunOutcome, limits: &Limits) {
+    let error = failure(outcome);
+    assert_eq!(error.kind, RunErrorKind::LimitExceeded { which: Limit::Memory }, "{error}");
+    assert_eq!(error.kind.code(), "LIMIT_EXCEEDED");
+    assert_eq!(error.message, format!("more than {} bytes of memory", limits.max_memory), "{error}");
+    assert!(error.to_string().starts_with("LIMIT_EXCEEDED (MEMORY)"), "{error}");
+}
+
+#[test]
+fn values_held_where_no_size_check_looks_end_at_the_memory_limit() {
+    let limits = Limits::default();
+    // A function pointer's curried arguments: 3,000 strings of 32 to 160 KB, some 400 MB.
+    let curried = "fn id(x) { x }\nlet f = Fn(\"id\");\nfor i in 0..3000 { let s = \"a\" + i; for j in 0..15 { s += s; } f = f.curry(s); }\n()";
+    // Closures, each capturing such a string and the closure before it.
+    let captured = "let keep = || 0;\nfor i in 0..3000 { let s = \"a\" + i; for j in 0..15 { s += s; } let before = keep; keep = || before.call() + s.len(); }\n()";
+    // The frames of a recursion, each with 100 variables of 128 KB: 60 frames, some 780 MB.
+    let lets: String = (0..100).map(|i| format!("let v{i} = s + \"{i}\";\n")).collect();
+    let recursion = format!(
+        "fn hold(n) {{\nlet s = \"x\"; for j in 0..17 {{ s += s; }}\n{lets}if n < 60 {{ hold(n + 1) }} else {{ 0 }}\n}}\nhold(0)"
+    );
+    for (route, source) in
+        [("curried", curried.to_owned()), ("captured", captured.to_owned()), ("recursion", recursion)]
+    {
+        let started = Instant::now();
+        let outcome = run_on_run_stack(source, Arc::new(FakeHost::default()), limits.clone());
+        assert_out_of_memory(outcome, &limits);
+        assert!(started.elapsed() < Duration::from_secs(5), "{route}: {:?}", started.elapsed());
+    }
+    // The bound is the setting's: an 8 MiB budget stops the same script sooner.
+    let small = Limits { max_memory: 8 * 1024 * 1024, ..Limits::default() };
+    assert_out_of_memory(run_on_run_stack(curried.to_owned(), Arc::new(FakeHost::default()), small.clone()), &small);
+}
+
+#[test]
+fn the_runs_log_counts_towards_its_memory() {
+    // 1,000 lines of 200 KB are within the log's bound, and 200 MB the host keeps for the run.
+    let source = "let s = \"\"; s.pad(200000, \"x\"); for i in 0..1000 { log(s) }";
+    let host = Arc::new(FakeHost::default());
+    assert_out_of_memory(run_with(source, &host, &Limits::default()), &Limits::default());
+    assert!(host.logs.lock().expect("lock").len() < 1000);
+}
+
+#[test]
+fn host_answers_made_on_another_thread_count_as_the_script_holds_them() {
+    // Each answer is built on another thread and freed on the run's: counted as they fall, each
+    // call would leave the run's count where it was while the script keeps a 64 KB copy.
+    let source = "fn id(x) { x }\nlet f = Fn(\"id\");\nfor i in 0..2000 { f = f.curry(balance(\"acc-1\").blob); }\n()";
+    let limits = Limits { max_memory: 16 * 1024 * 1024, ..Limits::default() };
+    let host = Arc::new(FakeHost { big_answers: true, ..FakeHost::default() });
+    assert_out_of_memory(run_on_run_stack(source.to_owned(), host, limits.clone()), &limits);
+    // Answers the script drops leave nothing: 2,000 of them (128 MB) within 16 MB.
+    let dropped = "let n = 0; for i in 0..2000 { n += balance(\"acc-1\").blob.len(); }\nn";
+    let host = Arc::new(FakeHost { big_answers: true, ..FakeHost::default() });
+    let outcome = run_on_run_stack(dropped.to_owned(), host, limits);
+    assert_eq!(completed(outcome).as_deref(), Some("131072000"));
+}
+
+#[test]
+fn memory_allocated_and_freed_over_a_run_is_not_held() {
+    // 10,000 strings of 200 KB, 2 GB in all, one alive at a time: the budget is what is held.
+    let source = "let base = \"\"; base.pad(200000, \"x\");\nlet n = 0;\nfor i in 0..10000 { let t = base + i; n += t.len() - 200000; }\nn";
+    let started = Instant::now();
+    assert_eq!(completed(run(source)).as_deref(), Some("38890"));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    // The least budget the settings take, 1 MiB, leaves room for the engine and a small script.
+    let least = Limits { max_memory: 1024 * 1024, ..Limits::default() };
+    let host = Arc::new(FakeHost::default());
+    assert_eq!(
+        completed(run_with("let a = []; for i in 0..1000 { a.push(`${i}`); } a.len()", &host, &least)).as_deref(),
+        Some("1000")
+    );
 }

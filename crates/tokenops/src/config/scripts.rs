@@ -9,6 +9,8 @@ pub(super) fn limits(r: &mut Reader, d: &tokenops_scripting::Limits) -> tokenops
     let max_map_len = r.count("TOKENOPS_SCRIPT_MAX_MAP_LEN", d.max_map_len, 1, 10_000_000);
     let max_log_lines = r.count("TOKENOPS_SCRIPT_MAX_LOG_LINES", d.max_log_lines, 1, 1_000_000);
     let max_submissions = r.count("TOKENOPS_SCRIPT_MAX_SUBMISSIONS", d.max_submissions, 1, 100_000);
+    // At least 1 MiB: the run's engine and its compiled script count towards it too.
+    let max_memory = r.count("TOKENOPS_SCRIPT_MAX_MEMORY_BYTES", d.max_memory, 1_048_576, 16 * 1_073_741_824);
     let max_operations = r
         .integer("TOKENOPS_SCRIPT_MAX_OPERATIONS", i64::try_from(d.max_operations).unwrap_or(i64::MAX), 1, i64::MAX)
         .unsigned_abs();
@@ -23,6 +25,7 @@ pub(super) fn limits(r: &mut Reader, d: &tokenops_scripting::Limits) -> tokenops
         max_log_lines,
         max_submissions,
         max_wall,
+        max_memory,
         ..d.clone()
     }
 }

@@ -4,6 +4,13 @@
 /// The binary under test, as cargo built it for this run.
 const BINARY: &str = env!("CARGO_BIN_EXE_tokenops");
 
+/// Most areas run the service in-process (`TestApp`): the binary's allocator, counting, so that
+/// script runs are held to their memory budget here as they are in the binary
+/// (`tokenops_scripting::memory`; without it no run would ever be stopped for its memory).
+#[global_allocator]
+static ALLOCATOR: tokenops_scripting::CountingAllocator<mimalloc::MiMalloc> =
+    tokenops_scripting::CountingAllocator::new(mimalloc::MiMalloc);
+
 mod accounts;
 mod accounts_crash;
 mod approvals;
