@@ -231,6 +231,12 @@ where
 }
 
 impl<K, P: ScopedPath> WriteCall<K, P> {
+    /// The Idempotency-Key sent, for work done before the write opens (which reads it from
+    /// there otherwise).
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.key.as_ref().map(|k| k.0.as_str())
+    }
+
     /// The request for [`run`], about the resource the path names (if it names one by id);
     /// `document` is the body as sent (`Value::Null` without one).
     pub fn request(&self, action: &'static AuditAction, document: &Value) -> WriteRequest<'_> {

@@ -163,20 +163,31 @@ async fn live(tx: &mut dyn Tx, tenant: TenantId, id: Uuid) -> AppResult<Automati
     found.filter(|a| a.status != AutomationStatus::Deleted).ok_or_else(|| not_found(id))
 }
 
-/// The automation's script, or (inner `Err`) why the automation may no longer use it: an
-/// automation switched off so that its script could be deleted neither comes back on (400, a
-/// transition not allowed) nor runs.
-async fn script_not_deleted(tx: &mut dyn Tx, automation: &Automation) -> AppResult<Result<Script, String>> {
+/// The automation's script, or (inner `Err`) why the automation may not run it now: a deleted
+/// script (an automation switched off so that its script could be deleted neither comes back
+/// on, 400 a transition not allowed, nor runs), or one set back to DRAFT, whose code may be
+/// changed by anyone who edits scripts and was never published.
+async fn runnable_script(tx: &mut dyn Tx, automation: &Automation) -> AppResult<Result<Script, String>> {
     let id = automation.id;
     let script = tx.scripts().get(automation.tenant_id, automation.script_id).await?;
     let script = script.ok_or_else(|| Error::internal(format!("automation {id}: its script is gone")))?;
-    if script.status == ScriptStatus::Deleted {
-        return Ok(Err(format!(
+    Ok(runnable(automation, script))
+}
+
+/// `runnable_script`'s rule, for a script already read.
+fn runnable(automation: &Automation, script: Script) -> Result<Script, String> {
+    let id = automation.id;
+    match script.status {
+        ScriptStatus::Deleted => Err(format!(
             "Automation {id} runs script {}, which was deleted: create an automation on a PUBLISHED script",
             script.id
-        )));
+        )),
+        ScriptStatus::Draft => Err(format!(
+            "Automation {id} runs script {}, which is a DRAFT again: an automation runs published code only",
+            script.id
+        )),
+        _ => Ok(script),
     }
-    Ok(Ok(script))
 }
 
 fn conflict(message: String) -> Error {
@@ -320,7 +331,7 @@ impl Automations {
         let mut automation = w.tx().automations().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         check_status_change(automation.status, status).map_err(|e| Error::invalid_field("status", e))?;
         if status == AutomationStatus::Active {
-            script_not_deleted(w.tx(), &automation).await?.map_err(|e| Error::invalid_field("status", e))?;
+            runnable_script(w.tx(), &automation).await?.map_err(|e| Error::invalid_field("status", e))?;
         }
         let before = AutomationOut::from(&automation);
         let now = w.now();
@@ -353,7 +364,7 @@ impl Automations {
                 automation.trigger.kind().as_str()
             )));
         }
-        let script = script_not_deleted(w.tx(), &automation).await?.map_err(conflict)?;
+        let script = runnable_script(w.tx(), &automation).await?.map_err(conflict)?;
         let decls = declarations(&script.parameters)?;
         // The automation's own values first, then the call's overrides over them.
         let mut merged = as_overrides(&decls, &automation.parameters);

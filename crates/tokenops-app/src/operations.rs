@@ -245,6 +245,39 @@ fn check_shape(s: &Submission) -> AppResult<(TxType, serde_json::Map<String, ser
     Ok((tx_type, params))
 }
 
+/// Every rule of a submission that needs no store: `check_shape`, then the asset's code, the
+/// amount at its minor unit and the references' form. What a dry run can answer for a script's
+/// `submit` without reading the organisation's contracts, accounts and locks.
+pub fn check_without_store(s: &Submission) -> AppResult<TxType> {
+    let (tx_type, params) = check_shape(s)?;
+    if tx_type.completes_lock() {
+        lock_id_of(tx_type, &params)?;
+        return Ok(tx_type);
+    }
+    let asset_text = s.asset_id.as_deref().ok_or_else(|| invalid("assetId", "is required"))?;
+    let asset = AssetId::parse(asset_text).map_err(|e| invalid("assetId", e))?;
+    let amount_text = s.amount.as_deref().ok_or_else(|| invalid("amount", "is required"))?;
+    Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
+    let account_text = s.account_ref.as_deref().ok_or_else(|| invalid("accountRef", "is required"))?;
+    let account = AccountRef::parse(account_text).map_err(|e| invalid("accountRef", e))?;
+    if let Some(text) = s.counterparty_ref.as_deref() {
+        let other = AccountRef::parse(text).map_err(|e| invalid("counterpartyRef", e))?;
+        if other == account {
+            return Err(invalid("counterpartyRef", "must name another account than accountRef"));
+        }
+    }
+    Ok(tx_type)
+}
+
+/// The lock a RELEASE or CANCEL names: `params.lockId`, a UUID.
+fn lock_id_of(tx_type: TxType, params: &serde_json::Map<String, serde_json::Value>) -> AppResult<Uuid> {
+    params
+        .get("lockId")
+        .and_then(|v| v.as_str())
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .ok_or_else(|| invalid("params.lockId", format!("a {} needs the lock's id (a UUID)", tx_type.as_str())))
+}
+
 /// An account named by a submission, among those read for it: it must exist, hold the asset
 /// and be ACTIVE (400).
 fn usable_account(found: &[Account], field: &str, text: &str, asset: AssetId) -> AppResult<Account> {
@@ -356,10 +389,7 @@ impl Operations {
         params: &serde_json::Map<String, serde_json::Value>,
         by: Uuid,
     ) -> AppResult<Lock> {
-        let lock_id =
-            params.get("lockId").and_then(|v| v.as_str()).and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| {
-                invalid("params.lockId", format!("a {} needs the lock's id (a UUID)", tx_type.as_str()))
-            })?;
+        let lock_id = lock_id_of(tx_type, params)?;
         // The LOCK operation first, then its lock: the order its confirmation takes them in, so
         // that a confirmation committing meanwhile is seen whole (the operation CONFIRMED and
         // its lock ACTIVE), never half.
@@ -385,6 +415,20 @@ impl Operations {
         }
         if let Some(other) = lock.completed_by {
             return Err(invalid("params.lockId", format!("lock {lock_id} is already being completed by {other}")));
+        }
+        // Past its expiry the ledger refuses to pay the hold out (it would fail CHAIN_FAILED
+        // after the 202); a CANCEL still returns it to its owner, as the expiry sweep would.
+        if let Some(expires_at) = lock.expires_at
+            && tx_type == TxType::Release
+            && expires_at <= w.now()
+        {
+            return Err(invalid(
+                "params.lockId",
+                format!(
+                    "lock {lock_id} expired at {}: it cannot be released, it returns to its owner",
+                    expires_at.to_iso8601()
+                ),
+            ));
         }
         lock.completed_by = Some(by);
         lock.updated_at = w.now();

@@ -453,6 +453,16 @@ impl Scripts {
         if let Some(status) = change.status {
             let published_dependants = importers.iter().filter(|s| s.status.is_published()).count();
             check_status_change(script.status, status, published_dependants).map_err(refused)?;
+            if status == ScriptStatus::Draft && script.status != ScriptStatus::Draft {
+                // A DRAFT's code changes without publication: an automation must not run it.
+                let active = w.tx().automations().count_active_for_script(tenant, id).await?;
+                if active > 0 {
+                    return Err(Error::conflict(format!(
+                        "{active} ACTIVE automation(s) run script {id}: set them INACTIVE before unpublishing it"
+                    ))
+                    .with_code(Code::ScriptStateConflict));
+                }
+            }
             if status == ScriptStatus::Published {
                 script.dependencies = self.resolve(w.tx(), tenant, &script).await?;
                 script.published_at = Some(now);

@@ -1,6 +1,7 @@
 //! JSON request bodies: `Content-Type: application/json` (415 otherwise), a size limit (413),
 //! `Malformed JSON request` for unreadable JSON (400; for the sign-in endpoints also JSON that is
-//! not an object), and a 400 naming the field for a body of the wrong shape. The parsed document
+//! not an object), and a 400 naming the field for a body of the wrong shape, a key given twice
+//! or a number that would be rounded (`strict_json`). The parsed document
 //! is kept for the idempotency fingerprint. Every request's body is read whole before routing
 //! (`read_whole_body`).
 
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_domain::json_depth;
 
+use super::strict_json::{self, ParseError};
 use crate::ApiState;
 use crate::error::{ApiError, HttpCode};
 
@@ -33,10 +35,11 @@ pub fn is_json_content_type(value: Option<&str>) -> bool {
 }
 
 impl<T: Default> JsonBody<T> {
-    /// A body that may be left out, as sent, or else the default value with a `null` document
-    /// (what a request without a body fingerprints as).
+    /// A body that may be left out, as sent, or else the default value with the document `{}`:
+    /// the same request either way, so a retry that adds or drops the empty body still
+    /// fingerprints the same under its Idempotency-Key.
     pub fn or_default(body: Option<Self>) -> Self {
-        body.unwrap_or_else(|| Self { value: T::default(), document: Value::Null })
+        body.unwrap_or_else(|| Self { value: T::default(), document: Value::Object(serde_json::Map::new()) })
     }
 }
 
@@ -157,7 +160,15 @@ async fn read(request: Request, state: &Arc<ApiState>) -> Result<axum::body::Byt
 /// A JSON object's bytes parsed into `T`, keeping the document for the fingerprint.
 fn parse<T: DeserializeOwned>(bytes: &[u8], refusal: BodyRefusal) -> Result<JsonBody<T>, ApiError> {
     let malformed = || ApiError::http_default(HttpCode::MalformedJson);
-    let document: Value = serde_json::from_slice(bytes).map_err(|_| malformed())?;
+    let document = match strict_json::parse(bytes) {
+        Ok(document) => document,
+        Err(ParseError::Malformed) => return Err(malformed()),
+        Err(ParseError::Refused(_)) if refusal == BodyRefusal::SignInStyle => return Err(malformed()),
+        Err(ParseError::Refused(strict)) if strict.path().is_empty() => {
+            return Err(Error::bad_request(format!("Invalid request body: the document {}", strict.problem())).into());
+        }
+        Err(ParseError::Refused(strict)) => return Err(Error::invalid_field(strict.path(), strict.problem()).into()),
+    };
     if !document.is_object() {
         return Err(match refusal {
             BodyRefusal::Named => Error::bad_request("The request body must be a JSON object").into(),

@@ -9,6 +9,7 @@ pub mod idempotency;
 pub mod paging;
 pub mod params;
 pub mod path;
+pub mod strict_json;
 
 pub use auth::{Authenticated, TenantScope};
 pub use body::JsonBody;

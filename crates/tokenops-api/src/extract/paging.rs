@@ -68,9 +68,21 @@ fn parse_int(name: &str, text: &str) -> Result<i64, Error> {
     text.trim().parse::<i64>().map_err(|_| Error::invalid_field(name, "must be an integer"))
 }
 
+/// Like `parse_int`, but a whole number past the 64-bit range reads as the nearest end of it:
+/// where sizes are clamped, `size=99999999999999999999` is above 100 like any other.
+fn parse_saturating(name: &str, text: &str) -> Result<i64, Error> {
+    use std::num::IntErrorKind;
+    match text.trim().parse::<i64>() {
+        Ok(n) => Ok(n),
+        Err(e) if *e.kind() == IntErrorKind::PosOverflow => Ok(i64::MAX),
+        Err(e) if *e.kind() == IntErrorKind::NegOverflow => Ok(i64::MIN),
+        Err(_) => Err(Error::invalid_field(name, "must be an integer")),
+    }
+}
+
 fn bounded_size(name: &str, value: Option<&str>, rule: SizeRule) -> Result<u32, Error> {
     let Some(text) = value else { return Ok(rule.default) };
-    let size = parse_int(name, text)?;
+    let size = parse_saturating(name, text)?;
     let refuse = || Error::invalid_field(name, format!("must be between 1 and {}", rule.max));
     if size < 1 {
         return match rule.below_one {
@@ -562,6 +574,12 @@ mod tests {
         assert_eq!(page_request(&params("size=500"), AUDIT_SIZE).map(|p| p.size).ok(), Some(100));
         assert!(page_request(&params("size=0"), AUDIT_SIZE).is_err());
         assert_eq!(page_request(&params("size=0"), CLAMPED_SIZE).map(|p| p.size).ok(), Some(1));
+        // Past the 64-bit range, still a whole number: clamped where sizes clamp.
+        assert_eq!(page_request(&params("size=99999999999999999999"), AUDIT_SIZE).map(|p| p.size).ok(), Some(100));
+        assert_eq!(page_request(&params("size=99999999999999999999"), CLAMPED_SIZE).map(|p| p.size).ok(), Some(100));
+        assert_eq!(page_request(&params("size=-99999999999999999999"), CLAMPED_SIZE).map(|p| p.size).ok(), Some(1));
+        assert!(page_request(&params("size=99999999999999999999"), STRICT_SIZE).is_err());
+        assert!(page_request(&params("size=1e3"), CLAMPED_SIZE).is_err());
     }
 
     #[test]

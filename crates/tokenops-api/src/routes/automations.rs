@@ -205,7 +205,7 @@ async fn get_automation(call: TenantCall<PathId>) -> ApiResult<Response> {
     request_body = StatusIn,
     responses(
         (status = 200, description = "The automation after the change; a SCHEDULED one set ACTIVE plans its next run from now", body = AutomationOut),
-        (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, ACTIVE for an automation whose script was deleted, Idempotency-Key missing", body = crate::openapi::ErrorBody),
+        (status = 400, description = "Status missing or unknown, the current status, a move away from DELETED, ACTIVE for an automation whose script was deleted or is a DRAFT again, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         (status = 404, description = "No such automation", body = crate::openapi::ErrorBody),
         crate::openapi::KeyInFlight,
         crate::openapi::KeyReusedWithAnotherPayload,
@@ -232,7 +232,7 @@ async fn set_automation_status(call: RequiredKeyWrite<PathId>, body: JsonBody<St
         (status = 202, description = "The run, QUEUED: a durable job runs it; follow it in the history", body = ExecutionOut, headers(("Location" = String))),
         (status = 400, description = "Idempotency-Key missing, an override's key blank or its value or type missing, automationId not a UUID", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchAutomationOrDeleted,
-        (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, or the key in flight", body = crate::openapi::ErrorBody),
+        (status = 409, description = "The automation is not ACTIVE or not ON_DEMAND, its script is deleted or a DRAFT, or the key in flight", body = crate::openapi::ErrorBody),
         (status = 422, description = "An override does not fit the script's declared parameters (each reason in details), or the key reused with a different payload", body = crate::openapi::ErrorBody),
         (status = 500, description = "The run could not be requested: nothing was recorded and the key was released; retry with the same key", body = crate::openapi::ErrorBody),
     )

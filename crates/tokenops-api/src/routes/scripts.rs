@@ -230,7 +230,7 @@ async fn get_script(call: TenantCall<PathId>) -> ApiResult<Response> {
         (status = 200, description = "The script after the change", body = ScriptOut),
         (status = 400, description = "No field given, an invalid name or description, a duplicate name, an unsupported status, code that does not compile, Idempotency-Key missing", body = crate::openapi::ErrorBody),
         crate::openapi::NoSuchScriptOrDeleted,
-        (status = 409, description = "Unpublishing a script another published script depends on; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
+        (status = 409, description = "Unpublishing a script another published script depends on, or that an ACTIVE automation runs; code sent for an OUTDATED or DEPRECATED script; publishing with an import not published; renaming an imported script; the status already; the key in flight", body = crate::openapi::ErrorBody),
         crate::openapi::KeyReusedWithAnotherPayload,
     )
 )]
@@ -345,8 +345,10 @@ pub struct DryRunIn {
 /// published) runs in the same sandbox and with the same limits as an automation's run, its
 /// reads (`balance`, `account`, `operation`, `operations`, `locks`) served live from the
 /// organisation as the caller, each needing the caller's own read permission as a run needs
-/// its user's. Each `submit` is checked as a run's would be (the caller needs
-/// transaction:submit; the body's fields) and captured instead of made: the script gets the
+/// its user's. Each `submit` is checked as a run's would be by every rule that needs no store
+/// (the caller needs transaction:submit, and transaction:mint for a MINT or BURN; the fields, the
+/// asset's code, the amount at its minor unit, the references' form; the contracts, accounts and
+/// locks named are not looked up) and captured instead of made: the script gets the
 /// request back with `transactionId` `dry-run-N` and `state` DRY_RUN. The current version's
 /// imports resolve as a run's do (the versions its publication resolved; a DRAFT's, the
 /// imported scripts' current code); an older version's, to the imported scripts' current code.

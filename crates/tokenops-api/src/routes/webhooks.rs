@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokenops_app::Error;
-use tokenops_app::webhooks::{self, NewWebhook, TestOutcome, WebhookChange, WebhookOut};
+use tokenops_app::webhooks::{self, EventOrigin, NewWebhook, TestOutcome, WebhookChange, WebhookOut};
 use tokenops_domain::paging::KeysetPosition;
 use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookStatus};
 use utoipa_axum::router::OpenApiRouter;
@@ -289,10 +289,15 @@ async fn test_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     // from before it. A refused attempt (no such registration, INACTIVE) is that write's
     // outcome, audited as a failure.
     let tenant = call.scope.tenant;
+    // The test event carries what any event carries from its request.
+    let origin = EventOrigin {
+        correlation_id: call.scope.context.correlation_id.clone(),
+        idempotency_key: call.idempotency_key().map(str::to_owned),
+    };
     write::run_after(
         &call.state,
         request,
-        async |app| match app.webhooks.attempt_test(tenant, id).await {
+        async |app| match app.webhooks.attempt_test(tenant, id, origin).await {
             Err(error) if !error.is_final_outcome() => Err(error),
             attempt => Ok(attempt),
         },

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokenops_domain::audit::{AuditOutcome, AuditSource};
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
+use tokenops_domain::operation::TxType;
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::permission::{Permission, PermissionSet};
 use tokenops_domain::{Clock, TenantId, Timestamp};
@@ -155,6 +156,7 @@ impl RunAutomation {
         let automation =
             tx.automations().get(tenant, execution.automation_id).await?.ok_or(Halt::fail("the automation is gone"))?;
         let script = tx.scripts().get(tenant, automation.script_id).await?.ok_or(Halt::fail("the script is gone"))?;
+        let script = super::runnable(&automation, script).map_err(Halt::Fail)?;
         let sources = run_sources(tx.as_mut(), tenant, &script).await?;
         let decls = declarations(&script.parameters).map_err(|e| Halt::Fail(e.to_string()))?;
         let values = tokenops_scripting::params::fit(&decls, &as_overrides(&decls, &execution.parameters)).map_err(
@@ -543,10 +545,15 @@ impl RunHost {
         Ok((id, Self::json(&OperationOut::from(&operation))?))
     }
 
-    /// A dry run's submission: checked as the service would check its shape, recorded, and
-    /// answered with the request and a stand-in id (`dry-run-N`) instead of an operation.
+    /// A dry run's submission: checked by every rule that needs no store (the contracts,
+    /// accounts and locks it names are not read), recorded, and answered with the request and a
+    /// stand-in id (`dry-run-N`) instead of an operation.
     fn capture(&self, request: Value, ordinal: usize) -> Result<Value, String> {
-        submission_of(&request)?;
+        let submission = submission_of(&request)?;
+        let tx_type = crate::operations::check_without_store(&submission).map_err(|e| e.to_string())?;
+        if matches!(tx_type, TxType::Mint | TxType::Burn) {
+            self.allowed(Permission::TransactionMint)?;
+        }
         let mut answer = request.clone();
         if let Some(map) = answer.as_object_mut() {
             map.insert("transactionId".into(), Value::String(format!("dry-run-{}", ordinal + 1)));

@@ -45,6 +45,14 @@ const WEBHOOK_EVENT: AuditResource = AuditResource { category: "WEBHOOKS", resou
 pub const REDELIVER: AuditAction = WEBHOOK_EVENT.action("webhook_event.redeliver");
 pub const REDELIVER_FILTERED: AuditAction = WEBHOOK_EVENT.action("webhook_event.redeliver_filtered");
 
+/// What an event takes from the request that caused it, for an event made outside that
+/// request's write (the test delivery's).
+#[derive(Debug, Clone, Default)]
+pub struct EventOrigin {
+    pub correlation_id: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
 /// Tunables of the webhooks area.
 #[derive(Debug, Clone)]
 pub struct WebhookSettings {
@@ -471,7 +479,12 @@ impl Webhooks {
 
     /// The test's first half, before its write: the registration must exist and not be
     /// INACTIVE; one attempt is made at once (no retry), holding no store transaction.
-    pub async fn attempt_test(&self, tenant: TenantId, id: Uuid) -> AppResult<(Uuid, AttemptOutcome)> {
+    pub async fn attempt_test(
+        &self,
+        tenant: TenantId,
+        id: Uuid,
+        origin: EventOrigin,
+    ) -> AppResult<(Uuid, AttemptOutcome)> {
         let webhook = {
             let mut tx = self.store.read().await?;
             tx.webhooks().get(tenant, id).await?.ok_or_else(|| not_found(id))?
@@ -485,8 +498,8 @@ impl Webhooks {
             tenant_id: tenant,
             event_type: EventType::WebhookTest.as_str().to_owned(),
             occurred_at: now,
-            correlation_id: None,
-            idempotency_key: None,
+            correlation_id: origin.correlation_id,
+            idempotency_key: origin.idempotency_key,
             resource: ResourceRef::new("webhook", id.to_string()),
             data: serde_json::to_value(WebhookOut::new(&webhook, now)).map_err(Error::internal)?,
             dispatched_at: Some(now),

@@ -57,6 +57,7 @@ backends!(
     automations_are_listed_in_style_a_with_their_filters,
     a_status_change_refuses_the_current_status_and_leaving_deleted,
     an_automation_whose_script_was_deleted_neither_comes_back_on_nor_runs,
+    an_automation_never_runs_code_that_is_not_published,
     a_run_on_demand_needs_active_on_demand_and_fitting_overrides,
     a_run_records_its_parameters_log_and_result,
     a_treasury_script_submits_a_mint_that_settles_once,
@@ -120,6 +121,9 @@ async fn automations_are_listed_in_style_a_with_their_filters(backend: Backend) 
     assert_eq!(listed.body["content"][0]["automationId"], second.as_str(), "newest first");
     assert_eq!(app.get("/api/automations?size=500").await.body["size"], 100, "clamped");
     assert_eq!(app.get("/api/automations?size=0").await.body["size"], 1, "clamped");
+    // Whole numbers past the 64-bit range clamp like any other.
+    assert_eq!(app.get("/api/automations?size=99999999999999999999").await.body["size"], 100, "clamped");
+    assert_eq!(app.get("/api/automations?size=-99999999999999999999").await.body["size"], 1, "clamped");
     let unknown = app.get("/api/automations?status=SLEEPING").await;
     unknown.expect(200);
     assert_eq!(
@@ -172,6 +176,33 @@ async fn an_automation_whose_script_was_deleted_neither_comes_back_on_nor_runs(b
     refused(&execute(&app, &id, &json!({})).await, 409, "ACTIVE");
     // Other moves stay open: it can still be deleted.
     app.patch(&status, &json!({ "status": "DELETED" })).await.expect(200);
+}
+
+async fn an_automation_never_runs_code_that_is_not_published(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (script, id) = on_demand(&app, "flip", "\"published\"", json!([])).await;
+    let status = format!("/api/automations/{id}/status");
+    // A DRAFT's code changes without publication: unpublishing under an ACTIVE automation is a
+    // state conflict.
+    refused(&crate::scripts::set_status(&app, &script, "DRAFT").await, 409, "ACTIVE automation");
+    assert_eq!(app.get(&format!("/api/scripts/{script}")).await.body["status"], "PUBLISHED");
+    // A run queued before the script went back to DRAFT does not run the draft's code.
+    execute(&app, &id, &json!({})).await.expect(202);
+    app.patch(&status, &json!({ "status": "INACTIVE" })).await.expect(200);
+    crate::scripts::set_status(&app, &script, "DRAFT").await.expect(200);
+    app.patch(&format!("/api/scripts/{script}"), &json!({ "source": "\"unpublished\"" })).await.expect(200);
+    let run = finished_run(&app, &id).await;
+    assert_eq!(run["status"], "FAILED", "{run}");
+    assert!(run["error"].as_str().is_some_and(|e| e.contains("DRAFT")), "{run}");
+    assert!(!run["log"].to_string().contains("unpublished"), "{run}");
+    // Nor does it come back on until the script is published again; then it runs the new code.
+    refused(&app.patch(&status, &json!({ "status": "ACTIVE" })).await, 400, "DRAFT");
+    crate::scripts::publish(&app, &script).await;
+    app.patch(&status, &json!({ "status": "ACTIVE" })).await.expect(200);
+    execute(&app, &id, &json!({})).await.expect(202);
+    let run = finished_run(&app, &id).await;
+    assert_eq!(run["status"], "SUCCEEDED", "{run}");
+    assert_eq!(run["log"], json!(["result: unpublished"]), "{run}");
 }
 
 async fn a_run_on_demand_needs_active_on_demand_and_fitting_overrides(backend: Backend) {
@@ -234,6 +265,7 @@ async fn a_run_records_its_parameters_log_and_result(backend: Backend) {
     assert_eq!(app.get(&format!("/api/automations/{id}/history?status=FAILED")).await.body["totalElements"], 0);
     assert_eq!(app.get(&format!("/api/automations/{id}/history?status=WHATEVER")).await.body["totalElements"], 0);
     assert_eq!(app.get(&format!("/api/automations/{id}/history?size=1000")).await.body["size"], 100);
+    assert_eq!(app.get(&format!("/api/automations/{id}/history?size=99999999999999999999")).await.body["size"], 100);
     assert_eq!(app.get(&format!("/api/automations/{}/history", Uuid::now_v7())).await.status, 404);
     // Each run is audited.
     let audit = app.get(&format!("/api/audit/events?action=automation.run&resourceId={id}")).await;
@@ -387,6 +419,12 @@ async fn runs_that_overreach_end_with_the_sandboxs_error_and_the_service_stays_h
         ("endless", "let i = 0; while true { i += 1; }", ["LIMIT_EXCEEDED", "operations"]),
         ("recursion", "fn down(n) { down(n + 1) }\ndown(0)", ["LIMIT_EXCEEDED", "call"]),
         ("huge-string", "let s = \"x\"; loop { s += s; }", ["LIMIT_EXCEEDED", "bytes of text"]),
+        // Strings each under the size limit, held by a function pointer no size check walks.
+        (
+            "curried",
+            "fn id(x) { x }\nlet f = Fn(\"id\");\nfor i in 0..3000 { let s = \"a\" + i; for j in 0..15 { s += s; } f = f.curry(s); }",
+            ["LIMIT_EXCEEDED", "bytes of memory"],
+        ),
         ("file", "open_file(\"/etc/passwd\")", ["SCRIPT_ERROR", "Function not found"]),
         ("network", "http_get(\"http://example.com\")", ["SCRIPT_ERROR", "Function not found"]),
         ("process", "system(\"ls\")", ["SCRIPT_ERROR", "Function not found"]),

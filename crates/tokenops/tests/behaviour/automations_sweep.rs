@@ -156,6 +156,27 @@ async fn a_dry_run_answers_a_scripts_error_and_refuses_as_a_run_does(backend: Ba
         refused_submission.body
     );
     assert_eq!(refused_submission.body["submissions"], json!([]));
+    // So are the fields a run's submission would be refused for, each named, though nothing
+    // they name is looked up (no contract or account exists here).
+    for (n, body, field) in [
+        (r#"txType: "TRANSFER", assetId: "EUR", accountRef: "a", counterpartyRef: "b", amount: "-1.00""#, "amount"),
+        (r#"txType: "TRANSFER", assetId: "EUR", accountRef: "a", counterpartyRef: "b", amount: "1.001""#, "amount"),
+        (r#"txType: "TRANSFER", assetId: "EUR", accountRef: "a", amount: "1.00""#, "counterpartyRef"),
+        (r#"txType: "TRANSFER", assetId: "XYZ", accountRef: "a", counterpartyRef: "b", amount: "1""#, "assetId"),
+        (r#"txType: "MINT", assetId: "EUR", accountRef: "a", counterpartyRef: "b", amount: "1""#, "counterpartyRef"),
+        (r#"txType: "RELEASE", params: #{ lockId: "not-a-uuid" }"#, "params.lockId"),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(n, (body, field))| (n, body, field))
+    {
+        let script = id_of(&create(&app, &format!("bad-submission-{n}"), &format!("submit(#{{ {body} }})")).await);
+        let refused = dry_run(&app, &script, &json!({})).await;
+        refused.expect(200);
+        let error = refused.body["error"].as_str().unwrap_or_default();
+        assert!(error.starts_with("HOST_ERROR") && error.contains(field), "{body}: {}", refused.body);
+        assert_eq!(refused.body["submissions"], json!([]), "{body}");
+    }
     // The status codes.
     let sweep = id_of(&create(&app, "sweep", crate::scripts::SWEEP).await);
     let account = value("account", json!("acc-1"), "STRING");

@@ -1239,10 +1239,10 @@ async fn an_expired_lock_returns_to_its_owner(backend: Backend) {
     assert_eq!(app.db.count("operations", "tx_type = 'CANCEL'").await, 0);
     assert_eq!(app.get(&format!("/api/locks/{expiring}")).await.body["status"], "ACTIVE");
 
-    app.clock.advance_millis(121_000);
-    // A RELEASE after expiry is accepted, then reverts on the ledger (the hold expired): the
-    // lock stays ACTIVE and free.
+    // A RELEASE sent before the expiry but settled after it reverts on the ledger (the hold
+    // expired): the lock stays ACTIVE and free.
     let release = id_of(&submit(&app, complete("RELEASE", &late_release)).await);
+    app.clock.advance_millis(121_000);
     settle(&app).await;
     let reverted = get_operation(&app, &release).await;
     assert_eq!((reverted["state"].as_str(), reverted["failureCode"].as_str()), (Some("FAILED"), Some("CHAIN_FAILED")));
@@ -1251,6 +1251,10 @@ async fn an_expired_lock_returns_to_its_owner(backend: Backend) {
     let after_revert = app.get(&format!("/api/locks/{late_release}")).await;
     assert_eq!(after_revert.body["status"], "ACTIVE", "{}", after_revert.body);
     assert!(after_revert.body.get("completedBy").is_none(), "{}", after_revert.body);
+    // One sent after the expiry is refused at once: nothing would pay it out.
+    let too_late = app.post("/api/transactions", &complete("RELEASE", &late_release)).await;
+    assert_invalid(&too_late, "params.lockId", "a RELEASE past the expiry");
+    assert!(too_late.body["message"].as_str().is_some_and(|m| m.contains("expired at")), "{}", too_late.body);
 
     run_periodic(&app, "locks.expire").await;
     settle(&app).await;

@@ -281,8 +281,26 @@ async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backen
     receiver.wait_for_path("/a", 2, WAIT).await;
 
     // Rule 1: to every destination that received it; generation 2, PENDING, 0 attempts.
-    let replay = redeliver(&app, &delivered, None).await;
+    let replay_key = key();
+    let path = format!("/api/webhook-events/{delivered}/redeliver");
+    let replay = Reply::read(
+        app.request(Method::POST, &path).header("Idempotency-Key", &replay_key).send().await.expect("post"),
+    )
+    .await;
     replay.expect(202);
+    // The body is optional: sent as `{}` under the same key, it is the same request.
+    let again = Reply::read(
+        app.request(Method::POST, &path)
+            .header("Idempotency-Key", &replay_key)
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("post"),
+    )
+    .await;
+    again.expect(202);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"), "{}", again.body);
+    assert_eq!(again.body, replay.body);
     assert_eq!(replay.header("location"), Some(format!("/api/webhook-events/{delivered}").as_str()));
     app.get(replay.header("location").unwrap_or_default()).await.expect(200);
     let queued = replay.body["queued"].as_array().expect("queued");
@@ -328,7 +346,7 @@ async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backen
     assert_status(&no_key, 400, "Idempotency-Key missing");
     let k = key();
     let path = format!("/api/webhook-events/{delivered}/redeliver");
-    app.seed_claim("webhook_event.redeliver", &k, "POST", &path, &Value::Null).await;
+    app.seed_claim("webhook_event.redeliver", &k, "POST", &path, &json!({})).await;
     let in_flight =
         Reply::read(app.request(Method::POST, &path).header("Idempotency-Key", &k).send().await.expect("post")).await;
     assert_status(&in_flight, 409, "key in flight");

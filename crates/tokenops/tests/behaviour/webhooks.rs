@@ -154,6 +154,24 @@ async fn registration_sends_a_signed_test_delivery_and_never_shows_the_secret_ag
     assert_eq!(deliveries[0]["attempts"], 1);
     assert_eq!(deliveries[0]["generation"], 1);
 
+    // A test sent on request carries that request's Idempotency-Key and correlation id, as any
+    // event does.
+    let tested = Reply::read(
+        app.request(Method::POST, &format!("/api/webhooks/{id}/test"))
+            .header("Idempotency-Key", "test-key-1")
+            .header("X-Correlation-Id", "corr-test-1")
+            .send()
+            .await
+            .expect("test"),
+    )
+    .await;
+    tested.expect(200);
+    let got = receiver.wait_for_path("/hooks/a", 2, WAIT).await;
+    let tested_event = got[1].json();
+    assert_eq!(tested_event["id"], tested.body["eventId"], "{tested_event}");
+    assert_eq!(tested_event["idempotencyKey"], "test-key-1", "{tested_event}");
+    assert_eq!(tested_event["correlationId"], "corr-test-1", "{tested_event}");
+
     // Style D, newest first; limit bounds.
     let second = register(&app, &receiver.url("/hooks/b"), &["webhook.test"], None).await;
     let page = app.get("/api/webhooks?limit=1").await;
