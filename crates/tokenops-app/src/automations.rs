@@ -169,7 +169,9 @@ async fn live(tx: &mut dyn Tx, tenant: TenantId, id: Uuid) -> AppResult<Automati
 /// changed by anyone who edits scripts and was never published.
 async fn runnable_script(tx: &mut dyn Tx, automation: &Automation) -> AppResult<Result<Script, String>> {
     let id = automation.id;
-    let script = tx.scripts().get(automation.tenant_id, automation.script_id).await?;
+    // Locked: an unpublication or deletion counts the ACTIVE automations under the same lock,
+    // so the two cannot both commit (on PostgreSQL's read committed they could).
+    let script = tx.scripts().get_for_update(automation.tenant_id, automation.script_id).await?;
     let script = script.ok_or_else(|| Error::internal(format!("automation {id}: its script is gone")))?;
     Ok(runnable(automation, script))
 }
@@ -285,7 +287,8 @@ impl Automations {
         {
             return Err(Error::invalid_field("name", "must be 1 to 100 characters, not blank"));
         }
-        let script = w.tx().scripts().get(tenant, new.script_id).await?;
+        // Locked, as in `runnable_script`.
+        let script = w.tx().scripts().get_for_update(tenant, new.script_id).await?;
         let script = script.filter(|s| s.status != ScriptStatus::Deleted).ok_or_else(|| {
             Error::not_found(format!("Script {} not found", new.script_id)).with_code(Code::ScriptNotFound)
         })?;

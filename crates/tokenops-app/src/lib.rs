@@ -214,6 +214,13 @@ impl App {
             disable_after_failures: settings.automation_disable_after_failures,
             job_max_attempts: settings.job_max_attempts,
         };
+        if !tokenops_scripting::memory::counting() {
+            // A binary that does not declare the counting allocator (see the scripting crate's
+            // `memory`) runs scripts without their memory budget.
+            tracing::warn!(
+                "the global allocator does not count allocations: script runs are not held to TOKENOPS_SCRIPT_MAX_MEMORY_BYTES"
+            );
+        }
         // The reads and submissions of script runs, dry runs included.
         let sandbox = Arc::new(automations::runs::Sandbox {
             clock: clock.clone(),

@@ -16,6 +16,7 @@ use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
 use uuid::Uuid;
 
+use crate::context::Caller;
 use crate::error::{AppResult, Code, Error};
 use crate::jobs::kinds;
 use crate::write::{AuditAction, Write};
@@ -245,28 +246,50 @@ fn check_shape(s: &Submission) -> AppResult<(TxType, serde_json::Map<String, ser
     Ok((tx_type, params))
 }
 
-/// Every rule of a submission that needs no store: `check_shape`, then the asset's code, the
-/// amount at its minor unit and the references' form. What a dry run can answer for a script's
-/// `submit` without reading the organisation's contracts, accounts and locks.
-pub fn check_without_store(s: &Submission) -> AppResult<TxType> {
-    let (tx_type, params) = check_shape(s)?;
-    if tx_type.completes_lock() {
-        lock_id_of(tx_type, &params)?;
-        return Ok(tx_type);
-    }
+/// The fields of a submission that moves money (not a RELEASE or CANCEL), parsed: every rule
+/// about them that needs no store, in the spec's order (the asset's code, the amount at its
+/// minor unit, then the accounts, named in a form a reference takes and not twice).
+struct Fields {
+    asset: AssetId,
+    amount: Amount,
+    account: AccountRef,
+    counterparty: Option<AccountRef>,
+}
+
+fn parse_fields(s: &Submission) -> AppResult<Fields> {
     let asset_text = s.asset_id.as_deref().ok_or_else(|| invalid("assetId", "is required"))?;
     let asset = AssetId::parse(asset_text).map_err(|e| invalid("assetId", e))?;
     let amount_text = s.amount.as_deref().ok_or_else(|| invalid("amount", "is required"))?;
-    Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
+    let amount = Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
     let account_text = s.account_ref.as_deref().ok_or_else(|| invalid("accountRef", "is required"))?;
     let account = AccountRef::parse(account_text).map_err(|e| invalid("accountRef", e))?;
-    if let Some(text) = s.counterparty_ref.as_deref() {
-        let other = AccountRef::parse(text).map_err(|e| invalid("counterpartyRef", e))?;
-        if other == account {
-            return Err(invalid("counterpartyRef", "must name another account than accountRef"));
+    let counterparty = match s.counterparty_ref.as_deref() {
+        None => None,
+        Some(text) => {
+            let other = AccountRef::parse(text).map_err(|e| invalid("counterpartyRef", e))?;
+            if other == account {
+                return Err(invalid("counterpartyRef", "must name another account than accountRef"));
+            }
+            Some(other)
         }
+    };
+    Ok(Fields { asset, amount, account, counterparty })
+}
+
+/// Every rule of a submission by `caller` that needs no store, in the order `submit` checks
+/// them: what a dry run answers for a script's `submit` without reading the organisation's
+/// contracts, accounts and locks.
+pub fn check_without_store(s: &Submission, caller: &Caller) -> AppResult<()> {
+    let (tx_type, params) = check_shape(s)?;
+    if matches!(tx_type, TxType::Mint | TxType::Burn) {
+        caller.require(Permission::TransactionMint)?;
     }
-    Ok(tx_type)
+    if tx_type.completes_lock() {
+        lock_id_of(tx_type, &params)?;
+    } else {
+        parse_fields(s)?;
+    }
+    Ok(())
 }
 
 /// The lock a RELEASE or CANCEL names: `params.lockId`, a UUID.
@@ -280,17 +303,16 @@ fn lock_id_of(tx_type: TxType, params: &serde_json::Map<String, serde_json::Valu
 
 /// An account named by a submission, among those read for it: it must exist, hold the asset
 /// and be ACTIVE (400).
-fn usable_account(found: &[Account], field: &str, text: &str, asset: AssetId) -> AppResult<Account> {
-    let reference = AccountRef::parse(text).map_err(|e| invalid(field, e))?;
+fn usable_account(found: &[Account], field: &str, reference: &AccountRef, asset: AssetId) -> AppResult<Account> {
     let account = found
         .iter()
-        .find(|a| a.account_ref == reference)
-        .ok_or_else(|| invalid(field, format!("names no account: {text}")))?;
+        .find(|a| a.account_ref == *reference)
+        .ok_or_else(|| invalid(field, format!("names no account: {reference}")))?;
     if account.asset_id != asset {
-        return Err(invalid(field, format!("account {text} holds {}, not {asset}", account.asset_id)));
+        return Err(invalid(field, format!("account {reference} holds {}, not {asset}", account.asset_id)));
     }
     if account.status != AccountStatus::Active {
-        return Err(invalid(field, format!("account {text} is {}, not ACTIVE", account.status.as_str())));
+        return Err(invalid(field, format!("account {reference} is {}, not ACTIVE", account.status.as_str())));
     }
     Ok(account.clone())
 }
@@ -314,46 +336,31 @@ impl Operations {
         }
         let id = new_id();
         let now = w.now();
-        let (asset, account, counterparty, amount, lock_id) = if tx_type.completes_lock() {
-            let lock = self.lock_to_complete(w, tenant, tx_type, &params, id).await?;
-            let owner = w
-                .tx()
-                .accounts()
-                .get(tenant, &lock.account_ref)
-                .await?
-                .ok_or_else(|| Error::internal(format!("lock {} names an account that does not exist", lock.id)))?;
-            let counterparty = if tx_type == TxType::Release { lock.counterparty_ref.clone() } else { None };
-            (lock.asset_id, owner, counterparty, lock.amount, Some(lock.id))
-        } else {
-            let asset_text = submission.asset_id.as_deref().ok_or_else(|| invalid("assetId", "is required"))?;
-            let asset = AssetId::parse(asset_text).map_err(|e| invalid("assetId", e))?;
-            // One read for the contract and both accounts; the rules are then checked in the
-            // order they are documented, so a request breaking several hears of the first.
-            let named: Vec<AccountRef> = [&submission.account_ref, &submission.counterparty_ref]
-                .into_iter()
-                .filter_map(|text| text.as_deref().and_then(|t| AccountRef::parse(t).ok()))
-                .collect();
-            let reads = w.tx().operations().submission_reads(tenant, asset, &named).await?;
-            if !reads.asset_active {
-                return Err(invalid("assetId", format!("{} has no ACTIVE contract", asset.code())));
-            }
-            let amount_text = submission.amount.as_deref().ok_or_else(|| invalid("amount", "is required"))?;
-            let amount = Amount::parse(amount_text, asset.minor_unit()).map_err(|e| invalid("amount", e))?;
-            let account_text = submission.account_ref.as_deref().ok_or_else(|| invalid("accountRef", "is required"))?;
-            let account = usable_account(&reads.accounts, "accountRef", account_text, asset)?;
-            let counterparty = match submission.counterparty_ref.as_deref() {
-                None => None,
-                Some(text) => {
-                    let other = usable_account(&reads.accounts, "counterpartyRef", text, asset)?;
-                    if other.account_ref == account.account_ref {
-                        return Err(invalid("counterpartyRef", "must name another account than accountRef"));
-                    }
-                    Some(other.account_ref)
+        let (asset, account, counterparty, amount, lock_id) =
+            if tx_type.completes_lock() {
+                let lock = self.lock_to_complete(w, tenant, tx_type, &params, id).await?;
+                let owner =
+                    w.tx().accounts().get(tenant, &lock.account_ref).await?.ok_or_else(|| {
+                        Error::internal(format!("lock {} names an account that does not exist", lock.id))
+                    })?;
+                let counterparty = if tx_type == TxType::Release { lock.counterparty_ref.clone() } else { None };
+                (lock.asset_id, owner, counterparty, lock.amount, Some(lock.id))
+            } else {
+                let Fields { asset, amount, account, counterparty } = parse_fields(&submission)?;
+                // One read for the contract and both accounts.
+                let named: Vec<AccountRef> = std::iter::once(account.clone()).chain(counterparty.clone()).collect();
+                let reads = w.tx().operations().submission_reads(tenant, asset, &named).await?;
+                if !reads.asset_active {
+                    return Err(invalid("assetId", format!("{} has no ACTIVE contract", asset.code())));
                 }
+                let account = usable_account(&reads.accounts, "accountRef", &account, asset)?;
+                let counterparty = match counterparty {
+                    None => None,
+                    Some(other) => Some(usable_account(&reads.accounts, "counterpartyRef", &other, asset)?.account_ref),
+                };
+                let lock_id = (tx_type == TxType::Lock).then_some(id);
+                (asset, account, counterparty, amount, lock_id)
             };
-            let lock_id = (tx_type == TxType::Lock).then_some(id);
-            (asset, account, counterparty, amount, lock_id)
-        };
         let operation = Operation::submitted(
             NewOperation {
                 id,
@@ -417,10 +424,11 @@ impl Operations {
             return Err(invalid("params.lockId", format!("lock {lock_id} is already being completed by {other}")));
         }
         // Past its expiry the ledger refuses to pay the hold out (it would fail CHAIN_FAILED
-        // after the 202); a CANCEL still returns it to its owner, as the expiry sweep would.
+        // after the 202); a CANCEL still returns it to its owner, as the expiry sweep would. The
+        // ledger holds the expiry in whole seconds, rounded down.
         if let Some(expires_at) = lock.expires_at
             && tx_type == TxType::Release
-            && expires_at <= w.now()
+            && Timestamp::from_micros(expires_at.as_micros().div_euclid(1_000_000) * 1_000_000) <= w.now()
         {
             return Err(invalid(
                 "params.lockId",

@@ -24,14 +24,14 @@ impl Host for Quiet {
     fn operation(&self, _: &str) -> Result<Value, String> {
         Ok(Value::Null)
     }
-    fn operations(&self, _: Value) -> Result<Value, String> {
+    fn operations(&self, _: &Value) -> Result<Value, String> {
         Ok(Value::Array(Vec::new()))
     }
     fn locks(&self, _: &str) -> Result<Value, String> {
         Ok(Value::Array(Vec::new()))
     }
-    fn submit(&self, request: Value) -> Result<Value, String> {
-        Ok(request)
+    fn submit(&self, request: &Value) -> Result<Value, String> {
+        Ok(request.clone())
     }
     fn log(&self, _: &str) {}
 }

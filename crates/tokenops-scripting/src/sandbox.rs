@@ -184,12 +184,12 @@ pub trait Host: Send + Sync {
     fn account(&self, account_ref: &str) -> Result<serde_json::Value, String>;
     fn operation(&self, id: &str) -> Result<serde_json::Value, String>;
     /// `filter` is a JSON object of the operations list's query parameters.
-    fn operations(&self, filter: serde_json::Value) -> Result<serde_json::Value, String>;
+    fn operations(&self, filter: &serde_json::Value) -> Result<serde_json::Value, String>;
     fn locks(&self, account_ref: &str) -> Result<serde_json::Value, String>;
     /// A transaction body as `POST /api/transactions` takes it. The host derives the
     /// idempotency key from the execution and the submission's ordinal, so a rerun of the same
     /// execution submits nothing twice.
-    fn submit(&self, request: serde_json::Value) -> Result<serde_json::Value, String>;
+    fn submit(&self, request: &serde_json::Value) -> Result<serde_json::Value, String>;
     fn log(&self, line: &str);
 }
 
@@ -362,11 +362,13 @@ fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
     engine.register_fn("operation", move |id: &str| s.call_host("operation", |h| h.operation(id)));
     let s = Arc::clone(state);
     engine.register_fn("operations", move |filter: Map| {
-        // Inside the call: the filter is the host's, made and freed for it.
-        s.call_host("operations", |h| h.operations(to_json(&Dynamic::from_map(filter))?))
+        // Made before the call and dropped after it (the host borrows it): what the run's thread
+        // frees inside the call is booked as the host's, so the script's own values must not be.
+        let filter = to_json(&Dynamic::from_map(filter)).map_err(|m| host_error("operations", m))?;
+        s.call_host("operations", |h| h.operations(&filter))
     });
     let s = Arc::clone(state);
-    engine.register_fn("operations", move || s.call_host("operations", |h| h.operations(serde_json::json!({}))));
+    engine.register_fn("operations", move || s.call_host("operations", |h| h.operations(&serde_json::json!({}))));
     let s = Arc::clone(state);
     engine.register_fn("locks", move |account_ref: &str| s.call_host("locks", |h| h.locks(account_ref)));
     let s = Arc::clone(state);
@@ -374,10 +376,9 @@ fn register_host(engine: &mut Engine, state: &Arc<RunState>) {
         if s.submissions.fetch_add(1, Ordering::Relaxed) >= s.max_submissions {
             return Err(limit_error(Limit::Submissions));
         }
-        // Made before the call, so the request counts as the run's for the rest of it: a dry
-        // run keeps it, and a live one's at most `max_submissions` are counted for nothing.
+        // Made before the call and dropped after it, as `operations`' filter.
         let request = to_json(&Dynamic::from_map(request)).map_err(|m| host_error("submit", m))?;
-        s.call_host("submit", |h| h.submit(request))
+        s.call_host("submit", |h| h.submit(&request))
     });
     let s = Arc::clone(state);
     engine.register_fn("log", move |line: ImmutableString| s.log(&line).map_err(limit_error));

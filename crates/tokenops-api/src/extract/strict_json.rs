@@ -1,7 +1,9 @@
-//! Reading a request body's JSON strictly: a key given twice in one object, or a number the
-//! parser could keep only approximately, is refused with the field named, where a plain parse
-//! would silently keep the last value or a rounded one (a payment reference of twenty digits
-//! read back as `1.8446744073709552e19`, a transfer with two `amount`s).
+//! Reading a request body's JSON strictly: a key given twice in one object, or a number of
+//! magnitude 2^53 or more that is not a whole number within 64 bits (written past 64 bits, or
+//! with a fraction or an exponent), is refused with the field named, where a plain parse would
+//! silently keep the last value or a rounded one (a payment reference of twenty digits read back
+//! as `1.8446744073709552e19`, a transfer with two `amount`s). Smaller numbers are read as
+//! serde_json reads them (a float to its nearest double).
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};

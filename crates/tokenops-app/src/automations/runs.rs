@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokenops_domain::audit::{AuditOutcome, AuditSource};
 use tokenops_domain::automation::{Automation, AutomationStatus, Execution, ExecutionStatus, Trigger, TriggerType};
-use tokenops_domain::operation::TxType;
 use tokenops_domain::paging::PageRequest;
 use tokenops_domain::permission::{Permission, PermissionSet};
+use tokenops_domain::script::ScriptStatus;
 use tokenops_domain::{Clock, TenantId, Timestamp};
 use tokenops_scripting::{Compiler, Host, Limits, ParamValue, RunOutcome};
 use tokenops_store::{Job, NewJob, Store, Tx};
@@ -157,7 +157,7 @@ impl RunAutomation {
             tx.automations().get(tenant, execution.automation_id).await?.ok_or(Halt::fail("the automation is gone"))?;
         let script = tx.scripts().get(tenant, automation.script_id).await?.ok_or(Halt::fail("the script is gone"))?;
         let script = super::runnable(&automation, script).map_err(Halt::Fail)?;
-        let sources = run_sources(tx.as_mut(), tenant, &script).await?;
+        let sources = run_sources(tx.as_mut(), tenant, &script, true).await?;
         let decls = declarations(&script.parameters).map_err(|e| Halt::Fail(e.to_string()))?;
         let values = tokenops_scripting::params::fit(&decls, &as_overrides(&decls, &execution.parameters)).map_err(
             |problems| Halt::Fail(format!("the parameters no longer fit the script: {}", problems.join("; "))),
@@ -216,11 +216,13 @@ impl From<tokenops_store::StoreError> for Halt {
 
 /// The sources a run of `script`'s current version imports, by name: the versions its
 /// publication resolved, and an import of an import as its script is now (see the scripts
-/// area's note).
+/// area's note). With `published_only` (an automation's run), an import of an import that is a
+/// DRAFT fails the run: its code changes without publication. A dry run tries drafts.
 pub(crate) async fn run_sources(
     tx: &mut dyn Tx,
     tenant: TenantId,
     script: &tokenops_domain::script::Script,
+    published_only: bool,
 ) -> Result<HashMap<String, String>, Halt> {
     let mut sources = HashMap::new();
     for dependency in &script.dependencies {
@@ -242,6 +244,11 @@ pub(crate) async fn run_sources(
             continue;
         }
         if let Some(found) = tx.scripts().by_name(tenant, &name).await? {
+            if published_only && found.status == ScriptStatus::Draft {
+                return Err(Halt::Fail(format!(
+                    "the script {name:?} it imports through another is a DRAFT: an automation runs published code only"
+                )));
+            }
             pending.extend(crate::scripts::imported_names(&found.source));
             sources.insert(name, found.source);
         }
@@ -486,10 +493,10 @@ impl RunHost {
         &self,
         execution_id: Uuid,
         writes: &Writes,
-        request: Value,
+        request: &Value,
         ordinal: usize,
     ) -> Result<(Uuid, Value), String> {
-        let submission = submission_of(&request)?;
+        let submission = submission_of(request)?;
         let ctx = RequestContext {
             caller: self.caller.clone(),
             tenant: Some(self.tenant),
@@ -500,7 +507,7 @@ impl RunHost {
         let key = format!("automation-run:{execution_id}:{ordinal}");
         let idempotency = IdempotencyRequest {
             key,
-            request_hash: crate::write::fingerprint("POST", "/api/transactions", None, &request),
+            request_hash: crate::write::fingerprint("POST", "/api/transactions", None, request),
         };
         let admission = writes
             .begin(ctx, &crate::operations::SUBMIT, Some(idempotency), None)
@@ -548,18 +555,15 @@ impl RunHost {
     /// A dry run's submission: checked by every rule that needs no store (the contracts,
     /// accounts and locks it names are not read), recorded, and answered with the request and a
     /// stand-in id (`dry-run-N`) instead of an operation.
-    fn capture(&self, request: Value, ordinal: usize) -> Result<Value, String> {
-        let submission = submission_of(&request)?;
-        let tx_type = crate::operations::check_without_store(&submission).map_err(|e| e.to_string())?;
-        if matches!(tx_type, TxType::Mint | TxType::Burn) {
-            self.allowed(Permission::TransactionMint)?;
-        }
+    fn capture(&self, request: &Value, ordinal: usize) -> Result<Value, String> {
+        let submission = submission_of(request)?;
+        crate::operations::check_without_store(&submission, &self.caller).map_err(|e| e.to_string())?;
         let mut answer = request.clone();
         if let Some(map) = answer.as_object_mut() {
             map.insert("transactionId".into(), Value::String(format!("dry-run-{}", ordinal + 1)));
             map.insert("state".into(), Value::String("DRY_RUN".into()));
         }
-        self.record.lock().unwrap_or_else(PoisonError::into_inner).captured.push(request);
+        self.record.lock().unwrap_or_else(PoisonError::into_inner).captured.push(request.clone());
         Ok(answer)
     }
 }
@@ -641,9 +645,9 @@ impl Host for RunHost {
         Self::json(&OperationOut::from(&operation))
     }
 
-    fn operations(&self, filter: Value) -> Result<Value, String> {
+    fn operations(&self, filter: &Value) -> Result<Value, String> {
         self.allowed(Permission::TransactionRead)?;
-        let filter = operation_filter(&filter)?;
+        let filter = operation_filter(filter)?;
         let page = PageRequest { page: 0, size: 100 };
         let found =
             self.runtime.block_on(self.operations.list(self.tenant, &filter, page)).map_err(|e| self.failed(&e))?;
@@ -660,7 +664,7 @@ impl Host for RunHost {
         Self::json(&locks.items.iter().map(crate::operations::LockOut::from).collect::<Vec<_>>())
     }
 
-    fn submit(&self, request: Value) -> Result<Value, String> {
+    fn submit(&self, request: &Value) -> Result<Value, String> {
         self.allowed(Permission::TransactionSubmit)?;
         let ordinal = self.ordinal.fetch_add(1, Ordering::Relaxed);
         match &self.submissions {

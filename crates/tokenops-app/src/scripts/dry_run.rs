@@ -114,7 +114,7 @@ impl DryRuns {
         }
         match request.version.filter(|v| *v != script.version) {
             None => {
-                let sources = run_sources(tx.as_mut(), tenant, &script).await.map_err(|halt| match halt {
+                let sources = run_sources(tx.as_mut(), tenant, &script, false).await.map_err(|halt| match halt {
                     Halt::Fail(message) => Error::conflict(format!("Script {id} cannot run: {message}"))
                         .with_code(Code::ScriptStateConflict),
                     Halt::Retry(message) => Error::internal(message),

@@ -58,6 +58,7 @@ backends!(
     a_status_change_refuses_the_current_status_and_leaving_deleted,
     an_automation_whose_script_was_deleted_neither_comes_back_on_nor_runs,
     an_automation_never_runs_code_that_is_not_published,
+    a_run_refuses_a_draft_it_imports_through_another_script,
     a_run_on_demand_needs_active_on_demand_and_fitting_overrides,
     a_run_records_its_parameters_log_and_result,
     a_treasury_script_submits_a_mint_that_settles_once,
@@ -203,6 +204,30 @@ async fn an_automation_never_runs_code_that_is_not_published(backend: Backend) {
     let run = finished_run(&app, &id).await;
     assert_eq!(run["status"], "SUCCEEDED", "{run}");
     assert_eq!(run["log"], json!(["result: unpublished"]), "{run}");
+}
+
+async fn a_run_refuses_a_draft_it_imports_through_another_script(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let leaf = id_of(&create(&app, "leaf", "fn one() { 1 }").await);
+    publish(&app, &leaf).await;
+    let middle = id_of(&create(&app, "middle", "import \"leaf\" as leaf;\nfn two() { 2 }").await);
+    publish(&app, &middle).await;
+    let (top, id) = on_demand(&app, "top", "import \"middle\" as middle;\nmiddle::two()", json!([])).await;
+    // The middle script's new code no longer imports the leaf, which nothing imports now and may
+    // go back to DRAFT and change; the top script's publication still resolves the middle one's
+    // old version, which imports it.
+    app.patch(&format!("/api/scripts/{middle}"), &json!({ "source": "fn two() { 2 }" })).await.expect(200);
+    assert_eq!(app.get(&format!("/api/scripts/{top}")).await.body["status"], "OUTDATED");
+    crate::scripts::set_status(&app, &leaf, "DRAFT").await.expect(200);
+    app.patch(&format!("/api/scripts/{leaf}"), &json!({ "source": "fn one() { 99 }" })).await.expect(200);
+    execute(&app, &id, &json!({})).await.expect(202);
+    let run = finished_run(&app, &id).await;
+    assert_eq!(run["status"], "FAILED", "{run}");
+    assert!(run["error"].as_str().is_some_and(|e| e.contains("\"leaf\"") && e.contains("DRAFT")), "{run}");
+    // Published again, it runs.
+    publish(&app, &leaf).await;
+    execute(&app, &id, &json!({})).await.expect(202);
+    assert_eq!(finished_run(&app, &id).await["status"], "SUCCEEDED");
 }
 
 async fn a_run_on_demand_needs_active_on_demand_and_fitting_overrides(backend: Backend) {

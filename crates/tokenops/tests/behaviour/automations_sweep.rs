@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use tokenops_testkit::{Backend, TestApp, backends};
+use tokenops_testkit::{Backend, Tenant, TestApp, backends};
 use uuid::Uuid;
 
 use crate::automations::{execute, finished_run, refused, value};
@@ -177,6 +177,18 @@ async fn a_dry_run_answers_a_scripts_error_and_refuses_as_a_run_does(backend: Ba
         assert!(error.starts_with("HOST_ERROR") && error.contains(field), "{body}: {}", refused.body);
         assert_eq!(refused.body["submissions"], json!([]), "{body}");
     }
+    // A MINT needs transaction:mint of the dry run's caller, as of a run's user, before its
+    // fields are looked at.
+    let subject = Uuid::now_v7().to_string();
+    let scope = "automation:execute transaction:submit";
+    let claims = app.issuer.claims_with_scope(&app.clock, &subject, Some(app.tenant.id), 3_600, Some(scope));
+    let no_mint = Tenant { id: app.tenant.id, subject, token: app.issuer.sign(&claims) };
+    let minting =
+        id_of(&create(&app, "minting", "submit(#{ txType: \"MINT\", assetId: \"EUR\", amount: \"-1\" })").await);
+    let unpermitted = app.post_as(&no_mint, &format!("/api/scripts/{minting}/dry-runs"), &json!({})).await;
+    unpermitted.expect(200);
+    let error = unpermitted.body["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("HOST_ERROR") && error.contains("transaction:mint"), "{}", unpermitted.body);
     // The status codes.
     let sweep = id_of(&create(&app, "sweep", crate::scripts::SWEEP).await);
     let account = value("account", json!("acc-1"), "STRING");
