@@ -6,6 +6,7 @@
 //! serde_json reads them (a float to its nearest double).
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::cell::RefCell;
 use std::fmt;
@@ -174,15 +175,19 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(self.refuse(Refusal::DuplicateKey { path: key }));
-            }
+            // One lookup per key: the vacant entry is filled once its value is read.
+            let slot = match object.entry(key) {
+                Entry::Occupied(taken) => {
+                    return Err(self.refuse(Refusal::DuplicateKey { path: taken.key().clone() }));
+                }
+                Entry::Vacant(slot) => slot,
+            };
             match map.next_value_seed(self.child()) {
                 Ok(value) => {
-                    object.insert(key, value);
+                    slot.insert(value);
                 }
                 Err(error) => {
-                    self.within(Segment::Key(&key));
+                    self.within(Segment::Key(slot.key()));
                     return Err(error);
                 }
             }

@@ -1219,6 +1219,30 @@ async fn concurrent_completions_of_one_lock_accept_exactly_one(backend: Backend)
     }
 }
 
+async fn a_release_is_refused_from_the_whole_second_the_ledger_expires_the_hold(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    // An expiry half a second past a whole second, far enough ahead that settling never reaches
+    // it; the ledger holds it in whole seconds, rounded down.
+    let second = (app.clock.now().as_micros() / 1_000_000 + 120) * 1_000_000;
+    let expires_at = Timestamp::from_micros(second + 500_000);
+    let lock_id = id_of(&submit(&app, lock("a", Some("b"), "10", Some(json!(expires_at.to_iso8601())))).await);
+    settle(&app).await;
+    assert_eq!(app.get(&format!("/api/locks/{lock_id}")).await.body["status"], "ACTIVE");
+    // Within that second, before expiresAt itself, the ledger would already refuse to pay it
+    // out: the RELEASE is refused here.
+    app.clock.set(Timestamp::from_micros(second + 200_000));
+    let refused = app.post("/api/transactions", &complete("RELEASE", &lock_id)).await;
+    assert_invalid(&refused, "params.lockId", "a RELEASE in the expiry's second");
+    assert!(refused.body["message"].as_str().is_some_and(|m| m.contains("expired at")), "{}", refused.body);
+    // A CANCEL returns it to its owner.
+    let cancel = id_of(&submit(&app, complete("CANCEL", &lock_id)).await);
+    settle(&app).await;
+    assert_eq!(get_operation(&app, &cancel).await["state"], "CONFIRMED");
+    assert_eq!(app.get(&format!("/api/locks/{lock_id}")).await.body["status"], "CANCELLED");
+}
+
 async fn an_expired_lock_returns_to_its_owner(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     setup(&app).await;
@@ -1642,6 +1666,7 @@ backends!(
     locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled,
     concurrent_completions_of_one_lock_accept_exactly_one,
     an_expired_lock_returns_to_its_owner,
+    a_release_is_refused_from_the_whole_second_the_ledger_expires_the_hold,
     transactions_are_listed_newest_first_with_filters_in_style_a,
     transactions_are_walked_by_cursor_in_style_d_without_gaps,
     get_by_id_is_400_for_a_non_uuid_and_404_for_an_unknown_or_foreign_operation,
