@@ -528,9 +528,25 @@ impl Modify for CommonHeaders {
                 for (status, description) in common {
                     responses.entry(status.to_owned()).or_insert_with(|| error_response(description));
                 }
+                // The key's in-flight 409 (IDEMPOTENCY_CONFLICT) always says when to resend.
+                if takes_key && let Some(RefOr::T(conflict)) = responses.get_mut("409") {
+                    conflict.headers.insert("Retry-After".to_owned(), retry_after_header());
+                }
             }
         }
     }
+}
+
+/// `Retry-After` on a 409: whole seconds after which the same request, with the same
+/// Idempotency-Key, may be sent again.
+fn retry_after_header() -> RefOr<utoipa::openapi::header::Header> {
+    utoipa::openapi::header::HeaderBuilder::new()
+        .schema(Some(Object::with_type(Type::Integer)))
+        .description(Some(
+            "With IDEMPOTENCY_CONFLICT (the same Idempotency-Key still being processed): seconds to wait before resending the same request with the same key",
+        ))
+        .build()
+        .into()
 }
 
 /// The 401 row an operation has unless it writes its own. Behind any guard but `Public` the
@@ -581,5 +597,27 @@ mod tests {
         for needed in ["VALIDATION_FAILED", "IDEMPOTENCY_CONFLICT", "METHOD_NOT_ALLOWED", "ROUTE_NOT_FOUND"] {
             assert!(listed.contains(needed), "{needed}");
         }
+    }
+
+    #[test]
+    fn every_keyed_write_declares_retry_after_on_its_409() {
+        let document = serde_json::to_value(crate::document()).expect("serialisable");
+        let paths = document["paths"].as_object().expect("paths");
+        let mut keyed = 0;
+        for (path, item) in paths {
+            for (method, operation) in item.as_object().expect("a path item") {
+                let takes_key = operation["parameters"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+                let Some(conflict) = operation["responses"].get("409") else { continue };
+                if takes_key {
+                    keyed += 1;
+                    assert!(conflict["headers"].get("Retry-After").is_some(), "{method} {path}: {conflict}");
+                }
+            }
+        }
+        assert!(keyed > 20, "the keyed writes with a 409: {keyed}");
+        let customers = &paths["/api/customers"]["post"]["responses"]["409"]["headers"]["Retry-After"];
+        assert_eq!(customers["schema"]["type"], "integer", "{customers}");
     }
 }

@@ -54,7 +54,7 @@ pub struct OperationOut {
     /// Absent (not null) while in flight and when confirmed.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = failure_code_schema)]
-    pub failure_code: Option<FailureCode>,
+    pub failure_code: Option<&'static str>,
     /// The more specific reason: EXECUTION_REVERTED when the ledger reverted the transaction,
     /// CUSTODY_REFUSED, DEPENDENCY_UNAVAILABLE, a policy step's code, or a submission error's.
     /// Absent when none was reported.
@@ -79,11 +79,23 @@ fn failure_code_schema() -> utoipa::openapi::schema::Object {
     utoipa::openapi::schema::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::String)
         .description(Some(format!(
-            "Why the operation failed: one of {} today. An open enum: clients must accept other values. \
-             Absent (not null) while in flight and when confirmed.",
-            today.join(", ")
+            "Why the operation failed: one of {} today; on a CANCELLED operation (its approval request cancelled), {}. \
+             An open enum: clients must accept other values. Absent (not null) while in flight and when confirmed.",
+            today.join(", "),
+            CANCELLED_FAILURE_CODE
         )))
         .build()
+}
+
+/// What a CANCELLED operation reads as its `failureCode`: the spec lets a cancelled operation
+/// carry free text there, and one way leads to CANCELLED, its approval request cancelled.
+pub const CANCELLED_FAILURE_CODE: &str = "APPROVAL_CANCELLED";
+
+fn failure_code_of(o: &Operation) -> Option<&'static str> {
+    match o.state {
+        OperationState::Cancelled => Some(CANCELLED_FAILURE_CODE),
+        _ => o.failure_code.map(FailureCode::as_str),
+    }
 }
 
 fn amount_text(amount: Amount, asset: AssetId) -> String {
@@ -98,13 +110,19 @@ impl From<&Operation> for OperationOut {
             asset_id: o.asset_id.to_string(),
             account_ref: o.account_ref.to_string(),
             customer_ref: o.customer_ref.to_string(),
-            counterparty_ref: o.counterparty_ref.as_ref().map(ToString::to_string),
+            // The spec's field: "Only for TRANSFER or LOCK". A RELEASE keeps its lock's
+            // counterparty (it pays it, and the counterpartyRef filter finds it) but does not show it.
+            counterparty_ref: o
+                .counterparty_ref
+                .as_ref()
+                .filter(|_| matches!(o.tx_type, TxType::Transfer | TxType::Lock))
+                .map(ToString::to_string),
             amount: amount_text(o.amount, o.asset_id),
             params: o.params.clone(),
             state: o.state,
             tx_hash: o.tx_hash.map(|h| h.to_string()),
             block_number: o.block_number,
-            failure_code: o.failure_code,
+            failure_code: failure_code_of(o),
             reason_code: o.reason_code.clone(),
             revert_reason: o.revert_reason.clone(),
             created_at: o.created_at,

@@ -83,6 +83,14 @@ impl DeliveryStatus {
     }
 }
 
+/// Which registrations a list shows: those created in a half-open window (`from`
+/// inclusive, `to` exclusive).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WebhookFilter {
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+}
+
 /// A webhook registration. Secrets are sealed (the app seals and opens them); `deleted_at` marks
 /// a deleted registration, kept so that its deliveries keep naming it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@ use crate::{PostgresTx, codec};
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use tokenops_domain::paging::KeysetRequest;
-use tokenops_domain::webhook::{Delivery, Webhook};
+use tokenops_domain::webhook::{Delivery, Webhook, WebhookFilter};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
@@ -50,18 +50,26 @@ impl WebhookStore for PostgresTx {
         .await
     }
 
-    async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        created: WebhookFilter,
+        window: KeysetRequest,
+    ) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SELECT {WEBHOOK_COLUMNS} FROM webhooks
                  WHERE tenant_id = $1 AND deleted_at IS NULL
                    AND ($2::bigint IS NULL OR (created_at, id) < ($2, $3::uuid))
+                   AND ($5::bigint IS NULL OR created_at >= $5) AND ($6::bigint IS NULL OR created_at < $6)
                  ORDER BY created_at DESC, id DESC LIMIT $4"
             )))
             .bind(tenant.as_uuid())
             .bind(window.after.map(|p| p.at_micros))
             .bind(window.after.map(|p| p.id))
-            .bind(i64::from(window.limit)),
+            .bind(i64::from(window.limit))
+            .bind(created.from.map(Timestamp::as_micros))
+            .bind(created.to.map(Timestamp::as_micros)),
             decode,
         )
         .await

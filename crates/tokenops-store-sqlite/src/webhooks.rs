@@ -5,7 +5,7 @@ use crate::{SqliteTx, codec};
 use async_trait::async_trait;
 use rusqlite::{Row, params};
 use tokenops_domain::paging::KeysetRequest;
-use tokenops_domain::webhook::{Delivery, Webhook};
+use tokenops_domain::webhook::{Delivery, Webhook, WebhookFilter};
 use tokenops_domain::{TenantId, Timestamp};
 use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
@@ -60,12 +60,18 @@ impl WebhookStore for SqliteTx {
         )
     }
 
-    async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>> {
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        created: WebhookFilter,
+        window: KeysetRequest,
+    ) -> StoreResult<Vec<Webhook>> {
         self.fetch_all(
             &format!(
                 "SELECT {WEBHOOK_COLUMNS} FROM webhooks
                  WHERE tenant_id = ?1 AND deleted_at IS NULL
                    AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3))
+                   AND (?5 IS NULL OR created_at >= ?5) AND (?6 IS NULL OR created_at < ?6)
                  ORDER BY created_at DESC, id DESC LIMIT ?4"
             ),
             params![
@@ -73,6 +79,8 @@ impl WebhookStore for SqliteTx {
                 window.after.map(|p| p.at_micros),
                 window.after.map(|p| codec::id_text(p.id)),
                 i64::from(window.limit),
+                created.from.map(Timestamp::as_micros),
+                created.to.map(Timestamp::as_micros),
             ],
             decode,
         )

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use tokenops_domain::paging::KeysetRequest;
-use tokenops_domain::webhook::{Delivery, Webhook};
+use tokenops_domain::webhook::{Delivery, Webhook, WebhookFilter};
 use tokenops_domain::{TenantId, Timestamp};
 use uuid::Uuid;
 
@@ -54,8 +54,14 @@ pub trait WebhookStore: Send + TableRows<Delivery> + TableWrites {
     async fn get_any(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Webhook>>;
     /// The registration (not deleted) with this normalised URL.
     async fn find_by_url(&mut self, tenant: TenantId, url: &str) -> StoreResult<Option<Webhook>>;
-    /// Not deleted, newest first by created_at, then id; up to `window.limit` after the position.
-    async fn list(&mut self, tenant: TenantId, window: KeysetRequest) -> StoreResult<Vec<Webhook>>;
+    /// Not deleted, created in `created` (half-open), newest first by created_at, then id; up
+    /// to `window.limit` after the position.
+    async fn list(
+        &mut self,
+        tenant: TenantId,
+        created: WebhookFilter,
+        window: KeysetRequest,
+    ) -> StoreResult<Vec<Webhook>>;
     /// Every registration of the organisation not deleted, oldest first: the dispatcher picks
     /// the subscribers of an event among them.
     async fn live(&mut self, tenant: TenantId) -> StoreResult<Vec<Webhook>>;

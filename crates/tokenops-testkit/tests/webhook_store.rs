@@ -6,7 +6,7 @@
 use tokenops_domain::event::{Event, EventFilter, ResourceRef};
 use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{
-    AttemptResult, Delivery, DeliveryStatus, FailureClass, SignatureScheme, Webhook, WebhookStatus,
+    AttemptResult, Delivery, DeliveryStatus, FailureClass, SignatureScheme, Webhook, WebhookFilter, WebhookStatus,
 };
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::{Store, StoreError, WebhookSigningKeyRecord};
@@ -84,8 +84,20 @@ async fn registrations_round_trip_and_urls_are_unique_while_live(backend: Backen
         tx.webhooks().find_by_url(a, "https://one.example/h").await.expect("find").map(|w| w.id),
         Some(first.id)
     );
-    let listed = tx.webhooks().list(a, KeysetRequest { after: None, limit: 10 }).await.expect("list");
+    let all = WebhookFilter::default();
+    let listed = tx.webhooks().list(a, all, KeysetRequest { after: None, limit: 10 }).await.expect("list");
     assert_eq!(listed.iter().map(|w| w.id).collect::<Vec<_>>(), [second.id, first.id], "newest first");
+    // Created in a half-open window: `from` inclusive, `to` exclusive.
+    for (from, to, expected) in [
+        (Some(1), None, vec![second.id]),
+        (None, Some(1), vec![first.id]),
+        (Some(0), Some(1), vec![first.id]),
+        (Some(2), None, vec![]),
+    ] {
+        let window = WebhookFilter { from: from.map(at), to: to.map(at) };
+        let listed = tx.webhooks().list(a, window, KeysetRequest { after: None, limit: 10 }).await.expect("list");
+        assert_eq!(listed.iter().map(|w| w.id).collect::<Vec<_>>(), expected, "{from:?}..{to:?}");
+    }
     drop(tx);
 
     let mut deleted = first.clone();

@@ -95,13 +95,15 @@ impl FromRequestParts<Arc<ApiState>> for TenantScope {
         let Authenticated(caller) = Authenticated::from_request_parts(parts, state).await?;
         let tenant = caller.tenant.ok_or_else(|| Error::unauthorized(crate::access::NO_TENANT_CLAIM))?;
         let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
-        let correlation_id = parts
-            .headers
-            .get("x-correlation-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty() && v.len() <= 128)
-            .map(str::to_owned)
-            .or_else(|| Some(request_id.clone()));
+        // The spec's correlationId is "carried from the originating request; omitted when
+        // none": the caller's X-Correlation-Id, else the X-Request-Id it sent, never an id the
+        // service made up.
+        let sent = |name: &str| {
+            parts.headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty() && v.len() <= 128)
+        };
+        let correlation_id = sent("x-correlation-id")
+            .or_else(|| sent(crate::request_id::X_REQUEST_ID.as_str()).filter(|sent| *sent == request_id))
+            .map(str::to_owned);
         let style = parts.extensions.get::<TimestampStyle>().copied().unwrap_or_default();
         Ok(TenantScope {
             tenant,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::webhooks::{self, EventOrigin, NewWebhook, TestOutcome, WebhookChange, WebhookOut};
 use tokenops_domain::paging::KeysetPosition;
-use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookStatus};
+use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookFilter, WebhookStatus};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -106,19 +106,27 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
 }
 
 /// List the organisation's registrations, newest first (paging style D).
+///
+/// `from` and `to` (an addition to the spec's limit and cursor, whose error table lists their
+/// 400) select the registrations created in that half-open window.
 #[utoipa::path(
     get, path = "/api/webhooks", tag = "webhooks", operation_id = "webhooks.list",
-    params(crate::openapi::CursorQuery),
+    params(crate::openapi::CursorQuery, crate::openapi::TimeWindowQuery),
     responses(
         (status = 200, description = "Style D page of registrations, newest first (never a secret)", body = WebhookPage),
-        (status = 400, description = "limit outside 1 to 100, or a foreign cursor", body = crate::openapi::ErrorBody),
+        (status = 400, description = "limit outside 1 to 100, a foreign cursor or one issued for other filters, from not before to, an unparseable date", body = crate::openapi::ErrorBody),
     )
 )]
 async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
-    let filters = crate::extract::paging::filters_fingerprint(&[]);
+    let (from, to) = params.window("from", "to")?;
+    let created = WebhookFilter { from, to };
+    let filters = crate::extract::paging::filters_fingerprint(&[
+        ("from", from.map(|t| t.as_micros().to_string())),
+        ("to", to.map(|t| t.as_micros().to_string())),
+    ]);
     let request =
         CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
-    let items = call.state.app.webhooks.list(call.scope.tenant, request.window()).await?;
+    let items = call.state.app.webhooks.list(call.scope.tenant, created, request.window()).await?;
     let now = call.state.app.clock.now();
     let body = request.envelope(
         items,

@@ -18,7 +18,7 @@ use crate::clock::Clock;
 use async_trait::async_trait;
 use std::sync::Arc;
 use tokenops_domain::Timestamp;
-use tokenops_store::{Job, Lease, Tx};
+use tokenops_store::{Job, Lease, NewJob, Tx};
 
 /// The job kinds of the service.
 pub mod kinds {
@@ -120,6 +120,17 @@ impl JobContext {
         if !tx.jobs().complete(self.lease, self.clock.now()).await? {
             return Err(JobError::Fenced);
         }
+        tx.commit().await?;
+        Ok(Finished(()))
+    }
+
+    /// `finish`, with `next` enqueued after this job is marked done: a job that puts its work
+    /// back as a new job under its own dedupe key is not refused by itself.
+    pub async fn hand_over(&self, mut tx: Box<dyn Tx>, next: &NewJob) -> Result<Finished, JobError> {
+        if !tx.jobs().complete(self.lease, self.clock.now()).await? {
+            return Err(JobError::Fenced);
+        }
+        tx.jobs().enqueue(next, self.clock.now()).await?;
         tx.commit().await?;
         Ok(Finished(()))
     }

@@ -171,6 +171,32 @@ const SLOT_RETRY_MS: i64 = 1_000;
 /// `webhook.deliver`: one attempt of one delivery (payload `deliveryId`, `attempt`).
 pub struct DeliverWebhook(pub Arc<Webhooks>);
 
+impl DeliverWebhook {
+    /// The registration is not ACTIVE: the delivery waits without a job, and setting the
+    /// registration ACTIVE queues its attempt. Read again under the registration's lock, which
+    /// that change takes too: a change that committed since the read finds this job still
+    /// queued (so queues no second one) and this job finds it ACTIVE and hands the attempt on.
+    async fn wait_for_registration(
+        &self,
+        delivery: &Delivery,
+        number: u32,
+        ctx: &JobContext,
+    ) -> Result<Finished, JobError> {
+        let webhooks = &self.0;
+        let mut tx = webhooks.store.write().await?;
+        let resumed = tx
+            .webhooks()
+            .get_for_update(delivery.tenant_id, delivery.webhook_id)
+            .await?
+            .is_some_and(|w| w.status.attempts_deliveries());
+        if !resumed {
+            return ctx.finish(tx).await;
+        }
+        let now = ctx.clock().now();
+        ctx.hand_over(tx, &deliver_job(delivery, number, now, webhooks.settings.job_max_attempts)).await
+    }
+}
+
 #[async_trait]
 impl JobHandler for DeliverWebhook {
     fn kind(&self) -> &'static str {
@@ -185,13 +211,15 @@ impl JobHandler for DeliverWebhook {
             load_for_attempt(tx.as_mut(), tenant, delivery_id).await.map_err(JobError::retry)?
         };
         // Nothing to attempt: the delivery settled (delivered, parked, cancelled with its
-        // registration), this attempt was made (a second job for it), or the registration is
-        // not ACTIVE (its deliveries wait, and go out when it is set ACTIVE again).
-        let Some((delivery, webhook, event)) = loaded
-            .filter(|(d, w, _)| d.status.is_queued() && d.attempts + 1 == number && w.status.attempts_deliveries())
+        // registration), or this attempt was made.
+        let Some((delivery, webhook, event)) =
+            loaded.filter(|(d, _, _)| d.status.is_queued() && d.attempts + 1 == number)
         else {
             return ctx.finish(webhooks.store.write().await?).await;
         };
+        if !webhook.status.attempts_deliveries() {
+            return self.wait_for_registration(&delivery, number, ctx).await;
+        }
         let url = stored_url(&webhook).map_err(JobError::retry)?;
         let Some(slot) = webhooks.destinations.acquire_within(&url, SLOT_WAIT).await else {
             // The destination has kept its share of attempts in flight: this one goes back to
@@ -200,9 +228,7 @@ impl JobHandler for DeliverWebhook {
             let now = ctx.clock().now();
             let spread = rand::thread_rng().gen_range(SLOT_RETRY_MS / 2..=SLOT_RETRY_MS * 3 / 2);
             let job = deliver_job(&delivery, number, now.plus_millis(spread), webhooks.settings.job_max_attempts);
-            let mut tx = webhooks.store.write().await?;
-            tx.jobs().enqueue(&job, now).await?;
-            return ctx.finish(tx).await;
+            return ctx.hand_over(webhooks.store.write().await?, &job).await;
         };
         let started = std::time::Instant::now();
         let outcome = attempt(webhooks, &webhook, &event, number).await.map_err(JobError::retry);

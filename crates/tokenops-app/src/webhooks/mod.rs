@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use tokenops_domain::event::{Event, EventType, ResourceRef};
 use tokenops_domain::paging::KeysetRequest;
-use tokenops_domain::webhook::{Delivery, SECRET_OVERLAP_MS, SignatureScheme, Webhook, WebhookStatus};
+use tokenops_domain::webhook::{Delivery, SECRET_OVERLAP_MS, SignatureScheme, Webhook, WebhookFilter, WebhookStatus};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_identity::Sealer;
 use tokenops_store::{NewJob, Store, Tx};
@@ -280,7 +280,9 @@ pub(crate) fn deliver_job(delivery: &Delivery, attempt: u32, run_at: Timestamp, 
         payload: crate::trace::stamp(serde_json::json!({ "deliveryId": delivery.id, "attempt": attempt })),
         run_at,
         max_attempts,
-        dedupe_key: None,
+        // One live job per attempt of a delivery: setting a registration ACTIVE queues the
+        // attempt of each delivery that waited, and a job still queued for one keeps it alone.
+        dedupe_key: Some(format!("{}:{}:{attempt}", kinds::WEBHOOK_DELIVER, delivery.id)),
     }
 }
 
@@ -322,9 +324,14 @@ impl Webhooks {
         self.address_rule().resolve(url).await.map(|_| ()).map_err(|e| Error::invalid_field("url", e))
     }
 
-    pub async fn list(&self, tenant: TenantId, window: KeysetRequest) -> AppResult<Vec<Webhook>> {
+    pub async fn list(
+        &self,
+        tenant: TenantId,
+        created: WebhookFilter,
+        window: KeysetRequest,
+    ) -> AppResult<Vec<Webhook>> {
         let mut tx = self.store.read().await?;
-        Ok(tx.webhooks().list(tenant, window).await?)
+        Ok(tx.webhooks().list(tenant, created, window).await?)
     }
 
     pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<WebhookOut> {
@@ -417,7 +424,8 @@ impl Webhooks {
         w.tx().webhooks().update(&webhook).await?;
         if resumes {
             // Deliveries that waited while it was not ACTIVE go out now (a retry keeps its
-            // time). A job still queued for one of them finds its attempt made and does nothing.
+            // time). One whose job is still queued keeps that job: the attempt's dedupe key
+            // refuses a second, so no attempt is sent twice.
             for delivery in w.tx().webhooks().queued_of(tenant, id).await? {
                 let run_at = delivery.next_retry_at.filter(|at| *at > now).unwrap_or(now);
                 let job = deliver_job(&delivery, delivery.attempts + 1, run_at, self.settings.job_max_attempts);

@@ -398,6 +398,19 @@ async fn a_status_change_emits_one_customer_status_changed_event_with_the_custom
     let events = status_changed_events(&app).await;
     assert_eq!(events.len(), 2);
     assert_eq!(events[0]["data"]["status"], "ACTIVE", "newest first");
+    // "Carried from the originating request; omitted when none": without X-Correlation-Id the
+    // X-Request-Id the caller sent, and without either, none (not an id the service made).
+    assert!(events[0].get("correlationId").is_none(), "{}", events[0]);
+    let by_request_id = app
+        .request(Method::PATCH, "/api/customers/c-1")
+        .header("Idempotency-Key", key())
+        .header("X-Request-Id", "req-77")
+        .json(&json!({ "status": "INACTIVE" }))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(by_request_id.status(), 200);
+    assert_eq!(status_changed_events(&app).await[0]["correlationId"], "req-77");
 }
 
 async fn a_status_change_writes_one_success_audit_record_for_the_caller_and_request(backend: Backend) {

@@ -88,6 +88,7 @@ backends!(
     a_failed_attempt_is_retried_on_the_clock_with_identical_bytes,
     a_client_error_parks_after_two_attempts_and_others_after_eleven,
     twenty_failures_suspend_and_activation_sends_what_waited,
+    activation_sends_each_waiting_attempt_once_whether_its_retry_was_due_or_not,
     deletion_cancels_queued_deliveries,
     replay_is_strict_for_one_event_and_lenient_for_a_filter,
     a_truncated_filtered_replay_continues_from_its_cursor,
@@ -252,6 +253,76 @@ async fn twenty_failures_suspend_and_activation_sends_what_waited(backend: Backe
     let got = receiver.wait_for_path("/s", 22, WAIT).await;
     assert_eq!(got[21].json()["id"], waiting.as_str());
     assert_eq!(deliveries(&app, &waiting).await[0]["status"], "DELIVERED");
+}
+
+/// Twenty events whose first attempts fail (500, retried) suspend the registration; returns
+/// their event ids. Their retries are queued, not yet due on the clock.
+async fn suspend_with_retries_queued(app: &TestApp, receiver: &Receiver, id: &str) -> Vec<String> {
+    receiver.respond("/r", Response::Status(500));
+    let before = receiver.requests_to("/r").len();
+    let mut events = Vec::new();
+    for _ in 0..20 {
+        events.push(status_change(app).await);
+    }
+    receiver.wait_for_path("/r", before + 20, WAIT).await;
+    assert_eq!(registration(app, id).await["status"], "SUSPENDED");
+    events
+}
+
+/// The received requests of each event among `events`, by event id.
+fn received_per_event(receiver: &Receiver, events: &[String]) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for request in receiver.requests_to("/r") {
+        let id = request.json()["id"].as_str().unwrap_or_default().to_owned();
+        if events.contains(&id) {
+            *counts.entry(id).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Setting a SUSPENDED registration ACTIVE queues the attempt of each delivery that waited,
+/// and never a second job beside one still queued: no attempt goes out twice (the spec allows
+/// repeats by retry, timeout and replay only), whether the retries had fallen due while it was
+/// suspended or not.
+async fn activation_sends_each_waiting_attempt_once_whether_its_retry_was_due_or_not(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (id, _) = subscribe(&app, &receiver, "/r").await;
+    let live_jobs = || app.db.count("jobs", "kind = 'webhook.deliver' AND status IN ('queued', 'running')");
+    let activate = async || {
+        let resumed = app.patch(&format!("/api/webhooks/{id}"), &json!({ "status": "ACTIVE" })).await;
+        resumed.expect(200);
+        assert_eq!(resumed.body["status"], "ACTIVE");
+    };
+
+    // Activated before the retries fall due: each delivery keeps the one job it had.
+    let first = suspend_with_retries_queued(&app, &receiver, &id).await;
+    assert_eq!(live_jobs().await, 20, "one retry queued per delivery");
+    receiver.respond("/r", Response::Status(200));
+    activate().await;
+    assert_eq!(live_jobs().await, 20, "no second job beside a queued one");
+    next_round(&app).await;
+    let counts = received_per_event(&receiver, &first);
+    assert!(counts.values().all(|n| *n == 2), "each event twice: its failed attempt and its retry: {counts:?}");
+    assert_eq!(counts.len(), 20);
+    for event_id in &first {
+        let delivery = deliveries(&app, event_id).await.remove(0);
+        assert_eq!((delivery["status"].clone(), delivery["attempts"].clone()), (json!("DELIVERED"), json!(2)));
+    }
+
+    // Suspended again, and the retries fall due while it is: their jobs end without an
+    // attempt, and the activation queues each attempt anew, once.
+    let second = suspend_with_retries_queued(&app, &receiver, &id).await;
+    receiver.respond("/r", Response::Status(200));
+    next_round(&app).await;
+    assert!(received_per_event(&receiver, &second).values().all(|n| *n == 1), "no attempt while SUSPENDED");
+    assert_eq!(live_jobs().await, 0, "a suspended destination's deliveries wait without jobs");
+    activate().await;
+    assert_eq!(live_jobs().await, 20, "the activation queues what waited");
+    next_round(&app).await;
+    let counts = received_per_event(&receiver, &second);
+    assert!(counts.values().all(|n| *n == 2), "{counts:?}");
+    assert_eq!(counts.len(), 20);
 }
 
 async fn deletion_cancels_queued_deliveries(backend: Backend) {

@@ -188,6 +188,29 @@ async fn registration_sends_a_signed_test_delivery_and_never_shows_the_secret_ag
     }
     let foreign = app.get(&format!("/api/webhook-events?limit=1&cursor={cursor}")).await;
     assert_status(&foreign, 400, "another endpoint's cursor");
+    // from and to select by createdAt, half-open; the error table's "from not before to" is 400.
+    let registered_by = app.clock.now();
+    app.clock.advance_millis(1_000);
+    let (before, after) = (registered_by.plus_millis(-3_600_000).to_iso8601(), app.clock.now().to_iso8601());
+    let created = |query: String| {
+        let app = &app;
+        async move {
+            let page = app.get(&format!("/api/webhooks?{query}")).await;
+            page.expect(200);
+            page.body["items"].as_array().expect("items").len()
+        }
+    };
+    assert_eq!(created(format!("to={after}")).await, 2);
+    assert_eq!(created(format!("from={after}")).await, 0, "from is inclusive of later registrations only");
+    assert_eq!(created(format!("from={before}&to={after}")).await, 2);
+    for bad in [
+        format!("/api/webhooks?from={after}&to={before}"),
+        format!("/api/webhooks?from={after}&to={after}"),
+        "/api/webhooks?from=yesterday".to_owned(),
+        format!("/api/webhooks?limit=1&from={before}&cursor={cursor}"),
+    ] {
+        assert_status(&app.get(&bad).await, 400, &bad);
+    }
 
     // Another organisation sees none of it.
     let other = app.new_tenant();
