@@ -213,14 +213,21 @@ pub fn as_overrides(decls: &[tokenops_scripting::ParamDecl], values: &Value) -> 
         .collect()
 }
 
-/// The trigger's own checks: a cron expression and a known time zone; an event type of the
-/// webhook table.
-pub fn check_trigger(trigger: &Trigger) -> AppResult<()> {
+/// The trigger's own checks: a cron expression that fires at some time after `now`, in a
+/// known time zone; an event type of the webhook table.
+pub fn check_trigger(trigger: &Trigger, now: Timestamp) -> AppResult<()> {
     match trigger {
         Trigger::OnDemand => Ok(()),
         Trigger::Scheduled { cron, time_zone } => {
             Schedule::time_zone(time_zone).map_err(|e| Error::invalid_field("timeZone", e))?;
-            Schedule::parse(cron, time_zone).map(|_| ()).map_err(|e| Error::invalid_field("cron", e))
+            let schedule = Schedule::parse(cron, time_zone).map_err(|e| Error::invalid_field("cron", e))?;
+            match schedule.next_after(now) {
+                Some(_) => Ok(()),
+                // "0 0 31 2 *": an automation that could never run.
+                None => {
+                    Err(Error::invalid_field("cron", format!("{cron:?} names no date that exists: it would never run")))
+                }
+            }
         }
         Trigger::Event { event_type } => match EventType::parse(event_type) {
             Some(_) => Ok(()),
@@ -281,7 +288,7 @@ impl Automations {
     /// PUBLISHED, 400 for a trigger or parameter values that do not fit.
     pub async fn create(&self, w: &mut Write, new: NewAutomation) -> AppResult<AutomationOut> {
         let tenant = w.tenant()?;
-        check_trigger(&new.trigger)?;
+        check_trigger(&new.trigger, w.now())?;
         if let Some(name) = &new.name
             && (name.trim().is_empty() || name.chars().count() > 100)
         {

@@ -279,12 +279,27 @@ struct RunState {
     max_memory: isize,
 }
 
+/// The longest log line kept, in bytes: a run's log is stored with its execution and answered
+/// by its history, so a longer line is cut (at a character boundary) and says how much went.
+pub const MAX_LOG_LINE_BYTES: usize = 2_048;
+
+fn clipped(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_LOG_LINE_BYTES {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut end = MAX_LOG_LINE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}… ({} more bytes not kept)", &line[..end], line.len() - end))
+}
+
 impl RunState {
     fn log(&self, line: &str) -> Result<(), Limit> {
         if self.log_lines.fetch_add(1, Ordering::Relaxed) >= self.max_log_lines {
             return Err(Limit::LogLines);
         }
-        self.host.log(line);
+        self.host.log(&clipped(line));
         Ok(())
     }
 

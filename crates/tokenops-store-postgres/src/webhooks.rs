@@ -11,6 +11,9 @@ use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
 use uuid::Uuid;
 
+/// The class of the replay turns' advisory locks: neither the migrations' nor the roles'.
+const REPLAY_LOCK_CLASS: i32 = crate::ADVISORY_LOCK_CLASS + 2;
+
 fn decode(row: &PgRow) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
 }
@@ -115,6 +118,19 @@ impl WebhookStore for PostgresTx {
             codec::decoded,
         )
         .await
+    }
+
+    async fn take_replay_turn(&mut self, tenant: TenantId) -> StoreResult<()> {
+        // A transaction-scoped advisory lock per schema and organisation, in a class of its own.
+        self.execute(
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '') || '/replay/' || $2))",
+            )
+            .bind(REPLAY_LOCK_CLASS)
+            .bind(tenant.as_uuid().to_string()),
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64> {

@@ -124,6 +124,11 @@ impl WebhookStore for SqliteTx {
         )
     }
 
+    async fn take_replay_turn(&mut self, _tenant: TenantId) -> StoreResult<()> {
+        // Write transactions take turns on SQLite already: each holds the one writer.
+        Ok(())
+    }
+
     async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64> {
         let count: i64 = self.scalar(
             "SELECT COUNT(*) FROM webhook_deliveries WHERE tenant_id = ?1 AND generation > 1 AND created_at >= ?2",

@@ -96,6 +96,10 @@ pub trait WebhookStore: Send + TableRows<Delivery> + TableWrites {
     async fn deliveries_of(&mut self, tenant: TenantId, event_ids: &[Uuid]) -> StoreResult<Vec<Delivery>>;
     /// A registration's deliveries in PENDING or RETRY_PENDING, oldest first.
     async fn queued_of(&mut self, tenant: TenantId, webhook_id: Uuid) -> StoreResult<Vec<Delivery>>;
+    /// Waits for the organisation's replays in flight and holds its turn for the rest of the
+    /// transaction: its replays take turns, so each judges the latest generations and counts
+    /// the budget after the one before it committed.
+    async fn take_replay_turn(&mut self, tenant: TenantId) -> StoreResult<()>;
     /// How many replays (deliveries above generation 1) the organisation created at or after
     /// `since`: the replay budget.
     async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64>;

@@ -120,10 +120,13 @@ fn scheme(value: Option<&str>) -> Result<SignatureScheme, Error> {
 async fn list_webhooks(call: TenantCall, params: QueryParams) -> ApiResult<Response> {
     let (from, to) = params.window("from", "to")?;
     let created = WebhookFilter { from, to };
-    let filters = crate::extract::paging::filters_fingerprint(&[
-        ("from", from.map(|t| t.as_micros().to_string())),
-        ("to", to.map(|t| t.as_micros().to_string())),
-    ]);
+    // Without a window the fingerprint is the one of no filters, so cursors issued before the
+    // window existed (or by a node without it) keep working.
+    let window: Vec<(&str, Option<String>)> = [("from", from), ("to", to)]
+        .into_iter()
+        .filter_map(|(name, at)| at.map(|t| (name, Some(t.as_micros().to_string()))))
+        .collect();
+    let filters = crate::extract::paging::filters_fingerprint(&window);
     let request =
         CursorRequest::parse(&params, STRICT_SIZE, &call.state.cursors, ENDPOINT, call.scope.tenant, &filters)?;
     let items = call.state.app.webhooks.list(call.scope.tenant, created, request.window()).await?;

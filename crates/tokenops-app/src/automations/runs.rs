@@ -196,6 +196,17 @@ impl RunAutomation {
     }
 }
 
+/// The Idempotency-Key of a run's submissions: this prefix, the execution, its ordinal.
+const RUN_KEY_PREFIX: &str = "automation-run:";
+
+/// Whether an operation (and so each event about it) was submitted by an automation's run,
+/// by the key the run submitted it under: such events start no EVENT automation, so a run
+/// can never set off a chain of runs (an automation on `transaction.confirmed` that submits
+/// would otherwise trigger itself without end).
+pub(crate) fn submitted_by_a_run(idempotency_key: Option<&str>) -> bool {
+    idempotency_key.is_some_and(|key| key.starts_with(RUN_KEY_PREFIX))
+}
+
 /// Why a run cannot start: a failure to record, or a temporary one to retry.
 pub(crate) enum Halt {
     Fail(String),
@@ -504,7 +515,7 @@ impl RunHost {
             correlation_id: Some(execution_id.to_string()),
             source: AuditSource::Worker,
         };
-        let key = format!("automation-run:{execution_id}:{ordinal}");
+        let key = format!("{RUN_KEY_PREFIX}{execution_id}:{ordinal}");
         let idempotency = IdempotencyRequest {
             key,
             request_hash: crate::write::fingerprint("POST", "/api/transactions", None, request),
@@ -626,7 +637,7 @@ fn stored_operation(stored: &WriteResponse) -> Result<Uuid, String> {
 
 impl Host for RunHost {
     fn balance(&self, account_ref: &str) -> Result<Value, String> {
-        self.allowed(Permission::AccountRead)?;
+        self.allowed(Permission::BalanceRead)?;
         let balance = self.runtime.block_on(self.accounts.balance(self.tenant, account_ref, self.clock.now()));
         Self::json(&balance.map_err(|e| self.failed(&e))?)
     }

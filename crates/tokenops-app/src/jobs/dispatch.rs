@@ -1,7 +1,8 @@
 //! `event.dispatch`: hands one outbox event on to its subscribers: marks it dispatched and, in the
 //! same transaction, fans it out into one delivery per registration subscribed to its type at
 //! that moment (`webhooks::fan_out`), and one run per ACTIVE EVENT automation listening for it
-//! (`automations::runs::queue_run`).
+//! (`automations::runs::queue_run`), unless a run submitted what the event is about (no chains
+//! of runs: `automations::runs::submitted_by_a_run`).
 
 use super::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 use async_trait::async_trait;
@@ -62,6 +63,9 @@ impl JobHandler for DispatchEvent {
             crate::webhooks::fan_out(tx.as_mut(), event, subscribers, now, self.job_max_attempts)
                 .await
                 .map_err(JobError::retry)?;
+            if crate::automations::runs::submitted_by_a_run(event.idempotency_key.as_deref()) {
+                continue;
+            }
             let automations = match listeners.entry((tenant, event.event_type.clone())) {
                 Entry::Occupied(known) => known.into_mut(),
                 Entry::Vacant(slot) => slot.insert(tx.automations().for_event(tenant, &event.event_type).await?),

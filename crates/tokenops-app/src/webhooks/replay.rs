@@ -2,7 +2,8 @@
 //! no attempts, made only when the latest generation to that registration is settled; the
 //! original never changes. The single-event call is strict (anything not replayable fails it),
 //! the filtered call lenient (it lists what it skipped). Both spend the organisation's replay
-//! budget, a rolling hour counted from the stored replays themselves.
+//! budget, a rolling hour counted from the stored replays themselves, and take turns per
+//! organisation (`take_replay_turn`), so neither the budget nor a generation is raced.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -130,6 +131,7 @@ impl Webhooks {
     pub async fn redeliver(&self, w: &mut Write, event_id: Uuid, only: Option<Uuid>) -> AppResult<FilteredReplay> {
         let tenant = w.tenant()?;
         let now = w.now();
+        w.tx().webhooks().take_replay_turn(tenant).await?;
         w.tx()
             .events()
             .get(tenant, event_id)
@@ -186,6 +188,9 @@ impl Webhooks {
     ) -> AppResult<(FilteredReplay, Option<KeysetPosition>)> {
         let tenant = w.tenant()?;
         let now = w.now();
+        // Two filtered calls at once would both pick the same deliveries; in turn, the second
+        // finds the first's replays queued and skips them.
+        w.tx().webhooks().take_replay_turn(tenant).await?;
         let mut replays: Vec<Delivery> = Vec::new();
         let mut skipped = Vec::new();
         let (mut examined, mut queued_events) = (0usize, 0usize);

@@ -87,6 +87,8 @@ async fn an_automation_needs_a_published_script_and_valid_fields(backend: Backen
     let scheduled = |cron: &str, zone: Option<&str>| json!({ "scriptId": draft, "triggerType": "SCHEDULED", "cron": cron, "timeZone": zone, "parameters": [account] });
     refused(&app.post("/api/automations", &scheduled("0 17 * *", Some("UTC"))).await, 400, "five fields");
     refused(&app.post("/api/automations", &scheduled("0 17 * * *", None)).await, 400, "timeZone");
+    // A cron naming no date that exists (February 31st) would never run.
+    refused(&app.post("/api/automations", &scheduled("0 0 31 2 *", Some("UTC"))).await, 400, "never run");
     let unknown_zone = app.post("/api/automations", &scheduled("0 17 * * *", Some("Mars/Base"))).await;
     refused(&unknown_zone, 400, "time zone");
     assert_eq!(unknown_zone.body["details"][0]["field"], "timeZone", "{}", unknown_zone.body);

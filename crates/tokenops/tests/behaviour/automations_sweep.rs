@@ -98,6 +98,7 @@ backends!(
     a_treasury_sweep_runs_on_its_schedule_and_on_demand_and_settles,
     a_run_that_meets_a_store_failure_is_retried_not_failed,
     two_workers_running_one_execution_submit_once_and_record_one_end,
+    an_event_automation_is_not_started_by_what_its_own_runs_submitted,
 );
 
 async fn a_dry_run_answers_the_transfer_a_sweep_would_submit_and_makes_nothing(backend: Backend) {
@@ -189,6 +190,17 @@ async fn a_dry_run_answers_a_scripts_error_and_refuses_as_a_run_does(backend: Ba
     unpermitted.expect(200);
     let error = unpermitted.body["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("HOST_ERROR") && error.contains("transaction:mint"), "{}", unpermitted.body);
+    // A balance read needs balance:read, as GET /api/accounts/{ref}/balances does: account:read
+    // is not enough.
+    let subject = Uuid::now_v7().to_string();
+    let scope = "automation:execute account:read";
+    let claims = app.issuer.claims_with_scope(&app.clock, &subject, Some(app.tenant.id), 3_600, Some(scope));
+    let no_balances = Tenant { id: app.tenant.id, subject, token: app.issuer.sign(&claims) };
+    let reader = id_of(&create(&app, "reader", "balance(\"acc-1\")").await);
+    let unpermitted = app.post_as(&no_balances, &format!("/api/scripts/{reader}/dry-runs"), &json!({})).await;
+    unpermitted.expect(200);
+    let error = unpermitted.body["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("HOST_ERROR") && error.contains("balance:read"), "{}", unpermitted.body);
     // The status codes.
     let sweep = id_of(&create(&app, "sweep", crate::scripts::SWEEP).await);
     let account = value("account", json!("acc-1"), "STRING");
@@ -403,4 +415,40 @@ op.transactionId
     assert_eq!(run["submitted"].as_array().map(Vec::len), Some(1), "{run}");
     let audit = app.get(&format!("/api/audit/events?action=automation.run&resourceId={automation}")).await;
     assert_eq!(audit.body["totalItems"], 1, "one end recorded: {}", audit.body);
+}
+
+/// An EVENT automation on `transaction.confirmed` whose script submits: the confirmation of
+/// what a run submitted starts no run (of it or of any other EVENT automation), so one event
+/// sets off one run, never a chain.
+async fn an_event_automation_is_not_started_by_what_its_own_runs_submitted(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    active_contract(&app, "EUR").await;
+    customer(&app, "treasury").await;
+    active_account(&app, "acc-1", "treasury", "EUR").await;
+    let script = id_of(&create(&app, "echo-minter", MINTER).await);
+    publish(&app, &script).await;
+    let made = app
+        .post(
+            "/api/automations",
+            &json!({ "scriptId": script, "triggerType": "EVENT", "eventType": "transaction.confirmed" }),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let automation = made.body["automationId"].as_str().expect("id").to_owned();
+    let minted = app
+        .post("/api/transactions", &json!({ "txType": "MINT", "assetId": "EUR", "accountRef": "acc-1", "amount": "1" }))
+        .await;
+    minted.expect(202);
+    until_state(&app, minted.body["transactionId"].as_str().expect("id"), "CONFIRMED").await;
+    let run = finished_run(&app, &automation).await;
+    assert_eq!(run["status"], "SUCCEEDED", "{run}");
+    let submitted = run["submitted"][0].as_str().expect("the run's MINT").to_owned();
+    until_state(&app, &submitted, "CONFIRMED").await;
+    for _ in 0..3 {
+        app.clock.advance_millis(1_000);
+        app.drain_jobs().await;
+    }
+    let history = app.get(&format!("/api/automations/{automation}/history")).await;
+    assert_eq!(history.body["totalElements"], 1, "the run's own confirmation started no run: {}", history.body);
+    assert_eq!(mints(&app).await, 2, "the API's MINT and the run's, nothing more");
 }

@@ -92,7 +92,8 @@ backends!(
     deletion_cancels_queued_deliveries,
     replay_is_strict_for_one_event_and_lenient_for_a_filter,
     a_truncated_filtered_replay_continues_from_its_cursor,
-    the_replay_budget_refuses_with_nothing_queued
+    the_replay_budget_refuses_with_nothing_queued,
+    concurrent_replays_take_turns_within_the_budget_and_the_filtered_ones_skip
 );
 
 async fn a_subscribed_event_is_delivered_signed_and_shown_in_the_history(backend: Backend) {
@@ -577,4 +578,49 @@ async fn the_replay_budget_refuses_with_nothing_queued(backend: Backend) {
     let later = redeliver_second().await;
     assert_eq!(later.status, 202, "the same key once the budget has room again: {}", later.body);
     assert_eq!(deliveries(&app, &second).await.len(), 3, "queued now");
+}
+
+/// Replays sent at once take turns per organisation: thirty single replays against a budget of
+/// twenty-five queue twenty-five (the rest 429), and two filtered replays of the same deliveries
+/// both answer 202, the second listing them as skipped (replay rule 2: lenient), never a 409.
+async fn concurrent_replays_take_turns_within_the_budget_and_the_filtered_ones_skip(backend: Backend) {
+    let (app, receiver) = app(backend, &[("TOKENOPS_WEBHOOK_REPLAY_BUDGET", "25")]).await;
+    subscribe(&app, &receiver, "/t").await;
+    let mut events = Vec::new();
+    for _ in 0..30 {
+        events.push(status_change(&app).await);
+    }
+    receiver.wait_for_path("/t", 31, WAIT).await;
+    let answers = futures::future::join_all(events.iter().map(|id| redeliver(&app, id, None))).await;
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 202).count(), 25, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 5, "{statuses:?}");
+    assert_eq!(app.db.count("webhook_deliveries", "generation > 1").await, 25, "the budget holds");
+
+    // Three events to a second registration, replayed by two filtered calls at once.
+    let (second, _) = subscribe(&app, &receiver, "/u").await;
+    for _ in 0..3 {
+        status_change(&app).await;
+    }
+    receiver.wait_for_path("/u", 4, WAIT).await;
+    app.clock.advance_millis(3_600 * 1_000 + 1);
+    app.drain_jobs().await;
+    let filtered = || async {
+        let request = app
+            .request(Method::POST, "/api/webhook-events/redeliver")
+            .header("Idempotency-Key", key())
+            .json(&json!({ "type": "customer.status_changed", "webhookId": second }));
+        Reply::read(request.send().await.expect("redeliver")).await
+    };
+    let (one, two) = futures::future::join(filtered(), filtered()).await;
+    one.expect(202);
+    two.expect(202);
+    let listed = |r: &Reply, part: &str| r.body[part].as_array().map_or(0, Vec::len);
+    let queued = (listed(&one, "queued"), listed(&two, "queued"));
+    assert!(queued == (3, 0) || queued == (0, 3), "one call queues the three: {} / {}", one.body, two.body);
+    let later = if queued.0 == 0 { &one } else { &two };
+    assert_eq!(listed(later, "skipped"), 3, "the other skips them, queued: {}", later.body);
+    assert!(
+        later.body["skipped"].as_array().is_some_and(|s| s.iter().all(|d| d["reason"] == "LATEST_DELIVERY_QUEUED"))
+    );
 }
