@@ -167,10 +167,12 @@ impl Deferred {
         }
         if !jobs.is_empty() {
             parts.push(numbered(
-                "j AS (INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at)
-                       SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, created_at, created_at
-                       FROM UNNEST($#::uuid[], $#::text[], $#::uuid[], $#::jsonb[], $#::bigint[], $#::bigint[], $#::bigint[])
-                            AS j(id, kind, tenant_id, payload, max_attempts, run_at, created_at)
+                "j AS (INSERT INTO jobs (id, kind, tenant_id, payload, status, attempts, max_attempts, run_at, dedupe_key,
+                                         created_at, updated_at)
+                       SELECT id, kind, tenant_id, payload, 'queued', 0, max_attempts, run_at, dedupe_key, created_at, created_at
+                       FROM UNNEST($#::uuid[], $#::text[], $#::uuid[], $#::jsonb[], $#::bigint[], $#::bigint[], $#::text[],
+                                   $#::bigint[])
+                            AS j(id, kind, tenant_id, payload, max_attempts, run_at, dedupe_key, created_at)
                        RETURNING 1)",
                 &mut next,
             ));
@@ -368,6 +370,7 @@ fn bind_jobs(query: PgQuery<'static>, jobs: &[(Uuid, NewJob, Timestamp)]) -> PgQ
         .bind(jobs.iter().map(|(_, job, _)| job.payload.clone()).collect::<Vec<_>>())
         .bind(jobs.iter().map(|(_, job, _)| i64::from(job.max_attempts)).collect::<Vec<_>>())
         .bind(jobs.iter().map(|(_, job, _)| job.run_at.as_micros()).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|(_, job, _)| job.dedupe_key.clone()).collect::<Vec<_>>())
         .bind(jobs.iter().map(|(_, _, now)| now.as_micros()).collect::<Vec<_>>())
 }
 

@@ -94,6 +94,12 @@ impl JobStore for PostgresTx {
         Ok(Some(id))
     }
 
+    async fn enqueue_fresh_key(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<()> {
+        self.hold_back()?.job(new_id(), job, now);
+        self.enqueued = true;
+        Ok(())
+    }
+
     async fn enqueue_all(&mut self, jobs: &[NewJob], now: Timestamp) -> StoreResult<()> {
         for job in jobs {
             self.enqueue(job, now).await?;

@@ -107,6 +107,12 @@ impl QueueStats {
 pub trait JobStore: Send {
     /// Enqueues inside the caller's transaction; `None` when the dedupe key was already held.
     async fn enqueue(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<Option<Uuid>>;
+    /// `enqueue` for a job whose dedupe key no live job can hold (a new delivery's first
+    /// attempt, the attempt after the one running): nothing can refuse it, so a backend may
+    /// hold it back and write it with the transaction's next statement, as a job without a key.
+    async fn enqueue_fresh_key(&mut self, job: &NewJob, now: Timestamp) -> StoreResult<()> {
+        self.enqueue(job, now).await.map(|_| ())
+    }
     /// `enqueue` for several jobs without dedupe keys (a backend may insert them in one
     /// statement).
     async fn enqueue_all(&mut self, jobs: &[NewJob], now: Timestamp) -> StoreResult<()> {

@@ -91,7 +91,7 @@ pub async fn fan_out(
         let delivery = Delivery::new(event.tenant_id, event.id, webhook.id, 1, new_id(), now);
         tx.webhooks().insert_delivery(&delivery).await?;
         if webhook.status.attempts_deliveries() {
-            tx.jobs().enqueue(&deliver_job(&delivery, 1, now, max_attempts), now).await?;
+            tx.jobs().enqueue_fresh_key(&deliver_job(&delivery, 1, now, max_attempts), now).await?;
         }
         made += 1;
     }
@@ -272,7 +272,9 @@ impl JobHandler for DeliverWebhook {
             .await
             .map_err(JobError::retry)?;
         if let Some(at) = retry_at {
-            tx.jobs().enqueue(&deliver_job(&current, number + 1, at, webhooks.settings.job_max_attempts), now).await?;
+            tx.jobs()
+                .enqueue_fresh_key(&deliver_job(&current, number + 1, at, webhooks.settings.job_max_attempts), now)
+                .await?;
         }
         let finished = ctx.finish(tx).await?;
         if mark != FailureMark::None {

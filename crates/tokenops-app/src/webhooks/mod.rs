@@ -401,7 +401,7 @@ impl Webhooks {
         w.tx().events().append(&event).await?;
         let delivery = Delivery::new(webhook.tenant_id, event.id, webhook.id, 1, new_id(), now);
         w.tx().webhooks().insert_delivery(&delivery).await?;
-        w.tx().jobs().enqueue(&deliver_job(&delivery, 1, now, self.settings.job_max_attempts), now).await?;
+        w.tx().jobs().enqueue_fresh_key(&deliver_job(&delivery, 1, now, self.settings.job_max_attempts), now).await?;
         Ok(())
     }
 

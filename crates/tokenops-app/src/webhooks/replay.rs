@@ -122,7 +122,10 @@ impl Webhooks {
                 ))
                 .with_code(Code::DeliveryStillQueued)
             })?;
-            w.tx().jobs().enqueue(&deliver_job(delivery, 1, now, self.settings.job_max_attempts), now).await?;
+            w.tx()
+                .jobs()
+                .enqueue_fresh_key(&deliver_job(delivery, 1, now, self.settings.job_max_attempts), now)
+                .await?;
         }
         Ok(replays.iter().map(DeliveryOut::from).collect())
     }
