@@ -2,7 +2,7 @@
 //! caller's transaction), and reading the event history as integrators see it under webhook
 //! events.
 
-use crate::error::{AppResult, Code, Error};
+use crate::error::{AppResult, Error};
 use crate::jobs::kinds;
 use std::sync::Arc;
 use tokenops_domain::event::{Event, EventFilter};
@@ -45,9 +45,6 @@ impl EventHistory {
 
     pub async fn get(&self, tenant: TenantId, id: Uuid) -> AppResult<Event> {
         let mut tx = self.store.read().await?;
-        tx.events()
-            .get(tenant, id)
-            .await?
-            .ok_or_else(|| Error::not_found(format!("Event {id} not found")).with_code(Code::EventNotFound))
+        tx.events().get(tenant, id).await?.ok_or_else(|| Error::not_found(format!("Event {id} not found")))
     }
 }

@@ -181,7 +181,7 @@ async fn errors_on_webhook_events_use_spaced_timestamps(backend: Backend) {
     assert_error(&app.get("/api/webhook-events?limit=0").await, 400, "VALIDATION_FAILED", Stamp::Spaced);
     assert_error(&app.get("/api/webhook-events/123").await, 400, "VALIDATION_FAILED", Stamp::Spaced);
     let missing = app.get(&format!("/api/webhook-events/{}", Uuid::now_v7())).await;
-    assert_error(&missing, 404, "EVENT_NOT_FOUND", Stamp::Spaced);
+    assert_error(&missing, 404, "NOT_FOUND", Stamp::Spaced);
     let anonymous = get_with_auth(&app, "/api/webhook-events", None).await;
     assert_error(&anonymous, 401, "UNAUTHORIZED", Stamp::Spaced);
     let wrong_method = send(app.request(Method::DELETE, "/api/webhook-events")).await;
