@@ -310,12 +310,13 @@ pub fn check_without_store(s: &Submission, caller: &Caller) -> AppResult<()> {
     Ok(())
 }
 
-/// The lock a RELEASE or CANCEL names: `params.lockId`, a UUID.
+/// The lock a RELEASE or CANCEL names: `params.lockId`, a UUID in the form the API writes
+/// (the lock's transactionId): one lock, one spelling, as for path ids.
 fn lock_id_of(tx_type: TxType, params: &serde_json::Map<String, serde_json::Value>) -> AppResult<Uuid> {
     params
         .get("lockId")
         .and_then(|v| v.as_str())
-        .and_then(|s| Uuid::parse_str(s).ok())
+        .and_then(tokenops_domain::ids::canonical_uuid)
         .ok_or_else(|| invalid("params.lockId", format!("a {} needs the lock's id (a UUID)", tx_type.as_str())))
 }
 

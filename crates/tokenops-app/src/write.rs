@@ -328,7 +328,9 @@ impl Writes {
                 self.clock.now(),
                 AuditOutcome::Failure,
                 response.status,
-                serde_json::json!({ "reason": reason }),
+                // The reason may quote a path value, which may hold a NUL that no JSON column of
+                // PostgreSQL takes: it is kept as U+FFFD, so the refusal is recorded all the same.
+                serde_json::json!({ "reason": reason.replace('\0', "\u{FFFD}") }),
                 claim.as_ref(),
             );
             tx.audit().record(&record).await?;

@@ -21,7 +21,8 @@ pub enum AssetError {
 impl AssetId {
     /// Parses a code; letters are matched case-insensitively (`usd` is `USD`).
     pub fn parse(text: &str) -> Result<AssetId, AssetError> {
-        let code = text.trim().to_ascii_uppercase();
+        // Any case, but nothing around the three letters: " EUR" is not an ISO 4217 code.
+        let code = text.to_ascii_uppercase();
         if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
             return Err(AssetError::Unknown(text.to_owned()));
         }
@@ -146,6 +147,8 @@ mod tests {
         assert_eq!(AssetId::parse("BHD").map(|a| a.minor_unit()), Ok(3));
         assert!(matches!(AssetId::parse("ABC"), Err(AssetError::Unknown(_))));
         assert!(matches!(AssetId::parse("US"), Err(AssetError::Unknown(_))));
+        assert!(matches!(AssetId::parse(" USD"), Err(AssetError::Unknown(_))));
+        assert!(matches!(AssetId::parse("USD\n"), Err(AssetError::Unknown(_))));
         assert!(matches!(AssetId::parse("XAU"), Err(AssetError::NoMinorUnit(_))));
     }
 

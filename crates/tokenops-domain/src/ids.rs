@@ -10,6 +10,12 @@ pub fn new_id() -> Uuid {
     Uuid::now_v7()
 }
 
+/// A UUID as the API writes one, 8-4-4-4-12 hex digits (either case): the braced, `urn:uuid:`
+/// and undashed spellings the parser would also take are refused, so one resource has one id.
+pub fn canonical_uuid(value: &str) -> Option<Uuid> {
+    (value.len() == 36).then(|| Uuid::parse_str(value).ok()).flatten()
+}
+
 /// The organisation (tenant) a request acts for. Store calls that touch tenant data take it first.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]

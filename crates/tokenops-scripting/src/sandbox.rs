@@ -639,7 +639,14 @@ impl Compiler {
 }
 
 fn failed(kind: RunErrorKind, message: String, line: Option<usize>, column: Option<usize>) -> RunOutcome {
-    RunOutcome::Failed { error: RunError { kind, message, line, column } }
+    RunOutcome::Failed { error: RunError { kind, message: storable(message), line, column } }
+}
+
+/// An error message, which may quote the script's own text (`throw "…"`), as it can be stored:
+/// a NUL becomes U+FFFD, since PostgreSQL text holds no NUL and the run's end must be recorded
+/// (log lines, the returned value among them, are kept as JSON, which escapes it).
+fn storable(text: String) -> String {
+    if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text }
 }
 
 /// Names the error by its innermost cause, where the script actually failed.
@@ -694,7 +701,7 @@ fn classify(err: &EvalAltResult, limits: &Limits) -> RunError {
         Some(module) => format!("in \"{module}\": {message}"),
         None => message,
     };
-    RunError { kind, message, line: pos.line(), column: pos.position() }
+    RunError { kind, message: storable(message), line: pos.line(), column: pos.position() }
 }
 
 fn is_host_error(value: &Dynamic) -> bool {

@@ -114,6 +114,21 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self::parse(parts.uri.query().unwrap_or("")))
+        let params = Self::parse(parts.uri.query().unwrap_or(""));
+        for (name, value) in &params.0 {
+            without_nul(name, name)?;
+            without_nul(name, value)?;
+        }
+        Ok(params)
     }
+}
+
+/// A NUL (`%00`) in a query parameter is 400: no stored text holds one, and PostgreSQL refuses
+/// it in a text parameter, which would otherwise surface as a store failure (500). (A path value
+/// is read by its own rule: a reference that cannot be one is 404.)
+pub fn without_nul(name: &str, value: &str) -> Result<(), Error> {
+    if value.contains('\0') {
+        return Err(Error::invalid_field(name, "must not contain NUL (%00) characters"));
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_domain::TenantId;
+use tokenops_domain::ids::canonical_uuid;
 use uuid::Uuid;
 
 use super::auth::{TenantScope, require_own_tenant};
@@ -29,12 +30,6 @@ async fn last_param<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<(Str
 /// A path parameter that must be a UUID (400 naming it otherwise).
 pub fn uuid_param(name: &str, value: &str) -> Result<Uuid, Error> {
     canonical_uuid(value).ok_or_else(|| Error::invalid_field(name, "must be a UUID"))
-}
-
-/// A UUID as the API writes one, 8-4-4-4-12 hex digits (either case): the braced, `urn:uuid:`
-/// and undashed spellings the parser would also take are refused, so one resource has one id.
-pub fn canonical_uuid(value: &str) -> Option<Uuid> {
-    (value.len() == 36).then(|| Uuid::parse_str(value).ok()).flatten()
 }
 
 /// The route's last path parameter, read as a `T`: [`PathId`] or [`PathText`].

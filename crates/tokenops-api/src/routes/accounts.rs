@@ -51,9 +51,10 @@ pub struct AccountIn {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountPatch {
-    /// ACTIVE or INACTIVE.
+    /// ACTIVE or INACTIVE. Any JSON value is read, so that a number or an object is reported
+    /// against settableStatus like any other status that cannot be set.
     #[schema(required = true, value_type = SettableAccountStatus)]
-    pub status: Option<String>,
+    pub status: Option<serde_json::Value>,
 }
 
 /// The statuses a client may set on an account (PENDING and FAILED are the provisioning's).
@@ -121,7 +122,7 @@ async fn change_account_status(call: RequiredKeyWrite<PathText>, body: JsonBody<
         Error::invalid_field("settableStatus", "status must be ACTIVE or INACTIVE")
             .with_extra("settableStatus", serde_json::json!(["ACTIVE", "INACTIVE"]))
     };
-    let status = body.value.status.as_deref().ok_or_else(settable)?;
+    let status = body.value.status.as_ref().and_then(serde_json::Value::as_str).ok_or_else(settable)?;
     let status = AccountStatus::parse(status).filter(|s| AccountStatus::SETTABLE.contains(s)).ok_or_else(settable)?;
     let account_ref = path_ref(&call.path.0)?;
     call.run_about(&CHANGE_STATUS, &body.document, account_ref.to_string(), async |app, w| {

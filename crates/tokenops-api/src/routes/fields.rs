@@ -80,7 +80,16 @@ const EMAIL_MAX: usize = 254;
 /// A required email address: text of at most 254 characters with an `@` and no white space.
 pub fn email(field: &str, value: Option<String>) -> Result<String, Error> {
     let email = text(field, value, EMAIL_MAX)?;
-    if !email.contains('@') || email.chars().any(char::is_whitespace) {
+    // The invitation is mailed here: a text no mail can reach ("ab@", "a@b@c") is refused now
+    // rather than lost in the outbox. Deliberately loose beyond that (any local part, any
+    // domain name, international ones too): the mail server is the judge of the rest.
+    let deliverable = match email.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty() && !domain.contains('@') && !domain.is_empty() && domain.split('.').all(|l| !l.is_empty())
+        }
+        None => false,
+    };
+    if !deliverable || email.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(Error::invalid_field(field, "is not an email address"));
     }
     Ok(email)

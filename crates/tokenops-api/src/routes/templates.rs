@@ -50,6 +50,11 @@ fn template_key(value: Option<String>) -> Result<String, Error> {
     fields::key("key", value, KEY_MAX)
 }
 
+/// A path key that no template can have is simply not found (as for a path reference).
+fn path_key(text: &str) -> Result<String, Error> {
+    template_key(Some(text.to_owned())).map_err(|_| templates::not_found(text))
+}
+
 fn action(value: Option<String>) -> Result<PolicyAction, Error> {
     let text = required("action", value)?;
     PolicyAction::parse(&text).ok_or_else(|| {
@@ -111,7 +116,7 @@ async fn list_templates(call: TenantCall, params: QueryParams) -> ApiResult<Resp
     )
 )]
 async fn get_template(call: TenantCall<PathText>) -> ApiResult<Response> {
-    call.show(async |app, tenant, PathParam(key)| app.templates.get(tenant, &key).await).await
+    call.show(async |app, tenant, PathParam(key)| app.templates.get(tenant, &path_key(&key)?).await).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -204,7 +209,7 @@ pub struct TemplatePatch {
     )
 )]
 async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<TemplatePatch>) -> ApiResult<Response> {
-    let (template_key, value) = (call.path.0.clone(), body.value);
+    let (template_key, value) = (path_key(&call.path.0)?, body.value);
     let (name, description, default_content) = all_fields!(
         name = optional_text("name", value.name, NAME_MAX),
         description = optional_text("description", value.description, DESCRIPTION_MAX),
@@ -236,7 +241,7 @@ async fn update_template(call: OptionalKeyWrite<PathText>, body: JsonBody<Templa
     )
 )]
 async fn deprecate_template(call: OptionalKeyWrite<PathText>) -> ApiResult<Response> {
-    let template_key = call.path.0.clone();
+    let template_key = path_key(&call.path.0)?;
     call.run(&templates::DEPRECATE, &serde_json::Value::Null, async |app, w| {
         Reply::ok(&app.templates.deprecate(w, &template_key).await?)
     })

@@ -184,7 +184,7 @@ fn invitee_fields(
     request_body = InvitationIn,
     responses(
         (status = 200, description = "Invited: the user is INVITED and mailed a temporary password", body = UserOut),
-        (status = 400, description = "email missing, blank, too long (over 254 characters) or without an @, or a name over 100 characters; answered after the role lookup (404) and the permission checks (403). The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
+        (status = 400, description = "email missing, blank, too long (over 254 characters) or no address a mail could reach (one @ between a local part and a domain of non-empty labels, no spaces or control characters), or a name over 100 characters; answered after the role lookup (404) and the permission checks (403). The names may be absent or blank (an empty name)", body = crate::openapi::ErrorBody),
         (status = 403, description = "Invalid tenant id; missing the role's creation permission (super_admin:create, admin:create, user:create); or a custom role grants a permission the caller lacks", body = crate::openapi::ErrorBody),
         crate::openapi::NoRoleOrExternalProvider,
         (status = 409, description = "The email is registered already (in any organisation), or the key is in flight", body = crate::openapi::ErrorBody),

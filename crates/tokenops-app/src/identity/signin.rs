@@ -158,8 +158,9 @@ async fn refuse(
         if let Some(fresh) = w.tx().users().get_for_update(user.tenant_id, user.id).await? {
             let state = app.settings.sign_in_lockout.after_failure(lockout_state(&fresh), w.now());
             user = fresh;
+            // Lockout bookkeeping, not a change of the user: updatedAt stays (an anonymous caller
+            // must not move it, nor the users' order by it).
             set_lockout_state(&mut user, state);
-            user.updated_at = w.now();
             w.tx().users().update(&user).await?;
         }
     }
@@ -246,7 +247,7 @@ pub async fn login(app: &App, request_id: &str, email: &str, password: &str) -> 
     if rehashed.is_some() {
         fresh.password_hash = rehashed;
     }
-    fresh.updated_at = w.now();
+    // As for a refusal: a sign-in changes no field the API shows, so updatedAt stays.
     w.tx().users().update(&fresh).await?;
     let outcome = if fresh.status == UserStatus::Invited {
         let (session, session_hash) = opaque::new_opaque_token();

@@ -249,6 +249,7 @@ impl Users {
         let tenant = w.tenant()?;
         let (mut user, current_role) = self.target(w, tenant, id).await?;
         let before = out(&user, current_role.record.name.clone());
+        let unchanged = (user.role_id, user.status);
         let mut role_name = current_role.record.name.clone();
         if let Some(name) = change.role_name.as_deref() {
             let name = role_name_or_user(Some(name));
@@ -279,8 +280,11 @@ impl Users {
                 }
             };
         }
-        user.updated_at = w.now();
-        w.tx().users().update(&user).await?;
+        // A change to what the user already is (SUSPENDED again) moves nothing, updatedAt neither.
+        if (user.role_id, user.status) != unchanged {
+            user.updated_at = w.now();
+            w.tx().users().update(&user).await?;
+        }
         let after = out(&user, role_name);
         w.set_audit_detail(serde_json::json!({ "before": before, "after": after }));
         Ok(after)

@@ -106,7 +106,7 @@ fn system(key: &str) -> Option<SystemTemplate> {
     system_templates().into_iter().find(|t| t.key == key)
 }
 
-fn not_found(key: &str) -> Error {
+pub fn not_found(key: &str) -> Error {
     Error::not_found(format!("No template with key {key} in scope")).with_code(Code::TemplateNotFound)
 }
 

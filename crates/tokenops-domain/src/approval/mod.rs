@@ -53,11 +53,9 @@ impl ApproverExpr {
         }
         if let Some(id) = text.strip_prefix("user:") {
             // Only the hyphenated form: one spelling per user keeps sets of approvers exact.
-            let valid = id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-            return match Uuid::parse_str(id) {
-                Ok(uuid) if valid => Ok(ApproverExpr::User(uuid)),
-                _ => Err(ApproverExprError::BadUserId(id.to_owned())),
-            };
+            return crate::ids::canonical_uuid(id)
+                .map(ApproverExpr::User)
+                .ok_or_else(|| ApproverExprError::BadUserId(id.to_owned()));
         }
         Err(ApproverExprError::Unknown(text.to_owned()))
     }

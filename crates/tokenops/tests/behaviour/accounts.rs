@@ -299,6 +299,8 @@ async fn contract_registration_with_a_missing_or_invalid_asset_id_is_400(backend
             json!({ "assetId": "USDX" }),
             json!({ "assetId": "ABC" }),
             json!({ "assetId": "U$D" }),
+            json!({ "assetId": " USD" }),
+            json!({ "assetId": "USD\t" }),
             json!({ "assetId": "XAU" }),
             json!({ "assetId": "XAG" }),
             json!({ "assetId": 840 }),
@@ -1158,13 +1160,15 @@ async fn patch_with_a_missing_or_unsettable_status_is_400_against_settable_statu
         json!({ "status": "inactive" }),
         json!({ "status": "" }),
         json!({ "status": 0 }),
+        json!({ "status": ["ACTIVE"] }),
+        json!({ "status": { "value": "ACTIVE" } }),
+        json!({ "status": true }),
     ] {
         let reply = set_account_status_body(&app, "a-1", &body).await;
         assert_refused(&reply, 400, &format!("{body} should be refused"));
-        if body["status"].is_string() || body.get("status").is_none_or(Value::is_null) {
-            assert_eq!(reply.body["details"][0]["field"], "settableStatus", "{body}: {}", reply.body);
-            assert_eq!(reply.body["settableStatus"], json!(["ACTIVE", "INACTIVE"]), "{}", reply.body);
-        }
+        // A status of the wrong JSON type is a status that cannot be set, like any other.
+        assert_eq!(reply.body["details"][0]["field"], "settableStatus", "{body}: {}", reply.body);
+        assert_eq!(reply.body["settableStatus"], json!(["ACTIVE", "INACTIVE"]), "{}", reply.body);
     }
     assert_eq!(account(&app, "a-1").await["status"], "ACTIVE");
     assert!(events(&app, "account.status_changed").await.is_empty());

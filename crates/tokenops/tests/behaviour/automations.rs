@@ -53,6 +53,7 @@ pub async fn finished_run(app: &TestApp, automation: &str) -> Value {
 }
 
 backends!(
+    a_run_whose_error_or_log_holds_a_nul_character_is_recorded_on_every_store,
     an_automation_needs_a_published_script_and_valid_fields,
     automations_are_listed_in_style_a_with_their_filters,
     a_status_change_refuses_the_current_status_and_leaving_deleted,
@@ -389,6 +390,21 @@ async fn a_failing_run_is_recorded_and_repeated_failures_disable_the_automation(
     let disabled = app.get(&format!("/api/automations/{id}")).await;
     assert_eq!(disabled.body["status"], "DISABLED", "after five failures in a row");
     refused(&execute(&app, &id, &json!({})).await, 409, "DISABLED");
+}
+
+async fn a_run_whose_error_or_log_holds_a_nul_character_is_recorded_on_every_store(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // A script may make any text: its run must end in the history however the store keeps text.
+    let (_, thrower) = on_demand(&app, "nul-thrower", "throw \"bad\\x00thing\";", json!([])).await;
+    execute(&app, &thrower, &json!({})).await.expect(202);
+    let run = finished_run(&app, &thrower).await;
+    assert_eq!(run["status"], "FAILED", "{run}");
+    assert!(run["error"].as_str().is_some_and(|e| e.contains("bad\u{FFFD}thing")), "{run}");
+    let (_, logger) = on_demand(&app, "nul-logger", "log(\"a\\x00b\"); \"c\\x00d\"", json!([])).await;
+    execute(&app, &logger, &json!({})).await.expect(202);
+    let run = finished_run(&app, &logger).await;
+    assert_eq!(run["status"], "SUCCEEDED", "{run}");
+    assert_eq!(run["log"], json!(["a\u{0}b", "result: c\u{0}d"]), "{run}");
 }
 
 async fn an_event_automation_runs_once_per_event_of_its_type_with_the_event(backend: Backend) {

@@ -1226,7 +1226,53 @@ async fn text_with_a_nul_character_is_400_on_every_store(backend: Backend) {
     assert_eq!(app.db.count("customers", "").await, 0);
 }
 
+async fn a_nul_character_in_a_query_is_400_and_in_a_path_not_found_on_every_store(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let tenant = app.tenant.id.as_uuid();
+    // Free-text filters and client-chosen references reach the store as text parameters, which
+    // PostgreSQL cannot hold a NUL in: refused up front, never a store failure (500).
+    for path in [
+        "/api/audit/events?query=a%00".to_owned(),
+        "/api/audit/events?action=%00".to_owned(),
+        "/api/audit/events/export?resourceId=%00".to_owned(),
+        "/api/approvals/requests?action=%00".to_owned(),
+        "/api/scripts?name=%00".to_owned(),
+        format!("/api/tenants/{tenant}/users?search=%00"),
+        "/api/customers?status=ACTIVE&x%00=1".to_owned(),
+    ] {
+        let reply = app.get(&path).await;
+        assert_eq!(reply.status, 400, "GET {path}: {}", reply.body);
+        assert!(message(&reply).contains("NUL"), "GET {path}: {}", reply.body);
+    }
+    // A path value is read by its own rule: a reference or key that cannot be one is not found.
+    for path in [
+        "/api/customers/c%00",
+        "/api/accounts/a%00/balances",
+        "/api/accounts/a%00/locks",
+        "/api/contracts/E%00R",
+        "/api/templates/t%00",
+        "/api/auth/client-secrets/x%00",
+    ] {
+        let reply = app.get(path).await;
+        assert_eq!(reply.status, 404, "GET {path}: {}", reply.body);
+    }
+    // Writes too, though a refused write is audited with the path it named.
+    let status = json!({ "status": "INACTIVE" });
+    for (path, body) in [
+        ("/api/customers/c%00", &status),
+        ("/api/accounts/a%00", &status),
+        ("/api/contracts/E%00R", &status),
+        ("/api/templates/t%00", &json!({ "name": "n" })),
+    ] {
+        let reply = app.patch(path, body).await;
+        assert_eq!(reply.status, 404, "PATCH {path}: {}", reply.body);
+    }
+    let reply = app.post("/api/templates/t%00/deprecate", &json!({})).await;
+    assert_eq!(reply.status, 404, "deprecate: {}", reply.body);
+}
+
 backends!(
+    a_nul_character_in_a_query_is_400_and_in_a_path_not_found_on_every_store,
     a_key_given_twice_or_a_number_that_would_be_rounded_is_400_naming_the_field,
     missing_api_version_is_400_naming_supported_versions,
     malformed_api_version_is_400_naming_supported_versions,

@@ -438,8 +438,19 @@ async fn an_invitees_bad_email_is_answered_after_the_role_lookup_and_the_permiss
     }
     refused(&post(&app, &path, &owner, &json!({ "roleName": "Nope" })).await, 404, "Role Nope not found");
     refused(&post(&app, &path, &owner, &json!({ "roleName": "USER" })).await, 400, "email: is required");
-    let bad_email = json!({ "email": "not-an-email", "roleName": "USER" });
-    refused(&post(&app, &path, &owner, &bad_email).await, 400, "email: is not an email address");
+    // No mail could reach these: no domain, two @, an empty label, a control character.
+    for email in [
+        "not-an-email",
+        "ab@",
+        "@bank.example",
+        "a@b@bank.example",
+        "a@bank..example",
+        "a@bank.example.",
+        "a\u{7}@bank.example",
+    ] {
+        let bad_email = json!({ "email": email, "roleName": "USER" });
+        refused(&post(&app, &path, &owner, &bad_email).await, 400, "email: is not an email address");
+    }
     // A name too long waits for the provider too; a role name of any length is only looked up.
     let long_name = json!({ "email": "long@bank.example", "lastName": "n".repeat(101), "roleName": "Nope" });
     refused(&post(&app, &path, &owner, &long_name).await, 404, "Role Nope not found");
@@ -983,8 +994,12 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     // Listed as suspended.
     let listed = get(&app, &format!("{}?status=SUSPENDED", users(&tenant)), &owner).await;
     assert_eq!(column(&listed.body, "id"), std::slice::from_ref(&bob.id));
-    // Suspending again changes nothing and is not an error.
-    patch(&app, &path, &owner, &json!({ "status": "SUSPENDED" })).await.expect(200);
+    // Suspending again changes nothing and is not an error; nor do refused sign-ins move
+    // updatedAt (an anonymous caller must not reorder the users by it).
+    refused(&login(&app, &bob.email, "not the password").await, 401, "Invalid credentials.");
+    let again = patch(&app, &path, &owner, &json!({ "status": "SUSPENDED" })).await;
+    again.expect(200);
+    assert_eq!(again.body["updatedAt"], suspended.body["updatedAt"], "{}", again.body);
 
     // Reactivated: ACTIVE again; they sign in anew (the old refresh token stays revoked).
     let reactivated = patch(&app, &path, &owner, &json!({ "status": "ACTIVE" })).await;

@@ -405,6 +405,8 @@ async fn every_cause_of_a_submission_400_names_its_field(backend: Backend) {
         ("assetId missing", json!({ "txType": "MINT", "accountRef": "a", "amount": "1" }), "assetId"),
         ("assetId not ISO 4217", usd(json!({ "txType": "MINT", "assetId": "ZZZ" })), "assetId"),
         ("assetId of two letters", usd(json!({ "txType": "MINT", "assetId": "US" })), "assetId"),
+        ("assetId with a space before", usd(json!({ "txType": "MINT", "assetId": " USD" })), "assetId"),
+        ("assetId with a newline after", usd(json!({ "txType": "MINT", "assetId": "USD\n" })), "assetId"),
         ("assetId a name", usd(json!({ "txType": "MINT", "assetId": "DOLLAR" })), "assetId"),
         ("assetId without a minor unit", usd(json!({ "txType": "MINT", "assetId": "XAU" })), "assetId"),
         ("assetId without any contract", usd(json!({ "txType": "MINT", "assetId": "EUR" })), "assetId"),
@@ -459,6 +461,9 @@ async fn every_cause_of_a_submission_400_names_its_field(backend: Backend) {
         ("RELEASE without params", json!({ "txType": "RELEASE" }), "params.lockId"),
         ("CANCEL without lockId", json!({ "txType": "CANCEL", "params": {} }), "params.lockId"),
         ("RELEASE with a non-UUID lockId", complete("RELEASE", "not-a-uuid"), "params.lockId"),
+        // One lock, one spelling: the undashed and braced forms of its id are not its id.
+        ("RELEASE with an undashed lockId", complete("RELEASE", &free.replace('-', "")), "params.lockId"),
+        ("CANCEL with a braced lockId", complete("CANCEL", &format!("{{{free}}}")), "params.lockId"),
         ("CANCEL with a numeric lockId", json!({ "txType": "CANCEL", "params": { "lockId": 42 } }), "params.lockId"),
         (
             "RELEASE with assetId",
