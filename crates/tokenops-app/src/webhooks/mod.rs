@@ -151,9 +151,14 @@ pub struct DeliveryOut {
     pub attempts: u32,
     /// `yyyy-MM-dd HH:mm:ss.SSS` UTC, as every timestamp here.
     pub created_at: String,
+    /// While RETRY_PENDING: when the next attempt goes.
     pub next_retry_at: Option<String>,
+    /// The last failed attempt's class: set from the first failure on (while RETRY_PENDING
+    /// too, so an operator sees why it retries), final once PARKED; null when none failed.
     pub failure_class: Option<tokenops_domain::webhook::FailureClass>,
+    /// The last failed attempt's reason, as failureClass.
     pub failure_reason: Option<String>,
+    /// When it was PARKED.
     pub parked_at: Option<String>,
     /// When the last attempt was made; null before the first.
     pub last_attempt_at: Option<String>,
