@@ -13,7 +13,7 @@
 //!    → SETTLING with `txHash` and `operation.track`.
 //! 3. `operation.track`: the receipt → CONFIRMED with `blockNumber` (positions, locks and
 //!    `transaction.confirmed` move with it), or FAILED `CHAIN_FAILED` with the decoded revert
-//!    as `reasonCode` and a break.
+//!    as `reasonCode` and a break; a ledger that cannot be reached is waited for (SETTLING).
 //!
 //! States only move forward (`OperationState::may_become`); a job that finds its operation
 //! elsewhere than it expects does nothing.

@@ -16,6 +16,9 @@ use crate::jobs::{BatchContext, BatchFinished, JobError, JobHandler, kinds};
 
 pub struct Track(pub Arc<Pipeline>);
 
+/// How often a sent transaction's receipt is asked for while the ledger cannot be reached.
+const OUTAGE_POLL_MS: i64 = 5_000;
+
 #[async_trait]
 impl JobHandler for Track {
     fn kind(&self) -> &'static str {
@@ -43,12 +46,27 @@ impl JobHandler for Track {
             }
         }
         let hashes: Vec<_> = tracked.iter().map(|(_, _, hash)| *hash).collect();
-        let receipts =
-            if hashes.is_empty() { Vec::new() } else { p.ledger.receipts(&hashes).await.map_err(JobError::retry)? };
         let now = ctx.clock().now();
+        let mut done = idle;
+        // A transaction that was sent may be included whenever the ledger comes back: while the
+        // ledger cannot be asked, its operation waits SETTLING (polled at `OUTAGE_POLL_MS`, in
+        // fresh jobs, so no retry budget runs out): a FAILED operation must have moved no value.
+        let mut waiting = Vec::new();
+        let receipts = if hashes.is_empty() {
+            Vec::new()
+        } else {
+            match p.ledger.receipts(&hashes).await {
+                Ok(receipts) => receipts,
+                Err(e) if e.is_temporary() => {
+                    tracing::warn!(error = %e, operations = tracked.len(), "the ledger cannot be asked for receipts; polling on");
+                    waiting.extend(tracked.drain(..).map(|(job, operation, _)| (job, operation)));
+                    Vec::new()
+                }
+                Err(e) => return Err(JobError::retry(e)),
+            }
+        };
         let mut outcomes = Vec::with_capacity(tracked.len());
         let mut superseded = Vec::new();
-        let mut done = idle;
         for ((job, operation, _), receipt) in tracked.into_iter().zip(receipts) {
             if receipt == ReceiptStatus::Unknown {
                 // Dropped or never received: the same signed bytes again, never a new signature,
@@ -60,6 +78,10 @@ impl JobHandler for Track {
                             Err(LedgerError::Superseded { reason }) => {
                                 superseded.push((job.clone(), operation, signed.hash, reason));
                                 done.push(job);
+                                continue;
+                            }
+                            Err(e) if e.is_temporary() => {
+                                waiting.push((job, operation));
                                 continue;
                             }
                             Err(e) => Err(JobError::retry(e)),
@@ -89,6 +111,13 @@ impl JobHandler for Track {
                 next_jobs.push(p.job_after(job, kinds::OPERATION_SETTLE, o.tenant_id, o.id, now));
             }
         }
+        for (job, operation) in waiting {
+            let poll_at = now.plus_millis(OUTAGE_POLL_MS.max(p.settings.receipt_poll_ms));
+            let mut poll = p.job(kinds::OPERATION_TRACK, operation.tenant_id, operation.id, poll_at);
+            poll.payload = crate::trace::stamp_with(poll.payload, crate::trace::of_job(&job));
+            next_jobs.push(poll);
+            done.push(job);
+        }
         let mut positions = PositionDeltas::default();
         for (job, operation, receipt) in outcomes {
             match receipt {
@@ -117,9 +146,10 @@ impl JobHandler for Track {
         ctx.finish(tx, done, rest, failed).await
     }
 
-    /// Receipts that could not be followed to the end (the ledger unreachable for the whole
-    /// retry schedule, or the confirmation failing to commit) leave the operation FAILED
-    /// `RETRY_EXHAUSTED` with a break naming its txHash: its ledger outcome must be verified.
+    /// Receipts that could not be followed to the end (the store failing to commit the outcome
+    /// for the whole retry schedule, or a ledger answering what it never should) leave the
+    /// operation FAILED `RETRY_EXHAUSTED` with a break naming its txHash: its ledger outcome must
+    /// be verified. (A ledger that cannot be reached is waited for, above.)
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
         let Ok((tenant, id)) = target(job) else { return Ok(()) };
         let row = tx.operations().get_for_update(tenant, id).await?;

@@ -1748,6 +1748,95 @@ async fn on_anvil_transfers_reverts_and_locks_settle() {
     assert_eq!(breaks(&app, "?reason=BALANCE_MISMATCH").await.body["totalElements"], 0);
 }
 
+/// The node cannot be reached after an operation's transaction was sent: its outcome is not
+/// known, so the operation waits SETTLING past every retry budget (a FAILED operation must have
+/// moved no value) and is CONFIRMED, once, when the node answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_anvil_a_sent_transaction_outlives_an_outage_of_the_node() {
+    let anvil = Anvil::start().await;
+    let path = CuttablePath::to(&anvil.url).await;
+    let mut settings = anvil.ledger_settings();
+    settings.insert("TOKENOPS_EVM_RPC_URL".to_owned(), path.url.clone());
+    settings.insert("TOKENOPS_JOB_MAX_ATTEMPTS".to_owned(), "3".to_owned());
+    let app = TestApp::spawn_with(Backend::Sqlite, settings).await;
+    setup(&app).await;
+    submit(&app, mint("a", "100")).await;
+    settle_within(&app, Duration::from_secs(60)).await;
+
+    let sent = id_of(&submit(&app, transfer("a", "b", "10")).await);
+    // Evaluated, signed and sent; its first receipt poll is not due on the test's clock yet.
+    app.drain_jobs().await;
+    let settling = get_operation(&app, &sent).await;
+    assert_eq!(settling["state"], "SETTLING", "{settling}");
+    assert!(settling["txHash"].is_string(), "{settling}");
+
+    path.cut();
+    // Far past three attempts' backoff: the operation keeps waiting for the node.
+    for _ in 0..40 {
+        app.clock.advance_millis(30_000);
+        app.drain_jobs().await;
+    }
+    let waiting = get_operation(&app, &sent).await;
+    assert_eq!(waiting["state"], "SETTLING", "an unknown outcome is not a failure: {waiting}");
+    assert!(waiting.get("failureCode").is_none(), "{waiting}");
+    assert_eq!(breaks(&app, "?reason=RETRY_EXHAUSTED").await.body["totalElements"], 0);
+
+    path.restore();
+    settle_within(&app, Duration::from_secs(60)).await;
+    let confirmed = get_operation(&app, &sent).await;
+    assert_eq!(confirmed["state"], "CONFIRMED", "{confirmed}");
+    assert_eq!(confirmed["txHash"], settling["txHash"], "the transaction sent before the outage");
+    assert_eq!(events_about(&app, "transaction.confirmed", &sent).await.len(), 1);
+    assert!(events_about(&app, "transaction.failed", &sent).await.is_empty());
+    let balance = app.get("/api/accounts/b/balances").await;
+    assert_eq!(balance.body["total"], "10.00", "moved once: {}", balance.body);
+}
+
+/// A TCP path to a node that a test can cut (every connection through it dropped, new ones
+/// closed at once) and restore, as a network failure between the service and its ledger.
+struct CuttablePath {
+    url: String,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl CuttablePath {
+    async fn to(node_url: &str) -> CuttablePath {
+        let target = node_url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (is_cut, connections) = (cut.clone(), open.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if is_cut.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let target = target.clone();
+                let relay = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                connections.lock().expect("lock").push(relay);
+            }
+        });
+        CuttablePath { url, cut, open }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for relay in self.open.lock().expect("lock").drain(..) {
+            relay.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The node goes away before an operation is sent: settlement retries, then gives up with
 /// RETRY_EXHAUSTED and a break; nothing reached the ledger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
