@@ -110,7 +110,9 @@ impl EvmConfig {
 pub struct EvmLedger {
     provider: RootProvider,
     config: EvmConfig,
-    chain_id: u64,
+    /// Read from the node at connection, or at the first signature when the node did not
+    /// answer then: the service starts (and serves reads) while its node is away.
+    chain_id: tokio::sync::OnceCell<u64>,
     issuer: Address,
     issuer_custody: Arc<dyn Custody>,
     nonces: Nonces,
@@ -204,7 +206,7 @@ impl std::fmt::Debug for EvmLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EvmLedger")
             .field("url", &self.config.url)
-            .field("chain_id", &self.chain_id)
+            .field("chain_id", &self.chain_id.get())
             .field("issuer", &self.issuer)
             .finish_non_exhaustive()
     }
@@ -255,8 +257,17 @@ impl EvmLedger {
             .build()
             .map_err(|e| LedgerError::final_(format!("HTTP client: {e}")))?;
         let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
-        let chain_id = provider.get_chain_id().await.map_err(|e| temporary("eth_chainId", e))?;
-        tracing::info!(url = config.url, chain_id, "connected to the EVM node");
+        let chain_id = match provider.get_chain_id().await {
+            Ok(chain_id) => {
+                tracing::info!(url = config.url, chain_id, "connected to the EVM node");
+                tokio::sync::OnceCell::new_with(Some(chain_id))
+            }
+            Err(e) => {
+                // Operations wait (temporary failures) until it answers; everything else runs.
+                tracing::warn!(url = config.url, error = %e, "the EVM node does not answer yet; starting without it");
+                tokio::sync::OnceCell::new()
+            }
+        };
         Ok(Self {
             provider,
             config,
@@ -292,8 +303,10 @@ impl EvmLedger {
         }
     }
 
-    pub fn chain_id(&self) -> u64 {
-        self.chain_id
+    /// The node's chain id, asked for once it answers.
+    pub async fn chain_id(&self) -> Result<u64, LedgerError> {
+        let ask = || async { self.provider.get_chain_id().await.map_err(|e| temporary("eth_chainId", e)) };
+        self.chain_id.get_or_try_init(ask).await.copied()
     }
 
     async fn fees(&self) -> Result<Fees, LedgerError> {
@@ -357,7 +370,7 @@ impl EvmLedger {
                 slot.fill(pending, waiting)
             }
         };
-        let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to, input, gas_limit, fees };
+        let unsigned = UnsignedTransaction { chain_id: self.chain_id().await?, nonce, to, input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
         slot.take(nonce);
         Ok(signed)
@@ -659,7 +672,8 @@ impl Ledger for EvmLedger {
         if self.pending_count(sender).await? != nonce {
             return Ok(None);
         }
-        let unsigned = UnsignedTransaction { chain_id: self.chain_id, nonce, to: Some(token), input, gas_limit, fees };
+        let unsigned =
+            UnsignedTransaction { chain_id: self.chain_id().await?, nonce, to: Some(token), input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
         // Sent under the slot's lock: a signature of the wallet that read the node's count
         // before the filler is in its pool would take the same nonce. (`send` itself may

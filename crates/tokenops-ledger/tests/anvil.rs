@@ -87,10 +87,25 @@ async fn anvil_conformance() {
     let started = Instant::now();
     let Setup { anvil, _fixture, custody, issuer, config } = Setup::start().await;
     let ledger = EvmLedger::connect(config, issuer, custody.clone()).await.expect("connect to anvil");
-    assert_eq!(ledger.chain_id(), 31_337, "anvil's chain id, read from the node");
+    assert_eq!(ledger.chain_id().await.expect("chain id"), 31_337, "anvil's chain id, read from the node");
     let network = AnvilNetwork { anvil, ledger: Arc::new(ledger), custody };
     suite::run(&network).await;
     eprintln!("anvil conformance suite: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// A node that does not answer when the service starts does not stop it: the ledger connects,
+/// and what needs the node (its chain id, a signature) is a temporary failure until it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_away_at_connection_is_waited_for() {
+    let setup = Setup::start().await;
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address");
+    let mut away = setup.config.clone();
+    away.url = format!("http://{nobody}");
+    let ledger =
+        EvmLedger::connect(away, setup.issuer, setup.custody.clone()).await.expect("connects without the node");
+    let error = ledger.chain_id().await.expect_err("no node to ask");
+    assert!(error.is_temporary(), "{error}");
+    assert_eq!(setup.connect().await.chain_id().await.expect("chain id"), 31_337);
 }
 
 /// Two nodes on one store, both signing for the issuer: only the holder of the wallet's signing

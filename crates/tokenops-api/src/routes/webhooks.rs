@@ -21,7 +21,7 @@ use crate::error::ApiResult;
 use crate::extract::paging::{CursorRequest, PageD, STRICT_SIZE};
 use crate::extract::{JsonBody, PathId, PathParam, QueryParams, TenantCall, TenantScope};
 use crate::openapi::path_params;
-use crate::write::{self, OptionalKeyWrite, Reply, RequiredKeyWrite, Written};
+use crate::write::{self, Reply, RequiredKeyWrite, Written};
 
 const ENDPOINT: &str = "GET /api/webhooks";
 
@@ -260,15 +260,15 @@ async fn update_webhook(call: RequiredKeyWrite<PathId>, body: JsonBody<WebhookPa
 /// again (a new id and secret). Its delivery history stays.
 #[utoipa::path(
     delete, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.delete",
-    params(path_params::WebhookId, crate::openapi::OptionalIdempotencyKey),
+    params(path_params::WebhookId, crate::openapi::RequiredIdempotencyKey),
     responses(
         (status = 204, description = "Deleted"),
-        crate::openapi::NotAUuid<path_params::WebhookId>,
+        crate::openapi::NotAUuidOrNoKey<path_params::WebhookId>,
         crate::openapi::NoSuchRegistration,
         crate::openapi::KeyConflicts,
     )
 )]
-async fn delete_webhook(call: OptionalKeyWrite<PathId>) -> ApiResult<Response> {
+async fn delete_webhook(call: RequiredKeyWrite<PathId>) -> ApiResult<Response> {
     let id = call.path.0;
     call.run_no_content(&webhooks::DELETE, async |app, w| app.webhooks.delete(w, id).await).await
 }

@@ -146,6 +146,39 @@ async fn serve_with(name: &str, settings: &[(&str, &str)]) -> (tokenops_testkit:
     (tokenops_testkit::ServiceProcess::start(BINARY, &env).await, dir)
 }
 
+/// A service restarted while its EVM node is away starts all the same: it answers (organisation
+/// reads, submissions) and `/readyz` names the ledger as failing until the node answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_starts_while_its_evm_node_is_away_and_says_so_in_readyz() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port");
+    let node = format!("http://{nobody}");
+    let dir = std::env::temp_dir().join(format!("tokenops-evm-away-{}", uuid::Uuid::now_v7().simple()));
+    let env = std::collections::BTreeMap::from([
+        ("TOKENOPS_DATA_DIR".to_owned(), dir.join("data").display().to_string()),
+        ("TOKENOPS_LEDGER".to_owned(), "evm".to_owned()),
+        ("TOKENOPS_EVM_RPC_URL".to_owned(), node),
+    ]);
+    tokenops_identity::install_crypto_provider();
+    let mut service = tokenops_testkit::ServiceProcess::spawn(BINARY, &env, None);
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let readyz = loop {
+        assert!(service.exited_within(Duration::from_millis(1)).await.is_none(), "tokenops exited");
+        if let Ok(reply) = client.get(format!("{}/readyz", service.base_url)).send().await {
+            break reply;
+        }
+        assert!(Instant::now() < deadline, "no /readyz within 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(readyz.status(), 503);
+    let body: serde_json::Value = readyz.json().await.expect("json");
+    assert!(body["failing"].as_array().is_some_and(|f| f.iter().any(|c| c == "ledger")), "{body}");
+    let healthz = client.get(format!("{}/healthz", service.base_url)).send().await.expect("healthz");
+    assert_eq!(healthz.status(), 200);
+    drop(service);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// At SIGTERM the service says it is going (`/readyz` 503 within a second, naming the
 /// shutdown) while it still answers for `TOKENOPS_SHUTDOWN_DRAIN_MS`, then exits cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -391,7 +391,9 @@ async fn survive(scenario: Scenario) {
             offenders.join("\n  ")
         ));
     }
-    // What the store holds under the keys: no refusal other than those expected above.
+    // What the store holds under the keys: no refusal at all. The only refusals expected (the
+    // completions of failed LOCKs, above) are 400s, which free their key for a corrected
+    // request and so are not stored; any other stored refusal is one the outage caused.
     let stored_refusals = cluster
         .strings(
             "SELECT idempotency_key || ' ' || CAST(response_status AS TEXT) || ' ' || COALESCE(response_body, '') \
@@ -399,8 +401,9 @@ async fn survive(scenario: Scenario) {
         )
         .await;
     check!(
-        stored_refusals.len() == refused_completions,
-        "{} refusals are stored under keys, {refused_completions} of them expected (completions of failed LOCKs):\n  {}",
+        stored_refusals.is_empty(),
+        "{} refusals are stored under keys, none expected ({refused_completions} completions of failed LOCKs \
+         were refused 400, which binds no key):\n  {}",
         stored_refusals.len(),
         stored_refusals.join("\n  ")
     );

@@ -333,8 +333,14 @@ async fn deletion_cancels_queued_deliveries(backend: Backend) {
     let event_id = status_change(&app).await;
     receiver.wait_for_path("/x", 2, WAIT).await;
     assert_eq!(deliveries(&app, &event_id).await[0]["status"], "RETRY_PENDING");
-    let deleted =
-        Reply::read(app.request(Method::DELETE, &format!("/api/webhooks/{id}")).send().await.expect("delete")).await;
+    let deleted = Reply::read(
+        app.request(Method::DELETE, &format!("/api/webhooks/{id}"))
+            .header("Idempotency-Key", Uuid::now_v7().to_string())
+            .send()
+            .await
+            .expect("delete"),
+    )
+    .await;
     deleted.expect(204);
     let cancelled = deliveries(&app, &event_id).await.remove(0);
     assert_eq!(cancelled["status"], "CANCELLED");

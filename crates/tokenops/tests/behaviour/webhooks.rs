@@ -354,10 +354,13 @@ async fn changes_deletion_and_their_refusals(backend: Backend) {
     assert_status(&write(&app, Method::PATCH, &unknown, &json!({ "status": "ACTIVE" })).await, 404, "PATCH unknown");
     assert_status(&app.post(&format!("{unknown}/test"), &json!({})).await, 404, "test unknown");
     assert_status(&app.post(&format!("{unknown}/secret/rotate"), &json!({})).await, 404, "rotate unknown");
-    assert_status(&unkeyed(&app, Method::DELETE, &unknown, None).await, 404, "DELETE unknown");
+    assert_status(&write(&app, Method::DELETE, &unknown, &Value::Null).await, 404, "DELETE unknown");
     assert_status(&app.get("/api/webhooks/not-a-uuid").await, 400, "a path id that is not a UUID");
 
-    let deleted = unkeyed(&app, Method::DELETE, &path, None).await;
+    // A webhook write like the others (the spec's common rule): the key is required.
+    assert_status(&unkeyed(&app, Method::DELETE, &path, None).await, 400, "DELETE without key");
+    app.get(&path).await.expect(200);
+    let deleted = write(&app, Method::DELETE, &path, &Value::Null).await;
     deleted.expect(204);
     assert_status(&app.get(&path).await, 404, "gone");
     // The URL is free again: a new id and a new secret.
