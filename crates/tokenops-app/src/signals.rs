@@ -86,6 +86,7 @@ pub fn webhook_attempted(outcome: &'static str, seconds: f64) {
 pub fn ledger_send_failed(error: &LedgerError) {
     let kind = match error {
         LedgerError::Temporary { .. } => "temporary",
+        LedgerError::Unreachable { .. } => "unreachable",
         LedgerError::Final { .. } => "final",
         LedgerError::Superseded { .. } => "superseded",
         LedgerError::Elsewhere { .. } => "elsewhere",

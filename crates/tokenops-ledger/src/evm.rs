@@ -215,9 +215,14 @@ impl std::fmt::Debug for EvmLedger {
 type TransportError = RpcError<TransportErrorKind>;
 
 /// No usable answer from the node: temporary. A JSON-RPC error answer to a read is temporary
-/// too (a node that is syncing, or behind a load balancer, answers errors that pass).
+/// too (a node that is syncing, or behind a load balancer, answers errors that pass); no answer
+/// at all (no connection, a timeout) is the node unreachable.
 fn temporary(what: &str, error: TransportError) -> LedgerError {
-    LedgerError::temporary(format!("{what}: {error}"))
+    let reason = format!("{what}: {error}");
+    match &error {
+        RpcError::Transport(kind) if kind.as_http_error().is_none() => LedgerError::Unreachable { reason },
+        _ => LedgerError::temporary(reason),
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -263,7 +268,7 @@ impl EvmLedger {
                 tokio::sync::OnceCell::new_with(Some(chain_id))
             }
             Err(e) => {
-                // Operations wait (temporary failures) until it answers; everything else runs.
+                // What needs the node fails temporarily until it answers; everything else runs.
                 tracing::warn!(url = config.url, error = %e, "the EVM node does not answer yet; starting without it");
                 tokio::sync::OnceCell::new()
             }
@@ -358,6 +363,8 @@ impl EvmLedger {
         }
         let gas_limit = self.gas_limit(sender, to, &input, fallback_gas).await?;
         let fees = self.fees().await?;
+        // Before the wallet's nonce lock: the first read after the node was away may take long.
+        let chain_id = self.chain_id().await?;
         let mut slot = self.nonces.lock(sender).await;
         self.lease(sender, &mut slot).await?;
         let nonce = match slot.next() {
@@ -370,7 +377,7 @@ impl EvmLedger {
                 slot.fill(pending, waiting)
             }
         };
-        let unsigned = UnsignedTransaction { chain_id: self.chain_id().await?, nonce, to, input, gas_limit, fees };
+        let unsigned = UnsignedTransaction { chain_id, nonce, to, input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
         slot.take(nonce);
         Ok(signed)
@@ -662,6 +669,7 @@ impl Ledger for EvmLedger {
         let input = contract::calldata(&LedgerCall::Transfer { from: sender, to: sender, amount: U256::ZERO });
         let gas_limit = self.gas_limit(sender, Some(token), &input, self.config.fallback_gas_limit).await?;
         let fees = self.fees().await?;
+        let chain_id = self.chain_id().await?;
         let Some(mut claim) = self.nonces.claim_gap(sender, nonce, grace).await else { return Ok(None) };
         // Another node signs for the wallet: it may be handing the nonce out right now.
         match self.lease(sender, claim.slot()).await {
@@ -672,8 +680,7 @@ impl Ledger for EvmLedger {
         if self.pending_count(sender).await? != nonce {
             return Ok(None);
         }
-        let unsigned =
-            UnsignedTransaction { chain_id: self.chain_id().await?, nonce, to: Some(token), input, gas_limit, fees };
+        let unsigned = UnsignedTransaction { chain_id, nonce, to: Some(token), input, gas_limit, fees };
         let signed = transaction::sign(unsigned, sender, custody).await?;
         // Sent under the slot's lock: a signature of the wallet that read the node's count
         // before the filler is in its pool would take the same nonce. (`send` itself may

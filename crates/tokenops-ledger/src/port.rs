@@ -121,6 +121,11 @@ pub enum LedgerError {
     /// failed): retry, with the same signed bytes if there are some.
     #[error("ledger temporarily unavailable: {reason}")]
     Temporary { reason: String },
+    /// No answer at all from the node (no connection, or none in time): nothing can be learnt
+    /// of the ledger until it answers, so a sent transaction's fate is unknown, not failed.
+    /// Temporary, like [`LedgerError::Temporary`].
+    #[error("ledger unreachable: {reason}")]
+    Unreachable { reason: String },
     /// The request is invalid and will stay so (an unknown token, a malformed or wrongly signed
     /// transaction, a failed deployment).
     #[error("ledger refused: {reason}")]
@@ -164,7 +169,7 @@ impl LedgerError {
     /// signed for the wallet.
     pub fn is_temporary(&self) -> bool {
         match self {
-            LedgerError::Temporary { .. } | LedgerError::Elsewhere { .. } => true,
+            LedgerError::Temporary { .. } | LedgerError::Unreachable { .. } | LedgerError::Elsewhere { .. } => true,
             LedgerError::Final { .. } | LedgerError::Superseded { .. } => false,
             LedgerError::Signing(error) => !error.is_refusal(),
         }

@@ -289,8 +289,9 @@ async fn open_ledger(
                 .await
                 .with_context(|| format!("connecting to the EVM node at {}", redact_url(&url)))?
                 .with_signing_leases(store.clone());
-            // A node away at start does not stop the service (reads and submissions go on;
-            // settlement waits for it): the issuer's gas is then funded at its first deployment.
+            // A node away at start does not stop the service: reads and submissions go on, and
+            // what needs the node retries as in any outage (ARCHITECTURE.md, settlement); the
+            // issuer's gas is then funded at its first deployment.
             match ledger.register_wallet(issuer).await {
                 Err(e) if e.is_temporary() => {
                     tracing::warn!(error = %e, "the issuer wallet could not be prepared on the EVM node yet")

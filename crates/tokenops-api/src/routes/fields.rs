@@ -77,7 +77,8 @@ pub const PERSON_NAME_MAX: usize = 100;
 /// The longest email address this service takes (the SMTP path limit).
 const EMAIL_MAX: usize = 254;
 
-/// A required email address: text of at most 254 characters with an `@` and no white space.
+/// A required email address: text of at most 254 characters, one `@` between a local part and
+/// a domain of non-empty labels, no white space or control characters.
 pub fn email(field: &str, value: Option<String>) -> Result<String, Error> {
     let email = text(field, value, EMAIL_MAX)?;
     // The invitation is mailed here: a text no mail can reach ("ab@", "a@b@c") is refused now

@@ -50,9 +50,10 @@ fn template_key(value: Option<String>) -> Result<String, Error> {
     fields::key("key", value, KEY_MAX)
 }
 
-/// A path key that no template can have is simply not found (as for a path reference).
+/// A path key that no template can have is simply not found (as for a path reference), and so
+/// is one in another spelling than the key's (` k` is not `k`).
 fn path_key(text: &str) -> Result<String, Error> {
-    template_key(Some(text.to_owned())).map_err(|_| templates::not_found(text))
+    template_key(Some(text.to_owned())).ok().filter(|key| key == text).ok_or_else(|| templates::not_found(text))
 }
 
 fn action(value: Option<String>) -> Result<PolicyAction, Error> {

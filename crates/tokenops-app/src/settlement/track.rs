@@ -49,15 +49,18 @@ impl JobHandler for Track {
         let now = ctx.clock().now();
         let mut done = idle;
         // A transaction that was sent may be included whenever the ledger comes back: while the
-        // ledger cannot be asked, its operation waits SETTLING (polled at `OUTAGE_POLL_MS`, in
-        // fresh jobs, so no retry budget runs out): a FAILED operation must have moved no value.
+        // ledger gives no answer at all, its operation waits SETTLING (polled at
+        // `OUTAGE_POLL_MS`, in fresh jobs, so no retry budget runs out) rather than be reported
+        // FAILED with an outcome nobody knows. Answers that are errors keep the retry budget.
         let mut waiting = Vec::new();
         let receipts = if hashes.is_empty() {
             Vec::new()
         } else {
             match p.ledger.receipts(&hashes).await {
                 Ok(receipts) => receipts,
-                Err(e) if e.is_temporary() => {
+                // No answer at all: every hash is alike unknown, so the whole batch waits. An
+                // error answer (perhaps about one hash) is retried job by job, within budget.
+                Err(e @ LedgerError::Unreachable { .. }) => {
                     tracing::warn!(error = %e, operations = tracked.len(), "the ledger cannot be asked for receipts; polling on");
                     waiting.extend(tracked.drain(..).map(|(job, operation, _)| (job, operation)));
                     Vec::new()
@@ -80,7 +83,7 @@ impl JobHandler for Track {
                                 done.push(job);
                                 continue;
                             }
-                            Err(e) if e.is_temporary() => {
+                            Err(LedgerError::Unreachable { .. }) => {
                                 waiting.push((job, operation));
                                 continue;
                             }
@@ -146,10 +149,10 @@ impl JobHandler for Track {
         ctx.finish(tx, done, rest, failed).await
     }
 
-    /// Receipts that could not be followed to the end (the store failing to commit the outcome
-    /// for the whole retry schedule, or a ledger answering what it never should) leave the
-    /// operation FAILED `RETRY_EXHAUSTED` with a break naming its txHash: its ledger outcome must
-    /// be verified. (A ledger that cannot be reached is waited for, above.)
+    /// Receipts that could not be followed to the end (the ledger answering errors, or the
+    /// store failing to commit the outcome, for the whole retry schedule) leave the operation
+    /// FAILED `RETRY_EXHAUSTED` with a break naming its txHash: its ledger outcome must be
+    /// verified. (A ledger that gives no answer at all is waited for, above.)
     async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
         let Ok((tenant, id)) = target(job) else { return Ok(()) };
         let row = tx.operations().get_for_update(tenant, id).await?;

@@ -1251,12 +1251,13 @@ async fn a_nul_character_in_a_query_is_400_and_in_a_path_not_found_on_every_stor
         "/api/accounts/a%00/locks",
         "/api/contracts/E%00R",
         "/api/templates/t%00",
+        "/api/templates/%20system.transfer.approval",
         "/api/auth/client-secrets/x%00",
     ] {
         let reply = app.get(path).await;
         assert_eq!(reply.status, 404, "GET {path}: {}", reply.body);
     }
-    // Writes too, though a refused write is audited with the path it named.
+    // Writes too (those whose refusal comes after admission are audited, the NUL kept as U+FFFD).
     let status = json!({ "status": "INACTIVE" });
     for (path, body) in [
         ("/api/customers/c%00", &status),

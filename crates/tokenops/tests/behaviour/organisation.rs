@@ -1007,6 +1007,9 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     assert_eq!(reactivated.body["status"], "ACTIVE");
     let signed_in = login(&app, &bob.email, NEW_PASSWORD).await;
     signed_in.expect(200);
+    // A sign-in changes nothing the API shows of the user: updatedAt stays.
+    let read = get(&app, &path, &owner).await;
+    assert_eq!(read.body["updatedAt"], reactivated.body["updatedAt"], "{}", read.body);
     let fresh = signed_in.body["accessToken"].as_str().expect("access token");
     get(&app, "/api/customers", fresh).await.expect(200);
     let refresh =
