@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use tokenops_domain::clock::Clock;
 use tokenops_testkit::Tenant;
 use tokenops_testkit::webhook_receiver::{ALLOW_CIDRS, ReceivedRequest, Receiver, Response};
 use tokenops_testkit::{Backend, Reply, TestApp, backends};
@@ -441,9 +442,20 @@ async fn under_chaos_every_delivery_settles_by_the_rules(backend: Backend) {
             break items;
         }
         assert!(Instant::now() < deadline, "not settled within 150 s (seed {seed}): {}", page.body);
-        // Past any retry (12 s cap, +20 %) and any attempt put back for a slot. A slow run
-        // moves the manual clock past the access token's hour, so the token follows it.
-        app.clock.advance_millis(15_000);
+        // To the next retry that is due (at most 15 s: past any retry, 12 s cap + 20 %), and at
+        // least 2 s (past any attempt put back for a slot), never leaping far beyond what is
+        // waiting: a slow run must not move the manual clock past the jobs' one-hour lease,
+        // whose real-time heartbeat is far slower than the manual clock. A slow run may still
+        // pass the access token's hour, so the token follows the clock.
+        let now = app.clock.now();
+        let next_retry = items
+            .iter()
+            .flat_map(|e| e["deliveries"].as_array().cloned().unwrap_or_default())
+            .filter_map(|d| d["nextRetryAt"].as_str().map(|t| format!("{}Z", t.replace(' ', "T"))))
+            .filter_map(|t| tokenops_domain::Timestamp::parse_iso8601(&t).ok())
+            .filter(|due| *due > now)
+            .min();
+        app.clock.advance_millis(next_retry.map_or(2_000, |due| now.millis_until(due) + 1).clamp(2_000, 15_000));
         refresh_token(&mut app);
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
