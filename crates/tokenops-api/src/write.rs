@@ -302,11 +302,9 @@ impl<'a> WriteRequest<'a> {
     }
 
     /// Names the resource the write is about, when the request names it (for the audit record).
-    /// A path may name what no resource can be (`%00` in it): the record keeps it with U+FFFD
-    /// for the NUL, which no store's text can hold, so the refusal is recorded as any other.
+    /// A path may name what no resource can be (`%00` in it): kept as the record can hold it.
     pub fn about(mut self, resource_id: impl Into<String>) -> Self {
-        let id: String = resource_id.into();
-        self.resource_id = Some(if id.contains('\0') { id.replace('\0', "\u{FFFD}") } else { id });
+        self.resource_id = Some(tokenops_domain::audit::storable_text(resource_id.into()));
         self
     }
 

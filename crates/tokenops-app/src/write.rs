@@ -328,9 +328,8 @@ impl Writes {
                 self.clock.now(),
                 AuditOutcome::Failure,
                 response.status,
-                // The reason may quote a path value, which may hold a NUL that no JSON column of
-                // PostgreSQL takes: it is kept as U+FFFD, so the refusal is recorded all the same.
-                serde_json::json!({ "reason": reason.replace('\0', "\u{FFFD}") }),
+                // The reason may quote a path value holding a NUL.
+                serde_json::json!({ "reason": tokenops_domain::audit::storable_text(reason.to_owned()) }),
                 claim.as_ref(),
             );
             tx.audit().record(&record).await?;

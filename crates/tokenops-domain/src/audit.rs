@@ -78,3 +78,10 @@ pub struct AuditFilter {
     /// Case-insensitive prefix match on the identifier fields.
     pub query: Option<String>,
 }
+
+/// A text of the caller's making (a path value, an error quoting it) as an audit record can
+/// hold it: a NUL becomes U+FFFD, since PostgreSQL keeps none in text or JSON, and a refusal
+/// must be recorded whatever the request named.
+pub fn storable_text(text: String) -> String {
+    if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text }
+}

@@ -644,7 +644,8 @@ fn failed(kind: RunErrorKind, message: String, line: Option<usize>, column: Opti
 
 /// An error message, which may quote the script's own text (`throw "…"`), as it can be stored:
 /// a NUL becomes U+FFFD, since PostgreSQL text holds no NUL and the run's end must be recorded
-/// (log lines, the returned value among them, are kept as JSON, which escapes it).
+/// (log lines, the returned value among them, are kept as JSON, which escapes it). The same
+/// rule as `tokenops_domain::audit::storable_text`, which this crate does not depend on.
 fn storable(text: String) -> String {
     if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text }
 }

@@ -1270,6 +1270,10 @@ async fn a_nul_character_in_a_query_is_400_and_in_a_path_not_found_on_every_stor
     }
     let reply = app.post("/api/templates/t%00/deprecate", &json!({})).await;
     assert_eq!(reply.status, 404, "deprecate: {}", reply.body);
+    // The contract's refusal came after admission: audited, the NUL kept as U+FFFD.
+    let audited = app.get("/api/audit/events?resourceId=E%EF%BF%BDR").await;
+    assert_eq!(audited.body["totalItems"], 1, "{}", audited.body);
+    assert_eq!(audited.body["data"][0]["outcome"], "FAILURE", "{}", audited.body);
 }
 
 backends!(

@@ -336,6 +336,11 @@ async fn only_the_operator_creates_organisations_and_emails_are_unique(backend: 
         (json!({ "owner": { "email": "a@b.example", "firstName": "A", "lastName": "B" } }), "name"),
         (json!({ "name": "N" }), "owner"),
         (json!({ "name": "N", "owner": { "email": "nope", "firstName": "A", "lastName": "B" } }), "owner.email"),
+        (json!({ "name": "N", "owner": { "email": "ab@", "firstName": "A", "lastName": "B" } }), "owner.email"),
+        (
+            json!({ "name": "N", "owner": { "email": "a@b@c.example", "firstName": "A", "lastName": "B" } }),
+            "owner.email",
+        ),
         (
             json!({ "name": "N", "owner": { "email": "a@b.example", "firstName": " ", "lastName": "B" } }),
             "owner.firstName",
