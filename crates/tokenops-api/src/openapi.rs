@@ -29,7 +29,10 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         crate::routes::idp::token,
         crate::routes::idp::discovery,
         crate::routes::idp::jwks,
-        crate::routes::webhooks::jwks
+        crate::routes::webhooks::jwks,
+        crate::routes::operations::liveness,
+        crate::routes::operations::readiness,
+        crate::routes::operations::metrics
     ),
     components(schemas(ErrorBody)),
     tags(
@@ -49,6 +52,7 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         (name = "organisation", description = "Organisations and their users"),
         (name = "webhook-events", description = "The event history with every delivery, and replay"),
         (name = "webhooks", description = "Webhook registrations: signed deliveries of the organisation's events over HTTPS"),
+        (name = "operations", description = "For operators: liveness, readiness and metrics; no token, no API-Version"),
     )
 )]
 pub struct ApiDoc;

@@ -14,7 +14,7 @@ use crate::ApiState;
 pub fn router(document: utoipa::openapi::OpenApi) -> Router<Arc<ApiState>> {
     let json = Arc::new(document.to_pretty_json().unwrap_or_else(|_| "{}".into()));
     Router::new()
-        .route("/healthz", get(|| async { axum::Json(serde_json::json!({ "status": "ok" })) }))
+        .route("/healthz", get(liveness))
         .route("/readyz", get(readiness))
         .route("/metrics", get(metrics))
         .route(
@@ -27,6 +27,43 @@ pub fn router(document: utoipa::openapi::OpenApi) -> Router<Arc<ApiState>> {
         .route("/docs", get(|| async { Html(REFERENCE_PAGE) }))
 }
 
+/// The liveness body: `{"status": "ok"}` while the process serves HTTP.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct Liveness {
+    #[schema(example = "ok")]
+    status: String,
+}
+
+/// The readiness body. Ready: `{status: "ready", store, ledgerBlock}`; not ready (503):
+/// `{status: "unavailable" | "shutting_down", store, failing, message}`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct Readiness {
+    /// `ready`, `unavailable` or `shutting_down`.
+    status: String,
+    /// The store in use: `sqlite` or `postgres`.
+    store: String,
+    /// The ledger's latest block, when ready.
+    #[schema(rename = "ledgerBlock")]
+    ledger_block: Option<u64>,
+    /// When not ready: each failing part, of `shutdown`, `store`, `ledger`.
+    failing: Option<Vec<String>>,
+    /// When not ready: why, part by part.
+    message: Option<String>,
+}
+
+/// Liveness: the process serves HTTP. It checks nothing else, so that an orchestrator restarts
+/// only a process that no longer answers.
+#[utoipa::path(
+    get, path = "/healthz", tag = "operations", operation_id = "operations.liveness",
+    security(()),
+    responses((status = 200, description = "The process answers", body = Liveness))
+)]
+pub(crate) async fn liveness() -> Response {
+    axum::Json(serde_json::json!({ "status": "ok" })).into_response()
+}
+
 /// How long readiness waits for the store and for the ledger: a probe must be answered before
 /// its own timeout, and a dependency that takes longer than this to answer is not serving
 /// requests either.
@@ -35,7 +72,15 @@ const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2)
 /// Ready when the service is not shutting down, its store answers `SELECT 1` and its ledger its
 /// latest block, all checked at once. Otherwise 503 naming each failing part in `failing` and why
 /// in `message`.
-async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
+#[utoipa::path(
+    get, path = "/readyz", tag = "operations", operation_id = "operations.readiness",
+    security(()),
+    responses(
+        (status = 200, description = "Ready: not shutting down, the store answers and the ledger its latest block (each within 2 s)", body = Readiness),
+        (status = 503, description = "Not ready: `failing` names each part (shutdown, store, ledger) and `message` says why; requests may still be answered (a node outage leaves the API serving)", body = Readiness),
+    )
+)]
+pub(crate) async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
     let app = &state.app;
     let store = app.store.backend().as_str();
     let bounded = |what: &'static str| format!("{what}: no answer within {} ms", READINESS_TIMEOUT.as_millis());
@@ -89,7 +134,13 @@ async fn readiness(State(state): State<Arc<ApiState>>) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }
 
-async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
+/// Prometheus metrics of the service: requests, jobs, approvals, settlement and the ledger.
+#[utoipa::path(
+    get, path = "/metrics", tag = "operations", operation_id = "operations.metrics",
+    security(()),
+    responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String, content_type = "text/plain"))
+)]
+pub(crate) async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
     match state.app.signals().await {
         Ok(signals) => crate::metrics::record_signals(&signals),
         Err(e) => tracing::warn!(error = %e, "metrics: could not read the job queue and approvals from the store"),

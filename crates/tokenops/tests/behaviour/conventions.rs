@@ -986,6 +986,26 @@ async fn openapi_describes_the_deployment_the_headers_and_the_key_sets(backend: 
     }
     let jwk = &doc["components"]["schemas"]["Jwk"]["properties"];
     assert!(jwk["use"].is_object() && jwk["kid"].is_object(), "{jwk}");
+
+    // The operators' endpoints are described too, without token or API-Version, with what they
+    // answer.
+    for (path, operation_id, answer) in [
+        ("/healthz", "operations.liveness", "application/json"),
+        ("/readyz", "operations.readiness", "application/json"),
+        ("/metrics", "operations.metrics", "text/plain"),
+    ] {
+        let get = &doc["paths"][path]["get"];
+        assert_eq!(get["operationId"], operation_id, "{path}: {get}");
+        assert_eq!(get["security"], json!([{}]), "{path} takes no token");
+        assert!(get["parameters"].is_null(), "{path}: {get}");
+        assert!(get["responses"]["200"]["content"][answer].is_object(), "{path}: {get}");
+        let served = app.raw(Method::GET, path).send().await.expect(path);
+        assert_eq!(served.status(), 200, "{path}");
+        let content_type = served.headers()["content-type"].to_str().expect("content type").to_owned();
+        assert!(content_type.starts_with(answer), "{path}: {content_type}");
+    }
+    let readiness = &doc["paths"]["/readyz"]["get"]["responses"];
+    assert!(readiness["503"].is_object(), "{readiness}");
 }
 
 async fn openapi_operations_declare_api_version_and_their_security(backend: Backend) {
