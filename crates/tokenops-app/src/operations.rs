@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use tokenops_domain::account::{Account, AccountRef, AccountStatus};
 use tokenops_domain::asset::{Amount, AssetId, format_minor_units};
+use tokenops_domain::contract::ContractStatus;
 use tokenops_domain::operation::{
     Break, BreakFilter, BreakReason, Counterparty, FailureCode, Lock, LockStatus, NewOperation, Operation,
     OperationFilter, OperationState, TxType,
@@ -442,12 +443,12 @@ impl Operations {
         if let Some(other) = lock.completed_by {
             return Err(invalid("params.lockId", format!("lock {lock_id} is already being completed by {other}")));
         }
-        // Past its expiry the ledger refuses to pay the hold out (it would fail CHAIN_FAILED
-        // after the 202); a CANCEL still returns it to its owner, as the expiry sweep would. The
-        // ledger holds the expiry in whole seconds, rounded down.
+        // Past its expiry the hold is not paid out (the ledger keeps it to the next whole
+        // second, then refuses: CHAIN_FAILED after the 202); a CANCEL still returns it to its
+        // owner, as the expiry sweep would.
         if let Some(expires_at) = lock.expires_at
             && tx_type == TxType::Release
-            && Timestamp::from_micros(expires_at.as_micros().div_euclid(1_000_000) * 1_000_000) <= w.now()
+            && expires_at <= w.now()
         {
             return Err(invalid(
                 "params.lockId",
@@ -455,6 +456,15 @@ impl Operations {
                     "lock {lock_id} expired at {}: it cannot be released, it returns to its owner",
                     expires_at.to_iso8601()
                 ),
+            ));
+        }
+        // The asset's contract must be ACTIVE, as for every other submission: a switched-off
+        // contract would only fail the completion UNPROCESSABLE after the 202.
+        let contract = w.tx().contracts().get(tenant, lock.asset_id).await?;
+        if contract.is_none_or(|c| c.status != ContractStatus::Active) {
+            return Err(invalid(
+                "params.lockId",
+                format!("lock {lock_id} holds {}, which has no ACTIVE contract", lock.asset_id.code()),
             ));
         }
         lock.completed_by = Some(by);

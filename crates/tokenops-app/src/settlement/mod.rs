@@ -322,8 +322,7 @@ impl Pipeline {
                     id: hold_id(operation.id),
                     payee: counterparty,
                     amount,
-                    expires_at: lock_expiry(operation, now)?
-                        .map(|t| u64::try_from(t.as_micros() / 1_000_000).unwrap_or(0)),
+                    expires_at: lock_expiry(operation, now)?.map(ledger_seconds),
                 },
                 TxType::Release => {
                     LedgerCall::ExecuteHold { actor: owner, id: hold_id(operation.lock_id.unwrap_or(operation.id)) }
@@ -335,6 +334,13 @@ impl Pipeline {
         })();
         Ok(call.map(|call| (token, call)))
     }
+}
+
+/// An expiry in the ledger's whole seconds, rounded up: the hold then lives at least until the
+/// instant the client gave (rounded down, a hold expiring within the block's second would revert
+/// `HoldExpired` at once, and a RELEASE would fail up to a second before `expiresAt`).
+fn ledger_seconds(at: Timestamp) -> u64 {
+    u64::try_from(at.as_micros()).map_or(0, |micros| micros.div_ceil(1_000_000))
 }
 
 /// A LOCK's `params.expiresAt`: absent, or an ISO 8601 instant after `now`.

@@ -1229,28 +1229,83 @@ async fn concurrent_completions_of_one_lock_accept_exactly_one(backend: Backend)
     }
 }
 
-async fn a_release_is_refused_from_the_whole_second_the_ledger_expires_the_hold(backend: Backend) {
+async fn a_lock_holds_until_its_expiry_to_the_millisecond(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     setup(&app).await;
     funded(&app, "a", "100").await;
-    // An expiry half a second past a whole second, far enough ahead that settling never reaches
-    // it; the ledger holds it in whole seconds, rounded down.
+    // The ledger keeps an expiry in whole seconds. A LOCK expiring within the second its block
+    // is made in (0.9 s ahead) still holds, and a RELEASE sent before expiresAt pays out.
     let second = (app.clock.now().as_micros() / 1_000_000 + 120) * 1_000_000;
-    let expires_at = Timestamp::from_micros(second + 500_000);
+    app.clock.set(Timestamp::from_micros(second));
+    let expires_at = Timestamp::from_micros(second + 900_000);
     let lock_id = id_of(&submit(&app, lock("a", Some("b"), "10", Some(json!(expires_at.to_iso8601())))).await);
-    settle(&app).await;
+    let held = settled_before(&app, &lock_id, Timestamp::from_micros(second + 500_000)).await;
+    assert_eq!(held["state"], "CONFIRMED", "{held}");
     assert_eq!(app.get(&format!("/api/locks/{lock_id}")).await.body["status"], "ACTIVE");
-    // Within that second, before expiresAt itself, the ledger would already refuse to pay it
-    // out: the RELEASE is refused here.
-    app.clock.set(Timestamp::from_micros(second + 200_000));
+    let release = id_of(&submit(&app, complete("RELEASE", &lock_id)).await);
+    let paid = settled_before(&app, &release, Timestamp::from_micros(second + 1_000_000)).await;
+    assert_eq!(paid["state"], "CONFIRMED", "{paid}");
+    assert_eq!(app.get(&format!("/api/locks/{lock_id}")).await.body["status"], "RELEASED");
+    assert_eq!(amounts(&app, "b").await, triple("10.00", "10.00", "0.00"));
+
+    // From expiresAt on, to the millisecond, a RELEASE is refused and a CANCEL returns the
+    // hold to its owner.
+    let next = second + 10_000_000;
+    app.clock.set(Timestamp::from_micros(next));
+    let expires_at = Timestamp::from_micros(next + 900_000);
+    let lock_id = id_of(&submit(&app, lock("a", Some("b"), "10", Some(json!(expires_at.to_iso8601())))).await);
+    settled_before(&app, &lock_id, Timestamp::from_micros(next + 500_000)).await;
+    assert_eq!(app.get(&format!("/api/locks/{lock_id}")).await.body["status"], "ACTIVE");
+    app.clock.set(expires_at);
     let refused = app.post("/api/transactions", &complete("RELEASE", &lock_id)).await;
-    assert_invalid(&refused, "params.lockId", "a RELEASE in the expiry's second");
+    assert_invalid(&refused, "params.lockId", "a RELEASE at the expiry");
     assert!(refused.body["message"].as_str().is_some_and(|m| m.contains("expired at")), "{}", refused.body);
-    // A CANCEL returns it to its owner.
     let cancel = id_of(&submit(&app, complete("CANCEL", &lock_id)).await);
     settle(&app).await;
     assert_eq!(get_operation(&app, &cancel).await["state"], "CONFIRMED");
     assert_eq!(app.get(&format!("/api/locks/{lock_id}")).await.body["status"], "CANCELLED");
+    assert_eq!(amounts(&app, "a").await, triple("90.00", "90.00", "0.00"));
+}
+
+/// Settles the operation moving the clock 10 ms a step, never to `until` (`settle` moves it
+/// 250 ms a step, faster than blocks come), so that its block's timestamp is before `until`.
+async fn settled_before(app: &TestApp, id: &str, until: Timestamp) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        app.drain_jobs().await;
+        let operation = get_operation(app, id).await;
+        if ["CONFIRMED", "FAILED"].contains(&operation["state"].as_str().unwrap_or_default()) {
+            return operation;
+        }
+        assert!(Instant::now() < deadline, "not settled: {operation}");
+        if app.clock.now().plus_millis(10) < until {
+            app.clock.advance_millis(10);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A RELEASE or CANCEL names no asset, but its lock's asset needs an ACTIVE contract like any
+/// other submission: 400 at once, the lock left free.
+async fn completing_a_lock_of_a_switched_off_contract_is_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    let lock_id = id_of(&submit(&app, lock("a", Some("b"), "10", None)).await);
+    settle(&app).await;
+    app.patch("/api/contracts/USD", &json!({ "status": "INACTIVE" })).await.expect(200);
+    for tx_type in ["RELEASE", "CANCEL"] {
+        let refused = app.post("/api/transactions", &complete(tx_type, &lock_id)).await;
+        assert_invalid(&refused, "params.lockId", "a completion of a lock whose contract is INACTIVE");
+        assert!(refused.body["message"].as_str().is_some_and(|m| m.contains("no ACTIVE contract")), "{}", refused.body);
+    }
+    app.patch("/api/contracts/USD", &json!({ "status": "ACTIVE" })).await.expect(200);
+    let lock = app.get(&format!("/api/locks/{lock_id}")).await;
+    assert!(lock.body.get("completedBy").is_none(), "{}", lock.body);
+    let release = id_of(&submit(&app, complete("RELEASE", &lock_id)).await);
+    settle(&app).await;
+    assert_eq!(get_operation(&app, &release).await["state"], "CONFIRMED");
+    assert_eq!(amounts(&app, "b").await, triple("10.00", "10.00", "0.00"));
 }
 
 async fn an_expired_lock_returns_to_its_owner(backend: Backend) {
@@ -1676,7 +1731,8 @@ backends!(
     locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled,
     concurrent_completions_of_one_lock_accept_exactly_one,
     an_expired_lock_returns_to_its_owner,
-    a_release_is_refused_from_the_whole_second_the_ledger_expires_the_hold,
+    a_lock_holds_until_its_expiry_to_the_millisecond,
+    completing_a_lock_of_a_switched_off_contract_is_refused,
     transactions_are_listed_newest_first_with_filters_in_style_a,
     transactions_are_walked_by_cursor_in_style_d_without_gaps,
     get_by_id_is_400_for_a_non_uuid_and_404_for_an_unknown_or_foreign_operation,
