@@ -1010,6 +1010,11 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     // A sign-in changes nothing the API shows of the user: updatedAt stays.
     let read = get(&app, &path, &owner).await;
     assert_eq!(read.body["updatedAt"], reactivated.body["updatedAt"], "{}", read.body);
+    // Nor does a PATCH naming the role the user has (in another case).
+    let role = read.body["role"].as_str().expect("a role").to_lowercase();
+    let same_role = patch(&app, &path, &owner, &json!({ "roleName": role })).await;
+    same_role.expect(200);
+    assert_eq!(same_role.body["updatedAt"], reactivated.body["updatedAt"], "{}", same_role.body);
     let fresh = signed_in.body["accessToken"].as_str().expect("access token");
     get(&app, "/api/customers", fresh).await.expect(200);
     let refresh =
@@ -1018,7 +1023,8 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
 
     let updates = audit_records(&app, &owner, "user.update").await;
     let about_bob = updates.iter().filter(|r| r["resourceId"] == bob.id.as_str() && r["outcome"] == "SUCCESS").count();
-    assert_eq!(about_bob, 3, "{updates:?}");
+    // Suspend, suspend again, reactivate and the same role: each a recorded write.
+    assert_eq!(about_bob, 4, "{updates:?}");
 }
 
 async fn an_invited_user_is_not_set_active_and_reactivation_returns_them_to_invited(backend: Backend) {
