@@ -1285,6 +1285,28 @@ async fn settled_before(app: &TestApp, id: &str, until: Timestamp) -> Value {
     }
 }
 
+/// The LOCK committed the funds while both accounts were ACTIVE: its completion goes ahead when
+/// either has been set INACTIVE since (the payee is paid, the owner refunded).
+async fn a_lock_is_completed_whatever_its_accounts_became(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    setup(&app).await;
+    funded(&app, "a", "100").await;
+    let paid_out = id_of(&submit(&app, lock("a", Some("b"), "10", None)).await);
+    let refunded = id_of(&submit(&app, lock("a", Some("b"), "20", None)).await);
+    settle(&app).await;
+    app.patch("/api/accounts/b", &json!({ "status": "INACTIVE" })).await.expect(200);
+    let release = id_of(&submit(&app, complete("RELEASE", &paid_out)).await);
+    app.patch("/api/accounts/a", &json!({ "status": "INACTIVE" })).await.expect(200);
+    let cancel = id_of(&submit(&app, complete("CANCEL", &refunded)).await);
+    settle(&app).await;
+    for id in [&release, &cancel] {
+        let done = get_operation(&app, id).await;
+        assert_eq!(done["state"], "CONFIRMED", "{done}");
+    }
+    assert_eq!(amounts(&app, "a").await, triple("90.00", "90.00", "0.00"));
+    assert_eq!(amounts(&app, "b").await, triple("10.00", "10.00", "0.00"));
+}
+
 /// A RELEASE or CANCEL names no asset, but its lock's asset needs an ACTIVE contract like any
 /// other submission: 400 at once, the lock left free.
 async fn completing_a_lock_of_a_switched_off_contract_is_refused(backend: Backend) {
@@ -1733,6 +1755,7 @@ backends!(
     an_expired_lock_returns_to_its_owner,
     a_lock_holds_until_its_expiry_to_the_millisecond,
     completing_a_lock_of_a_switched_off_contract_is_refused,
+    a_lock_is_completed_whatever_its_accounts_became,
     transactions_are_listed_newest_first_with_filters_in_style_a,
     transactions_are_walked_by_cursor_in_style_d_without_gaps,
     get_by_id_is_400_for_a_non_uuid_and_404_for_an_unknown_or_foreign_operation,
