@@ -239,9 +239,7 @@ async fn a_template_change_bumps_its_version_and_leaves_policies_alone(backend: 
 
     assert_invalid(&app.patch("/api/templates/payments", &json!({"name": " "})).await, "name");
     assert_invalid(&app.patch("/api/templates/payments", &json!({"defaultContent": [1]})).await, "defaultContent");
-    let nothing = app.patch("/api/templates/payments", &json!({})).await;
-    nothing.expect(400);
-    assert_eq!(nothing.body["code"], "VALIDATION_FAILED");
+    assert_invalid(&app.patch("/api/templates/payments", &json!({})).await, "body");
 
     // 404: no template with the key in scope (a SYSTEM template is the platform's; another
     // organisation's is not in scope).
