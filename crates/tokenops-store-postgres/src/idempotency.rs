@@ -8,6 +8,10 @@ use tokenops_store::rows::{self, IDEMPOTENCY_COLUMNS};
 use tokenops_store::{IdempotencyRecord, IdempotencyScope, IdempotencyStore, StoreError, StoreResult, StoredResponse};
 use uuid::Uuid;
 
+/// The class of the keys' advisory locks: neither the migrations', the roles' nor the replay
+/// turns'.
+const KEY_LOCK_CLASS: i32 = crate::ADVISORY_LOCK_CLASS + 3;
+
 #[async_trait]
 impl IdempotencyStore for PostgresTx {
     async fn get(&mut self, scope: &IdempotencyScope) -> StoreResult<Option<IdempotencyRecord>> {
@@ -32,9 +36,14 @@ impl IdempotencyStore for PostgresTx {
     ) -> StoreResult<()> {
         // ON CONFLICT keeps the transaction usable when the key exists (a unique violation would
         // abort it), so the caller can read the existing record in the same transaction.
+        // Every claimant first tries the key's transaction-scoped advisory lock: while another
+        // transaction holds it (its request still running), nothing is inserted and the
+        // caller's read finds no committed record: the 409 of a key in flight, at once, rather
+        // than waiting on the other transaction's uncommitted row until it ends.
         self.insert_new(sqlx::query(
             "INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, request_hash, state, lease_token, lease_until, created_at)
-             VALUES ($1, $2, $3, $4, 'IN_FLIGHT', $5, $6, $7)
+             SELECT $1, $2, $3, $4, 'IN_FLIGHT', $5, $6, $7
+             WHERE pg_try_advisory_xact_lock($8, hashtext(concat_ws('/', current_schema(), $1::text, $2, $3)))
              ON CONFLICT DO NOTHING",
         )
         .bind(codec::tenant_key(scope.tenant))
@@ -43,7 +52,8 @@ impl IdempotencyStore for PostgresTx {
         .bind(request_hash)
         .bind(token)
         .bind(lease_until.as_micros())
-        .bind(now.as_micros()), "idempotency key").await
+        .bind(now.as_micros())
+        .bind(KEY_LOCK_CLASS), "idempotency key").await
     }
 
     async fn complete(

@@ -247,6 +247,29 @@ impl TestDb {
         }
     }
 
+    /// Locks `table` of this PostgreSQL schema against every other transaction, reads included,
+    /// on a connection of its own, until [`HeldTable::release`]: a request that reaches the
+    /// table waits there, still running.
+    pub async fn hold_table(&self, table: &str) -> HeldTable {
+        use sqlx::Connection;
+        let schema = self.schema.clone().expect("holding a table is for PostgreSQL");
+        let options: sqlx::postgres::PgConnectOptions = postgres_url().parse().expect("postgres url");
+        let mut connection = sqlx::PgConnection::connect_with(&options.options([("search_path", schema.as_str())]))
+            .await
+            .expect("connect postgres");
+        let lock = format!("BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE");
+        connection.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(lock))).await.expect("lock the table");
+        HeldTable(connection)
+    }
+
+    /// How many lock requests on `table` of this PostgreSQL schema are waiting.
+    pub async fn waiting_on(&self, table: &str) -> i64 {
+        self.scalar(&format!(
+            "SELECT CAST(COUNT(*) AS BIGINT) FROM pg_locks WHERE relation = '{table}'::regclass AND NOT granted"
+        ))
+        .await
+    }
+
     /// Removes the failure injected by `fail_inserts_into` or `fail_updates_of(_where)`.
     pub async fn heal_inserts_into(&self, table: &str) {
         match self.backend {
@@ -256,5 +279,15 @@ impl TestDb {
                     .await
             }
         }
+    }
+}
+
+/// A table locked by [`TestDb::hold_table`].
+pub struct HeldTable(sqlx::PgConnection);
+
+impl HeldTable {
+    /// Ends the lock: the requests waiting on the table go on.
+    pub async fn release(mut self) {
+        self.0.execute("ROLLBACK").await.expect("release the table");
     }
 }

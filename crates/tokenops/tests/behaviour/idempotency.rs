@@ -336,6 +336,46 @@ async fn a_key_in_flight_is_409_with_retry_after_until_its_lease_expires_then_ta
     replay.assert_replay_of(&taken);
 }
 
+/// On PostgreSQL a request whose key another request still runs under is answered at once with
+/// the 409 of a key in flight (it does not wait for the first to end); once the first ends, the
+/// same request replays its answer. (SQLite runs one write at a time: the second request is
+/// admitted only after the first ended, and replays it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_key_whose_request_is_still_running_is_409_at_once() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    for (method, path, body) in [
+        (Method::POST, "/api/customers", json!({ "customerRef": "c-1" })),
+        (Method::PATCH, "/api/customers/c-1", json!({ "status": "INACTIVE" })),
+    ] {
+        let k = key();
+        let held = app.db.hold_table("customers").await;
+        let first = {
+            let (app, k, body, method) = (&app, k.clone(), body.clone(), method.clone());
+            async move { send(app, method, path, &k, &body).await }
+        };
+        let second = async {
+            // The first request has claimed its key and waits on the table.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while app.db.waiting_on("customers").await == 0 {
+                assert!(std::time::Instant::now() < deadline, "{path}: the first request never reached the table");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            let busy = send(&app, method.clone(), path, &k, &body).await;
+            held.release().await;
+            busy
+        };
+        let (first, busy) = futures::future::join(first, second).await;
+        assert_eq!(busy.status, 409, "{path}: {}", busy.text);
+        assert_eq!(busy.json()["code"], "IDEMPOTENCY_CONFLICT", "{}", busy.text);
+        let seconds: u64 = busy.header("retry-after").expect("Retry-After").parse().expect("whole seconds");
+        assert!(seconds >= 1, "{seconds}");
+        assert!(first.status == 200 || first.status == 201, "{path}: {}", first.text);
+        assert!(!first.replayed());
+        send(&app, method, path, &k, &body).await.assert_replay_of(&first);
+    }
+    assert_eq!(count(&app, "customers", "status = 'INACTIVE'").await, 1);
+}
+
 async fn concurrent_identical_requests_with_one_key_create_one_customer(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let k = key();
