@@ -342,8 +342,9 @@ pub struct TimeWindowQuery {
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)]
 pub struct OptionalIdempotencyKey {
-    /// Optional; 1-255 characters. The same key and request replays the first answer (a 403,
-    /// 404, 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
+    /// Optional; 1-255 characters, not starting with `automation-run:` (the service's own
+    /// runs' prefix). The same key and request replays the first answer (a 403, 404, 409 or 422
+    /// too); a 400 binds nothing, so the corrected request may reuse the key.
     #[param(
         rename = "Idempotency-Key",
         min_length = 1,
@@ -358,8 +359,9 @@ pub struct OptionalIdempotencyKey {
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)]
 pub struct RequiredIdempotencyKey {
-    /// Required; 1-255 characters. The same key and request replays the first answer (a 403,
-    /// 404, 409 or 422 too); a 400 binds nothing, so the corrected request may reuse the key.
+    /// Required; 1-255 characters, not starting with `automation-run:` (the service's own
+    /// runs' prefix). The same key and request replays the first answer (a 403, 404, 409 or 422
+    /// too); a 400 binds nothing, so the corrected request may reuse the key.
     #[param(
         rename = "Idempotency-Key",
         min_length = 1,

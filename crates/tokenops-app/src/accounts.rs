@@ -346,6 +346,15 @@ pub async fn deactivate_for_customer(w: &mut Write, customer_ref: &CustomerRef) 
         account.updated_at = now;
         w.tx().accounts().update(&account).await?;
         emit_status_changed(w, &account, AccountStatus::Active, Some("CUSTOMER_INACTIVE")).await?;
+        w.record_side_change(
+            &CHANGE_STATUS,
+            account.account_ref.to_string(),
+            serde_json::json!({
+                "before": { "status": AccountStatus::Active },
+                "after": { "status": AccountStatus::Inactive },
+                "cause": "CUSTOMER_INACTIVE",
+            }),
+        );
     }
     Ok(accounts.len())
 }

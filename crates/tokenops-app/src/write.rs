@@ -158,17 +158,27 @@ impl Writes {
         let mut tx = self.store.write().await?;
         let claim = match idempotency {
             None => None,
-            Some(request) => match self.claim(tx.as_mut(), &ctx, action, request).await? {
-                Claimed::Mine(claim) => Some(claim),
-                Claimed::Replay(response) => {
-                    // The record found may be a write's that has not committed yet (SQLite's
-                    // group commit shares one transaction among writes): committing this empty
-                    // write waits for that one, so a replay never answers about a resource a
-                    // read cannot see yet.
-                    tx.commit().await?;
-                    return Ok(Admission::Replay(response.into()));
+            Some(request) => {
+                let claimed = match self.claim(tx.as_mut(), &ctx, action, request).await {
+                    Ok(claimed) => claimed,
+                    Err(e) => {
+                        // Nothing of this request stays held (on PostgreSQL, the key's lock).
+                        end(tx).await;
+                        return Err(e);
+                    }
+                };
+                match claimed {
+                    Claimed::Mine(claim) => Some(claim),
+                    Claimed::Replay(response) => {
+                        // The record found may be a write's that has not committed yet (SQLite's
+                        // group commit shares one transaction among writes): committing this
+                        // empty write waits for that one, so a replay never answers about a
+                        // resource a read cannot see yet.
+                        tx.commit().await?;
+                        return Ok(Admission::Replay(response.into()));
+                    }
                 }
-            },
+            }
         };
         Ok(Admission::Proceed(self.open(tx, ctx, action, claim, resource_id)))
     }
@@ -186,7 +196,14 @@ impl Writes {
         request: IdempotencyRequest,
     ) -> AppResult<Held> {
         let mut tx = self.store.write().await?;
-        let held = match self.claim(tx.as_mut(), ctx, action, request).await? {
+        let claimed = match self.claim(tx.as_mut(), ctx, action, request).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                end(tx).await;
+                return Err(e);
+            }
+        };
+        let held = match claimed {
             Claimed::Replay(response) => Held::Replay(response.into()),
             Claimed::Mine(claim) => Held::Mine(HeldKey { claim: Claim { committed: true, ..claim } }),
         };
@@ -234,6 +251,7 @@ impl Writes {
             resource_id,
             detail: serde_json::Value::Null,
             outcome: AuditOutcome::Success,
+            side_records: Vec::new(),
             job_max_attempts: self.settings.job_max_attempts,
         }
     }
@@ -301,9 +319,10 @@ impl Writes {
     }
 
     /// Records a caller's mistake found after admission: the effect's transaction has been
-    /// dropped (rolled back); the failed attempt's audit record commits with what `key` says of
-    /// the Idempotency-Key: the error response stored under it, so that a retry with the same key
-    /// replays it, or the key freed in the same transaction. If they cannot be recorded, the key
+    /// dropped (rolled back); the failed attempt's audit record commits with the error response
+    /// stored under the Idempotency-Key, so that a retry with the same key replays it. An
+    /// invalid request (`RefusedKey::Freed`) leaves nothing: its key rolled back with the effect
+    /// and, as a request refused before admission, it has no record. If they cannot be recorded, the key
     /// is released (as after any internal failure) so that a retry runs anew instead of meeting
     /// an in-flight conflict until the lease expires. Returns the response as stored, with the
     /// write's resource id (see [`Writes::commit`]).
@@ -315,8 +334,17 @@ impl Writes {
         key: RefusedKey,
     ) -> AppResult<WriteResponse> {
         let Write { tx, ctx, action, claim, resource_id, now, .. } = write;
-        drop(tx);
+        end(tx).await;
         let response = StoredResponse::from(WriteResponse { resource_id: resource_id.clone(), ..response });
+        // Only a claim that rolled back with the effect is freed: one held ahead of an effect
+        // made outside the transaction (a test delivery) stays bound to its answer, since that
+        // effect may have happened and must not happen twice.
+        let held_ahead = claim.as_ref().is_some_and(|c| c.committed);
+        if key == RefusedKey::Freed && !held_ahead {
+            // An invalid request changed nothing and binds nothing: like one refused before
+            // admission, it leaves no record (the key rolled back with the effect).
+            return Ok(response.into());
+        }
         let response = &response;
         let result: AppResult<()> = async {
             let mut tx = self.store.write().await?;
@@ -334,14 +362,6 @@ impl Writes {
             );
             tx.audit().record(&record).await?;
             let now = self.clock.now();
-            // Only a claim that rolled back with the effect is freed: one held ahead of an effect
-            // made outside the transaction (a test delivery) stays bound to its answer, since
-            // that effect may have happened and must not happen twice.
-            let held_ahead = claim.as_ref().is_some_and(|c| c.committed);
-            if key == RefusedKey::Freed && !held_ahead {
-                tx.commit().await?;
-                return Ok(());
-            }
             // The claim rolled back with the effect (unless it was held ahead, committed on its
             // own): claim the key again for the refusal.
             if let Some(claim) = claim.as_ref().filter(|c| !c.committed) {
@@ -388,7 +408,7 @@ impl Writes {
     /// Abandons a write after an internal failure: nothing of it remains and the key is free.
     pub async fn abandon(&self, write: Write) {
         let Write { tx, claim, .. } = write;
-        drop(tx);
+        end(tx).await;
         self.release(claim).await;
     }
 
@@ -436,6 +456,14 @@ fn retry_after_seconds(now: Timestamp, held_until: Timestamp) -> u64 {
     u64::try_from(millis.div_euclid(1_000) + 1).unwrap_or(1).clamp(1, 5)
 }
 
+/// Rolls back a write's transaction before the request is answered, so that a retry under the
+/// same key finds it free. A rollback that fails leaves the transaction to its connection's end.
+async fn end(tx: Box<dyn Tx>) {
+    if let Err(e) = tx.rollback().await {
+        tracing::warn!(error = %e, "rolling back a write's transaction");
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn audit_record(
     ctx: &RequestContext,
@@ -479,6 +507,9 @@ pub struct Write {
     resource_id: Option<String>,
     detail: serde_json::Value,
     outcome: AuditOutcome,
+    /// Records of other resources the write changed on the way (each account a customer's
+    /// deactivation takes along), committed with the write's own, by the same request.
+    side_records: Vec<(&'static AuditAction, String, serde_json::Value)>,
     job_max_attempts: u32,
 }
 
@@ -521,6 +552,12 @@ impl Write {
     /// What changed, for the audit record.
     pub fn set_audit_detail(&mut self, detail: serde_json::Value) {
         self.detail = detail;
+    }
+
+    /// Another resource this write changed along the way gets a record of its own (`action`,
+    /// `resource_id`, `detail`), by the same caller and request, committed with the write's.
+    pub fn record_side_change(&mut self, action: &'static AuditAction, resource_id: String, detail: serde_json::Value) {
+        self.side_records.push((action, resource_id, detail));
     }
 
     /// Appends an event to the outbox with the job that dispatches it.
@@ -572,6 +609,20 @@ impl Write {
             self.claim.as_ref(),
         );
         self.tx.audit().record(&record).await?;
+        for (action, resource_id, detail) in std::mem::take(&mut self.side_records) {
+            let side = audit_record(
+                &self.ctx,
+                action,
+                Some(resource_id),
+                self.now,
+                self.now,
+                AuditOutcome::Success,
+                response.status,
+                detail,
+                self.claim.as_ref(),
+            );
+            self.tx.audit().record(&side).await?;
+        }
         // If our lease ran out and another request took the key, our effect must not land.
         if let Some(claim) = &self.claim
             && !self.tx.idempotency().complete(&claim.scope, claim.token, response, self.now).await?

@@ -423,6 +423,11 @@ impl Tx for PostgresTx {
         }
         Ok(())
     }
+
+    async fn rollback(self: Box<Self>) -> StoreResult<()> {
+        // The held-back rows are dropped unsent.
+        self.tx.rollback().await.map_err(codec::backend)
+    }
 }
 
 #[cfg(test)]

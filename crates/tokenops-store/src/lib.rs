@@ -333,4 +333,14 @@ pub trait Tx: Send {
     fn webhooks(&mut self) -> &mut dyn WebhookStore;
 
     async fn commit(self: Box<Self>) -> StoreResult<()>;
+
+    /// Ends the transaction without its changes, now: what it holds (row and advisory locks on
+    /// PostgreSQL) is free when this returns. Dropping a transaction rolls it back too, but a
+    /// backend may finish that later (PostgreSQL's pool flushes the ROLLBACK when the connection
+    /// is released, in a task of its own), which a caller answering at once must not leave to
+    /// chance: a retry under the same Idempotency-Key would meet the key still held.
+    async fn rollback(self: Box<Self>) -> StoreResult<()> {
+        drop(self);
+        Ok(())
+    }
 }

@@ -1,10 +1,12 @@
 //! `Idempotency-Key`: required on the spec's writes, optional on the others (`Option<IdempotencyKey>`,
 //! still checked when sent); non-blank, at most 255 characters, each printable ASCII (0x20 to
-//! 0x7E: a space inside is allowed, a tab or any other control character is not).
+//! 0x7E: a space inside is allowed, a tab or any other control character is not), and not
+//! starting with the prefix of the automation runs' own keys.
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::http::request::Parts;
 use tokenops_app::Error;
+use tokenops_app::automations::runs::RUN_KEY_PREFIX;
 
 use crate::error::ApiError;
 
@@ -27,6 +29,11 @@ pub fn check(value: Option<&str>) -> Result<IdempotencyKey, Error> {
     }
     if value.chars().count() > MAX_LEN {
         return Err(Error::bad_request(format!("The Idempotency-Key header must be at most {MAX_LEN} characters")));
+    }
+    if value.starts_with(RUN_KEY_PREFIX) {
+        return Err(Error::bad_request(format!(
+            "The Idempotency-Key prefix {RUN_KEY_PREFIX} is reserved for the service's automation runs"
+        )));
     }
     Ok(IdempotencyKey(value.to_owned()))
 }

@@ -168,7 +168,12 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
     Ok(AuditFilter {
         occurred_from,
         occurred_to,
-        actor_ids: params.all("actorIds"),
+        // An actor that is a user is named by its UUID, in either case as path ids are.
+        actor_ids: params
+            .all("actorIds")
+            .into_iter()
+            .map(|id| tokenops_domain::ids::canonical_uuid(&id).map_or(id, |uuid| uuid.to_string()))
+            .collect(),
         request_id: text("requestId")?,
         action: text("action")?,
         category: text("category")?,
@@ -191,7 +196,7 @@ struct AuditQuery {
     /// ISO 8601, exclusive; before occurredFrom is 400 (an inverted range), equal to it selects nothing
     #[param(rename = "occurredTo", format = DateTime)]
     occurred_to: Option<String>,
-    /// Repeatable or comma-separated
+    /// Repeatable or comma-separated; a UUID in either case
     #[param(rename = "actorIds")]
     actor_ids: Option<Vec<String>>,
     #[param(rename = "requestId")]

@@ -196,8 +196,10 @@ impl RunAutomation {
     }
 }
 
-/// The Idempotency-Key of a run's submissions: this prefix, the execution, its ordinal.
-const RUN_KEY_PREFIX: &str = "automation-run:";
+/// The Idempotency-Key of a run's submissions: this prefix, the execution, its ordinal. The API
+/// refuses keys with it, so that it marks a run's submissions only (and no client's key can
+/// meet a run's).
+pub const RUN_KEY_PREFIX: &str = "automation-run:";
 
 /// Whether an operation (and so each event about it) was submitted by an automation's run,
 /// by the key the run submitted it under: such events start no EVENT automation, so a run

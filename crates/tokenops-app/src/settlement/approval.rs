@@ -86,7 +86,20 @@ impl Pipeline {
             approvers: resolved.approvers,
             reviewers: resolved.reviewers.into_iter().map(ApproverExpr::User).collect(),
         };
-        raise(tx, &self.approvals, &ctx, request).await.map_err(JobError::retry)?;
+        let (request, tasks) = raise(tx, &self.approvals, &ctx, request).await.map_err(JobError::retry)?;
+        // The request's own record, as a manual one gets (`approval.request.create`), so that the
+        // audit log finds every request by its id, whoever raised it.
+        let after = crate::approvals::ApprovalRequestOut::new(&request, Some(&tasks));
+        crate::audit::record_worker(
+            tx,
+            tenant,
+            &crate::approvals::RAISE,
+            request.id.to_string(),
+            AuditOutcome::Success,
+            serde_json::json!({ "after": after }),
+            now,
+        )
+        .await?;
         Ok(())
     }
 

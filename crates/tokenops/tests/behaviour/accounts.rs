@@ -343,7 +343,7 @@ async fn an_existing_contract_is_409_with_asset_id_and_existing_status(backend: 
     app.post("/api/contracts", &json!({ "assetId": "USD" })).await.expect(201);
     let pending = app.post("/api/contracts", &json!({ "assetId": "usd" })).await;
     assert_error(&pending, 409);
-    assert_eq!(pending.body["assetId"], "USD");
+    assert_eq!(pending.body["assetId"], "USD", "{}", pending.body);
     assert_eq!(pending.body["existingStatus"], "PENDING");
     assert!(pending.header("retry-after").is_none(), "an existing contract is not a retry case");
 
@@ -1229,6 +1229,35 @@ async fn a_customer_set_inactive_takes_its_active_accounts_inactive_and_back_doe
         assert_eq!(event["data"]["previousStatus"], "ACTIVE");
         assert_eq!(event["data"]["cause"], "CUSTOMER_INACTIVE");
         assert_eq!(event["idempotencyKey"], k.as_str(), "carried from the customer's PATCH");
+    }
+    // Each account the cascade changed has an audit record of its own, by the customer's
+    // PATCH (its request and key); the account already INACTIVE has none.
+    for account_ref in ["a-usd", "a-eur", "a-off"] {
+        let records = app
+            .get(&format!("/api/audit/events?action=account.update_status&resourceId={account_ref}"))
+            .await
+            .body["data"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if account_ref == "a-off" {
+            assert!(records.iter().all(|r| r["detail"]["cause"] != "CUSTOMER_INACTIVE"), "{records:?}");
+            continue;
+        }
+        let cascade: Vec<_> = records.iter().filter(|r| r["detail"]["cause"] == "CUSTOMER_INACTIVE").collect();
+        assert_eq!(cascade.len(), 1, "{account_ref}: {records:?}");
+        let record = cascade[0];
+        assert_eq!(record["resourceType"], "account", "{record}");
+        assert_eq!((record["outcome"].as_str(), record["source"].as_str()), (Some("SUCCESS"), Some("API")));
+        assert_eq!(record["idempotencyKey"], k.as_str(), "{record}");
+        assert_eq!(record["detail"]["after"]["status"], "INACTIVE", "{record}");
+        let by_request =
+            app.get(&format!("/api/audit/events?requestId={}", record["requestId"].as_str().unwrap_or_default())).await;
+        let actions: Vec<&str> = by_request.body["data"]
+            .as_array()
+            .map(|d| d.iter().filter_map(|r| r["action"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(actions.contains(&"customer.update_status"), "one request: {actions:?}");
     }
     // Balances of INACTIVE accounts stay readable.
     app.get("/api/accounts/a-usd/balances").await.expect(200);

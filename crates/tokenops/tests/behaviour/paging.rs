@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use tokenops_app::clock::Clock;
 use tokenops_domain::Timestamp;
 use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
+use uuid::Uuid;
 
 const SPACED_UTC: &str = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$";
 
@@ -333,6 +334,18 @@ async fn audit_filters_by_actor_ids_repeated_or_comma_separated(backend: Backend
         assert_eq!(strings(&reply.body["data"], "actorId"), ["alice", "carol"], "{query}");
     }
     assert_eq!(app.get("/api/audit/events?actorIds=dave").await.body["totalItems"], 0);
+    // A user's id matches in either case, as path ids do.
+    let user = Uuid::now_v7().to_string();
+    let reply = app
+        .request_as(&colleague(&user), Method::POST, "/api/customers")
+        .header("Idempotency-Key", "c-u")
+        .json(&json!({ "customerRef": "c-u" }))
+        .send()
+        .await
+        .expect("POST");
+    Reply::read(reply).await.expect(201);
+    let upper = app.get(&format!("/api/audit/events?actorIds={}", user.to_uppercase())).await;
+    assert_eq!(strings(&upper.body["data"], "actorId"), [user.as_str()]);
 }
 
 async fn audit_occurred_window_is_half_open(backend: Backend) {

@@ -197,6 +197,14 @@ async fn four_eyes_holds_a_large_transfer_until_both_steps_approve(backend: Back
     assert_eq!(request["tasks"][1]["approvers"], json!(["#treasury"]));
     let tasks = task_ids(&request);
     let request_id = request["id"].as_str().expect("request id").to_owned();
+    // The request the policy step raised has its own creation record, as a manual one does.
+    let records = app.get_as(&owner, &format!("/api/audit/events?resourceId={request_id}")).await;
+    let created = records.body["data"].as_array().cloned().unwrap_or_default();
+    assert_eq!(created.len(), 1, "{}", records.body);
+    assert_eq!(created[0]["action"], "approval.request.create", "{}", created[0]);
+    assert_eq!(created[0]["resourceType"], "approval_request", "{}", created[0]);
+    assert_eq!(created[0]["source"], "WORKER", "{}", created[0]);
+    assert_eq!(created[0]["detail"]["after"]["resourceId"], large.as_str(), "{}", created[0]);
 
     // The submitter is a checker, but never approves her own operation; step 1 waits for 0.
     refused(&act(&app, &alice, &tasks[0], "approve").await, 403, "SEPARATION_OF_DUTIES");
