@@ -11,7 +11,7 @@
 
 use crate::clock::Clock;
 use crate::context::RequestContext;
-use crate::error::{AppResult, Code, Error, OrConflict};
+use crate::error::{AppResult, Code, Error};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -279,11 +279,13 @@ impl Writes {
             })
         };
         // The claim first: a new key (the common case) then costs one statement, not a read and
-        // an insert. An existing key is read after the insert found it; on PostgreSQL the insert
-        // waits for another transaction holding the same key, so that read finds it settled.
+        // an insert. A key another request is running under is busy at once on PostgreSQL (its
+        // lock is held; SQLite admits one write at a time, so there it never is); an existing
+        // key is read after the insert found it.
         match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
             Ok(()) => return Ok(mine(scope)),
             Err(StoreError::Conflict(_)) => {}
+            Err(StoreError::Busy(_)) => return Err(in_flight(1)),
             Err(e) => return Err(e.into()),
         }
         let claimed = match tx.idempotency().get(&scope).await? {
@@ -307,10 +309,11 @@ impl Writes {
                     // completes), not from the crashed one. Deleting only the stale token's claim
                     // fences a concurrent take-over: the loser's insert then conflicts.
                     tx.idempotency().release(&scope, stale).await?;
-                    tx.idempotency()
-                        .insert_claim(&scope, &request.request_hash, token, lease_until, now)
-                        .await
-                        .or_conflict(|| in_flight(1))?;
+                    match tx.idempotency().insert_claim(&scope, &request.request_hash, token, lease_until, now).await {
+                        Ok(()) => {}
+                        Err(StoreError::Conflict(_) | StoreError::Busy(_)) => return Err(in_flight(1)),
+                        Err(e) => return Err(e.into()),
+                    }
                     mine(scope)
                 }
             },
@@ -348,35 +351,49 @@ impl Writes {
         let response = &response;
         let result: AppResult<()> = async {
             let mut tx = self.store.write().await?;
-            let record = audit_record(
-                &ctx,
-                action,
-                resource_id,
-                now,
-                self.clock.now(),
-                AuditOutcome::Failure,
-                response.status,
-                // The reason may quote a path value holding a NUL.
-                serde_json::json!({ "reason": tokenops_domain::audit::storable_text(reason.to_owned()) }),
-                claim.as_ref(),
-            );
-            tx.audit().record(&record).await?;
-            let now = self.clock.now();
-            // The claim rolled back with the effect (unless it was held ahead, committed on its
-            // own): claim the key again for the refusal.
-            if let Some(claim) = claim.as_ref().filter(|c| !c.committed) {
-                tx.idempotency()
-                    .insert_claim(&claim.scope, &claim.request_hash, claim.token, claim.lease_until, now)
-                    .await
-                    .or_conflict(|| in_flight(1))?;
+            let recorded: AppResult<()> = async {
+                let record = audit_record(
+                    &ctx,
+                    action,
+                    resource_id,
+                    now,
+                    self.clock.now(),
+                    AuditOutcome::Failure,
+                    response.status,
+                    // The reason may quote a path value holding a NUL.
+                    serde_json::json!({ "reason": tokenops_domain::audit::storable_text(reason.to_owned()) }),
+                    claim.as_ref(),
+                );
+                tx.audit().record(&record).await?;
+                let now = self.clock.now();
+                // The claim rolled back with the effect (unless it was held ahead, committed on
+                // its own): claim the key again for the refusal.
+                if let Some(claim) = claim.as_ref().filter(|c| !c.committed) {
+                    match tx
+                        .idempotency()
+                        .insert_claim(&claim.scope, &claim.request_hash, claim.token, claim.lease_until, now)
+                        .await
+                    {
+                        Ok(()) => {}
+                        Err(StoreError::Conflict(_) | StoreError::Busy(_)) => return Err(in_flight(1)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                if let Some(claim) = &claim
+                    && !tx.idempotency().complete(&claim.scope, claim.token, response, now).await?
+                {
+                    return Err(in_flight(1));
+                }
+                Ok(())
             }
-            if let Some(claim) = &claim
-                && !tx.idempotency().complete(&claim.scope, claim.token, response, now).await?
-            {
-                return Err(in_flight(1));
+            .await;
+            match recorded {
+                Ok(()) => Ok(tx.commit().await?),
+                Err(e) => {
+                    end(tx).await;
+                    Err(e)
+                }
             }
-            tx.commit().await?;
-            Ok(())
         }
         .await;
         if let Err(e) = &result
@@ -597,6 +614,19 @@ impl Write {
 
     /// Commits the change with its audit record and, under its key, the response to replay.
     async fn commit_inner(mut self, response: &StoredResponse) -> AppResult<()> {
+        match self.record_and_complete(response).await {
+            Ok(()) => Ok(self.tx.commit().await?),
+            Err(e) => {
+                // Nothing of the write stays held (on PostgreSQL, the key's lock) once answered.
+                end(self.tx).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The write's audit records and its key's completion, the last statements before the
+    /// commit.
+    async fn record_and_complete(&mut self, response: &StoredResponse) -> AppResult<()> {
         let record = audit_record(
             &self.ctx,
             self.action,
@@ -629,7 +659,6 @@ impl Write {
         {
             return Err(in_flight(1));
         }
-        self.tx.commit().await?;
         Ok(())
     }
 }

@@ -3,14 +3,11 @@
 use crate::deferred::Completion;
 use crate::{PostgresTx, codec};
 use async_trait::async_trait;
+use sqlx::Row;
 use tokenops_domain::Timestamp;
 use tokenops_store::rows::{self, IDEMPOTENCY_COLUMNS};
 use tokenops_store::{IdempotencyRecord, IdempotencyScope, IdempotencyStore, StoreError, StoreResult, StoredResponse};
 use uuid::Uuid;
-
-/// The class of the keys' advisory locks: neither the migrations', the roles' nor the replay
-/// turns'.
-const KEY_LOCK_CLASS: i32 = crate::ADVISORY_LOCK_CLASS + 3;
 
 #[async_trait]
 impl IdempotencyStore for PostgresTx {
@@ -36,15 +33,21 @@ impl IdempotencyStore for PostgresTx {
     ) -> StoreResult<()> {
         // ON CONFLICT keeps the transaction usable when the key exists (a unique violation would
         // abort it), so the caller can read the existing record in the same transaction.
-        // Every claimant first tries the key's transaction-scoped advisory lock: while another
-        // transaction holds it (its request still running), nothing is inserted and the
-        // caller's read finds no committed record: the 409 of a key in flight, at once, rather
-        // than waiting on the other transaction's uncommitted row until it ends.
-        self.insert_new(sqlx::query(
-            "INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, request_hash, state, lease_token, lease_until, created_at)
-             SELECT $1, $2, $3, $4, 'IN_FLIGHT', $5, $6, $7
-             WHERE pg_try_advisory_xact_lock($8, hashtext(concat_ws('/', current_schema(), $1::text, $2, $3)))
-             ON CONFLICT DO NOTHING",
+        // Every claimant first tries the key's transaction-scoped advisory lock (a 64-bit hash
+        // of schema, organisation, scope and key): while another transaction holds it (its
+        // request still running, or taking an expired claim over), nothing is inserted and the
+        // claim is `Busy` at once, rather than waiting on the other transaction's uncommitted
+        // row until it ends.
+        let query = sqlx::query(
+            "WITH key_lock AS (
+                 SELECT pg_try_advisory_xact_lock(hashtextextended(concat_ws('/', current_schema(), $1::text, $2, $3), 0)) AS held
+             ), claimed AS (
+                 INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, request_hash, state, lease_token, lease_until, created_at)
+                 SELECT $1, $2, $3, $4, 'IN_FLIGHT', $5, $6, $7 FROM key_lock WHERE held
+                 ON CONFLICT DO NOTHING
+                 RETURNING 1
+             )
+             SELECT (SELECT held FROM key_lock), (SELECT COUNT(*) FROM claimed)",
         )
         .bind(codec::tenant_key(scope.tenant))
         .bind(&scope.operation)
@@ -52,8 +55,19 @@ impl IdempotencyStore for PostgresTx {
         .bind(request_hash)
         .bind(token)
         .bind(lease_until.as_micros())
-        .bind(now.as_micros())
-        .bind(KEY_LOCK_CLASS), "idempotency key").await
+        .bind(now.as_micros());
+        let (held, inserted) = self
+            .fetch_one(query, |row| {
+                let held: bool = row.try_get(0).map_err(codec::backend)?;
+                let inserted: i64 = row.try_get(1).map_err(codec::backend)?;
+                Ok((held, inserted))
+            })
+            .await?;
+        match (held, inserted) {
+            (false, _) => Err(StoreError::Busy("idempotency key held by a running request".into())),
+            (true, 0) => Err(codec::conflict("idempotency key")),
+            (true, _) => Ok(()),
+        }
     }
 
     async fn complete(

@@ -414,7 +414,12 @@ impl Tx for PostgresTx {
     tokenops_store::tx_accessors!();
 
     async fn commit(mut self: Box<Self>) -> StoreResult<()> {
-        self.flush().await?;
+        if let Err(e) = self.flush().await {
+            // Ended now, not when the pool next pings the connection: what it holds (a key's
+            // lock) is free once the caller answers.
+            let _ = self.tx.rollback().await;
+            return Err(e);
+        }
         let PostgresTx { tx, enqueued, jobs_notified, notify_nodes, .. } = *self;
         tx.commit().await.map_err(codec::backend)?;
         if enqueued {

@@ -5,6 +5,11 @@ pub enum StoreError {
     /// A unique constraint refused the write (for example a reference that already exists).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// Another transaction holds what this write needs right now (on PostgreSQL, the lock of
+    /// an Idempotency-Key whose request is still running): the same request may go through once
+    /// that transaction has ended.
+    #[error("busy: {0}")]
+    Busy(String),
     /// Stored data could not be decoded into its type: a bug or a tampered database.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),

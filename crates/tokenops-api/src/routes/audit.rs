@@ -168,12 +168,7 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
     Ok(AuditFilter {
         occurred_from,
         occurred_to,
-        // An actor that is a user is named by its UUID, in either case as path ids are.
-        actor_ids: params
-            .all("actorIds")
-            .into_iter()
-            .map(|id| tokenops_domain::ids::canonical_uuid(&id).map_or(id, |uuid| uuid.to_string()))
-            .collect(),
+        actor_ids: actor_ids(params.all("actorIds")),
         request_id: text("requestId")?,
         action: text("action")?,
         category: text("category")?,
@@ -183,6 +178,22 @@ fn filter(params: &QueryParams) -> Result<AuditFilter, Error> {
         resource_id: text("resourceId")?,
         query,
     })
+}
+
+/// The actors asked for: each as given, and a UUID also in the form the service writes one
+/// (a user's id, in either case as path ids are); a subject an external provider wrote in upper
+/// case is still found as given.
+fn actor_ids(given: Vec<String>) -> Vec<String> {
+    let mut ids = Vec::with_capacity(given.len());
+    for id in given {
+        if let Some(uuid) = tokenops_domain::ids::canonical_uuid(&id).map(|u| u.to_string())
+            && uuid != id
+        {
+            ids.push(uuid);
+        }
+        ids.push(id);
+    }
+    ids
 }
 
 /// The filters and sort of the audit search, which its export shares.

@@ -43,9 +43,10 @@ pub struct ContractIn {
     pub asset_id: Option<String>,
     /// The token's name; defaults to the currency's name.
     pub name: Option<String>,
-    /// Adopt this existing token (tokenops' contract, with the currency's decimals) instead of
-    /// deploying one.
-    #[schema(example = "0x5fbdb2315678afecb367f032d93f642f64180aa3")]
+    /// Adopt this existing token (tokenops' contract, with the currency's decimals, already on
+    /// the ledger: an address with no such contract leaves the registration FAILED) instead of
+    /// deploying one. Omit it to deploy (the usual case). No example: no address is on every
+    /// ledger.
     pub contract_address: Option<String>,
 }
 

@@ -362,9 +362,12 @@ async fn on_postgres_a_key_whose_request_is_still_running_is_409_at_once() {
                 assert!(std::time::Instant::now() < deadline, "{path}: the first request never reached the table");
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
-            let busy = send(&app, method.clone(), path, &k, &body).await;
+            // At once: not after the first request (whose table is held until the answer).
+            let busy =
+                tokio::time::timeout(std::time::Duration::from_secs(5), send(&app, method.clone(), path, &k, &body))
+                    .await;
             held.release().await;
-            busy
+            busy.expect("the duplicate is answered while the first request still runs")
         };
         let (first, busy) = futures::future::join(first, second).await;
         assert_eq!(busy.status, 409, "{path}: {}", busy.text);
