@@ -295,7 +295,9 @@ impl JobHandler for DeliverWebhook {
 
 /// In the transaction that counted the failure: a `webhook.failing` or `webhook.suspended`
 /// event (data: the registration as the API returns it) for the organisation's other
-/// registrations, and a WORKER audit record.
+/// registrations, when one subscribes to it, and a WORKER audit record. Without a subscriber
+/// no event is recorded: the history of a client that knows only the spec's event types shows
+/// only those.
 async fn tell_of_health(
     tx: &mut dyn Tx,
     webhook: &Webhook,
@@ -308,20 +310,30 @@ async fn tell_of_health(
         FailureMark::Failing => (EventType::WebhookFailing, &FAILING),
         FailureMark::Suspended => (EventType::WebhookSuspended, &SUSPENDED),
     };
-    let event = Event {
-        id: new_id(),
-        tenant_id: webhook.tenant_id,
-        event_type: event_type.as_str().to_owned(),
-        occurred_at: now,
-        correlation_id: None,
-        idempotency_key: None,
-        resource: ResourceRef::new("webhook", webhook.id.to_string()),
-        data: serde_json::to_value(WebhookOut::new(webhook, now)).map_err(Error::internal)?,
-        dispatched_at: None,
-    };
-    crate::events::publish(tx, &event, max_attempts, now).await?;
+    let subscribed = tx
+        .webhooks()
+        .live(webhook.tenant_id)
+        .await?
+        .iter()
+        .any(|other| other.id != webhook.id && other.event_types.iter().any(|t| t == event_type.as_str()));
+    let mut event_id = None;
+    if subscribed {
+        let event = Event {
+            id: new_id(),
+            tenant_id: webhook.tenant_id,
+            event_type: event_type.as_str().to_owned(),
+            occurred_at: now,
+            correlation_id: None,
+            idempotency_key: None,
+            resource: ResourceRef::new("webhook", webhook.id.to_string()),
+            data: serde_json::to_value(WebhookOut::new(webhook, now)).map_err(Error::internal)?,
+            dispatched_at: None,
+        };
+        crate::events::publish(tx, &event, max_attempts, now).await?;
+        event_id = Some(event.id);
+    }
     let detail = serde_json::json!({
-        "eventId": event.id,
+        "eventId": event_id,
         "status": webhook.status,
         "consecutiveFailures": webhook.consecutive_failures,
     });

@@ -27,6 +27,7 @@ const RETRY_BASE_MS: &str = "100";
 
 backends!(
     failing_and_suspension_are_told_to_the_other_registrations,
+    a_failing_registration_nobody_watches_adds_no_event_to_the_history,
     a_held_destination_delays_no_other_organisation,
     the_jws_key_rotates_through_the_published_jwks,
     the_jws_key_is_never_rotated_unless_the_operator_sets_an_age,
@@ -42,6 +43,42 @@ async fn status_change_as(app: &TestApp, tenant: &Tenant) {
 
 fn types(requests: &[ReceivedRequest]) -> Vec<String> {
     requests.iter().map(|r| r.json()["type"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+/// With no registration subscribed to them, a failing registration's health makes no event:
+/// the history keeps to the types its clients subscribe to; the audit record stays.
+async fn a_failing_registration_nobody_watches_adds_no_event_to_the_history(backend: Backend) {
+    let (app, receiver) = app_with_receiver(backend, &[("TOKENOPS_WEBHOOK_RETRY_BASE_MS", RETRY_BASE_MS)]).await;
+    let failing = register(&app, &receiver.url("/down"), &["customer.status_changed"], None).await;
+    let failing_id = failing["id"].as_str().expect("id").to_owned();
+    app.drain_jobs().await;
+    receiver.wait_for_path("/down", 1, WAIT).await;
+    receiver.respond("/down", Response::Status(500));
+    for _ in 0..10 {
+        status_change_as(&app, &app.tenant).await;
+    }
+    app.drain_jobs().await;
+    // Ten events, each failing once: ten consecutive failures, the mark of `webhook.failing`.
+    receiver.wait_for_path("/down", 11, WAIT).await;
+    let audit_path = format!("/api/audit/events?action=webhook.failing&resourceId={failing_id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let record = loop {
+        app.drain_jobs().await;
+        let audit = app.get(&audit_path).await;
+        if audit.body["totalItems"] == 1 {
+            break audit.body["data"][0].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no webhook.failing record: {}", audit.body);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(record["detail"]["eventId"].is_null(), "{record}");
+    let events = app.get("/api/webhook-events?type=webhook.failing").await;
+    events.expect(200);
+    assert_eq!(events.body["items"], json!([]), "{}", events.body);
+    let all = app.get("/api/webhook-events?limit=100").await;
+    let types: Vec<&str> =
+        all.body["items"].as_array().map(|i| i.iter().filter_map(|e| e["type"].as_str()).collect()).unwrap_or_default();
+    assert!(types.iter().all(|t| *t == "webhook.test" || *t == "customer.status_changed"), "{types:?}");
 }
 
 async fn failing_and_suspension_are_told_to_the_other_registrations(backend: Backend) {
