@@ -464,7 +464,9 @@ async fn under_chaos_every_delivery_settles_by_the_rules(backend: Backend) {
     let shutdown = CancellationToken::new();
     let workers = tokio::spawn(app.app.jobs.clone().run(shutdown.clone()));
     let began = Instant::now();
-    let deadline = began + Duration::from_secs(150);
+    // Generous: an attempt that times out takes its five real seconds, and a loaded CI machine
+    // (the whole suite beside it) has taken a round of this loop up to four seconds.
+    let deadline = began + Duration::from_secs(300);
     let events = loop {
         let page = app.get("/api/webhook-events?type=customer.status_changed&limit=100").await;
         page.expect(200);
@@ -478,7 +480,7 @@ async fn under_chaos_every_delivery_settles_by_the_rules(backend: Backend) {
         if settled {
             break items;
         }
-        assert!(Instant::now() < deadline, "not settled within 150 s (seed {seed}): {}", page.body);
+        assert!(Instant::now() < deadline, "not settled within 300 s (seed {seed}): {}", page.body);
         // To the next retry that is due (at most 15 s: past any retry, 12 s cap + 20 %), and at
         // least 2 s (past any attempt put back for a slot), never leaping far beyond what is
         // waiting: a slow run must not move the manual clock past the jobs' one-hour lease,
