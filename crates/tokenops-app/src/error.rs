@@ -65,6 +65,13 @@ impl Error {
         Self::new(Code::ValidationFailed, message)
     }
 
+    /// A change that sends none of its fields: 400 `Nothing to change: {what}`, its detail
+    /// against the body (no one field is at fault).
+    pub fn nothing_to_change(what: &str) -> Self {
+        Self::bad_request(format!("Nothing to change: {what}"))
+            .with_details(vec![FieldError { field: "body".to_owned(), message: what.to_owned() }])
+    }
+
     /// A 400 naming the offending field, with the field in `details`.
     pub fn invalid_field(field: &str, problem: impl fmt::Display) -> Self {
         let message = format!("{field}: {problem}");

@@ -393,9 +393,7 @@ impl Scripts {
     pub async fn update(&self, w: &mut Write, id: Uuid, change: ScriptChange) -> AppResult<ScriptOut> {
         let tenant = w.tenant()?;
         if change.name.is_none() && change.description.is_none() && change.source.is_none() && change.status.is_none() {
-            let problem = "give name, description, source or status";
-            return Err(Error::bad_request(format!("Nothing to change: {problem}"))
-                .with_details(vec![FieldError { field: "body".to_owned(), message: problem.to_owned() }]));
+            return Err(Error::nothing_to_change("give name, description, source or status"));
         }
         if let Some(name) = &change.name {
             check_name(name)?;

@@ -115,10 +115,5 @@ pub fn key(field: &str, value: Option<String>, max: usize) -> Result<String, Err
 /// {fields}`, its detail against the body (no one field is at fault). `sent` holds, per field,
 /// whether the body sent it.
 pub fn something_to_change(sent: &[bool], fields: &str) -> Result<(), Error> {
-    if sent.contains(&true) {
-        return Ok(());
-    }
-    let problem = format!("send {fields}");
-    Err(Error::bad_request(format!("Nothing to change: {problem}"))
-        .with_details(vec![FieldError { field: "body".to_owned(), message: problem }]))
+    if sent.contains(&true) { Ok(()) } else { Err(Error::nothing_to_change(&format!("send {fields}"))) }
 }

@@ -80,6 +80,15 @@ fn lock(owner: &str, payee: Option<&str>, amount: &str, expires_at: Option<Value
     body
 }
 
+/// Accounts `a` (funded with 100) and `b`, and a settled LOCK of 10 on `a` for `b`: its id.
+async fn a_settled_lock(app: &TestApp) -> String {
+    setup(app).await;
+    funded(app, "a", "100").await;
+    let lock_id = id_of(&submit(app, lock("a", Some("b"), "10", None)).await);
+    settle(app).await;
+    lock_id
+}
+
 /// A RELEASE or CANCEL of `lock_id`.
 fn complete(tx_type: &str, lock_id: &str) -> Value {
     json!({ "txType": tx_type, "params": { "lockId": lock_id } })
@@ -1206,10 +1215,7 @@ async fn locks_hold_funds_until_released_to_the_payee_or_owner_or_cancelled(back
 
 async fn concurrent_completions_of_one_lock_accept_exactly_one(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    setup(&app).await;
-    funded(&app, "a", "100").await;
-    let lock_id = id_of(&submit(&app, lock("a", Some("b"), "10", None)).await);
-    settle(&app).await;
+    let lock_id = a_settled_lock(&app).await;
     let bodies: Vec<Value> =
         (0..10).map(|i| complete(if i % 2 == 0 { "RELEASE" } else { "CANCEL" }, &lock_id)).collect();
     let replies = futures::future::join_all(bodies.iter().map(|b| app.post("/api/transactions", b))).await;
@@ -1311,10 +1317,7 @@ async fn a_lock_is_completed_whatever_its_accounts_became(backend: Backend) {
 /// other submission: 400 at once, the lock left free.
 async fn completing_a_lock_of_a_switched_off_contract_is_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    setup(&app).await;
-    funded(&app, "a", "100").await;
-    let lock_id = id_of(&submit(&app, lock("a", Some("b"), "10", None)).await);
-    settle(&app).await;
+    let lock_id = a_settled_lock(&app).await;
     app.patch("/api/contracts/USD", &json!({ "status": "INACTIVE" })).await.expect(200);
     for tx_type in ["RELEASE", "CANCEL"] {
         let refused = app.post("/api/transactions", &complete(tx_type, &lock_id)).await;
