@@ -350,6 +350,7 @@ impl Scripts {
         check_name(&new.name)?;
         check_description(new.description.as_deref())?;
         check_source(&new.source)?;
+        w.tx().scripts().take_scripts_turn(tenant).await?;
         if w.tx().scripts().by_name(tenant, &new.name).await?.is_some() {
             return Err(duplicate_name(&new.name));
         }
@@ -412,6 +413,7 @@ impl Scripts {
                 status.as_str()
             ))));
         }
+        w.tx().scripts().take_scripts_turn(tenant).await?;
         let mut script = w.tx().scripts().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         if script.status == ScriptStatus::Deleted {
             return Err(not_found(id));
@@ -515,6 +517,7 @@ impl Scripts {
     /// 409 while the script is PUBLISHED, run by an ACTIVE automation, or imported.
     pub async fn delete(&self, w: &mut Write, id: Uuid) -> AppResult<()> {
         let tenant = w.tenant()?;
+        w.tx().scripts().take_scripts_turn(tenant).await?;
         let mut script = w.tx().scripts().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
         if script.status == ScriptStatus::Deleted {
             return Err(not_found(id));
@@ -539,6 +542,7 @@ impl Scripts {
         let tenant = w.tenant()?;
         check_name(&request.name)?;
         check_description(request.description.as_deref())?;
+        w.tx().scripts().take_scripts_turn(tenant).await?;
         let source = w.tx().scripts().get(tenant, id).await?.ok_or_else(|| not_found(id))?;
         if source.status == ScriptStatus::Deleted {
             return Err(Error::conflict(format!("Script {id} is deleted")).with_code(Code::ScriptStateConflict));

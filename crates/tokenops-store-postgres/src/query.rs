@@ -12,6 +12,9 @@ use tokenops_domain::paging::{Page, PageRequest};
 use tokenops_store::StoreResult;
 use tokenops_store::rows::Table;
 
+/// The class of the organisations' turns (`take_turn`): neither the migrations' nor the roles'.
+const TURN_LOCK_CLASS: i32 = crate::ADVISORY_LOCK_CLASS + 2;
+
 /// A statement with its parameters bound.
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 /// A statement whose rows are one column, of type `O`.
@@ -94,6 +97,23 @@ impl PostgresTx {
     pub(crate) async fn execute(&mut self, query: PgQuery<'_>) -> StoreResult<u64> {
         self.flush().await?;
         execute(&mut *self.tx, query).await
+    }
+
+    /// Waits for the transactions holding the organisation's turn at `topic` and holds it
+    /// until this one ends: a transaction-scoped advisory lock per schema, topic and
+    /// organisation, in a class of its own. Writes that each judge rows the other may change
+    /// (a write skew that row locks cannot see) take turns this way.
+    pub(crate) async fn take_turn(&mut self, topic: &str, tenant: TenantId) -> StoreResult<()> {
+        self.execute(
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '') || '/' || $2 || '/' || $3))",
+            )
+            .bind(TURN_LOCK_CLASS)
+            .bind(topic.to_owned())
+            .bind(tenant.as_uuid().to_string()),
+        )
+        .await
+        .map(drop)
     }
 
     /// Runs an `INSERT … ON CONFLICT DO NOTHING`; a row that already exists is

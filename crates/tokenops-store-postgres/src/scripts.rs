@@ -15,6 +15,10 @@ fn decode(row: &PgRow) -> StoreResult<Script> {
 
 #[async_trait]
 impl ScriptStore for PostgresTx {
+    async fn take_scripts_turn(&mut self, tenant: TenantId) -> StoreResult<()> {
+        self.take_turn("scripts", tenant).await
+    }
+
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
         let sql =
             format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = $1 AND name = $2 AND status <> 'DELETED'");

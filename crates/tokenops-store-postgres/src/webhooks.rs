@@ -11,9 +11,6 @@ use tokenops_store::rows::{self, DELIVERY_COLUMNS, WEBHOOK_COLUMNS};
 use tokenops_store::{StoreResult, WebhookSigningKeyRecord, WebhookStore};
 use uuid::Uuid;
 
-/// The class of the replay turns' advisory locks: neither the migrations' nor the roles'.
-const REPLAY_LOCK_CLASS: i32 = crate::ADVISORY_LOCK_CLASS + 2;
-
 fn decode(row: &PgRow) -> StoreResult<Webhook> {
     rows::webhook(&codec::Cols(row))
 }
@@ -121,16 +118,7 @@ impl WebhookStore for PostgresTx {
     }
 
     async fn take_replay_turn(&mut self, tenant: TenantId) -> StoreResult<()> {
-        // A transaction-scoped advisory lock per schema and organisation, in a class of its own.
-        self.execute(
-            sqlx::query(
-                "SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '') || '/replay/' || $2))",
-            )
-            .bind(REPLAY_LOCK_CLASS)
-            .bind(tenant.as_uuid().to_string()),
-        )
-        .await
-        .map(|_| ())
+        self.take_turn("replay", tenant).await
     }
 
     async fn replays_since(&mut self, tenant: TenantId, since: Timestamp) -> StoreResult<u64> {

@@ -15,6 +15,11 @@ fn decode(row: &Row<'_>) -> StoreResult<Script> {
 
 #[async_trait]
 impl ScriptStore for SqliteTx {
+    async fn take_scripts_turn(&mut self, _tenant: TenantId) -> StoreResult<()> {
+        // Write transactions take turns on SQLite already: each holds the one writer.
+        Ok(())
+    }
+
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>> {
         self.fetch_optional(
             &format!("SELECT {SCRIPT_COLUMNS} FROM scripts WHERE tenant_id = ?1 AND name = ?2 AND status <> 'DELETED'"),

@@ -29,6 +29,12 @@ pub trait ScriptStore: Send + TableRows<Script> + TableWrites {
     async fn get_for_update(&mut self, tenant: TenantId, id: Uuid) -> StoreResult<Option<Script>> {
         self.row_by_key(tenant, &rows::SCRIPTS, KeyValue::Id(id), true).await
     }
+    /// Waits for the organisation's script writes in flight and holds its turn for the rest of
+    /// the transaction. A write judges scripts another may change at once (a publication its
+    /// imports, an unpublication or new code its importers, a deletion or a new importer each
+    /// other), so the organisation's script writes take turns; each then reads the others'
+    /// outcome.
+    async fn take_scripts_turn(&mut self, tenant: TenantId) -> StoreResult<()>;
     /// The script that is not deleted with this name.
     async fn by_name(&mut self, tenant: TenantId, name: &str) -> StoreResult<Option<Script>>;
     /// Replaces every mutable field; `StoreError::Conflict` when the new name is taken.

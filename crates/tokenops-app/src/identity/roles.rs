@@ -133,12 +133,21 @@ pub fn role_name_or_user(name: Option<&str>) -> &str {
     name.map(str::trim).filter(|n| !n.is_empty()).unwrap_or(platform::USER.name)
 }
 
-/// The role `name` names in the organisation: platform names match case-insensitively; any
-/// other name is a custom role. `None` when there is none, which the caller answers; an `Err`
-/// is only ever the store failing.
+/// The role `name` names in the organisation, to hand out: platform names match
+/// case-insensitively; any other name is a custom role, locked for the rest of the write, so a
+/// deletion or a change of its grants racing the assignment waits for it (and then counts the
+/// new holder) or is read by it (a deleted role is not found). `None` when there is none, which
+/// the caller answers; an `Err` is only ever the store failing.
 #[must_use = "`None` means no such role: answer it"]
 pub async fn role_named(tx: &mut dyn Tx, tenant: TenantId, name: &str) -> AppResult<Option<Role>> {
-    Ok(tx.roles().find_by_name(tenant, name).await?.map(Role::of))
+    let Some(found) = tx.roles().find_by_name(tenant, name).await?.map(Role::of) else {
+        return Ok(None);
+    };
+    if found.is_platform() {
+        // Shared and read-only: nothing can change under the assignment.
+        return Ok(Some(found));
+    }
+    Ok(tx.roles().get_for_update(tenant, found.record.id).await?.map(Role::of))
 }
 
 /// The role with this id in the organisation (platform or custom).

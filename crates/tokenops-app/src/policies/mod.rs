@@ -267,10 +267,14 @@ impl Policies {
     pub async fn activate(&self, w: &mut Write, id: Uuid) -> AppResult<PolicyOut> {
         let tenant = w.tenant()?;
         // The slot's fields never change, so an unlocked read finds the slot; its rows are then
-        // locked in id order (this policy's among them), the same order every activation takes.
+        // locked in id order, the only lock an activation takes, so activations and archivals
+        // of one slot never wait on each other in a circle. This policy is among the rows
+        // unless it is ARCHIVED, a status it never leaves (archived a moment ago, perhaps).
         let slot = w.tx().policies().get(tenant, id).await?.ok_or_else(|| not_found(id))?;
         let holders = w.tx().policies().lock_slot(tenant, slot.rule_type, slot.action, &slot.template_key).await?;
-        let mut policy = w.tx().policies().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        let Some(mut policy) = holders.iter().find(|p| p.id == id).cloned() else {
+            return Err(archived(id, "it cannot be activated again"));
+        };
         match policy.status.activation() {
             Activation::Refused => return Err(archived(id, "it cannot be activated again")),
             Activation::AlreadyActive => {}

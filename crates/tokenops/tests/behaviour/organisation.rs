@@ -1471,6 +1471,45 @@ async fn a_role_in_use_cannot_be_deleted(backend: Backend) {
     refused(&delete(&app, &at(&by_client), &user).await, 403, "Missing permission: role:delete");
 }
 
+/// A custom role deleted at the instant it is handed out (invitation, client, role change):
+/// the two take turns on the role, so either the deletion finds its new holders (409) or each
+/// assignment finds no role (404). Never a holder of a deleted role.
+async fn a_role_deleted_while_it_is_handed_out_is_never_held_dangling(backend: Backend) {
+    const ROUNDS: usize = 6;
+    let (app, tenant, owner) = organisation(backend).await;
+    let changed = invite(&app, &tenant, &owner, "mover@bank.example", None).await;
+    let mover = format!("{}/{}", users(&tenant), id_of(&changed));
+    for round in 0..ROUNDS {
+        let name = format!("Doomed{round}");
+        let role =
+            format!("{}/{}", roles(&tenant), create_role(&app, &tenant, &owner, &name, &["customer:read"]).await);
+        let email = format!("late{round}@bank.example");
+        let client = json!({ "name": format!("Batch{round}"), "roleName": name });
+        let (to_role, clients_path) = (json!({ "roleName": name }), clients(&tenant));
+        let (deleted, invited, created, moved) = tokio::join!(
+            delete(&app, &role, &owner),
+            invite(&app, &tenant, &owner, &email, Some(&name)),
+            post(&app, &clients_path, &owner, &client),
+            patch(&app, &mover, &owner, &to_role),
+        );
+        let handed = [(&invited, 200), (&created, 201), (&moved, 200)];
+        let expected: Vec<u16> = match deleted.status {
+            204 => vec![404; 3],
+            409 => handed.iter().map(|(_, ok)| *ok).collect(),
+            other => panic!("round {round}: the deletion answered {other}: {}", deleted.body),
+        };
+        let got: Vec<u16> = handed.iter().map(|(reply, _)| reply.status).collect();
+        assert_eq!(
+            got, expected,
+            "round {round}: deletion {} / {} {} {}",
+            deleted.status, invited.body, created.body, moved.body
+        );
+        if moved.status == 200 {
+            patch(&app, &mover, &owner, &json!({ "roleName": "USER" })).await.expect(200);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Approval groups
 // ---------------------------------------------------------------------------------------------
@@ -2052,6 +2091,7 @@ backends!(
     a_role_lists_its_holders_by_first_then_last_name,
     custom_roles_are_edited_but_platform_roles_are_read_only,
     a_role_in_use_cannot_be_deleted,
+    a_role_deleted_while_it_is_handed_out_is_never_held_dangling,
     groups_are_created_and_listed_and_keys_are_unique,
     group_members_are_added_listed_by_name_and_removed,
     a_deactivated_group_takes_no_members,

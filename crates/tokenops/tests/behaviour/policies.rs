@@ -357,6 +357,34 @@ async fn concurrent_activations_of_one_slot_let_one_through(backend: Backend) {
     assert!(rb.status == 409 || re.status == 409, "the slot admits one: {} {}", rb.body, re.body);
 }
 
+backends!(an_archival_racing_activations_of_its_slot_fails_no_request);
+/// An archival racing activations of its own policy and of the slot's other drafts: each
+/// request is answered 200 or 409, never a server error (on PostgreSQL an activation that
+/// locked the slot and then its own, just archived, row met others locking in id order: a
+/// deadlock), and the slot ends with one ACTIVE policy at most.
+async fn an_archival_racing_activations_of_its_slot_fails_no_request(backend: Backend) {
+    const ROUNDS: usize = 12;
+    let app = TestApp::spawn(backend).await;
+    for round in 0..ROUNDS {
+        let mut drafts = Vec::new();
+        for n in 0..4 {
+            drafts.push(id_of(&create(&app, TRANSFER_TEMPLATE, &content(&format!("{}", 100 + n))).await));
+        }
+        let archival = action(&app, &drafts[0], "archive");
+        let activations = (0..12).map(|i| action(&app, &drafts[i % drafts.len()], "activate"));
+        let (archived, activated) = tokio::join!(archival, futures::future::join_all(activations));
+        archived.expect(200);
+        for reply in &activated {
+            assert!(matches!(reply.status, 200 | 409), "round {round}: {} {}", reply.status, reply.body);
+        }
+        let active = app.get("/api/policies?status=ACTIVE").await;
+        assert!(active.body["totalItems"].as_u64().expect("total") <= 1, "round {round}: {}", active.body);
+        for id in &drafts {
+            action(&app, id, "archive").await.expect(200);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Versions
 // ---------------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ backends!(
     download_gives_the_code_and_refuses_a_deleted_script,
     a_clone_takes_new_defaults_and_keeps_its_root,
     a_script_write_with_its_key_in_flight_is_409,
+    the_import_rules_hold_when_writes_on_both_ends_race,
 );
 
 async fn a_script_is_created_as_a_draft_with_its_declared_parameters(backend: Backend) {
@@ -294,4 +295,71 @@ async fn a_script_write_with_its_key_in_flight_is_409(backend: Backend) {
     let body = json!({ "name": "inflight", "source": "1" });
     let reply = write_in_flight(&app, "script.create", Method::POST, "/api/scripts", &body).await;
     assert_eq!(reply.status, 409, "{}", reply.body);
+}
+
+/// Writes on both ends of an import, sent at once, still keep the rules each keeps alone:
+/// unpublishing a dependency against publishing its importer, new code for a published
+/// dependency against publishing its importer, deleting a draft against creating its importer.
+/// Each judges the other's script, so on PostgreSQL an organisation's script writes take turns;
+/// without them both sides of each pair went through in most rounds.
+async fn the_import_rules_hold_when_writes_on_both_ends_race(backend: Backend) {
+    const ROUNDS: usize = 6;
+    let app = TestApp::spawn(backend).await;
+    let script = |id: String| {
+        let app = &app;
+        async move { app.get(&format!("/api/scripts/{id}")).await.body }
+    };
+    for round in 0..ROUNDS {
+        // Unpublish the dependency / publish the importer: exactly one goes through.
+        let lib = id_of(&create(&app, &format!("lib{round}"), "fn one() { 1 }").await);
+        publish(&app, &lib).await;
+        let user =
+            id_of(&create(&app, &format!("user{round}"), &format!("import \"lib{round}\" as l;\nl::one()")).await);
+        let (unpublished, published) =
+            tokio::join!(set_status(&app, &lib, "DRAFT"), set_status(&app, &user, "PUBLISHED"));
+        let mut statuses = [unpublished.status, published.status];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 409], "round {round}: {} / {}", unpublished.body, published.body);
+        let (lib_now, user_now) = (script(lib.clone()).await, script(user.clone()).await);
+        assert!(
+            !(lib_now["status"] == "DRAFT" && user_now["status"] == "PUBLISHED"),
+            "round {round}: a PUBLISHED importer of a DRAFT: {lib_now} {user_now}"
+        );
+
+        // New code for the published dependency / publish the importer: a PUBLISHED importer
+        // resolved the dependency's current version, else it is OUTDATED.
+        let lib = id_of(&create(&app, &format!("base{round}"), "fn two() { 2 }").await);
+        publish(&app, &lib).await;
+        let user =
+            id_of(&create(&app, &format!("top{round}"), &format!("import \"base{round}\" as b;\nb::two()")).await);
+        let (lib_path, new_source) = (format!("/api/scripts/{lib}"), json!({ "source": "fn two() { 1 + 1 }" }));
+        let new_code = app.patch(&lib_path, &new_source);
+        let (changed, published) = tokio::join!(new_code, set_status(&app, &user, "PUBLISHED"));
+        changed.expect(200);
+        published.expect(200);
+        let user_now = script(user.clone()).await;
+        let pinned = user_now["dependencies"][0]["version"].as_u64();
+        assert!(
+            user_now["status"] == "OUTDATED" || pinned == Some(2),
+            "round {round}: PUBLISHED on a version its dependency left: {user_now}"
+        );
+
+        // Delete a draft / create a script importing it: exactly one goes through.
+        let doomed = id_of(&create(&app, &format!("gone{round}"), "fn three() { 3 }").await);
+        let body =
+            json!({ "name": format!("heir{round}"), "source": format!("import \"gone{round}\" as g;\ng::three()") });
+        let (doomed_path, doomed_key) = (format!("/api/scripts/{doomed}"), key());
+        let (deleted, created) = tokio::join!(
+            app.write(Method::DELETE, &doomed_path, &doomed_key, &Value::Null),
+            app.post("/api/scripts", &body)
+        );
+        assert!(
+            matches!((deleted.status, created.status), (204, 400) | (409, 201)),
+            "round {round}: delete {} {} / create {} {}",
+            deleted.status,
+            deleted.body,
+            created.status,
+            created.body
+        );
+    }
 }
