@@ -2,6 +2,7 @@
 //! Every change locks the request row first, then its tasks, so two approvers acting at the same
 //! instant apply one after the other and the second finds the task acted on (409).
 
+use tokenops_domain::Timestamp;
 use tokenops_domain::approval::{
     self, ActError, ActorError, ApprovalRequestStatus, ApprovalTaskState, ApproverExpr, ReassignError, TaskDecision,
     TaskStep,
@@ -56,12 +57,27 @@ async fn lock_task(w: &mut Write, task_id: Uuid) -> AppResult<Locked> {
         .get_request_for_update(tenant, task.request_id)
         .await?
         .ok_or_else(|| request_not_found(task.request_id))?;
+    refuse_past_deadline(&request, w.now())?;
     let tasks = w.tx().approvals().tasks_of(tenant, request.id, true).await?;
     let index = tasks
         .iter()
         .position(|t| t.id == task_id)
         .ok_or_else(|| Error::internal("an approval task is missing from its request"))?;
     Ok(Locked { request, tasks, index })
+}
+
+/// A PENDING request past its deadline has expired, though the expiry job (due at that
+/// instant) may not have closed it yet: nothing acts on it any more, 409 as for any request no
+/// longer PENDING.
+fn refuse_past_deadline(request: &ApprovalRequest, now: Timestamp) -> AppResult<()> {
+    if request.status == ApprovalRequestStatus::Pending && request.expires_at <= now {
+        return Err(Error::conflict(format!(
+            "The approval request expired at {}; it is no longer pending",
+            request.expires_at.to_iso8601()
+        ))
+        .with_code(Code::ApprovalNotPending));
+    }
+    Ok(())
 }
 
 impl Approvals {
@@ -176,6 +192,7 @@ impl Approvals {
         if !request.status.may_cancel() {
             return Err(Error::of(Code::ApprovalNotPending));
         }
+        refuse_past_deadline(&request, now)?;
         let mut tasks = w.tx().approvals().tasks_of(tenant, request_id, true).await?;
         let subject = w.context().caller.subject.clone();
         close(w.tx(), &*self.effect, &mut request, &mut tasks, ApprovalRequestStatus::Cancelled, Some(subject), now)

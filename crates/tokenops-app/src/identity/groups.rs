@@ -176,7 +176,9 @@ impl Groups {
         if group.status == GroupStatus::Inactive {
             return Err(deactivated(&group));
         }
-        let user = w.tx().users().get(tenant, user_id).await?.ok_or_else(|| user_not_found(user_id))?;
+        // Locked, so a removal of the user racing this waits for it (and takes the membership
+        // away) or is read by it (404), never leaving a member that is no user.
+        let user = w.tx().users().get_for_update(tenant, user_id).await?.ok_or_else(|| user_not_found(user_id))?;
         let now = w.now();
         let added = w.tx().groups().add_member(tenant, id, user_id, now).await?;
         w.set_audit_detail(serde_json::json!({ "userId": user_id, "added": added }));

@@ -197,6 +197,27 @@ impl DeliverWebhook {
     }
 }
 
+impl DeliverWebhook {
+    /// A queued delivery whose registration is deleted is CANCELLED, as the DELETE cancels the
+    /// ones it sees. This one it could not see: a replay or an event's dispatch decided on the
+    /// live registration and committed the delivery after the DELETE had looked. Without this
+    /// it would stay queued for good.
+    async fn cancel_for_deleted_registration(
+        &self,
+        tenant: TenantId,
+        delivery_id: Uuid,
+        ctx: &JobContext,
+    ) -> Result<Finished, JobError> {
+        let mut tx = self.0.store.write().await?;
+        if let Some(mut delivery) = tx.webhooks().get_delivery_for_update(tenant, delivery_id).await?
+            && delivery.cancel(ctx.clock().now())
+        {
+            tx.webhooks().update_delivery(&delivery).await?;
+        }
+        ctx.finish(tx).await
+    }
+}
+
 #[async_trait]
 impl JobHandler for DeliverWebhook {
     fn kind(&self) -> &'static str {
@@ -216,6 +237,9 @@ impl JobHandler for DeliverWebhook {
             loaded.filter(|(d, _, _)| d.status.is_queued() && d.attempts + 1 == number)
         else {
             return ctx.finish(webhooks.store.write().await?).await;
+        };
+        let Some(webhook) = webhook else {
+            return self.cancel_for_deleted_registration(tenant, delivery.id, ctx).await;
         };
         if !webhook.status.attempts_deliveries() {
             return self.wait_for_registration(&delivery, number, ctx).await;

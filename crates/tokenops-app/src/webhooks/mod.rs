@@ -596,14 +596,14 @@ pub fn inactive(id: Uuid) -> Error {
     Error::conflict(format!("Webhook {id} is INACTIVE; set it ACTIVE first")).with_code(Code::WebhookInactive)
 }
 
-/// Loads what a delivery attempt needs, in one read.
+/// Loads what a delivery attempt needs, in one read; the registration is `None` once deleted.
 pub(crate) async fn load_for_attempt(
     tx: &mut dyn Tx,
     tenant: TenantId,
     delivery_id: Uuid,
-) -> AppResult<Option<(Delivery, Webhook, Event)>> {
+) -> AppResult<Option<(Delivery, Option<Webhook>, Event)>> {
     let Some(delivery) = tx.webhooks().get_delivery(tenant, delivery_id).await? else { return Ok(None) };
-    let Some(webhook) = tx.webhooks().get(tenant, delivery.webhook_id).await? else { return Ok(None) };
+    let webhook = tx.webhooks().get(tenant, delivery.webhook_id).await?;
     let Some(event) = tx.events().get(tenant, delivery.event_id).await? else { return Ok(None) };
     Ok(Some((delivery, webhook, event)))
 }

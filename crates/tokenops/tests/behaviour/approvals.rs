@@ -328,6 +328,16 @@ async fn rejection_cancel_reassign_and_expiry(backend: Backend) {
     app.drain_jobs().await;
     assert_eq!(get(&app, &format!("/api/approvals/requests/{id}"), &carol.1).await.body["status"], "PENDING");
     app.clock.advance_millis(1_000);
+    // At its deadline the request has expired, before the expiry job has closed it: nobody
+    // approves, rejects, reassigns or cancels it any more.
+    let late = act(&app, &carol.1, &tasks[0], "approve").await;
+    refused(&late, 409, "APPROVAL_NOT_PENDING");
+    assert!(late.body["message"].as_str().is_some_and(|m| m.contains("expired at")), "{}", late.body);
+    refused(&act(&app, &carol.1, &tasks[0], "reject").await, 409, "APPROVAL_NOT_PENDING");
+    refused(&post(&app, &reassign(&tasks[0]), &carol.1, &to("#checkers".into())).await, 409, "APPROVAL_NOT_PENDING");
+    let cancel = format!("/api/approvals/requests/{id}/cancel");
+    refused(&post(&app, &cancel, &alice.1, &json!({})).await, 409, "APPROVAL_NOT_PENDING");
+    assert_eq!(get(&app, &format!("/api/approvals/requests/{id}"), &carol.1).await.body["status"], "PENDING");
     app.drain_jobs().await;
     let expired = get(&app, &format!("/api/approvals/requests/{id}"), &carol.1).await;
     assert_eq!(expired.body["status"], "EXPIRED", "{}", expired.body);

@@ -1575,6 +1575,27 @@ async fn groups_are_created_and_listed_and_keys_are_unique(backend: Backend) {
     );
 }
 
+/// Adding a member and removing that user at the same instant: the addition either comes first
+/// (201, and the removal takes the membership away) or finds no user (404); never "already a
+/// member" (200) for a user being removed, nor a membership left behind.
+async fn a_member_added_while_the_user_is_removed_is_never_kept(backend: Backend) {
+    const ROUNDS: usize = 6;
+    let (app, tenant, owner) = organisation(backend).await;
+    let group = create_group(&app, &tenant, &owner, "racers", "Racers").await;
+    let members = format!("{}/{group}/members", groups(&tenant));
+    for round in 0..ROUNDS {
+        let user = id_of(&invite(&app, &tenant, &owner, &format!("leaver{round}@bank.example"), None).await);
+        let (user_path, body) = (format!("{}/{user}", users(&tenant)), json!({ "userId": user }));
+        let (added, removed) = tokio::join!(post(&app, &members, &owner, &body), delete(&app, &user_path, &owner));
+        removed.expect(204);
+        assert!(matches!(added.status, 201 | 404), "round {round}: {} {}", added.status, added.body);
+        get(&app, &format!("{members}/{user}"), &owner).await.expect(404);
+    }
+    let read = get(&app, &format!("{}/{group}", groups(&tenant)), &owner).await;
+    read.expect(200);
+    assert_eq!(read.body["members"]["totalResults"], 0, "{}", read.body);
+}
+
 async fn group_members_are_added_listed_by_name_and_removed(backend: Backend) {
     let (app, tenant, owner) = organisation(backend).await;
     let group = create_group(&app, &tenant, &owner, "approvers", "Approvers").await;
@@ -2094,6 +2115,7 @@ backends!(
     a_role_deleted_while_it_is_handed_out_is_never_held_dangling,
     groups_are_created_and_listed_and_keys_are_unique,
     group_members_are_added_listed_by_name_and_removed,
+    a_member_added_while_the_user_is_removed_is_never_kept,
     a_deactivated_group_takes_no_members,
     a_machine_client_reveals_its_secret_once_and_acts_with_its_role,
     creating_a_client_follows_the_rule_for_handing_out_its_role,

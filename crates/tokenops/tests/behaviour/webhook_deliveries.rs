@@ -90,6 +90,7 @@ backends!(
     twenty_failures_suspend_and_activation_sends_what_waited,
     activation_sends_each_waiting_attempt_once_whether_its_retry_was_due_or_not,
     deletion_cancels_queued_deliveries,
+    a_replay_racing_the_deletion_of_its_destination_leaves_nothing_queued,
     replay_is_strict_for_one_event_and_lenient_for_a_filter,
     a_truncated_filtered_replay_continues_from_its_cursor,
     the_replay_budget_refuses_with_nothing_queued,
@@ -349,6 +350,37 @@ async fn deletion_cancels_queued_deliveries(backend: Backend) {
     assert_eq!(receiver.requests_to("/x").len(), 2, "nothing sent after deletion");
     // A deleted destination cannot be replayed to (404).
     assert_status(&redeliver(&app, &event_id, None).await, 404, "destination deleted");
+}
+
+/// A replay and the DELETE of its destination at the same instant: whichever order they take,
+/// no delivery stays queued on the deleted registration and nothing more is sent to it. (The
+/// DELETE cancels the deliveries it sees; one the replay commits after it looked is cancelled
+/// by its own delivery job.)
+async fn a_replay_racing_the_deletion_of_its_destination_leaves_nothing_queued(backend: Backend) {
+    const ROUNDS: usize = 8;
+    let (app, receiver) = app(backend, &[]).await;
+    for round in 0..ROUNDS {
+        let path = format!("/race{round}");
+        let (id, _) = subscribe(&app, &receiver, &path).await;
+        let event_id = status_change(&app).await;
+        receiver.wait_for_path(&path, 2, WAIT).await;
+        let (webhook, delete_key) = (format!("/api/webhooks/{id}"), key());
+        let (deleted, replayed) = tokio::join!(
+            app.write(Method::DELETE, &webhook, &delete_key, &Value::Null),
+            redeliver(&app, &event_id, None)
+        );
+        deleted.expect(204);
+        assert!(matches!(replayed.status, 202 | 404), "round {round}: {} {}", replayed.status, replayed.body);
+        app.drain_jobs().await;
+        for delivery in deliveries(&app, &event_id).await.iter().filter(|d| d["webhookId"] == id.as_str()) {
+            assert!(
+                matches!(delivery["status"].as_str(), Some("DELIVERED" | "CANCELLED")),
+                "round {round}: replay {}: a delivery left on the deleted registration: {delivery}",
+                replayed.status
+            );
+        }
+        assert_eq!(receiver.requests_to(&path).len(), 2, "round {round}: nothing sent after the deletion");
+    }
 }
 
 async fn replay_is_strict_for_one_event_and_lenient_for_a_filter(backend: Backend) {
