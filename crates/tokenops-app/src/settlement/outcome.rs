@@ -137,21 +137,51 @@ impl Pipeline {
 /// transaction and reverted it (`settlement::track`).
 pub(super) const REVERTED: &str = ": the ledger reverted the transaction";
 
+/// The reason code of a CHAIN_FAILED the ledger refused before including anything (a send it
+/// would not take: no txHash); the ledger's words are in the break's detail.
+const SUBMISSION_REJECTED: &str = "SUBMISSION_REJECTED";
+
 /// The short, stable reason code the spec reports, and for a revert the decoded revert itself:
 /// EXECUTION_REVERTED (the spec's example) with `InsufficientAvailableBalance` beside it; the
 /// policy step's code for VALIDATION_REJECTED (the reason starts `CODE: `); else a code of the
-/// failure (a submission error's first word for another CHAIN_FAILED).
+/// failure (SUBMISSION_REJECTED for a send the ledger refused, unless its reason starts with a
+/// code of its own).
 fn reason_codes_of(code: FailureCode, reason: &str) -> (String, Option<String>) {
     let first = |separators: &[char], fallback: &str| reason.split(separators).next().unwrap_or(fallback).to_owned();
     match code {
         FailureCode::ChainFailed => match reason.strip_suffix(REVERTED) {
             Some(revert) => ("EXECUTION_REVERTED".to_owned(), Some(revert.to_owned()).filter(|r| !r.is_empty())),
-            None => (first(&[':', ' '], "EXECUTION_REVERTED"), None),
+            None => {
+                let word = first(&[':', ' '], SUBMISSION_REJECTED);
+                let is_code = !word.is_empty() && word.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                (if is_code { word } else { SUBMISSION_REJECTED.to_owned() }, None)
+            }
         },
         FailureCode::SigningRejected => ("CUSTODY_REFUSED".to_owned(), None),
         FailureCode::RetryExhausted => ("DEPENDENCY_UNAVAILABLE".to_owned(), None),
         FailureCode::Unprocessable => ("UNPROCESSABLE".to_owned(), None),
         FailureCode::ValidationRejected => (first(&[':'], "VALIDATION_REJECTED"), None),
         other => (other.as_str().to_owned(), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_failure_has_an_upper_case_reason_code() {
+        let reverted = format!("InsufficientAvailableBalance{REVERTED}");
+        assert_eq!(
+            reason_codes_of(FailureCode::ChainFailed, &reverted),
+            ("EXECUTION_REVERTED".to_owned(), Some("InsufficientAvailableBalance".to_owned()))
+        );
+        // The node would not take the send: the ledger error's words are no code.
+        let refused = "ledger refused: insufficient funds for gas * price + value";
+        assert_eq!(reason_codes_of(FailureCode::ChainFailed, refused), ("SUBMISSION_REJECTED".to_owned(), None));
+        assert_eq!(reason_codes_of(FailureCode::ChainFailed, ""), ("SUBMISSION_REJECTED".to_owned(), None));
+        // A reason that starts with a code of its own keeps it.
+        let coded = "UNKNOWN_TOKEN: no contract at the address";
+        assert_eq!(reason_codes_of(FailureCode::ChainFailed, coded), ("UNKNOWN_TOKEN".to_owned(), None));
     }
 }
