@@ -34,7 +34,20 @@ pub const TOKEN_PATH: &str = "/idp/oauth2/token";
         crate::routes::operations::readiness,
         crate::routes::operations::metrics
     ),
-    components(schemas(ErrorBody)),
+    // utoipa collects the schemas bodies and responses name, not those only a query parameter
+    // names: the vocabularies of such filters are listed here so that their references resolve.
+    components(schemas(
+        ErrorBody,
+        tokenops_domain::approval::ApprovalRequestStatus,
+        tokenops_domain::approval::ApprovalTaskState,
+        tokenops_domain::audit::AuditOutcome,
+        tokenops_domain::audit::AuditSource,
+        tokenops_domain::automation::TriggerType,
+        tokenops_domain::event::EventType,
+        tokenops_domain::identity::UserStatus,
+        tokenops_domain::script::ScriptStatus,
+        tokenops_domain::webhook::DeliveryStatus,
+    )),
     tags(
         (name = "customers", description = "Customers of the organisation"),
         (name = "accounts", description = "Accounts of customers, one asset each, and their balances"),
@@ -309,8 +322,34 @@ pub struct ClampedPageQuery {
     /// Zero-based, default 0
     page: Option<u64>,
     /// Default 20; clamped to 1..100: above 100 is 100, below 1 (0 and negative values included) is 1
+    #[param(value_type = Option<AnyInteger>, inline)]
     size: Option<i64>,
 }
+
+/// A whole number of any size: `type: integer` without a `format`, for a size the service clamps
+/// rather than refuses, whatever its magnitude (past the 64-bit range too:
+/// `paging::parse_saturating`). A format (`int32`, `int64`) would bound it where the service
+/// does not.
+pub struct AnyInteger;
+
+impl utoipa::PartialSchema for AnyInteger {
+    fn schema() -> RefOr<utoipa::openapi::schema::Schema> {
+        Object::with_type(Type::Integer).into()
+    }
+}
+
+impl utoipa::ToSchema for AnyInteger {}
+
+/// [`AnyInteger`] from 1: a size below 1 is refused, any larger one clamped (`paging::AUDIT_SIZE`).
+pub struct AnyIntegerFromOne;
+
+impl utoipa::PartialSchema for AnyIntegerFromOne {
+    fn schema() -> RefOr<utoipa::openapi::schema::Schema> {
+        ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).build().into()
+    }
+}
+
+impl utoipa::ToSchema for AnyIntegerFromOne {}
 
 /// The query of a cursor-paged list (style D).
 #[derive(utoipa::IntoParams)]

@@ -29,6 +29,15 @@ const DESCRIPTION_MAX: usize = 2000;
 const COMMENT_MAX: usize = 1000;
 const APPROVERS_MAX: usize = 20;
 const STEP_MAX: i64 = 9;
+// The documented bounds of a raised request's fields.
+const _: () = assert!(
+    ACTION_MAX == 100
+        && RESOURCE_TYPE_MAX == 64
+        && RESOURCE_ID_MAX == 200
+        && TITLE_MAX == 200
+        && DESCRIPTION_MAX == 2000
+        && APPROVERS_MAX == 20
+);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     super::optional_bodies(
@@ -53,8 +62,8 @@ pub type ApprovalRequestPage = PageB<ApprovalRequestOut>;
 #[utoipa::path(
     get, path = "/api/approvals/tasks", tag = "approvals", operation_id = "approvals.tasks.list",
     params(
-        ("status" = Option<String>, Query, description = "One task state per call: PENDING (default), APPROVED, REJECTED, CANCELLED or EXPIRED"),
-        ("state" = Option<String>, Query, description = "The same filter under the task field's name; give status or state, not both"),
+        ("status" = Option<ApprovalTaskState>, Query, description = "One task state per call: PENDING (default), APPROVED, REJECTED, CANCELLED or EXPIRED"),
+        ("state" = Option<ApprovalTaskState>, Query, description = "The same filter under the task field's name; give status or state, not both"),
         ("requestId" = Option<Uuid>, Query, description = "Only the tasks of this request"),
         ("approver" = Option<String>, Query, description = "Only tasks whose approvers include this expression (#groupKey or user:<uuid>), as written"),
         crate::openapi::PageQuery,
@@ -228,7 +237,7 @@ fn request_filter(params: &QueryParams) -> Result<ApprovalRequestFilter, Error> 
 #[utoipa::path(
     get, path = "/api/approvals/requests", tag = "approvals", operation_id = "approvals.requests.list",
     params(
-        ("status" = Option<String>, Query, description = "PENDING, APPROVED, REJECTED, CANCELLED or EXPIRED"),
+        ("status" = Option<ApprovalRequestStatus>, Query, description = "PENDING, APPROVED, REJECTED, CANCELLED or EXPIRED"),
         ("actedBy" = Option<String>, Query, description = "Token subject that resolved the request"),
         ("resolvedFrom" = Option<String>, Query, format = DateTime, description = "ISO 8601, inclusive; excludes unresolved requests"),
         ("resolvedTo" = Option<String>, Query, format = DateTime, description = "ISO 8601, exclusive; excludes unresolved requests"),
@@ -280,18 +289,28 @@ pub struct StepApproverIn {
 pub struct ApprovalRequestIn {
     /// What is to be approved: 1 to 100 characters of the caller's choosing (policy-raised
     /// requests carry the policy action).
-    #[schema(required = true, value_type = String, example = "LARGE_PAYMENT_RELEASE")]
+    #[schema(
+        required = true,
+        value_type = String,
+        example = "LARGE_PAYMENT_RELEASE",
+        pattern = r"\S",
+        max_length = 100
+    )]
     pub action: Option<String>,
     /// At most 64 characters.
+    #[schema(max_length = 64)]
     pub resource_type: Option<String>,
     /// At most 200 characters.
+    #[schema(max_length = 200)]
     pub resource_id: Option<String>,
     /// At most 200 characters.
+    #[schema(max_length = 200)]
     pub title: Option<String>,
     /// At most 2000 characters.
+    #[schema(max_length = 2000)]
     pub description: Option<String>,
     /// 1 to 20 (step, approver) pairs, each a task of its own; a pair may not repeat.
-    #[schema(required = true, value_type = Vec<StepApproverIn>)]
+    #[schema(required = true, value_type = Vec<StepApproverIn>, min_items = 1, max_items = 20)]
     pub approvers: Option<Vec<StepApproverIn>>,
 }
 

@@ -217,8 +217,10 @@ struct AuditQuery {
     /// value selects nothing
     category: Option<String>,
     /// Beyond the spec's filters: SUCCESS or FAILURE (another value is 400)
+    #[param(value_type = Option<AuditOutcome>)]
     outcome: Option<String>,
     /// API, WORKER or SYSTEM (another value is 400)
+    #[param(value_type = Option<AuditSource>)]
     source: Option<String>,
     #[param(rename = "resourceType")]
     resource_type: Option<String>,
@@ -237,7 +239,7 @@ struct AuditQuery {
     get, path = "/api/audit/events", tag = "audit", operation_id = "audit.events.list",
     params(
         AuditQuery,
-        ("page" = Option<u64>, Query), ("size" = Option<u32>, Query, minimum = 1, description = "Default 20; below 1 is 400, above 100 is reduced to 100"),
+        ("page" = Option<u64>, Query), ("size" = inline(Option<crate::openapi::AnyIntegerFromOne>), Query, description = "Default 20; below 1 is 400, above 100 is reduced to 100"),
     ),
     responses(
         (status = 200, description = "Style B page of audit records. The spec does not show the record's body: this service's fields are AuditEventOut's", body = AuditEventPage),

@@ -26,6 +26,9 @@ use tokenops_app::identity::clients::{self, RevealedSecret};
 /// Longest accepted email and password: beyond these nothing valid exists.
 const EMAIL_MAX: usize = 254;
 const PASSWORD_MAX: usize = 1_024;
+// The documented maxLength of an email and of a password (a new one is bounded by the password
+// policy: see the tests).
+const _: () = assert!(EMAIL_MAX == 254 && PASSWORD_MAX == 1_024);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -100,11 +103,12 @@ fn email(body: &Map<String, Value>) -> Result<String, Error> {
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub struct LoginIn {
-    /// At most 254 characters.
-    #[schema(format = Email)]
+    /// At most 254 characters, with an `@` and no white space.
+    #[schema(format = Email, max_length = 254, pattern = r"^[^\s\x00]*@[^\s\x00]*$")]
     email: String,
-    /// The password, or the temporary password of an invited user.
-    #[schema(format = Password)]
+    /// The password, or the temporary password of an invited user: not blank, at most 1024
+    /// characters.
+    #[schema(format = Password, max_length = 1024, pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")]
     password: String,
 }
 
@@ -113,7 +117,8 @@ pub struct LoginIn {
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub struct RefreshIn {
-    /// From a sign-in.
+    /// From a sign-in; not blank.
+    #[schema(pattern = r"\S")]
     refresh_token: String,
 }
 
@@ -122,12 +127,16 @@ pub struct RefreshIn {
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub struct NewPasswordIn {
-    #[schema(format = Email)]
+    /// At most 254 characters, with an `@` and no white space.
+    #[schema(format = Email, max_length = 254, pattern = r"^[^\s\x00]*@[^\s\x00]*$")]
     email: String,
-    /// Must satisfy the password policy; its message is the 400's.
-    #[schema(format = Password)]
+    /// Must satisfy the password policy; its message is the 400's. The policy: 12 to 256
+    /// characters with an upper-case letter, a lower-case letter, a digit and a symbol, and not
+    /// the email address.
+    #[schema(format = Password, min_length = 12, max_length = 256, pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")]
     new_password: String,
-    /// From the NEW_PASSWORD_REQUIRED challenge.
+    /// From the NEW_PASSWORD_REQUIRED challenge; not blank.
+    #[schema(pattern = r"\S")]
     session: String,
 }
 
@@ -136,13 +145,16 @@ pub struct NewPasswordIn {
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub struct ActivateIn {
-    #[schema(format = Email)]
+    /// At most 254 characters, with an `@` and no white space.
+    #[schema(format = Email, max_length = 254, pattern = r"^[^\s\x00]*@[^\s\x00]*$")]
     email: String,
-    /// From the invitation.
-    #[schema(format = Password)]
+    /// From the invitation: not blank, at most 1024 characters.
+    #[schema(format = Password, max_length = 1024, pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")]
     temporary_password: String,
-    /// Must satisfy the password policy; its message is the 400's.
-    #[schema(format = Password)]
+    /// Must satisfy the password policy; its message is the 400's. The policy: 12 to 256
+    /// characters with an upper-case letter, a lower-case letter, a digit and a symbol, and not
+    /// the email address.
+    #[schema(format = Password, min_length = 12, max_length = 256, pattern = r"^[^\x00]*[^\s\x00][^\x00]*$")]
     new_password: String,
 }
 
@@ -345,6 +357,18 @@ mod tests {
     fn members(tokens: &Tokens) -> BTreeSet<String> {
         let value = serde_json::to_value(tokens).unwrap_or_default();
         value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The documented bounds of a new password are the password policy's.
+    #[test]
+    fn new_password_bounds_are_the_policys() {
+        let policy = tokenops_identity::PasswordPolicy::default();
+        for schema in [NewPasswordIn::schema(), ActivateIn::schema()] {
+            let schema = serde_json::to_value(schema).unwrap_or_default();
+            let property = &schema["properties"]["newPassword"];
+            assert_eq!(property["minLength"], serde_json::json!(policy.min_length), "{property}");
+            assert_eq!(property["maxLength"], serde_json::json!(policy.max_length), "{property}");
+        }
     }
 
     /// The documented token bodies are the ones `Tokens` serializes, with and without a

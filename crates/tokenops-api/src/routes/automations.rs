@@ -49,7 +49,8 @@ const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: So
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AutomationIn {
-    /// Optional, 1 to 100 characters.
+    /// Optional, 1 to 100 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
     /// A PUBLISHED script of the organisation.
     #[schema(required = true, value_type = Uuid)]
@@ -130,7 +131,7 @@ fn trigger(value: &AutomationIn) -> Result<Trigger, Error> {
     params(
         ("status" = Option<String>, Query, description = "ACTIVE, INACTIVE, DISABLED or DELETED; another value gives an empty page; deleted automations are listed only when asked for"),
         ("scriptId" = Option<Uuid>, Query),
-        ("triggerType" = Option<String>, Query, description = "ON_DEMAND, SCHEDULED or EVENT"),
+        ("triggerType" = Option<TriggerType>, Query, description = "ON_DEMAND, SCHEDULED or EVENT"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt, updatedAt, status or triggerType, with ,asc or ,desc; default createdAt,desc"),
         crate::openapi::ClampedPageQuery,
     ),

@@ -19,6 +19,8 @@ use crate::openapi::path_params;
 use crate::write::{OptionalKeyWrite, Reply};
 
 const NAME_MAX: usize = 100;
+// The documented maxLength of a name.
+const _: () = assert!(NAME_MAX == 100);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(list_clients, create_client)).routes(routes!(get_client, disable_client))
@@ -30,8 +32,8 @@ pub type ClientPage = PageC<ClientOut>;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientIn {
-    /// 1 to 100 characters.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 100 characters, not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
     /// The role it acts with; blank or absent means USER (as for an invitation).
     pub role_name: Option<String>,

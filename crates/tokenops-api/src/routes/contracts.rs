@@ -24,6 +24,8 @@ use crate::openapi::path_params;
 use crate::write::{self, OptionalKeyWrite, Reply, Written};
 
 const NAME_MAX: usize = 100;
+// The documented maxLength of the names.
+const _: () = assert!(NAME_MAX == 100);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -41,7 +43,8 @@ pub struct ContractIn {
     /// ISO 4217 code of a currency with a minor unit (case-insensitive; stored upper-case).
     #[schema(example = "USD", required = true, value_type = String)]
     pub asset_id: Option<String>,
-    /// The token's name; defaults to the currency's name.
+    /// The token's name, 1 to 100 characters and not blank; defaults to the currency's name.
+    #[schema(pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
     /// Adopt this existing token (tokenops' contract, with the currency's decimals, already on
     /// the ledger: an address with no such contract leaves the registration FAILED) instead of
@@ -50,14 +53,26 @@ pub struct ContractIn {
     pub contract_address: Option<String>,
 }
 
-/// Body of `PATCH /api/contracts/{assetId}`.
+/// Body of `PATCH /api/contracts/{assetId}`: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct ContractPatch {
     /// ACTIVE or INACTIVE.
-    #[schema(value_type = Option<ContractStatus>)]
+    #[schema(value_type = Option<SettableContractStatus>)]
     pub status: Option<String>,
+    /// 1 to 100 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
+}
+
+/// The statuses a PATCH may set (PENDING and FAILED are the registration's).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+enum SettableContractStatus {
+    Active,
+    Inactive,
 }
 
 pub(crate) fn asset_field(field: &str, text: &str) -> Result<AssetId, Error> {

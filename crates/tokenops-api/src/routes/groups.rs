@@ -37,6 +37,8 @@ const SORTABLE: &[(&str, &str)] = &[
 
 const KEY_MAX: usize = 64;
 const NAME_MAX: usize = 100;
+// The documented maxLength of a key and of a name.
+const _: () = assert!(KEY_MAX == 64 && NAME_MAX == 100);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -110,11 +112,16 @@ async fn get_group(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupIn {
-    /// 1 to 64 letters, digits, `_`, `-`, `.`; unique in the organisation (case-insensitive).
-    #[schema(required = true, value_type = String)]
+    /// 1 to 64 letters, digits, `_`, `-`, `.`, starting with a letter or digit (white space
+    /// around it is trimmed); unique in the organisation (case-insensitive).
+    #[schema(
+        required = true,
+        value_type = String,
+        pattern = r"^\s*[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\s*$"
+    )]
     pub key: Option<String>,
-    /// 1 to 100 characters.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 100 characters, not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
 }
 
@@ -141,9 +148,13 @@ async fn create_group(call: OptionalKeyWrite<OwnTenant>, body: JsonBody<GroupIn>
     .await
 }
 
+/// A change: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct GroupPatch {
+    /// 1 to 100 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
     /// ACTIVE or INACTIVE.
     #[schema(value_type = Option<GroupStatus>)]

@@ -30,6 +30,8 @@ use crate::write::{OptionalKeyWrite, Reply};
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
 const TEXT_MAX: usize = 2000;
+// The documented maxLength of a template key, a name and the longer texts.
+const _: () = assert!(KEY_MAX == 100 && NAME_MAX == 200 && TEXT_MAX == 2000);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -85,10 +87,13 @@ async fn get_policy(call: TenantCall<PathId>) -> ApiResult<Response> {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct PolicyPatch {
-    /// 1 to 200 characters.
+    /// 1 to 200 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 200)]
     pub name: Option<String>,
-    /// 1 to 2000 characters.
+    /// 1 to 2000 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 2000)]
     pub description: Option<String>,
 }
 
@@ -126,16 +131,19 @@ async fn update_policy(call: OptionalKeyWrite<PathId>, body: JsonBody<PolicyPatc
 #[serde(rename_all = "camelCase")]
 pub struct PolicyIn {
     /// A SYSTEM template's key or one of the organisation's own, not deprecated.
-    #[schema(required = true, value_type = String)]
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 100)]
     pub template_key: Option<String>,
     /// The policy content of version 1, validated for the template's action.
     #[schema(required = true, value_type = Object)]
     pub content: Option<serde_json::Value>,
-    /// Optional, 1 to 200 characters.
+    /// Optional, 1 to 200 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 200)]
     pub name: Option<String>,
-    /// Optional, 1 to 2000 characters.
+    /// Optional, 1 to 2000 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 2000)]
     pub description: Option<String>,
-    /// Optional summary of version 1, 1 to 2000 characters.
+    /// Optional summary of version 1, 1 to 2000 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 2000)]
     pub change_summary: Option<String>,
 }
 
@@ -227,7 +235,8 @@ async fn list_versions(call: TenantCall<PathId>, params: QueryParams) -> ApiResu
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VersionIn {
-    /// What changed; optional, 1 to 2000 characters.
+    /// What changed; optional, 1 to 2000 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 2000)]
     pub change_summary: Option<String>,
     /// The new version's policy content, validated for the policy's action.
     #[schema(required = true, value_type = Object)]
@@ -301,6 +310,7 @@ pub struct SimulationIn {
     pub version_number: Option<i64>,
     /// With content: the template a policy of this content would be created from (it gives the
     /// action the content is validated for, as on POST /api/policies).
+    #[schema(pattern = r"\S", max_length = 100)]
     pub template_key: Option<String>,
     /// Policy content not saved yet; give either policyId or content.
     #[schema(value_type = Option<Object>)]

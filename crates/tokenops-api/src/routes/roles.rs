@@ -33,6 +33,8 @@ const SORTABLE: &[(&str, &str)] = &[
 
 pub(super) const NAME_MAX: usize = 100;
 const DESCRIPTION_MAX: usize = 500;
+// The documented maxLength of a name and of a description.
+const _: () = assert!(NAME_MAX == 100 && DESCRIPTION_MAX == 500);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(list_permissions)).routes(routes!(list_roles, create_role)).routes(routes!(
@@ -143,19 +145,27 @@ async fn get_role(call: TenantCall<OwnTenant<PathId>>, params: QueryParams) -> A
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RoleIn {
-    /// 1 to 100 characters; unique in the organisation (case-insensitive); not a platform name.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 100 characters, not blank; unique in the organisation (case-insensitive); not a
+    /// platform name.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
     /// Up to 500 characters.
+    #[schema(max_length = 500)]
     pub description: Option<String>,
     /// Permission names from `GET /api/permissions`.
     pub permissions: Option<Vec<String>>,
 }
 
+/// A change: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct RolePatch {
+    /// 1 to 100 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 100)]
     pub name: Option<String>,
+    /// Up to 500 characters.
+    #[schema(max_length = 500)]
     pub description: Option<String>,
     /// Replaces the whole set.
     pub permissions: Option<Vec<String>>,

@@ -36,6 +36,9 @@ pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     )
 }
 
+// The documented maxLength of a name and of a description.
+const _: () = assert!(scripts::NAME_MAX == 100 && scripts::DESCRIPTION_MAX == 1000);
+
 /// A page of scripts (style A).
 pub type ScriptPage = PageA<ScriptOut>;
 
@@ -49,30 +52,35 @@ const NEWEST_FIRST: &[SortKey] = &[SortKey { column: "created_at", direction: So
 pub struct ScriptIn {
     /// 1 to 100 characters of letters, digits, `-`, `_` and `.`: what other scripts import
     /// (`import "name" as alias;`). Unique among the organisation's scripts that are not deleted.
-    #[schema(required = true, value_type = String)]
+    #[schema(required = true, value_type = String, pattern = r"^\s*[A-Za-z0-9._-]{1,100}\s*$")]
     pub name: Option<String>,
-    /// Optional, 1 to 1000 characters.
+    /// Optional, 1 to 1000 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 1000)]
     pub description: Option<String>,
-    /// The Rhai source. Parameters are declared in it, one per line:
+    /// The Rhai source, not blank. Parameters are declared in it, one per line:
     /// `// @param NAME: TYPE [= DEFAULT] [-- DESCRIPTION]`, TYPE one of string, integer, decimal,
     /// boolean (a decimal's default quoted, as "1000.00"). Also taken as `code`, the spec's
     /// word for it (one of the two, not both).
     #[serde(alias = "code")]
-    #[schema(required = true, value_type = String)]
+    #[schema(required = true, value_type = String, pattern = r"\S")]
     pub source: Option<String>,
 }
 
 /// A change: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct ScriptPatch {
+    /// As a new script's.
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[A-Za-z0-9._-]{1,100}$")]
     pub name: Option<String>,
-    /// A text, or null to clear it.
+    /// A text (1 to 1000 characters, not blank), or null to clear it.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = r"\S", max_length = 1000)]
     pub description: Option<Option<String>>,
-    /// New code: compiled, a new version. Also taken as `code`.
+    /// New code (not blank): compiled, a new version. Also taken as `code`.
     #[serde(alias = "code")]
+    #[schema(pattern = r"\S")]
     pub source: Option<String>,
     /// DRAFT (unpublish), PUBLISHED or DEPRECATED.
     #[schema(value_type = Option<SettableScriptStatus>)]
@@ -97,15 +105,15 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
 /// One parameter value: of a run (overrides), of an automation, or a clone's new default.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct OverrideIn {
-    /// The declared parameter's name.
-    #[schema(required = true, value_type = String)]
+    /// The declared parameter's name; not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S")]
     pub key: Option<String>,
     /// A JSON string, number or boolean fitting the type (a DECIMAL as a string of digits).
     #[schema(required = true, schema_with = override_value_schema)]
     pub value: Option<Value>,
-    /// STRING, INTEGER, DECIMAL or BOOLEAN: the declared type.
+    /// STRING, INTEGER, DECIMAL or BOOLEAN: the declared type; not blank.
     #[serde(rename = "type")]
-    #[schema(required = true, value_type = String)]
+    #[schema(required = true, value_type = String, pattern = r"\S")]
     pub kind: Option<String>,
 }
 
@@ -140,9 +148,10 @@ pub fn overrides(field: &str, items: Vec<OverrideIn>) -> Result<Vec<Override>, E
 #[serde(rename_all = "camelCase")]
 pub struct CloneIn {
     /// The clone's name (as a script's).
-    #[schema(required = true, value_type = String)]
+    #[schema(required = true, value_type = String, pattern = r"^\s*[A-Za-z0-9._-]{1,100}\s*$")]
     pub name: Option<String>,
-    /// Optional; the source's by default.
+    /// Optional, 1 to 1000 characters, not blank; the source's by default.
+    #[schema(pattern = r"\S", max_length = 1000)]
     pub description: Option<String>,
     /// New defaults for some of the source's parameters.
     #[serde(default)]
@@ -153,7 +162,7 @@ pub struct CloneIn {
 #[utoipa::path(
     get, path = "/api/scripts", tag = "scripts", operation_id = "scripts.list",
     params(
-        ("status" = Option<String>, Query, description = "DRAFT, PUBLISHED, OUTDATED, DEPRECATED or DELETED; deleted scripts are listed only when asked for"),
+        ("status" = Option<ScriptStatus>, Query, description = "DRAFT, PUBLISHED, OUTDATED, DEPRECATED or DELETED; deleted scripts are listed only when asked for"),
         ("name" = Option<String>, Query, description = "Exact name"),
         ("sort" = Option<Vec<String>>, Query, description = "createdAt, updatedAt, name or status, with ,asc or ,desc; default createdAt,desc"),
         crate::openapi::PageQuery,

@@ -23,6 +23,9 @@ use crate::write::{OptionalKeyWrite, Reply};
 const KEY_MAX: usize = 100;
 const NAME_MAX: usize = 200;
 const DESCRIPTION_MAX: usize = 2000;
+// The documented bounds of a key (its pattern's `system.` too), a name and a description.
+const _: () = assert!(KEY_MAX == 100 && NAME_MAX == 200 && DESCRIPTION_MAX == 2000);
+const _: () = assert!(matches!(SYSTEM_PREFIX.as_bytes(), b"system."));
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -123,14 +126,20 @@ async fn get_template(call: TenantCall<PathText>) -> ApiResult<Response> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateIn {
-    /// 1 to 100 letters, digits, `_`, `-`, `.`, starting with a letter or digit; unique in the
-    /// organisation; the `system.` keys are the platform's.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 100 letters, digits, `_`, `-`, `.`, starting with a letter or digit (white space
+    /// around it is trimmed); unique in the organisation; the `system.` keys are the platform's.
+    #[schema(
+        required = true,
+        value_type = String,
+        pattern = r"^\s*(?!system\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\s*$"
+    )]
     pub key: Option<String>,
-    /// 1 to 200 characters.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 200 characters, not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 200)]
     pub name: Option<String>,
-    /// Up to 2000 characters; absent is an empty description (the spec does not require one).
+    /// 1 to 2000 characters, not blank; absent is an empty description (the spec does not
+    /// require one).
+    #[schema(pattern = r"\S", max_length = 2000)]
     pub description: Option<String>,
     /// The policy action policies from this template govern.
     #[schema(required = true, value_type = PolicyAction)]
@@ -182,10 +191,16 @@ async fn create_template(call: OptionalKeyWrite, body: JsonBody<TemplateIn>) -> 
     .await
 }
 
+/// A change: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct TemplatePatch {
+    /// 1 to 200 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 200)]
     pub name: Option<String>,
+    /// 1 to 2000 characters, not blank.
+    #[schema(pattern = r"\S", max_length = 2000)]
     pub description: Option<String>,
     /// A JSON object, stored as sent and not validated.
     #[schema(value_type = Option<Object>)]

@@ -20,6 +20,9 @@ use crate::extract::{Authenticated, IdempotencyKey, JsonBody, PathId, PathParam,
 use crate::request_id::RequestId;
 use crate::write::{self, Reply, WriteRoute};
 
+// The documented maxLength of an owner's names.
+const _: () = assert!(PERSON_NAME_MAX == 100);
+
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new().routes(routes!(create_tenant)).routes(routes!(read_tenant))
 }
@@ -30,11 +33,11 @@ pub struct OwnerIn {
     /// At most 254 characters; the invitation is mailed here.
     #[schema(required = true, value_type = String, format = Email)]
     pub email: Option<String>,
-    /// 1 to 100 characters.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 100 characters, not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 100)]
     pub first_name: Option<String>,
-    /// 1 to 100 characters.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 100 characters, not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 100)]
     pub last_name: Option<String>,
 }
 
@@ -43,8 +46,8 @@ pub struct OwnerIn {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantIn {
-    /// 1 to 200 characters.
-    #[schema(required = true, value_type = String)]
+    /// 1 to 200 characters, not blank.
+    #[schema(required = true, value_type = String, pattern = r"\S", max_length = 200)]
     pub name: Option<String>,
     #[schema(required = true, value_type = OwnerIn)]
     pub owner: Option<OwnerIn>,

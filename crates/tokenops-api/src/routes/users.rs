@@ -51,6 +51,8 @@ const SORTABLE: &[(&str, &str)] = &[
 ];
 
 const SEARCH_MAX: usize = 100;
+// The documented maxLength of a role name.
+const _: () = assert!(roles::NAME_MAX == 100);
 
 fn user_status(field: &str, text: &str) -> Result<UserStatus, Error> {
     UserStatus::parse(text)
@@ -100,7 +102,7 @@ async fn get_user_by_id(
     params(
         path_params::TenantId,
         ("search" = Option<String>, Query, description = "Case-insensitive prefix of email, first name or last name (at most 100 characters)"),
-        ("status" = Option<String>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
+        ("status" = Option<UserStatus>, Query, description = "INVITED, ACTIVE or SUSPENDED"),
         ("role" = Option<String>, Query, description = "A role name (platform names case-insensitive)"),
         ("sort" = Option<Vec<String>>, Query, description = "firstName, lastName, email, status, createdAt, updatedAt, id or role.name, optionally ,asc|desc; repeatable; default firstName,asc then lastName,asc"),
         crate::openapi::PageQuery,
@@ -216,10 +218,14 @@ async fn get_user(call: TenantCall<OwnTenant<PathId>>) -> ApiResult<Response> {
     call.show(async |app, tenant, OwnTenant { then: PathParam(id), .. }| app.users.get(tenant, id).await).await
 }
 
+/// A change: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct UserPatch {
-    /// A platform role (case-insensitive) or a custom role of the organisation.
+    /// A platform role (case-insensitive) or a custom role of the organisation; not blank, at
+    /// most 100 characters.
+    #[schema(pattern = r"\S", max_length = 100)]
     pub role_name: Option<String>,
     /// ACTIVE (reactivate) or SUSPENDED.
     #[schema(value_type = Option<SettableUserStatus>)]

@@ -99,7 +99,7 @@ fn filters_fingerprint(filter: &EventFilter) -> String {
 #[utoipa::path(
     get, path = "/api/webhook-events", tag = "webhook-events", operation_id = "webhookEvents.list",
     params(
-        ("type" = Option<String>, Query, description = "An event type of the spec's Events table, or webhook.failing or webhook.suspended (beyond the spec)"),
+        ("type" = Option<EventType>, Query, description = "An event type of the spec's Events table, or webhook.failing or webhook.suspended (beyond the spec)"),
         crate::openapi::TimeWindowQuery,
         ("status" = Option<DeliveryStatus>, Query, description = "Events with a delivery whose latest generation (per registration) has this status"),
         ("webhookId" = Option<uuid::Uuid>, Query, description = "Events with a delivery to this registration"),
@@ -157,8 +157,10 @@ pub struct RedeliverIn {
 /// A filtered replay's body: the history filters, at least one.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct RedeliverFilterIn {
     #[serde(rename = "type")]
+    #[schema(value_type = Option<EventType>)]
     pub event_type: Option<String>,
     /// ISO 8601, inclusive.
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -167,6 +169,7 @@ pub struct RedeliverFilterIn {
     #[schema(value_type = Option<String>, format = DateTime)]
     pub to: Option<String>,
     /// The status of the latest delivery generation, e.g. PARKED.
+    #[schema(value_type = Option<DeliveryStatus>)]
     pub status: Option<String>,
     pub webhook_id: Option<uuid::Uuid>,
     /// Beyond the spec: a truncated call's nextCursor, to continue after the last event it

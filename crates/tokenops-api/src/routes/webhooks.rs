@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::webhooks::{self, EventOrigin, NewWebhook, TestOutcome, WebhookChange, WebhookOut};
+use tokenops_domain::event::EventType;
 use tokenops_domain::paging::KeysetPosition;
 use tokenops_domain::webhook::{SignatureScheme, Webhook, WebhookFilter, WebhookStatus};
 use utoipa_axum::router::OpenApiRouter;
@@ -68,7 +69,7 @@ pub struct WebhookIn {
     /// `webhook.failing` (another registration of the organisation reached ten failed attempts
     /// in a row; once per run of failures) and `webhook.suspended` (twenty suspended it). Those
     /// two carry that registration as `data` and are never sent to it.
-    #[schema(required = true, value_type = Vec<String>)]
+    #[schema(required = true, value_type = Vec<EventType>, min_items = 1)]
     pub event_types: Option<Vec<String>>,
     /// HMAC_SHA256 (default) or JWS_ES256; fixed for the registration.
     #[schema(value_type = Option<SignatureScheme>)]
@@ -78,12 +79,14 @@ pub struct WebhookIn {
 /// A change of a registration: at least one field.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(min_properties = 1)]
 pub struct WebhookPatch {
     /// ACTIVE or INACTIVE (SUSPENDED is the service's to set).
     #[schema(value_type = Option<SettableWebhookStatus>)]
     pub status: Option<String>,
     /// Replaces the whole set; `[]` subscribes to nothing. The types of the registration
     /// request, `webhook.failing` and `webhook.suspended` (beyond the spec) included.
+    #[schema(value_type = Option<Vec<EventType>>)]
     pub event_types: Option<Vec<String>>,
 }
 
