@@ -67,7 +67,9 @@ pub struct TransactionIn {
     pub account_ref: Option<String>,
     /// TRANSFER (required) or LOCK (optional: the lock's payee).
     pub counterparty_ref: Option<String>,
-    /// Positive decimal string, no finer than the currency's minor unit (not on RELEASE or CANCEL).
+    /// Positive decimal string, no finer than the currency's minor unit, at most 2^63 − 1 minor
+    /// units (`"92233720368547758.07"` EUR; 400 above, a bound the spec does not name: the
+    /// service keeps amounts in 64 bits). Not on RELEASE or CANCEL.
     #[schema(example = "125.00")]
     pub amount: Option<String>,
     /// Scalars only. `lockId` on RELEASE and CANCEL; `expiresAt` (ISO 8601) optional on LOCK.
