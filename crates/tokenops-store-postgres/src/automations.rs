@@ -32,7 +32,7 @@ impl AutomationStore for PostgresTx {
         let sql = format!(
             "SELECT {AUTOMATION_COLUMNS} FROM automations
              WHERE status = 'ACTIVE' AND trigger_type = 'SCHEDULED' AND next_run_at <= $1
-             ORDER BY next_run_at, id LIMIT $2"
+             ORDER BY next_run_at, id LIMIT $2 FOR UPDATE"
         );
         self.fetch_all(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.as_micros()).bind(i64::from(limit)), decode).await
     }

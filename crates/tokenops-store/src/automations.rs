@@ -43,7 +43,9 @@ pub trait AutomationStore: Send + TableRows<Automation> + TableWrites {
     /// How many ACTIVE automations run the script.
     async fn count_active_for_script(&mut self, tenant: TenantId, script_id: Uuid) -> StoreResult<u64>;
     /// ACTIVE SCHEDULED automations of every organisation whose next run is due at `now`,
-    /// soonest first, at most `limit`.
+    /// soonest first, at most `limit`, locked for the rest of the transaction (`FOR UPDATE` on
+    /// PostgreSQL): the scheduler writes each back, so a status change meanwhile must wait for
+    /// it rather than be written over.
     async fn due(&mut self, now: Timestamp, limit: u32) -> StoreResult<Vec<Automation>>;
     /// The organisation's ACTIVE EVENT automations listening for `event_type`.
     async fn for_event(&mut self, tenant: TenantId, event_type: &str) -> StoreResult<Vec<Automation>>;

@@ -270,6 +270,13 @@ impl TestDb {
         .await
     }
 
+    /// How many transactions of this PostgreSQL database wait for another's row lock (a row
+    /// lock wait is on the holder's transaction id, not on the table).
+    pub async fn waiting_on_a_row(&self) -> i64 {
+        self.scalar("SELECT CAST(COUNT(*) AS BIGINT) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")
+            .await
+    }
+
     /// Removes the failure injected by `fail_inserts_into` or `fail_updates_of(_where)`.
     pub async fn heal_inserts_into(&self, table: &str) {
         match self.backend {

@@ -71,6 +71,7 @@ fn execution(tenant: TenantId, automation: Uuid, second: i64) -> Execution {
 backends!(
     scripts_round_trip_keep_live_names_unique_and_know_their_importers,
     automations_round_trip_list_and_are_found_when_due_or_listening,
+    a_status_change_waits_for_the_scheduler_that_read_the_automation_due,
     executions_round_trip_and_a_planned_run_or_event_runs_once,
 );
 
@@ -130,6 +131,54 @@ async fn scripts_round_trip_keep_live_names_unique_and_know_their_importers(back
     assert_eq!(listed.items.iter().map(|s| s.id).collect::<Vec<_>>(), [lib.id]);
     let by_name = ScriptFilter { name: Some("main-2".into()), ..ScriptFilter::default() };
     assert_eq!(tx.scripts().list(tenant, &by_name, &NEWEST_FIRST, page(10)).await.expect("list").total, 1);
+}
+
+/// The scheduler reads due automations and writes each back with its next run: the read locks
+/// them, so a status change meanwhile waits and then applies to what the scheduler wrote (on
+/// PostgreSQL an unlocked read let the scheduler write the old status over a committed
+/// INACTIVE or DELETED). SQLite's single writer serialises the two anyway.
+async fn a_status_change_waits_for_the_scheduler_that_read_the_automation_due(backend: Backend) {
+    let fx = StoreFixture::new(backend).await;
+    let tenant = TenantId(new_id());
+    let s = script(tenant, "tick", &[], 0);
+    let cron = Trigger::Scheduled { cron: "* * * * *".into(), time_zone: "UTC".into() };
+    let mut scheduled = automation(tenant, &s, cron, 1);
+    scheduled.next_run_at = Some(at(100));
+    let mut tx = fx.store.write().await.expect("begin");
+    tx.scripts().insert(&s).await.expect("script");
+    tx.automations().insert(&scheduled).await.expect("insert");
+    tx.commit().await.expect("commit");
+
+    let mut scheduler = fx.store.write().await.expect("begin");
+    let mut due = scheduler.automations().due(at(100), 10).await.expect("due");
+    assert_eq!(due.len(), 1);
+    let store = fx.store.clone();
+    let id = scheduled.id;
+    let switch_off = tokio::spawn(async move {
+        let mut tx = store.write().await.expect("begin");
+        let mut automation = tx.automations().get_for_update(tenant, id).await.expect("get").expect("found");
+        automation.status = AutomationStatus::Inactive;
+        tx.automations().update(&automation).await.expect("update");
+        tx.commit().await.expect("commit");
+    });
+    if backend == Backend::Postgres {
+        // Until the change waits on the scheduler's lock (or, without one, has committed).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while fx.db.waiting_on_a_row().await == 0 && !switch_off.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "the status change neither waited nor finished");
+            tokio::task::yield_now().await;
+        }
+    }
+    let mut ran = due.remove(0);
+    ran.next_run_at = Some(at(160));
+    scheduler.automations().update(&ran).await.expect("next run");
+    scheduler.commit().await.expect("commit");
+    switch_off.await.expect("the status change");
+
+    let mut tx = fx.store.read().await.expect("read");
+    let now = tx.automations().get(tenant, id).await.expect("get").expect("found");
+    assert_eq!(now.status, AutomationStatus::Inactive, "the status change stands");
+    assert_eq!(now.next_run_at, Some(at(160)), "and so does the scheduler's next run");
 }
 
 async fn automations_round_trip_list_and_are_found_when_due_or_listening(backend: Backend) {
