@@ -3,6 +3,7 @@
 
 use crate::wire::wire_enum;
 use crate::{TenantId, Timestamp};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// Consecutive failed attempts (across a registration's deliveries) that suspend it.
@@ -111,11 +112,72 @@ pub struct Webhook {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub deleted_at: Option<Timestamp>,
+    /// What it received before each of its latest subscription changes, oldest first (at most
+    /// [`PAST_SUBSCRIPTIONS_KEPT`]).
+    pub past_subscriptions: Vec<PastSubscription>,
+}
+
+/// How many past subscriptions a registration keeps: an event is dispatched within moments of
+/// happening, so only the latest changes can postdate an event still to dispatch.
+pub const PAST_SUBSCRIPTIONS_KEPT: usize = 16;
+
+/// A subscription a registration had until a change of its event types or of ACTIVE/INACTIVE.
+/// An event is the registration's by the subscription in effect when it happened, not when it
+/// is dispatched a moment later (the spec: no delivery for an event that arrived while nothing
+/// subscribed, no backfill after a later change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PastSubscription {
+    /// When the change ended it (to the microsecond).
+    #[serde(with = "micros")]
+    pub until: Timestamp,
+    pub event_types: Vec<String>,
+    /// Whether it received events then (not INACTIVE).
+    pub receives: bool,
+}
+
+/// A timestamp as whole microseconds, exact where ISO 8601 text keeps milliseconds.
+mod micros {
+    use super::Timestamp;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(at: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_i64(at.as_micros())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Timestamp, D::Error> {
+        i64::deserialize(deserializer).map(Timestamp::from_micros)
+    }
 }
 
 impl Webhook {
     pub fn subscribes_to(&self, event_type: &str) -> bool {
         self.event_types.iter().any(|t| t == event_type)
+    }
+
+    /// Whether an event of `event_type` that happened at `at` is for this registration: it was
+    /// registered by then, and the subscription in effect then (the one a later change ended,
+    /// else the current one) received events of that type. A SUSPENDED registration receives
+    /// (its deliveries wait); an INACTIVE one does not.
+    pub fn subscribed_at(&self, event_type: &str, at: Timestamp) -> bool {
+        if self.created_at > at {
+            return false;
+        }
+        match self.past_subscriptions.iter().find(|p| p.until > at) {
+            Some(past) => past.receives && past.event_types.iter().any(|t| t == event_type),
+            None => self.status.receives_events() && self.subscribes_to(event_type),
+        }
+    }
+
+    /// Keeps the subscription it had before a change made at `now`, when the change altered
+    /// what it receives (`event_types` and `receives` as they were before).
+    pub fn keep_past_subscription(&mut self, event_types: Vec<String>, receives: bool, now: Timestamp) {
+        if event_types == self.event_types && receives == self.status.receives_events() {
+            return;
+        }
+        self.past_subscriptions.push(PastSubscription { until: now, event_types, receives });
+        let excess = self.past_subscriptions.len().saturating_sub(PAST_SUBSCRIPTIONS_KEPT);
+        self.past_subscriptions.drain(..excess);
     }
 
     /// The previous secret while its overlap lasts.
@@ -314,7 +376,37 @@ mod tests {
             created_at: at(0),
             updated_at: at(0),
             deleted_at: None,
+            past_subscriptions: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_event_is_judged_by_the_subscription_in_effect_when_it_happened() {
+        let mut w = webhook(WebhookStatus::Active);
+        w.created_at = at(10);
+        assert!(!w.subscribed_at("webhook.test", at(9)), "not registered yet");
+        assert!(w.subscribed_at("webhook.test", at(10)));
+        // Types changed at 20, then INACTIVE at 30.
+        let before = w.event_types.clone();
+        w.event_types = vec!["customer.status_changed".into()];
+        w.keep_past_subscription(before, true, at(20));
+        w.keep_past_subscription(w.event_types.clone(), true, at(25));
+        assert_eq!(w.past_subscriptions.len(), 1, "a change that changed nothing is not kept");
+        w.status = WebhookStatus::Inactive;
+        w.keep_past_subscription(w.event_types.clone(), true, at(30));
+        assert!(w.subscribed_at("webhook.test", at(19)));
+        assert!(!w.subscribed_at("customer.status_changed", at(19)));
+        assert!(!w.subscribed_at("webhook.test", at(20)));
+        assert!(w.subscribed_at("customer.status_changed", at(29)));
+        assert!(!w.subscribed_at("customer.status_changed", at(30)), "INACTIVE receives nothing");
+        // SUSPENDED still receives (its deliveries wait).
+        w.status = WebhookStatus::Suspended;
+        assert!(w.subscribed_at("customer.status_changed", at(31)));
+        for n in 0..40 {
+            w.keep_past_subscription(vec![format!("t{n}")], true, at(100 + n));
+        }
+        assert_eq!(w.past_subscriptions.len(), PAST_SUBSCRIPTIONS_KEPT);
+        assert_eq!(w.past_subscriptions[0].until, at(124), "the oldest go first");
     }
 
     #[test]

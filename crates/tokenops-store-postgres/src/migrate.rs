@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (22, "signing_leases", include_str!("../migrations/0022_signing_leases.sql")),
     (23, "audit_seals", include_str!("../migrations/0023_audit_seals.sql")),
     (24, "operation_revert_reason", include_str!("../migrations/0024_operation_revert_reason.sql")),
+    (25, "webhook_past_subscriptions", include_str!("../migrations/0025_webhook_past_subscriptions.sql")),
 ];
 
 /// Begins a transaction holding the migration lock of the current schema until it ends.

@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (17, "audit_query", include_str!("../migrations/0017_audit_query.sql")),
     (22, "signing_leases", include_str!("../migrations/0022_signing_leases.sql")),
     (23, "operation_revert_reason", include_str!("../migrations/0023_operation_revert_reason.sql")),
+    (24, "webhook_past_subscriptions", include_str!("../migrations/0024_webhook_past_subscriptions.sql")),
 ];
 
 /// Applies the migrations not yet applied, on the writer connection (outside any write group),

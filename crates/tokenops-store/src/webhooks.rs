@@ -42,6 +42,7 @@ pub trait WebhookStore: Send + TableRows<Delivery> + TableWrites {
             "previous_secret_expires_at",
             "updated_at",
             "deleted_at",
+            "past_subscriptions",
         ];
         self.update_row(&rows::WEBHOOKS, webhook.values()?, &set).await.map(drop)
     }

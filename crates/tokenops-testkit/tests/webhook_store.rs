@@ -33,6 +33,7 @@ fn webhook(tenant: TenantId, url: &str, created: i64) -> Webhook {
         created_at: at(created),
         updated_at: at(created),
         deleted_at: None,
+        past_subscriptions: Vec::new(),
     }
 }
 
@@ -104,6 +105,8 @@ async fn registrations_round_trip_and_urls_are_unique_while_live(backend: Backen
     deleted.deleted_at = Some(at(5));
     deleted.status = WebhookStatus::Inactive;
     deleted.consecutive_failures = 3;
+    deleted.keep_past_subscription(vec!["transaction.failed".into()], true, at(4));
+    assert_eq!(deleted.past_subscriptions.len(), 1);
     let mut tx = fx.store.write().await.expect("write");
     tx.webhooks().update(&deleted).await.expect("update");
     tx.webhooks().insert(&dup).await.expect("a deleted registration frees its URL");

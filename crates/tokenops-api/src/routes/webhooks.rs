@@ -222,7 +222,8 @@ async fn get_webhook(call: TenantCall<PathId>) -> ApiResult<Response> {
 ///
 /// status ACTIVE or INACTIVE; SUSPENDED is 400 (the service suspends). Setting ACTIVE clears a
 /// suspension and resets the failure count; deliveries that waited go out. eventTypes replaces
-/// the whole set (`[]` subscribes to nothing); events already dispatched keep their deliveries.
+/// the whole set (`[]` subscribes to nothing). A change applies to the events that happen after
+/// it: one that happened before goes to the registration as it was then (delivered when ACTIVE).
 #[utoipa::path(
     patch, path = "/api/webhooks/{webhookId}", tag = "webhooks", operation_id = "webhooks.update",
     params(path_params::WebhookId, crate::openapi::RequiredIdempotencyKey),

@@ -63,8 +63,9 @@ impl<'a> EventBody<'a> {
 }
 
 /// Inside the dispatcher's transaction: one PENDING delivery (generation 1) for every
-/// registration subscribed to the event's type now, ACTIVE or SUSPENDED; none for INACTIVE ones,
-/// and none later (no backfill). An ACTIVE registration's delivery gets its job; a SUSPENDED
+/// registration subscribed to the event's type when it happened (`Webhook::subscribed_at`:
+/// registered by then, ACTIVE or SUSPENDED, the type in its set; a change since, made before
+/// the dispatch, neither adds nor takes away), none later (no backfill). An ACTIVE registration's delivery gets its job; a SUSPENDED
 /// one's waits without one until the registration is set ACTIVE, which queues the jobs of what
 /// waited: a job per event for a destination that receives nothing would take workers from
 /// settlement for nothing. `registrations` are the organisation's live ones, read in the same
@@ -82,7 +83,7 @@ pub async fn fan_out(
         .filter(|t| t.about_a_registration_health() && event.resource.kind == "webhook")
         .map(|_| event.resource.id.as_str());
     for webhook in registrations {
-        if !webhook.status.receives_events() || !webhook.subscribes_to(&event.event_type) {
+        if !webhook.subscribed_at(&event.event_type, event.occurred_at) {
             continue;
         }
         if about.is_some_and(|id| id == webhook.id.to_string()) {

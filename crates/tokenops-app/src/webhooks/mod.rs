@@ -373,6 +373,7 @@ impl Webhooks {
             created_at: now,
             updated_at: now,
             deleted_at: None,
+            past_subscriptions: Vec::new(),
         };
         // A conflict: another request registered the same URL between our read and our insert.
         w.tx().webhooks().insert(&webhook).await.or_conflict(|| url_taken(&new.url, Uuid::nil()))?;
@@ -416,6 +417,7 @@ impl Webhooks {
         let tenant = w.tenant()?;
         let now = w.now();
         let mut webhook = w.tx().webhooks().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        let (types_before, received_before) = (webhook.event_types.clone(), webhook.status.receives_events());
         let mut resumes = false;
         if let Some(status) = change.status {
             resumes = webhook.set_status(status, now).map_err(|m| Error::invalid_field("status", m))?;
@@ -426,6 +428,7 @@ impl Webhooks {
             webhook.event_types = types;
             webhook.updated_at = now;
         }
+        webhook.keep_past_subscription(types_before, received_before, now);
         w.tx().webhooks().update(&webhook).await?;
         if resumes {
             // Deliveries that waited while it was not ACTIVE go out now (a retry keeps its
@@ -480,7 +483,7 @@ impl Webhooks {
         }
         let secret = tokenops_webhooks::signing::new_secret();
         webhook.sealed_previous_secret = webhook.sealed_secret.take();
-        webhook.previous_secret_expires_at = Some(now.plus_millis(SECRET_OVERLAP_MS));
+        webhook.previous_secret_expires_at = Some(overlap_end(webhook.previous_secret_expires_at, now));
         webhook.sealed_secret = Some(self.sealer.seal(secret.as_bytes(), &secret_aad(id)));
         webhook.updated_at = now;
         w.tx().webhooks().update(&webhook).await?;
@@ -586,6 +589,21 @@ impl Webhooks {
     }
 }
 
+/// When the secret a rotation at `now` replaces stops signing: `SECRET_OVERLAP_MS` later, and
+/// at least a millisecond after the end the previous rotation answered. A replay of a rotation's
+/// key tells it from a later one by this instant as answered (to the millisecond), so two
+/// rotations in one millisecond must not share it: the second's replay would show the first's
+/// secret as its own.
+fn overlap_end(previous: Option<Timestamp>, now: Timestamp) -> Timestamp {
+    let end = now.plus_millis(SECRET_OVERLAP_MS);
+    match previous {
+        Some(previous) if previous.as_micros().div_euclid(1_000) >= end.as_micros().div_euclid(1_000) => {
+            Timestamp::from_micros((previous.as_micros().div_euclid(1_000) + 1) * 1_000)
+        }
+        _ => end,
+    }
+}
+
 fn url_taken(url: &WebhookUrl, existing: Uuid) -> Error {
     let error = Error::conflict(format!("The URL {url} is already registered in this organisation"))
         .with_code(Code::WebhookUrlTaken);
@@ -606,4 +624,22 @@ pub(crate) async fn load_for_attempt(
     let webhook = tx.webhooks().get(tenant, delivery.webhook_id).await?;
     let Some(event) = tx.events().get(tenant, delivery.event_id).await? else { return Ok(None) };
     Ok(Some((delivery, webhook, event)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_rotations_in_one_millisecond_answer_distinct_overlap_ends() {
+        let now = Timestamp::from_micros(1_700_000_000_123_456);
+        let first = overlap_end(None, now);
+        assert_eq!(first, now.plus_millis(SECRET_OVERLAP_MS));
+        let second = overlap_end(Some(first), now.plus_millis(0));
+        assert_eq!(second.to_spaced_utc(), first.plus_millis(1).to_spaced_utc(), "a millisecond later");
+        assert_ne!(second.to_spaced_utc(), first.to_spaced_utc());
+        // A rotation a second later keeps its own 24 hours.
+        let later = now.plus_millis(1_000);
+        assert_eq!(overlap_end(Some(second), later), later.plus_millis(SECRET_OVERLAP_MS));
+    }
 }

@@ -1,7 +1,7 @@
 //! Webhook registrations, deliveries and delivery signing keys as read from and written to
 //! either backend.
 
-use super::{Int, JsonTextList};
+use super::{Int, JsonTextList, Serde};
 use crate::WebhookSigningKeyRecord;
 use tokenops_domain::webhook::{Delivery, Webhook};
 
@@ -16,6 +16,7 @@ stored_table! {
         consecutive_failures: Int,
         sealed_secret, sealed_previous_secret, previous_secret_expires_at, created_at, updated_at,
         deleted_at,
+        past_subscriptions: Serde,
     }
 }
 

@@ -35,6 +35,13 @@ async fn subscribe(app: &TestApp, receiver: &Receiver, path: &str) -> (String, S
 /// Makes one customer.status_changed event (a new customer set INACTIVE) and dispatches it;
 /// returns the event's id.
 async fn status_change(app: &TestApp) -> String {
+    let id = undispatched_status_change(app).await;
+    app.drain_jobs().await;
+    id
+}
+
+/// As `status_change`, leaving the event to its dispatcher (no job run).
+async fn undispatched_status_change(app: &TestApp) -> String {
     let reference = format!("c-{}", Uuid::now_v7().simple());
     app.post("/api/customers", &json!({ "customerRef": reference })).await.expect(201);
     app.patch(&format!("/api/customers/{reference}"), &json!({ "status": "INACTIVE" })).await.expect(200);
@@ -42,9 +49,7 @@ async fn status_change(app: &TestApp) -> String {
     events.expect(200);
     let items = events.body["items"].as_array().expect("items");
     let found = items.iter().find(|e| e["resource"]["id"] == reference.as_str()).expect("the customer's event");
-    let id = found["id"].as_str().expect("the event").to_owned();
-    app.drain_jobs().await;
-    id
+    found["id"].as_str().expect("the event").to_owned()
 }
 
 async fn event(app: &TestApp, id: &str) -> Value {
@@ -90,6 +95,7 @@ backends!(
     twenty_failures_suspend_and_activation_sends_what_waited,
     activation_sends_each_waiting_attempt_once_whether_its_retry_was_due_or_not,
     deletion_cancels_queued_deliveries,
+    an_event_goes_to_the_subscriptions_of_the_moment_it_happened,
     a_replay_racing_the_deletion_of_its_destination_leaves_nothing_queued,
     replay_is_strict_for_one_event_and_lenient_for_a_filter,
     a_truncated_filtered_replay_continues_from_its_cursor,
@@ -350,6 +356,56 @@ async fn deletion_cancels_queued_deliveries(backend: Backend) {
     assert_eq!(receiver.requests_to("/x").len(), 2, "nothing sent after deletion");
     // A deleted destination cannot be replayed to (404).
     assert_status(&redeliver(&app, &event_id, None).await, 404, "destination deleted");
+}
+
+/// An event goes to the registrations subscribed to its type when it happened, whatever
+/// changed before its dispatch a moment later (spec, Delivery behaviour 3): none to one
+/// subscribed, set ACTIVE or registered after it; one to a registration unsubscribed or set
+/// INACTIVE after it, which waits for it as its queued deliveries do.
+async fn an_event_goes_to_the_subscriptions_of_the_moment_it_happened(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (dropping, _) = subscribe(&app, &receiver, "/dropping").await;
+    let (pausing, _) = subscribe(&app, &receiver, "/pausing").await;
+    let (resuming, _) = subscribe(&app, &receiver, "/resuming").await;
+    app.patch(&format!("/api/webhooks/{resuming}"), &json!({ "status": "INACTIVE" })).await.expect(200);
+    let joining = register(&app, &receiver.url("/joining"), &["account.provisioned"], None).await;
+    let joining = joining["id"].as_str().expect("id").to_owned();
+    app.drain_jobs().await;
+    receiver.wait_for_path("/joining", 1, WAIT).await;
+
+    app.clock.advance_millis(1);
+    let event_id = undispatched_status_change(&app).await;
+    app.clock.advance_millis(1);
+    let change = |id: &str, body: Value| {
+        let (app, path) = (&app, format!("/api/webhooks/{id}"));
+        async move {
+            app.patch(&path, &body).await.expect(200);
+        }
+    };
+    change(&dropping, json!({ "eventTypes": ["account.provisioned"] })).await;
+    change(&pausing, json!({ "status": "INACTIVE" })).await;
+    change(&resuming, json!({ "status": "ACTIVE" })).await;
+    change(&joining, json!({ "eventTypes": ["customer.status_changed"] })).await;
+    let late = register(&app, &receiver.url("/late"), &["customer.status_changed"], None).await;
+    app.drain_jobs().await;
+
+    let mut went_to: Vec<String> =
+        deliveries(&app, &event_id).await.iter().map(|d| d["webhookId"].as_str().expect("id").to_owned()).collect();
+    went_to.sort();
+    let mut expected = vec![dropping.clone(), pausing.clone()];
+    expected.sort();
+    assert_eq!(went_to, expected, "late registered {}", late["id"]);
+    receiver.wait_for_path("/dropping", 2, WAIT).await;
+    for path in ["/resuming", "/joining", "/late"] {
+        assert!(receiver.requests_to(path).len() <= 1, "{path} got the event: only its test");
+    }
+    // The INACTIVE one's delivery waits, unattempted, until it is ACTIVE again.
+    let waiting = deliveries(&app, &event_id).await.into_iter().find(|d| d["webhookId"] == pausing.as_str());
+    let waiting = waiting.expect("the paused registration's delivery");
+    assert_eq!((waiting["status"].as_str(), waiting["attempts"].as_u64()), (Some("PENDING"), Some(0)), "{waiting}");
+    change(&pausing, json!({ "status": "ACTIVE" })).await;
+    app.drain_jobs().await;
+    receiver.wait_for_path("/pausing", 2, WAIT).await;
 }
 
 /// A replay and the DELETE of its destination at the same instant: whichever order they take,
