@@ -351,6 +351,38 @@ impl utoipa::PartialSchema for AnyIntegerFromOne {
 
 impl utoipa::ToSchema for AnyIntegerFromOne {}
 
+/// A customer's or an account's client-chosen reference as `customer::validate_reference`
+/// takes it: 1 to `REFERENCE_MAX_LEN` of `A-Za-z0-9._:-`, not `.` or `..` (a URL reads them as
+/// a path step). One schema for every body field that names one (`schema_with`).
+fn reference(description: &str, example: Option<&str>) -> Object {
+    use tokenops_domain::customer::REFERENCE_MAX_LEN;
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .examples(example.map(serde_json::Value::from))
+        .min_length(Some(1))
+        .max_length(Some(REFERENCE_MAX_LEN))
+        .pattern(Some(format!(r"^(?!\.\.?$)[A-Za-z0-9._:-]{{1,{REFERENCE_MAX_LEN}}}$")))
+        .build()
+}
+
+const NEW_REFERENCE: &str = "Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`, not `.` or `..` (a URL reads them as a path step).";
+
+/// A new customer's reference.
+pub fn new_customer_ref() -> Object {
+    reference(NEW_REFERENCE, Some("cust-0001"))
+}
+
+/// A new account's reference.
+pub fn new_account_ref() -> Object {
+    reference(NEW_REFERENCE, Some("acc-0001"))
+}
+
+/// The reference of the customer an account is registered for.
+pub fn owning_customer_ref() -> Object {
+    reference("An existing, ACTIVE customer.", None)
+}
+
 /// The query of a cursor-paged list (style D).
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

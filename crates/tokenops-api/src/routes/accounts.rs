@@ -21,9 +21,6 @@ use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
 use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 
-// The documented maxLength of a reference.
-const _: () = assert!(tokenops_domain::customer::REFERENCE_MAX_LEN == 64);
-
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
         .routes(routes!(register_account, list_accounts))
@@ -38,19 +35,9 @@ pub type AccountPage = PageA<AccountOut>;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountIn {
-    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`, not `.` or `..`
-    /// (a URL reads them as a path step).
-    #[schema(
-        example = "acc-0001",
-        required = true,
-        value_type = String,
-        min_length = 1,
-        max_length = 64,
-        pattern = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,64}$"
-    )]
+    #[schema(required = true, schema_with = crate::openapi::new_account_ref)]
     pub account_ref: Option<String>,
-    /// An existing, ACTIVE customer.
-    #[schema(required = true, value_type = String, min_length = 1, max_length = 64, pattern = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,64}$")]
+    #[schema(required = true, schema_with = crate::openapi::owning_customer_ref)]
     pub customer_ref: Option<String>,
     /// ISO 4217 code of an asset with an ACTIVE contract.
     #[schema(example = "USD", required = true, value_type = String)]

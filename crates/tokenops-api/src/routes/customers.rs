@@ -5,7 +5,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use tokenops_app::Error;
 use tokenops_app::customers::{CHANGE_STATUS, CustomerOut, NewCustomer, REGISTER};
-use tokenops_domain::customer::{CustomerRef, CustomerStatus, DISPLAY_NAME_MAX_LEN, REFERENCE_MAX_LEN};
+use tokenops_domain::customer::{CustomerRef, CustomerStatus, DISPLAY_NAME_MAX_LEN};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -17,8 +17,8 @@ use crate::extract::{JsonBody, PathParam, PathText, QueryParams, TenantCall};
 use crate::openapi::path_params;
 use crate::write::{Reply, RequiredKeyWrite};
 
-// The documented maxLength of a reference and of a display name.
-const _: () = assert!(REFERENCE_MAX_LEN == 64 && DISPLAY_NAME_MAX_LEN == 200);
+// The documented maxLength of a display name.
+const _: () = assert!(DISPLAY_NAME_MAX_LEN == 200);
 
 pub fn router() -> OpenApiRouter<Arc<ApiState>> {
     OpenApiRouter::new()
@@ -33,16 +33,7 @@ pub type CustomerPage = PageA<CustomerOut>;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomerIn {
-    /// Client-chosen reference, unique in the organisation: 1-64 of `A-Za-z0-9._:-`, not `.` or `..`
-    /// (a URL reads them as a path step).
-    #[schema(
-        example = "cust-0001",
-        required = true,
-        value_type = String,
-        min_length = 1,
-        max_length = 64,
-        pattern = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,64}$"
-    )]
+    #[schema(required = true, schema_with = crate::openapi::new_customer_ref)]
     pub customer_ref: Option<String>,
     /// Optional name to show, at most 200 characters; not blank when sent.
     #[schema(pattern = r"\S", max_length = 200)]
