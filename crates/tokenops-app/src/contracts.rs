@@ -123,9 +123,9 @@ impl Contracts {
     /// contract FAILED may be registered again; any other existing one is a 409.
     pub async fn register(&self, w: &mut Write, new: NewContract) -> AppResult<Contract> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let code = new.asset.code();
         let existing = w.tx().contracts().get_for_update(tenant, new.asset).await?;
+        let now = w.now();
         let mut contract = Contract {
             id: new_id(),
             tenant_id: tenant,

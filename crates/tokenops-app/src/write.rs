@@ -15,7 +15,7 @@ use crate::error::{AppResult, Code, Error};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokenops_domain::audit::{AuditOutcome, AuditRecord, AuditSource};
 use tokenops_domain::event::{Event, EventType, ResourceRef};
 use tokenops_domain::{TenantId, Timestamp, new_id};
@@ -244,7 +244,8 @@ impl Writes {
     ) -> Write {
         Write {
             tx,
-            now: self.clock.now(),
+            clock: Arc::clone(&self.clock),
+            now: OnceLock::new(),
             ctx,
             action,
             claim,
@@ -336,7 +337,8 @@ impl Writes {
         reason: &str,
         key: RefusedKey,
     ) -> AppResult<WriteResponse> {
-        let Write { tx, ctx, action, claim, resource_id, now, .. } = write;
+        let now = write.now();
+        let Write { tx, ctx, action, claim, resource_id, .. } = write;
         end(tx).await;
         let response = StoredResponse::from(WriteResponse { resource_id: resource_id.clone(), ..response });
         // Only a claim that rolled back with the effect is freed: one held ahead of an effect
@@ -517,7 +519,11 @@ fn audit_record(
 /// One admitted write: a transaction and everything that must commit with it.
 pub struct Write {
     tx: Box<dyn Tx>,
-    now: Timestamp,
+    clock: Arc<dyn Clock>,
+    /// Read from the clock on first use, which comes after the write's locking reads: a change
+    /// that waited for a row another write held is then stamped after it, so a row's
+    /// `updatedAt` never goes back.
+    now: OnceLock<Timestamp>,
     ctx: RequestContext,
     action: &'static AuditAction,
     claim: Option<Claim>,
@@ -535,13 +541,21 @@ impl Write {
         &mut *self.tx
     }
 
-    /// The time of this write: every timestamp it records uses it.
+    /// The time of this write: every timestamp it records uses it. Ask for it after taking the
+    /// locks the write needs (see the field).
     pub fn now(&self) -> Timestamp {
-        self.now
+        *self.now.get_or_init(|| self.clock.now())
     }
 
     pub fn context(&self) -> &RequestContext {
         &self.ctx
+    }
+
+    /// Holds the caller to `permissions`, its grants as read under the lock of its own record:
+    /// a change to the caller that committed while this request ran (another administrator
+    /// took a permission away) then governs this write, as it would the caller's next request.
+    pub fn hold_caller_to(&mut self, permissions: tokenops_domain::permission::PermissionSet) {
+        self.ctx.caller.permissions = permissions;
     }
 
     /// The request's Idempotency-Key, for events that background work emits on its behalf.
@@ -584,32 +598,34 @@ impl Write {
         resource: ResourceRef,
         data: serde_json::Value,
     ) -> AppResult<Uuid> {
+        let now = self.now();
         let event = Event {
             id: new_id(),
             tenant_id: self.tenant()?,
             event_type: event_type.as_str().to_owned(),
-            occurred_at: self.now,
+            occurred_at: now,
             correlation_id: self.ctx.correlation_id.clone(),
             idempotency_key: self.claim.as_ref().map(|c| c.scope.key.clone()),
             resource,
             data,
             dispatched_at: None,
         };
-        crate::events::publish(&mut *self.tx, &event, self.job_max_attempts, self.now).await?;
+        crate::events::publish(&mut *self.tx, &event, self.job_max_attempts, now).await?;
         Ok(event.id)
     }
 
     /// Enqueues background work that starts only if this write commits.
     pub async fn enqueue(&mut self, kind: &str, payload: serde_json::Value) -> AppResult<Option<Uuid>> {
+        let now = self.now();
         let job = NewJob {
             kind: kind.to_owned(),
             tenant_id: self.ctx.tenant,
             payload: crate::trace::stamp(payload),
-            run_at: self.now,
+            run_at: now,
             max_attempts: self.job_max_attempts,
             dedupe_key: None,
         };
-        Ok(self.tx.jobs().enqueue(&job, self.now).await?)
+        Ok(self.tx.jobs().enqueue(&job, now).await?)
     }
 
     /// Commits the change with its audit record and, under its key, the response to replay.
@@ -627,12 +643,13 @@ impl Write {
     /// The write's audit records and its key's completion, the last statements before the
     /// commit.
     async fn record_and_complete(&mut self, response: &StoredResponse) -> AppResult<()> {
+        let now = self.now();
         let record = audit_record(
             &self.ctx,
             self.action,
             self.resource_id.take(),
-            self.now,
-            self.now,
+            now,
+            now,
             self.outcome,
             response.status,
             std::mem::take(&mut self.detail),
@@ -644,8 +661,8 @@ impl Write {
                 &self.ctx,
                 action,
                 Some(resource_id),
-                self.now,
-                self.now,
+                now,
+                now,
                 AuditOutcome::Success,
                 response.status,
                 detail,
@@ -655,7 +672,7 @@ impl Write {
         }
         // If our lease ran out and another request took the key, our effect must not land.
         if let Some(claim) = &self.claim
-            && !self.tx.idempotency().complete(&claim.scope, claim.token, response, self.now).await?
+            && !self.tx.idempotency().complete(&claim.scope, claim.token, response, now).await?
         {
             return Err(in_flight(1));
         }

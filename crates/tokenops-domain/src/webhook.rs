@@ -112,14 +112,21 @@ pub struct Webhook {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub deleted_at: Option<Timestamp>,
-    /// What it received before each of its latest subscription changes, oldest first (at most
-    /// [`PAST_SUBSCRIPTIONS_KEPT`]).
+    /// What it received before each of its subscription changes of the last
+    /// [`PAST_SUBSCRIPTIONS_HORIZON_MS`], oldest first (at most [`PAST_SUBSCRIPTIONS_KEPT`]).
     pub past_subscriptions: Vec<PastSubscription>,
 }
 
-/// How many past subscriptions a registration keeps: an event is dispatched within moments of
-/// happening, so only the latest changes can postdate an event still to dispatch.
-pub const PAST_SUBSCRIPTIONS_KEPT: usize = 16;
+/// How long a past subscription is kept after the change that ended it: longer than any event
+/// waits for its dispatch (moments, or the length of an outage of the workers), so every event
+/// still to dispatch finds the subscription in effect when it happened, however often the
+/// registration changed since. (A count alone was not enough: a race probe changed one
+/// seventeen times while an event waited 30 s behind a backlog, and the event was lost.)
+pub const PAST_SUBSCRIPTIONS_HORIZON_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// The most past subscriptions a registration keeps, whatever their age: a bound on the row that
+/// every dispatch reads, far above what a bank's changes to a destination come to in a day.
+pub const PAST_SUBSCRIPTIONS_KEPT: usize = 256;
 
 /// A subscription a registration had until a change of its event types or of ACTIVE/INACTIVE.
 /// An event is the registration's by the subscription in effect when it happened, not when it
@@ -176,8 +183,10 @@ impl Webhook {
             return;
         }
         self.past_subscriptions.push(PastSubscription { until: now, event_types, receives });
+        let horizon = now.minus_millis(PAST_SUBSCRIPTIONS_HORIZON_MS);
+        let expired = self.past_subscriptions.iter().take_while(|p| p.until <= horizon).count();
         let excess = self.past_subscriptions.len().saturating_sub(PAST_SUBSCRIPTIONS_KEPT);
-        self.past_subscriptions.drain(..excess);
+        self.past_subscriptions.drain(..expired.max(excess));
     }
 
     /// The previous secret while its overlap lasts.
@@ -402,11 +411,33 @@ mod tests {
         // SUSPENDED still receives (its deliveries wait).
         w.status = WebhookStatus::Suspended;
         assert!(w.subscribed_at("customer.status_changed", at(31)));
+    }
+
+    #[test]
+    fn past_subscriptions_are_kept_for_a_day_however_many_changes_it_holds() {
+        let mut w = webhook(WebhookStatus::Active);
+        w.created_at = at(0);
+        let change_types = |w: &mut Webhook, types: String, now: Timestamp| {
+            let before = std::mem::replace(&mut w.event_types, vec![types]);
+            w.keep_past_subscription(before, true, now);
+        };
+        // An event at 5 waits for its dispatch while the registration changes forty times.
         for n in 0..40 {
-            w.keep_past_subscription(vec![format!("t{n}")], true, at(100 + n));
+            change_types(&mut w, format!("t{n}"), at(10 + n));
+        }
+        assert_eq!(w.past_subscriptions.len(), 40);
+        assert!(w.subscribed_at("webhook.test", at(5)), "the subscription in effect at 5 is still known");
+        assert!(!w.subscribed_at("webhook.test", at(20)), "at 20 it received t10");
+        assert!(w.subscribed_at("t10", at(20)));
+        // A change a day later lets go of those that ended a day before it, the oldest first.
+        let day_later = at(30).plus_millis(PAST_SUBSCRIPTIONS_HORIZON_MS);
+        change_types(&mut w, "late".into(), day_later);
+        assert_eq!(w.past_subscriptions.first().map(|p| p.until), Some(at(31)));
+        // However recent, at most PAST_SUBSCRIPTIONS_KEPT stay.
+        for n in 0..300 {
+            change_types(&mut w, format!("u{n}"), day_later.plus_millis(n + 1));
         }
         assert_eq!(w.past_subscriptions.len(), PAST_SUBSCRIPTIONS_KEPT);
-        assert_eq!(w.past_subscriptions[0].until, at(124), "the oldest go first");
     }
 
     #[test]

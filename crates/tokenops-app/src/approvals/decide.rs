@@ -93,8 +93,8 @@ impl Approvals {
         comment: Option<String>,
     ) -> AppResult<ApprovalRequestOut> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let Locked { mut request, mut tasks, index } = lock_task(w, task_id).await?;
+        let now = w.now();
         let eligible = match w.context().caller.user_id() {
             Some(user) => eligible_users(w.tx(), tenant, &tasks[index].approvers).await?.contains(&user),
             None => false,
@@ -182,13 +182,13 @@ impl Approvals {
     /// guard (approval:request) decides who may: the initiator or any other holder of it.
     pub async fn cancel(&self, w: &mut Write, request_id: Uuid) -> AppResult<ApprovalRequestOut> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let mut request = w
             .tx()
             .approvals()
             .get_request_for_update(tenant, request_id)
             .await?
             .ok_or_else(|| request_not_found(request_id))?;
+        let now = w.now();
         if !request.status.may_cancel() {
             return Err(Error::of(Code::ApprovalNotPending));
         }

@@ -293,8 +293,8 @@ async fn set_first_password(
 ) -> AppResult<Tokens> {
     let password_hash = hash(new_password.to_owned()).await?;
     let mut w = begin(app, request_id, Some(&user), action).await?;
-    let now = w.now();
     let fresh = w.tx().users().get_for_update(user.tenant_id, user.id).await?;
+    let now = w.now();
     let proven = match (&proof, &fresh) {
         (Proof::Challenge(Some(session_hash)), Some(_)) => {
             w.tx().challenges().take(session_hash, now).await?.is_some_and(|c| c.user_id == user.id)

@@ -14,6 +14,7 @@ use tokenops_store::Store;
 use tokenops_store::{Tx, UserFilter, UserRecord};
 use uuid::Uuid;
 
+use super::access::{access_revoked, role_grants};
 use super::organisations::{Invitee, TemporaryPassword, invite};
 use super::roles::{Role, role_by_id, role_name_or_user, role_named, role_not_found};
 use crate::context::Principal;
@@ -308,10 +309,10 @@ impl Users {
     /// caller themselves or the owner; 403 without the permission the user's role needs.
     async fn target(&self, w: &mut Write, tenant: TenantId, id: Uuid) -> AppResult<(UserRecord, Role)> {
         w.set_resource_id(id.to_string());
-        let user = w.tx().users().get_for_update(tenant, id).await?.ok_or_else(|| user_not_found(id))?;
         if w.context().caller.user_id() == Some(id) {
             return Err(Error::of(Code::SelfChange));
         }
+        let user = lock_with_caller(w, tenant, id).await?;
         let owner = w.tx().tenants().get(tenant).await?.map(|t| t.owner_user_id);
         if owner == Some(id) {
             return Err(Error::of(Code::OwnerChange));
@@ -322,4 +323,28 @@ impl Users {
         role.check_actionable_by(&w.context().caller)?;
         Ok((user, role))
     }
+}
+
+/// Locks the user `id` and, when a user calls, the caller's own record too, in id order (two
+/// administrators acting on each other at once then wait for one another instead of
+/// deadlocking), and holds the caller to its record as locked: a caller suspended, removed or
+/// given a lesser role by a write that committed while this request ran is refused (401 or 403)
+/// as its next request would be. Without it two administrators suspending or demoting each
+/// other at once both succeeded (a race probe saw it in three rounds of four on PostgreSQL).
+async fn lock_with_caller(w: &mut Write, tenant: TenantId, id: Uuid) -> AppResult<UserRecord> {
+    let caller = w.context().caller.user_id();
+    let mut ids: Vec<Uuid> = std::iter::once(id).chain(caller).collect();
+    ids.sort();
+    let mut target = None;
+    for each in ids {
+        let row = w.tx().users().get_for_update(tenant, each).await?;
+        if each == id {
+            target = row;
+            continue;
+        }
+        let me = row.filter(|me| me.status == UserStatus::Active).ok_or_else(access_revoked)?;
+        let grants = role_grants(w.tx(), tenant, me.role_id).await?;
+        w.hold_caller_to(grants);
+    }
+    target.ok_or_else(|| user_not_found(id))
 }

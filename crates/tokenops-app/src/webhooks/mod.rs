@@ -18,7 +18,7 @@ use tokenops_domain::paging::KeysetRequest;
 use tokenops_domain::webhook::{Delivery, SECRET_OVERLAP_MS, SignatureScheme, Webhook, WebhookFilter, WebhookStatus};
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_identity::Sealer;
-use tokenops_store::{NewJob, Store, Tx};
+use tokenops_store::{NewJob, Store, StoreError, Tx};
 use tokenops_webhooks::address::AddressRule;
 use tokenops_webhooks::destinations::DestinationSlots;
 use tokenops_webhooks::retry::AttemptOutcome;
@@ -27,7 +27,7 @@ use tokenops_webhooks::url::WebhookUrl;
 use uuid::Uuid;
 
 use crate::clock::Clock;
-use crate::error::{AppResult, Code, Error, FieldError, OrConflict};
+use crate::error::{AppResult, Code, Error, FieldError};
 use crate::jobs::kinds;
 use crate::write::{AuditAction, AuditResource, Write};
 
@@ -352,7 +352,7 @@ impl Webhooks {
         let tenant = w.tenant()?;
         let now = w.now();
         if let Some(existing) = w.tx().webhooks().find_by_url(tenant, new.url.as_str()).await? {
-            return Err(url_taken(&new.url, existing.id));
+            return Err(url_taken(&new.url, Some(existing.id)));
         }
         let id = new_id();
         let secret = match new.signature_scheme {
@@ -375,8 +375,16 @@ impl Webhooks {
             deleted_at: None,
             past_subscriptions: Vec::new(),
         };
-        // A conflict: another request registered the same URL between our read and our insert.
-        w.tx().webhooks().insert(&webhook).await.or_conflict(|| url_taken(&new.url, Uuid::nil()))?;
+        match w.tx().webhooks().insert(&webhook).await {
+            Ok(()) => {}
+            // Registered by a concurrent request since our read (PostgreSQL, where the insert
+            // waited for it to commit): named from this same transaction, as the read would have.
+            Err(StoreError::Conflict(_)) => {
+                let existing = w.tx().webhooks().find_by_url(tenant, new.url.as_str()).await?;
+                return Err(url_taken(&new.url, existing.map(|e| e.id)));
+            }
+            Err(e) => return Err(e.into()),
+        }
         let out = WebhookOut::new(&webhook, now);
         self.send_test_event(w, &webhook, &out).await?;
         w.set_resource_id(id.to_string());
@@ -415,8 +423,8 @@ impl Webhooks {
     /// and/or the whole set of event types (`[]` subscribes to nothing).
     pub async fn update(&self, w: &mut Write, id: Uuid, change: WebhookChange) -> AppResult<WebhookOut> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let mut webhook = w.tx().webhooks().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        let now = w.now();
         let (types_before, received_before) = (webhook.event_types.clone(), webhook.status.receives_events());
         let mut resumes = false;
         if let Some(status) = change.status {
@@ -449,8 +457,8 @@ impl Webhooks {
     /// CANCELLED; its history stays.
     pub async fn delete(&self, w: &mut Write, id: Uuid) -> AppResult<()> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let mut webhook = w.tx().webhooks().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        let now = w.now();
         webhook.deleted_at = Some(now);
         webhook.updated_at = now;
         // The secrets are of no use any more.
@@ -475,8 +483,8 @@ impl Webhooks {
     /// at once: one previous secret is held.
     pub async fn rotate(&self, w: &mut Write, id: Uuid) -> AppResult<WebhookOut> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let mut webhook = w.tx().webhooks().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        let now = w.now();
         if webhook.signature_scheme != SignatureScheme::HmacSha256 {
             return Err(Error::not_found(format!("Webhook {id} is signed with JWS_ES256 and has no secret to rotate"))
                 .with_code(Code::WebhookNotFound));
@@ -534,8 +542,8 @@ impl Webhooks {
         outcome: &AttemptOutcome,
     ) -> AppResult<TestOutcome> {
         let tenant = w.tenant()?;
-        let now = w.now();
         let mut webhook = w.tx().webhooks().get_for_update(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        let now = w.now();
         if outcome.is_delivered() {
             webhook.record_success(now);
             w.tx().webhooks().update(&webhook).await?;
@@ -604,10 +612,15 @@ fn overlap_end(previous: Option<Timestamp>, now: Timestamp) -> Timestamp {
     }
 }
 
-fn url_taken(url: &WebhookUrl, existing: Uuid) -> Error {
+/// The 409 of a URL taken, naming the registration that holds it (`None` only when that one was
+/// deleted again before we could read it).
+fn url_taken(url: &WebhookUrl, existing: Option<Uuid>) -> Error {
     let error = Error::conflict(format!("The URL {url} is already registered in this organisation"))
         .with_code(Code::WebhookUrlTaken);
-    if existing.is_nil() { error } else { error.with_extra("existingWebhookId", existing.to_string()) }
+    match existing {
+        Some(id) => error.with_extra("existingWebhookId", id.to_string()),
+        None => error,
+    }
 }
 
 pub fn inactive(id: Uuid) -> Error {

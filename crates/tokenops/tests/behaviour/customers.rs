@@ -586,6 +586,36 @@ async fn concurrent_status_changes_of_one_customer_apply_once_and_emit_one_event
     assert_eq!(changed, 1, "{}", audit.body);
 }
 
+/// A change stamps its time after it has waited for the row another write holds, not before:
+/// otherwise the change that waited longest commits last with the earliest `updatedAt`, and the
+/// record moves back in time (a race probe saw it on PostgreSQL, whose writers run in parallel,
+/// in a third of its rounds). The customers table is held from outside while the clock moves
+/// on; SQLite admits one writer at a time, so there a write never waits inside its transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_status_change_that_waited_for_the_row_is_stamped_after_the_wait() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    app.post("/api/customers", &json!({ "customerRef": "clock-1" })).await.expect(201);
+    let held = app.db.hold_table("customers").await;
+    let inactive = json!({ "status": "INACTIVE" });
+    let change = app.write(Method::PATCH, "/api/customers/clock-1", "clock-key", &inactive);
+    let after_the_wait = async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while app.db.waiting_on("customers").await == 0 {
+            assert!(std::time::Instant::now() < deadline, "the change never reached the customers table");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        app.clock.advance_millis(60_000);
+        let released_at = app.clock.now();
+        held.release().await;
+        released_at
+    };
+    let (changed, released_at) = futures::future::join(change, after_the_wait).await;
+    changed.expect(200);
+    assert_eq!(changed.body["updatedAt"], released_at.to_iso8601(), "{}", changed.body);
+    let read = app.get("/api/customers/clock-1").await;
+    assert_eq!(read.body["updatedAt"], released_at.to_iso8601(), "{}", read.body);
+}
+
 backends!(
     registering_a_customer_is_201_with_location_and_the_customer_active_by_default,
     a_customer_can_be_registered_inactive,

@@ -1031,6 +1031,46 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     assert_eq!(about_bob, 4, "{updates:?}");
 }
 
+/// Two administrators suspending each other at once: the one whose write waited for the other's
+/// is refused as its next request would be, suspended (401), rather than both succeeding from
+/// what each was when its request began (a race probe saw both succeed in three rounds of four).
+/// Each write is held at the audit table, the last it reaches, until both have gone as far as
+/// they can: past their user rows without the fix, one of them waiting on a row with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_two_admins_suspending_each_other_at_once_do_not_both_succeed() {
+    let (app, tenant, owner) = organisation(Backend::Postgres).await;
+    let mut admins = Vec::new();
+    for email in ["ann@bank.example", "ben@bank.example"] {
+        let invited = invite(&app, &tenant, &owner, email, Some("ADMIN")).await;
+        invited.expect(200);
+        admins.push(accept_invitation(&app, &id_of(&invited), email).await);
+    }
+    let (ann, ben) = (&admins[0], &admins[1]);
+    let suspend = json!({ "status": "SUSPENDED" });
+    let (ann_path, ben_path) = (format!("{}/{}", users(&tenant), ann.id), format!("{}/{}", users(&tenant), ben.id));
+    let held = app.db.hold_table("audit_records").await;
+    let both = futures::future::join(
+        patch(&app, &ben_path, &ann.access_token, &suspend),
+        patch(&app, &ann_path, &ben.access_token, &suspend),
+    );
+    let release = async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while app.db.waiting_on("audit_records").await + app.db.waiting_on_a_row().await < 2 {
+            assert!(std::time::Instant::now() < deadline, "the two suspensions never both got as far as they could");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        held.release().await;
+    };
+    let ((by_ann, by_ben), ()) = futures::future::join(both, release).await;
+    let mut statuses = [by_ann.status, by_ben.status];
+    statuses.sort();
+    assert_eq!(statuses, [200, 401], "ann: {} / ben: {}", by_ann.body, by_ben.body);
+    let loser = if by_ann.status == 401 { &by_ann } else { &by_ben };
+    refused(loser, 401, REVOKED);
+    let suspended = get(&app, &format!("{}?status=SUSPENDED", users(&tenant)), &owner).await;
+    assert_eq!(suspended.body["totalResults"], 1, "{}", suspended.body);
+}
+
 async fn an_invited_user_is_not_set_active_and_reactivation_returns_them_to_invited(backend: Backend) {
     let (app, tenant, owner) = organisation(backend).await;
     let cara = id_of(&invite(&app, &tenant, &owner, "cara@bank.example", None).await);

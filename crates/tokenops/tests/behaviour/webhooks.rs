@@ -107,6 +107,34 @@ backends!(
     each_endpoint_needs_its_permission
 );
 
+/// Two registrations of one URL at once: the one whose insert waited for the other's answers the
+/// 409 a later registration gets, naming the registration that holds the URL (it had answered
+/// without `existingWebhookId`). Both are held at the webhooks table until both reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_concurrent_registrations_of_one_url_name_the_one_that_won() {
+    let (app, receiver) = app_with_receiver(Backend::Postgres, &[]).await;
+    let body = json!({ "url": receiver.url("/same"), "eventTypes": ["webhook.test"] });
+    let held = app.db.hold_table("webhooks").await;
+    let both = futures::future::join(
+        write(&app, Method::POST, "/api/webhooks", &body),
+        write(&app, Method::POST, "/api/webhooks", &body),
+    );
+    let release = async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while app.db.waiting_on("webhooks").await < 2 {
+            assert!(std::time::Instant::now() < deadline, "the registrations never both reached the table");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        held.release().await;
+    };
+    let ((first, second), ()) = futures::future::join(both, release).await;
+    let (created, refused) = if first.status == 201 { (first, second) } else { (second, first) };
+    created.expect(201);
+    assert_status(&refused, 409, "the registration that lost");
+    assert_eq!(refused.body["code"], "WEBHOOK_URL_TAKEN", "{}", refused.body);
+    assert_eq!(refused.body["existingWebhookId"], created.body["id"], "{}", refused.body);
+}
+
 async fn registration_sends_a_signed_test_delivery_and_never_shows_the_secret_again(backend: Backend) {
     let (app, receiver) = app_with_receiver(backend, &[]).await;
     let url = receiver.url("/hooks/a");
