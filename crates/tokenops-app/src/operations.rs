@@ -355,7 +355,6 @@ impl Operations {
             w.context().caller.require(Permission::TransactionMint)?;
         }
         let id = new_id();
-        let now = w.now();
         let (asset, account, counterparty, amount, lock_id) =
             if tx_type.completes_lock() {
                 let lock = self.lock_to_complete(w, tenant, tx_type, &params, id).await?;
@@ -381,6 +380,9 @@ impl Operations {
                 let lock_id = (tx_type == TxType::Lock).then_some(id);
                 (asset, account, counterparty, amount, lock_id)
             };
+        // After the lock's rows are held: a completion that waited for them is judged and
+        // stamped as of then (see `Write::now`).
+        let now = w.now();
         let operation = Operation::submitted(
             NewOperation {
                 id,

@@ -552,10 +552,11 @@ impl Write {
     }
 
     /// Holds the caller to `permissions`, its grants as read under the lock of its own record:
-    /// a change to the caller that committed while this request ran (another administrator
-    /// took a permission away) then governs this write, as it would the caller's next request.
-    pub fn hold_caller_to(&mut self, permissions: tokenops_domain::permission::PermissionSet) {
-        self.ctx.caller.permissions = permissions;
+    /// a permission taken away by a change that committed while this request ran is lacking
+    /// for this write too, as it would be at the caller's next request. Never widens: a grant
+    /// given meanwhile waits for the next request.
+    pub(crate) fn hold_caller_to(&mut self, permissions: tokenops_domain::permission::PermissionSet) {
+        self.ctx.caller.permissions = self.ctx.caller.permissions.both(permissions);
     }
 
     /// The request's Idempotency-Key, for events that background work emits on its behalf.

@@ -128,6 +128,11 @@ impl PermissionSet {
         PermissionSet(self.0 & !other.0)
     }
 
+    /// The permissions in both sets.
+    pub fn both(self, other: PermissionSet) -> PermissionSet {
+        PermissionSet(self.0 & other.0)
+    }
+
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }

@@ -438,6 +438,8 @@ mod tests {
             change_types(&mut w, format!("u{n}"), day_later.plus_millis(n + 1));
         }
         assert_eq!(w.past_subscriptions.len(), PAST_SUBSCRIPTIONS_KEPT);
+        let oldest_kept = day_later.plus_millis(300 - PAST_SUBSCRIPTIONS_KEPT as i64 + 1);
+        assert_eq!(w.past_subscriptions[0].until, oldest_kept, "the oldest go first");
     }
 
     #[test]

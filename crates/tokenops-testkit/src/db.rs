@@ -277,6 +277,19 @@ impl TestDb {
             .await
     }
 
+    /// How many transactions wait for another's lock on a row of `table` of this PostgreSQL
+    /// schema: the first waiter holds the row's tuple lock and waits on the holder's
+    /// transaction id, later ones wait for the tuple lock (other schemas' waits do not count).
+    pub async fn waiting_on_a_row_of(&self, table: &str) -> i64 {
+        self.scalar(&format!(
+            "SELECT CAST(COUNT(*) AS BIGINT) FROM pg_locks w WHERE NOT w.granted AND ( \
+               (w.locktype = 'tuple' AND w.relation = '{table}'::regclass) \
+               OR (w.locktype = 'transactionid' AND EXISTS (SELECT 1 FROM pg_locks t WHERE t.pid = w.pid \
+                   AND t.locktype = 'tuple' AND t.granted AND t.relation = '{table}'::regclass)))"
+        ))
+        .await
+    }
+
     /// Removes the failure injected by `fail_inserts_into` or `fail_updates_of(_where)`.
     pub async fn heal_inserts_into(&self, table: &str) {
         match self.backend {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokenops_domain::identity::UserStatus;
 use tokenops_domain::paging::{Page, PageRequest, SortKey};
+use tokenops_domain::permission::Permission;
 use tokenops_domain::{TenantId, Timestamp, new_id};
 use tokenops_store::Store;
 use tokenops_store::{Tx, UserFilter, UserRecord};
@@ -248,7 +249,7 @@ impl Users {
     /// never set a password makes them INVITED again.
     pub async fn update(&self, w: &mut Write, id: Uuid, change: UserChange) -> AppResult<UserOut> {
         let tenant = w.tenant()?;
-        let (mut user, current_role) = self.target(w, tenant, id).await?;
+        let (mut user, current_role) = self.target(w, tenant, id, Permission::UserUpdate).await?;
         let before = out(&user, current_role.record.name.clone());
         let unchanged = (user.role_id, user.status);
         let mut role_name = current_role.record.name.clone();
@@ -296,7 +297,7 @@ impl Users {
     /// revoked.`). The email may be invited again.
     pub async fn remove(&self, w: &mut Write, id: Uuid) -> AppResult<()> {
         let tenant = w.tenant()?;
-        let (user, role) = self.target(w, tenant, id).await?;
+        let (user, role) = self.target(w, tenant, id, Permission::MemberRemove).await?;
         let now = w.now();
         w.tx().groups().remove_user(tenant, id).await?;
         w.tx().refresh_tokens().revoke_for_user(id, now).await?;
@@ -306,13 +307,21 @@ impl Users {
     }
 
     /// The user an administrator acts on, locked for the write: 404 when absent; 400 for the
-    /// caller themselves or the owner; 403 without the permission the user's role needs.
-    async fn target(&self, w: &mut Write, tenant: TenantId, id: Uuid) -> AppResult<(UserRecord, Role)> {
+    /// caller themselves or the owner; 403 without `needed` (the route's permission, checked
+    /// again against the caller as locked) or the permission the user's role needs.
+    async fn target(
+        &self,
+        w: &mut Write,
+        tenant: TenantId,
+        id: Uuid,
+        needed: Permission,
+    ) -> AppResult<(UserRecord, Role)> {
         w.set_resource_id(id.to_string());
         if w.context().caller.user_id() == Some(id) {
             return Err(Error::of(Code::SelfChange));
         }
         let user = lock_with_caller(w, tenant, id).await?;
+        w.context().caller.require(needed)?;
         let owner = w.tx().tenants().get(tenant).await?.map(|t| t.owner_user_id);
         if owner == Some(id) {
             return Err(Error::of(Code::OwnerChange));

@@ -260,12 +260,13 @@ impl JobHandler for DeliverWebhook {
         let on_the_wire = started.elapsed().as_secs_f64();
         drop(slot);
         let outcome = outcome?;
-        let now = ctx.clock().now();
         let mut tx = webhooks.store.write().await?;
         // The registration first, then the delivery: the order deletion takes them in.
         let Some(mut webhook) = tx.webhooks().get_for_update(tenant, webhook.id).await? else {
             return ctx.finish(tx).await;
         };
+        // After the lock: a change of the registration it waited for keeps the earlier time.
+        let now = ctx.clock().now();
         let Some(mut current) = tx.webhooks().get_delivery_for_update(tenant, delivery.id).await? else {
             return ctx.finish(tx).await;
         };

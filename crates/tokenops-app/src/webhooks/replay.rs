@@ -133,8 +133,8 @@ impl Webhooks {
     /// Strict replay of one event: to every registration that received it, or to `only`.
     pub async fn redeliver(&self, w: &mut Write, event_id: Uuid, only: Option<Uuid>) -> AppResult<FilteredReplay> {
         let tenant = w.tenant()?;
-        let now = w.now();
         w.tx().webhooks().take_replay_turn(tenant).await?;
+        let now = w.now();
         w.tx()
             .events()
             .get(tenant, event_id)
@@ -190,10 +190,10 @@ impl Webhooks {
         mut after: Option<KeysetPosition>,
     ) -> AppResult<(FilteredReplay, Option<KeysetPosition>)> {
         let tenant = w.tenant()?;
-        let now = w.now();
         // Two filtered calls at once would both pick the same deliveries; in turn, the second
         // finds the first's replays queued and skips them.
         w.tx().webhooks().take_replay_turn(tenant).await?;
+        let now = w.now();
         let mut replays: Vec<Delivery> = Vec::new();
         let mut skipped = Vec::new();
         let (mut examined, mut queued_events) = (0usize, 0usize);
