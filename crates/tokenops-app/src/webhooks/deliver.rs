@@ -310,11 +310,41 @@ impl JobHandler for DeliverWebhook {
         Ok(finished)
     }
 
-    /// The job itself failed every try (the store was away, or a key could not be opened):
-    /// the attempt was never made, so the delivery stays queued; setting its registration
-    /// ACTIVE again, or a replay after it settles, sends it.
-    async fn on_dead(&self, job: &Job, _tx: &mut dyn Tx, reason: &str, _now: Timestamp) -> Result<(), JobError> {
-        tracing::error!(job = %job.id, reason, "a webhook delivery job died; its delivery stays queued");
+    /// The job failed every try (the store was away, a key could not be opened, or the service
+    /// stopped during each attempt): no job will send the delivery again, so it is PARKED
+    /// (TIMEOUT, the reason saying why), settled and so replayable, rather than left PENDING
+    /// with nothing to move it. Whether the receiver got the attempt is not known; a replay
+    /// sends it at the next generation, and the receiver deduplicates on the event id. Its
+    /// registration deleted meanwhile, it is CANCELLED as deletion would have made it.
+    async fn on_dead(&self, job: &Job, tx: &mut dyn Tx, reason: &str, now: Timestamp) -> Result<(), JobError> {
+        let (tenant, delivery_id, number) = payload(job)?;
+        tracing::error!(job = %job.id, delivery = %delivery_id, reason, "a webhook delivery job died; its delivery is parked");
+        // The registration first, then the delivery: the order deletion takes them in.
+        let Some(seen) = tx.webhooks().get_delivery(tenant, delivery_id).await? else {
+            return Ok(());
+        };
+        let registered = tx.webhooks().get_for_update(tenant, seen.webhook_id).await?;
+        let Some(mut delivery) = tx.webhooks().get_delivery_for_update(tenant, delivery_id).await? else {
+            return Ok(());
+        };
+        let changed = match registered {
+            None => delivery.cancel(now),
+            // Only the attempt this job was for: a later one has its own job.
+            Some(_) if delivery.status.is_queued() && delivery.attempts + 1 == number => delivery.record_attempt(
+                AttemptResult::Park {
+                    class: FailureClass::Timeout,
+                    status: None,
+                    reason: format!(
+                        "Attempt {number} could not be completed ({reason}); replay the event to send it again"
+                    ),
+                },
+                now,
+            ),
+            Some(_) => false,
+        };
+        if changed {
+            tx.webhooks().update_delivery(&delivery).await?;
+        }
         Ok(())
     }
 }

@@ -100,7 +100,8 @@ backends!(
     replay_is_strict_for_one_event_and_lenient_for_a_filter,
     a_truncated_filtered_replay_continues_from_its_cursor,
     the_replay_budget_refuses_with_nothing_queued,
-    concurrent_replays_take_turns_within_the_budget_and_the_filtered_ones_skip
+    concurrent_replays_take_turns_within_the_budget_and_the_filtered_ones_skip,
+    a_delivery_whose_job_dies_is_parked_and_can_be_replayed
 );
 
 async fn a_subscribed_event_is_delivered_signed_and_shown_in_the_history(backend: Backend) {
@@ -717,4 +718,35 @@ async fn concurrent_replays_take_turns_within_the_budget_and_the_filtered_ones_s
     assert!(
         later.body["skipped"].as_array().is_some_and(|s| s.iter().all(|d| d["reason"] == "LATEST_DELIVERY_QUEUED"))
     );
+}
+
+/// A delivery job that dies (here: each record of its attempt failed, until its two tries ran
+/// out) parks its delivery, TIMEOUT with the reason: settled, so a replay sends it, where it was
+/// left PENDING with no job ever to send it (a crash probe made one with ten SIGKILLs, each
+/// during its attempt, and no replay could free it).
+async fn a_delivery_whose_job_dies_is_parked_and_can_be_replayed(backend: Backend) {
+    let (app, receiver) = app(backend, &[("TOKENOPS_JOB_MAX_ATTEMPTS", "2")]).await;
+    subscribe(&app, &receiver, "/dies").await;
+    app.db.fail_updates_of_where("webhook_deliveries", "NEW.status = 'DELIVERED'").await;
+    let event_id = status_change(&app).await;
+    receiver.wait_for_path("/dies", 2, WAIT).await;
+    for _ in 0..3 {
+        next_round(&app).await;
+    }
+    app.db.heal_inserts_into("webhook_deliveries").await;
+    let parked = deliveries(&app, &event_id).await.remove(0);
+    assert_eq!(parked["status"], "PARKED", "{parked}");
+    assert_eq!(parked["generation"], 1);
+    assert_eq!(parked["failureClass"], "TIMEOUT", "{parked}");
+    assert!(parked["failureReason"].as_str().is_some_and(|r| r.contains("replay")), "{parked}");
+    assert_spaced(&parked["parkedAt"]);
+    let sent_before = receiver.requests_to("/dies").len();
+
+    redeliver(&app, &event_id, None).await.expect(202);
+    app.drain_jobs().await;
+    let got = receiver.wait_for_path("/dies", sent_before + 1, WAIT).await;
+    assert_eq!(got.last().and_then(|r| r.header("webhook-event-id")), Some(event_id.as_str()));
+    let history = deliveries(&app, &event_id).await;
+    let replayed = history.iter().find(|d| d["generation"] == 2).expect("the replay's generation");
+    assert_eq!(replayed["status"], "DELIVERED", "{replayed}");
 }
