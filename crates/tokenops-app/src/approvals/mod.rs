@@ -15,7 +15,7 @@ mod raise;
 
 pub use expiry::ExpireApprovals;
 pub(crate) use raise::unresolvable;
-pub use raise::{Raise, StepApprover, raise};
+pub use raise::{Raise, StepApprover, raise, raise_resolved};
 
 use async_trait::async_trait;
 use serde::Serialize;

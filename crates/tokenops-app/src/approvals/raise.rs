@@ -150,6 +150,21 @@ pub async fn raise(
         let summary = problems.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("; ");
         return Err(Error::bad_request(format!("Approvers cannot be resolved: {summary}")).with_details(problems));
     }
+    raise_resolved(tx, settings, ctx, raise).await
+}
+
+/// As [`raise`], for approvers the caller has resolved in this same transaction (the policy
+/// step, which fails the operation when they cannot be). Resolving them twice could tell two
+/// stories on PostgreSQL, whose statements each see the latest commits: a member suspended
+/// between the two checks refused what the first had passed, and the operation was decided
+/// again later (a race probe saw it in three rounds of fifteen). A change after the request is
+/// raised is met as any later one is: by reassignment, cancellation or expiry.
+pub async fn raise_resolved(
+    tx: &mut dyn Tx,
+    settings: &ApprovalSettings,
+    ctx: &EventContext,
+    raise: Raise,
+) -> AppResult<(ApprovalRequest, Vec<ApprovalTask>)> {
     let now = ctx.now;
     let request = ApprovalRequest {
         id: new_id(),

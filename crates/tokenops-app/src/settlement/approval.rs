@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::evaluate::APPROVERS_UNRESOLVABLE;
 use super::{POLICY_RESOURCE_TYPE, Pipeline};
-use crate::approvals::{EventContext, Raise, ResolutionEffect, StepApprover, raise, unresolvable};
+use crate::approvals::{EventContext, Raise, ResolutionEffect, StepApprover, raise_resolved, unresolvable};
 use crate::error::{AppResult, Error};
 use crate::identity::access::role_grants;
 use crate::jobs::{JobError, kinds};
@@ -86,7 +86,7 @@ impl Pipeline {
             approvers: resolved.approvers,
             reviewers: resolved.reviewers.into_iter().map(ApproverExpr::User).collect(),
         };
-        let (request, tasks) = raise(tx, &self.approvals, &ctx, request).await.map_err(JobError::retry)?;
+        let (request, tasks) = raise_resolved(tx, &self.approvals, &ctx, request).await.map_err(JobError::retry)?;
         // The request's own record, as a manual one gets (`approval.request.create`), so that the
         // audit log finds every request by its id, whoever raised it.
         let after = crate::approvals::ApprovalRequestOut::new(&request, Some(&tasks));

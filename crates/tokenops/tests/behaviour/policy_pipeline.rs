@@ -172,6 +172,34 @@ async fn balance(app: &TestApp, who: &Tenant, account: &str) -> (String, String)
     (text("total"), text("available"))
 }
 
+/// The policy step resolves an operation's approvers once: a member suspended after that,
+/// while the step is still under way, no longer makes the raising of its request refuse what
+/// the step had passed (on PostgreSQL, each statement sees the latest commits, and a second
+/// check failed the job, which decided the operation again later: a race probe saw it in three
+/// rounds of fifteen). The step is held at the audit table, after its check, while the only
+/// treasurer is suspended; it then holds the operation as it had decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_an_approver_suspended_during_the_policy_step_does_not_undo_its_decision() {
+    let Org { app, owner, alice, tom, .. } = org(Backend::Postgres).await;
+    active_policy(&app, &owner, four_eyes_policy()).await;
+    let large = submit(&app, &alice, transfer("10000.00")).await;
+    let held = app.db.hold_table("audit_records").await;
+    let suspend_meanwhile = async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while app.db.waiting_on("audit_records").await == 0 {
+            assert!(Instant::now() < deadline, "the policy step never reached the audit table");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        app.db.execute(&format!("UPDATE users SET status = 'SUSPENDED' WHERE id = '{}'", tom.subject)).await;
+        held.release().await;
+    };
+    tokio::join!(app.drain_jobs(), suspend_meanwhile);
+    let found = operation(&app, &alice, &large).await;
+    assert_eq!(found["state"], "AWAITING_APPROVAL", "{found}");
+    let request = request_for(&app, &owner, &large).await;
+    assert_eq!(request["tasks"][1]["approvers"], json!(["#treasury"]), "{request}");
+}
+
 async fn four_eyes_holds_a_large_transfer_until_both_steps_approve(backend: Backend) {
     let Org { app, owner, alice, carol, dave, tom } = org(backend).await;
     active_policy(&app, &owner, four_eyes_policy()).await;
