@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+/// How many times, 50 ms apart, a delivery that came before the secret was known looks for it.
+const SECRET_WAIT_POLLS: u32 = 60;
+
 /// A delivery as received: its event type and whether its signature verified.
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -83,8 +86,17 @@ async fn receive(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let secret = shared.lock().unwrap_or_else(PoisonError::into_inner).secret.clone();
-    // The registration's answer may arrive after its first delivery: that one is unverified.
+    // The registration's test delivery may arrive before the demo has read the secret from the
+    // registration's answer (a worker picks the delivery up as the registration commits): it
+    // waits a moment for it, as a receiver that stores the secret after registering would.
+    let mut secret = None;
+    for _ in 0..SECRET_WAIT_POLLS {
+        secret = shared.lock().unwrap_or_else(PoisonError::into_inner).secret.clone();
+        if secret.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let verified = secret.is_some_and(|secret| {
         tokenops_webhooks::verify::verify_hmac(&header("webhook-signature"), &secret, timestamp, now, &body).is_ok()
     });
