@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use crate::support::{
     assert_bad_keys_refused, assert_bodies_refused, assert_body_texts_refused, assert_empty_style_a, assert_error,
-    assert_get_refused, assert_iso_utc, assert_refused, assert_retry_after, key, strings, write_correlated,
-    write_in_flight,
+    assert_get_refused, assert_iso_utc, assert_refused, assert_retry_after, key, strings, until_waiting,
+    write_correlated, write_in_flight,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -599,11 +599,7 @@ async fn on_postgres_a_status_change_that_waited_for_the_row_is_stamped_after_th
     let inactive = json!({ "status": "INACTIVE" });
     let change = app.write(Method::PATCH, "/api/customers/clock-1", "clock-key", &inactive);
     let after_the_wait = async {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while app.db.waiting_on("customers").await == 0 {
-            assert!(std::time::Instant::now() < deadline, "the change never reached the customers table");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        until_waiting("the change at the customers table", 1, async || app.db.waiting_on("customers").await).await;
         app.clock.advance_millis(60_000);
         let released_at = app.clock.now();
         held.release().await;

@@ -6,7 +6,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use tokenops_testkit::{Backend, Tenant, TestApp, backends};
 
-use crate::support::key;
+use crate::support::{key, until_waiting};
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -357,11 +357,7 @@ async fn on_postgres_a_key_whose_request_is_still_running_is_409_at_once() {
         };
         let second = async {
             // The first request has claimed its key and waits on the table.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-            while app.db.waiting_on("customers").await == 0 {
-                assert!(std::time::Instant::now() < deadline, "{path}: the first request never reached the table");
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
+            until_waiting("the first request at the table", 1, async || app.db.waiting_on("customers").await).await;
             // At once: not after the first request (whose table is held until the answer).
             let busy =
                 tokio::time::timeout(std::time::Duration::from_secs(5), send(&app, method.clone(), path, &k, &body))

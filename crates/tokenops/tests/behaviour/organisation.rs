@@ -19,6 +19,8 @@ use tokenops_testkit::organisation::{
 use tokenops_testkit::{API_VERSION, Backend, Reply, TestApp, backends};
 use uuid::Uuid;
 
+use crate::support::until_waiting;
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
@@ -1029,15 +1031,6 @@ async fn suspension_revokes_access_at_once_and_reactivation_restores_it(backend:
     let about_bob = updates.iter().filter(|r| r["resourceId"] == bob.id.as_str() && r["outcome"] == "SUCCESS").count();
     // Suspend, suspend again, reactivate and the same role: each a recorded write.
     assert_eq!(about_bob, 4, "{updates:?}");
-}
-
-/// Polls `count` until it reaches `at_least`, for at most 20 seconds.
-async fn until_waiting(what: &str, at_least: i64, count: impl AsyncFn() -> i64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while count().await < at_least {
-        assert!(std::time::Instant::now() < deadline, "{what} never happened");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 /// Two user changes on PostgreSQL, the second sent once the first has gone as far as it can

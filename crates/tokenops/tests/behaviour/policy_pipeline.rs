@@ -14,6 +14,7 @@ use tokenops_testkit::{Backend, Reply, Tenant, TestApp, backends};
 use uuid::Uuid;
 
 use crate::fixtures::{active_account_as, active_contract_as, customer_as};
+use crate::support::until_waiting;
 
 backends!(
     four_eyes_holds_a_large_transfer_until_both_steps_approve,
@@ -185,11 +186,7 @@ async fn on_postgres_an_approver_suspended_during_the_policy_step_does_not_undo_
     let large = submit(&app, &alice, transfer("10000.00")).await;
     let held = app.db.hold_table("audit_records").await;
     let suspend_meanwhile = async {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while app.db.waiting_on("audit_records").await == 0 {
-            assert!(Instant::now() < deadline, "the policy step never reached the audit table");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_waiting("the policy step at the audit table", 1, async || app.db.waiting_on("audit_records").await).await;
         app.db.execute(&format!("UPDATE users SET status = 'SUSPENDED' WHERE id = '{}'", tom.subject)).await;
         held.release().await;
     };

@@ -154,3 +154,13 @@ pub async fn drain_past_three_attempts(app: &TestApp) {
         app.clock.advance_millis(60_000);
     }
 }
+
+/// Polls `count` until it reaches `at_least`, for at most 20 seconds: how a race test waits
+/// for its requests to stand where it holds them (`TestDb::waiting_on` and the like).
+pub async fn until_waiting(what: &str, at_least: i64, count: impl AsyncFn() -> i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count().await < at_least {
+        assert!(std::time::Instant::now() < deadline, "{what} never happened");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -101,7 +101,8 @@ backends!(
     a_truncated_filtered_replay_continues_from_its_cursor,
     the_replay_budget_refuses_with_nothing_queued,
     concurrent_replays_take_turns_within_the_budget_and_the_filtered_ones_skip,
-    a_delivery_whose_job_dies_is_parked_and_can_be_replayed
+    a_delivery_whose_job_dies_is_parked_and_can_be_replayed,
+    an_event_waiting_for_its_dispatch_outlives_many_subscription_changes
 );
 
 async fn a_subscribed_event_is_delivered_signed_and_shown_in_the_history(backend: Backend) {
@@ -749,4 +750,25 @@ async fn a_delivery_whose_job_dies_is_parked_and_can_be_replayed(backend: Backen
     let history = deliveries(&app, &event_id).await;
     let replayed = history.iter().find(|d| d["generation"] == 2).expect("the replay's generation");
     assert_eq!(replayed["status"], "DELIVERED", "{replayed}");
+}
+
+/// An event waits for its dispatch while its registration's subscription changes twenty times
+/// (to other types and back): it still goes to the registration, which was subscribed when it
+/// happened. A registration kept only its last sixteen past subscriptions, and a race probe
+/// lost such an event behind a backlog.
+async fn an_event_waiting_for_its_dispatch_outlives_many_subscription_changes(backend: Backend) {
+    let (app, receiver) = app(backend, &[]).await;
+    let (id, _) = subscribe(&app, &receiver, "/busy").await;
+    let event_id = undispatched_status_change(&app).await;
+    for round in 0..20 {
+        app.clock.advance_millis(1);
+        let types = if round % 2 == 0 { json!(["account.status_changed"]) } else { json!(["approval.requested"]) };
+        let body = json!({ "eventTypes": types });
+        app.write(Method::PATCH, &format!("/api/webhooks/{id}"), &key(), &body).await.expect(200);
+    }
+    app.drain_jobs().await;
+    let sent = deliveries(&app, &event_id).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["webhookId"], id.as_str());
+    assert_eq!(sent[0]["status"], "DELIVERED", "{sent:?}");
 }

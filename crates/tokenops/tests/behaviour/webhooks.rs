@@ -14,7 +14,7 @@ use tokenops_testkit::{Backend, Reply, TestApp, backends};
 use tokenops_webhooks::verify::{JwsExpectations, verify_hmac, verify_jws};
 use uuid::Uuid;
 
-use crate::support::{assert_retry_after, key, write_in_flight};
+use crate::support::{assert_retry_after, key, until_waiting, write_in_flight};
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -120,11 +120,7 @@ async fn on_postgres_concurrent_registrations_of_one_url_name_the_one_that_won()
         write(&app, Method::POST, "/api/webhooks", &body),
     );
     let release = async {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while app.db.waiting_on("webhooks").await < 2 {
-            assert!(std::time::Instant::now() < deadline, "the registrations never both reached the table");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_waiting("both registrations at the table", 2, async || app.db.waiting_on("webhooks").await).await;
         held.release().await;
     };
     let ((first, second), ()) = futures::future::join(both, release).await;
